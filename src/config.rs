@@ -1,0 +1,353 @@
+//! The policy file: PolicyLayer's `policy.json`, plus one extra top-level key, `gateway`, for
+//! deployment settings. Parsed once into `…Spec` types, then compiled into a [`Policy`].
+//!
+//! Every object rejects unknown fields (`deny_unknown_fields`): a misspelt key in a security policy
+//! must fail loudly, never be ignored. Every error names the JSON path of the offending value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::json;
+use crate::policy::{Action, Gateway, GrantSource, Limit, Policy, Scope, ToolRule, Window};
+
+/// The whole policy document.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    /// Must be `"1"`.
+    pub version: String,
+    /// What happens to a tool the policy does not list. Absent means `deny`.
+    #[serde(default)]
+    pub default: Option<ActionSpec>,
+    /// Tool names (or `"*"` for all) that are denied at call time and hidden from `tools/list`.
+    #[serde(default)]
+    pub hide: Vec<String>,
+    /// Limits every tool call counts against, in addition to its own.
+    #[serde(default)]
+    pub all_tools: Option<AllToolsSpec>,
+    /// Rules by exact tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolRuleSpec>,
+    /// Deployment settings (not part of PolicyLayer's format); everything has a safe default.
+    #[serde(default)]
+    pub gateway: Option<GatewaySpec>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionSpec {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllToolsSpec {
+    #[serde(default)]
+    pub limits: Vec<LimitSpec>,
+}
+
+/// `tools.NAME`: `{}` allows the tool under `default: "deny"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRuleSpec {
+    #[serde(default)]
+    pub action: Option<ActionSpec>,
+    /// Shown to the agent when the tool is denied.
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub limits: Vec<LimitSpec>,
+    /// Argument conditions: not supported yet, so a policy using them is refused at load.
+    #[serde(default)]
+    pub require: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    pub deny_if: Option<serde::de::IgnoredAny>,
+}
+
+/// One rate limit: at most `max` calls per fixed, UTC-aligned `window`, counted per `scope`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSpec {
+    /// Counter name; rules naming the same counter (same window and scope) share one count.
+    pub counter: String,
+    pub window: WindowSpec,
+    /// Calls allowed per window; at least 1.
+    pub max: u64,
+    #[serde(default)]
+    pub scope: ScopeSpec,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSpec {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeSpec {
+    #[default]
+    Grant,
+    Global,
+}
+
+/// `gateway`: settings of this filter, absent from PolicyLayer files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySpec {
+    /// Take the grant from this request header (set by a trusted earlier filter, e.g. `jwt_authn`
+    /// `claim_to_headers`) instead of `Authorization: Bearer`.
+    #[serde(default)]
+    pub grant_header: Option<String>,
+    /// Largest request body judged, in bytes (default 1048576). Larger bodies get 413.
+    #[serde(default)]
+    pub max_body_bytes: Option<u64>,
+    /// Most distinct grants the rate limiter tracks (default 100000); new grants past it are refused.
+    #[serde(default)]
+    pub max_tracked_grants: Option<u64>,
+    /// Allow or deny MCP methods other than `tools/call` and the lifecycle methods, by name.
+    #[serde(default)]
+    pub methods: BTreeMap<String, ActionSpec>,
+}
+
+/// A policy that cannot be loaded: the JSON path of the problem and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Dotted path from the document root, e.g. `tools.vm_agent_exec.limits[0].max`; `.` for the root.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid policy at {}: {}", self.path, self.message)
+    }
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError { path: path.into(), message: message.into() }
+}
+
+/// Default for `gateway.max_body_bytes`: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Default for `gateway.max_tracked_grants`.
+pub const DEFAULT_MAX_TRACKED_GRANTS: u64 = 100_000;
+/// `gateway.max_body_bytes` may not exceed this (64 MiB): the filter buffers the whole body.
+pub const MAX_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+
+/// Parse and compile a policy document (the Envoy plugin configuration bytes).
+///
+/// Errors: the first problem found, with its JSON path: malformed or duplicate-key JSON, unknown
+/// fields, wrong types, `version` other than "1", `max` 0, empty names, `require`/`deny_if` (not yet
+/// supported), bad `gateway` values.
+pub fn load(bytes: &[u8]) -> Result<Policy, ConfigError> {
+    // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
+    json::parse(bytes).map_err(|e| err(".", format!("not a strict JSON document: {e}")))?;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let spec: PolicySpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        err(path, e.into_inner().to_string())
+    })?;
+    compile(spec)
+}
+
+fn action(a: ActionSpec) -> Action {
+    match a {
+        ActionSpec::Allow => Action::Allow,
+        ActionSpec::Deny => Action::Deny,
+    }
+}
+
+fn compile_limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
+    if spec.counter.is_empty() {
+        return Err(err(format!("{path}.counter"), "must not be empty"));
+    }
+    if spec.max == 0 {
+        return Err(err(format!("{path}.max"), "must be at least 1"));
+    }
+    Ok(Limit {
+        counter: spec.counter.clone(),
+        window: match spec.window {
+            WindowSpec::Second => Window::Second,
+            WindowSpec::Minute => Window::Minute,
+            WindowSpec::Hour => Window::Hour,
+            WindowSpec::Day => Window::Day,
+        },
+        max: spec.max,
+        scope: match spec.scope {
+            ScopeSpec::Grant => Scope::Grant,
+            ScopeSpec::Global => Scope::Global,
+        },
+        path,
+    })
+}
+
+/// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed
+/// by `tools` and `default`.
+const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+
+/// Turn a parsed spec into the runtime policy.
+pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
+    if spec.version != "1" {
+        return Err(err("version", "must be \"1\""));
+    }
+    for (i, name) in spec.hide.iter().enumerate() {
+        if name.is_empty() {
+            return Err(err(format!("hide[{i}]"), "must not be empty"));
+        }
+    }
+    let mut limits = Vec::new();
+    let mut all_tools = Vec::new();
+    if let Some(all) = &spec.all_tools {
+        for (i, l) in all.limits.iter().enumerate() {
+            all_tools.push(limits.len());
+            limits.push(compile_limit(l, format!("all_tools.limits[{i}]"))?);
+        }
+    }
+    let mut tools = std::collections::HashMap::new();
+    for (name, rule) in &spec.tools {
+        let path = format!("tools.{name}");
+        if name.is_empty() {
+            return Err(err("tools", "tool names must not be empty"));
+        }
+        if rule.require.is_some() {
+            return Err(err(format!("{path}.require"), "argument conditions are not supported by this version"));
+        }
+        if rule.deny_if.is_some() {
+            return Err(err(format!("{path}.deny_if"), "argument conditions are not supported by this version"));
+        }
+        let mut own = Vec::new();
+        for (i, l) in rule.limits.iter().enumerate() {
+            own.push(limits.len());
+            limits.push(compile_limit(l, format!("{path}.limits[{i}]"))?);
+        }
+        tools.insert(
+            name.clone(),
+            ToolRule {
+                action: rule.action.map(action).unwrap_or(Action::Allow),
+                reason: rule.reason.clone(),
+                limits: own,
+            },
+        );
+    }
+    let gw = spec.gateway.unwrap_or_default();
+    let grant = match gw.grant_header {
+        None => GrantSource::Bearer,
+        Some(h) => {
+            let lower = h.to_ascii_lowercase();
+            let valid = !lower.is_empty()
+                && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
+            if !valid {
+                return Err(err(
+                    "gateway.grant_header",
+                    "must be a plain header name (letters, digits, '-', '_', '.'), not authorization, cookie or host",
+                ));
+            }
+            GrantSource::Header(lower)
+        }
+    };
+    let max_body_bytes = gw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_CEILING {
+        return Err(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+    }
+    let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
+    if max_tracked_grants == 0 {
+        return Err(err("gateway.max_tracked_grants", "must be at least 1"));
+    }
+    let mut methods = std::collections::HashMap::new();
+    for (name, a) in gw.methods {
+        if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
+            return Err(err(
+                format!("gateway.methods.{name}"),
+                "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
+            ));
+        }
+        methods.insert(name, action(a));
+    }
+    Ok(Policy::new(
+        spec.default.map(action).unwrap_or(Action::Deny),
+        spec.hide,
+        tools,
+        all_tools,
+        limits,
+        methods,
+        Gateway {
+            grant,
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+            max_tracked_grants,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_err(text: &str) -> ConfigError {
+        load(text.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn seed_policy_loads() {
+        let p = load(br#"{"version":"1","default":"deny","tools":{"vm_agent_exec":{"limits":[{"counter":"vm_agent_exec_rate","window":"minute","max":10,"scope":"grant"}]}}}"#)
+            .unwrap();
+        assert_eq!(p.default, Action::Deny);
+        assert_eq!(p.limits.len(), 1);
+        assert_eq!(p.limits[0].max, 10);
+        assert_eq!(p.limits[0].window, Window::Minute);
+        assert_eq!(p.limits[0].scope, Scope::Grant);
+        assert_eq!(p.limits[0].path, "tools.vm_agent_exec.limits[0]");
+        assert_eq!(p.gateway.max_body_bytes, 1_048_576);
+        assert_eq!(p.gateway.grant, GrantSource::Bearer);
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).path, "tools.x.actoin");
+        assert!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).message.contains("unknown field `actoin`"));
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#).path,
+            "tools.x.limits[0].window"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#),
+            ConfigError { path: "tools.x.limits[0].max".into(), message: "must be at least 1".into() }
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":-1}]}}}"#).path,
+            "tools.x.limits[0].max"
+        );
+        assert_eq!(load_err(r#"{"version":"2"}"#).path, "version");
+        assert_eq!(load_err(r#"{"default":"deny"}"#).path, ".");
+        assert_eq!(load_err(r#"{"version":"1","defualt":"deny"}"#).path, "defualt");
+        assert_eq!(load_err(r#"{"version":"1","default":"maybe"}"#).path, "default");
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path, "tools.x.require");
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path, "tools.x.deny_if");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path, "gateway.max_body_bytes");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"grant_header":"Authorization"}}"#).path, "gateway.grant_header");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"methods":{"tools/call":"allow"}}}"#).path, "gateway.methods.tools/call");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"colour":"red"}}"#).path, "gateway.colour");
+        assert_eq!(load_err(r#"{"version":"1","hide":[""]}"#).path, "hide[0]");
+        assert_eq!(load_err(r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#).path, "all_tools.limits[0].counter");
+    }
+
+    #[test]
+    fn duplicate_keys_in_a_policy_are_refused() {
+        let e = load_err(r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
+        assert_eq!(e.path, ".");
+        assert!(e.message.contains("duplicate object key"), "{e}");
+    }
+
+    #[test]
+    fn default_is_deny_when_absent() {
+        assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
+        assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);
+    }
+}

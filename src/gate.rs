@@ -1,0 +1,496 @@
+//! The request pipeline: from HTTP headers and the whole body to "forward" or a local reply.
+//!
+//! Pure: the host adapter hands in header bytes, the body, a [`SharedStore`] and the clock, and acts on
+//! the [`Outcome`]. The order of checks is documented in `docs/BEHAVIOUR.md` and the README; this is
+//! the code of that table.
+
+use crate::grant::{self, Grant};
+use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
+use crate::policy::{GrantSource, Policy, Verdict};
+use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
+use crate::reply::{code, Reply, RpcError};
+
+/// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
+/// GET opens the server's SSE stream, DELETE ends a session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMethod {
+    Post,
+    Get,
+    Delete,
+    Other,
+}
+
+/// A header that matters to the decision: absent, present once, or present more than once (which
+/// is refused: the filter and the server might each read a different copy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum HeaderValue {
+    #[default]
+    Absent,
+    One(Vec<u8>),
+    Many,
+}
+
+impl HeaderValue {
+    fn add(&mut self, v: &[u8]) {
+        *self = match self {
+            HeaderValue::Absent => HeaderValue::One(v.to_vec()),
+            _ => HeaderValue::Many,
+        };
+    }
+}
+
+/// The request headers the filter reads, as bytes (values need not be UTF-8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: HttpMethod,
+    pub content_type: HeaderValue,
+    pub content_encoding: HeaderValue,
+    /// `authorization`, or `gateway.grant_header`.
+    pub credential: HeaderValue,
+    pub mcp_method: HeaderValue,
+    pub mcp_name: HeaderValue,
+}
+
+impl RequestHead {
+    /// Collect the relevant headers from `(lower-case name, value)` pairs, e.g. Envoy's request
+    /// header map including the `:method` pseudo-header.
+    pub fn from_headers<'a>(policy: &Policy, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Self {
+        let credential_header = match &policy.gateway.grant {
+            GrantSource::Bearer => "authorization",
+            GrantSource::Header(h) => h.as_str(),
+        };
+        let mut head = RequestHead {
+            method: HttpMethod::Other,
+            content_type: HeaderValue::Absent,
+            content_encoding: HeaderValue::Absent,
+            credential: HeaderValue::Absent,
+            mcp_method: HeaderValue::Absent,
+            mcp_name: HeaderValue::Absent,
+        };
+        for (name, value) in headers {
+            match name {
+                ":method" => {
+                    head.method = match value {
+                        b"POST" => HttpMethod::Post,
+                        b"GET" => HttpMethod::Get,
+                        b"DELETE" => HttpMethod::Delete,
+                        _ => HttpMethod::Other,
+                    }
+                }
+                "content-type" => head.content_type.add(value),
+                "content-encoding" => head.content_encoding.add(value),
+                "mcp-method" => head.mcp_method.add(value),
+                "mcp-name" => head.mcp_name.add(value),
+                n if n == credential_header => head.credential.add(value),
+                _ => {}
+            }
+        }
+        head
+    }
+}
+
+/// What happened to a request, for metrics, logs and the access log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionKind {
+    /// A judged call the policy allowed.
+    Allowed,
+    /// Not subject to policy (lifecycle method, notification, GET/DELETE), forwarded.
+    Passed,
+    Denied,
+    RateLimited,
+    NoGrant,
+    /// Refused before policy: protocol, media type, size, method or header errors.
+    Invalid,
+    LimiterUnavailable,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allowed => "allowed",
+            DecisionKind::Passed => "passed",
+            DecisionKind::Denied => "denied",
+            DecisionKind::RateLimited => "rate_limited",
+            DecisionKind::NoGrant => "no_grant",
+            DecisionKind::Invalid => "invalid",
+            DecisionKind::LimiterUnavailable => "limiter_unavailable",
+        }
+    }
+
+    pub const ALL: [DecisionKind; 7] = [
+        DecisionKind::Allowed,
+        DecisionKind::Passed,
+        DecisionKind::Denied,
+        DecisionKind::RateLimited,
+        DecisionKind::NoGrant,
+        DecisionKind::Invalid,
+        DecisionKind::LimiterUnavailable,
+    ];
+}
+
+/// The record of one decision. Never holds tokens or argument values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub kind: DecisionKind,
+    pub method: Option<String>,
+    pub tool: Option<String>,
+    pub rule: Option<String>,
+    /// The grant label (`sha256:…`), once known.
+    pub grant: Option<String>,
+    /// `data.kind` of the error reply, if any.
+    pub error_kind: Option<&'static str>,
+    pub reason: Option<String>,
+}
+
+impl Decision {
+    fn new(kind: DecisionKind) -> Self {
+        Decision { kind, method: None, tool: None, rule: None, grant: None, error_kind: None, reason: None }
+    }
+}
+
+/// The result: forward (`reply == None`) or answer locally with `reply`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    pub reply: Option<Reply>,
+}
+
+/// After the headers: done already, or the body is needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadOutcome {
+    Done(Outcome),
+    NeedBody,
+}
+
+fn refuse(kind: DecisionKind, status: u16, err: RpcError, id: &Id, headers: Vec<(&'static str, String)>) -> Outcome {
+    let mut decision = Decision::new(kind);
+    decision.error_kind = Some(err.kind);
+    decision.reason = Some(err.reason.clone());
+    decision.tool = err.tool.clone();
+    decision.rule = err.rule.clone();
+    Outcome { decision, reply: Some(Reply { status, headers, body: err.to_json(id) }) }
+}
+
+fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'static str, String)>) -> Outcome {
+    let err = RpcError::new(code::INVALID_REQUEST, kind, format!("Invalid Request: {reason}"), reason);
+    refuse(DecisionKind::Invalid, status, err, &Id::null(), headers)
+}
+
+fn no_grant(id: &Id) -> Outcome {
+    let reason = "a grant is required: send Authorization: Bearer <token>";
+    let err = RpcError::new(code::NO_GRANT, "no_grant", format!("Unauthorized: {reason}"), reason);
+    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", "Bearer".into())])
+}
+
+fn grant_of(policy: &Policy, head: &RequestHead) -> Option<Grant> {
+    let HeaderValue::One(v) = &head.credential else { return None };
+    match policy.gateway.grant {
+        GrantSource::Bearer => grant::from_authorization(v),
+        GrantSource::Header(_) => grant::from_trusted_header(v),
+    }
+}
+
+/// `application/json`, case-insensitive, parameters allowed (RFC 9110 §8.3.1).
+fn is_json_media_type(v: &[u8]) -> bool {
+    let media = v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
+    media.eq_ignore_ascii_case(b"application/json")
+}
+
+/// Decide what can be decided from the headers alone.
+pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
+    match head.method {
+        HttpMethod::Other => HeadOutcome::Done(http_refusal(
+            405,
+            "method_not_allowed",
+            "MCP Streamable HTTP uses POST, GET and DELETE only",
+            vec![("allow", "GET, POST, DELETE".into())],
+        )),
+        HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(match grant_of(policy, head) {
+            None => no_grant(&Id::null()),
+            Some(g) => {
+                let mut d = Decision::new(DecisionKind::Passed);
+                d.grant = Some(g.label());
+                Outcome { decision: d, reply: None }
+            }
+        }),
+        HttpMethod::Post => {
+            let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if is_json_media_type(v));
+            if !ct_ok {
+                return HeadOutcome::Done(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "Content-Type must be application/json",
+                    vec![],
+                ));
+            }
+            let enc_ok = match &head.content_encoding {
+                HeaderValue::Absent => true,
+                HeaderValue::One(v) => v.trim_ascii().eq_ignore_ascii_case(b"identity"),
+                HeaderValue::Many => false,
+            };
+            if !enc_ok {
+                return HeadOutcome::Done(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "Content-Encoding must be identity: encoded bodies cannot be checked",
+                    vec![],
+                ));
+            }
+            HeadOutcome::NeedBody
+        }
+    }
+}
+
+/// The reply for a body over `gateway.max_body_bytes`; the body is never judged on a prefix.
+pub fn body_too_large(policy: &Policy) -> Outcome {
+    http_refusal(
+        413,
+        "body_too_large",
+        &format!("request body exceeds {} bytes", policy.gateway.max_body_bytes),
+        vec![],
+    )
+}
+
+fn protocol_error(e: &ProtocolError) -> (RpcError, u16) {
+    let (code, kind, title) = match e.kind {
+        ProtocolErrorKind::Parse => (code::PARSE_ERROR, "parse_error", "Parse error"),
+        ProtocolErrorKind::InvalidRequest => (code::INVALID_REQUEST, "invalid_request", "Invalid Request"),
+        ProtocolErrorKind::InvalidParams => (code::INVALID_PARAMS, "invalid_params", "Invalid params"),
+    };
+    (RpcError::new(code, kind, format!("{title}: {}", e.detail), e.detail.clone()), 400)
+}
+
+/// MCP 2026-07-28 Streamable HTTP: `Mcp-Method` and `Mcp-Name` mirror the body; any difference is
+/// −32020. Values are compared as exact bytes against the unescaped body values.
+fn header_mismatch(head: &RequestHead, msg: &Message) -> Option<&'static str> {
+    let (method, name): (Option<&str>, Option<&str>) = match msg {
+        Message::Request { call: Call::Tool(t), .. } => (Some("tools/call"), Some(&t.name)),
+        Message::Request { call: Call::Method { method, target }, .. } => (Some(method.name()), target.as_deref()),
+        Message::Notification { method } => (Some(method.name()), None),
+        Message::Response { .. } => (None, None),
+    };
+    let differs = |h: &HeaderValue, body: Option<&str>| match h {
+        HeaderValue::Absent => false,
+        HeaderValue::Many => true,
+        HeaderValue::One(v) => body.map(str::as_bytes) != Some(v.as_slice()),
+    };
+    if differs(&head.mcp_method, method) {
+        return Some("Mcp-Method header does not match the body's method");
+    }
+    if differs(&head.mcp_name, name) {
+        return Some("Mcp-Name header does not match the body's name or uri");
+    }
+    None
+}
+
+/// How one message fared.
+enum Judged {
+    Forward(Decision, Option<Admission>),
+    Refused(DecisionKind, u16, RpcError, Vec<(&'static str, String)>),
+}
+
+fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limiter<'_>) -> Judged {
+    let mut d = Decision::new(DecisionKind::Passed);
+    d.grant = Some(grant.label());
+    let Message::Request { call, .. } = msg else {
+        if let Message::Notification { method } = msg {
+            d.method = Some(method.name().to_owned());
+        }
+        return Judged::Forward(d, None);
+    };
+    let tool = match call {
+        Call::Tool(t) => Some(t.name.clone()),
+        Call::Method { .. } => None,
+    };
+    d.method = Some(match call {
+        Call::Tool(_) => "tools/call".to_owned(),
+        Call::Method { method, .. } => method.name().to_owned(),
+    });
+    d.tool = tool.clone();
+    let subject = match &tool {
+        Some(t) => format!("tool '{t}'"),
+        None => format!("method {}", d.method.as_deref().unwrap_or("")),
+    };
+    match policy.judge(call) {
+        Verdict::Pass => Judged::Forward(d, None),
+        Verdict::Deny { rule, reason } => {
+            let mut e = RpcError::new(code::DENIED, "denied", format!("{subject} denied: {reason}"), reason);
+            e.tool = tool;
+            e.rule = Some(rule);
+            Judged::Refused(DecisionKind::Denied, 200, e, vec![])
+        }
+        Verdict::Allow { rule, limits } => {
+            d.kind = DecisionKind::Allowed;
+            d.rule = Some(rule);
+            if limits.is_empty() {
+                return Judged::Forward(d, None);
+            }
+            match limiter.admit(&limits, &grant.id) {
+                Ok(adm) => Judged::Forward(d, Some(adm)),
+                Err(Refusal::Limited { limit, retry_after_seconds }) => {
+                    let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
+                    let mut e = RpcError::new(
+                        code::RATE_LIMITED,
+                        "rate_limited",
+                        format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s"),
+                        reason,
+                    );
+                    e.tool = tool;
+                    e.rule = Some(limit.path.clone());
+                    e.retry_after_seconds = Some(retry_after_seconds);
+                    e.counter = Some(limit.counter.clone());
+                    Judged::Refused(
+                        DecisionKind::RateLimited,
+                        200,
+                        e,
+                        vec![("retry-after", retry_after_seconds.to_string())],
+                    )
+                }
+                Err(Refusal::Unavailable(u)) => {
+                    let reason = u.reason();
+                    let mut e = RpcError::new(
+                        code::LIMITER_UNAVAILABLE,
+                        "limiter_unavailable",
+                        format!("{subject} refused: {reason}"),
+                        reason,
+                    );
+                    e.tool = tool;
+                    e.retry_after_seconds = Some(1);
+                    Judged::Refused(DecisionKind::LimiterUnavailable, 200, e, vec![("retry-after", "1".into())])
+                }
+            }
+        }
+    }
+}
+
+/// Decide a POST on its whole body.
+///
+/// `now_ms` is milliseconds since the Unix epoch (UTC); `store` is the proxy-wasm shared data.
+pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn SharedStore, now_ms: u64) -> Outcome {
+    if body.len() > policy.gateway.max_body_bytes {
+        return body_too_large(policy);
+    }
+    let limiter = Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants };
+    let parsed = match mcp::read_body(body) {
+        Ok(b) => b,
+        Err(e) => {
+            let (err, status) = protocol_error(&e);
+            return refuse(DecisionKind::Invalid, status, err, &e.id, vec![]);
+        }
+    };
+    match parsed {
+        Body::Single(msg) => {
+            let id = msg.id();
+            if let Some(why) = header_mismatch(head, &msg) {
+                let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
+                return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
+            }
+            let Some(grant) = grant_of(policy, head) else { return no_grant(&id) };
+            match judge_message(policy, &msg, &grant, &limiter) {
+                Judged::Forward(d, _) => Outcome { decision: d, reply: None },
+                Judged::Refused(kind, status, err, headers) => {
+                    let mut out = refuse(kind, status, err, &id, headers);
+                    out.decision.grant = Some(grant.label());
+                    out.decision.method = judged_method(&msg);
+                    out
+                }
+            }
+        }
+        Body::Batch(items) => on_batch(policy, head, items, &limiter),
+    }
+}
+
+fn judged_method(msg: &Message) -> Option<String> {
+    match msg {
+        Message::Request { call: Call::Tool(_), .. } => Some("tools/call".into()),
+        Message::Request { call: Call::Method { method, .. }, .. } => Some(method.name().into()),
+        Message::Notification { method } => Some(method.name().into()),
+        Message::Response { .. } => None,
+    }
+}
+
+/// A batch (MCP 2025-03-26): forwarded only if every element is allowed; otherwise one error per
+/// element that has an id (invalid elements answer with id null, as JSON-RPC 2.0 §6 shows), and the
+/// quota of admitted elements is given back.
+fn on_batch(policy: &Policy, head: &RequestHead, items: Vec<Result<Message, ProtocolError>>, limiter: &Limiter<'_>) -> Outcome {
+    if head.mcp_method != HeaderValue::Absent || head.mcp_name != HeaderValue::Absent {
+        let why = "Mcp-Method/Mcp-Name headers cannot describe a batch";
+        let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
+        return refuse(DecisionKind::Invalid, 400, err, &Id::null(), vec![]);
+    }
+    let Some(grant) = grant_of(policy, head) else { return no_grant(&Id::null()) };
+    enum Slot {
+        Ok(Option<Id>),
+        Err(Id, RpcError),
+    }
+    let mut slots = Vec::with_capacity(items.len());
+    let mut admissions = Vec::new();
+    let mut worst: Option<(DecisionKind, RpcError)> = None;
+    let mut invalid = false;
+    let mut first_allowed: Option<Decision> = None;
+    for item in items {
+        match item {
+            Err(e) => {
+                let (err, _) = protocol_error(&e);
+                invalid = true;
+                worst.get_or_insert((DecisionKind::Invalid, err.clone()));
+                slots.push(Slot::Err(e.id.clone(), err));
+            }
+            Ok(msg) => {
+                let id = match &msg {
+                    Message::Notification { .. } => None,
+                    m => Some(m.id()),
+                };
+                match judge_message(policy, &msg, &grant, limiter) {
+                    Judged::Forward(d, adm) => {
+                        admissions.extend(adm);
+                        first_allowed.get_or_insert(d);
+                        slots.push(Slot::Ok(id));
+                    }
+                    Judged::Refused(kind, _, err, _) => {
+                        worst.get_or_insert((kind, err.clone()));
+                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), err));
+                    }
+                }
+            }
+        }
+    }
+    let Some((kind, first_err)) = worst else {
+        let mut d = first_allowed.unwrap_or_else(|| Decision::new(DecisionKind::Passed));
+        d.grant = Some(grant.label());
+        return Outcome { decision: d, reply: None };
+    };
+    for adm in &admissions {
+        limiter.give_back(adm);
+    }
+    let mut body = String::from("[");
+    for slot in &slots {
+        let piece = match slot {
+            Slot::Ok(None) => continue,
+            Slot::Ok(Some(id)) => {
+                let reason = "another message in the batch was refused";
+                RpcError::new(code::BATCH_REFUSED, "batch_refused", format!("Batch refused: {reason}"), reason).to_json(id)
+            }
+            Slot::Err(id, err) => err.to_json(id),
+        };
+        if body.len() > 1 {
+            body.push(',');
+        }
+        body.push_str(&piece);
+    }
+    body.push(']');
+    let mut decision = Decision::new(kind);
+    decision.grant = Some(grant.label());
+    decision.error_kind = Some(first_err.kind);
+    decision.reason = Some(first_err.reason.clone());
+    decision.tool = first_err.tool.clone();
+    decision.rule = first_err.rule.clone();
+    decision.method = Some("batch".into());
+    Outcome { decision, reply: Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }) }
+}
+
+/// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,
+/// and a body the filter does not judge must not reach the server.
+pub fn unexpected_body() -> Outcome {
+    http_refusal(400, "invalid_request", "GET and DELETE requests must not carry a body", vec![])
+}

@@ -1,0 +1,92 @@
+//! Grants: the caller's credential, reduced to a SHA-256 hash at once.
+//!
+//! By default the grant is the token of `Authorization: Bearer <token>` (RFC 6750 §2.1). With
+//! `gateway.grant_header` it is the value of that header instead, which a trusted earlier Envoy
+//! filter sets (e.g. `jwt_authn` with `claim_to_headers`). The token itself is never stored, logged
+//! or used as a shared-data key; logs and metrics see only the label `sha256:<first 12 hex>`.
+
+use sha2::{Digest, Sha256};
+
+use crate::ratelimit::GrantId;
+
+/// A caller's grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// SHA-256 of the credential bytes.
+    pub id: GrantId,
+}
+
+impl Grant {
+    pub fn from_credential(credential: &[u8]) -> Self {
+        let digest = Sha256::digest(credential);
+        let mut id = [0u8; 32];
+        id.copy_from_slice(&digest);
+        Grant { id }
+    }
+
+    /// `sha256:` and the first 6 bytes of the hash in hex: enough to tell grants apart in logs,
+    /// useless for recovering the token.
+    pub fn label(&self) -> String {
+        let mut s = String::from("sha256:");
+        for b in self.id.iter().take(6) {
+            s.push_str(&format!("{b:02x}"));
+        }
+        s
+    }
+}
+
+/// RFC 6750 §2.1 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+fn is_b64token(t: &[u8]) -> bool {
+    let body_end = t.iter().rposition(|&b| b != b'=').map_or(0, |i| i + 1);
+    body_end > 0
+        && t.iter()
+            .take(body_end)
+            .all(|&b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
+
+/// The grant of an `Authorization` header value, if it is a well-formed bearer credential.
+/// The scheme is case-insensitive (RFC 9110 §11.1); anything else (Basic, empty token, spaces in the
+/// token) is no grant.
+pub fn from_authorization(value: &[u8]) -> Option<Grant> {
+    let value = value.trim_ascii();
+    let scheme = value.get(..7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = value.get(7..)?.trim_ascii_start();
+    is_b64token(token).then(|| Grant::from_credential(token))
+}
+
+/// The grant of a trusted header value: any non-empty value after trimming whitespace.
+pub fn from_trusted_header(value: &[u8]) -> Option<Grant> {
+    let v = value.trim_ascii();
+    (!v.is_empty()).then(|| Grant::from_credential(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_hashed() {
+        let g = from_authorization(b"Bearer abc").unwrap();
+        // sha256("abc")
+        assert_eq!(g.label(), "sha256:ba7816bf8f01");
+        assert_eq!(from_authorization(b"bearer   abc"), Some(g.clone()));
+        assert_eq!(from_authorization(b"BEARER abc "), Some(g));
+        assert!(from_authorization(b"Bearer a.b-c_d~e+f/g==").is_some());
+    }
+
+    #[test]
+    fn malformed_credentials_are_no_grant() {
+        for v in [&b""[..], b"Bearer", b"Bearer ", b"Basic abc", b"Bearerabc", b"Bearer a b", b"Bearer ===", b"Bearer \xff", b"Bearer a=b"] {
+            assert_eq!(from_authorization(v), None, "{:?}", String::from_utf8_lossy(v));
+        }
+    }
+
+    #[test]
+    fn trusted_header_values() {
+        assert_eq!(from_trusted_header(b" agent-7 "), Some(Grant::from_credential(b"agent-7")));
+        assert_eq!(from_trusted_header(b"  "), None);
+    }
+}

@@ -1,0 +1,322 @@
+//! The proxy-wasm adapter: the only module that talks to Envoy.
+//!
+//! Envoy calls (proxy-wasm ABI 0.2.1, Envoy `envoy.filters.http.wasm`):
+//! - root context: `on_vm_start` (version banner), `on_configure` (load the policy from the plugin
+//!   configuration; `false` makes Envoy refuse the config);
+//! - HTTP context per request: headers → (POST) body until `end_of_stream`, or trailers → decide.
+//!
+//! Host calls are made through `proxy_wasm::hostcalls`, which return `Result`, never through the
+//! `Context` convenience methods that `unwrap()` (e.g. `get_shared_data`). A panic aborts the VM
+//! (`panic = "abort"`), is logged at critical level by our hook, and Envoy's `failure_policy`
+//! (FAIL_CLOSED or FAIL_RELOAD in the shipped configs) refuses traffic instead of forwarding it.
+
+use std::rc::Rc;
+use std::time::UNIX_EPOCH;
+
+use log::{error, info, warn};
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType, Status};
+
+use crate::config;
+use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use crate::policy::Policy;
+use crate::ratelimit::{self, SharedStore, StoreError};
+use crate::reply::{code, Reply, RpcError};
+
+proxy_wasm::main! {{
+    // Host calls such as get_log_level are refused during _initialize; on_vm_start refines this.
+    proxy_wasm::set_log_level(LogLevel::Info);
+    // Replace the SDK's hook (which unwraps the log call) with one that cannot panic itself.
+    std::panic::set_hook(Box::new(|info| {
+        let _ = hostcalls::log(LogLevel::Critical, &format!("mcp-policy-filter panicked: {info}; failing closed"));
+    }));
+    proxy_wasm::set_root_context(|id| Box::new(Root::new(id)));
+}}
+
+/// proxy-wasm shared data as a [`SharedStore`].
+struct HostStore;
+
+impl SharedStore for HostStore {
+    fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
+        match hostcalls::get_shared_data(key) {
+            Ok((Some(v), Some(cas))) => Ok(Some((v, cas))),
+            Ok((None, Some(cas))) => Ok(Some((Vec::new(), cas))),
+            Ok((_, None)) => Ok(None),
+            Err(s) => Err(StoreError::Host(format!("{s:?}"))),
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
+        match hostcalls::set_shared_data(key, Some(value), (cas != 0).then_some(cas)) {
+            Ok(()) => Ok(()),
+            Err(Status::CasMismatch) => Err(StoreError::CasMismatch),
+            Err(s) => Err(StoreError::Host(format!("{s:?}"))),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Envoy stats, one counter per decision kind. A proxy-wasm metric `NAME` is `wasmcustom.NAME`
+/// in `/stats` and `NAME` in `/stats/prometheus`.
+struct Metrics {
+    by_kind: Vec<(DecisionKind, u32)>,
+    tracked_grants: Option<u32>,
+}
+
+impl Metrics {
+    fn define() -> Self {
+        let by_kind = DecisionKind::ALL
+            .iter()
+            .filter_map(|k| {
+                hostcalls::define_metric(MetricType::Counter, &format!("mcp_policy_{}_total", k.as_str()))
+                    .ok()
+                    .map(|id| (*k, id))
+            })
+            .collect();
+        let tracked_grants = hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
+        Metrics { by_kind, tracked_grants }
+    }
+
+    fn count(&self, kind: DecisionKind) {
+        if let Some((_, id)) = self.by_kind.iter().find(|(k, _)| *k == kind) {
+            let _ = hostcalls::increment_metric(*id, 1);
+        }
+    }
+
+    fn set_tracked_grants(&self, n: u64) {
+        if let Some(id) = self.tracked_grants {
+            let _ = hostcalls::record_metric(id, n);
+        }
+    }
+}
+
+struct Root {
+    id: u32,
+    policy: Option<Rc<Policy>>,
+    metrics: Rc<Metrics>,
+}
+
+impl Root {
+    fn new(id: u32) -> Self {
+        Root { id, policy: None, metrics: Rc::new(Metrics { by_kind: Vec::new(), tracked_grants: None }) }
+    }
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_vm_start(&mut self, _vm_configuration_size: usize) -> bool {
+        // Follow Envoy's wasm log level so that disabled levels cost nothing to format.
+        if let Ok(level) = hostcalls::get_log_level() {
+            proxy_wasm::set_log_level(level);
+        }
+        info!("[root {}] mcp-policy-filter {} starting", self.id, crate::VERSION);
+        true
+    }
+
+    fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
+        let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                error!("[root {}] invalid policy at .: the plugin configuration is empty", self.id);
+                return false;
+            }
+            Err(s) => {
+                error!("[root {}] cannot read the plugin configuration: {s:?}", self.id);
+                return false;
+            }
+        };
+        match config::load(&bytes) {
+            Ok(policy) => {
+                if let Err(e) = ratelimit::init_lock(&HostStore) {
+                    error!("[root {}] shared data unavailable: {e:?}", self.id);
+                    return false;
+                }
+                info!(
+                    "[root {}] policy loaded: default={:?}, {} tool rules, {} limits, max_body_bytes={}",
+                    self.id,
+                    policy.default,
+                    policy.listed_tools().count(),
+                    policy.limits.len(),
+                    policy.gateway.max_body_bytes
+                );
+                self.metrics = Rc::new(Metrics::define());
+                self.policy = Some(Rc::new(policy));
+                true
+            }
+            Err(e) => {
+                error!("[root {}] {e}", self.id);
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Filter {
+            id: context_id,
+            policy: self.policy.clone(),
+            metrics: Rc::clone(&self.metrics),
+            head: None,
+            decided: false,
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+struct Filter {
+    id: u32,
+    policy: Option<Rc<Policy>>,
+    metrics: Rc<Metrics>,
+    /// Set while a POST body is being buffered.
+    head: Option<RequestHead>,
+    decided: bool,
+}
+
+impl Context for Filter {}
+
+impl Filter {
+    /// Act on an outcome: record it, then forward or answer locally.
+    fn finish(&mut self, outcome: Outcome) -> Action {
+        self.decided = true;
+        self.head = None;
+        let d = &outcome.decision;
+        self.metrics.count(d.kind);
+        if d.kind == DecisionKind::Allowed || d.kind == DecisionKind::RateLimited {
+            self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
+        }
+        // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
+        let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.kind.as_str().as_bytes()));
+        if let Some(t) = &d.tool {
+            let _ = hostcalls::set_property(vec!["mcp_tool"], Some(t.as_bytes()));
+        }
+        if let Some(g) = &d.grant {
+            let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
+        }
+        if let Some(r) = &d.rule {
+            let _ = hostcalls::set_property(vec!["mcp_rule"], Some(r.as_bytes()));
+        }
+        if let Some(k) = d.error_kind {
+            let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
+        }
+        if log::log_enabled!(log::Level::Info) {
+            info!(
+                "[ctx {}] decision={} method={} tool={} rule={} grant={} reason={}",
+                self.id,
+                d.kind.as_str(),
+                d.method.as_deref().unwrap_or("-"),
+                d.tool.as_deref().unwrap_or("-"),
+                d.rule.as_deref().unwrap_or("-"),
+                d.grant.as_deref().unwrap_or("-"),
+                d.reason.as_deref().unwrap_or("-"),
+            );
+        }
+        match outcome.reply {
+            None => Action::Continue,
+            Some(reply) => self.send(reply),
+        }
+    }
+
+    fn send(&self, reply: Reply) -> Action {
+        let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+        headers.extend(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
+        if let Err(s) = hostcalls::send_http_response(u32::from(reply.status), headers, Some(reply.body.as_bytes())) {
+            // Cannot answer: reset rather than forward.
+            warn!("[ctx {}] local reply failed ({s:?}); resetting the request", self.id);
+            let _ = hostcalls::reset_http_request();
+        }
+        Action::Pause
+    }
+
+    /// No policy (cannot happen once Envoy accepted the config): refuse everything.
+    fn unconfigured(&mut self) -> Action {
+        let err = RpcError::new(code::INVALID_REQUEST, "unavailable", "policy not loaded", "policy not loaded");
+        self.decided = true;
+        self.send(Reply { status: 503, headers: vec![], body: err.to_json(&crate::mcp::Id::null()) })
+    }
+
+    fn decide_body(&mut self, body_size: usize) -> Action {
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        let Some(head) = self.head.take() else { return Action::Continue };
+        let body = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size) {
+            Ok(b) => b.unwrap_or_default(),
+            Err(s) => {
+                warn!("[ctx {}] cannot read the request body ({s:?}); refusing", self.id);
+                return self.finish(gate::body_too_large(&policy));
+            }
+        };
+        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now_ms());
+        self.finish(outcome)
+    }
+}
+
+impl HttpContext for Filter {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
+            Ok(h) => h,
+            Err(s) => {
+                warn!("[ctx {}] cannot read request headers ({s:?}); refusing", self.id);
+                return self.unconfigured();
+            }
+        };
+        #[cfg(feature = "test-panic")]
+        if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
+            #[allow(clippy::panic)]
+            {
+                panic!("forced by x-mcp-policy-test-panic (test-panic build)");
+            }
+        }
+        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        match gate::on_headers(&policy, &head) {
+            HeadOutcome::Done(outcome) => {
+                if outcome.reply.is_none() && !end_of_stream {
+                    // GET/DELETE carry no body in Streamable HTTP; one that does is not judged, so refuse it.
+                    return self.finish(gate::unexpected_body());
+                }
+                self.finish(outcome)
+            }
+            HeadOutcome::NeedBody if end_of_stream => {
+                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now_ms());
+                self.finish(outcome)
+            }
+            HeadOutcome::NeedBody => {
+                self.head = Some(head);
+                Action::Continue
+            }
+        }
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if self.decided || self.head.is_none() {
+            return Action::Continue;
+        }
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        if body_size > policy.gateway.max_body_bytes {
+            return self.finish(gate::body_too_large(&policy));
+        }
+        if !end_of_stream {
+            // Buffer until the end: never decide on a prefix.
+            return Action::Pause;
+        }
+        self.decide_body(body_size)
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+        // HTTP/2 bodies that end with trailers never see end_of_stream in the body callback.
+        if self.decided || self.head.is_none() {
+            return Action::Continue;
+        }
+        self.decide_body(usize::MAX)
+    }
+}

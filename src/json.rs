@@ -1,0 +1,601 @@
+//! The one strict JSON parser every decision is made on.
+//!
+//! A policy gateway and the MCP server behind it must read the same bytes the same way, or a call can
+//! look harmless to one and dangerous to the other. So this parser accepts only what RFC 8259 calls a
+//! JSON text, and refuses everything on which parsers are known to disagree:
+//!
+//! - input that is not valid UTF-8, or starts with a byte order mark (RFC 8259 §8.1);
+//! - anything after the first value but whitespace (`{..}{..}`, `{..}garbage`);
+//! - `NaN`, `Infinity`, leading `+`, leading zeros, bare `.5` (RFC 8259 §6);
+//! - control characters in strings, unknown escapes, and `\u` escapes that leave a lone surrogate
+//!   (RFC 8259 §7, §8.2);
+//! - an object with the same key twice, at any depth (RFC 8259 §4 leaves the outcome undefined, and real
+//!   parsers split between first-wins and last-wins);
+//! - nesting deeper than [`MAX_DEPTH`] arrays and objects. The parser recurses at most that deep, so a
+//!   body of 100,000 `[` is refused without touching the stack limit.
+//!
+//! Numbers are kept as their exact source text, so a JSON-RPC id such as `123456789012345678901234567890`
+//! is echoed unchanged and argument conditions compare big integers without rounding through `f64`.
+
+use std::fmt;
+
+/// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
+pub const MAX_DEPTH: usize = 64;
+
+/// A parsed JSON value. Object members keep their order; keys are unique (duplicates are a parse error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    /// The number's exact source text, already checked against the RFC 8259 number grammar.
+    Number(Box<str>),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// The member `key` of an object, or `None` (also for non-objects).
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The string value, if this is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A short name of the JSON type, for error messages that must not echo values.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "boolean",
+            Json::Number(_) => "number",
+            Json::String(_) => "string",
+            Json::Array(_) => "array",
+            Json::Object(_) => "object",
+        }
+    }
+}
+
+/// Why a body is not one strict JSON text. Messages never quote the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    Empty,
+    InvalidUtf8,
+    ByteOrderMark,
+    UnexpectedEnd,
+    UnexpectedCharacter,
+    TrailingData,
+    InvalidNumber,
+    InvalidEscape,
+    LoneSurrogate,
+    ControlCharacter,
+    DuplicateKey,
+    TooDeep,
+}
+
+/// A parse failure and the byte offset where it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseError {
+    pub kind: ParseErrorKind,
+    pub offset: usize,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ParseErrorKind::Empty => "empty body",
+            ParseErrorKind::InvalidUtf8 => "invalid UTF-8",
+            ParseErrorKind::ByteOrderMark => "byte order mark before the JSON text",
+            ParseErrorKind::UnexpectedEnd => "unexpected end of input",
+            ParseErrorKind::UnexpectedCharacter => "unexpected character",
+            ParseErrorKind::TrailingData => "data after the JSON value",
+            ParseErrorKind::InvalidNumber => "invalid number",
+            ParseErrorKind::InvalidEscape => "invalid escape sequence",
+            ParseErrorKind::LoneSurrogate => "unpaired UTF-16 surrogate escape",
+            ParseErrorKind::ControlCharacter => "unescaped control character in string",
+            ParseErrorKind::DuplicateKey => "duplicate object key",
+            ParseErrorKind::TooDeep => "nesting deeper than 64 levels",
+        };
+        write!(f, "{what} at byte {}", self.offset)
+    }
+}
+
+/// Parse `input` as exactly one strict JSON text.
+///
+/// Errors: see [`ParseErrorKind`]; the whole input is always examined, never a prefix.
+pub fn parse(input: &[u8]) -> Result<Json, ParseError> {
+    let mut p = Parser::new(input)?;
+    let v = p.value()?;
+    p.finish()?;
+    Ok(v)
+}
+
+/// A cursor over one JSON text. The message layer drives it directly for the top level so that it can
+/// keep the raw text of members such as the JSON-RPC `id`.
+pub struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+    depth: usize,
+}
+
+/// One object member with the byte range of its value's source text.
+pub type Member = (String, Json, std::ops::Range<usize>);
+
+impl<'a> Parser<'a> {
+    /// Start a parse. Checks UTF-8 and the byte order mark up front, so later steps work on `str`.
+    pub fn new(input: &'a [u8]) -> Result<Self, ParseError> {
+        if input.starts_with(b"\xEF\xBB\xBF") {
+            return Err(ParseError { kind: ParseErrorKind::ByteOrderMark, offset: 0 });
+        }
+        let src = std::str::from_utf8(input).map_err(|e| ParseError {
+            kind: ParseErrorKind::InvalidUtf8,
+            offset: e.valid_up_to(),
+        })?;
+        let mut p = Parser { src, pos: 0, depth: 0 };
+        p.skip_ws();
+        if p.pos >= src.len() {
+            return Err(ParseError { kind: ParseErrorKind::Empty, offset: p.pos });
+        }
+        Ok(p)
+    }
+
+    /// The source text of `range` (used for raw ids).
+    pub fn slice(&self, range: std::ops::Range<usize>) -> &'a str {
+        self.src.get(range).unwrap_or("")
+    }
+
+    fn err(&self, kind: ParseErrorKind) -> ParseError {
+        ParseError { kind, offset: self.pos }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.src.as_bytes().get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), ParseError> {
+        match self.peek() {
+            Some(b) if b == byte => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(_) => Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+            None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    /// After the top-level value: only whitespace may follow.
+    pub fn finish(&mut self) -> Result<(), ParseError> {
+        self.skip_ws();
+        if self.pos < self.src.len() {
+            return Err(self.err(ParseErrorKind::TrailingData));
+        }
+        Ok(())
+    }
+
+    /// The next byte that is not whitespace, without consuming it.
+    pub fn peek_non_ws(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.peek()
+    }
+
+    /// Parse one value at the cursor.
+    pub fn value(&mut self) -> Result<Json, ParseError> {
+        self.skip_ws();
+        match self.peek() {
+            None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
+            Some(b'{') => Ok(Json::Object(
+                self.object_members()?.into_iter().map(|(k, v, _)| (k, v)).collect(),
+            )),
+            Some(b'[') => self.array(),
+            Some(b'"') => Ok(Json::String(self.string()?)),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err(ParseErrorKind::TooDeep));
+        }
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &str, v: Json) -> Result<Json, ParseError> {
+        if self.src.get(self.pos..).is_some_and(|rest| rest.starts_with(word)) {
+            self.pos += word.len();
+            Ok(v)
+        } else if self.src.len() - self.pos < word.len() && word.starts_with(self.src.get(self.pos..).unwrap_or("")) {
+            Err(ParseError { kind: ParseErrorKind::UnexpectedEnd, offset: self.src.len() })
+        } else {
+            Err(self.err(ParseErrorKind::UnexpectedCharacter))
+        }
+    }
+
+    fn array(&mut self) -> Result<Json, ParseError> {
+        self.enter()?;
+        self.expect(b'[')?;
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            items.push(self.value()?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(Json::Array(items));
+                }
+                Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+                None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
+            }
+        }
+    }
+
+    /// Parse an object at the cursor and return its members with the source range of each value.
+    /// Duplicate keys (compared after unescaping) are an error.
+    pub fn object_members(&mut self) -> Result<Vec<Member>, ParseError> {
+        self.enter()?;
+        let open = self.pos;
+        self.expect(b'{')?;
+        let mut members: Vec<Member> = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(members);
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return Err(if self.peek().is_none() {
+                    self.err(ParseErrorKind::UnexpectedEnd)
+                } else {
+                    self.err(ParseErrorKind::UnexpectedCharacter)
+                });
+            }
+            let key = self.string()?;
+            self.skip_ws();
+            self.expect(b':')?;
+            self.skip_ws();
+            let start = self.pos;
+            let value = self.value()?;
+            members.push((key, value, start..self.pos));
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    check_unique(&members, open)?;
+                    return Ok(members);
+                }
+                Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+                None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
+            }
+        }
+    }
+
+    /// Parse an array at the cursor, handing each element to `each` with the parser positioned on it.
+    /// Used for JSON-RPC batches, whose elements the message layer parses itself.
+    pub fn array_with(
+        &mut self,
+        mut each: impl FnMut(&mut Self) -> Result<(), ParseError>,
+    ) -> Result<(), ParseError> {
+        self.enter()?;
+        self.expect(b'[')?;
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_ws();
+            each(self)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+                None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<Json, ParseError> {
+        let b = self.src.as_bytes();
+        let start = self.pos;
+        let mut i = self.pos;
+        let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while digit(i) {
+                    i += 1;
+                }
+            }
+            _ => return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i }),
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if !digit(i) {
+                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
+            }
+            while digit(i) {
+                i += 1;
+            }
+        }
+        if let Some(b'e' | b'E') = b.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            if !digit(i) {
+                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
+            }
+            while digit(i) {
+                i += 1;
+            }
+        }
+        // "01" or "-0.5x": what follows a number must end it.
+        if digit(i) {
+            return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
+        }
+        self.pos = i;
+        Ok(Json::Number(self.src.get(start..i).unwrap_or("0").into()))
+    }
+
+    fn hex4(&mut self) -> Result<u32, ParseError> {
+        let digits = self.src.get(self.pos..self.pos + 4).ok_or(ParseError {
+            kind: ParseErrorKind::UnexpectedEnd,
+            offset: self.src.len(),
+        })?;
+        if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(self.err(ParseErrorKind::InvalidEscape));
+        }
+        let v = u32::from_str_radix(digits, 16).map_err(|_| self.err(ParseErrorKind::InvalidEscape))?;
+        self.pos += 4;
+        Ok(v)
+    }
+
+    fn string(&mut self) -> Result<String, ParseError> {
+        self.expect(b'"')?;
+        let bytes = self.src.as_bytes();
+        let mut out = String::new();
+        let mut run = self.pos;
+        loop {
+            let Some(&c) = bytes.get(self.pos) else {
+                return Err(self.err(ParseErrorKind::UnexpectedEnd));
+            };
+            match c {
+                b'"' => {
+                    out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    self.pos += 1;
+                    let Some(&e) = bytes.get(self.pos) else {
+                        return Err(self.err(ParseErrorKind::UnexpectedEnd));
+                    };
+                    self.pos += 1;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let at = self.pos - 2;
+                            let hi = self.hex4()?;
+                            let code = if (0xD800..0xDC00).contains(&hi) {
+                                if bytes.get(self.pos) != Some(&b'\\') || bytes.get(self.pos + 1) != Some(&b'u') {
+                                    return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
+                                }
+                                self.pos += 2;
+                                let lo = self.hex4()?;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
+                                }
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else if (0xDC00..0xE000).contains(&hi) {
+                                return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
+                            } else {
+                                hi
+                            };
+                            match char::from_u32(code) {
+                                Some(ch) => out.push(ch),
+                                None => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: at }),
+                            }
+                        }
+                        _ => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: self.pos - 2 }),
+                    }
+                    run = self.pos;
+                }
+                0x00..=0x1F => return Err(self.err(ParseErrorKind::ControlCharacter)),
+                _ => self.pos += 1,
+            }
+        }
+    }
+}
+
+fn check_unique(members: &[Member], at: usize) -> Result<(), ParseError> {
+    let dup = ParseError { kind: ParseErrorKind::DuplicateKey, offset: at };
+    if members.len() <= 8 {
+        for (i, (k, _, _)) in members.iter().enumerate() {
+            if members.iter().skip(i + 1).any(|(other, _, _)| other == k) {
+                return Err(dup);
+            }
+        }
+        return Ok(());
+    }
+    // Large objects: sort the keys instead of a quadratic scan (a 1 MiB body can hold ~100k keys).
+    let mut keys: Vec<&str> = members.iter().map(|(k, _, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    if keys.windows(2).any(|w| w.first() == w.get(1)) {
+        return Err(dup);
+    }
+    Ok(())
+}
+
+/// Write `s` as a JSON string literal (RFC 8259 §7) to `out`.
+pub fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(input: &[u8]) -> ParseErrorKind {
+        parse(input).unwrap_err().kind
+    }
+
+    #[test]
+    fn accepts_every_value_kind() {
+        let v = parse(br#" {"a":[1,-2.5e+3,true,false,null,"x\u00e9\ud83d\ude00\n"],"b":{}} "#).unwrap();
+        assert_eq!(
+            v,
+            Json::Object(vec![
+                (
+                    "a".into(),
+                    Json::Array(vec![
+                        Json::Number("1".into()),
+                        Json::Number("-2.5e+3".into()),
+                        Json::Bool(true),
+                        Json::Bool(false),
+                        Json::Null,
+                        Json::String("x\u{e9}\u{1F600}\n".into()),
+                    ])
+                ),
+                ("b".into(), Json::Object(vec![])),
+            ])
+        );
+    }
+
+    #[test]
+    fn numbers_keep_their_exact_text() {
+        assert_eq!(
+            parse(b"123456789012345678901234567890").unwrap(),
+            Json::Number("123456789012345678901234567890".into())
+        );
+        assert_eq!(parse(b"-0").unwrap(), Json::Number("-0".into()));
+        assert_eq!(parse(b"1E5").unwrap(), Json::Number("1E5".into()));
+    }
+
+    #[test]
+    fn refuses_what_parsers_disagree_on() {
+        assert_eq!(kind(b""), ParseErrorKind::Empty);
+        assert_eq!(kind(b"  \n"), ParseErrorKind::Empty);
+        assert_eq!(kind(b"\xEF\xBB\xBF{}"), ParseErrorKind::ByteOrderMark);
+        assert_eq!(kind(b"{}{}"), ParseErrorKind::TrailingData);
+        assert_eq!(kind(b"{} x"), ParseErrorKind::TrailingData);
+        assert_eq!(kind(b"NaN"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"[Infinity]"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"+1"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"01"), ParseErrorKind::InvalidNumber);
+        assert_eq!(kind(b"1."), ParseErrorKind::InvalidNumber);
+        assert_eq!(kind(b".5"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"1e"), ParseErrorKind::InvalidNumber);
+        assert_eq!(kind(br#""\ud800""#), ParseErrorKind::LoneSurrogate);
+        assert_eq!(kind(br#""\udc00""#), ParseErrorKind::LoneSurrogate);
+        assert_eq!(kind(br#""\ud800\u0041""#), ParseErrorKind::LoneSurrogate);
+        assert_eq!(kind(br#""\x""#), ParseErrorKind::InvalidEscape);
+        assert_eq!(kind(br#""\u12g4""#), ParseErrorKind::InvalidEscape);
+        assert_eq!(kind(b"\"a\tb\""), ParseErrorKind::ControlCharacter);
+        assert_eq!(kind(b"\"\xff\""), ParseErrorKind::InvalidUtf8);
+        assert_eq!(kind(b"\"\xed\xa0\x80\""), ParseErrorKind::InvalidUtf8);
+        assert_eq!(kind(br#"{"a":1,"a":2}"#), ParseErrorKind::DuplicateKey);
+        assert_eq!(kind(br#"{"a":1,"\u0061":2}"#), ParseErrorKind::DuplicateKey);
+        assert_eq!(kind(br#"[{"x":{"b":1,"c":2,"b":3}}]"#), ParseErrorKind::DuplicateKey);
+        assert_eq!(kind(b"[1,]"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(br#"{"a":1,}"#), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"{'a':1}"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"[1"), ParseErrorKind::UnexpectedEnd);
+        assert_eq!(kind(b"tru"), ParseErrorKind::UnexpectedEnd);
+        assert_eq!(kind(b"trux"), ParseErrorKind::UnexpectedCharacter);
+        assert_eq!(kind(b"\"abc"), ParseErrorKind::UnexpectedEnd);
+    }
+
+    #[test]
+    fn duplicate_keys_found_in_large_objects() {
+        let mut body = String::from("{");
+        for i in 0..1000 {
+            body.push_str(&format!("\"k{i}\":{i},"));
+        }
+        body.push_str("\"k500\":0}");
+        assert_eq!(kind(body.as_bytes()), ParseErrorKind::DuplicateKey);
+        let ok = body.replace("\"k500\":0}", "\"k1000\":0}");
+        assert!(matches!(parse(ok.as_bytes()), Ok(Json::Object(m)) if m.len() == 1001));
+    }
+
+    #[test]
+    fn depth_limit_is_exact_and_deep_input_is_refused_cleanly() {
+        let at_limit = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(at_limit.as_bytes()).is_ok());
+        let over = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        assert_eq!(kind(over.as_bytes()), ParseErrorKind::TooDeep);
+        let huge = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(parse(huge.as_bytes()).unwrap_err(), ParseError { kind: ParseErrorKind::TooDeep, offset: 64 });
+        let objects = "{\"a\":".repeat(100_000);
+        assert_eq!(kind(objects.as_bytes()), ParseErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn write_str_round_trips_through_the_parser() {
+        for s in ["plain", "quote\" back\\ nl\n tab\t ctl\u{1}", "é😀"] {
+            let mut out = String::new();
+            write_str(&mut out, s);
+            assert_eq!(parse(out.as_bytes()).unwrap(), Json::String(s.into()));
+        }
+    }
+}

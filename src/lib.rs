@@ -1,0 +1,28 @@
+//! mcp-policy-filter: an Envoy proxy-wasm filter that checks every MCP tool call against a
+//! PolicyLayer `policy.json` before it reaches the MCP server.
+//!
+//! The crate is a pure core plus a thin host adapter:
+//! - [`json`]: the one strict JSON parser decisions are made on;
+//! - [`mcp`]: the JSON-RPC 2.0 / MCP message model;
+//! - [`config`]: the policy file, parsed and compiled once per plugin configuration;
+//! - [`policy`]: the compiled policy and its precedence;
+//! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`grant`]: credentials, hashed;
+//! - [`reply`]: JSON-RPC error replies and their codes;
+//! - [`gate`]: the request pipeline tying them together;
+//! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
+
+pub mod config;
+pub mod gate;
+pub mod grant;
+pub mod json;
+pub mod mcp;
+pub mod policy;
+pub mod ratelimit;
+pub mod reply;
+
+#[cfg(target_arch = "wasm32")]
+mod host;
+
+/// The crate version, logged in the VM start banner.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

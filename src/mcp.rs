@@ -1,0 +1,485 @@
+//! The JSON-RPC 2.0 / MCP message model, read from one strict parse of the request body.
+//!
+//! Sources: JSON-RPC 2.0 specification §4–§6; MCP specification 2025-03-26 "Base Protocol" (batches)
+//! and "Transports / Streamable HTTP" (one message or one batch per POST); MCP 2025-06-18
+//! `server/tools` (`tools/call` params `{name, arguments}`).
+
+use crate::json::{self, Json, ParseError, Parser};
+
+/// A JSON-RPC id: a string, an integer or null (JSON-RPC 2.0 §4; MCP forbids null for requests, but
+/// we only need to echo it). `raw` is the exact source text, echoed byte for byte in error replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Id {
+    raw: Box<str>,
+}
+
+impl Id {
+    /// The id `null`, used when a message's id is missing or could not be read.
+    pub fn null() -> Self {
+        Id { raw: "null".into() }
+    }
+
+    /// The id's JSON text, exactly as the client sent it.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+}
+
+/// The MCP methods a client may send, by name. Unknown names are kept as [`McpMethod::Other`] so
+/// that the policy can deny them by default; notifications are any `notifications/…` name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpMethod {
+    Initialize,
+    Ping,
+    ToolsList,
+    ToolsCall,
+    ResourcesList,
+    ResourcesTemplatesList,
+    ResourcesRead,
+    ResourcesSubscribe,
+    ResourcesUnsubscribe,
+    PromptsList,
+    PromptsGet,
+    CompletionComplete,
+    LoggingSetLevel,
+    TasksGet,
+    TasksList,
+    TasksResult,
+    TasksCancel,
+    /// `notifications/…`, e.g. `notifications/initialized`, `notifications/cancelled`.
+    Notification(String),
+    /// A name MCP does not define.
+    Other(String),
+}
+
+impl McpMethod {
+    /// Classify a method name (case-sensitive, as MCP method names are).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "initialize" => McpMethod::Initialize,
+            "ping" => McpMethod::Ping,
+            "tools/list" => McpMethod::ToolsList,
+            "tools/call" => McpMethod::ToolsCall,
+            "resources/list" => McpMethod::ResourcesList,
+            "resources/templates/list" => McpMethod::ResourcesTemplatesList,
+            "resources/read" => McpMethod::ResourcesRead,
+            "resources/subscribe" => McpMethod::ResourcesSubscribe,
+            "resources/unsubscribe" => McpMethod::ResourcesUnsubscribe,
+            "prompts/list" => McpMethod::PromptsList,
+            "prompts/get" => McpMethod::PromptsGet,
+            "completion/complete" => McpMethod::CompletionComplete,
+            "logging/setLevel" => McpMethod::LoggingSetLevel,
+            "tasks/get" => McpMethod::TasksGet,
+            "tasks/list" => McpMethod::TasksList,
+            "tasks/result" => McpMethod::TasksResult,
+            "tasks/cancel" => McpMethod::TasksCancel,
+            n if n.starts_with("notifications/") => McpMethod::Notification(n.to_owned()),
+            n => McpMethod::Other(n.to_owned()),
+        }
+    }
+
+    /// The method's wire name.
+    pub fn name(&self) -> &str {
+        match self {
+            McpMethod::Initialize => "initialize",
+            McpMethod::Ping => "ping",
+            McpMethod::ToolsList => "tools/list",
+            McpMethod::ToolsCall => "tools/call",
+            McpMethod::ResourcesList => "resources/list",
+            McpMethod::ResourcesTemplatesList => "resources/templates/list",
+            McpMethod::ResourcesRead => "resources/read",
+            McpMethod::ResourcesSubscribe => "resources/subscribe",
+            McpMethod::ResourcesUnsubscribe => "resources/unsubscribe",
+            McpMethod::PromptsList => "prompts/list",
+            McpMethod::PromptsGet => "prompts/get",
+            McpMethod::CompletionComplete => "completion/complete",
+            McpMethod::LoggingSetLevel => "logging/setLevel",
+            McpMethod::TasksGet => "tasks/get",
+            McpMethod::TasksList => "tasks/list",
+            McpMethod::TasksResult => "tasks/result",
+            McpMethod::TasksCancel => "tasks/cancel",
+            McpMethod::Notification(n) | McpMethod::Other(n) => n,
+        }
+    }
+}
+
+/// A validated `tools/call` (MCP `server/tools`): the tool name after JSON unescaping, and the
+/// arguments object if one was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Option<Json>,
+}
+
+/// What a request asks for, as far as policy is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `tools/call`, judged by tool name.
+    Tool(ToolCall),
+    /// Any other request method; `target` is its `Mcp-Name` counterpart (prompt name, resource uri).
+    Method { method: McpMethod, target: Option<String> },
+}
+
+/// One JSON-RPC message from the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// A request: has an id and expects a response.
+    Request { id: Id, call: Call },
+    /// A notification (`notifications/…`, no id).
+    Notification { method: McpMethod },
+    /// A response to a server-to-client request (sampling, elicitation, roots).
+    Response { id: Id },
+}
+
+impl Message {
+    /// The id to echo in an error reply for this message (`null` for notifications).
+    pub fn id(&self) -> Id {
+        match self {
+            Message::Request { id, .. } | Message::Response { id } => id.clone(),
+            Message::Notification { .. } => Id::null(),
+        }
+    }
+}
+
+/// The protocol error kinds of JSON-RPC 2.0 §5.1 that the filter answers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtocolErrorKind {
+    /// -32700: not one strict JSON text.
+    Parse,
+    /// -32600: JSON, but not a valid JSON-RPC 2.0 message.
+    InvalidRequest,
+    /// -32602: a `tools/call` whose params are malformed.
+    InvalidParams,
+}
+
+/// Why a message was refused before policy: the kind, the id to echo, and a detail that never
+/// quotes the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub kind: ProtocolErrorKind,
+    pub id: Id,
+    pub detail: String,
+}
+
+impl ProtocolError {
+    fn invalid(detail: impl Into<String>) -> Self {
+        ProtocolError { kind: ProtocolErrorKind::InvalidRequest, id: Id::null(), detail: detail.into() }
+    }
+}
+
+impl From<ParseError> for ProtocolError {
+    fn from(e: ParseError) -> Self {
+        ProtocolError { kind: ProtocolErrorKind::Parse, id: Id::null(), detail: e.to_string() }
+    }
+}
+
+/// A POST body: one message, or a batch whose elements were each read on their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    Single(Message),
+    /// Elements in order; an invalid element does not hide the others.
+    Batch(Vec<Result<Message, ProtocolError>>),
+}
+
+/// Read a POST body (MCP Streamable HTTP: "the body MUST be a single JSON-RPC request, notification,
+/// or response, or an array batching one or more"). The whole body is parsed strictly once.
+///
+/// Errors: `Parse` (−32700) if the body is not one strict JSON text, including a malformed batch
+/// element; `InvalidRequest` (−32600) for a non-object, non-array top level or an empty batch; for a
+/// single message, its own `InvalidRequest` or `InvalidParams`. Batch elements keep their own errors.
+pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
+    let mut p = Parser::new(bytes)?;
+    match p.peek_non_ws() {
+        Some(b'[') => {
+            let mut items = Vec::new();
+            p.array_with(|p| {
+                items.push(read_element(p)?);
+                Ok(())
+            })?;
+            p.finish()?;
+            if items.is_empty() {
+                return Err(ProtocolError::invalid("empty batch"));
+            }
+            Ok(Body::Batch(items))
+        }
+        Some(b'{') => {
+            let members = p.object_members()?;
+            p.finish()?;
+            message_from_members(&p, members).map(Body::Single)
+        }
+        _ => {
+            // Valid JSON (or not) that is neither an object nor an array.
+            p.value()?;
+            p.finish()?;
+            Err(ProtocolError::invalid("a JSON-RPC message must be an object"))
+        }
+    }
+}
+
+/// One batch element: parse errors abort the whole body (the JSON text is broken); message errors
+/// are kept per element.
+fn read_element(p: &mut Parser<'_>) -> Result<Result<Message, ProtocolError>, ParseError> {
+    if p.peek_non_ws() == Some(b'{') {
+        let members = p.object_members()?;
+        Ok(message_from_members(p, members))
+    } else {
+        p.value()?;
+        Ok(Err(ProtocolError::invalid("a batch element must be an object")))
+    }
+}
+
+fn message_from_members(p: &Parser<'_>, members: Vec<json::Member>) -> Result<Message, ProtocolError> {
+    let mut jsonrpc = None;
+    let mut id = None;
+    let mut method = None;
+    let mut params = None;
+    let mut has_result_or_error = false;
+    for (key, value, range) in members {
+        match key.as_str() {
+            "jsonrpc" => jsonrpc = Some(value),
+            "id" => id = Some((value, range)),
+            "method" => method = Some(value),
+            "params" => params = Some(value),
+            "result" | "error" => has_result_or_error = true,
+            // Other members are ignored by JSON-RPC servers; they were still parsed strictly.
+            _ => {}
+        }
+    }
+    if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
+        return Err(ProtocolError::invalid("\"jsonrpc\" must be \"2.0\""));
+    }
+    let id = match id {
+        None => None,
+        Some((Json::String(_) | Json::Null, range)) => Some(Id { raw: p.slice(range).into() }),
+        Some((Json::Number(text), _)) if is_integer(&text) => Some(Id { raw: text }),
+        Some(_) => return Err(ProtocolError::invalid("\"id\" must be a string, an integer or null")),
+    };
+    let method = match method {
+        None => None,
+        Some(Json::String(m)) => Some(McpMethod::from_name(&m)),
+        Some(_) => return Err(ProtocolError::invalid("\"method\" must be a string")),
+    };
+    match (method, id, has_result_or_error) {
+        (Some(_), _, true) => Err(ProtocolError::invalid("\"method\" together with \"result\" or \"error\"")),
+        (None, Some(id), true) => Ok(Message::Response { id }),
+        (None, None, true) => Err(ProtocolError::invalid("a response needs an \"id\"")),
+        (None, _, false) => Err(ProtocolError::invalid("neither \"method\" nor \"result\"/\"error\"")),
+        (Some(method @ McpMethod::Notification(_)), None, false) => {
+            check_params_shape(params.as_ref(), Id::null())?;
+            Ok(Message::Notification { method })
+        }
+        (Some(McpMethod::Notification(_)), Some(_), false) => {
+            Err(ProtocolError::invalid("a notifications/ method must not carry an \"id\""))
+        }
+        (Some(_), None, false) => Err(ProtocolError::invalid("a request method needs an \"id\"")),
+        (Some(method), Some(id), false) => {
+            let call = request_call(method, params, &id)?;
+            Ok(Message::Request { id, call })
+        }
+    }
+}
+
+/// JSON-RPC 2.0 §4.2: params, if present, is an object or an array.
+fn check_params_shape(params: Option<&Json>, id: Id) -> Result<(), ProtocolError> {
+    match params {
+        None | Some(Json::Object(_) | Json::Array(_)) => Ok(()),
+        Some(_) => Err(ProtocolError {
+            kind: ProtocolErrorKind::InvalidParams,
+            id,
+            detail: "\"params\" must be an object".into(),
+        }),
+    }
+}
+
+fn request_call(method: McpMethod, params: Option<Json>, id: &Id) -> Result<Call, ProtocolError> {
+    check_params_shape(params.as_ref(), id.clone())?;
+    let bad = |detail: &str| ProtocolError {
+        kind: ProtocolErrorKind::InvalidParams,
+        id: id.clone(),
+        detail: detail.into(),
+    };
+    match method {
+        McpMethod::ToolsCall => {
+            let Some(Json::Object(members)) = params else {
+                return Err(bad("tools/call needs \"params\" with a \"name\""));
+            };
+            let mut name = None;
+            let mut arguments = None;
+            for (k, v) in members {
+                match k.as_str() {
+                    "name" => name = Some(v),
+                    "arguments" => arguments = Some(v),
+                    _ => {}
+                }
+            }
+            let name = match name {
+                Some(Json::String(n)) => n,
+                Some(_) => return Err(bad("\"params.name\" must be a string")),
+                None => return Err(bad("tools/call needs \"params.name\"")),
+            };
+            match arguments {
+                None | Some(Json::Object(_)) => Ok(Call::Tool(ToolCall { name, arguments })),
+                Some(_) => Err(bad("\"params.arguments\" must be an object")),
+            }
+        }
+        method => {
+            let key = match method {
+                McpMethod::ResourcesRead | McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
+                    Some("uri")
+                }
+                McpMethod::PromptsGet => Some("name"),
+                _ => None,
+            };
+            let target = key
+                .and_then(|k| params.as_ref().and_then(|p| p.get(k)))
+                .and_then(Json::as_str)
+                .map(str::to_owned);
+            Ok(Call::Method { method, target })
+        }
+    }
+}
+
+/// JSON-RPC ids must be integers if numbers ("SHOULD NOT contain fractional parts"; MCP: "string or
+/// integer"). `text` is already a valid JSON number.
+fn is_integer(text: &str) -> bool {
+    !text.contains(['.', 'e', 'E'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(body: &str) -> Result<Message, ProtocolError> {
+        match read_body(body.as_bytes())? {
+            Body::Single(m) => Ok(m),
+            Body::Batch(_) => panic!("batch"),
+        }
+    }
+
+    fn err(body: &str) -> (ProtocolErrorKind, String) {
+        let e = single(body).unwrap_err();
+        (e.kind, e.id.raw().to_owned())
+    }
+
+    #[test]
+    fn reads_a_tool_call() {
+        let m = single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete\u005fvm","arguments":{"vmid":100}}}"#)
+            .unwrap();
+        assert_eq!(
+            m,
+            Message::Request {
+                id: Id { raw: "7".into() },
+                call: Call::Tool(ToolCall {
+                    name: "delete_vm".into(),
+                    arguments: Some(Json::Object(vec![("vmid".into(), Json::Number("100".into()))])),
+                }),
+            }
+        );
+    }
+
+    #[test]
+    fn ids_are_echoed_exactly() {
+        let id = |body: &str| single(body).unwrap().id().raw().to_owned();
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#), "123456789012345678901234567890");
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":"a\u0062c","method":"ping"}"#), r#""a\u0062c""#);
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":-5,"method":"ping"}"#), "-5");
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), "null");
+    }
+
+    #[test]
+    fn invalid_envelopes_are_minus_32600_with_null_id() {
+        use ProtocolErrorKind::*;
+        let inv = (InvalidRequest, "null".to_owned());
+        assert_eq!(err(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"id":1,"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","result":{}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), inv);
+        assert_eq!(read_body(b"[]").unwrap_err().kind, InvalidRequest);
+        assert_eq!(read_body(b"42").unwrap_err().kind, InvalidRequest);
+        assert_eq!(read_body(b"\"x\"").unwrap_err().kind, InvalidRequest);
+    }
+
+    #[test]
+    fn bad_tool_params_are_minus_32602_with_id() {
+        use ProtocolErrorKind::*;
+        let ip = (InvalidParams, "3".to_owned());
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":[]}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":null}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":"x"}"#), ip);
+    }
+
+    #[test]
+    fn parse_errors_are_minus_32700() {
+        for body in [
+            "",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"x":1}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":1,"a":1}}]"#,
+        ] {
+            let e = read_body(body.as_bytes()).unwrap_err();
+            assert_eq!((e.kind, e.id.raw()), (ProtocolErrorKind::Parse, "null"), "{body}");
+        }
+    }
+
+    #[test]
+    fn batches_keep_each_element() {
+        let Body::Batch(items) = read_body(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}},5,{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"r","result":{}}]"#,
+        )
+        .unwrap() else {
+            panic!("not a batch")
+        };
+        assert_eq!(items.len(), 4);
+        assert_eq!(
+            items[0],
+            Ok(Message::Request {
+                id: Id { raw: "1".into() },
+                call: Call::Tool(ToolCall { name: "a".into(), arguments: None })
+            })
+        );
+        assert_eq!(items[1].as_ref().unwrap_err().kind, ProtocolErrorKind::InvalidRequest);
+        assert_eq!(items[2], Ok(Message::Notification { method: McpMethod::Notification("notifications/initialized".into()) }));
+        assert_eq!(items[3], Ok(Message::Response { id: Id { raw: "\"r\"".into() } }));
+    }
+
+    #[test]
+    fn method_names_round_trip() {
+        for name in [
+            "initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+            "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get",
+            "completion/complete", "logging/setLevel", "tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+            "notifications/cancelled", "x/unknown",
+        ] {
+            assert_eq!(McpMethod::from_name(name).name(), name);
+        }
+        assert_eq!(McpMethod::from_name("Tools/Call"), McpMethod::Other("Tools/Call".into()));
+    }
+
+    #[test]
+    fn method_targets_are_read_for_header_checks() {
+        let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#).unwrap();
+        assert_eq!(
+            m,
+            Message::Request {
+                id: Id { raw: "1".into() },
+                call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()) }
+            }
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! The compiled policy and the one function that decides a call by name.
+//!
+//! Precedence for `tools/call` (first match wins), see [`Policy::judge`]:
+//! 1. `hide` names the tool (or holds `"*"`): denied, rule `hide`.
+//! 2. `tools.NAME` exists: its `action` (absent means allow); rule `tools.NAME`.
+//! 3. otherwise `default`; rule `default`.
+//! 4. if allowed: the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`).
+//!
+//! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
+//! methods MCP does not define are denied unless `gateway.methods` allows them.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::mcp::{Call, McpMethod};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    Deny,
+}
+
+/// A fixed, UTC-aligned window (PolicyLayer semantics): minute windows start at :00 of each minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Window {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+impl Window {
+    /// Length in seconds.
+    pub fn seconds(self) -> u64 {
+        match self {
+            Window::Second => 1,
+            Window::Minute => 60,
+            Window::Hour => 3600,
+            Window::Day => 86_400,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Window::Second => "second",
+            Window::Minute => "minute",
+            Window::Hour => "hour",
+            Window::Day => "day",
+        }
+    }
+}
+
+/// Who shares a counter: each grant its own, or everyone one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Grant,
+    Global,
+}
+
+/// A compiled rate limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    pub counter: String,
+    pub window: Window,
+    pub max: u64,
+    pub scope: Scope,
+    /// JSON path of the limit in the policy, e.g. `tools.vm_agent_exec.limits[0]`.
+    pub path: String,
+}
+
+/// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRule {
+    pub action: Action,
+    pub reason: Option<String>,
+    pub limits: Vec<usize>,
+}
+
+/// Where the grant (the caller's credential) comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantSource {
+    /// `Authorization: Bearer <token>` (RFC 6750 §2.1).
+    Bearer,
+    /// A trusted header set by an earlier filter; lower-case name.
+    Header(String),
+}
+
+/// `gateway` settings after defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gateway {
+    pub grant: GrantSource,
+    /// Bytes.
+    pub max_body_bytes: usize,
+    pub max_tracked_grants: u64,
+}
+
+/// The runtime policy, built once per plugin configuration.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub default: Action,
+    hide_all: bool,
+    hidden: BTreeSet<String>,
+    tools: HashMap<String, ToolRule>,
+    all_tools: Vec<usize>,
+    pub limits: Vec<Limit>,
+    methods: HashMap<String, Action>,
+    pub gateway: Gateway,
+}
+
+/// The outcome of judging one request by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict<'p> {
+    /// Not subject to policy (lifecycle methods, notifications, responses).
+    Pass,
+    /// Allowed by `rule`, subject to `limits` (deduplicated: a shared counter is counted once).
+    Allow { rule: String, limits: Vec<&'p Limit> },
+    Deny { rule: String, reason: String },
+}
+
+impl Policy {
+    pub(crate) fn new(
+        default: Action,
+        hide: Vec<String>,
+        tools: HashMap<String, ToolRule>,
+        all_tools: Vec<usize>,
+        limits: Vec<Limit>,
+        methods: HashMap<String, Action>,
+        gateway: Gateway,
+    ) -> Self {
+        let hide_all = hide.iter().any(|h| h == "*");
+        Policy {
+            default,
+            hide_all,
+            hidden: hide.into_iter().filter(|h| h != "*").collect(),
+            tools,
+            all_tools,
+            limits,
+            methods,
+            gateway,
+        }
+    }
+
+    /// Is `tool` hidden (by name or by `"*"`)?
+    pub fn is_hidden(&self, tool: &str) -> bool {
+        self.hide_all || self.hidden.contains(tool)
+    }
+
+    /// Tool names the policy lists under `tools`, for bounded metric labels.
+    pub fn listed_tools(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// Decide a request by name: the single place where precedence lives.
+    pub fn judge(&self, call: &Call) -> Verdict<'_> {
+        match call {
+            Call::Tool(t) => self.judge_tool(&t.name),
+            Call::Method { method, .. } => self.judge_method(method),
+        }
+    }
+
+    fn judge_tool(&self, name: &str) -> Verdict<'_> {
+        if self.is_hidden(name) {
+            return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
+        }
+        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match self.tools.get(name) {
+            Some(r) => (format!("tools.{name}"), r.action, r.reason.as_deref(), &r.limits),
+            None => ("default".into(), self.default, None, &[]),
+        };
+        match action {
+            Action::Deny => {
+                let reason = match (reason, rule.as_str()) {
+                    (Some(r), _) => r.to_owned(),
+                    (None, "default") => "not allowed by policy (default: deny)".to_owned(),
+                    (None, _) => "denied by policy".to_owned(),
+                };
+                Verdict::Deny { rule, reason }
+            }
+            Action::Allow => Verdict::Allow { rule, limits: self.limits_for(own) },
+        }
+    }
+
+    fn judge_method(&self, method: &McpMethod) -> Verdict<'_> {
+        match method {
+            McpMethod::Initialize | McpMethod::Ping | McpMethod::ToolsList | McpMethod::Notification(_) => Verdict::Pass,
+            McpMethod::ToolsCall => Verdict::Deny {
+                rule: "default".into(),
+                reason: "tools/call must name a tool".into(),
+            },
+            other => {
+                let name = other.name();
+                match (self.methods.get(name), other) {
+                    (Some(Action::Allow), _) => Verdict::Allow { rule: format!("gateway.methods.{name}"), limits: vec![] },
+                    (Some(Action::Deny), _) => Verdict::Deny {
+                        rule: format!("gateway.methods.{name}"),
+                        reason: format!("method {name} is denied by policy"),
+                    },
+                    (None, McpMethod::Other(_)) => Verdict::Deny {
+                        rule: "unknown_method".into(),
+                        reason: format!("method {name} is not an MCP method this gateway knows"),
+                    },
+                    (None, _) => match self.default {
+                        Action::Allow => Verdict::Allow { rule: "default".into(), limits: vec![] },
+                        Action::Deny => Verdict::Deny {
+                            rule: "default".into(),
+                            reason: format!("method {name} is not allowed by policy (default: deny)"),
+                        },
+                    },
+                }
+            }
+        }
+    }
+
+    /// The tool's own limits then `all_tools.limits`, each distinct counter once. Limits that share a
+    /// counter, window and scope share one count; the call must fit under the smallest `max`.
+    fn limits_for(&self, own: &[usize]) -> Vec<&Limit> {
+        let mut out: Vec<&Limit> = Vec::new();
+        for l in own.iter().chain(self.all_tools.iter()).filter_map(|&i| self.limits.get(i)) {
+            match out
+                .iter_mut()
+                .find(|o| o.counter == l.counter && o.window == l.window && o.scope == l.scope)
+            {
+                Some(existing) if l.max < existing.max => *existing = l,
+                Some(_) => {}
+                None => out.push(l),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load;
+    use crate::mcp::ToolCall;
+
+    fn tool(name: &str) -> Call {
+        Call::Tool(ToolCall { name: name.into(), arguments: None })
+    }
+
+    fn method(name: &str) -> Call {
+        Call::Method { method: McpMethod::from_name(name), target: None }
+    }
+
+    fn policy() -> Policy {
+        load(
+            br#"{"version":"1","default":"deny","hide":["secret"],
+            "all_tools":{"limits":[{"counter":"all","window":"hour","max":100,"scope":"global"},
+                                   {"counter":"shared","window":"minute","max":5}]},
+            "tools":{"list_vms":{},"secret":{},
+                     "stop_vm":{"action":"deny","reason":"needs a change ticket"},
+                     "nuke":{"action":"deny"},
+                     "vm_agent_exec":{"limits":[{"counter":"shared","window":"minute","max":3},
+                                                {"counter":"x","window":"second","max":2}]}},
+            "gateway":{"methods":{"resources/read":"allow","prompts/get":"deny","x/custom":"allow"}}}"#,
+        )
+        .unwrap()
+    }
+
+    fn deny(rule: &str, reason: &str) -> Verdict<'static> {
+        Verdict::Deny { rule: rule.into(), reason: reason.into() }
+    }
+
+    #[test]
+    fn hide_wins_over_a_listed_rule() {
+        assert_eq!(policy().judge(&tool("secret")), deny("hide", "tool is hidden by policy"));
+    }
+
+    #[test]
+    fn hide_star_hides_everything() {
+        let p = load(br#"{"version":"1","default":"allow","hide":["*"],"tools":{"a":{}}}"#).unwrap();
+        assert_eq!(p.judge(&tool("a")), deny("hide", "tool is hidden by policy"));
+        assert_eq!(p.judge(&tool("b")), deny("hide", "tool is hidden by policy"));
+    }
+
+    #[test]
+    fn listed_empty_rule_allows_under_default_deny() {
+        let p = policy();
+        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else { panic!() };
+        assert_eq!(rule, "tools.list_vms");
+        let paths: Vec<&str> = limits.iter().map(|l| l.path.as_str()).collect();
+        assert_eq!(paths, ["all_tools.limits[0]", "all_tools.limits[1]"]);
+    }
+
+    #[test]
+    fn deny_action_uses_its_reason_or_a_default_text() {
+        let p = policy();
+        assert_eq!(p.judge(&tool("stop_vm")), deny("tools.stop_vm", "needs a change ticket"));
+        assert_eq!(p.judge(&tool("nuke")), deny("tools.nuke", "denied by policy"));
+    }
+
+    #[test]
+    fn unlisted_tools_follow_default() {
+        assert_eq!(policy().judge(&tool("delete_vm")), deny("default", "not allowed by policy (default: deny)"));
+        assert_eq!(policy().judge(&tool("LIST_VMS")), deny("default", "not allowed by policy (default: deny)"));
+        let p = load(br#"{"version":"1","default":"allow","all_tools":{"limits":[{"counter":"a","window":"day","max":9}]}}"#).unwrap();
+        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else { panic!() };
+        assert_eq!((rule.as_str(), limits.len(), limits[0].max), ("default", 1, 9));
+    }
+
+    #[test]
+    fn shared_counters_are_counted_once_at_the_smallest_max() {
+        let p = policy();
+        let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else { panic!() };
+        let got: Vec<(&str, u64)> = limits.iter().map(|l| (l.counter.as_str(), l.max)).collect();
+        assert_eq!(got, [("shared", 3), ("x", 2), ("all", 100)]);
+    }
+
+    #[test]
+    fn lifecycle_methods_pass() {
+        let p = policy();
+        for m in ["initialize", "ping", "tools/list", "notifications/initialized"] {
+            assert_eq!(p.judge(&method(m)), Verdict::Pass, "{m}");
+        }
+    }
+
+    #[test]
+    fn other_methods_follow_gateway_methods_then_default() {
+        let p = policy();
+        assert_eq!(
+            p.judge(&method("resources/read")),
+            Verdict::Allow { rule: "gateway.methods.resources/read".into(), limits: vec![] }
+        );
+        assert_eq!(
+            p.judge(&method("prompts/get")),
+            deny("gateway.methods.prompts/get", "method prompts/get is denied by policy")
+        );
+        assert_eq!(
+            p.judge(&method("completion/complete")),
+            deny("default", "method completion/complete is not allowed by policy (default: deny)")
+        );
+        let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
+        assert_eq!(open.judge(&method("resources/read")), Verdict::Allow { rule: "default".into(), limits: vec![] });
+    }
+
+    #[test]
+    fn unknown_methods_are_denied_unless_allowed_by_name() {
+        let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
+        assert_eq!(
+            open.judge(&method("x/secret")),
+            deny("unknown_method", "method x/secret is not an MCP method this gateway knows")
+        );
+        assert_eq!(
+            policy().judge(&method("x/custom")),
+            Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![] }
+        );
+    }
+}
