@@ -131,7 +131,10 @@ impl fmt::Display for ConfigError {
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError { path: path.into(), message: message.into() }
+    ConfigError {
+        path: path.into(),
+        message: message.into(),
+    }
 }
 
 /// Default for `gateway.max_body_bytes`: 1 MiB.
@@ -217,10 +220,16 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
             return Err(err("tools", "tool names must not be empty"));
         }
         if rule.require.is_some() {
-            return Err(err(format!("{path}.require"), "argument conditions are not supported by this version"));
+            return Err(err(
+                format!("{path}.require"),
+                "argument conditions are not supported by this version",
+            ));
         }
         if rule.deny_if.is_some() {
-            return Err(err(format!("{path}.deny_if"), "argument conditions are not supported by this version"));
+            return Err(err(
+                format!("{path}.deny_if"),
+                "argument conditions are not supported by this version",
+            ));
         }
         let mut own = Vec::new();
         for (i, l) in rule.limits.iter().enumerate() {
@@ -242,7 +251,9 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
         Some(h) => {
             let lower = h.to_ascii_lowercase();
             let valid = !lower.is_empty()
-                && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
                 && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
             if !valid {
                 return Err(err(
@@ -255,7 +266,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
     };
     let max_body_bytes = gw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_CEILING {
-        return Err(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+        return Err(err(
+            "gateway.max_body_bytes",
+            format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"),
+        ));
     }
     let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
     if max_tracked_grants == 0 {
@@ -263,7 +277,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
     }
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
-        if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
+        if NOT_CONFIGURABLE.contains(&name.as_str())
+            || name.starts_with("notifications/")
+            || name.is_empty()
+        {
             return Err(err(
                 format!("gateway.methods.{name}"),
                 "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
@@ -310,15 +327,27 @@ mod tests {
 
     #[test]
     fn errors_name_the_json_path() {
-        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).path, "tools.x.actoin");
-        assert!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).message.contains("unknown field `actoin`"));
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).path,
+            "tools.x.actoin"
+        );
+        assert!(
+            load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#)
+                .message
+                .contains("unknown field `actoin`")
+        );
         assert_eq!(
             load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#).path,
             "tools.x.limits[0].window"
         );
         assert_eq!(
-            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#),
-            ConfigError { path: "tools.x.limits[0].max".into(), message: "must be at least 1".into() }
+            load_err(
+                r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#
+            ),
+            ConfigError {
+                path: "tools.x.limits[0].max".into(),
+                message: "must be at least 1".into()
+            }
         );
         assert_eq!(
             load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":-1}]}}}"#).path,
@@ -326,16 +355,46 @@ mod tests {
         );
         assert_eq!(load_err(r#"{"version":"2"}"#).path, "version");
         assert_eq!(load_err(r#"{"default":"deny"}"#).path, ".");
-        assert_eq!(load_err(r#"{"version":"1","defualt":"deny"}"#).path, "defualt");
-        assert_eq!(load_err(r#"{"version":"1","default":"maybe"}"#).path, "default");
-        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path, "tools.x.require");
-        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path, "tools.x.deny_if");
-        assert_eq!(load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path, "gateway.max_body_bytes");
-        assert_eq!(load_err(r#"{"version":"1","gateway":{"grant_header":"Authorization"}}"#).path, "gateway.grant_header");
-        assert_eq!(load_err(r#"{"version":"1","gateway":{"methods":{"tools/call":"allow"}}}"#).path, "gateway.methods.tools/call");
-        assert_eq!(load_err(r#"{"version":"1","gateway":{"colour":"red"}}"#).path, "gateway.colour");
+        assert_eq!(
+            load_err(r#"{"version":"1","defualt":"deny"}"#).path,
+            "defualt"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","default":"maybe"}"#).path,
+            "default"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path,
+            "tools.x.require"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path,
+            "tools.x.deny_if"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path,
+            "gateway.max_body_bytes"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"grant_header":"Authorization"}}"#).path,
+            "gateway.grant_header"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"methods":{"tools/call":"allow"}}}"#).path,
+            "gateway.methods.tools/call"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"colour":"red"}}"#).path,
+            "gateway.colour"
+        );
         assert_eq!(load_err(r#"{"version":"1","hide":[""]}"#).path, "hide[0]");
-        assert_eq!(load_err(r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#).path, "all_tools.limits[0].counter");
+        assert_eq!(
+            load_err(
+                r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#
+            )
+            .path,
+            "all_tools.limits[0].counter"
+        );
     }
 
     #[test]
@@ -348,6 +407,11 @@ mod tests {
     #[test]
     fn default_is_deny_when_absent() {
         assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
-        assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);
+        assert_eq!(
+            load(br#"{"version":"1","default":"allow"}"#)
+                .unwrap()
+                .default,
+            Action::Allow
+        );
     }
 }

@@ -27,11 +27,10 @@ impl Grant {
     /// `sha256:` and the first 6 bytes of the hash in hex: enough to tell grants apart in logs,
     /// useless for recovering the token.
     pub fn label(&self) -> String {
-        let mut s = String::from("sha256:");
-        for b in self.id.iter().take(6) {
-            s.push_str(&format!("{b:02x}"));
-        }
-        s
+        format!(
+            "sha256:{}",
+            crate::ratelimit::hex(self.id.get(..6).unwrap_or(&[]))
+        )
     }
 }
 
@@ -79,14 +78,32 @@ mod tests {
 
     #[test]
     fn malformed_credentials_are_no_grant() {
-        for v in [&b""[..], b"Bearer", b"Bearer ", b"Basic abc", b"Bearerabc", b"Bearer a b", b"Bearer ===", b"Bearer \xff", b"Bearer a=b"] {
-            assert_eq!(from_authorization(v), None, "{:?}", String::from_utf8_lossy(v));
+        for v in [
+            &b""[..],
+            b"Bearer",
+            b"Bearer ",
+            b"Basic abc",
+            b"Bearerabc",
+            b"Bearer a b",
+            b"Bearer ===",
+            b"Bearer \xff",
+            b"Bearer a=b",
+        ] {
+            assert_eq!(
+                from_authorization(v),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
         }
     }
 
     #[test]
     fn trusted_header_values() {
-        assert_eq!(from_trusted_header(b" agent-7 "), Some(Grant::from_credential(b"agent-7")));
+        assert_eq!(
+            from_trusted_header(b" agent-7 "),
+            Some(Grant::from_credential(b"agent-7"))
+        );
         assert_eq!(from_trusted_header(b"  "), None);
     }
 }

@@ -112,8 +112,14 @@ pub enum Verdict<'p> {
     /// Not subject to policy (lifecycle methods, notifications, responses).
     Pass,
     /// Allowed by `rule`, subject to `limits` (deduplicated: a shared counter is counted once).
-    Allow { rule: String, limits: Vec<&'p Limit> },
-    Deny { rule: String, reason: String },
+    Allow {
+        rule: String,
+        limits: Vec<&'p Limit>,
+    },
+    Deny {
+        rule: String,
+        reason: String,
+    },
 }
 
 impl Policy {
@@ -159,12 +165,21 @@ impl Policy {
 
     fn judge_tool(&self, name: &str) -> Verdict<'_> {
         if self.is_hidden(name) {
-            return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
+            return Verdict::Deny {
+                rule: "hide".into(),
+                reason: "tool is hidden by policy".into(),
+            };
         }
-        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match self.tools.get(name) {
-            Some(r) => (format!("tools.{name}"), r.action, r.reason.as_deref(), &r.limits),
-            None => ("default".into(), self.default, None, &[]),
-        };
+        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) =
+            match self.tools.get(name) {
+                Some(r) => (
+                    format!("tools.{name}"),
+                    r.action,
+                    r.reason.as_deref(),
+                    &r.limits,
+                ),
+                None => ("default".into(), self.default, None, &[]),
+            };
         match action {
             Action::Deny => {
                 let reason = match (reason, rule.as_str()) {
@@ -174,13 +189,19 @@ impl Policy {
                 };
                 Verdict::Deny { rule, reason }
             }
-            Action::Allow => Verdict::Allow { rule, limits: self.limits_for(own) },
+            Action::Allow => Verdict::Allow {
+                rule,
+                limits: self.limits_for(own),
+            },
         }
     }
 
     fn judge_method(&self, method: &McpMethod) -> Verdict<'_> {
         match method {
-            McpMethod::Initialize | McpMethod::Ping | McpMethod::ToolsList | McpMethod::Notification(_) => Verdict::Pass,
+            McpMethod::Initialize
+            | McpMethod::Ping
+            | McpMethod::ToolsList
+            | McpMethod::Notification(_) => Verdict::Pass,
             McpMethod::ToolsCall => Verdict::Deny {
                 rule: "default".into(),
                 reason: "tools/call must name a tool".into(),
@@ -188,7 +209,10 @@ impl Policy {
             other => {
                 let name = other.name();
                 match (self.methods.get(name), other) {
-                    (Some(Action::Allow), _) => Verdict::Allow { rule: format!("gateway.methods.{name}"), limits: vec![] },
+                    (Some(Action::Allow), _) => Verdict::Allow {
+                        rule: format!("gateway.methods.{name}"),
+                        limits: vec![],
+                    },
                     (Some(Action::Deny), _) => Verdict::Deny {
                         rule: format!("gateway.methods.{name}"),
                         reason: format!("method {name} is denied by policy"),
@@ -198,10 +222,15 @@ impl Policy {
                         reason: format!("method {name} is not an MCP method this gateway knows"),
                     },
                     (None, _) => match self.default {
-                        Action::Allow => Verdict::Allow { rule: "default".into(), limits: vec![] },
+                        Action::Allow => Verdict::Allow {
+                            rule: "default".into(),
+                            limits: vec![],
+                        },
                         Action::Deny => Verdict::Deny {
                             rule: "default".into(),
-                            reason: format!("method {name} is not allowed by policy (default: deny)"),
+                            reason: format!(
+                                "method {name} is not allowed by policy (default: deny)"
+                            ),
                         },
                     },
                 }
@@ -213,7 +242,11 @@ impl Policy {
     /// counter, window and scope share one count; the call must fit under the smallest `max`.
     fn limits_for(&self, own: &[usize]) -> Vec<&Limit> {
         let mut out: Vec<&Limit> = Vec::new();
-        for l in own.iter().chain(self.all_tools.iter()).filter_map(|&i| self.limits.get(i)) {
+        for l in own
+            .iter()
+            .chain(self.all_tools.iter())
+            .filter_map(|&i| self.limits.get(i))
+        {
             match out
                 .iter_mut()
                 .find(|o| o.counter == l.counter && o.window == l.window && o.scope == l.scope)
@@ -234,11 +267,17 @@ mod tests {
     use crate::mcp::ToolCall;
 
     fn tool(name: &str) -> Call {
-        Call::Tool(ToolCall { name: name.into(), arguments: None })
+        Call::Tool(ToolCall {
+            name: name.into(),
+            arguments: None,
+        })
     }
 
     fn method(name: &str) -> Call {
-        Call::Method { method: McpMethod::from_name(name), target: None }
+        Call::Method {
+            method: McpMethod::from_name(name),
+            target: None,
+        }
     }
 
     fn policy() -> Policy {
@@ -257,25 +296,40 @@ mod tests {
     }
 
     fn deny(rule: &str, reason: &str) -> Verdict<'static> {
-        Verdict::Deny { rule: rule.into(), reason: reason.into() }
+        Verdict::Deny {
+            rule: rule.into(),
+            reason: reason.into(),
+        }
     }
 
     #[test]
     fn hide_wins_over_a_listed_rule() {
-        assert_eq!(policy().judge(&tool("secret")), deny("hide", "tool is hidden by policy"));
+        assert_eq!(
+            policy().judge(&tool("secret")),
+            deny("hide", "tool is hidden by policy")
+        );
     }
 
     #[test]
     fn hide_star_hides_everything() {
-        let p = load(br#"{"version":"1","default":"allow","hide":["*"],"tools":{"a":{}}}"#).unwrap();
-        assert_eq!(p.judge(&tool("a")), deny("hide", "tool is hidden by policy"));
-        assert_eq!(p.judge(&tool("b")), deny("hide", "tool is hidden by policy"));
+        let p =
+            load(br#"{"version":"1","default":"allow","hide":["*"],"tools":{"a":{}}}"#).unwrap();
+        assert_eq!(
+            p.judge(&tool("a")),
+            deny("hide", "tool is hidden by policy")
+        );
+        assert_eq!(
+            p.judge(&tool("b")),
+            deny("hide", "tool is hidden by policy")
+        );
     }
 
     #[test]
     fn listed_empty_rule_allows_under_default_deny() {
         let p = policy();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else { panic!() };
+        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else {
+            panic!()
+        };
         assert_eq!(rule, "tools.list_vms");
         let paths: Vec<&str> = limits.iter().map(|l| l.path.as_str()).collect();
         assert_eq!(paths, ["all_tools.limits[0]", "all_tools.limits[1]"]);
@@ -284,23 +338,42 @@ mod tests {
     #[test]
     fn deny_action_uses_its_reason_or_a_default_text() {
         let p = policy();
-        assert_eq!(p.judge(&tool("stop_vm")), deny("tools.stop_vm", "needs a change ticket"));
-        assert_eq!(p.judge(&tool("nuke")), deny("tools.nuke", "denied by policy"));
+        assert_eq!(
+            p.judge(&tool("stop_vm")),
+            deny("tools.stop_vm", "needs a change ticket")
+        );
+        assert_eq!(
+            p.judge(&tool("nuke")),
+            deny("tools.nuke", "denied by policy")
+        );
     }
 
     #[test]
     fn unlisted_tools_follow_default() {
-        assert_eq!(policy().judge(&tool("delete_vm")), deny("default", "not allowed by policy (default: deny)"));
-        assert_eq!(policy().judge(&tool("LIST_VMS")), deny("default", "not allowed by policy (default: deny)"));
+        assert_eq!(
+            policy().judge(&tool("delete_vm")),
+            deny("default", "not allowed by policy (default: deny)")
+        );
+        assert_eq!(
+            policy().judge(&tool("LIST_VMS")),
+            deny("default", "not allowed by policy (default: deny)")
+        );
         let p = load(br#"{"version":"1","default":"allow","all_tools":{"limits":[{"counter":"a","window":"day","max":9}]}}"#).unwrap();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else { panic!() };
-        assert_eq!((rule.as_str(), limits.len(), limits[0].max), ("default", 1, 9));
+        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else {
+            panic!()
+        };
+        assert_eq!(
+            (rule.as_str(), limits.len(), limits[0].max),
+            ("default", 1, 9)
+        );
     }
 
     #[test]
     fn shared_counters_are_counted_once_at_the_smallest_max() {
         let p = policy();
-        let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else { panic!() };
+        let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else {
+            panic!()
+        };
         let got: Vec<(&str, u64)> = limits.iter().map(|l| (l.counter.as_str(), l.max)).collect();
         assert_eq!(got, [("shared", 3), ("x", 2), ("all", 100)]);
     }
@@ -308,7 +381,12 @@ mod tests {
     #[test]
     fn lifecycle_methods_pass() {
         let p = policy();
-        for m in ["initialize", "ping", "tools/list", "notifications/initialized"] {
+        for m in [
+            "initialize",
+            "ping",
+            "tools/list",
+            "notifications/initialized",
+        ] {
             assert_eq!(p.judge(&method(m)), Verdict::Pass, "{m}");
         }
     }
@@ -318,18 +396,33 @@ mod tests {
         let p = policy();
         assert_eq!(
             p.judge(&method("resources/read")),
-            Verdict::Allow { rule: "gateway.methods.resources/read".into(), limits: vec![] }
+            Verdict::Allow {
+                rule: "gateway.methods.resources/read".into(),
+                limits: vec![]
+            }
         );
         assert_eq!(
             p.judge(&method("prompts/get")),
-            deny("gateway.methods.prompts/get", "method prompts/get is denied by policy")
+            deny(
+                "gateway.methods.prompts/get",
+                "method prompts/get is denied by policy"
+            )
         );
         assert_eq!(
             p.judge(&method("completion/complete")),
-            deny("default", "method completion/complete is not allowed by policy (default: deny)")
+            deny(
+                "default",
+                "method completion/complete is not allowed by policy (default: deny)"
+            )
         );
         let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
-        assert_eq!(open.judge(&method("resources/read")), Verdict::Allow { rule: "default".into(), limits: vec![] });
+        assert_eq!(
+            open.judge(&method("resources/read")),
+            Verdict::Allow {
+                rule: "default".into(),
+                limits: vec![]
+            }
+        );
     }
 
     #[test]
@@ -337,11 +430,17 @@ mod tests {
         let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
         assert_eq!(
             open.judge(&method("x/secret")),
-            deny("unknown_method", "method x/secret is not an MCP method this gateway knows")
+            deny(
+                "unknown_method",
+                "method x/secret is not an MCP method this gateway knows"
+            )
         );
         assert_eq!(
             policy().judge(&method("x/custom")),
-            Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![] }
+            Verdict::Allow {
+                rule: "gateway.methods.x/custom".into(),
+                limits: vec![]
+            }
         );
     }
 }

@@ -50,7 +50,13 @@ pub trait SharedStore {
 /// An in-memory [`SharedStore`] with exactly the host's CAS semantics, for native tests.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    inner: Mutex<(HashMap<String, (Vec<u8>, u32)>, u32)>,
+    inner: Mutex<MemoryInner>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryInner {
+    entries: HashMap<String, (Vec<u8>, u32)>,
+    last_cas: u32,
 }
 
 impl MemoryStore {
@@ -60,7 +66,7 @@ impl MemoryStore {
 
     /// Number of keys stored.
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|g| g.0.len()).unwrap_or(0)
+        self.inner.lock().map(|g| g.entries.len()).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -69,22 +75,31 @@ impl MemoryStore {
 
     /// Sum of key and value bytes, to report shared-data memory per grant.
     pub fn bytes(&self) -> usize {
-        self.inner.lock().map(|g| g.0.iter().map(|(k, (v, _))| k.len() + v.len()).sum()).unwrap_or(0)
+        self.inner
+            .lock()
+            .map(|g| g.entries.iter().map(|(k, (v, _))| k.len() + v.len()).sum())
+            .unwrap_or(0)
     }
 }
 
 impl SharedStore for MemoryStore {
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
-        let g = self.inner.lock().map_err(|_| StoreError::Host("poisoned".into()))?;
-        Ok(g.0.get(key).cloned())
+        let g = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::Host("poisoned".into()))?;
+        Ok(g.entries.get(key).cloned())
     }
 
     fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
-        let mut g = self.inner.lock().map_err(|_| StoreError::Host("poisoned".into()))?;
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::Host("poisoned".into()))?;
         // Mirrors proxy-wasm-cpp-host SharedData::nextCas: a global counter that skips 0.
-        g.1 = g.1.wrapping_add(1).max(1);
-        let next = g.1;
-        match g.0.get_mut(key) {
+        g.last_cas = g.last_cas.wrapping_add(1).max(1);
+        let next = g.last_cas;
+        match g.entries.get_mut(key) {
             Some(entry) => {
                 if cas != 0 && cas != entry.1 {
                     return Err(StoreError::CasMismatch);
@@ -92,7 +107,7 @@ impl SharedStore for MemoryStore {
                 *entry = (value.to_vec(), next);
             }
             None => {
-                g.0.insert(key.to_owned(), (value.to_vec(), next));
+                g.entries.insert(key.to_owned(), (value.to_vec(), next));
             }
         }
         Ok(())
@@ -115,12 +130,12 @@ pub const MAX_CAS_RETRIES: u32 = 128;
 /// Bounded spins waiting for the creation lock.
 const LOCK_SPINS: u32 = 50_000;
 
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 15)]));
+        let _ = write!(s, "{b:02x}");
     }
     s
 }
@@ -196,7 +211,9 @@ impl Unavailable {
         match self {
             Unavailable::CasRetriesExhausted => "rate limiter contention: retries exhausted",
             Unavailable::LockBusy => "rate limiter busy",
-            Unavailable::GrantCapReached => "too many distinct grants are tracked; new grants are refused",
+            Unavailable::GrantCapReached => {
+                "too many distinct grants are tracked; new grants are refused"
+            }
             Unavailable::CorruptValue => "rate limiter state is unreadable",
             Unavailable::Host(_) => "rate limiter storage error",
         }
@@ -207,7 +224,10 @@ impl Unavailable {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal<'p> {
     /// `limit` has no room left in the current window; whole seconds until it ends, at least 1.
-    Limited { limit: &'p Limit, retry_after_seconds: u64 },
+    Limited {
+        limit: &'p Limit,
+        retry_after_seconds: u64,
+    },
     Unavailable(Unavailable),
 }
 
@@ -236,7 +256,11 @@ pub struct Limiter<'s> {
 
 impl<'s> Limiter<'s> {
     /// Take one unit from every limit, or none. Errors: [`Refusal`].
-    pub fn admit<'p>(&self, limits: &[&'p Limit], grant: &GrantId) -> Result<Admission, Refusal<'p>> {
+    pub fn admit<'p>(
+        &self,
+        limits: &[&'p Limit],
+        grant: &GrantId,
+    ) -> Result<Admission, Refusal<'p>> {
         let mut adm = Admission::default();
         for &limit in limits {
             match self.take(limit, grant) {
@@ -255,8 +279,12 @@ impl<'s> Limiter<'s> {
     pub fn give_back(&self, adm: &Admission) {
         for (key, ws) in &adm.taken {
             for _ in 0..MAX_CAS_RETRIES {
-                let Ok(Some((v, cas))) = self.store.get(key) else { break };
-                let Some((cur_ws, count)) = decode(&v) else { break };
+                let Ok(Some((v, cas))) = self.store.get(key) else {
+                    break;
+                };
+                let Some((cur_ws, count)) = decode(&v) else {
+                    break;
+                };
                 if cur_ws != *ws || count == 0 {
                     break;
                 }
@@ -283,14 +311,18 @@ impl<'s> Limiter<'s> {
                     continue;
                 }
             };
-            let (stored_ws, stored_count) = decode(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
+            let (stored_ws, stored_count) =
+                decode(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
             // Another worker may have read the clock a moment later and opened the next window.
             let ws = stored_ws.max(current);
             let count = if ws == stored_ws { stored_count } else { 0 };
             if count >= limit.max {
                 let end_ms = (ws + len) * 1000;
                 let retry = end_ms.saturating_sub(self.now_ms).div_ceil(1000).max(1);
-                return Err(Refusal::Limited { limit, retry_after_seconds: retry });
+                return Err(Refusal::Limited {
+                    limit,
+                    retry_after_seconds: retry,
+                });
             }
             match self.store.set(&key, &encode(ws, count + 1), cas) {
                 Ok(()) => return Ok((key, ws)),
@@ -318,7 +350,11 @@ impl<'s> Limiter<'s> {
             if decode_u64(&lock).unwrap_or(u64::MAX) > self.now_ms {
                 continue; // held by another worker
             }
-            match self.store.set(LOCK_KEY, &(self.now_ms + LOCK_LEASE_MS).to_le_bytes(), lock_cas) {
+            match self.store.set(
+                LOCK_KEY,
+                &(self.now_ms + LOCK_LEASE_MS).to_le_bytes(),
+                lock_cas,
+            ) {
                 Ok(()) => {}
                 Err(StoreError::CasMismatch) => continue,
                 Err(e) => return Err(e.into()),
@@ -343,7 +379,8 @@ impl<'s> Limiter<'s> {
                 if tracked >= self.max_tracked_grants {
                     return Err(Unavailable::GrantCapReached);
                 }
-                self.store.set(GRANTS_KEY, &(tracked + 1).to_le_bytes(), cas)?;
+                self.store
+                    .set(GRANTS_KEY, &(tracked + 1).to_le_bytes(), cas)?;
                 self.store.set(marker, b"1", 0)?;
             }
         }
@@ -355,7 +392,10 @@ impl<'s> Limiter<'s> {
         for _ in 0..MAX_CAS_RETRIES {
             match self.store.get(LOCK_KEY) {
                 Ok(Some((_, cas))) => {
-                    if !matches!(self.store.set(LOCK_KEY, &0u64.to_le_bytes(), cas), Err(StoreError::CasMismatch)) {
+                    if !matches!(
+                        self.store.set(LOCK_KEY, &0u64.to_le_bytes(), cas),
+                        Err(StoreError::CasMismatch)
+                    ) {
                         return;
                     }
                 }
@@ -388,13 +428,23 @@ mod tests {
     use crate::policy::Window;
 
     fn limit(counter: &str, window: Window, max: u64, scope: Scope) -> Limit {
-        Limit { counter: counter.into(), window, max, scope, path: format!("tools.t.limits[{counter}]") }
+        Limit {
+            counter: counter.into(),
+            window,
+            max,
+            scope,
+            path: format!("tools.t.limits[{counter}]"),
+        }
     }
 
     const T0: u64 = 1_700_000_040_000; // a minute boundary: 1700000040 % 60 == 0
 
     fn lim(store: &MemoryStore, now_ms: u64) -> Limiter<'_> {
-        Limiter { store, now_ms, max_tracked_grants: 100 }
+        Limiter {
+            store,
+            now_ms,
+            max_tracked_grants: 100,
+        }
     }
 
     #[test]
@@ -412,12 +462,18 @@ mod tests {
         }
         assert_eq!(
             lim(&s, T0 + 10_500).admit(&[&l], &g),
-            Err(Refusal::Limited { limit: &l, retry_after_seconds: 50 })
+            Err(Refusal::Limited {
+                limit: &l,
+                retry_after_seconds: 50
+            })
         );
         // 59.001 s into the window: 0.999 s left rounds up to 1.
         assert_eq!(
             lim(&s, T0 + 59_001).admit(&[&l], &g),
-            Err(Refusal::Limited { limit: &l, retry_after_seconds: 1 })
+            Err(Refusal::Limited {
+                limit: &l,
+                retry_after_seconds: 1
+            })
         );
         // The next window admits again, reusing the same key.
         let keys = s.len();
@@ -433,10 +489,16 @@ mod tests {
         let (a, b, c) = ([1u8; 32], [2u8; 32], [3u8; 32]);
         assert!(lim(&s, T0).admit(&[&per], &a).is_ok());
         assert!(lim(&s, T0).admit(&[&per], &b).is_ok());
-        assert!(matches!(lim(&s, T0).admit(&[&per], &a), Err(Refusal::Limited { .. })));
+        assert!(matches!(
+            lim(&s, T0).admit(&[&per], &a),
+            Err(Refusal::Limited { .. })
+        ));
         assert!(lim(&s, T0).admit(&[&glob], &a).is_ok());
         assert!(lim(&s, T0).admit(&[&glob], &b).is_ok());
-        assert!(matches!(lim(&s, T0).admit(&[&glob], &c), Err(Refusal::Limited { .. })));
+        assert!(matches!(
+            lim(&s, T0).admit(&[&glob], &c),
+            Err(Refusal::Limited { .. })
+        ));
     }
 
     #[test]
@@ -465,7 +527,9 @@ mod tests {
         let g = [7u8; 32];
         assert!(lim(&s, T0).admit(&[&first, &second], &g).is_ok());
         for _ in 0..3 {
-            assert!(matches!(lim(&s, T0).admit(&[&first, &second], &g), Err(Refusal::Limited { limit, .. }) if limit.counter == "second"));
+            assert!(
+                matches!(lim(&s, T0).admit(&[&first, &second], &g), Err(Refusal::Limited { limit, .. }) if limit.counter == "second")
+            );
         }
         let (v, _) = s.get(&counter_key(&first, &g)).unwrap().unwrap();
         assert_eq!(decode(&v), Some((T0 / 1000, 1)));
@@ -475,10 +539,17 @@ mod tests {
     fn grant_cap_refuses_new_grants_and_keeps_existing_ones() {
         let s = MemoryStore::new();
         let l = limit("c", Window::Minute, 100, Scope::Grant);
-        let cap = |now| Limiter { store: &s, now_ms: now, max_tracked_grants: 2 };
+        let cap = |now| Limiter {
+            store: &s,
+            now_ms: now,
+            max_tracked_grants: 2,
+        };
         assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
         assert!(cap(T0).admit(&[&l], &[2; 32]).is_ok());
-        assert_eq!(cap(T0).admit(&[&l], &[3; 32]), Err(Refusal::Unavailable(Unavailable::GrantCapReached)));
+        assert_eq!(
+            cap(T0).admit(&[&l], &[3; 32]),
+            Err(Refusal::Unavailable(Unavailable::GrantCapReached))
+        );
         assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
         assert_eq!(tracked_grants(&s), 2);
         // A second counter for a tracked grant does not count as a new grant.
@@ -494,7 +565,10 @@ mod tests {
         let g = [9u8; 32];
         assert!(lim(&s, T0 + 1000).admit(&[&l], &g).is_ok());
         // A worker whose clock reading is from the previous second must not open a fresh window.
-        assert!(matches!(lim(&s, T0 + 999).admit(&[&l], &g), Err(Refusal::Limited { .. })));
+        assert!(matches!(
+            lim(&s, T0 + 999).admit(&[&l], &g),
+            Err(Refusal::Limited { .. })
+        ));
     }
 
     #[test]
@@ -503,7 +577,10 @@ mod tests {
         let l = limit("c", Window::Second, 1, Scope::Grant);
         let g = [9u8; 32];
         s.set(&counter_key(&l, &g), b"junk", 0).unwrap();
-        assert_eq!(lim(&s, T0).admit(&[&l], &g), Err(Refusal::Unavailable(Unavailable::CorruptValue)));
+        assert_eq!(
+            lim(&s, T0).admit(&[&l], &g),
+            Err(Refusal::Unavailable(Unavailable::CorruptValue))
+        );
     }
 
     #[test]
