@@ -10,7 +10,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::json;
-use crate::policy::{Action, Gateway, GrantSource, Limit, Policy, Scope, ToolRule, Window};
+use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Policy, Scope, ToolRule, Window};
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
@@ -78,6 +78,17 @@ pub struct LimitSpec {
     pub max: u64,
     #[serde(default)]
     pub scope: ScopeSpec,
+    /// `fixed` (default, PolicyLayer's UTC-aligned windows) or `sliding` (any rolling window).
+    #[serde(default)]
+    pub algorithm: AlgorithmSpec,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlgorithmSpec {
+    #[default]
+    Fixed,
+    Sliding,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -114,6 +125,18 @@ pub struct GatewaySpec {
     /// Allow or deny MCP methods other than `tools/call` and the lifecycle methods, by name.
     #[serde(default)]
     pub methods: BTreeMap<String, ActionSpec>,
+    /// Known grants. When non-empty, a credential whose SHA-256 is not listed gets 401, and logs
+    /// and metrics use the label instead of the hash prefix.
+    #[serde(default)]
+    pub grants: Vec<GrantSpec>,
+}
+
+/// One registered grant: the SHA-256 of its token (64 hex digits) and a label for logs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantSpec {
+    pub sha256: String,
+    pub label: String,
 }
 
 /// A policy that cannot be loaded: the JSON path of the problem and what is wrong.
@@ -131,10 +154,7 @@ impl fmt::Display for ConfigError {
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        path: path.into(),
-        message: message.into(),
-    }
+    ConfigError { path: path.into(), message: message.into() }
 }
 
 /// Default for `gateway.max_body_bytes`: 1 MiB.
@@ -143,6 +163,8 @@ pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 pub const DEFAULT_MAX_TRACKED_GRANTS: u64 = 100_000;
 /// `gateway.max_body_bytes` may not exceed this (64 MiB): the filter buffers the whole body.
 pub const MAX_BODY_BYTES_CEILING: u64 = 64 * 1024 * 1024;
+/// Largest `max` of a sliding limit: it stores one 8-byte timestamp per admitted call.
+pub const MAX_SLIDING_MAX: u64 = 1000;
 
 /// Parse and compile a policy document (the Envoy plugin configuration bytes).
 ///
@@ -174,6 +196,12 @@ fn compile_limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
     if spec.max == 0 {
         return Err(err(format!("{path}.max"), "must be at least 1"));
     }
+    if matches!(spec.algorithm, AlgorithmSpec::Sliding) && spec.max > MAX_SLIDING_MAX {
+        return Err(err(
+            format!("{path}.max"),
+            format!("a sliding limit keeps one timestamp per call, so max is at most {MAX_SLIDING_MAX}"),
+        ));
+    }
     Ok(Limit {
         counter: spec.counter.clone(),
         window: match spec.window {
@@ -186,6 +214,10 @@ fn compile_limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
         scope: match spec.scope {
             ScopeSpec::Grant => Scope::Grant,
             ScopeSpec::Global => Scope::Global,
+        },
+        algorithm: match spec.algorithm {
+            AlgorithmSpec::Fixed => Algorithm::Fixed,
+            AlgorithmSpec::Sliding => Algorithm::Sliding,
         },
         path,
     })
@@ -220,16 +252,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
             return Err(err("tools", "tool names must not be empty"));
         }
         if rule.require.is_some() {
-            return Err(err(
-                format!("{path}.require"),
-                "argument conditions are not supported by this version",
-            ));
+            return Err(err(format!("{path}.require"), "argument conditions are not supported by this version"));
         }
         if rule.deny_if.is_some() {
-            return Err(err(
-                format!("{path}.deny_if"),
-                "argument conditions are not supported by this version",
-            ));
+            return Err(err(format!("{path}.deny_if"), "argument conditions are not supported by this version"));
         }
         let mut own = Vec::new();
         for (i, l) in rule.limits.iter().enumerate() {
@@ -251,9 +277,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
         Some(h) => {
             let lower = h.to_ascii_lowercase();
             let valid = !lower.is_empty()
-                && lower
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
                 && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
             if !valid {
                 return Err(err(
@@ -266,21 +290,35 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
     };
     let max_body_bytes = gw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_CEILING {
-        return Err(err(
-            "gateway.max_body_bytes",
-            format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"),
-        ));
+        return Err(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
     }
     let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
     if max_tracked_grants == 0 {
         return Err(err("gateway.max_tracked_grants", "must be at least 1"));
     }
+    let mut registry = std::collections::HashMap::new();
+    for (i, g) in gw.grants.iter().enumerate() {
+        let path = format!("gateway.grants[{i}]");
+        let hex = g.sha256.to_ascii_lowercase();
+        let mut id = [0u8; 32];
+        let ok = hex.len() == 64
+            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+            && id.iter_mut().enumerate().all(|(j, b)| {
+                hex.get(2 * j..2 * j + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).map(|v| *b = v).is_some()
+            });
+        if !ok {
+            return Err(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
+        }
+        if g.label.is_empty() || g.label.len() > 64 || !g.label.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(err(format!("{path}.label"), "must be 1 to 64 printable ASCII characters"));
+        }
+        if registry.insert(id, g.label.clone()).is_some() {
+            return Err(err(format!("{path}.sha256"), "listed twice"));
+        }
+    }
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
-        if NOT_CONFIGURABLE.contains(&name.as_str())
-            || name.starts_with("notifications/")
-            || name.is_empty()
-        {
+        if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
             return Err(err(
                 format!("gateway.methods.{name}"),
                 "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
@@ -299,6 +337,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
             grant,
             max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
             max_tracked_grants,
+            grants: registry,
         },
     ))
 }
@@ -327,27 +366,17 @@ mod tests {
 
     #[test]
     fn errors_name_the_json_path() {
-        assert_eq!(
-            load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).path,
-            "tools.x.actoin"
-        );
-        assert!(
-            load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#)
-                .message
-                .contains("unknown field `actoin`")
-        );
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#).path, "tools.x.actoin");
+        assert!(load_err(r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#)
+            .message
+            .contains("unknown field `actoin`"));
         assert_eq!(
             load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#).path,
             "tools.x.limits[0].window"
         );
         assert_eq!(
-            load_err(
-                r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#
-            ),
-            ConfigError {
-                path: "tools.x.limits[0].max".into(),
-                message: "must be at least 1".into()
-            }
+            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#),
+            ConfigError { path: "tools.x.limits[0].max".into(), message: "must be at least 1".into() }
         );
         assert_eq!(
             load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":-1}]}}}"#).path,
@@ -355,26 +384,11 @@ mod tests {
         );
         assert_eq!(load_err(r#"{"version":"2"}"#).path, "version");
         assert_eq!(load_err(r#"{"default":"deny"}"#).path, ".");
-        assert_eq!(
-            load_err(r#"{"version":"1","defualt":"deny"}"#).path,
-            "defualt"
-        );
-        assert_eq!(
-            load_err(r#"{"version":"1","default":"maybe"}"#).path,
-            "default"
-        );
-        assert_eq!(
-            load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path,
-            "tools.x.require"
-        );
-        assert_eq!(
-            load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path,
-            "tools.x.deny_if"
-        );
-        assert_eq!(
-            load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path,
-            "gateway.max_body_bytes"
-        );
+        assert_eq!(load_err(r#"{"version":"1","defualt":"deny"}"#).path, "defualt");
+        assert_eq!(load_err(r#"{"version":"1","default":"maybe"}"#).path, "default");
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path, "tools.x.require");
+        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path, "tools.x.deny_if");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path, "gateway.max_body_bytes");
         assert_eq!(
             load_err(r#"{"version":"1","gateway":{"grant_header":"Authorization"}}"#).path,
             "gateway.grant_header"
@@ -383,16 +397,10 @@ mod tests {
             load_err(r#"{"version":"1","gateway":{"methods":{"tools/call":"allow"}}}"#).path,
             "gateway.methods.tools/call"
         );
-        assert_eq!(
-            load_err(r#"{"version":"1","gateway":{"colour":"red"}}"#).path,
-            "gateway.colour"
-        );
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"colour":"red"}}"#).path, "gateway.colour");
         assert_eq!(load_err(r#"{"version":"1","hide":[""]}"#).path, "hide[0]");
         assert_eq!(
-            load_err(
-                r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#
-            )
-            .path,
+            load_err(r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#).path,
             "all_tools.limits[0].counter"
         );
     }
@@ -405,13 +413,30 @@ mod tests {
     }
 
     #[test]
+    fn sliding_limits_and_grant_registry() {
+        let p = load(br#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"hour","max":1000,"algorithm":"sliding"}]}},
+            "gateway":{"grants":[{"sha256":"BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD","label":"agent-a"}]}}"#)
+            .unwrap();
+        assert_eq!(p.limits[0].algorithm, Algorithm::Sliding);
+        let id = crate::grant::Grant::from_credential(b"abc").id;
+        assert_eq!(p.gateway.grants.get(&id).map(String::as_str), Some("agent-a"));
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"hour","max":1001,"algorithm":"sliding"}]}}}"#).path,
+            "tools.x.limits[0].max"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"grants":[{"sha256":"abc","label":"a"}]}}"#).path,
+            "gateway.grants[0].sha256"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":""}]}}"#).path,
+            "gateway.grants[0].label"
+        );
+    }
+
+    #[test]
     fn default_is_deny_when_absent() {
         assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
-        assert_eq!(
-            load(br#"{"version":"1","default":"allow"}"#)
-                .unwrap()
-                .default,
-            Action::Allow
-        );
+        assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);
     }
 }

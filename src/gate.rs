@@ -54,10 +54,7 @@ pub struct RequestHead {
 impl RequestHead {
     /// Collect the relevant headers from `(lower-case name, value)` pairs, e.g. Envoy's request
     /// header map including the `:method` pseudo-header.
-    pub fn from_headers<'a>(
-        policy: &Policy,
-        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-    ) -> Self {
+    pub fn from_headers<'a>(policy: &Policy, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Self {
         let credential_header = match &policy.gateway.grant {
             GrantSource::Bearer => "authorization",
             GrantSource::Header(h) => h.as_str(),
@@ -147,15 +144,7 @@ pub struct Decision {
 
 impl Decision {
     fn new(kind: DecisionKind) -> Self {
-        Decision {
-            kind,
-            method: None,
-            tool: None,
-            rule: None,
-            grant: None,
-            error_kind: None,
-            reason: None,
-        }
+        Decision { kind, method: None, tool: None, rule: None, grant: None, error_kind: None, reason: None }
     }
 }
 
@@ -173,68 +162,40 @@ pub enum HeadOutcome {
     NeedBody,
 }
 
-fn refuse(
-    kind: DecisionKind,
-    status: u16,
-    err: RpcError,
-    id: &Id,
-    headers: Vec<(&'static str, String)>,
-) -> Outcome {
+fn refuse(kind: DecisionKind, status: u16, err: RpcError, id: &Id, headers: Vec<(&'static str, String)>) -> Outcome {
     let mut decision = Decision::new(kind);
     decision.error_kind = Some(err.kind);
     decision.reason = Some(err.reason.clone());
     decision.tool = err.tool.clone();
     decision.rule = err.rule.clone();
-    Outcome {
-        decision,
-        reply: Some(Reply {
-            status,
-            headers,
-            body: err.to_json(id),
-        }),
-    }
+    Outcome { decision, reply: Some(Reply { status, headers, body: err.to_json(id) }) }
 }
 
-fn http_refusal(
-    status: u16,
-    kind: &'static str,
-    reason: &str,
-    headers: Vec<(&'static str, String)>,
-) -> Outcome {
-    let err = RpcError::new(
-        code::INVALID_REQUEST,
-        kind,
-        format!("Invalid Request: {reason}"),
-        reason,
-    );
+fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'static str, String)>) -> Outcome {
+    let err = RpcError::new(code::INVALID_REQUEST, kind, format!("Invalid Request: {reason}"), reason);
     refuse(DecisionKind::Invalid, status, err, &Id::null(), headers)
 }
 
-fn no_grant(id: &Id) -> Outcome {
-    let reason = "a grant is required: send Authorization: Bearer <token>";
-    let err = RpcError::new(
-        code::NO_GRANT,
-        "no_grant",
-        format!("Unauthorized: {reason}"),
-        reason,
-    );
-    refuse(
-        DecisionKind::NoGrant,
-        401,
-        err,
-        id,
-        vec![("www-authenticate", "Bearer".into())],
-    )
+const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
+const NOT_REGISTERED: &str = "the credential is not a registered grant";
+
+fn no_grant(id: &Id, reason: &str) -> Outcome {
+    let err = RpcError::new(code::NO_GRANT, "no_grant", format!("Unauthorized: {reason}"), reason);
+    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", "Bearer".into())])
 }
 
-fn grant_of(policy: &Policy, head: &RequestHead) -> Option<Grant> {
-    let HeaderValue::One(v) = &head.credential else {
-        return None;
-    };
-    match policy.gateway.grant {
+/// The request's grant, or why there is none.
+fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> {
+    let HeaderValue::One(v) = &head.credential else { return Err(NO_CREDENTIAL) };
+    let mut g = match policy.gateway.grant {
         GrantSource::Bearer => grant::from_authorization(v),
         GrantSource::Header(_) => grant::from_trusted_header(v),
     }
+    .ok_or(NO_CREDENTIAL)?;
+    if !policy.gateway.grants.is_empty() {
+        g.registered = Some(policy.gateway.grants.get(&g.id).ok_or(NOT_REGISTERED)?.clone());
+    }
+    Ok(g)
 }
 
 /// `application/json`, case-insensitive, parameters allowed (RFC 9110 §8.3.1).
@@ -253,14 +214,11 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             vec![("allow", "GET, POST, DELETE".into())],
         )),
         HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(match grant_of(policy, head) {
-            None => no_grant(&Id::null()),
-            Some(g) => {
+            Err(why) => no_grant(&Id::null(), why),
+            Ok(g) => {
                 let mut d = Decision::new(DecisionKind::Passed);
                 d.grant = Some(g.label());
-                Outcome {
-                    decision: d,
-                    reply: None,
-                }
+                Outcome { decision: d, reply: None }
             }
         }),
         HttpMethod::Post => {
@@ -296,10 +254,7 @@ pub fn body_too_large(policy: &Policy) -> Outcome {
     http_refusal(
         413,
         "body_too_large",
-        &format!(
-            "request body exceeds {} bytes",
-            policy.gateway.max_body_bytes
-        ),
+        &format!("request body exceeds {} bytes", policy.gateway.max_body_bytes),
         vec![],
     )
 }
@@ -307,36 +262,18 @@ pub fn body_too_large(policy: &Policy) -> Outcome {
 fn protocol_error(e: &ProtocolError) -> (RpcError, u16) {
     let (code, kind, title) = match e.kind {
         ProtocolErrorKind::Parse => (code::PARSE_ERROR, "parse_error", "Parse error"),
-        ProtocolErrorKind::InvalidRequest => {
-            (code::INVALID_REQUEST, "invalid_request", "Invalid Request")
-        }
-        ProtocolErrorKind::InvalidParams => {
-            (code::INVALID_PARAMS, "invalid_params", "Invalid params")
-        }
+        ProtocolErrorKind::InvalidRequest => (code::INVALID_REQUEST, "invalid_request", "Invalid Request"),
+        ProtocolErrorKind::InvalidParams => (code::INVALID_PARAMS, "invalid_params", "Invalid params"),
     };
-    (
-        RpcError::new(
-            code,
-            kind,
-            format!("{title}: {}", e.detail),
-            e.detail.clone(),
-        ),
-        400,
-    )
+    (RpcError::new(code, kind, format!("{title}: {}", e.detail), e.detail.clone()), 400)
 }
 
 /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method` and `Mcp-Name` mirror the body; any difference is
 /// −32020. Values are compared as exact bytes against the unescaped body values.
 fn header_mismatch(head: &RequestHead, msg: &Message) -> Option<&'static str> {
     let (method, name): (Option<&str>, Option<&str>) = match msg {
-        Message::Request {
-            call: Call::Tool(t),
-            ..
-        } => (Some("tools/call"), Some(&t.name)),
-        Message::Request {
-            call: Call::Method { method, target },
-            ..
-        } => (Some(method.name()), target.as_deref()),
+        Message::Request { call: Call::Tool(t), .. } => (Some("tools/call"), Some(&t.name)),
+        Message::Request { call: Call::Method { method, target }, .. } => (Some(method.name()), target.as_deref()),
         Message::Notification { method } => (Some(method.name()), None),
         Message::Response { .. } => (None, None),
     };
@@ -385,12 +322,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
     match policy.judge(call) {
         Verdict::Pass => Judged::Forward(d, None),
         Verdict::Deny { rule, reason } => {
-            let mut e = RpcError::new(
-                code::DENIED,
-                "denied",
-                format!("{subject} denied: {reason}"),
-                reason,
-            );
+            let mut e = RpcError::new(code::DENIED, "denied", format!("{subject} denied: {reason}"), reason);
             e.tool = tool;
             e.rule = Some(rule);
             Judged::Refused(DecisionKind::Denied, 200, e, vec![])
@@ -403,22 +335,12 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
             }
             match limiter.admit(&limits, &grant.id) {
                 Ok(adm) => Judged::Forward(d, Some(adm)),
-                Err(Refusal::Limited {
-                    limit,
-                    retry_after_seconds,
-                }) => {
-                    let reason = format!(
-                        "limit {} ({} per {}) reached",
-                        limit.counter,
-                        limit.max,
-                        limit.window.name()
-                    );
+                Err(Refusal::Limited { limit, retry_after_seconds }) => {
+                    let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
                     let mut e = RpcError::new(
                         code::RATE_LIMITED,
                         "rate_limited",
-                        format!(
-                            "{subject} rate limited: {reason}; retry in {retry_after_seconds} s"
-                        ),
+                        format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s"),
                         reason,
                     );
                     e.tool = tool;
@@ -442,12 +364,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     );
                     e.tool = tool;
                     e.retry_after_seconds = Some(1);
-                    Judged::Refused(
-                        DecisionKind::LimiterUnavailable,
-                        200,
-                        e,
-                        vec![("retry-after", "1".into())],
-                    )
+                    Judged::Refused(DecisionKind::LimiterUnavailable, 200, e, vec![("retry-after", "1".into())])
                 }
             }
         }
@@ -457,21 +374,11 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
 /// Decide a POST on its whole body.
 ///
 /// `now_ms` is milliseconds since the Unix epoch (UTC); `store` is the proxy-wasm shared data.
-pub fn on_body(
-    policy: &Policy,
-    head: &RequestHead,
-    body: &[u8],
-    store: &dyn SharedStore,
-    now_ms: u64,
-) -> Outcome {
+pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn SharedStore, now_ms: u64) -> Outcome {
     if body.len() > policy.gateway.max_body_bytes {
         return body_too_large(policy);
     }
-    let limiter = Limiter {
-        store,
-        now_ms,
-        max_tracked_grants: policy.gateway.max_tracked_grants,
-    };
+    let limiter = Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants };
     let parsed = match mcp::read_body(body) {
         Ok(b) => b,
         Err(e) => {
@@ -483,22 +390,16 @@ pub fn on_body(
         Body::Single(msg) => {
             let id = msg.id();
             if let Some(why) = header_mismatch(head, &msg) {
-                let err = RpcError::new(
-                    code::HEADER_MISMATCH,
-                    "header_mismatch",
-                    format!("Header mismatch: {why}"),
-                    why,
-                );
+                let err =
+                    RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
                 return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
             }
-            let Some(grant) = grant_of(policy, head) else {
-                return no_grant(&id);
+            let grant = match grant_of(policy, head) {
+                Ok(g) => g,
+                Err(why) => return no_grant(&id, why),
             };
             match judge_message(policy, &msg, &grant, &limiter) {
-                Judged::Forward(d, _) => Outcome {
-                    decision: d,
-                    reply: None,
-                },
+                Judged::Forward(d, _) => Outcome { decision: d, reply: None },
                 Judged::Refused(kind, status, err, headers) => {
                     let mut out = refuse(kind, status, err, &id, headers);
                     out.decision.grant = Some(grant.label());
@@ -513,14 +414,8 @@ pub fn on_body(
 
 fn judged_method(msg: &Message) -> Option<String> {
     match msg {
-        Message::Request {
-            call: Call::Tool(_),
-            ..
-        } => Some("tools/call".into()),
-        Message::Request {
-            call: Call::Method { method, .. },
-            ..
-        } => Some(method.name().into()),
+        Message::Request { call: Call::Tool(_), .. } => Some("tools/call".into()),
+        Message::Request { call: Call::Method { method, .. }, .. } => Some(method.name().into()),
         Message::Notification { method } => Some(method.name().into()),
         Message::Response { .. } => None,
     }
@@ -537,16 +432,12 @@ fn on_batch(
 ) -> Outcome {
     if head.mcp_method != HeaderValue::Absent || head.mcp_name != HeaderValue::Absent {
         let why = "Mcp-Method/Mcp-Name headers cannot describe a batch";
-        let err = RpcError::new(
-            code::HEADER_MISMATCH,
-            "header_mismatch",
-            format!("Header mismatch: {why}"),
-            why,
-        );
+        let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
         return refuse(DecisionKind::Invalid, 400, err, &Id::null(), vec![]);
     }
-    let Some(grant) = grant_of(policy, head) else {
-        return no_grant(&Id::null());
+    let grant = match grant_of(policy, head) {
+        Ok(g) => g,
+        Err(why) => return no_grant(&Id::null(), why),
     };
     enum Slot {
         Ok(Option<Id>),
@@ -587,10 +478,7 @@ fn on_batch(
     let Some((kind, first_err)) = worst else {
         let mut d = first_allowed.unwrap_or_else(|| Decision::new(DecisionKind::Passed));
         d.grant = Some(grant.label());
-        return Outcome {
-            decision: d,
-            reply: None,
-        };
+        return Outcome { decision: d, reply: None };
     };
     for adm in &admissions {
         limiter.give_back(adm);
@@ -601,13 +489,8 @@ fn on_batch(
             Slot::Ok(None) => continue,
             Slot::Ok(Some(id)) => {
                 let reason = "another message in the batch was refused";
-                RpcError::new(
-                    code::BATCH_REFUSED,
-                    "batch_refused",
-                    format!("Batch refused: {reason}"),
-                    reason,
-                )
-                .to_json(id)
+                RpcError::new(code::BATCH_REFUSED, "batch_refused", format!("Batch refused: {reason}"), reason)
+                    .to_json(id)
             }
             Slot::Err(id, err) => err.to_json(id),
         };
@@ -624,23 +507,11 @@ fn on_batch(
     decision.tool = first_err.tool.clone();
     decision.rule = first_err.rule.clone();
     decision.method = Some("batch".into());
-    Outcome {
-        decision,
-        reply: Some(Reply {
-            status: if invalid { 400 } else { 200 },
-            headers: vec![],
-            body,
-        }),
-    }
+    Outcome { decision, reply: Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }) }
 }
 
 /// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,
 /// and a body the filter does not judge must not reach the server.
 pub fn unexpected_body() -> Outcome {
-    http_refusal(
-        400,
-        "invalid_request",
-        "GET and DELETE requests must not carry a body",
-        vec![],
-    )
+    http_refusal(400, "invalid_request", "GET and DELETE requests must not carry a body", vec![])
 }

@@ -14,6 +14,8 @@ use crate::ratelimit::GrantId;
 pub struct Grant {
     /// SHA-256 of the credential bytes.
     pub id: GrantId,
+    /// The label from `gateway.grants`, when the grant is registered there.
+    pub registered: Option<String>,
 }
 
 impl Grant {
@@ -21,26 +23,23 @@ impl Grant {
         let digest = Sha256::digest(credential);
         let mut id = [0u8; 32];
         id.copy_from_slice(&digest);
-        Grant { id }
+        Grant { id, registered: None }
     }
 
-    /// `sha256:` and the first 6 bytes of the hash in hex: enough to tell grants apart in logs,
-    /// useless for recovering the token.
+    /// The registered label, else `sha256:` and the first 6 bytes of the hash in hex: enough to
+    /// tell grants apart in logs, useless for recovering the token.
     pub fn label(&self) -> String {
-        format!(
-            "sha256:{}",
-            crate::ratelimit::hex(self.id.get(..6).unwrap_or(&[]))
-        )
+        if let Some(l) = &self.registered {
+            return l.clone();
+        }
+        format!("sha256:{}", crate::ratelimit::hex(self.id.get(..6).unwrap_or(&[])))
     }
 }
 
 /// RFC 6750 §2.1 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
 fn is_b64token(t: &[u8]) -> bool {
     let body_end = t.iter().rposition(|&b| b != b'=').map_or(0, |i| i + 1);
-    body_end > 0
-        && t.iter()
-            .take(body_end)
-            .all(|&b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+    body_end > 0 && t.iter().take(body_end).all(|&b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
 
 /// The grant of an `Authorization` header value, if it is a well-formed bearer credential.
@@ -89,21 +88,13 @@ mod tests {
             b"Bearer \xff",
             b"Bearer a=b",
         ] {
-            assert_eq!(
-                from_authorization(v),
-                None,
-                "{:?}",
-                String::from_utf8_lossy(v)
-            );
+            assert_eq!(from_authorization(v), None, "{:?}", String::from_utf8_lossy(v));
         }
     }
 
     #[test]
     fn trusted_header_values() {
-        assert_eq!(
-            from_trusted_header(b" agent-7 "),
-            Some(Grant::from_credential(b"agent-7"))
-        );
+        assert_eq!(from_trusted_header(b" agent-7 "), Some(Grant::from_credential(b"agent-7")));
         assert_eq!(from_trusted_header(b"  "), None);
     }
 }

@@ -133,26 +133,14 @@ impl<'a> Parser<'a> {
     /// Start a parse. Checks UTF-8 and the byte order mark up front, so later steps work on `str`.
     pub fn new(input: &'a [u8]) -> Result<Self, ParseError> {
         if input.starts_with(b"\xEF\xBB\xBF") {
-            return Err(ParseError {
-                kind: ParseErrorKind::ByteOrderMark,
-                offset: 0,
-            });
+            return Err(ParseError { kind: ParseErrorKind::ByteOrderMark, offset: 0 });
         }
-        let src = std::str::from_utf8(input).map_err(|e| ParseError {
-            kind: ParseErrorKind::InvalidUtf8,
-            offset: e.valid_up_to(),
-        })?;
-        let mut p = Parser {
-            src,
-            pos: 0,
-            depth: 0,
-        };
+        let src = std::str::from_utf8(input)
+            .map_err(|e| ParseError { kind: ParseErrorKind::InvalidUtf8, offset: e.valid_up_to() })?;
+        let mut p = Parser { src, pos: 0, depth: 0 };
         p.skip_ws();
         if p.pos >= src.len() {
-            return Err(ParseError {
-                kind: ParseErrorKind::Empty,
-                offset: p.pos,
-            });
+            return Err(ParseError { kind: ParseErrorKind::Empty, offset: p.pos });
         }
         Ok(p)
     }
@@ -163,10 +151,7 @@ impl<'a> Parser<'a> {
     }
 
     fn err(&self, kind: ParseErrorKind) -> ParseError {
-        ParseError {
-            kind,
-            offset: self.pos,
-        }
+        ParseError { kind, offset: self.pos }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -210,12 +195,7 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         match self.peek() {
             None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
-            Some(b'{') => Ok(Json::Object(
-                self.object_members()?
-                    .into_iter()
-                    .map(|(k, v, _)| (k, v))
-                    .collect(),
-            )),
+            Some(b'{') => Ok(Json::Object(self.object_members()?.into_iter().map(|(k, v, _)| (k, v)).collect())),
             Some(b'[') => self.array(),
             Some(b'"') => Ok(Json::String(self.string()?)),
             Some(b't') => self.literal("true", Json::Bool(true)),
@@ -235,20 +215,11 @@ impl<'a> Parser<'a> {
     }
 
     fn literal(&mut self, word: &str, v: Json) -> Result<Json, ParseError> {
-        if self
-            .src
-            .get(self.pos..)
-            .is_some_and(|rest| rest.starts_with(word))
-        {
+        if self.src.get(self.pos..).is_some_and(|rest| rest.starts_with(word)) {
             self.pos += word.len();
             Ok(v)
-        } else if self.src.len() - self.pos < word.len()
-            && word.starts_with(self.src.get(self.pos..).unwrap_or(""))
-        {
-            Err(ParseError {
-                kind: ParseErrorKind::UnexpectedEnd,
-                offset: self.src.len(),
-            })
+        } else if self.src.len() - self.pos < word.len() && word.starts_with(self.src.get(self.pos..).unwrap_or("")) {
+            Err(ParseError { kind: ParseErrorKind::UnexpectedEnd, offset: self.src.len() })
         } else {
             Err(self.err(ParseErrorKind::UnexpectedCharacter))
         }
@@ -326,10 +297,7 @@ impl<'a> Parser<'a> {
 
     /// Parse an array at the cursor, handing each element to `each` with the parser positioned on it.
     /// Used for JSON-RPC batches, whose elements the message layer parses itself.
-    pub fn array_with(
-        &mut self,
-        mut each: impl FnMut(&mut Self) -> Result<(), ParseError>,
-    ) -> Result<(), ParseError> {
+    pub fn array_with(&mut self, mut each: impl FnMut(&mut Self) -> Result<(), ParseError>) -> Result<(), ParseError> {
         self.enter()?;
         self.expect(b'[')?;
         self.skip_ws();
@@ -370,20 +338,12 @@ impl<'a> Parser<'a> {
                     i += 1;
                 }
             }
-            _ => {
-                return Err(ParseError {
-                    kind: ParseErrorKind::InvalidNumber,
-                    offset: i,
-                })
-            }
+            _ => return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i }),
         }
         if b.get(i) == Some(&b'.') {
             i += 1;
             if !digit(i) {
-                return Err(ParseError {
-                    kind: ParseErrorKind::InvalidNumber,
-                    offset: i,
-                });
+                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
             }
             while digit(i) {
                 i += 1;
@@ -395,10 +355,7 @@ impl<'a> Parser<'a> {
                 i += 1;
             }
             if !digit(i) {
-                return Err(ParseError {
-                    kind: ParseErrorKind::InvalidNumber,
-                    offset: i,
-                });
+                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
             }
             while digit(i) {
                 i += 1;
@@ -406,25 +363,21 @@ impl<'a> Parser<'a> {
         }
         // "01" or "-0.5x": what follows a number must end it.
         if digit(i) {
-            return Err(ParseError {
-                kind: ParseErrorKind::InvalidNumber,
-                offset: i,
-            });
+            return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
         }
         self.pos = i;
         Ok(Json::Number(self.src.get(start..i).unwrap_or("0").into()))
     }
 
     fn hex4(&mut self) -> Result<u32, ParseError> {
-        let digits = self.src.get(self.pos..self.pos + 4).ok_or(ParseError {
-            kind: ParseErrorKind::UnexpectedEnd,
-            offset: self.src.len(),
-        })?;
+        let digits = self
+            .src
+            .get(self.pos..self.pos + 4)
+            .ok_or(ParseError { kind: ParseErrorKind::UnexpectedEnd, offset: self.src.len() })?;
         if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
             return Err(self.err(ParseErrorKind::InvalidEscape));
         }
-        let v =
-            u32::from_str_radix(digits, 16).map_err(|_| self.err(ParseErrorKind::InvalidEscape))?;
+        let v = u32::from_str_radix(digits, 16).map_err(|_| self.err(ParseErrorKind::InvalidEscape))?;
         self.pos += 4;
         Ok(v)
     }
@@ -464,47 +417,26 @@ impl<'a> Parser<'a> {
                             let at = self.pos - 2;
                             let hi = self.hex4()?;
                             let code = if (0xD800..0xDC00).contains(&hi) {
-                                if bytes.get(self.pos) != Some(&b'\\')
-                                    || bytes.get(self.pos + 1) != Some(&b'u')
-                                {
-                                    return Err(ParseError {
-                                        kind: ParseErrorKind::LoneSurrogate,
-                                        offset: at,
-                                    });
+                                if bytes.get(self.pos) != Some(&b'\\') || bytes.get(self.pos + 1) != Some(&b'u') {
+                                    return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
                                 }
                                 self.pos += 2;
                                 let lo = self.hex4()?;
                                 if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(ParseError {
-                                        kind: ParseErrorKind::LoneSurrogate,
-                                        offset: at,
-                                    });
+                                    return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
                                 }
                                 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
                             } else if (0xDC00..0xE000).contains(&hi) {
-                                return Err(ParseError {
-                                    kind: ParseErrorKind::LoneSurrogate,
-                                    offset: at,
-                                });
+                                return Err(ParseError { kind: ParseErrorKind::LoneSurrogate, offset: at });
                             } else {
                                 hi
                             };
                             match char::from_u32(code) {
                                 Some(ch) => out.push(ch),
-                                None => {
-                                    return Err(ParseError {
-                                        kind: ParseErrorKind::InvalidEscape,
-                                        offset: at,
-                                    })
-                                }
+                                None => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: at }),
                             }
                         }
-                        _ => {
-                            return Err(ParseError {
-                                kind: ParseErrorKind::InvalidEscape,
-                                offset: self.pos - 2,
-                            })
-                        }
+                        _ => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: self.pos - 2 }),
                     }
                     run = self.pos;
                 }
@@ -516,10 +448,7 @@ impl<'a> Parser<'a> {
 }
 
 fn check_unique(members: &[Member], at: usize) -> Result<(), ParseError> {
-    let dup = ParseError {
-        kind: ParseErrorKind::DuplicateKey,
-        offset: at,
-    };
+    let dup = ParseError { kind: ParseErrorKind::DuplicateKey, offset: at };
     if members.len() <= 8 {
         for (i, (k, _, _)) in members.iter().enumerate() {
             if members.iter().skip(i + 1).any(|(other, _, _)| other == k) {
@@ -566,8 +495,7 @@ mod tests {
 
     #[test]
     fn accepts_every_value_kind() {
-        let v = parse(br#" {"a":[1,-2.5e+3,true,false,null,"x\u00e9\ud83d\ude00\n"],"b":{}} "#)
-            .unwrap();
+        let v = parse(br#" {"a":[1,-2.5e+3,true,false,null,"x\u00e9\ud83d\ude00\n"],"b":{}} "#).unwrap();
         assert_eq!(
             v,
             Json::Object(vec![
@@ -621,10 +549,7 @@ mod tests {
         assert_eq!(kind(b"\"\xed\xa0\x80\""), ParseErrorKind::InvalidUtf8);
         assert_eq!(kind(br#"{"a":1,"a":2}"#), ParseErrorKind::DuplicateKey);
         assert_eq!(kind(br#"{"a":1,"\u0061":2}"#), ParseErrorKind::DuplicateKey);
-        assert_eq!(
-            kind(br#"[{"x":{"b":1,"c":2,"b":3}}]"#),
-            ParseErrorKind::DuplicateKey
-        );
+        assert_eq!(kind(br#"[{"x":{"b":1,"c":2,"b":3}}]"#), ParseErrorKind::DuplicateKey);
         assert_eq!(kind(b"[1,]"), ParseErrorKind::UnexpectedCharacter);
         assert_eq!(kind(br#"{"a":1,}"#), ParseErrorKind::UnexpectedCharacter);
         assert_eq!(kind(b"{'a':1}"), ParseErrorKind::UnexpectedCharacter);
@@ -653,13 +578,7 @@ mod tests {
         let over = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
         assert_eq!(kind(over.as_bytes()), ParseErrorKind::TooDeep);
         let huge = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert_eq!(
-            parse(huge.as_bytes()).unwrap_err(),
-            ParseError {
-                kind: ParseErrorKind::TooDeep,
-                offset: 64
-            }
-        );
+        assert_eq!(parse(huge.as_bytes()).unwrap_err(), ParseError { kind: ParseErrorKind::TooDeep, offset: 64 });
         let objects = "{\"a\":".repeat(100_000);
         assert_eq!(kind(objects.as_bytes()), ParseErrorKind::TooDeep);
     }

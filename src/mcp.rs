@@ -117,10 +117,7 @@ pub enum Call {
     /// `tools/call`, judged by tool name.
     Tool(ToolCall),
     /// Any other request method; `target` is its `Mcp-Name` counterpart (prompt name, resource uri).
-    Method {
-        method: McpMethod,
-        target: Option<String>,
-    },
+    Method { method: McpMethod, target: Option<String> },
 }
 
 /// One JSON-RPC message from the client.
@@ -166,21 +163,13 @@ pub struct ProtocolError {
 
 impl ProtocolError {
     fn invalid(detail: impl Into<String>) -> Self {
-        ProtocolError {
-            kind: ProtocolErrorKind::InvalidRequest,
-            id: Id::null(),
-            detail: detail.into(),
-        }
+        ProtocolError { kind: ProtocolErrorKind::InvalidRequest, id: Id::null(), detail: detail.into() }
     }
 }
 
 impl From<ParseError> for ProtocolError {
     fn from(e: ParseError) -> Self {
-        ProtocolError {
-            kind: ProtocolErrorKind::Parse,
-            id: Id::null(),
-            detail: e.to_string(),
-        }
+        ProtocolError { kind: ProtocolErrorKind::Parse, id: Id::null(), detail: e.to_string() }
     }
 }
 
@@ -222,9 +211,7 @@ pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
             // Valid JSON (or not) that is neither an object nor an array.
             p.value()?;
             p.finish()?;
-            Err(ProtocolError::invalid(
-                "a JSON-RPC message must be an object",
-            ))
+            Err(ProtocolError::invalid("a JSON-RPC message must be an object"))
         }
     }
 }
@@ -237,16 +224,11 @@ fn read_element(p: &mut Parser<'_>) -> Result<Result<Message, ProtocolError>, Pa
         Ok(message_from_members(p, members))
     } else {
         p.value()?;
-        Ok(Err(ProtocolError::invalid(
-            "a batch element must be an object",
-        )))
+        Ok(Err(ProtocolError::invalid("a batch element must be an object")))
     }
 }
 
-fn message_from_members(
-    p: &Parser<'_>,
-    members: Vec<json::Member>,
-) -> Result<Message, ProtocolError> {
+fn message_from_members(p: &Parser<'_>, members: Vec<json::Member>) -> Result<Message, ProtocolError> {
     let mut jsonrpc = None;
     let mut id = None;
     let mut method = None;
@@ -268,15 +250,9 @@ fn message_from_members(
     }
     let id = match id {
         None => None,
-        Some((Json::String(_) | Json::Null, range)) => Some(Id {
-            raw: p.slice(range).into(),
-        }),
+        Some((Json::String(_) | Json::Null, range)) => Some(Id { raw: p.slice(range).into() }),
         Some((Json::Number(text), _)) if is_integer(&text) => Some(Id { raw: text }),
-        Some(_) => {
-            return Err(ProtocolError::invalid(
-                "\"id\" must be a string, an integer or null",
-            ))
-        }
+        Some(_) => return Err(ProtocolError::invalid("\"id\" must be a string, an integer or null")),
     };
     let method = match method {
         None => None,
@@ -284,21 +260,17 @@ fn message_from_members(
         Some(_) => return Err(ProtocolError::invalid("\"method\" must be a string")),
     };
     match (method, id, has_result_or_error) {
-        (Some(_), _, true) => Err(ProtocolError::invalid(
-            "\"method\" together with \"result\" or \"error\"",
-        )),
+        (Some(_), _, true) => Err(ProtocolError::invalid("\"method\" together with \"result\" or \"error\"")),
         (None, Some(id), true) => Ok(Message::Response { id }),
         (None, None, true) => Err(ProtocolError::invalid("a response needs an \"id\"")),
-        (None, _, false) => Err(ProtocolError::invalid(
-            "neither \"method\" nor \"result\"/\"error\"",
-        )),
+        (None, _, false) => Err(ProtocolError::invalid("neither \"method\" nor \"result\"/\"error\"")),
         (Some(method @ McpMethod::Notification(_)), None, false) => {
             check_params_shape(params.as_ref(), Id::null())?;
             Ok(Message::Notification { method })
         }
-        (Some(McpMethod::Notification(_)), Some(_), false) => Err(ProtocolError::invalid(
-            "a notifications/ method must not carry an \"id\"",
-        )),
+        (Some(McpMethod::Notification(_)), Some(_), false) => {
+            Err(ProtocolError::invalid("a notifications/ method must not carry an \"id\""))
+        }
         (Some(_), None, false) => Err(ProtocolError::invalid("a request method needs an \"id\"")),
         (Some(method), Some(id), false) => {
             let call = request_call(method, params, &id)?;
@@ -321,11 +293,8 @@ fn check_params_shape(params: Option<&Json>, id: Id) -> Result<(), ProtocolError
 
 fn request_call(method: McpMethod, params: Option<Json>, id: &Id) -> Result<Call, ProtocolError> {
     check_params_shape(params.as_ref(), id.clone())?;
-    let bad = |detail: &str| ProtocolError {
-        kind: ProtocolErrorKind::InvalidParams,
-        id: id.clone(),
-        detail: detail.into(),
-    };
+    let bad =
+        |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidParams, id: id.clone(), detail: detail.into() };
     match method {
         McpMethod::ToolsCall => {
             let Some(Json::Object(members)) = params else {
@@ -352,16 +321,14 @@ fn request_call(method: McpMethod, params: Option<Json>, id: &Id) -> Result<Call
         }
         method => {
             let key = match method {
-                McpMethod::ResourcesRead
-                | McpMethod::ResourcesSubscribe
-                | McpMethod::ResourcesUnsubscribe => Some("uri"),
+                McpMethod::ResourcesRead | McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
+                    Some("uri")
+                }
                 McpMethod::PromptsGet => Some("name"),
                 _ => None,
             };
-            let target = key
-                .and_then(|k| params.as_ref().and_then(|p| p.get(k)))
-                .and_then(Json::as_str)
-                .map(str::to_owned);
+            let target =
+                key.and_then(|k| params.as_ref().and_then(|p| p.get(k))).and_then(Json::as_str).map(str::to_owned);
             Ok(Call::Method { method, target })
         }
     }
@@ -399,10 +366,7 @@ mod tests {
                 id: Id { raw: "7".into() },
                 call: Call::Tool(ToolCall {
                     name: "delete_vm".into(),
-                    arguments: Some(Json::Object(vec![(
-                        "vmid".into(),
-                        Json::Number("100".into())
-                    )])),
+                    arguments: Some(Json::Object(vec![("vmid".into(), Json::Number("100".into()))])),
                 }),
             }
         );
@@ -415,10 +379,7 @@ mod tests {
             id(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#),
             "123456789012345678901234567890"
         );
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":"a\u0062c","method":"ping"}"#),
-            r#""a\u0062c""#
-        );
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":"a\u0062c","method":"ping"}"#), r#""a\u0062c""#);
         assert_eq!(id(r#"{"jsonrpc":"2.0","id":-5,"method":"ping"}"#), "-5");
         assert_eq!(id(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), "null");
     }
@@ -434,22 +395,10 @@ mod tests {
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), inv);
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#), inv);
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), inv);
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#),
-            inv
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#),
-            inv
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#),
-            inv
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#),
-            inv
-        );
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#), inv);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#), inv);
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#), inv);
         assert_eq!(err(r#"{"jsonrpc":"2.0","result":{}}"#), inv);
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), inv);
@@ -463,34 +412,12 @@ mod tests {
         use ProtocolErrorKind::*;
         let ip = (InvalidParams, "3".to_owned());
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#), ip);
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#),
-            ip
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#),
-            ip
-        );
-        assert_eq!(
-            err(
-                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":[]}}"#
-            ),
-            ip
-        );
-        assert_eq!(
-            err(
-                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":null}}"#
-            ),
-            ip
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}"#),
-            ip
-        );
-        assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":"x"}"#),
-            ip
-        );
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":[]}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":null}}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}"#), ip);
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":"x"}"#), ip);
     }
 
     #[test]
@@ -504,11 +431,7 @@ mod tests {
             r#"[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":1,"a":1}}]"#,
         ] {
             let e = read_body(body.as_bytes()).unwrap_err();
-            assert_eq!(
-                (e.kind, e.id.raw()),
-                (ProtocolErrorKind::Parse, "null"),
-                "{body}"
-            );
+            assert_eq!((e.kind, e.id.raw()), (ProtocolErrorKind::Parse, "null"), "{body}");
         }
     }
 
@@ -525,30 +448,15 @@ mod tests {
             items[0],
             Ok(Message::Request {
                 id: Id { raw: "1".into() },
-                call: Call::Tool(ToolCall {
-                    name: "a".into(),
-                    arguments: None
-                })
+                call: Call::Tool(ToolCall { name: "a".into(), arguments: None })
             })
         );
-        assert_eq!(
-            items[1].as_ref().unwrap_err().kind,
-            ProtocolErrorKind::InvalidRequest
-        );
+        assert_eq!(items[1].as_ref().unwrap_err().kind, ProtocolErrorKind::InvalidRequest);
         assert_eq!(
             items[2],
-            Ok(Message::Notification {
-                method: McpMethod::Notification("notifications/initialized".into())
-            })
+            Ok(Message::Notification { method: McpMethod::Notification("notifications/initialized".into()) })
         );
-        assert_eq!(
-            items[3],
-            Ok(Message::Response {
-                id: Id {
-                    raw: "\"r\"".into()
-                }
-            })
-        );
+        assert_eq!(items[3], Ok(Message::Response { id: Id { raw: "\"r\"".into() } }));
     }
 
     #[test]
@@ -576,26 +484,17 @@ mod tests {
         ] {
             assert_eq!(McpMethod::from_name(name).name(), name);
         }
-        assert_eq!(
-            McpMethod::from_name("Tools/Call"),
-            McpMethod::Other("Tools/Call".into())
-        );
+        assert_eq!(McpMethod::from_name("Tools/Call"), McpMethod::Other("Tools/Call".into()));
     }
 
     #[test]
     fn method_targets_are_read_for_header_checks() {
-        let m = single(
-            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
-        )
-        .unwrap();
+        let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#).unwrap();
         assert_eq!(
             m,
             Message::Request {
                 id: Id { raw: "1".into() },
-                call: Call::Method {
-                    method: McpMethod::ResourcesRead,
-                    target: Some("file:///x".into())
-                }
+                call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()) }
             }
         );
     }

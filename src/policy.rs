@@ -56,6 +56,24 @@ pub enum Scope {
     Global,
 }
 
+/// How a limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// At most `max` per UTC-aligned window (PolicyLayer); up to 2×max across a window edge.
+    Fixed,
+    /// At most `max` in any rolling window of the window's length.
+    Sliding,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Fixed => "fixed",
+            Algorithm::Sliding => "sliding",
+        }
+    }
+}
+
 /// A compiled rate limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
@@ -63,6 +81,7 @@ pub struct Limit {
     pub window: Window,
     pub max: u64,
     pub scope: Scope,
+    pub algorithm: Algorithm,
     /// JSON path of the limit in the policy, e.g. `tools.vm_agent_exec.limits[0]`.
     pub path: String,
 }
@@ -91,6 +110,8 @@ pub struct Gateway {
     /// Bytes.
     pub max_body_bytes: usize,
     pub max_tracked_grants: u64,
+    /// Registered grants by SHA-256 of the token, with their labels; empty means any token.
+    pub grants: HashMap<[u8; 32], String>,
 }
 
 /// The runtime policy, built once per plugin configuration.
@@ -165,21 +186,12 @@ impl Policy {
 
     fn judge_tool(&self, name: &str) -> Verdict<'_> {
         if self.is_hidden(name) {
-            return Verdict::Deny {
-                rule: "hide".into(),
-                reason: "tool is hidden by policy".into(),
-            };
+            return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
         }
-        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) =
-            match self.tools.get(name) {
-                Some(r) => (
-                    format!("tools.{name}"),
-                    r.action,
-                    r.reason.as_deref(),
-                    &r.limits,
-                ),
-                None => ("default".into(), self.default, None, &[]),
-            };
+        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match self.tools.get(name) {
+            Some(r) => (format!("tools.{name}"), r.action, r.reason.as_deref(), &r.limits),
+            None => ("default".into(), self.default, None, &[]),
+        };
         match action {
             Action::Deny => {
                 let reason = match (reason, rule.as_str()) {
@@ -189,30 +201,24 @@ impl Policy {
                 };
                 Verdict::Deny { rule, reason }
             }
-            Action::Allow => Verdict::Allow {
-                rule,
-                limits: self.limits_for(own),
-            },
+            Action::Allow => Verdict::Allow { rule, limits: self.limits_for(own) },
         }
     }
 
     fn judge_method(&self, method: &McpMethod) -> Verdict<'_> {
         match method {
-            McpMethod::Initialize
-            | McpMethod::Ping
-            | McpMethod::ToolsList
-            | McpMethod::Notification(_) => Verdict::Pass,
-            McpMethod::ToolsCall => Verdict::Deny {
-                rule: "default".into(),
-                reason: "tools/call must name a tool".into(),
-            },
+            McpMethod::Initialize | McpMethod::Ping | McpMethod::ToolsList | McpMethod::Notification(_) => {
+                Verdict::Pass
+            }
+            McpMethod::ToolsCall => {
+                Verdict::Deny { rule: "default".into(), reason: "tools/call must name a tool".into() }
+            }
             other => {
                 let name = other.name();
                 match (self.methods.get(name), other) {
-                    (Some(Action::Allow), _) => Verdict::Allow {
-                        rule: format!("gateway.methods.{name}"),
-                        limits: vec![],
-                    },
+                    (Some(Action::Allow), _) => {
+                        Verdict::Allow { rule: format!("gateway.methods.{name}"), limits: vec![] }
+                    }
                     (Some(Action::Deny), _) => Verdict::Deny {
                         rule: format!("gateway.methods.{name}"),
                         reason: format!("method {name} is denied by policy"),
@@ -222,15 +228,10 @@ impl Policy {
                         reason: format!("method {name} is not an MCP method this gateway knows"),
                     },
                     (None, _) => match self.default {
-                        Action::Allow => Verdict::Allow {
-                            rule: "default".into(),
-                            limits: vec![],
-                        },
+                        Action::Allow => Verdict::Allow { rule: "default".into(), limits: vec![] },
                         Action::Deny => Verdict::Deny {
                             rule: "default".into(),
-                            reason: format!(
-                                "method {name} is not allowed by policy (default: deny)"
-                            ),
+                            reason: format!("method {name} is not allowed by policy (default: deny)"),
                         },
                     },
                 }
@@ -239,18 +240,13 @@ impl Policy {
     }
 
     /// The tool's own limits then `all_tools.limits`, each distinct counter once. Limits that share a
-    /// counter, window and scope share one count; the call must fit under the smallest `max`.
+    /// counter, window, scope and algorithm share one count; the call must fit under the smallest `max`.
     fn limits_for(&self, own: &[usize]) -> Vec<&Limit> {
         let mut out: Vec<&Limit> = Vec::new();
-        for l in own
-            .iter()
-            .chain(self.all_tools.iter())
-            .filter_map(|&i| self.limits.get(i))
-        {
-            match out
-                .iter_mut()
-                .find(|o| o.counter == l.counter && o.window == l.window && o.scope == l.scope)
-            {
+        for l in own.iter().chain(self.all_tools.iter()).filter_map(|&i| self.limits.get(i)) {
+            match out.iter_mut().find(|o| {
+                o.counter == l.counter && o.window == l.window && o.scope == l.scope && o.algorithm == l.algorithm
+            }) {
                 Some(existing) if l.max < existing.max => *existing = l,
                 Some(_) => {}
                 None => out.push(l),
@@ -267,17 +263,11 @@ mod tests {
     use crate::mcp::ToolCall;
 
     fn tool(name: &str) -> Call {
-        Call::Tool(ToolCall {
-            name: name.into(),
-            arguments: None,
-        })
+        Call::Tool(ToolCall { name: name.into(), arguments: None })
     }
 
     fn method(name: &str) -> Call {
-        Call::Method {
-            method: McpMethod::from_name(name),
-            target: None,
-        }
+        Call::Method { method: McpMethod::from_name(name), target: None }
     }
 
     fn policy() -> Policy {
@@ -296,40 +286,25 @@ mod tests {
     }
 
     fn deny(rule: &str, reason: &str) -> Verdict<'static> {
-        Verdict::Deny {
-            rule: rule.into(),
-            reason: reason.into(),
-        }
+        Verdict::Deny { rule: rule.into(), reason: reason.into() }
     }
 
     #[test]
     fn hide_wins_over_a_listed_rule() {
-        assert_eq!(
-            policy().judge(&tool("secret")),
-            deny("hide", "tool is hidden by policy")
-        );
+        assert_eq!(policy().judge(&tool("secret")), deny("hide", "tool is hidden by policy"));
     }
 
     #[test]
     fn hide_star_hides_everything() {
-        let p =
-            load(br#"{"version":"1","default":"allow","hide":["*"],"tools":{"a":{}}}"#).unwrap();
-        assert_eq!(
-            p.judge(&tool("a")),
-            deny("hide", "tool is hidden by policy")
-        );
-        assert_eq!(
-            p.judge(&tool("b")),
-            deny("hide", "tool is hidden by policy")
-        );
+        let p = load(br#"{"version":"1","default":"allow","hide":["*"],"tools":{"a":{}}}"#).unwrap();
+        assert_eq!(p.judge(&tool("a")), deny("hide", "tool is hidden by policy"));
+        assert_eq!(p.judge(&tool("b")), deny("hide", "tool is hidden by policy"));
     }
 
     #[test]
     fn listed_empty_rule_allows_under_default_deny() {
         let p = policy();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else {
-            panic!()
-        };
+        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else { panic!() };
         assert_eq!(rule, "tools.list_vms");
         let paths: Vec<&str> = limits.iter().map(|l| l.path.as_str()).collect();
         assert_eq!(paths, ["all_tools.limits[0]", "all_tools.limits[1]"]);
@@ -338,42 +313,26 @@ mod tests {
     #[test]
     fn deny_action_uses_its_reason_or_a_default_text() {
         let p = policy();
-        assert_eq!(
-            p.judge(&tool("stop_vm")),
-            deny("tools.stop_vm", "needs a change ticket")
-        );
-        assert_eq!(
-            p.judge(&tool("nuke")),
-            deny("tools.nuke", "denied by policy")
-        );
+        assert_eq!(p.judge(&tool("stop_vm")), deny("tools.stop_vm", "needs a change ticket"));
+        assert_eq!(p.judge(&tool("nuke")), deny("tools.nuke", "denied by policy"));
     }
 
     #[test]
     fn unlisted_tools_follow_default() {
-        assert_eq!(
-            policy().judge(&tool("delete_vm")),
-            deny("default", "not allowed by policy (default: deny)")
-        );
-        assert_eq!(
-            policy().judge(&tool("LIST_VMS")),
-            deny("default", "not allowed by policy (default: deny)")
-        );
-        let p = load(br#"{"version":"1","default":"allow","all_tools":{"limits":[{"counter":"a","window":"day","max":9}]}}"#).unwrap();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else {
-            panic!()
-        };
-        assert_eq!(
-            (rule.as_str(), limits.len(), limits[0].max),
-            ("default", 1, 9)
-        );
+        assert_eq!(policy().judge(&tool("delete_vm")), deny("default", "not allowed by policy (default: deny)"));
+        assert_eq!(policy().judge(&tool("LIST_VMS")), deny("default", "not allowed by policy (default: deny)"));
+        let p = load(
+            br#"{"version":"1","default":"allow","all_tools":{"limits":[{"counter":"a","window":"day","max":9}]}}"#,
+        )
+        .unwrap();
+        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else { panic!() };
+        assert_eq!((rule.as_str(), limits.len(), limits[0].max), ("default", 1, 9));
     }
 
     #[test]
     fn shared_counters_are_counted_once_at_the_smallest_max() {
         let p = policy();
-        let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else {
-            panic!()
-        };
+        let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else { panic!() };
         let got: Vec<(&str, u64)> = limits.iter().map(|l| (l.counter.as_str(), l.max)).collect();
         assert_eq!(got, [("shared", 3), ("x", 2), ("all", 100)]);
     }
@@ -381,12 +340,7 @@ mod tests {
     #[test]
     fn lifecycle_methods_pass() {
         let p = policy();
-        for m in [
-            "initialize",
-            "ping",
-            "tools/list",
-            "notifications/initialized",
-        ] {
+        for m in ["initialize", "ping", "tools/list", "notifications/initialized"] {
             assert_eq!(p.judge(&method(m)), Verdict::Pass, "{m}");
         }
     }
@@ -396,33 +350,18 @@ mod tests {
         let p = policy();
         assert_eq!(
             p.judge(&method("resources/read")),
-            Verdict::Allow {
-                rule: "gateway.methods.resources/read".into(),
-                limits: vec![]
-            }
+            Verdict::Allow { rule: "gateway.methods.resources/read".into(), limits: vec![] }
         );
         assert_eq!(
             p.judge(&method("prompts/get")),
-            deny(
-                "gateway.methods.prompts/get",
-                "method prompts/get is denied by policy"
-            )
+            deny("gateway.methods.prompts/get", "method prompts/get is denied by policy")
         );
         assert_eq!(
             p.judge(&method("completion/complete")),
-            deny(
-                "default",
-                "method completion/complete is not allowed by policy (default: deny)"
-            )
+            deny("default", "method completion/complete is not allowed by policy (default: deny)")
         );
         let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
-        assert_eq!(
-            open.judge(&method("resources/read")),
-            Verdict::Allow {
-                rule: "default".into(),
-                limits: vec![]
-            }
-        );
+        assert_eq!(open.judge(&method("resources/read")), Verdict::Allow { rule: "default".into(), limits: vec![] });
     }
 
     #[test]
@@ -430,17 +369,11 @@ mod tests {
         let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
         assert_eq!(
             open.judge(&method("x/secret")),
-            deny(
-                "unknown_method",
-                "method x/secret is not an MCP method this gateway knows"
-            )
+            deny("unknown_method", "method x/secret is not an MCP method this gateway knows")
         );
         assert_eq!(
             policy().judge(&method("x/custom")),
-            Verdict::Allow {
-                rule: "gateway.methods.x/custom".into(),
-                limits: vec![]
-            }
+            Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![] }
         );
     }
 }

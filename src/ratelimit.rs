@@ -27,7 +27,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Limit, Scope};
+use crate::policy::{Algorithm, Limit, Scope};
 
 /// A shared-data failure other than a CAS mismatch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,27 +75,18 @@ impl MemoryStore {
 
     /// Sum of key and value bytes, to report shared-data memory per grant.
     pub fn bytes(&self) -> usize {
-        self.inner
-            .lock()
-            .map(|g| g.entries.iter().map(|(k, (v, _))| k.len() + v.len()).sum())
-            .unwrap_or(0)
+        self.inner.lock().map(|g| g.entries.iter().map(|(k, (v, _))| k.len() + v.len()).sum()).unwrap_or(0)
     }
 }
 
 impl SharedStore for MemoryStore {
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
-        let g = self
-            .inner
-            .lock()
-            .map_err(|_| StoreError::Host("poisoned".into()))?;
+        let g = self.inner.lock().map_err(|_| StoreError::Host("poisoned".into()))?;
         Ok(g.entries.get(key).cloned())
     }
 
     fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| StoreError::Host("poisoned".into()))?;
+        let mut g = self.inner.lock().map_err(|_| StoreError::Host("poisoned".into()))?;
         // Mirrors proxy-wasm-cpp-host SharedData::nextCas: a global counter that skips 0.
         g.last_cas = g.last_cas.wrapping_add(1).max(1);
         let next = g.last_cas;
@@ -147,7 +138,7 @@ fn push_field(h: &mut Sha256, bytes: &[u8]) {
 }
 
 /// The shared-data key of one counter: a hash of the canonical tuple (counter name, scope,
-/// scope value, window length in seconds). 128 bits of it are kept: 32 hex characters.
+/// scope value, window length in seconds, algorithm). 128 bits of it are kept: 32 hex characters.
 pub fn counter_key(limit: &Limit, grant: &GrantId) -> String {
     let mut h = Sha256::new();
     push_field(&mut h, b"counter");
@@ -163,6 +154,7 @@ pub fn counter_key(limit: &Limit, grant: &GrantId) -> String {
         }
     }
     push_field(&mut h, &limit.window.seconds().to_be_bytes());
+    push_field(&mut h, limit.algorithm.name().as_bytes());
     let digest = h.finalize();
     format!("{PREFIX}c:{}", hex(digest.get(..16).unwrap_or(&[])))
 }
@@ -185,6 +177,25 @@ fn decode(v: &[u8]) -> Option<(u64, u64)> {
     let a: [u8; 8] = v.get(..8)?.try_into().ok()?;
     let b: [u8; 8] = v.get(8..16)?.try_into().ok()?;
     (v.len() == 16).then(|| (u64::from_le_bytes(a), u64::from_le_bytes(b)))
+}
+
+/// A sliding-window log: count (u64 LE) then that many admission times (ms since the epoch, u64 LE).
+fn encode_log(times: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + 8 * times.len());
+    out.extend_from_slice(&(times.len() as u64).to_le_bytes());
+    for t in times {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out
+}
+
+fn decode_log(v: &[u8]) -> Option<Vec<u64>> {
+    let n = usize::try_from(decode_u64(v.get(..8)?)?).ok()?;
+    let rest = v.get(8..)?;
+    if rest.len() != n.checked_mul(8)? {
+        return None;
+    }
+    rest.chunks_exact(8).map(decode_u64).collect()
 }
 
 fn decode_u64(v: &[u8]) -> Option<u64> {
@@ -211,9 +222,7 @@ impl Unavailable {
         match self {
             Unavailable::CasRetriesExhausted => "rate limiter contention: retries exhausted",
             Unavailable::LockBusy => "rate limiter busy",
-            Unavailable::GrantCapReached => {
-                "too many distinct grants are tracked; new grants are refused"
-            }
+            Unavailable::GrantCapReached => "too many distinct grants are tracked; new grants are refused",
             Unavailable::CorruptValue => "rate limiter state is unreadable",
             Unavailable::Host(_) => "rate limiter storage error",
         }
@@ -240,10 +249,19 @@ impl From<StoreError> for Unavailable {
     }
 }
 
-/// Units taken by an admitted call: (key, window start) of each, to give back if needed.
+/// One unit taken from one counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// From a fixed window starting at `window_start` (seconds since the epoch).
+    Fixed { key: String, window_start: u64 },
+    /// A sliding-log entry at `at_ms`.
+    Sliding { key: String, at_ms: u64 },
+}
+
+/// Units taken by an admitted call, to give back if the call is refused after all.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Admission {
-    pub taken: Vec<(String, u64)>,
+    pub taken: Vec<Taken>,
 }
 
 /// The limiter: a store, the clock reading for this call, and the grant cap.
@@ -256,11 +274,7 @@ pub struct Limiter<'s> {
 
 impl<'s> Limiter<'s> {
     /// Take one unit from every limit, or none. Errors: [`Refusal`].
-    pub fn admit<'p>(
-        &self,
-        limits: &[&'p Limit],
-        grant: &GrantId,
-    ) -> Result<Admission, Refusal<'p>> {
+    pub fn admit<'p>(&self, limits: &[&'p Limit], grant: &GrantId) -> Result<Admission, Refusal<'p>> {
         let mut adm = Admission::default();
         for &limit in limits {
             match self.take(limit, grant) {
@@ -277,18 +291,25 @@ impl<'s> Limiter<'s> {
     /// Return the units of an admission (a batch refused after some elements were admitted).
     /// Units whose window has already ended are not returned: that count was reset anyway.
     pub fn give_back(&self, adm: &Admission) {
-        for (key, ws) in &adm.taken {
+        for taken in &adm.taken {
+            let key = match taken {
+                Taken::Fixed { key, .. } | Taken::Sliding { key, .. } => key,
+            };
             for _ in 0..MAX_CAS_RETRIES {
-                let Ok(Some((v, cas))) = self.store.get(key) else {
-                    break;
+                let Ok(Some((v, cas))) = self.store.get(key) else { break };
+                let next = match taken {
+                    Taken::Fixed { window_start, .. } => match decode(&v) {
+                        Some((ws, count)) if ws == *window_start && count > 0 => encode(ws, count - 1).to_vec(),
+                        _ => break,
+                    },
+                    Taken::Sliding { at_ms, .. } => {
+                        let Some(mut times) = decode_log(&v) else { break };
+                        let Some(i) = times.iter().position(|t| t == at_ms) else { break };
+                        times.swap_remove(i);
+                        encode_log(&times)
+                    }
                 };
-                let Some((cur_ws, count)) = decode(&v) else {
-                    break;
-                };
-                if cur_ws != *ws || count == 0 {
-                    break;
-                }
-                match self.store.set(key, &encode(cur_ws, count - 1), cas) {
+                match self.store.set(key, &next, cas) {
                     Err(StoreError::CasMismatch) => continue,
                     _ => break,
                 }
@@ -296,36 +317,53 @@ impl<'s> Limiter<'s> {
         }
     }
 
-    fn take<'p>(&self, limit: &'p Limit, grant: &GrantId) -> Result<(String, u64), Refusal<'p>> {
+    fn take<'p>(&self, limit: &'p Limit, grant: &GrantId) -> Result<Taken, Refusal<'p>> {
         let key = counter_key(limit, grant);
         let len = limit.window.seconds();
-        let now_s = self.now_ms / 1000;
-        let current = now_s - now_s % len;
         let unavailable = |u: Unavailable| Refusal::Unavailable(u);
         for _ in 0..MAX_CAS_RETRIES {
             let (value, cas) = match self.store.get(&key).map_err(|e| unavailable(e.into()))? {
                 Some(found) => found,
                 None => {
                     let marker = (limit.scope == Scope::Grant).then(|| grant_key(grant));
-                    self.create(&key, marker.as_deref()).map_err(unavailable)?;
+                    let initial = match limit.algorithm {
+                        Algorithm::Fixed => encode(0, 0).to_vec(),
+                        Algorithm::Sliding => encode_log(&[]),
+                    };
+                    self.create(&key, &initial, marker.as_deref()).map_err(unavailable)?;
                     continue;
                 }
             };
-            let (stored_ws, stored_count) =
-                decode(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
-            // Another worker may have read the clock a moment later and opened the next window.
-            let ws = stored_ws.max(current);
-            let count = if ws == stored_ws { stored_count } else { 0 };
-            if count >= limit.max {
-                let end_ms = (ws + len) * 1000;
-                let retry = end_ms.saturating_sub(self.now_ms).div_ceil(1000).max(1);
-                return Err(Refusal::Limited {
-                    limit,
-                    retry_after_seconds: retry,
-                });
-            }
-            match self.store.set(&key, &encode(ws, count + 1), cas) {
-                Ok(()) => return Ok((key, ws)),
+            let (next, taken) = match limit.algorithm {
+                Algorithm::Fixed => {
+                    let now_s = self.now_ms / 1000;
+                    let current = now_s - now_s % len;
+                    let (stored_ws, stored_count) = decode(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
+                    // Another worker may have read the clock a moment later and opened the next window.
+                    let ws = stored_ws.max(current);
+                    let count = if ws == stored_ws { stored_count } else { 0 };
+                    if count >= limit.max {
+                        let retry = ((ws + len) * 1000).saturating_sub(self.now_ms).div_ceil(1000).max(1);
+                        return Err(Refusal::Limited { limit, retry_after_seconds: retry });
+                    }
+                    (encode(ws, count + 1).to_vec(), Taken::Fixed { key: key.clone(), window_start: ws })
+                }
+                Algorithm::Sliding => {
+                    let times = decode_log(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
+                    let horizon = self.now_ms.saturating_sub(len * 1000);
+                    // Expired entries are dropped on every write: the log never holds more than max.
+                    let mut live: Vec<u64> = times.into_iter().filter(|&t| t > horizon).collect();
+                    if live.len() as u64 >= limit.max {
+                        let oldest = live.iter().copied().min().unwrap_or(self.now_ms);
+                        let retry = (oldest + len * 1000).saturating_sub(self.now_ms).div_ceil(1000).max(1);
+                        return Err(Refusal::Limited { limit, retry_after_seconds: retry });
+                    }
+                    live.push(self.now_ms);
+                    (encode_log(&live), Taken::Sliding { key: key.clone(), at_ms: self.now_ms })
+                }
+            };
+            match self.store.set(&key, &next, cas) {
+                Ok(()) => return Ok(taken),
                 Err(StoreError::CasMismatch) => continue,
                 Err(StoreError::Host(e)) => return Err(unavailable(Unavailable::Host(e))),
             }
@@ -333,9 +371,9 @@ impl<'s> Limiter<'s> {
         Err(unavailable(Unavailable::CasRetriesExhausted))
     }
 
-    /// Create `key` (count 0) unless it exists, under the creation lock, registering the grant
+    /// Create `key` with `initial` unless it exists, under the creation lock, registering the grant
     /// behind `grant_marker` against the cap if it is new.
-    fn create(&self, key: &str, grant_marker: Option<&str>) -> Result<(), Unavailable> {
+    fn create(&self, key: &str, initial: &[u8], grant_marker: Option<&str>) -> Result<(), Unavailable> {
         for _ in 0..LOCK_SPINS {
             if self.store.get(key)?.is_some() {
                 return Ok(());
@@ -350,23 +388,19 @@ impl<'s> Limiter<'s> {
             if decode_u64(&lock).unwrap_or(u64::MAX) > self.now_ms {
                 continue; // held by another worker
             }
-            match self.store.set(
-                LOCK_KEY,
-                &(self.now_ms + LOCK_LEASE_MS).to_le_bytes(),
-                lock_cas,
-            ) {
+            match self.store.set(LOCK_KEY, &(self.now_ms + LOCK_LEASE_MS).to_le_bytes(), lock_cas) {
                 Ok(()) => {}
                 Err(StoreError::CasMismatch) => continue,
                 Err(e) => return Err(e.into()),
             }
-            let result = self.create_locked(key, grant_marker);
+            let result = self.create_locked(key, initial, grant_marker);
             self.release_lock();
             return result;
         }
         Err(Unavailable::LockBusy)
     }
 
-    fn create_locked(&self, key: &str, grant_marker: Option<&str>) -> Result<(), Unavailable> {
+    fn create_locked(&self, key: &str, initial: &[u8], grant_marker: Option<&str>) -> Result<(), Unavailable> {
         if self.store.get(key)?.is_some() {
             return Ok(());
         }
@@ -379,12 +413,11 @@ impl<'s> Limiter<'s> {
                 if tracked >= self.max_tracked_grants {
                     return Err(Unavailable::GrantCapReached);
                 }
-                self.store
-                    .set(GRANTS_KEY, &(tracked + 1).to_le_bytes(), cas)?;
+                self.store.set(GRANTS_KEY, &(tracked + 1).to_le_bytes(), cas)?;
                 self.store.set(marker, b"1", 0)?;
             }
         }
-        self.store.set(key, &encode(0, 0), 0)?;
+        self.store.set(key, initial, 0)?;
         Ok(())
     }
 
@@ -392,10 +425,7 @@ impl<'s> Limiter<'s> {
         for _ in 0..MAX_CAS_RETRIES {
             match self.store.get(LOCK_KEY) {
                 Ok(Some((_, cas))) => {
-                    if !matches!(
-                        self.store.set(LOCK_KEY, &0u64.to_le_bytes(), cas),
-                        Err(StoreError::CasMismatch)
-                    ) {
+                    if !matches!(self.store.set(LOCK_KEY, &0u64.to_le_bytes(), cas), Err(StoreError::CasMismatch)) {
                         return;
                     }
                 }
@@ -433,6 +463,7 @@ mod tests {
             window,
             max,
             scope,
+            algorithm: Algorithm::Fixed,
             path: format!("tools.t.limits[{counter}]"),
         }
     }
@@ -440,11 +471,7 @@ mod tests {
     const T0: u64 = 1_700_000_040_000; // a minute boundary: 1700000040 % 60 == 0
 
     fn lim(store: &MemoryStore, now_ms: u64) -> Limiter<'_> {
-        Limiter {
-            store,
-            now_ms,
-            max_tracked_grants: 100,
-        }
+        Limiter { store, now_ms, max_tracked_grants: 100 }
     }
 
     #[test]
@@ -460,21 +487,9 @@ mod tests {
         for i in 0..3 {
             assert!(lim(&s, T0 + 10_000 + i).admit(&[&l], &g).is_ok());
         }
-        assert_eq!(
-            lim(&s, T0 + 10_500).admit(&[&l], &g),
-            Err(Refusal::Limited {
-                limit: &l,
-                retry_after_seconds: 50
-            })
-        );
+        assert_eq!(lim(&s, T0 + 10_500).admit(&[&l], &g), Err(Refusal::Limited { limit: &l, retry_after_seconds: 50 }));
         // 59.001 s into the window: 0.999 s left rounds up to 1.
-        assert_eq!(
-            lim(&s, T0 + 59_001).admit(&[&l], &g),
-            Err(Refusal::Limited {
-                limit: &l,
-                retry_after_seconds: 1
-            })
-        );
+        assert_eq!(lim(&s, T0 + 59_001).admit(&[&l], &g), Err(Refusal::Limited { limit: &l, retry_after_seconds: 1 }));
         // The next window admits again, reusing the same key.
         let keys = s.len();
         assert!(lim(&s, T0 + 60_000).admit(&[&l], &g).is_ok());
@@ -489,16 +504,10 @@ mod tests {
         let (a, b, c) = ([1u8; 32], [2u8; 32], [3u8; 32]);
         assert!(lim(&s, T0).admit(&[&per], &a).is_ok());
         assert!(lim(&s, T0).admit(&[&per], &b).is_ok());
-        assert!(matches!(
-            lim(&s, T0).admit(&[&per], &a),
-            Err(Refusal::Limited { .. })
-        ));
+        assert!(matches!(lim(&s, T0).admit(&[&per], &a), Err(Refusal::Limited { .. })));
         assert!(lim(&s, T0).admit(&[&glob], &a).is_ok());
         assert!(lim(&s, T0).admit(&[&glob], &b).is_ok());
-        assert!(matches!(
-            lim(&s, T0).admit(&[&glob], &c),
-            Err(Refusal::Limited { .. })
-        ));
+        assert!(matches!(lim(&s, T0).admit(&[&glob], &c), Err(Refusal::Limited { .. })));
     }
 
     #[test]
@@ -539,17 +548,10 @@ mod tests {
     fn grant_cap_refuses_new_grants_and_keeps_existing_ones() {
         let s = MemoryStore::new();
         let l = limit("c", Window::Minute, 100, Scope::Grant);
-        let cap = |now| Limiter {
-            store: &s,
-            now_ms: now,
-            max_tracked_grants: 2,
-        };
+        let cap = |now| Limiter { store: &s, now_ms: now, max_tracked_grants: 2 };
         assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
         assert!(cap(T0).admit(&[&l], &[2; 32]).is_ok());
-        assert_eq!(
-            cap(T0).admit(&[&l], &[3; 32]),
-            Err(Refusal::Unavailable(Unavailable::GrantCapReached))
-        );
+        assert_eq!(cap(T0).admit(&[&l], &[3; 32]), Err(Refusal::Unavailable(Unavailable::GrantCapReached)));
         assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
         assert_eq!(tracked_grants(&s), 2);
         // A second counter for a tracked grant does not count as a new grant.
@@ -565,10 +567,7 @@ mod tests {
         let g = [9u8; 32];
         assert!(lim(&s, T0 + 1000).admit(&[&l], &g).is_ok());
         // A worker whose clock reading is from the previous second must not open a fresh window.
-        assert!(matches!(
-            lim(&s, T0 + 999).admit(&[&l], &g),
-            Err(Refusal::Limited { .. })
-        ));
+        assert!(matches!(lim(&s, T0 + 999).admit(&[&l], &g), Err(Refusal::Limited { .. })));
     }
 
     #[test]
@@ -577,10 +576,7 @@ mod tests {
         let l = limit("c", Window::Second, 1, Scope::Grant);
         let g = [9u8; 32];
         s.set(&counter_key(&l, &g), b"junk", 0).unwrap();
-        assert_eq!(
-            lim(&s, T0).admit(&[&l], &g),
-            Err(Refusal::Unavailable(Unavailable::CorruptValue))
-        );
+        assert_eq!(lim(&s, T0).admit(&[&l], &g), Err(Refusal::Unavailable(Unavailable::CorruptValue)));
     }
 
     #[test]

@@ -45,12 +45,7 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    pub fn new(
-        code: i32,
-        kind: &'static str,
-        message: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
+    pub fn new(code: i32, kind: &'static str, message: impl Into<String>, reason: impl Into<String>) -> Self {
         RpcError {
             code,
             kind,
@@ -112,12 +107,7 @@ mod tests {
 
     #[test]
     fn error_json_is_exact_and_parses() {
-        let mut e = RpcError::new(
-            code::RATE_LIMITED,
-            "rate_limited",
-            "tool 'x' rate limited",
-            "limit \"c\" reached",
-        );
+        let mut e = RpcError::new(code::RATE_LIMITED, "rate_limited", "tool 'x' rate limited", "limit \"c\" reached");
         e.tool = Some("x".into());
         e.retry_after_seconds = Some(42);
         e.counter = Some("c".into());

@@ -76,20 +76,13 @@ impl Metrics {
         let by_kind = DecisionKind::ALL
             .iter()
             .filter_map(|k| {
-                hostcalls::define_metric(
-                    MetricType::Counter,
-                    &format!("mcp_policy_{}_total", k.as_str()),
-                )
-                .ok()
-                .map(|id| (*k, id))
+                hostcalls::define_metric(MetricType::Counter, &format!("mcp_policy_{}_total", k.as_str()))
+                    .ok()
+                    .map(|id| (*k, id))
             })
             .collect();
-        let tracked_grants =
-            hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
-        Metrics {
-            by_kind,
-            tracked_grants,
-        }
+        let tracked_grants = hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
+        Metrics { by_kind, tracked_grants }
     }
 
     fn count(&self, kind: DecisionKind) {
@@ -113,14 +106,7 @@ struct Root {
 
 impl Root {
     fn new(id: u32) -> Self {
-        Root {
-            id,
-            policy: None,
-            metrics: Rc::new(Metrics {
-                by_kind: Vec::new(),
-                tracked_grants: None,
-            }),
-        }
+        Root { id, policy: None, metrics: Rc::new(Metrics { by_kind: Vec::new(), tracked_grants: None }) }
     }
 }
 
@@ -132,11 +118,7 @@ impl RootContext for Root {
         if let Ok(level) = hostcalls::get_log_level() {
             proxy_wasm::set_log_level(level);
         }
-        info!(
-            "[root {}] mcp-policy-filter {} starting",
-            self.id,
-            crate::VERSION
-        );
+        info!("[root {}] mcp-policy-filter {} starting", self.id, crate::VERSION);
         true
     }
 
@@ -144,17 +126,11 @@ impl RootContext for Root {
         let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(Some(b)) => b,
             Ok(None) => {
-                error!(
-                    "[root {}] invalid policy at .: the plugin configuration is empty",
-                    self.id
-                );
+                error!("[root {}] invalid policy at .: the plugin configuration is empty", self.id);
                 return false;
             }
             Err(s) => {
-                error!(
-                    "[root {}] cannot read the plugin configuration: {s:?}",
-                    self.id
-                );
+                error!("[root {}] cannot read the plugin configuration: {s:?}", self.id);
                 return false;
             }
         };
@@ -217,8 +193,7 @@ impl Filter {
         let d = &outcome.decision;
         self.metrics.count(d.kind);
         if d.kind == DecisionKind::Allowed || d.kind == DecisionKind::RateLimited {
-            self.metrics
-                .set_tracked_grants(ratelimit::tracked_grants(&HostStore));
+            self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
         }
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
         let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.kind.as_str().as_bytes()));
@@ -255,16 +230,9 @@ impl Filter {
     fn send(&self, reply: Reply) -> Action {
         let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
         headers.extend(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
-        if let Err(s) = hostcalls::send_http_response(
-            u32::from(reply.status),
-            headers,
-            Some(reply.body.as_bytes()),
-        ) {
+        if let Err(s) = hostcalls::send_http_response(u32::from(reply.status), headers, Some(reply.body.as_bytes())) {
             // Cannot answer: reset rather than forward.
-            warn!(
-                "[ctx {}] local reply failed ({s:?}); resetting the request",
-                self.id
-            );
+            warn!("[ctx {}] local reply failed ({s:?}); resetting the request", self.id);
             let _ = hostcalls::reset_http_request();
         }
         Action::Pause
@@ -272,18 +240,9 @@ impl Filter {
 
     /// No policy (cannot happen once Envoy accepted the config): refuse everything.
     fn unconfigured(&mut self) -> Action {
-        let err = RpcError::new(
-            code::INVALID_REQUEST,
-            "unavailable",
-            "policy not loaded",
-            "policy not loaded",
-        );
+        let err = RpcError::new(code::INVALID_REQUEST, "unavailable", "policy not loaded", "policy not loaded");
         self.decided = true;
-        self.send(Reply {
-            status: 503,
-            headers: vec![],
-            body: err.to_json(&crate::mcp::Id::null()),
-        })
+        self.send(Reply { status: 503, headers: vec![], body: err.to_json(&crate::mcp::Id::null()) })
     }
 
     fn decide_body(&mut self, body_size: usize) -> Action {
@@ -296,10 +255,7 @@ impl Filter {
         let body = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size) {
             Ok(b) => b.unwrap_or_default(),
             Err(s) => {
-                warn!(
-                    "[ctx {}] cannot read the request body ({s:?}); refusing",
-                    self.id
-                );
+                warn!("[ctx {}] cannot read the request body ({s:?}); refusing", self.id);
                 return self.finish(gate::body_too_large(&policy));
             }
         };
@@ -316,10 +272,7 @@ impl HttpContext for Filter {
         let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
             Ok(h) => h,
             Err(s) => {
-                warn!(
-                    "[ctx {}] cannot read request headers ({s:?}); refusing",
-                    self.id
-                );
+                warn!("[ctx {}] cannot read request headers ({s:?}); refusing", self.id);
                 return self.unconfigured();
             }
         };
@@ -330,10 +283,7 @@ impl HttpContext for Filter {
                 panic!("forced by x-mcp-policy-test-panic (test-panic build)");
             }
         }
-        let head = RequestHead::from_headers(
-            &policy,
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
-        );
+        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         match gate::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
                 if outcome.reply.is_none() && !end_of_stream {

@@ -1,0 +1,330 @@
+//! The request pipeline end to end, natively: every row of the README's decision table.
+
+use mcp_policy_filter::config;
+use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_filter::policy::Policy;
+use mcp_policy_filter::ratelimit::MemoryStore;
+use serde_json::{json, Value};
+
+const T0: u64 = 1_700_000_040_000; // a UTC minute boundary
+
+fn policy(extra_gateway: &str) -> Policy {
+    let text = format!(
+        r#"{{"version":"1","default":"deny","hide":["delete_vm"],
+        "all_tools":{{"limits":[{{"counter":"everything","window":"minute","max":3,"scope":"global"}}]}},
+        "tools":{{"list_vms":{{}},"stop_vm":{{"action":"deny","reason":"stopping VMs needs a change ticket"}},
+                  "vm_agent_exec":{{"limits":[{{"counter":"vm_agent_exec_rate","window":"minute","max":2}}]}}}},
+        "gateway":{{"methods":{{"resources/read":"allow"}}{extra_gateway}}}}}"#
+    );
+    config::load(text.as_bytes()).unwrap()
+}
+
+fn head(p: &Policy, headers: &[(&str, &[u8])]) -> RequestHead {
+    RequestHead::from_headers(p, headers.iter().copied())
+}
+
+fn post(p: &Policy, token: &str) -> RequestHead {
+    let auth = format!("Bearer {token}");
+    RequestHead::from_headers(
+        p,
+        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", auth.as_bytes())],
+    )
+}
+
+fn call(id: u64, tool: &str) -> String {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{}}}).to_string()
+}
+
+fn done(h: HeadOutcome) -> Outcome {
+    match h {
+        HeadOutcome::Done(o) => o,
+        HeadOutcome::NeedBody => panic!("expected a decision from the headers"),
+    }
+}
+
+/// (status, body as JSON, extra headers) of a local reply.
+fn reply(o: &Outcome) -> (u16, Value, Vec<(&'static str, String)>) {
+    let r = o.reply.as_ref().expect("a local reply");
+    (r.status, serde_json::from_str(&r.body).unwrap(), r.headers.clone())
+}
+
+#[test]
+fn http_methods() {
+    let p = policy("");
+    let o = done(gate::on_headers(&p, &head(&p, &[(":method", b"PUT"), ("authorization", b"Bearer a")])));
+    let (status, body, headers) = reply(&o);
+    assert_eq!(status, 405);
+    assert_eq!(body["error"]["code"], -32600);
+    assert_eq!(body["error"]["data"]["kind"], "method_not_allowed");
+    assert_eq!(headers, vec![("allow", "GET, POST, DELETE".to_owned())]);
+    for m in [&b"GET"[..], b"DELETE"] {
+        let o = done(gate::on_headers(&p, &head(&p, &[(":method", m), ("authorization", b"Bearer a")])));
+        assert_eq!((o.reply, o.decision.kind), (None, DecisionKind::Passed));
+        let o = done(gate::on_headers(&p, &head(&p, &[(":method", m)])));
+        assert_eq!(reply(&o).0, 401);
+    }
+}
+
+#[test]
+fn media_types_and_encodings() {
+    let p = policy("");
+    let with = |ct: Option<&[u8]>, ce: Option<&[u8]>| {
+        let mut h: Vec<(&str, &[u8])> = vec![(":method", b"POST"), ("authorization", b"Bearer a")];
+        if let Some(ct) = ct {
+            h.push(("content-type", ct));
+        }
+        if let Some(ce) = ce {
+            h.push(("content-encoding", ce));
+        }
+        gate::on_headers(&p, &head(&p, &h))
+    };
+    for ct in [&b"Application/JSON"[..], b"application/json; charset=utf-8", b" application/json ;x=y"] {
+        assert_eq!(with(Some(ct), None), HeadOutcome::NeedBody, "{}", String::from_utf8_lossy(ct));
+    }
+    assert_eq!(with(Some(b"application/json"), Some(b"IDENTITY")), HeadOutcome::NeedBody);
+    for (ct, ce) in [
+        (None, None),
+        (Some(&b"text/plain"[..]), None),
+        (Some(b"text/plain; a=application/json"), None),
+        (Some(b"application/jsonx"), None),
+        (Some(b"application/json-seq"), None),
+        (Some(b"application/json"), Some(&b"gzip"[..])),
+        (Some(b"application/json"), Some(b"identity, gzip")),
+        (Some(b"application/json"), Some(b"")),
+    ] {
+        let o = done(with(ct, ce));
+        let (status, body, _) = reply(&o);
+        assert_eq!((status, body["error"]["data"]["kind"].as_str()), (415, Some("unsupported_media_type")));
+    }
+    // Two Content-Type headers: the server might read the other one.
+    let o = done(gate::on_headers(
+        &p,
+        &head(&p, &[(":method", b"POST"), ("content-type", b"application/json"), ("content-type", b"text/plain")]),
+    ));
+    assert_eq!(reply(&o).0, 415);
+}
+
+#[test]
+fn allowed_call_is_forwarded_with_its_decision() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let o = gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
+    assert_eq!(o.reply, None);
+    assert_eq!(o.decision.kind, DecisionKind::Allowed);
+    assert_eq!(o.decision.tool.as_deref(), Some("list_vms"));
+    assert_eq!(o.decision.rule.as_deref(), Some("tools.list_vms"));
+    assert_eq!(o.decision.grant.as_deref(), Some("sha256:ba7816bf8f01"));
+}
+
+#[test]
+fn denials_echo_the_id_and_name_the_reason() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let body = r#"{"jsonrpc":"2.0","id":"q-\u00e9","method":"tools/call","params":{"name":"stop_vm"}}"#;
+    let o = gate::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
+    assert_eq!(
+        o.reply.as_ref().unwrap().body,
+        r#"{"jsonrpc":"2.0","id":"q-\u00e9","error":{"code":-31001,"message":"tool 'stop_vm' denied: stopping VMs needs a change ticket","data":{"kind":"denied","tool":"stop_vm","reason":"stopping VMs needs a change ticket","rule":"tools.stop_vm"}}}"#
+    );
+    assert_eq!(o.reply.as_ref().unwrap().status, 200);
+    for (tool, rule, reason) in [
+        ("delete_vm", "hide", "tool is hidden by policy"),
+        ("reboot_vm", "default", "not allowed by policy (default: deny)"),
+    ] {
+        let o = gate::on_body(&p, &post(&p, "abc"), call(7, tool).as_bytes(), &s, T0);
+        let (status, b, _) = reply(&o);
+        assert_eq!(status, 200);
+        assert_eq!(
+            b["error"],
+            json!({"code":-31001,"message":format!("tool '{tool}' denied: {reason}"),
+                   "data":{"kind":"denied","tool":tool,"reason":reason,"rule":rule}})
+        );
+        assert_eq!(b["id"], 7);
+    }
+    let rr = r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"x"}}"#;
+    let (_, b, _) = reply(&gate::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0));
+    assert_eq!(b["error"]["data"]["reason"], "method prompts/get is not allowed by policy (default: deny)");
+    let rr = r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x"}}"#;
+    assert_eq!(gate::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0).reply, None);
+}
+
+#[test]
+fn rate_limits_refuse_with_retry_after_and_per_grant() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let now = T0 + 20_250;
+    for i in 0..2 {
+        let o = gate::on_body(&p, &post(&p, "a"), call(i, "vm_agent_exec").as_bytes(), &s, now);
+        assert_eq!(o.reply, None, "call {i}");
+    }
+    let o = gate::on_body(&p, &post(&p, "a"), call(9, "vm_agent_exec").as_bytes(), &s, now);
+    let (status, b, headers) = reply(&o);
+    assert_eq!(status, 200);
+    assert_eq!(headers, vec![("retry-after", "40".to_owned())]);
+    assert_eq!(
+        b,
+        json!({"jsonrpc":"2.0","id":9,"error":{"code":-31002,
+            "message":"tool 'vm_agent_exec' rate limited: limit vm_agent_exec_rate (2 per minute) reached; retry in 40 s",
+            "data":{"kind":"rate_limited","tool":"vm_agent_exec","reason":"limit vm_agent_exec_rate (2 per minute) reached",
+                    "rule":"tools.vm_agent_exec.limits[0]","retry_after_seconds":40,"counter":"vm_agent_exec_rate"}}})
+    );
+    assert_eq!(o.decision.kind, DecisionKind::RateLimited);
+    // Another grant has its own vm_agent_exec counter, but the global all_tools counter (max 3) is shared.
+    assert_eq!(gate::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, now).reply, None);
+    let o = gate::on_body(&p, &post(&p, "b"), call(2, "list_vms").as_bytes(), &s, now);
+    assert_eq!(reply(&o).1["error"]["data"]["counter"], "everything");
+}
+
+#[test]
+fn no_grant_is_401_with_the_id() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json")]);
+    let (status, b, headers) = reply(&gate::on_body(&p, &h, call(5, "list_vms").as_bytes(), &s, T0));
+    assert_eq!((status, b["id"].clone(), b["error"]["code"].clone()), (401, json!(5), json!(-31003)));
+    assert_eq!(headers, vec![("www-authenticate", "Bearer".to_owned())]);
+    for auth in [&b"Basic YTpi"[..], b"Bearer", b"Bearer a b"] {
+        let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json"), ("authorization", auth)]);
+        assert_eq!(reply(&gate::on_body(&p, &h, call(5, "list_vms").as_bytes(), &s, T0)).0, 401);
+    }
+    let h = head(
+        &p,
+        &[(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer a"), ("authorization", b"Bearer b")],
+    );
+    assert_eq!(reply(&gate::on_body(&p, &h, call(5, "list_vms").as_bytes(), &s, T0)).0, 401);
+}
+
+#[test]
+fn registered_grants_and_trusted_headers() {
+    // sha256("abc")
+    let p = policy(r#","grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":"agent-a"}]"#);
+    let s = MemoryStore::new();
+    let o = gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
+    assert_eq!((o.reply.is_none(), o.decision.grant.as_deref()), (true, Some("agent-a")));
+    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "abd"), call(1, "list_vms").as_bytes(), &s, T0));
+    assert_eq!((status, b["error"]["data"]["reason"].as_str()), (401, Some("the credential is not a registered grant")));
+
+    let p = policy(r#","grant_header":"X-Agent-Id""#);
+    let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json"), ("x-agent-id", b"agent-7")]);
+    assert_eq!(gate::on_body(&p, &h, call(1, "list_vms").as_bytes(), &s, T0).reply, None);
+    // The bearer token is not a grant when a trusted header is configured.
+    assert_eq!(reply(&gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0)).0, 401);
+}
+
+#[test]
+fn protocol_errors() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let check = |body: &[u8], status: u16, code: i64, id: Value| {
+        let (st, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body, &s, T0));
+        assert_eq!((st, b["error"]["code"].as_i64(), b["id"].clone()), (status, Some(code), id), "{}", String::from_utf8_lossy(body));
+    };
+    check(b"", 400, -32700, Value::Null);
+    check(b"\xEF\xBB\xBF{}", 400, -32700, Value::Null);
+    check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"} {}"#, 400, -32700, Value::Null);
+    check(b"[NaN]", 400, -32700, Value::Null);
+    check(br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#, 400, -32700, Value::Null);
+    check(b"\x7b\xff\x7d", 400, -32700, Value::Null);
+    check(b"[]", 400, -32600, Value::Null);
+    check(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, 400, -32600, Value::Null);
+    check(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}"#, 400, -32602, json!(1));
+    let big = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    check(big.as_bytes(), 400, -32700, Value::Null);
+}
+
+#[test]
+fn mcp_header_mismatch_is_minus_32020() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let with = |extra: &[(&str, &[u8])]| {
+        let mut h: Vec<(&str, &[u8])> =
+            vec![(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer a")];
+        h.extend_from_slice(extra);
+        RequestHead::from_headers(&p, h)
+    };
+    let body = call(4, "list_vms");
+    assert_eq!(gate::on_body(&p, &with(&[("mcp-method", b"tools/call"), ("mcp-name", b"list_vms")]), body.as_bytes(), &s, T0).reply, None);
+    for extra in [
+        &[("mcp-method", &b"tools/list"[..])][..],
+        &[("mcp-name", b"delete_vm")],
+        &[("mcp-name", b"LIST_VMS")],
+        &[("mcp-name", b"list_vms"), ("mcp-name", b"list_vms")],
+        &[("mcp-name", b"\xff")],
+    ] {
+        let (status, b, _) = reply(&gate::on_body(&p, &with(extra), body.as_bytes(), &s, T0));
+        assert_eq!((status, b["error"]["code"].as_i64(), b["id"].as_i64()), (400, Some(-32020), Some(4)));
+    }
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    assert_eq!(reply(&gate::on_body(&p, &with(&[("mcp-name", b"x")]), ping.as_bytes(), &s, T0)).0, 400);
+}
+
+#[test]
+fn lifecycle_notifications_and_responses_pass() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}"#,
+    ] {
+        let o = gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
+        assert_eq!((o.reply, o.decision.kind), (None, DecisionKind::Passed), "{body}");
+    }
+}
+
+#[test]
+fn batches_are_all_or_nothing_and_give_quota_back() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let ok = format!("[{},{}]", call(1, "list_vms"), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(gate::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
+
+    let mixed = format!("[{},{},{}]", call(2, "vm_agent_exec"), r#"{"jsonrpc":"2.0","method":"notifications/x"}"#, call(3, "delete_vm"));
+    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), mixed.as_bytes(), &s, T0));
+    assert_eq!(status, 200);
+    assert_eq!(
+        b,
+        json!([
+            {"jsonrpc":"2.0","id":2,"error":{"code":-31005,"message":"Batch refused: another message in the batch was refused",
+              "data":{"kind":"batch_refused","reason":"another message in the batch was refused"}}},
+            {"jsonrpc":"2.0","id":3,"error":{"code":-31001,"message":"tool 'delete_vm' denied: tool is hidden by policy",
+              "data":{"kind":"denied","tool":"delete_vm","reason":"tool is hidden by policy","rule":"hide"}}}
+        ])
+    );
+    // The refused batch gave back its vm_agent_exec unit: two calls are still admitted.
+    for i in 0..2 {
+        assert_eq!(gate::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
+    }
+
+    // (A fresh store: the global all_tools counter, max 3, is used up by now.)
+    let invalid = format!("[{},5]", call(4, "list_vms"));
+    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), invalid.as_bytes(), &MemoryStore::new(), T0));
+    assert_eq!(status, 400);
+    assert_eq!(b[0]["error"]["code"], -31005);
+    assert_eq!((b[1]["id"].clone(), b[1]["error"]["code"].clone()), (Value::Null, json!(-32600)));
+}
+
+#[test]
+fn oversized_bodies_are_refused_before_parsing() {
+    let p = policy(r#","max_body_bytes":100"#);
+    let s = MemoryStore::new();
+    let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"pad\":\"{}\"}}", "x".repeat(100));
+    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
+    assert_eq!((status, b["error"]["data"]["kind"].as_str()), (413, Some("body_too_large")));
+    assert_eq!(b["error"]["data"]["reason"], "request body exceeds 100 bytes");
+}
+
+#[test]
+fn grant_cap_fails_closed() {
+    let p = policy(r#","max_tracked_grants":1"#);
+    let s = MemoryStore::new();
+    assert_eq!(gate::on_body(&p, &post(&p, "a"), call(1, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
+    let o = gate::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, T0);
+    let (status, b, headers) = reply(&o);
+    assert_eq!((status, b["error"]["code"].as_i64()), (200, Some(-31004)));
+    assert_eq!(b["error"]["data"]["reason"], "too many distinct grants are tracked; new grants are refused");
+    assert_eq!(headers, vec![("retry-after", "1".to_owned())]);
+    assert_eq!(o.decision.kind, DecisionKind::LimiterUnavailable);
+}
