@@ -3,6 +3,8 @@
 //! method and tool name from it as the filter did. Generated bodies include duplicate keys, `\u`
 //! escapes (also surrogate pairs), reordered members, whitespace and batches.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use mcp_policy_filter::config;
 use mcp_policy_filter::gate::{self, HeadOutcome, RequestHead};
 use mcp_policy_filter::mcp::{self, Body, Call, Message};

@@ -1,5 +1,7 @@
 //! The request pipeline end to end, natively: every row of the README's decision table.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use mcp_policy_filter::config;
 use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::policy::Policy;
@@ -189,7 +191,12 @@ fn no_grant_is_401_with_the_id() {
     }
     let h = head(
         &p,
-        &[(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer a"), ("authorization", b"Bearer b")],
+        &[
+            (":method", b"POST"),
+            ("content-type", b"application/json"),
+            ("authorization", b"Bearer a"),
+            ("authorization", b"Bearer b"),
+        ],
     );
     assert_eq!(reply(&gate::on_body(&p, &h, call(5, "list_vms").as_bytes(), &s, T0)).0, 401);
 }
@@ -197,12 +204,17 @@ fn no_grant_is_401_with_the_id() {
 #[test]
 fn registered_grants_and_trusted_headers() {
     // sha256("abc")
-    let p = policy(r#","grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":"agent-a"}]"#);
+    let p = policy(
+        r#","grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":"agent-a"}]"#,
+    );
     let s = MemoryStore::new();
     let o = gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
     assert_eq!((o.reply.is_none(), o.decision.grant.as_deref()), (true, Some("agent-a")));
     let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "abd"), call(1, "list_vms").as_bytes(), &s, T0));
-    assert_eq!((status, b["error"]["data"]["reason"].as_str()), (401, Some("the credential is not a registered grant")));
+    assert_eq!(
+        (status, b["error"]["data"]["reason"].as_str()),
+        (401, Some("the credential is not a registered grant"))
+    );
 
     let p = policy(r#","grant_header":"X-Agent-Id""#);
     let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json"), ("x-agent-id", b"agent-7")]);
@@ -217,7 +229,12 @@ fn protocol_errors() {
     let s = MemoryStore::new();
     let check = |body: &[u8], status: u16, code: i64, id: Value| {
         let (st, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body, &s, T0));
-        assert_eq!((st, b["error"]["code"].as_i64(), b["id"].clone()), (status, Some(code), id), "{}", String::from_utf8_lossy(body));
+        assert_eq!(
+            (st, b["error"]["code"].as_i64(), b["id"].clone()),
+            (status, Some(code), id),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
     };
     check(b"", 400, -32700, Value::Null);
     check(b"\xEF\xBB\xBF{}", 400, -32700, Value::Null);
@@ -243,7 +260,11 @@ fn mcp_header_mismatch_is_minus_32020() {
         RequestHead::from_headers(&p, h)
     };
     let body = call(4, "list_vms");
-    assert_eq!(gate::on_body(&p, &with(&[("mcp-method", b"tools/call"), ("mcp-name", b"list_vms")]), body.as_bytes(), &s, T0).reply, None);
+    assert_eq!(
+        gate::on_body(&p, &with(&[("mcp-method", b"tools/call"), ("mcp-name", b"list_vms")]), body.as_bytes(), &s, T0)
+            .reply,
+        None
+    );
     for extra in [
         &[("mcp-method", &b"tools/list"[..])][..],
         &[("mcp-name", b"delete_vm")],
@@ -281,7 +302,12 @@ fn batches_are_all_or_nothing_and_give_quota_back() {
     let ok = format!("[{},{}]", call(1, "list_vms"), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(gate::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
 
-    let mixed = format!("[{},{},{}]", call(2, "vm_agent_exec"), r#"{"jsonrpc":"2.0","method":"notifications/x"}"#, call(3, "delete_vm"));
+    let mixed = format!(
+        "[{},{},{}]",
+        call(2, "vm_agent_exec"),
+        r#"{"jsonrpc":"2.0","method":"notifications/x"}"#,
+        call(3, "delete_vm")
+    );
     let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), mixed.as_bytes(), &s, T0));
     assert_eq!(status, 200);
     assert_eq!(

@@ -2,6 +2,8 @@
 //! CAS-faithful store: each algorithm's documented guarantee, atomicity across counters, and no
 //! lost update when two workers interleave.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
 use std::cell::RefCell;
 
 use mcp_policy_filter::policy::{Algorithm, Limit, Scope, Window};
@@ -165,7 +167,8 @@ fn interleaved_count(prime: bool) -> (u64, bool, bool) {
     let store = Interleaving {
         inner: &inner,
         other: RefCell::new(Some(Box::new(|| {
-            *b_ok.borrow_mut() = Limiter { store: &inner, now_ms: BASE, max_tracked_grants: 10 }.admit(&[&l], &G).is_ok();
+            *b_ok.borrow_mut() =
+                Limiter { store: &inner, now_ms: BASE, max_tracked_grants: 10 }.admit(&[&l], &G).is_ok();
         }))),
     };
     let a_ok = Limiter { store: &store, now_ms: BASE, max_tracked_grants: 10 }.admit(&[&l], &G).is_ok();
