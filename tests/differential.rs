@@ -116,8 +116,11 @@ fn body() -> impl Strategy<Value = String> {
     ]
 }
 
+/// (method, tool name) of each message of a body.
+type View = Vec<(String, Option<String>)>;
+
 /// (method, tool name) per message, as the filter read them.
-fn filter_view(bytes: &[u8]) -> Vec<(String, Option<String>)> {
+fn filter_view(bytes: &[u8]) -> View {
     let one = |m: &Message| match m {
         Message::Request { call: Call::Tool(t), .. } => ("tools/call".to_owned(), Some(t.name.clone())),
         Message::Request { call: Call::Method { method, .. }, .. } => (method.name().to_owned(), None),
@@ -130,7 +133,7 @@ fn filter_view(bytes: &[u8]) -> Vec<(String, Option<String>)> {
     }
 }
 
-fn serde_view(bytes: &[u8]) -> Vec<(String, Option<String>)> {
+fn serde_view(bytes: &[u8]) -> View {
     let v: serde_json::Value = serde_json::from_slice(bytes).expect("serde_json reads a forwarded body");
     let one = |m: &serde_json::Value| {
         let method = m["method"].as_str().expect("method").to_owned();
@@ -155,7 +158,7 @@ fn forwarded_bodies_read_the_same_in_serde_json_and_python() {
     );
     assert_eq!(gate::on_headers(&policy, &head), HeadOutcome::NeedBody);
     let mut runner = TestRunner::new(Config { cases: 3000, ..Config::default() });
-    let mut forwarded: Vec<(String, Vec<(String, Option<String>)>)> = Vec::new();
+    let mut forwarded: Vec<(String, View)> = Vec::new();
     let mut refused = 0usize;
     for _ in 0..3000 {
         let tree = body().new_tree(&mut runner).unwrap();
@@ -203,7 +206,7 @@ for line in sys.stdin:
     let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
     assert_eq!(lines.len(), forwarded.len());
     for ((text, mine), line) in forwarded.iter().zip(lines) {
-        let py: Vec<(String, Option<String>)> = serde_json::from_str(line).unwrap();
+        let py: View = serde_json::from_str(line).unwrap();
         assert_eq!(&py, mine, "Python's json disagrees on {text}");
     }
 }
