@@ -54,3 +54,10 @@ demo: build venv
 clean:
 	$(CARGO) clean
 	rm -rf $(VENV)
+
+## fuzz: cargo fuzz (nightly) over header and body bytes into the pure decision path
+FUZZ_SECONDS ?= 600
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/decide
+	cd fuzz && cargo +nightly fuzz run decide corpus/decide seeds -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048

@@ -9,7 +9,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::json;
+use crate::conditions::{self, Condition, Op};
+use crate::json::{self, Json};
 use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Policy, Scope, ToolRule, Window};
 
 /// The whole policy document.
@@ -60,11 +61,43 @@ pub struct ToolRuleSpec {
     pub reason: Option<String>,
     #[serde(default)]
     pub limits: Vec<LimitSpec>,
-    /// Argument conditions: not supported yet, so a policy using them is refused at load.
+    /// Argument conditions that must all hold, else the call is denied.
     #[serde(default)]
-    pub require: Option<serde::de::IgnoredAny>,
+    pub require: Vec<ConditionSpec>,
+    /// Argument conditions of which none may hold.
     #[serde(default)]
-    pub deny_if: Option<serde::de::IgnoredAny>,
+    pub deny_if: Vec<ConditionSpec>,
+}
+
+/// `{path, op, value?, reason?}`: a condition over `params.arguments` (see `conditions`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionSpec {
+    /// `args.` then a dotted path with optional `[index]` steps.
+    pub path: String,
+    pub op: OpSpec,
+    /// Kept as raw JSON text so numbers stay exact.
+    #[serde(default)]
+    pub value: Option<Box<serde_json::value::RawValue>>,
+    /// Shown to the agent when the condition denies a call.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpSpec {
+    Eq,
+    Neq,
+    In,
+    NotIn,
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+    Regex,
+    Contains,
+    Exists,
 }
 
 /// One rate limit: at most `max` calls per fixed, UTC-aligned `window`, counted per `scope`.
@@ -169,8 +202,8 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// Parse and compile a policy document (the Envoy plugin configuration bytes).
 ///
 /// Errors: the first problem found, with its JSON path: malformed or duplicate-key JSON, unknown
-/// fields, wrong types, `version` other than "1", `max` 0, empty names, `require`/`deny_if` (not yet
-/// supported), bad `gateway` values.
+/// fields, wrong types, `version` other than "1", `max` 0, empty names, bad conditions (path, op,
+/// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigError> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
     json::parse(bytes).map_err(|e| err(".", format!("not a strict JSON document: {e}")))?;
@@ -223,6 +256,48 @@ fn compile_limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
     })
 }
 
+/// Longest regex source accepted in a condition, in bytes.
+pub const MAX_REGEX_LEN: usize = 1024;
+
+fn compile_conditions(specs: &[ConditionSpec], base: &str) -> Result<Vec<Condition>, ConfigError> {
+    specs.iter().enumerate().map(|(i, c)| compile_condition(c, format!("{base}[{i}]"))).collect()
+}
+
+fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, ConfigError> {
+    let path = conditions::parse_path(&spec.path).map_err(|m| err(format!("{rule}.path"), m))?;
+    let vpath = format!("{rule}.value");
+    let value = match &spec.value {
+        Some(raw) => Some(json::parse(raw.get().as_bytes()).map_err(|e| err(&vpath, e.to_string()))?),
+        None => None,
+    };
+    let need = |what: &str| err(&vpath, format!("op {:?} needs {what}", spec.op).to_lowercase());
+    let op = match (spec.op, value) {
+        (OpSpec::Exists, None) => Op::Exists(true),
+        (OpSpec::Exists, Some(Json::Bool(b))) => Op::Exists(b),
+        (OpSpec::Exists, Some(_)) => return Err(need("no value, or a boolean")),
+        (_, None) => return Err(need("a value")),
+        (OpSpec::Eq, Some(v)) => Op::Eq(v),
+        (OpSpec::Neq, Some(v)) => Op::Neq(v),
+        (OpSpec::In, Some(Json::Array(v))) => Op::In(v),
+        (OpSpec::NotIn, Some(Json::Array(v))) => Op::NotIn(v),
+        (OpSpec::In | OpSpec::NotIn, Some(_)) => return Err(need("an array")),
+        (OpSpec::Lt, Some(v @ Json::Number(_))) => Op::Lt(v),
+        (OpSpec::Lte, Some(v @ Json::Number(_))) => Op::Lte(v),
+        (OpSpec::Gt, Some(v @ Json::Number(_))) => Op::Gt(v),
+        (OpSpec::Gte, Some(v @ Json::Number(_))) => Op::Gte(v),
+        (OpSpec::Lt | OpSpec::Lte | OpSpec::Gt | OpSpec::Gte, Some(_)) => return Err(need("a number")),
+        (OpSpec::Regex, Some(Json::String(src))) => {
+            if src.len() > MAX_REGEX_LEN {
+                return Err(err(&vpath, format!("regex longer than {MAX_REGEX_LEN} bytes")));
+            }
+            Op::Regex(regex_lite::Regex::new(&src).map_err(|e| err(&vpath, format!("invalid regex: {e}")))?)
+        }
+        (OpSpec::Regex, Some(_)) => return Err(need("a string (the regex)")),
+        (OpSpec::Contains, Some(v)) => Op::Contains(v),
+    };
+    Ok(Condition { path_text: spec.path.clone(), path, op, reason: spec.reason.clone(), rule })
+}
+
 /// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed
 /// by `tools` and `default`.
 const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
@@ -251,12 +326,8 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
         if name.is_empty() {
             return Err(err("tools", "tool names must not be empty"));
         }
-        if rule.require.is_some() {
-            return Err(err(format!("{path}.require"), "argument conditions are not supported by this version"));
-        }
-        if rule.deny_if.is_some() {
-            return Err(err(format!("{path}.deny_if"), "argument conditions are not supported by this version"));
-        }
+        let require = compile_conditions(&rule.require, &format!("{path}.require"))?;
+        let deny_if = compile_conditions(&rule.deny_if, &format!("{path}.deny_if"))?;
         let mut own = Vec::new();
         for (i, l) in rule.limits.iter().enumerate() {
             own.push(limits.len());
@@ -268,6 +339,8 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
                 action: rule.action.map(action).unwrap_or(Action::Allow),
                 reason: rule.reason.clone(),
                 limits: own,
+                require,
+                deny_if,
             },
         );
     }
@@ -386,8 +459,39 @@ mod tests {
         assert_eq!(load_err(r#"{"default":"deny"}"#).path, ".");
         assert_eq!(load_err(r#"{"version":"1","defualt":"deny"}"#).path, "defualt");
         assert_eq!(load_err(r#"{"version":"1","default":"maybe"}"#).path, "default");
-        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"require":[]}}}"#).path, "tools.x.require");
-        assert_eq!(load_err(r#"{"version":"1","tools":{"x":{"deny_if":[]}}}"#).path, "tools.x.deny_if");
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"args.a","op":"like","value":1}]}}}"#).path,
+            "tools.x.require[0].op"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"vmid","op":"eq","value":1}]}}}"#),
+            ConfigError { path: "tools.x.require[0].path".into(), message: "must start with \"args.\"".into() }
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"deny_if":[{"path":"args.c","op":"regex","value":"("}]}}}"#).path,
+            "tools.x.deny_if[0].value"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"deny_if":[{"path":"args.c","op":"in","value":5}]}}}"#),
+            ConfigError { path: "tools.x.deny_if[0].value".into(), message: "op in needs an array".into() }
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"args.c","op":"lt","value":"5"}]}}}"#).path,
+            "tools.x.require[0].value"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"args.c","op":"eq"}]}}}"#).path,
+            "tools.x.require[0].value"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"args.c","op":"exists","value":1}]}}}"#).path,
+            "tools.x.require[0].value"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","tools":{"x":{"require":[{"path":"args.c","op":"eq","value":1,"extra":0}]}}}"#)
+                .path,
+            "tools.x.require[0].extra"
+        );
         assert_eq!(load_err(r#"{"version":"1","gateway":{"max_body_bytes":0}}"#).path, "gateway.max_body_bytes");
         assert_eq!(
             load_err(r#"{"version":"1","gateway":{"grant_header":"Authorization"}}"#).path,

@@ -6,12 +6,14 @@
 //! - [`mcp`]: the JSON-RPC 2.0 / MCP message model;
 //! - [`config`]: the policy file, parsed and compiled once per plugin configuration;
 //! - [`policy`]: the compiled policy and its precedence;
+//! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`grant`]: credentials, hashed;
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`gate`]: the request pipeline tying them together;
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
+pub mod conditions;
 pub mod config;
 pub mod gate;
 pub mod grant;

@@ -4,13 +4,17 @@
 //! 1. `hide` names the tool (or holds `"*"`): denied, rule `hide`.
 //! 2. `tools.NAME` exists: its `action` (absent means allow); rule `tools.NAME`.
 //! 3. otherwise `default`; rule `default`.
-//! 4. if allowed: the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`).
+//! 4. if allowed by its rule: every `require` condition holds and no `deny_if` condition does
+//!    (a condition that cannot be evaluated denies; see `conditions`);
+//! 5. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`).
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
 //! methods MCP does not define are denied unless `gateway.methods` allows them.
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::conditions::{self, Condition};
+use crate::json::Json;
 use crate::mcp::{Call, McpMethod};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +91,13 @@ pub struct Limit {
 }
 
 /// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ToolRule {
     pub action: Action,
     pub reason: Option<String>,
     pub limits: Vec<usize>,
+    pub require: Vec<Condition>,
+    pub deny_if: Vec<Condition>,
 }
 
 /// Where the grant (the caller's credential) comes from.
@@ -179,19 +185,25 @@ impl Policy {
     /// Decide a request by name: the single place where precedence lives.
     pub fn judge(&self, call: &Call) -> Verdict<'_> {
         match call {
-            Call::Tool(t) => self.judge_tool(&t.name),
+            Call::Tool(t) => self.judge_tool(&t.name, t.arguments.as_ref()),
             Call::Method { method, .. } => self.judge_method(method),
         }
     }
 
-    fn judge_tool(&self, name: &str) -> Verdict<'_> {
+    fn judge_tool(&self, name: &str, args: Option<&Json>) -> Verdict<'_> {
         if self.is_hidden(name) {
             return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
         }
-        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match self.tools.get(name) {
+        let tool_rule = self.tools.get(name);
+        let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match tool_rule {
             Some(r) => (format!("tools.{name}"), r.action, r.reason.as_deref(), &r.limits),
             None => ("default".into(), self.default, None, &[]),
         };
+        if let (Action::Allow, Some(r)) = (action, tool_rule) {
+            if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, args) {
+                return Verdict::Deny { rule: cond.rule.clone(), reason: why };
+            }
+        }
         match action {
             Action::Deny => {
                 let reason = match (reason, rule.as_str()) {
@@ -335,6 +347,45 @@ mod tests {
         let Verdict::Allow { limits, .. } = p.judge(&tool("vm_agent_exec")) else { panic!() };
         let got: Vec<(&str, u64)> = limits.iter().map(|l| (l.counter.as_str(), l.max)).collect();
         assert_eq!(got, [("shared", 3), ("x", 2), ("all", 100)]);
+    }
+
+    #[test]
+    fn conditions_run_after_the_action_and_before_limits() {
+        let p = load(
+            br#"{"version":"1","default":"deny","hide":["h"],
+            "tools":{"vm_agent_exec":{"require":[{"path":"args.vmid","op":"in","value":[100,101]}],
+                                      "deny_if":[{"path":"args.command","op":"regex","value":"(^|[;&|\\s])rm\\s","reason":"destructive command"}],
+                                      "limits":[{"counter":"c","window":"minute","max":10}]},
+                     "h":{"require":[{"path":"args.x","op":"exists"}]},
+                     "d":{"action":"deny","require":[{"path":"args.x","op":"exists"}]}}}"#,
+        )
+        .unwrap();
+        let call = |name: &str, args: &str| {
+            Call::Tool(ToolCall { name: name.into(), arguments: Some(crate::json::parse(args.as_bytes()).unwrap()) })
+        };
+        let Verdict::Allow { rule, limits } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
+        else {
+            panic!()
+        };
+        assert_eq!((rule.as_str(), limits.len()), ("tools.vm_agent_exec", 1));
+        assert_eq!(
+            p.judge(&call("vm_agent_exec", r#"{"vmid":102,"command":"uptime"}"#)),
+            deny("tools.vm_agent_exec.require[0]", "required condition not met: args.vmid in")
+        );
+        assert_eq!(
+            p.judge(&call("vm_agent_exec", r#"{"vmid":"100","command":"uptime"}"#)),
+            deny("tools.vm_agent_exec.require[0]", "required condition cannot be evaluated: args.vmid in")
+        );
+        assert_eq!(
+            p.judge(&call("vm_agent_exec", r#"{"vmid":101,"command":"cd /; rm -rf x"}"#)),
+            deny("tools.vm_agent_exec.deny_if[0]", "destructive command")
+        );
+        assert_eq!(
+            p.judge(&Call::Tool(ToolCall { name: "vm_agent_exec".into(), arguments: None })),
+            deny("tools.vm_agent_exec.require[0]", "required condition cannot be evaluated: args.vmid in")
+        );
+        assert_eq!(p.judge(&call("h", r#"{"x":1}"#)), deny("hide", "tool is hidden by policy"));
+        assert_eq!(p.judge(&call("d", r#"{"x":1}"#)), deny("tools.d", "denied by policy"));
     }
 
     #[test]

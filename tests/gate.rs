@@ -354,3 +354,48 @@ fn grant_cap_fails_closed() {
     assert_eq!(headers, vec![("retry-after", "1".to_owned())]);
     assert_eq!(o.decision.kind, DecisionKind::LimiterUnavailable);
 }
+
+#[test]
+fn condition_denials_name_the_condition_not_the_value() {
+    let p = config::load(&std::fs::read("envoy/policy-conditions.json").unwrap()).unwrap();
+    let s = MemoryStore::new();
+    let exec = |id: u64, args: Value| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"vm_agent_exec","arguments":args}})
+            .to_string()
+    };
+    let ok = exec(1, json!({"node":"pve","vmid":100,"command":"uptime"}));
+    assert_eq!(gate::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
+    for (args, rule, reason) in [
+        (
+            json!({"node":"pve","vmid":102,"command":"uptime"}),
+            "tools.vm_agent_exec.require[0]",
+            "vm_agent_exec is allowed on VMs 100 and 101 only",
+        ),
+        (
+            json!({"node":"pve","vmid":"100","command":"uptime"}),
+            "tools.vm_agent_exec.require[0]",
+            "vm_agent_exec is allowed on VMs 100 and 101 only",
+        ),
+        (
+            json!({"node":"pve","vmid":101,"command":"cd /tmp && rm -rf cache-7"}),
+            "tools.vm_agent_exec.deny_if[0]",
+            "destructive commands are not allowed",
+        ),
+        (
+            json!({"node":"pve","vmid":101,"command":["rm","-rf","/"]}),
+            "tools.vm_agent_exec.deny_if[0]",
+            "destructive commands are not allowed",
+        ),
+    ] {
+        let body = exec(2, args);
+        let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
+        assert_eq!(status, 200);
+        assert_eq!(
+            b["error"]["data"],
+            json!({"kind":"denied","tool":"vm_agent_exec","reason":reason,"rule":rule}),
+            "{body}"
+        );
+        let text = b.to_string();
+        assert!(!text.contains("cache-7") && !text.contains("-rf"), "argument values leaked: {text}");
+    }
+}
