@@ -158,6 +158,13 @@ pub struct GatewaySpec {
     /// Allow or deny MCP methods other than `tools/call` and the lifecycle methods, by name.
     #[serde(default)]
     pub methods: BTreeMap<String, ActionSpec>,
+    /// Also remove tools that the policy denies by name from `tools/list` results (default false:
+    /// as in PolicyLayer, denied tools stay visible and only `hide` removes tools).
+    #[serde(default)]
+    pub hide_denied_tools: bool,
+    /// Largest `tools/list` response the filter rewrites, in bytes (default 4194304); larger gets 502.
+    #[serde(default)]
+    pub max_response_bytes: Option<u64>,
     /// Known grants. When non-empty, a credential whose SHA-256 is not listed gets 401, and logs
     /// and metrics use the label instead of the hash prefix.
     #[serde(default)]
@@ -192,6 +199,8 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
 
 /// Default for `gateway.max_body_bytes`: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Default for `gateway.max_response_bytes`: 4 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
 /// Default for `gateway.max_tracked_grants`.
 pub const DEFAULT_MAX_TRACKED_GRANTS: u64 = 100_000;
 /// `gateway.max_body_bytes` may not exceed this (64 MiB): the filter buffers the whole body.
@@ -365,6 +374,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_CEILING {
         return Err(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
     }
+    let max_response_bytes = gw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
+    if max_response_bytes == 0 || max_response_bytes > MAX_BODY_BYTES_CEILING {
+        return Err(err("gateway.max_response_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+    }
     let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
     if max_tracked_grants == 0 {
         return Err(err("gateway.max_tracked_grants", "must be at least 1"));
@@ -411,6 +424,8 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
             max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
             max_tracked_grants,
             grants: registry,
+            hide_denied_tools: gw.hide_denied_tools,
+            max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
         },
     ))
 }

@@ -153,6 +153,24 @@ impl Decision {
 pub struct Outcome {
     pub decision: Decision,
     pub reply: Option<Reply>,
+    /// Ids of forwarded `tools/list` requests, whose responses must be filtered (`toolslist`).
+    pub tools_list_ids: Vec<Id>,
+}
+
+impl Outcome {
+    fn new(decision: Decision, reply: Option<Reply>) -> Self {
+        Outcome { decision, reply, tools_list_ids: Vec::new() }
+    }
+}
+
+/// The id of `msg` if it is a `tools/list` request.
+fn tools_list_id(msg: &Message) -> Option<Id> {
+    match msg {
+        Message::Request { id, call: Call::Method { method: crate::mcp::McpMethod::ToolsList, .. } } => {
+            Some(id.clone())
+        }
+        _ => None,
+    }
 }
 
 /// After the headers: done already, or the body is needed.
@@ -168,7 +186,7 @@ fn refuse(kind: DecisionKind, status: u16, err: RpcError, id: &Id, headers: Vec<
     decision.reason = Some(err.reason.clone());
     decision.tool = err.tool.clone();
     decision.rule = err.rule.clone();
-    Outcome { decision, reply: Some(Reply { status, headers, body: err.to_json(id) }) }
+    Outcome::new(decision, Some(Reply { status, headers, body: err.to_json(id) }))
 }
 
 fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'static str, String)>) -> Outcome {
@@ -218,7 +236,7 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             Ok(g) => {
                 let mut d = Decision::new(DecisionKind::Passed);
                 d.grant = Some(g.label());
-                Outcome { decision: d, reply: None }
+                Outcome::new(d, None)
             }
         }),
         HttpMethod::Post => {
@@ -399,7 +417,11 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
                 Err(why) => return no_grant(&id, why),
             };
             match judge_message(policy, &msg, &grant, &limiter) {
-                Judged::Forward(d, _) => Outcome { decision: d, reply: None },
+                Judged::Forward(d, _) => {
+                    let mut out = Outcome::new(d, None);
+                    out.tools_list_ids.extend(tools_list_id(&msg));
+                    out
+                }
                 Judged::Refused(kind, status, err, headers) => {
                     let mut out = refuse(kind, status, err, &id, headers);
                     out.decision.grant = Some(grant.label());
@@ -444,6 +466,7 @@ fn on_batch(
         Err(Id, RpcError),
     }
     let mut slots = Vec::with_capacity(items.len());
+    let mut list_ids = Vec::new();
     let mut admissions = Vec::new();
     let mut worst: Option<(DecisionKind, RpcError)> = None;
     let mut invalid = false;
@@ -461,6 +484,7 @@ fn on_batch(
                     Message::Notification { .. } => None,
                     m => Some(m.id()),
                 };
+                list_ids.extend(tools_list_id(&msg));
                 match judge_message(policy, &msg, &grant, limiter) {
                     Judged::Forward(d, adm) => {
                         admissions.extend(adm);
@@ -478,7 +502,9 @@ fn on_batch(
     let Some((kind, first_err)) = worst else {
         let mut d = first_allowed.unwrap_or_else(|| Decision::new(DecisionKind::Passed));
         d.grant = Some(grant.label());
-        return Outcome { decision: d, reply: None };
+        let mut out = Outcome::new(d, None);
+        out.tools_list_ids = list_ids;
+        return out;
     };
     for adm in &admissions {
         limiter.give_back(adm);
@@ -507,7 +533,7 @@ fn on_batch(
     decision.tool = first_err.tool.clone();
     decision.rule = first_err.rule.clone();
     decision.method = Some("batch".into());
-    Outcome { decision, reply: Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }) }
+    Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
 }
 
 /// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,

@@ -466,6 +466,39 @@ fn check_unique(members: &[Member], at: usize) -> Result<(), ParseError> {
     Ok(())
 }
 
+/// Write `v` as compact JSON text. Numbers are written as their exact source text.
+pub fn write(out: &mut String, v: &Json) {
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Number(n) => out.push_str(n),
+        Json::String(s) => write_str(out, s),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write(out, item);
+            }
+            out.push(']');
+        }
+        Json::Object(members) => {
+            out.push('{');
+            for (i, (k, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                write(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
 /// Write `s` as a JSON string literal (RFC 8259 §7) to `out`.
 pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
@@ -581,6 +614,19 @@ mod tests {
         assert_eq!(parse(huge.as_bytes()).unwrap_err(), ParseError { kind: ParseErrorKind::TooDeep, offset: 64 });
         let objects = "{\"a\":".repeat(100_000);
         assert_eq!(kind(objects.as_bytes()), ParseErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn write_round_trips() {
+        let text = r#"{"a":[1,-2.5E+3,true,false,null,"x\u00e9\n"],"b":{},"n":123456789012345678901234567890}"#;
+        let v = parse(text.as_bytes()).unwrap();
+        let mut out = String::new();
+        write(&mut out, &v);
+        assert_eq!(
+            out,
+            "{\"a\":[1,-2.5E+3,true,false,null,\"x\u{e9}\\n\"],\"b\":{},\"n\":123456789012345678901234567890}"
+        );
+        assert_eq!(parse(out.as_bytes()).unwrap(), v);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`grant`]: credentials, hashed;
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
 pub mod conditions;
@@ -22,6 +23,7 @@ pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]
 mod host;

@@ -19,6 +19,13 @@ impl Id {
         Id { raw: "null".into() }
     }
 
+    /// The id of a parsed value (for ids read back from a response).
+    pub fn of(v: &Json) -> Self {
+        let mut raw = String::new();
+        json::write(&mut raw, v);
+        Id { raw: raw.into() }
+    }
+
     /// The id's JSON text, exactly as the client sent it.
     pub fn raw(&self) -> &str {
         &self.raw

@@ -118,6 +118,10 @@ pub struct Gateway {
     pub max_tracked_grants: u64,
     /// Registered grants by SHA-256 of the token, with their labels; empty means any token.
     pub grants: HashMap<[u8; 32], String>,
+    /// Also remove tools denied by name from `tools/list` results.
+    pub hide_denied_tools: bool,
+    /// Largest `tools/list` response filtered, in bytes; larger ones get 502.
+    pub max_response_bytes: usize,
 }
 
 /// The runtime policy, built once per plugin configuration.
@@ -175,6 +179,21 @@ impl Policy {
     /// Is `tool` hidden (by name or by `"*"`)?
     pub fn is_hidden(&self, tool: &str) -> bool {
         self.hide_all || self.hidden.contains(tool)
+    }
+
+    /// Is `tool` removed from `tools/list` results? Hidden tools always are; with
+    /// `gateway.hide_denied_tools`, so is every tool denied by name alone (unlisted under
+    /// `default: "deny"`, or `action: "deny"`). Tools denied only by argument conditions stay listed.
+    pub fn is_unlisted(&self, tool: &str) -> bool {
+        if self.is_hidden(tool) {
+            return true;
+        }
+        self.gateway.hide_denied_tools && self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
+    }
+
+    /// Does any tool leave `tools/list`? (If not, responses need not be inspected.)
+    pub fn filters_tools_list(&self) -> bool {
+        self.hide_all || !self.hidden.is_empty() || self.gateway.hide_denied_tools
     }
 
     /// Tool names the policy lists under `tools`, for bounded metric labels.

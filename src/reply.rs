@@ -20,6 +20,8 @@ pub mod code {
     pub const LIMITER_UNAVAILABLE: i32 = -31004;
     /// An allowed element of a batch refused because another element was (`batch_refused`).
     pub const BATCH_REFUSED: i32 = -31005;
+    /// A `tools/list` response the filter cannot filter (`bad_upstream_response`), HTTP 502.
+    pub const BAD_UPSTREAM_RESPONSE: i32 = -31006;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
     /// JSON-RPC 2.0 parse error.

@@ -20,9 +20,11 @@ use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, Metr
 
 use crate::config;
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use crate::json::Json;
 use crate::policy::Policy;
 use crate::ratelimit::{self, SharedStore, StoreError};
 use crate::reply::{code, Reply, RpcError};
+use crate::toolslist;
 
 proxy_wasm::main! {{
     // Host calls such as get_log_level are refused during _initialize; on_vm_start refines this.
@@ -69,6 +71,7 @@ fn now_ms() -> u64 {
 struct Metrics {
     by_kind: Vec<(DecisionKind, u32)>,
     tracked_grants: Option<u32>,
+    hidden_tools: Option<u32>,
 }
 
 impl Metrics {
@@ -82,12 +85,19 @@ impl Metrics {
             })
             .collect();
         let tracked_grants = hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
-        Metrics { by_kind, tracked_grants }
+        let hidden_tools = hostcalls::define_metric(MetricType::Counter, "mcp_policy_hidden_tools_total").ok();
+        Metrics { by_kind, tracked_grants, hidden_tools }
     }
 
     fn count(&self, kind: DecisionKind) {
         if let Some((_, id)) = self.by_kind.iter().find(|(k, _)| *k == kind) {
             let _ = hostcalls::increment_metric(*id, 1);
+        }
+    }
+
+    fn count_hidden(&self, n: usize) {
+        if let Some(id) = self.hidden_tools {
+            let _ = hostcalls::increment_metric(id, i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 
@@ -106,7 +116,11 @@ struct Root {
 
 impl Root {
     fn new(id: u32) -> Self {
-        Root { id, policy: None, metrics: Rc::new(Metrics { by_kind: Vec::new(), tracked_grants: None }) }
+        Root {
+            id,
+            policy: None,
+            metrics: Rc::new(Metrics { by_kind: Vec::new(), tracked_grants: None, hidden_tools: None }),
+        }
     }
 }
 
@@ -166,6 +180,9 @@ impl RootContext for Root {
             metrics: Rc::clone(&self.metrics),
             head: None,
             decided: false,
+            list_ids: Vec::new(),
+            list_mode: None,
+            list_failed: false,
         }))
     }
 
@@ -181,6 +198,22 @@ struct Filter {
     /// Set while a POST body is being buffered.
     head: Option<RequestHead>,
     decided: bool,
+    /// Ids of the forwarded `tools/list` requests whose response must be filtered.
+    list_ids: Vec<Json>,
+    /// How the response is being filtered, once its headers said so.
+    list_mode: Option<ListMode>,
+    /// The response could not be filtered and was replaced by an error; drop the rest.
+    list_failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListMode {
+    Json,
+    Sse,
+}
+
+fn media_type(v: &[u8]) -> Vec<u8> {
+    v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii().to_ascii_lowercase()
 }
 
 impl Context for Filter {}
@@ -222,9 +255,50 @@ impl Filter {
             );
         }
         match outcome.reply {
-            None => Action::Continue,
+            None => {
+                self.list_ids = outcome
+                    .tools_list_ids
+                    .iter()
+                    .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
+                    .collect();
+                Action::Continue
+            }
             Some(reply) => self.send(reply),
         }
+    }
+
+    /// A `tools/list` body that cannot be filtered after its headers went out: replace it with a
+    /// JSON-RPC error (framed as one SSE event in SSE mode) and drop whatever else the server sends.
+    fn fail_list(&mut self, mode: ListMode, body_size: usize, end_of_stream: bool, why: &str) -> Action {
+        warn!("[ctx {}] tools/list response refused: {why}", self.id);
+        self.metrics.count(DecisionKind::Invalid);
+        let err =
+            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
+        let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
+        let text = err.to_json(&id);
+        let body = match mode {
+            ListMode::Json => text,
+            ListMode::Sse => format!("event: message\ndata: {text}\n\n"),
+        };
+        if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, body.as_bytes()).is_err() {
+            let _ = hostcalls::reset_http_response();
+        }
+        self.list_mode = None;
+        self.list_failed = !end_of_stream;
+        Action::Continue
+    }
+
+    /// A `tools/list` response that cannot be filtered, found from its headers: 502, never the
+    /// unfiltered list.
+    fn bad_gateway(&mut self, why: &str) -> Action {
+        warn!("[ctx {}] tools/list response refused: {why}", self.id);
+        self.metrics.count(DecisionKind::Invalid);
+        self.list_mode = None;
+        let err =
+            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
+        let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
+        self.list_ids.clear();
+        self.send(Reply { status: 502, headers: vec![], body: err.to_json(&id) })
     }
 
     fn send(&self, reply: Reply) -> Action {
@@ -318,6 +392,83 @@ impl HttpContext for Filter {
             return Action::Pause;
         }
         self.decide_body(body_size)
+    }
+
+    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if self.list_ids.is_empty() || end_of_stream {
+            return Action::Continue;
+        }
+        let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
+        if let Some(enc) = header("content-encoding") {
+            if !enc.trim_ascii().eq_ignore_ascii_case(b"identity") {
+                return self.bad_gateway("the tools/list response is content-encoded and cannot be filtered");
+            }
+        }
+        self.list_mode = match header("content-type").map(|v| media_type(&v)).as_deref() {
+            Some(b"application/json") => Some(ListMode::Json),
+            Some(b"text/event-stream") => Some(ListMode::Sse),
+            _ => return self.bad_gateway("the tools/list response has an unexpected content type"),
+        };
+        let too_long = header("content-length")
+            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
+            .zip(self.policy.as_ref())
+            .is_some_and(|(len, p)| len > p.gateway.max_response_bytes);
+        if too_long {
+            return self.bad_gateway("the tools/list response exceeds gateway.max_response_bytes");
+        }
+        // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter that
+        // pauses response headers never sees the body. So a body that later turns out unfilterable
+        // is replaced by a JSON-RPC error under the status already sent (see `fail_list`).
+        let _ = hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, "content-length", None);
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if self.list_failed {
+            // The error already went out: drop the rest of the unfiltered stream.
+            let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, b"");
+            return Action::Continue;
+        }
+        let Some(mode) = self.list_mode else { return Action::Continue };
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        if body_size > policy.gateway.max_response_bytes {
+            return self.fail_list(
+                mode,
+                body_size,
+                end_of_stream,
+                "the tools/list response exceeds gateway.max_response_bytes",
+            );
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let body = match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
+            Ok(b) => b.unwrap_or_default(),
+            Err(s) => return self.bad_gateway(&format!("cannot read the response body: {s:?}")),
+        };
+        let hidden = |name: &str| policy.is_unlisted(name);
+        let result = match mode {
+            ListMode::Json => toolslist::filter_json(&body, &self.list_ids, &hidden),
+            ListMode::Sse => toolslist::filter_sse(&body, &self.list_ids, &hidden),
+        };
+        match result {
+            Ok((new_body, removed)) => {
+                self.list_mode = None;
+                if removed > 0 {
+                    if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &new_body) {
+                        return self.fail_list(
+                            mode,
+                            body_size,
+                            true,
+                            &format!("cannot rewrite the response body: {s:?}"),
+                        );
+                    }
+                    self.metrics.count_hidden(removed);
+                }
+                Action::Continue
+            }
+            Err(e) => self.fail_list(mode, body_size, true, &e.to_string()),
+        }
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {

@@ -1,0 +1,282 @@
+//! Filtering `tools/list` results (MCP `server/tools`, "Listing Tools").
+//!
+//! The response to a `tools/list` request comes back either as one JSON-RPC response
+//! (`application/json`) or as a Server-Sent Events stream (`text/event-stream`, WHATWG HTML §9.2)
+//! whose events may include notifications before the result. Only the JSON-RPC response whose id
+//! matches the request is rewritten: tools the policy hides are removed from `result.tools`; every
+//! other field of the result (`nextCursor`, `_meta`, …) and of each kept tool is preserved. Every other
+//! SSE event, comment, `id:` and `event:` line is passed through byte for byte.
+//!
+//! Anything that cannot be read with certainty is an error, so the caller answers 502 instead of
+//! passing the unfiltered list.
+
+use crate::json::{self, Json};
+
+/// Why a response could not be filtered (the caller answers 502).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListError {
+    /// The body is not the JSON the content type promises.
+    Unreadable(String),
+    /// A response to the request carries a `result.tools` that is not an array of objects with names.
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListError::Unreadable(e) => write!(f, "unreadable tools/list response: {e}"),
+            ListError::Malformed(e) => write!(f, "malformed tools/list response: {e}"),
+        }
+    }
+}
+
+/// Do two JSON-RPC ids denote the same id (strings by value, numbers numerically)?
+fn same_id(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => crate::conditions::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal),
+        _ => a == b,
+    }
+}
+
+/// Filter one parsed JSON-RPC message (or batch of responses) in place where it answers one of
+/// `request_ids`. Returns how many tools were removed, or `None` if nothing in it answers them.
+fn filter_message(
+    msg: &mut Json,
+    request_ids: &[Json],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<Option<usize>, ListError> {
+    if let Json::Array(items) = msg {
+        let mut total = None;
+        for item in items {
+            if let Some(n) = filter_one(item, request_ids, hidden)? {
+                total = Some(total.unwrap_or(0) + n);
+            }
+        }
+        return Ok(total);
+    }
+    filter_one(msg, request_ids, hidden)
+}
+
+fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> bool) -> Result<Option<usize>, ListError> {
+    let Json::Object(members) = msg else { return Ok(None) };
+    let matches = members.iter().any(|(k, v)| k == "id" && request_ids.iter().any(|r| same_id(v, r)));
+    if !matches {
+        return Ok(None);
+    }
+    let Some((_, result)) = members.iter_mut().find(|(k, _)| k == "result") else {
+        return Ok(Some(0)); // an error response: nothing to filter
+    };
+    let Json::Object(result) = result else { return Err(ListError::Malformed("result is not an object")) };
+    let Some((_, tools)) = result.iter_mut().find(|(k, _)| k == "tools") else {
+        return Err(ListError::Malformed("result has no tools"));
+    };
+    let Json::Array(items) = tools else { return Err(ListError::Malformed("result.tools is not an array")) };
+    let before = items.len();
+    let mut keep = Vec::with_capacity(before);
+    for tool in items.drain(..) {
+        let name = tool.get("name").and_then(Json::as_str).ok_or(ListError::Malformed("a tool has no string name"))?;
+        if !hidden(name) {
+            keep.push(tool);
+        }
+    }
+    let removed = before - keep.len();
+    *items = keep;
+    Ok(Some(removed))
+}
+
+/// Filter an `application/json` response body. Returns the new body and the number of tools removed
+/// (the body is returned unchanged, byte for byte, when it is not the matching response).
+pub fn filter_json(
+    body: &[u8],
+    request_ids: &[Json],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<(Vec<u8>, usize), ListError> {
+    let mut msg = json::parse(body).map_err(|e| ListError::Unreadable(e.to_string()))?;
+    match filter_message(&mut msg, request_ids, hidden)? {
+        None => Ok((body.to_vec(), 0)),
+        Some(removed) => {
+            let mut out = String::with_capacity(body.len());
+            json::write(&mut out, &msg);
+            Ok((out.into_bytes(), removed))
+        }
+    }
+}
+
+/// Filter a `text/event-stream` body: every event is kept; the `data` of the event carrying the
+/// matching response is replaced by one `data:` line with the filtered JSON.
+pub fn filter_sse(
+    body: &[u8],
+    request_ids: &[Json],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<(Vec<u8>, usize), ListError> {
+    let text = std::str::from_utf8(body).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
+    let mut out = String::with_capacity(body.len());
+    let mut removed = 0;
+    // Split into lines keeping their terminators (CRLF, LF or CR), then group into events.
+    let mut event: Vec<&str> = Vec::new();
+    let mut rest = text;
+    loop {
+        let end = rest.find(['\n', '\r']);
+        let (line, next) = match end {
+            None => (rest, ""),
+            Some(i) => {
+                let term = if rest.get(i..i + 2) == Some("\r\n") { 2 } else { 1 };
+                (rest.get(..i + term).unwrap_or(rest), rest.get(i + term..).unwrap_or(""))
+            }
+        };
+        if line.is_empty() {
+            break;
+        }
+        let bare = line.trim_end_matches(['\n', '\r']);
+        event.push(line);
+        if bare.is_empty() {
+            removed += flush_event(&mut out, &event, request_ids, hidden)?;
+            event.clear();
+        }
+        rest = next;
+    }
+    // An unterminated last event is not dispatched by an SSE client (WHATWG §9.2.6): keep it as is.
+    for line in event {
+        out.push_str(line);
+    }
+    Ok((out.into_bytes(), removed))
+}
+
+fn flush_event(
+    out: &mut String,
+    lines: &[&str],
+    request_ids: &[Json],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<usize, ListError> {
+    let mut data: Option<String> = None;
+    for line in lines {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let (field, value) = match bare.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (bare, ""),
+        };
+        if field == "data" {
+            let d = data.get_or_insert_with(String::new);
+            if !d.is_empty() {
+                d.push('\n');
+            }
+            d.push_str(value);
+        }
+    }
+    let Some(data) = data.filter(|d| !d.trim().is_empty()) else {
+        lines.iter().for_each(|l| out.push_str(l));
+        return Ok(0);
+    };
+    let mut msg = json::parse(data.as_bytes()).map_err(|e| ListError::Unreadable(format!("SSE data: {e}")))?;
+    let Some(removed) = filter_message(&mut msg, request_ids, hidden)? else {
+        lines.iter().for_each(|l| out.push_str(l));
+        return Ok(0);
+    };
+    let mut wrote_data = false;
+    for line in lines {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if bare == "data" || bare.starts_with("data:") {
+            if !wrote_data {
+                let term = line.get(bare.len()..).unwrap_or("\n");
+                out.push_str("data: ");
+                json::write(out, &msg);
+                out.push_str(if term.is_empty() { "\n" } else { term });
+                wrote_data = true;
+            }
+        } else {
+            out.push_str(line);
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hide(name: &str) -> bool {
+        name.starts_with("delete_") || name == "*secret"
+    }
+
+    fn id(n: &str) -> Vec<Json> {
+        vec![json::parse(n.as_bytes()).unwrap()]
+    }
+
+    #[test]
+    fn json_results_keep_everything_but_hidden_tools() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"delete_vm","inputSchema":{}}],"nextCursor":"c2"}}"#;
+        let (out, removed) = filter_json(body, &id("7"), &hide).unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}],"nextCursor":"c2"}}"#
+        );
+        // Same id written differently still matches.
+        assert_eq!(filter_json(body, &id("7.0"), &hide).unwrap().1, 1);
+    }
+
+    #[test]
+    fn batched_responses_are_filtered_per_element() {
+        let body = br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"delete_vm"},{"name":"a"}]}}]"#;
+        let (out, removed) = filter_json(body, &id("2"), &hide).unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a"}]}}]"#
+        );
+    }
+
+    #[test]
+    fn other_responses_pass_unchanged() {
+        let body = br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"delete_vm"}]}}"#;
+        assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (body.to_vec(), 0));
+        let err = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x"}}"#;
+        assert_eq!(filter_json(err, &id("7"), &hide).unwrap(), (err.to_vec(), 0));
+    }
+
+    #[test]
+    fn unreadable_or_malformed_results_are_errors() {
+        assert!(matches!(filter_json(b"{", &id("1"), &hide), Err(ListError::Unreadable(_))));
+        assert!(matches!(filter_json(br#"{"id":1,"id":1}"#, &id("1"), &hide), Err(ListError::Unreadable(_))));
+        assert_eq!(
+            filter_json(br#"{"id":1,"result":{"tools":{}}}"#, &id("1"), &hide),
+            Err(ListError::Malformed("result.tools is not an array"))
+        );
+        assert_eq!(
+            filter_json(br#"{"id":1,"result":{"tools":[{"title":"x"}]}}"#, &id("1"), &hide),
+            Err(ListError::Malformed("a tool has no string name"))
+        );
+        assert_eq!(
+            filter_json(br#"{"id":1,"result":{}}"#, &id("1"), &hide),
+            Err(ListError::Malformed("result has no tools"))
+        );
+    }
+
+    #[test]
+    fn sse_keeps_framing_ids_and_other_events() {
+        let stream = concat!(
+            ": keep-alive comment\r\n\r\n",
+            "event: message\r\nid: ev-1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n",
+            "event: message\r\nid: ev-2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L1\",\r\ndata: \"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"list_vms\"}]}}\r\n\r\n",
+        );
+        let (out, removed) = filter_sse(stream.as_bytes(), &id("\"L1\""), &hide).unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            concat!(
+                ": keep-alive comment\r\n\r\n",
+                "event: message\r\nid: ev-1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n",
+                "event: message\r\nid: ev-2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L1\",\"result\":{\"tools\":[{\"name\":\"list_vms\"}]}}\r\n\r\n",
+            )
+        );
+    }
+
+    #[test]
+    fn sse_with_lf_and_unparsable_data() {
+        let stream = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}\n\n";
+        assert_eq!(filter_sse(stream.as_bytes(), &id("3"), &hide).unwrap(), (stream.as_bytes().to_vec(), 0));
+        let bad = "data: {not json\n\n";
+        assert!(matches!(filter_sse(bad.as_bytes(), &id("3"), &hide), Err(ListError::Unreadable(_))));
+        assert!(matches!(filter_sse(b"\xff\n\n", &id("3"), &hide), Err(ListError::Unreadable(_))));
+    }
+}
