@@ -176,7 +176,7 @@ fn tools_list_id(msg: &Message) -> Option<Id> {
 /// After the headers: done already, or the body is needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadOutcome {
-    Done(Outcome),
+    Done(Box<Outcome>),
     NeedBody,
 }
 
@@ -225,29 +225,29 @@ fn is_json_media_type(v: &[u8]) -> bool {
 /// Decide what can be decided from the headers alone.
 pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
     match head.method {
-        HttpMethod::Other => HeadOutcome::Done(http_refusal(
+        HttpMethod::Other => HeadOutcome::Done(Box::new(http_refusal(
             405,
             "method_not_allowed",
             "MCP Streamable HTTP uses POST, GET and DELETE only",
             vec![("allow", "GET, POST, DELETE".into())],
-        )),
-        HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(match grant_of(policy, head) {
+        ))),
+        HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(Box::new(match grant_of(policy, head) {
             Err(why) => no_grant(&Id::null(), why),
             Ok(g) => {
                 let mut d = Decision::new(DecisionKind::Passed);
                 d.grant = Some(g.label());
                 Outcome::new(d, None)
             }
-        }),
+        })),
         HttpMethod::Post => {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if is_json_media_type(v));
             if !ct_ok {
-                return HeadOutcome::Done(http_refusal(
+                return HeadOutcome::Done(Box::new(http_refusal(
                     415,
                     "unsupported_media_type",
                     "Content-Type must be application/json",
                     vec![],
-                ));
+                )));
             }
             let enc_ok = match &head.content_encoding {
                 HeaderValue::Absent => true,
@@ -255,12 +255,12 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
                 HeaderValue::Many => false,
             };
             if !enc_ok {
-                return HeadOutcome::Done(http_refusal(
+                return HeadOutcome::Done(Box::new(http_refusal(
                     415,
                     "unsupported_media_type",
                     "Content-Encoding must be identity: encoded bodies cannot be checked",
                     vec![],
-                ));
+                )));
             }
             HeadOutcome::NeedBody
         }

@@ -39,7 +39,7 @@ fn call(id: u64, tool: &str) -> String {
 
 fn done(h: HeadOutcome) -> Outcome {
     match h {
-        HeadOutcome::Done(o) => o,
+        HeadOutcome::Done(o) => *o,
         HeadOutcome::NeedBody => panic!("expected a decision from the headers"),
     }
 }

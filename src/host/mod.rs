@@ -364,7 +364,7 @@ impl HttpContext for Filter {
                     // GET/DELETE carry no body in Streamable HTTP; one that does is not judged, so refuse it.
                     return self.finish(gate::unexpected_body());
                 }
-                self.finish(outcome)
+                self.finish(*outcome)
             }
             HeadOutcome::NeedBody if end_of_stream => {
                 let outcome = gate::on_body(&policy, &head, b"", &HostStore, now_ms());
