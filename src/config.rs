@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::conditions::{self, Condition, Op};
 use crate::json::{self, Json};
-use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Policy, Scope, ToolRule, Window};
+use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Mode, Policy, Scope, ToolRule, Window};
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
@@ -158,6 +158,13 @@ pub struct GatewaySpec {
     /// Allow or deny MCP methods other than `tools/call` and the lifecycle methods, by name.
     #[serde(default)]
     pub methods: BTreeMap<String, ActionSpec>,
+    /// `enforce` (default) or `dry_run`: compute, log and count every decision, but forward calls the
+    /// policy would refuse. Protocol errors (malformed bodies, 413, 415, …) are always enforced.
+    #[serde(default)]
+    pub mode: Option<ModeSpec>,
+    /// Per-tool overrides of `mode`, e.g. `{"vm_agent_exec": "dry_run"}`.
+    #[serde(default)]
+    pub tool_modes: BTreeMap<String, ModeSpec>,
     /// Also remove tools that the policy denies by name from `tools/list` results (default false:
     /// as in PolicyLayer, denied tools stay visible and only `hide` removes tools).
     #[serde(default)]
@@ -169,6 +176,20 @@ pub struct GatewaySpec {
     /// and metrics use the label instead of the hash prefix.
     #[serde(default)]
     pub grants: Vec<GrantSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeSpec {
+    Enforce,
+    DryRun,
+}
+
+fn mode(m: ModeSpec) -> Mode {
+    match m {
+        ModeSpec::Enforce => Mode::Enforce,
+        ModeSpec::DryRun => Mode::DryRun,
+    }
 }
 
 /// One registered grant: the SHA-256 of its token (64 hex digits) and a label for logs.
@@ -425,6 +446,8 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
             max_tracked_grants,
             grants: registry,
             hide_denied_tools: gw.hide_denied_tools,
+            mode: gw.mode.map(mode).unwrap_or(Mode::Enforce),
+            tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
         },
     ))

@@ -5,8 +5,9 @@
 //! the code of that table.
 
 use crate::grant::{self, Grant};
+use crate::json::Json;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
-use crate::policy::{GrantSource, Policy, Verdict};
+use crate::policy::{GrantSource, Mode, Policy, Verdict};
 use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
 
@@ -117,6 +118,14 @@ impl DecisionKind {
         }
     }
 
+    /// A refusal by policy (subject to dry-run), as opposed to a protocol error.
+    pub fn is_policy(self) -> bool {
+        matches!(
+            self,
+            DecisionKind::Denied | DecisionKind::RateLimited | DecisionKind::NoGrant | DecisionKind::LimiterUnavailable
+        )
+    }
+
     pub const ALL: [DecisionKind; 7] = [
         DecisionKind::Allowed,
         DecisionKind::Passed,
@@ -140,11 +149,78 @@ pub struct Decision {
     /// `data.kind` of the error reply, if any.
     pub error_kind: Option<&'static str>,
     pub reason: Option<String>,
+    /// The JSON-RPC id as sent (raw JSON text), for requests.
+    pub id: Option<String>,
+    /// The names of the `tools/call` arguments (never their values).
+    pub arg_keys: Vec<String>,
+    /// Dry-run: the request was refused by policy but forwarded anyway ("would deny").
+    pub dry_run: bool,
 }
 
 impl Decision {
     fn new(kind: DecisionKind) -> Self {
-        Decision { kind, method: None, tool: None, rule: None, grant: None, error_kind: None, reason: None }
+        Decision {
+            kind,
+            method: None,
+            tool: None,
+            rule: None,
+            grant: None,
+            error_kind: None,
+            reason: None,
+            id: None,
+            arg_keys: Vec::new(),
+            dry_run: false,
+        }
+    }
+
+    /// The decision as shown in the access log and the audit log: the kind, or `would_deny` in
+    /// dry-run mode.
+    pub fn label(&self) -> &'static str {
+        if self.dry_run {
+            "would_deny"
+        } else {
+            self.kind.as_str()
+        }
+    }
+
+    /// One audit-log line (JSON, no trailing newline). `ts` is RFC 3339 UTC; `request_id` is Envoy's
+    /// `x-request-id`. Never contains tokens or argument values. Schema: see the README.
+    pub fn audit_json(&self, ts: &str, request_id: Option<&str>) -> String {
+        let mut o = String::with_capacity(256);
+        let field = |o: &mut String, k: &str, v: Option<&str>| {
+            if let Some(v) = v {
+                o.push_str(if o.len() > 1 { ",\"" } else { "\"" });
+                o.push_str(k);
+                o.push_str("\":");
+                crate::json::write_str(o, v);
+            }
+        };
+        o.push('{');
+        field(&mut o, "ts", Some(ts));
+        field(&mut o, "decision", Some(self.label()));
+        field(&mut o, "error", self.error_kind);
+        field(&mut o, "method", self.method.as_deref());
+        field(&mut o, "tool", self.tool.as_deref());
+        field(&mut o, "rule", self.rule.as_deref());
+        field(&mut o, "reason", self.reason.as_deref());
+        field(&mut o, "grant", self.grant.as_deref());
+        if let Some(id) = &self.id {
+            o.push_str(",\"id\":");
+            o.push_str(id);
+        }
+        if !self.arg_keys.is_empty() {
+            o.push_str(",\"arg_keys\":[");
+            for (i, k) in self.arg_keys.iter().enumerate() {
+                if i > 0 {
+                    o.push(',');
+                }
+                crate::json::write_str(&mut o, k);
+            }
+            o.push(']');
+        }
+        field(&mut o, "request_id", request_id);
+        o.push('}');
+        o
     }
 }
 
@@ -406,31 +482,58 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
     };
     match parsed {
         Body::Single(msg) => {
-            let id = msg.id();
-            if let Some(why) = header_mismatch(head, &msg) {
-                let err =
-                    RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
-                return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
-            }
-            let grant = match grant_of(policy, head) {
-                Ok(g) => g,
-                Err(why) => return no_grant(&id, why),
+            let mut out = on_message(policy, head, &msg, &limiter);
+            describe(&mut out.decision, &msg);
+            let tool = match &msg {
+                Message::Request { call: Call::Tool(t), .. } => Some(t.name.as_str()),
+                _ => None,
             };
-            match judge_message(policy, &msg, &grant, &limiter) {
-                Judged::Forward(d, _) => {
-                    let mut out = Outcome::new(d, None);
-                    out.tools_list_ids.extend(tools_list_id(&msg));
-                    out
-                }
-                Judged::Refused(kind, status, err, headers) => {
-                    let mut out = refuse(kind, status, err, &id, headers);
-                    out.decision.grant = Some(grant.label());
-                    out.decision.method = judged_method(&msg);
-                    out
-                }
+            if out.reply.is_some() && out.decision.kind.is_policy() && policy.mode_for(tool) == Mode::DryRun {
+                // Shadow mode: the full decision is logged and counted as "would deny", and the
+                // request goes on. Nothing was consumed: refused calls never take quota.
+                out.reply = None;
+                out.decision.dry_run = true;
             }
+            if out.reply.is_none() {
+                out.tools_list_ids.extend(tools_list_id(&msg));
+            }
+            out
         }
         Body::Batch(items) => on_batch(policy, head, items, &limiter),
+    }
+}
+
+fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limiter<'_>) -> Outcome {
+    let id = msg.id();
+    if let Some(why) = header_mismatch(head, msg) {
+        let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
+        return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
+    }
+    let grant = match grant_of(policy, head) {
+        Ok(g) => g,
+        Err(why) => return no_grant(&id, why),
+    };
+    match judge_message(policy, msg, &grant, limiter) {
+        Judged::Forward(d, _) => Outcome::new(d, None),
+        Judged::Refused(kind, status, err, headers) => {
+            let mut out = refuse(kind, status, err, &id, headers);
+            out.decision.grant = Some(grant.label());
+            out
+        }
+    }
+}
+
+/// Fill in what the audit log says about the message: method, tool, id and argument keys.
+fn describe(d: &mut Decision, msg: &Message) {
+    d.method = judged_method(msg);
+    if let Message::Request { id, call } = msg {
+        d.id = Some(id.raw().to_owned());
+        if let Call::Tool(t) = call {
+            d.tool = Some(t.name.clone());
+            if let Some(Json::Object(members)) = &t.arguments {
+                d.arg_keys = members.iter().map(|(k, _)| k.clone()).collect();
+            }
+        }
     }
 }
 

@@ -53,6 +53,13 @@ impl Window {
     }
 }
 
+/// Enforce decisions, or only log and count them ("would deny") and forward the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Enforce,
+    DryRun,
+}
+
 /// Who shares a counter: each grant its own, or everyone one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -122,6 +129,10 @@ pub struct Gateway {
     pub hide_denied_tools: bool,
     /// Largest `tools/list` response filtered, in bytes; larger ones get 502.
     pub max_response_bytes: usize,
+    /// `gateway.mode`.
+    pub mode: Mode,
+    /// `gateway.tool_modes`: per-tool overrides of `mode`.
+    pub tool_modes: HashMap<String, Mode>,
 }
 
 /// The runtime policy, built once per plugin configuration.
@@ -189,6 +200,12 @@ impl Policy {
             return true;
         }
         self.gateway.hide_denied_tools && self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
+    }
+
+    /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
+    /// `gateway.mode`.
+    pub fn mode_for(&self, tool: Option<&str>) -> Mode {
+        tool.and_then(|t| self.gateway.tool_modes.get(t)).copied().unwrap_or(self.gateway.mode)
     }
 
     /// Does any tool leave `tools/list`? (If not, responses need not be inspected.)

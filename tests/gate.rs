@@ -399,3 +399,53 @@ fn condition_denials_name_the_condition_not_the_value() {
         assert!(!text.contains("cache-7") && !text.contains("-rf"), "argument values leaked: {text}");
     }
 }
+
+#[test]
+fn dry_run_forwards_what_it_would_deny_and_consumes_nothing() {
+    let p = policy(r#","mode":"dry_run","tool_modes":{"stop_vm":"enforce"}"#);
+    let s = MemoryStore::new();
+    let o = gate::on_body(&p, &post(&p, "a"), call(1, "delete_vm").as_bytes(), &s, T0);
+    assert_eq!(o.reply, None);
+    assert_eq!((o.decision.kind, o.decision.dry_run, o.decision.label()), (DecisionKind::Denied, true, "would_deny"));
+    assert_eq!(o.decision.rule.as_deref(), Some("hide"));
+    // The per-tool override still enforces.
+    assert_eq!(reply(&gate::on_body(&p, &post(&p, "a"), call(2, "stop_vm").as_bytes(), &s, T0)).0, 200);
+    // Allowed calls consume; would-be rate-limited calls are forwarded but consume nothing.
+    for i in 0..4 {
+        let o = gate::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0);
+        assert_eq!(o.reply, None);
+        assert_eq!(o.decision.dry_run, i >= 2, "call {i}");
+    }
+    let o = gate::on_body(&p, &post(&p, "b"), call(20, "list_vms").as_bytes(), &s, T0);
+    assert_eq!((o.decision.dry_run, o.decision.kind), (false, DecisionKind::Allowed), "global counter now 3 of 3");
+    let o = gate::on_body(&p, &post(&p, "b"), call(21, "list_vms").as_bytes(), &s, T0);
+    assert_eq!((o.reply, o.decision.dry_run, o.decision.kind), (None, true, DecisionKind::RateLimited));
+    // Protocol errors are always enforced.
+    assert_eq!(reply(&gate::on_body(&p, &post(&p, "a"), b"{", &s, T0)).0, 400);
+}
+
+#[test]
+fn audit_lines_carry_keys_not_values() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let body = r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"reboot_vm","arguments":{"node":"pve","vmid":100,"secret":"hunter2"}}}"#;
+    let o = gate::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
+    let line = o.decision.audit_json("2026-11-30T09:00:00.000Z", Some("rid-1"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap(),
+        json!({"ts":"2026-11-30T09:00:00.000Z","decision":"denied","error":"denied","method":"tools/call","tool":"reboot_vm",
+               "rule":"default","reason":"not allowed by policy (default: deny)","grant":"sha256:ba7816bf8f01","id":"a-1",
+               "arg_keys":["node","vmid","secret"],"request_id":"rid-1"})
+    );
+    assert!(!line.contains("hunter2") && !line.contains("pve"));
+}
+
+#[test]
+fn tools_list_requests_are_marked_for_response_filtering() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let o = gate::on_body(&p, &post(&p, "a"), br#"{"jsonrpc":"2.0","id":"L","method":"tools/list"}"#, &s, T0);
+    assert_eq!(o.tools_list_ids.iter().map(|i| i.raw()).collect::<Vec<_>>(), ["\"L\""]);
+    let o = gate::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
+    assert!(o.tools_list_ids.is_empty());
+}

@@ -72,6 +72,7 @@ struct Metrics {
     by_kind: Vec<(DecisionKind, u32)>,
     tracked_grants: Option<u32>,
     hidden_tools: Option<u32>,
+    would_deny: Option<u32>,
 }
 
 impl Metrics {
@@ -86,12 +87,19 @@ impl Metrics {
             .collect();
         let tracked_grants = hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
         let hidden_tools = hostcalls::define_metric(MetricType::Counter, "mcp_policy_hidden_tools_total").ok();
-        Metrics { by_kind, tracked_grants, hidden_tools }
+        let would_deny = hostcalls::define_metric(MetricType::Counter, "mcp_policy_would_deny_total").ok();
+        Metrics { by_kind, tracked_grants, hidden_tools, would_deny }
     }
 
     fn count(&self, kind: DecisionKind) {
         if let Some((_, id)) = self.by_kind.iter().find(|(k, _)| *k == kind) {
             let _ = hostcalls::increment_metric(*id, 1);
+        }
+    }
+
+    fn count_would_deny(&self) {
+        if let Some(id) = self.would_deny {
+            let _ = hostcalls::increment_metric(id, 1);
         }
     }
 
@@ -119,7 +127,12 @@ impl Root {
         Root {
             id,
             policy: None,
-            metrics: Rc::new(Metrics { by_kind: Vec::new(), tracked_grants: None, hidden_tools: None }),
+            metrics: Rc::new(Metrics {
+                by_kind: Vec::new(),
+                tracked_grants: None,
+                hidden_tools: None,
+                would_deny: None,
+            }),
         }
     }
 }
@@ -183,6 +196,7 @@ impl RootContext for Root {
             list_ids: Vec::new(),
             list_mode: None,
             list_failed: false,
+            request_id: None,
         }))
     }
 
@@ -204,6 +218,8 @@ struct Filter {
     list_mode: Option<ListMode>,
     /// The response could not be filtered and was replaced by an error; drop the rest.
     list_failed: bool,
+    /// Envoy's `x-request-id`, for the audit log.
+    request_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,12 +240,16 @@ impl Filter {
         self.decided = true;
         self.head = None;
         let d = &outcome.decision;
-        self.metrics.count(d.kind);
+        if d.dry_run {
+            self.metrics.count_would_deny();
+        } else {
+            self.metrics.count(d.kind);
+        }
         if d.kind == DecisionKind::Allowed || d.kind == DecisionKind::RateLimited {
             self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
         }
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
-        let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.kind.as_str().as_bytes()));
+        let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
         if let Some(t) = &d.tool {
             let _ = hostcalls::set_property(vec!["mcp_tool"], Some(t.as_bytes()));
         }
@@ -243,16 +263,11 @@ impl Filter {
             let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
         }
         if log::log_enabled!(log::Level::Info) {
-            info!(
-                "[ctx {}] decision={} method={} tool={} rule={} grant={} reason={}",
-                self.id,
-                d.kind.as_str(),
-                d.method.as_deref().unwrap_or("-"),
-                d.tool.as_deref().unwrap_or("-"),
-                d.rule.as_deref().unwrap_or("-"),
-                d.grant.as_deref().unwrap_or("-"),
-                d.reason.as_deref().unwrap_or("-"),
-            );
+            // The audit line: one JSON object per decision (schema in the README).
+            let ts = hostcalls::get_current_time()
+                .map(|t| humantime::format_rfc3339_millis(t).to_string())
+                .unwrap_or_default();
+            info!("[ctx {}] audit {}", self.id, d.audit_json(&ts, self.request_id.as_deref()));
         }
         match outcome.reply {
             None => {
@@ -357,6 +372,11 @@ impl HttpContext for Filter {
                 panic!("forced by x-mcp-policy-test-panic (test-panic build)");
             }
         }
+        self.request_id = headers
+            .iter()
+            .find(|(k, _)| k == "x-request-id")
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .map(str::to_owned);
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         match gate::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
