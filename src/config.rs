@@ -214,6 +214,30 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// Every problem found in a policy. Type errors stop parsing at the first; all later checks
+/// (limits, conditions, gateway values) are reported together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// The first error (there is always at least one).
+    pub fn first(&self) -> Option<&ConfigError> {
+        self.0.first()
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError { path: path.into(), message: message.into() }
 }
@@ -234,13 +258,13 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// Errors: the first problem found, with its JSON path: malformed or duplicate-key JSON, unknown
 /// fields, wrong types, `version` other than "1", `max` 0, empty names, bad conditions (path, op,
 /// value shape, regex), bad `gateway` values.
-pub fn load(bytes: &[u8]) -> Result<Policy, ConfigError> {
+pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    json::parse(bytes).map_err(|e| err(".", format!("not a strict JSON document: {e}")))?;
+    json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let spec: PolicySpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        err(path, e.into_inner().to_string())
+        ConfigErrors(vec![err(path, e.into_inner().to_string())])
     })?;
     compile(spec)
 }
@@ -289,8 +313,15 @@ fn compile_limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
 /// Longest regex source accepted in a condition, in bytes.
 pub const MAX_REGEX_LEN: usize = 1024;
 
-fn compile_conditions(specs: &[ConditionSpec], base: &str) -> Result<Vec<Condition>, ConfigError> {
-    specs.iter().enumerate().map(|(i, c)| compile_condition(c, format!("{base}[{i}]"))).collect()
+fn compile_conditions(specs: &[ConditionSpec], base: &str, errs: &mut Vec<ConfigError>) -> Vec<Condition> {
+    let mut out = Vec::new();
+    for (i, c) in specs.iter().enumerate() {
+        match compile_condition(c, format!("{base}[{i}]")) {
+            Ok(cond) => out.push(cond),
+            Err(e) => errs.push(e),
+        }
+    }
+    out
 }
 
 fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, ConfigError> {
@@ -333,35 +364,46 @@ fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, Co
 const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
 
 /// Turn a parsed spec into the runtime policy.
-pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
+pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
+    let mut errs: Vec<ConfigError> = Vec::new();
     if spec.version != "1" {
-        return Err(err("version", "must be \"1\""));
+        errs.push(err("version", "must be \"1\""));
     }
     for (i, name) in spec.hide.iter().enumerate() {
         if name.is_empty() {
-            return Err(err(format!("hide[{i}]"), "must not be empty"));
+            errs.push(err(format!("hide[{i}]"), "must not be empty"));
         }
     }
     let mut limits = Vec::new();
     let mut all_tools = Vec::new();
     if let Some(all) = &spec.all_tools {
         for (i, l) in all.limits.iter().enumerate() {
-            all_tools.push(limits.len());
-            limits.push(compile_limit(l, format!("all_tools.limits[{i}]"))?);
+            match compile_limit(l, format!("all_tools.limits[{i}]")) {
+                Ok(limit) => {
+                    all_tools.push(limits.len());
+                    limits.push(limit);
+                }
+                Err(e) => errs.push(e),
+            }
         }
     }
     let mut tools = std::collections::HashMap::new();
     for (name, rule) in &spec.tools {
         let path = format!("tools.{name}");
         if name.is_empty() {
-            return Err(err("tools", "tool names must not be empty"));
+            errs.push(err("tools", "tool names must not be empty"));
         }
-        let require = compile_conditions(&rule.require, &format!("{path}.require"))?;
-        let deny_if = compile_conditions(&rule.deny_if, &format!("{path}.deny_if"))?;
+        let require = compile_conditions(&rule.require, &format!("{path}.require"), &mut errs);
+        let deny_if = compile_conditions(&rule.deny_if, &format!("{path}.deny_if"), &mut errs);
         let mut own = Vec::new();
         for (i, l) in rule.limits.iter().enumerate() {
-            own.push(limits.len());
-            limits.push(compile_limit(l, format!("{path}.limits[{i}]"))?);
+            match compile_limit(l, format!("{path}.limits[{i}]")) {
+                Ok(limit) => {
+                    own.push(limits.len());
+                    limits.push(limit);
+                }
+                Err(e) => errs.push(e),
+            }
         }
         tools.insert(
             name.clone(),
@@ -383,7 +425,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
                 && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
                 && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
             if !valid {
-                return Err(err(
+                errs.push(err(
                     "gateway.grant_header",
                     "must be a plain header name (letters, digits, '-', '_', '.'), not authorization, cookie or host",
                 ));
@@ -393,15 +435,15 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
     };
     let max_body_bytes = gw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_BYTES_CEILING {
-        return Err(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+        errs.push(err("gateway.max_body_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
     }
     let max_response_bytes = gw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if max_response_bytes == 0 || max_response_bytes > MAX_BODY_BYTES_CEILING {
-        return Err(err("gateway.max_response_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+        errs.push(err("gateway.max_response_bytes", format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
     }
     let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
     if max_tracked_grants == 0 {
-        return Err(err("gateway.max_tracked_grants", "must be at least 1"));
+        errs.push(err("gateway.max_tracked_grants", "must be at least 1"));
     }
     let mut registry = std::collections::HashMap::new();
     for (i, g) in gw.grants.iter().enumerate() {
@@ -414,24 +456,28 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigError> {
                 hex.get(2 * j..2 * j + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).map(|v| *b = v).is_some()
             });
         if !ok {
-            return Err(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
+            errs.push(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
+            continue;
         }
         if g.label.is_empty() || g.label.len() > 64 || !g.label.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(err(format!("{path}.label"), "must be 1 to 64 printable ASCII characters"));
+            errs.push(err(format!("{path}.label"), "must be 1 to 64 printable ASCII characters"));
         }
         if registry.insert(id, g.label.clone()).is_some() {
-            return Err(err(format!("{path}.sha256"), "listed twice"));
+            errs.push(err(format!("{path}.sha256"), "listed twice"));
         }
     }
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
-            return Err(err(
+            errs.push(err(
                 format!("gateway.methods.{name}"),
                 "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
             ));
         }
         methods.insert(name, action(a));
+    }
+    if !errs.is_empty() {
+        return Err(ConfigErrors(errs));
     }
     Ok(Policy::new(
         spec.default.map(action).unwrap_or(Action::Deny),
@@ -458,7 +504,22 @@ mod tests {
     use super::*;
 
     fn load_err(text: &str) -> ConfigError {
-        load(text.as_bytes()).unwrap_err()
+        load(text.as_bytes()).unwrap_err().0.remove(0)
+    }
+
+    #[test]
+    fn every_error_after_parsing_is_reported() {
+        let e = load(
+            br#"{"version":"2","hide":[""],"tools":{"a":{"limits":[{"counter":"c","window":"day","max":0}],
+                "require":[{"path":"x","op":"eq","value":1}]}},"gateway":{"max_body_bytes":0}}"#,
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = e.0.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["version", "hide[0]", "tools.a.require[0].path", "tools.a.limits[0].max", "gateway.max_body_bytes"]
+        );
+        assert!(e.to_string().starts_with("invalid policy at version: must be \"1\"; invalid policy at hide[0]"));
     }
 
     #[test]
