@@ -213,9 +213,18 @@ impl Policy {
         self.hide_all || !self.hidden.is_empty() || self.gateway.hide_denied_tools
     }
 
-    /// Tool names the policy lists under `tools`, for bounded metric labels.
+    /// Tool names the policy lists under `tools`.
     pub fn listed_tools(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
+    }
+
+    /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of
+    /// per-tool metric labels.
+    pub fn named_tools(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.listed_tools().chain(self.hidden.iter().map(String::as_str)).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Decide a request by name: the single place where precedence lives.

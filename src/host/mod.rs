@@ -16,7 +16,10 @@ use std::time::UNIX_EPOCH;
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, MetricType, Status};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, Status};
+
+mod metrics;
+use metrics::Metrics;
 
 use crate::config;
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
@@ -66,56 +69,6 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Envoy stats, one counter per decision kind. A proxy-wasm metric `NAME` is `wasmcustom.NAME`
-/// in `/stats` and `NAME` in `/stats/prometheus`.
-struct Metrics {
-    by_kind: Vec<(DecisionKind, u32)>,
-    tracked_grants: Option<u32>,
-    hidden_tools: Option<u32>,
-    would_deny: Option<u32>,
-}
-
-impl Metrics {
-    fn define() -> Self {
-        let by_kind = DecisionKind::ALL
-            .iter()
-            .filter_map(|k| {
-                hostcalls::define_metric(MetricType::Counter, &format!("mcp_policy_{}_total", k.as_str()))
-                    .ok()
-                    .map(|id| (*k, id))
-            })
-            .collect();
-        let tracked_grants = hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok();
-        let hidden_tools = hostcalls::define_metric(MetricType::Counter, "mcp_policy_hidden_tools_total").ok();
-        let would_deny = hostcalls::define_metric(MetricType::Counter, "mcp_policy_would_deny_total").ok();
-        Metrics { by_kind, tracked_grants, hidden_tools, would_deny }
-    }
-
-    fn count(&self, kind: DecisionKind) {
-        if let Some((_, id)) = self.by_kind.iter().find(|(k, _)| *k == kind) {
-            let _ = hostcalls::increment_metric(*id, 1);
-        }
-    }
-
-    fn count_would_deny(&self) {
-        if let Some(id) = self.would_deny {
-            let _ = hostcalls::increment_metric(id, 1);
-        }
-    }
-
-    fn count_hidden(&self, n: usize) {
-        if let Some(id) = self.hidden_tools {
-            let _ = hostcalls::increment_metric(id, i64::try_from(n).unwrap_or(i64::MAX));
-        }
-    }
-
-    fn set_tracked_grants(&self, n: u64) {
-        if let Some(id) = self.tracked_grants {
-            let _ = hostcalls::record_metric(id, n);
-        }
-    }
-}
-
 struct Root {
     id: u32,
     policy: Option<Rc<Policy>>,
@@ -124,16 +77,7 @@ struct Root {
 
 impl Root {
     fn new(id: u32) -> Self {
-        Root {
-            id,
-            policy: None,
-            metrics: Rc::new(Metrics {
-                by_kind: Vec::new(),
-                tracked_grants: None,
-                hidden_tools: None,
-                would_deny: None,
-            }),
-        }
+        Root { id, policy: None, metrics: Rc::new(Metrics::none()) }
     }
 }
 
@@ -175,7 +119,7 @@ impl RootContext for Root {
                     policy.limits.len(),
                     policy.gateway.max_body_bytes
                 );
-                self.metrics = Rc::new(Metrics::define());
+                self.metrics = Rc::new(Metrics::define(&policy));
                 self.policy = Some(Rc::new(policy));
                 true
             }
@@ -240,11 +184,7 @@ impl Filter {
         self.decided = true;
         self.head = None;
         let d = &outcome.decision;
-        if d.dry_run {
-            self.metrics.count_would_deny();
-        } else {
-            self.metrics.count(d.kind);
-        }
+        self.metrics.record(d);
         if d.kind == DecisionKind::Allowed || d.kind == DecisionKind::RateLimited {
             self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
         }
@@ -286,7 +226,7 @@ impl Filter {
     /// JSON-RPC error (framed as one SSE event in SSE mode) and drop whatever else the server sends.
     fn fail_list(&mut self, mode: ListMode, body_size: usize, end_of_stream: bool, why: &str) -> Action {
         warn!("[ctx {}] tools/list response refused: {why}", self.id);
-        self.metrics.count(DecisionKind::Invalid);
+        self.metrics.record_bad_response();
         let err =
             RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
         let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
@@ -307,7 +247,7 @@ impl Filter {
     /// unfiltered list.
     fn bad_gateway(&mut self, why: &str) -> Action {
         warn!("[ctx {}] tools/list response refused: {why}", self.id);
-        self.metrics.count(DecisionKind::Invalid);
+        self.metrics.record_bad_response();
         self.list_mode = None;
         let err =
             RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
@@ -483,7 +423,7 @@ impl HttpContext for Filter {
                             &format!("cannot rewrite the response body: {s:?}"),
                         );
                     }
-                    self.metrics.count_hidden(removed);
+                    self.metrics.tools_removed(removed);
                 }
                 Action::Continue
             }

@@ -1,0 +1,141 @@
+//! Envoy stats for decisions (proxy-wasm custom metrics).
+//!
+//! A proxy-wasm metric `NAME` is `wasmcustom.NAME` in Envoy's `/stats` and `NAME` in
+//! `/stats/prometheus`. Per-tool counters are named `mcp_policy_tool_decisions_total.<tool>.<decision>`; the
+//! `stats_config.stats_tags` of `envoy/envoy.yaml` turn the two name parts into the tags `mcp_tool` and
+//! `mcp_decision`. Only tools named in the policy get their own counters; every other name falls into
+//! `other`, so attacker-chosen tool names cannot grow the number of stats.
+
+use std::collections::HashMap;
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+
+use crate::gate::{Decision, DecisionKind};
+use crate::policy::Policy;
+use crate::ratelimit::Unavailable;
+
+/// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`;
+/// `would_deny` a call refused in dry-run mode and forwarded.
+const LABELS: [&str; 9] = [
+    "allowed",
+    "passed",
+    "denied",
+    "hidden",
+    "rate_limited",
+    "no_grant",
+    "invalid",
+    "limiter_unavailable",
+    "would_deny",
+];
+
+/// The label a decision is counted under.
+fn label(d: &Decision) -> &'static str {
+    if d.dry_run {
+        "would_deny"
+    } else if d.kind == DecisionKind::Denied && d.rule.as_deref() == Some("hide") {
+        "hidden"
+    } else {
+        d.kind.as_str()
+    }
+}
+
+/// Tool names are used in stat names: keep `[A-Za-z0-9_-]`, map the rest to `_` (a `.` would split
+/// the tag).
+fn stat_safe(tool: &str) -> String {
+    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
+pub struct Metrics {
+    totals: HashMap<&'static str, u32>,
+    per_tool: HashMap<String, HashMap<&'static str, u32>>,
+    other_tool: HashMap<&'static str, u32>,
+    tracked_grants: Option<u32>,
+    tools_list_removed: Option<u32>,
+    cas_retries_exhausted: Option<u32>,
+    grant_cap_reached: Option<u32>,
+}
+
+fn counter(name: &str) -> Option<u32> {
+    hostcalls::define_metric(MetricType::Counter, name).ok()
+}
+
+fn per_label(prefix: &str) -> HashMap<&'static str, u32> {
+    LABELS.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
+}
+
+impl Metrics {
+    /// No stats (before a policy is loaded).
+    pub fn none() -> Self {
+        Metrics {
+            totals: HashMap::new(),
+            per_tool: HashMap::new(),
+            other_tool: HashMap::new(),
+            tracked_grants: None,
+            tools_list_removed: None,
+            cas_retries_exhausted: None,
+            grant_cap_reached: None,
+        }
+    }
+
+    /// Define every stat for `policy` (Envoy returns the same id for a name defined again, so a
+    /// reload keeps the counts).
+    pub fn define(policy: &Policy) -> Self {
+        let totals =
+            LABELS.iter().filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id))).collect();
+        let per_tool = policy
+            .named_tools()
+            .into_iter()
+            .map(|t| (t.to_owned(), per_label(&format!("mcp_policy_tool_decisions_total.{}", stat_safe(t)))))
+            .collect();
+        Metrics {
+            totals,
+            per_tool,
+            other_tool: per_label("mcp_policy_tool_decisions_total.other"),
+            tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
+            tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
+            cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
+            grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
+        }
+    }
+
+    fn bump(id: Option<&u32>, by: i64) {
+        if let Some(id) = id {
+            let _ = hostcalls::increment_metric(*id, by);
+        }
+    }
+
+    /// Count one decision.
+    pub fn record(&self, d: &Decision) {
+        let l = label(d);
+        Self::bump(self.totals.get(l), 1);
+        if let Some(tool) = &d.tool {
+            let bucket = self.per_tool.get(tool).unwrap_or(&self.other_tool);
+            Self::bump(bucket.get(l), 1);
+        }
+        if d.kind == DecisionKind::LimiterUnavailable {
+            let reason = d.reason.as_deref();
+            if reason == Some(Unavailable::CasRetriesExhausted.reason()) {
+                Self::bump(self.cas_retries_exhausted.as_ref(), 1);
+            } else if reason == Some(Unavailable::GrantCapReached.reason()) {
+                Self::bump(self.grant_cap_reached.as_ref(), 1);
+            }
+        }
+    }
+
+    /// A response that could not be filtered (counted as invalid).
+    pub fn record_bad_response(&self) {
+        Self::bump(self.totals.get("invalid"), 1);
+    }
+
+    /// Tools removed from `tools/list` results.
+    pub fn tools_removed(&self, n: usize) {
+        Self::bump(self.tools_list_removed.as_ref(), i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_tracked_grants(&self, n: u64) {
+        if let Some(id) = self.tracked_grants {
+            let _ = hostcalls::record_metric(id, n);
+        }
+    }
+}
