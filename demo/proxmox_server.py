@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""A demo MCP server shaped like a small Proxmox VE API, for trying the policy filter.
+
+Nothing here touches real machines: a fixed in-memory cluster (two nodes, four VMs) is
+created at start-up and the tools change only that. It is built with the official MCP
+Python SDK (`MCPServer`) and serves Streamable HTTP on 127.0.0.1.
+
+    python demo/proxmox_server.py --port 8000                  # SSE responses (SDK default)
+    python demo/proxmox_server.py --port 8000 --json-response  # application/json responses
+    python demo/proxmox_server.py --port 8000 --stateless      # no sessions: plain curl works
+
+It is stateful by default: `initialize` answers with an `Mcp-Session-Id` the client sends back.
+Once the port is accepting connections it prints one line:
+``proxmox-demo ready on http://127.0.0.1:PORT/mcp (json_response=BOOL, stateless=BOOL)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+import uvicorn
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+NODES = ("pve1", "pve2")
+
+VmState = Literal["running", "stopped"]
+
+
+class VmSummary(BaseModel):
+    """One VM as `list_vms` reports it."""
+
+    node: str
+    vmid: int
+    name: str
+    status: VmState
+
+
+class VmList(BaseModel):
+    """The result of `list_vms`."""
+
+    vms: list[VmSummary]
+
+
+class VmStatus(BaseModel):
+    """Current status of one VM (`vm_status`, `start_vm`, `stop_vm`)."""
+
+    node: str
+    vmid: int
+    name: str
+    status: VmState
+    cpus: int
+    memory_mib: int
+    uptime_seconds: int
+
+
+class DeleteResult(BaseModel):
+    """The result of `delete_vm`."""
+
+    node: str
+    vmid: int
+    deleted: bool
+
+
+class ExecStarted(BaseModel):
+    """The result of `vm_agent_exec`: the pid to poll with `vm_agent_exec_status`."""
+
+    pid: int
+
+
+class ExecStatus(BaseModel):
+    """The result of `vm_agent_exec_status`, shaped like the QEMU guest agent's `exec-status`."""
+
+    pid: int
+    exited: bool
+    exitcode: int
+    out_data: str
+
+
+class NodeInfo(BaseModel):
+    """One cluster node as `list_nodes` reports it."""
+
+    node: str
+    status: Literal["online"]
+    cpus: int
+    memory_mib: int
+
+
+class NodeList(BaseModel):
+    """The result of `list_nodes`."""
+
+    nodes: list[NodeInfo]
+
+
+@dataclass
+class _Vm:
+    node: str
+    vmid: int
+    name: str
+    status: VmState
+    cpus: int
+    memory_mib: int
+
+
+@dataclass
+class Cluster:
+    """The simulated cluster: VMs by (node, vmid) and the guest-agent commands started so far."""
+
+    vms: dict[tuple[str, int], _Vm] = field(default_factory=dict)
+    execs: dict[int, tuple[str, int, str]] = field(default_factory=dict)
+    pids: itertools.count = field(default_factory=lambda: itertools.count(4242))
+
+    @classmethod
+    def seeded(cls) -> "Cluster":
+        """The fixed starting state every server process begins with."""
+        c = cls()
+        for vm in (
+            _Vm("pve1", 100, "web-01", "running", 2, 2048),
+            _Vm("pve1", 101, "db-01", "running", 4, 8192),
+            _Vm("pve1", 102, "build-runner", "stopped", 8, 16384),
+            _Vm("pve2", 200, "backup-01", "stopped", 2, 4096),
+        ):
+            c.vms[(vm.node, vm.vmid)] = vm
+        return c
+
+    def get(self, node: str, vmid: int) -> _Vm:
+        """The VM, or a ToolError the client sees as an error result."""
+        if node not in NODES:
+            raise ToolError(f"no such node: {node!r} (nodes: {', '.join(NODES)})")
+        vm = self.vms.get((node, vmid))
+        if vm is None:
+            raise ToolError(f"no VM {vmid} on node {node}")
+        return vm
+
+
+def _status(vm: _Vm) -> VmStatus:
+    return VmStatus(node=vm.node, vmid=vm.vmid, name=vm.name, status=vm.status, cpus=vm.cpus,
+                    memory_mib=vm.memory_mib, uptime_seconds=3600 if vm.status == "running" else 0)
+
+
+def build_server(cluster: Cluster | None = None) -> MCPServer:
+    """An MCPServer exposing the eight Proxmox-shaped tools over `cluster`."""
+    c = cluster or Cluster.seeded()
+    mcp = MCPServer(
+        name="proxmox-demo",
+        instructions="Simulated Proxmox VE cluster. Nothing here touches real machines.",
+        log_level="WARNING",
+    )
+
+    @mcp.tool()
+    def list_nodes() -> NodeList:
+        """List the cluster nodes with their CPU count and memory."""
+        return NodeList(nodes=[NodeInfo(node=n, status="online", cpus=16, memory_mib=65536) for n in NODES])
+
+    @mcp.tool()
+    def list_vms(node: str | None = None) -> VmList:
+        """List the VMs of the cluster, or of one node when `node` is given, ordered by node and VM id."""
+        vms = sorted(c.vms.values(), key=lambda v: (v.node, v.vmid))
+        return VmList(vms=[VmSummary(node=v.node, vmid=v.vmid, name=v.name, status=v.status)
+                           for v in vms if node is None or v.node == node])
+
+    @mcp.tool()
+    def vm_status(node: str, vmid: int) -> VmStatus:
+        """Current status of VM `vmid` on `node`: power state, CPUs, memory and uptime."""
+        return _status(c.get(node, vmid))
+
+    @mcp.tool()
+    def start_vm(node: str, vmid: int) -> VmStatus:
+        """Power on VM `vmid` on `node`. Starting a running VM is a no-op."""
+        vm = c.get(node, vmid)
+        vm.status = "running"
+        return _status(vm)
+
+    @mcp.tool()
+    def stop_vm(node: str, vmid: int) -> VmStatus:
+        """Power off VM `vmid` on `node` immediately (like pulling the plug). Stopping a stopped VM is a no-op."""
+        vm = c.get(node, vmid)
+        vm.status = "stopped"
+        return _status(vm)
+
+    @mcp.tool()
+    def delete_vm(node: str, vmid: int) -> DeleteResult:
+        """Destroy VM `vmid` on `node` and its disks. Irreversible. The VM must be stopped first."""
+        vm = c.get(node, vmid)
+        if vm.status != "stopped":
+            raise ToolError(f"VM {vmid} on {node} is running; stop it first")
+        del c.vms[(node, vmid)]
+        return DeleteResult(node=node, vmid=vmid, deleted=True)
+
+    @mcp.tool()
+    def vm_agent_exec(node: str, vmid: int, command: str) -> ExecStarted:
+        """Run a shell `command` inside running VM `vmid` on `node` through the QEMU guest agent.
+
+        Returns at once with a `pid`; poll `vm_agent_exec_status` with it for the output.
+        """
+        vm = c.get(node, vmid)
+        if vm.status != "running":
+            raise ToolError(f"VM {vmid} on {node} is not running; the guest agent is unreachable")
+        pid = next(c.pids)
+        c.execs[pid] = (node, vmid, command)
+        return ExecStarted(pid=pid)
+
+    @mcp.tool()
+    def vm_agent_exec_status(pid: int) -> ExecStatus:
+        """Status and output of a command started with `vm_agent_exec`. Simulated commands finish at once."""
+        if pid not in c.execs:
+            raise ToolError(f"no guest-agent command with pid {pid}")
+        node, vmid, command = c.execs[pid]
+        return ExecStatus(pid=pid, exited=True, exitcode=0,
+                          out_data=f"[simulated on {node}/{vmid}] {command}\n")
+
+    return mcp
+
+
+async def serve(port: int, json_response: bool, stateless: bool = False) -> None:
+    """Serve until cancelled; print the ready line once the port accepts connections."""
+    app = build_server().streamable_http_app(streamable_http_path=MCP_PATH, json_response=json_response,
+                                             stateless_http=stateless, host=HOST)
+    server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.02)
+        print(f"proxmox-demo ready on http://{HOST}:{port}{MCP_PATH} "
+              f"(json_response={json_response}, stateless={stateless})", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=8000, help="TCP port on 127.0.0.1 (default 8000)")
+    ap.add_argument("--json-response", action="store_true",
+                    help="answer with application/json instead of text/event-stream")
+    ap.add_argument("--stateless", action="store_true",
+                    help="no sessions (no Mcp-Session-Id): every POST stands alone, handy for curl")
+    a = ap.parse_args(argv)
+    try:
+        anyio.run(serve, a.port, a.json_response, a.stateless)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

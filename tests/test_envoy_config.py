@@ -1,0 +1,59 @@
+"""Tier 1: the shipped envoy/envoy.yaml, and `harness.render_envoy_config` built on it (no Envoy run)."""
+
+import json
+
+import yaml
+
+import harness
+
+
+def test_inlined_policy_is_policy_json():
+    assert harness.shipped_policy_text() == harness.POLICY_JSON.read_text(encoding="utf-8")
+
+
+def test_shipped_policy_is_valid_json_with_default_deny():
+    policy = json.loads(harness.shipped_policy_text())
+    assert policy["default"] == "deny"
+    assert sorted(policy["tools"]) == ["list_vms", "vm_agent_exec"]
+
+
+def test_shipped_wasm_filter_never_fails_open():
+    cfg = harness.wasm_filter(harness.shipped_config())["config"]
+    assert cfg["failure_policy"] != "FAIL_OPEN"
+    assert cfg.get("fail_open", False) is False
+
+
+def test_wasm_filter_is_followed_by_buffer_then_router():
+    names = [f["name"] for f in harness.http_filters(harness.shipped_config())]
+    assert names == ["mcp_policy", "envoy.filters.http.buffer", "envoy.filters.http.router"]
+
+
+def test_render_changes_only_ports_wasm_and_policy(tmp_path):
+    wasm = tmp_path / "f.wasm"
+    policy = {"version": "1", "default": "allow"}
+    rendered = yaml.safe_load(harness.render_envoy_config(policy, wasm, 11111, 22222, 33333))
+    shipped = harness.shipped_config()
+
+    assert rendered["admin"]["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 22222}
+    listener = rendered["static_resources"]["listeners"][0]
+    assert listener["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 11111}
+    endpoint = rendered["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    assert endpoint["endpoint"]["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 33333}
+    plugin = harness.wasm_filter(rendered)["config"]
+    assert plugin["vm_config"]["code"]["local"]["filename"] == str(wasm.resolve())
+    assert json.loads(plugin["configuration"]["value"]) == policy
+
+    # Put the shipped values back: what remains must be the shipped bootstrap, unchanged.
+    rendered["admin"]["address"]["socket_address"]["port_value"] = 9901
+    listener["address"]["socket_address"]["port_value"] = 10000
+    endpoint["endpoint"]["address"]["socket_address"]["port_value"] = 8000
+    plugin["vm_config"]["code"]["local"]["filename"] = "target/wasm32-wasip1/release/mcp_policy_filter.wasm"
+    plugin["configuration"]["value"] = harness.shipped_policy_text()
+    assert rendered == shipped
+
+
+def test_render_passes_policy_text_through_verbatim(tmp_path):
+    text = '{"version":"1","default":"deny","tools":{"x":{"actoin":"deny"}}}'
+    rendered = yaml.safe_load(harness.render_envoy_config(text, tmp_path / "f.wasm", 1, 2, 3))
+    assert harness.wasm_filter(rendered)["config"]["configuration"]["value"] == text
+    assert harness.config_ports(harness.render_envoy_config(text, tmp_path / "f.wasm", 1, 2, 3)) == (1, 2)
