@@ -55,9 +55,11 @@ clean:
 	$(CARGO) clean
 	rm -rf $(VENV)
 
-## fuzz: cargo fuzz (nightly) over header and body bytes into the pure decision path
+## fuzz: cargo fuzz (nightly): FUZZ_TARGET=decide (header and body bytes into the decision path) or
+## toolslist (upstream tools/list responses into the JSON/SSE filter), for FUZZ_SECONDS
 FUZZ_SECONDS ?= 600
+FUZZ_TARGET ?= decide
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-	mkdir -p fuzz/corpus/decide
-	cd fuzz && cargo +nightly fuzz run decide corpus/decide seeds -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
+	cd fuzz && cargo +nightly fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048

@@ -13,7 +13,11 @@ use std::sync::OnceLock;
 const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
   "all_tools":{"limits":[{"counter":"all","window":"second","max":1000,"scope":"global"}]},
   "tools":{"list_vms":{},"stop_vm":{"action":"deny","reason":"ticket"},
-           "vm_agent_exec":{"limits":[{"counter":"vm_agent_exec_rate","window":"minute","max":10}]}},
+           "vm_agent_exec":{"limits":[{"counter":"vm_agent_exec_rate","window":"minute","max":10},
+                                      {"counter":"s","window":"second","max":3,"algorithm":"sliding"}],
+             "require":[{"path":"args.vmid","op":"in","value":[100,101]},{"path":"args.n","op":"lt","value":1e3}],
+             "deny_if":[{"path":"args.command","op":"regex","value":"(^|\\s)rm\\s"},
+                        {"path":"args.tags[0]","op":"contains","value":"x"}]}},
   "gateway":{"max_body_bytes":65536,"methods":{"resources/read":"allow"}}}"#;
 
 fn policy() -> &'static mcp_policy_filter::policy::Policy {
