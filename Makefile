@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema
 
 ## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing)
 build: wasm-target
@@ -29,7 +29,7 @@ $(VENV)/.installed: tests/requirements.txt
 test: lint test-unit build venv test-envoy
 
 test-unit:
-	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked --all-targets --features cli
 
 test-envoy: build venv
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
@@ -37,11 +37,20 @@ test-envoy: build venv
 ## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm
 lint: wasm-target
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --all-targets --features cli -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
 
 fmt:
 	$(CARGO) fmt
+
+## cli: the mcp-policy tool (check, explain, schema): target/release/mcp-policy
+cli:
+	$(CARGO) build --release --locked --features cli --bin mcp-policy
+
+## schema: regenerate schema/policy.schema.json from the config types
+schema:
+	$(CARGO) run --quiet --locked --features cli --bin mcp-policy -- schema > schema/policy.schema.json.tmp
+	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
 ## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000 (Ctrl-C stops)
 run: build venv

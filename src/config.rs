@@ -15,21 +15,25 @@ use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Mode, Policy
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PolicySpec {
     /// Must be `"1"`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = "1")))]
     pub version: String,
     /// What happens to a tool the policy does not list. Absent means `deny`.
     #[serde(default)]
     pub default: Option<ActionSpec>,
     /// Tool names (or `"*"` for all) that are denied at call time and hidden from `tools/list`.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(inner(length(min = 1))))]
     pub hide: Vec<String>,
     /// Limits every tool call counts against, in addition to its own.
     #[serde(default)]
     pub all_tools: Option<AllToolsSpec>,
     /// Rules by exact tool name.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
     pub tools: BTreeMap<String, ToolRuleSpec>,
     /// Deployment settings (not part of PolicyLayer's format); everything has a safe default.
     #[serde(default)]
@@ -37,6 +41,7 @@ pub struct PolicySpec {
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionSpec {
     Allow,
@@ -44,6 +49,7 @@ pub enum ActionSpec {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AllToolsSpec {
     #[serde(default)]
@@ -52,6 +58,7 @@ pub struct AllToolsSpec {
 
 /// `tools.NAME`: `{}` allows the tool under `default: "deny"`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolRuleSpec {
     #[serde(default)]
@@ -71,13 +78,16 @@ pub struct ToolRuleSpec {
 
 /// `{path, op, value?, reason?}`: a condition over `params.arguments` (see `conditions`).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConditionSpec {
     /// `args.` then a dotted path with optional `[index]` steps.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^args(\.[^.\[\]]+|\[[0-9]+\])+$")))]
     pub path: String,
     pub op: OpSpec,
     /// Kept as raw JSON text so numbers stay exact.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>"))]
     pub value: Option<Box<serde_json::value::RawValue>>,
     /// Shown to the agent when the condition denies a call.
     #[serde(default)]
@@ -85,6 +95,7 @@ pub struct ConditionSpec {
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OpSpec {
     Eq,
@@ -100,14 +111,36 @@ pub enum OpSpec {
     Exists,
 }
 
+impl OpSpec {
+    /// The name as written in a policy.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpSpec::Eq => "eq",
+            OpSpec::Neq => "neq",
+            OpSpec::In => "in",
+            OpSpec::NotIn => "not_in",
+            OpSpec::Lt => "lt",
+            OpSpec::Lte => "lte",
+            OpSpec::Gt => "gt",
+            OpSpec::Gte => "gte",
+            OpSpec::Regex => "regex",
+            OpSpec::Contains => "contains",
+            OpSpec::Exists => "exists",
+        }
+    }
+}
+
 /// One rate limit: at most `max` calls per fixed, UTC-aligned `window`, counted per `scope`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LimitSpec {
     /// Counter name; rules naming the same counter (same window and scope) share one count.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub counter: String,
     pub window: WindowSpec,
     /// Calls allowed per window; at least 1.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max: u64,
     #[serde(default)]
     pub scope: ScopeSpec,
@@ -117,6 +150,7 @@ pub struct LimitSpec {
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlgorithmSpec {
     #[default]
@@ -125,6 +159,7 @@ pub enum AlgorithmSpec {
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WindowSpec {
     Second,
@@ -134,6 +169,7 @@ pub enum WindowSpec {
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ScopeSpec {
     #[default]
@@ -143,20 +179,38 @@ pub enum ScopeSpec {
 
 /// `gateway`: settings of this filter, absent from PolicyLayer files.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySpec {
     /// Take the grant from this request header (set by a trusted earlier filter, e.g. `jwt_authn`
     /// `claim_to_headers`) instead of `Authorization: Bearer`.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_.-]+$")))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("not" = {
+            "type": "string",
+            "pattern": "^(?:[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Cc][Oo][Oo][Kk][Ii][Ee]|[Hh][Oo][Ss][Tt])$"
+        }))
+    )]
     pub grant_header: Option<String>,
     /// Largest request body judged, in bytes (default 1048576). Larger bodies get 413.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_BODY_BYTES_CEILING)))]
     pub max_body_bytes: Option<u64>,
     /// Most distinct grants the rate limiter tracks (default 100000); new grants past it are refused.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_tracked_grants: Option<u64>,
     /// Allow or deny MCP methods other than `tools/call` and the lifecycle methods, by name.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("propertyNames" = {
+            "minLength": 1,
+            "not": {"anyOf": [{"enum": ["initialize", "ping", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
+        }))
+    )]
     pub methods: BTreeMap<String, ActionSpec>,
     /// `enforce` (default) or `dry_run`: compute, log and count every decision, but forward calls the
     /// policy would refuse. Protocol errors (malformed bodies, 413, 415, …) are always enforced.
@@ -171,6 +225,7 @@ pub struct GatewaySpec {
     pub hide_denied_tools: bool,
     /// Largest `tools/list` response the filter rewrites, in bytes (default 4194304); larger gets 502.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_BODY_BYTES_CEILING)))]
     pub max_response_bytes: Option<u64>,
     /// Known grants. When non-empty, a credential whose SHA-256 is not listed gets 401, and logs
     /// and metrics use the label instead of the hash prefix.
@@ -179,6 +234,7 @@ pub struct GatewaySpec {
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ModeSpec {
     Enforce,
@@ -194,9 +250,12 @@ fn mode(m: ModeSpec) -> Mode {
 
 /// One registered grant: the SHA-256 of its token (64 hex digits) and a label for logs.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GrantSpec {
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[0-9A-Fa-f]{64}$")))]
     pub sha256: String,
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[!-~]{1,64}$")))]
     pub label: String,
 }
 
@@ -260,13 +319,55 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
+    let doc =
+        json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
+    check_shapes(&doc).map_err(|e| ConfigErrors(vec![e]))?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let spec: PolicySpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         ConfigErrors(vec![err(path, e.into_inner().to_string())])
     })?;
     compile(spec)
+}
+
+/// serde's derived structs also read a JSON array as a struct (fields by position), so
+/// `"tools":{"x":["deny","why"]}` would load as a deny rule. Every place that holds an object in the
+/// policy format must hold an object: check that before serde sees the document.
+fn check_shapes(doc: &Json) -> Result<(), ConfigError> {
+    fn object(v: Option<&Json>, path: &str) -> Result<(), ConfigError> {
+        match v {
+            // null is serde's "absent" for optional fields; it never reads as a struct.
+            None | Some(Json::Object(_) | Json::Null) => Ok(()),
+            Some(other) => Err(err(path, format!("must be an object, not {}", other.type_name()))),
+        }
+    }
+    fn objects(v: Option<&Json>, path: &str) -> Result<(), ConfigError> {
+        if let Some(Json::Array(items)) = v {
+            for (i, item) in items.iter().enumerate() {
+                object(Some(item), &format!("{path}[{i}]"))?;
+            }
+        }
+        Ok(())
+    }
+    object(Some(doc), ".")?;
+    object(doc.get("all_tools"), "all_tools")?;
+    objects(doc.get("all_tools").and_then(|a| a.get("limits")), "all_tools.limits")?;
+    object(doc.get("tools"), "tools")?;
+    if let Some(Json::Object(tools)) = doc.get("tools") {
+        for (name, rule) in tools {
+            let path = format!("tools.{name}");
+            object(Some(rule), &path)?;
+            for list in ["limits", "require", "deny_if"] {
+                objects(rule.get(list), &format!("{path}.{list}"))?;
+            }
+        }
+    }
+    let gw = doc.get("gateway");
+    object(gw, "gateway")?;
+    objects(gw.and_then(|g| g.get("grants")), "gateway.grants")?;
+    object(gw.and_then(|g| g.get("methods")), "gateway.methods")?;
+    object(gw.and_then(|g| g.get("tool_modes")), "gateway.tool_modes")?;
+    Ok(())
 }
 
 fn action(a: ActionSpec) -> Action {
@@ -331,7 +432,7 @@ fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, Co
         Some(raw) => Some(json::parse(raw.get().as_bytes()).map_err(|e| err(&vpath, e.to_string()))?),
         None => None,
     };
-    let need = |what: &str| err(&vpath, format!("op {:?} needs {what}", spec.op).to_lowercase());
+    let need = |what: &str| err(&vpath, format!("op {} needs {what}", spec.op.name()));
     let op = match (spec.op, value) {
         (OpSpec::Exists, None) => Op::Exists(true),
         (OpSpec::Exists, Some(Json::Bool(b))) => Op::Exists(b),
@@ -606,6 +707,34 @@ mod tests {
             load_err(r#"{"version":"1","all_tools":{"limits":[{"counter":"","window":"day","max":1}]}}"#).path,
             "all_tools.limits[0].counter"
         );
+    }
+
+    #[test]
+    fn arrays_never_stand_in_for_objects() {
+        let cases = [
+            (r#"{"version":"1","tools":{"x":["deny","why"]}}"#, "tools.x", "must be an object, not array"),
+            (r#"{"version":"1","tools":{"x":[]}}"#, "tools.x", "must be an object, not array"),
+            (r#"{"version":"1","gateway":[]}"#, "gateway", "must be an object, not array"),
+            (
+                r#"{"version":"1","all_tools":{"limits":[["c","minute",1,"grant"]]}}"#,
+                "all_tools.limits[0]",
+                "must be an object, not array",
+            ),
+            (
+                r#"{"version":"1","tools":{"x":{"require":[["args.a","eq",1]]}}}"#,
+                "tools.x.require[0]",
+                "must be an object, not array",
+            ),
+            (
+                r#"{"version":"1","gateway":{"grants":[["ab","c"]]}}"#,
+                "gateway.grants[0]",
+                "must be an object, not array",
+            ),
+            (r#"["1"]"#, ".", "must be an object, not array"),
+        ];
+        for (text, path, message) in cases {
+            assert_eq!(load_err(text), ConfigError { path: path.into(), message: message.into() }, "{text}");
+        }
     }
 
     #[test]

@@ -1,0 +1,328 @@
+//! The `mcp-policy` binary: exit statuses and exact output of `check`, `explain` and usage errors.
+//! Run with `cargo test --features cli --test cli`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Exit status, stdout, stderr of `mcp-policy ARGS` run from the crate root, with `stdin` as input.
+fn run_with(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(ROOT)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().expect("exited, not killed"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    run_with(args, "")
+}
+
+/// A file under the test's scratch directory (unique per test name).
+fn scratch(name: &str, text: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn call(tool: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"node":"pve","vmid":100}}}}}}"#
+    )
+}
+
+#[test]
+fn check_valid_policies() {
+    assert_eq!(
+        run(&["check", "envoy/policy.json"]),
+        (0, "envoy/policy.json: ok: version 1, default deny, 2 tool rules, 1 limit\n".into(), String::new())
+    );
+    assert_eq!(
+        run(&["check", "envoy/policy-conditions.json"]),
+        (0, "envoy/policy-conditions.json: ok: version 1, default deny, 4 tool rules, 1 limit\n".into(), String::new())
+    );
+    let p = scratch(
+        "valid-gateway.json",
+        r#"{"version":"1","default":"allow","tools":{"x":{}},"gateway":{"mode":"dry_run","tool_modes":{"x":"enforce","y":"dry_run"},
+            "grants":[{"sha256":"6ff3b3bd11c44cac620c43d5b65377bd2ba7e8951c1e835ae40c96733730982b","label":"agent-one"}]}}"#,
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            0,
+            format!("{p}: ok: version 1, default allow, 1 tool rule, 0 limits, 1 registered grant, mode dry_run, 1 tool in dry_run\n"),
+            String::new()
+        )
+    );
+}
+
+#[test]
+fn check_reports_every_error_with_its_path() {
+    // Errors found after parsing are all reported, one per line: here two `max: 0` and the version.
+    let p = scratch(
+        "invalid-many.json",
+        r#"{"version":"2","all_tools":{"limits":[{"counter":"all","window":"hour","max":0}]},
+            "tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#,
+    );
+    let (status, out, err) = run(&["check", &p]);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "{p}: invalid policy at version: must be \"1\"\n\
+             {p}: invalid policy at all_tools.limits[0].max: must be at least 1\n\
+             {p}: invalid policy at tools.x.limits[0].max: must be at least 1\n"
+        )
+    );
+}
+
+#[test]
+fn check_unknown_field_stops_parsing() {
+    // An unknown field (like any type error) stops serde at once, so the `max: 0` beside it is
+    // not reported: `config::load` reports type errors one at a time, then all later checks together.
+    let p = scratch(
+        "invalid-unknown.json",
+        r#"{"version":"1","tools":{"x":{"actoin":"deny","limits":[{"counter":"c","window":"minute","max":0}]}}}"#,
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at tools.x.actoin: unknown field `actoin`, expected one of `action`, `reason`, \
+                 `limits`, `require`, `deny_if` at line 1 column 37\n"
+            )
+        )
+    );
+    let p = scratch(
+        "invalid-window.json",
+        r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#,
+    );
+    let (status, _, err) = run(&["check", &p]);
+    assert_eq!(status, 1);
+    assert!(
+        err.starts_with(&format!("{p}: invalid policy at tools.x.limits[0].window: unknown variant `fortnight`")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+}
+
+#[test]
+fn check_several_files_valid_and_invalid() {
+    let bad = scratch("invalid-dup.json", r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
+    let (status, out, err) = run(&["check", "envoy/policy.json", &bad]);
+    assert_eq!(status, 1);
+    assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 2 tool rules, 1 limit\n");
+    assert!(err.starts_with(&format!("{bad}: invalid policy at .: not a strict JSON document: ")), "{err}");
+    assert!(err.contains("duplicate"), "{err}");
+    // An unreadable file wins over an invalid one: status 2.
+    let (status, _, err) = run(&["check", &bad, "no/such/policy.json"]);
+    assert_eq!(status, 2);
+    assert!(
+        err.ends_with("mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unreadable_files_exit_2() {
+    assert_eq!(
+        run(&["check", "no/such/policy.json"]),
+        (
+            2,
+            String::new(),
+            "mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n".into()
+        )
+    );
+    let (status, out, err) = run(&["explain", "envoy/policy.json", "no/such/request.json"]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    assert_eq!(err, "mcp-policy: cannot read no/such/request.json: No such file or directory (os error 2)\n");
+    // The policy is read (and judged) first.
+    let (status, _, err) = run(&["explain", "no/such/policy.json", "no/such/request.json"]);
+    assert_eq!(
+        (status, err.as_str()),
+        (2, "mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n")
+    );
+}
+
+#[test]
+fn explain_allowed_call() {
+    let req = scratch("list_vms.json", &call("list_vms"));
+    assert_eq!(
+        run(&["explain", "envoy/policy.json", &req]),
+        (
+            0,
+            "decision: allowed\n\
+             rule:     tools.list_vms\n\
+             reason:   -\n\
+             method:   tools/call\n\
+             tool:     list_vms\n\
+             grant:    sha256:99bb88401742\n\
+             status:   forwarded to the MCP server (the agent gets the server's response)\n"
+                .into(),
+            String::new()
+        )
+    );
+}
+
+#[test]
+fn explain_denied_call() {
+    let req = scratch("delete_vm.json", &call("delete_vm"));
+    let (status, out, err) = run(&["explain", "envoy/policy.json", &req]);
+    assert_eq!((status, err.as_str()), (3, ""));
+    let reply = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-31001,"message":"tool 'delete_vm' denied: not allowed by policy (default: deny)","data":{"kind":"denied","tool":"delete_vm","reason":"not allowed by policy (default: deny)","rule":"default"}}}"#;
+    assert_eq!(
+        out,
+        format!(
+            "decision: denied\n\
+             rule:     default\n\
+             reason:   not allowed by policy (default: deny)\n\
+             method:   tools/call\n\
+             tool:     delete_vm\n\
+             grant:    sha256:99bb88401742\n\
+             error:    denied\n\
+             status:   200 (answered by the filter, JSON-RPC error -31001; nothing reaches the server)\n\
+             reply:\n\
+             {reply}\n"
+        )
+    );
+    let body: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], -31001);
+    assert_eq!(body["error"]["data"]["rule"], "default");
+}
+
+#[test]
+fn explain_conditions_and_stdin() {
+    let body = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"vm_agent_exec","arguments":{"vmid":100,"command":"rm -rf /"}}}"#;
+    let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], body);
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: denied\nrule:     tools.vm_agent_exec.deny_if[0]\nreason:   destructive commands are not allowed\n"), "{out}");
+    let body = body.replace("rm -rf /", "uptime");
+    let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], &body);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: allowed\nrule:     tools.vm_agent_exec\n"), "{out}");
+}
+
+#[test]
+fn explain_protocol_errors_and_passes() {
+    // Not JSON at all: refused before any policy, 400, id null.
+    let (status, out, _) = run_with(&["explain", "envoy/policy.json", "-"], "nope");
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: invalid\n"), "{out}");
+    assert!(
+        out.contains("\nerror:    parse_error\nstatus:   400 (answered by the filter, JSON-RPC error -32700;"),
+        "{out}"
+    );
+    // Lifecycle methods pass.
+    let (status, out, _) =
+        run_with(&["explain", "envoy/policy.json", "-"], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: passed\nrule:     -\nreason:   -\nmethod:   ping\n"), "{out}");
+}
+
+#[test]
+fn explain_grant_option() {
+    // sha256("agent-1") is registered: only that token gets through, and it shows by its label.
+    let p = scratch(
+        "grants.json",
+        r#"{"version":"1","default":"allow","gateway":{"grants":[{"sha256":"6ff3b3bd11c44cac620c43d5b65377bd2ba7e8951c1e835ae40c96733730982b","label":"agent-one"}]}}"#,
+    );
+    let req = scratch("reboot_vm.json", &call("reboot_vm"));
+    let (status, out, _) = run(&["explain", &p, &req, "--grant", "agent-1"]);
+    assert_eq!(status, 0);
+    assert!(out.contains("\ngrant:    agent-one\n"), "{out}");
+    let (status, out, _) = run(&["explain", &p, &req, "--grant=agent-1"]);
+    assert_eq!(status, 0, "{out}");
+    // The default grant, `cli`, is not registered: 401.
+    let (status, out, _) = run(&["explain", &p, &req]);
+    assert_eq!(status, 3);
+    assert!(
+        out.starts_with("decision: no_grant\nrule:     -\nreason:   the credential is not a registered grant\n"),
+        "{out}"
+    );
+    assert!(out.contains("\nstatus:   401 (answered by the filter, JSON-RPC error -31003; nothing reaches the server)\nheader:   www-authenticate: Bearer\n"), "{out}");
+    // With gateway.grant_header the grant goes in that header instead of Authorization.
+    let p = scratch("grant-header.json", r#"{"version":"1","default":"allow","gateway":{"grant_header":"X-Agent"}}"#);
+    let (status, out, _) = run(&["explain", &p, &req, "--grant", "agent-1"]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("\ngrant:    sha256:6ff3b3bd11c4\n"), "{out}");
+}
+
+#[test]
+fn explain_dry_run_forwards() {
+    let p = scratch("dry.json", r#"{"version":"1","default":"deny","gateway":{"mode":"dry_run"}}"#);
+    let req = scratch("dry-delete.json", &call("delete_vm"));
+    let (status, out, _) = run(&["explain", &p, &req]);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: would_deny\nrule:     default\n"), "{out}");
+    assert!(out.contains("\nstatus:   forwarded to the MCP server (dry run: the policy would refuse it;"), "{out}");
+}
+
+#[test]
+fn explain_invalid_policy_exits_1() {
+    let p = scratch(
+        "explain-invalid.json",
+        r#"{"version":"1","tools":{"x":{"limits":[{"counter":"","window":"day","max":1},{"counter":"c","window":"day","max":0}]}}}"#,
+    );
+    let req = scratch("x.json", &call("x"));
+    assert_eq!(
+        run(&["explain", &p, &req]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at tools.x.limits[0].counter: must not be empty\n\
+                 {p}: invalid policy at tools.x.limits[1].max: must be at least 1\n"
+            )
+        )
+    );
+}
+
+#[test]
+fn usage() {
+    let (status, out, err) = run(&[]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    assert!(err.contains("Usage:\n  mcp-policy check POLICY.json...\n"), "{err}");
+    let (status, out, err) = run(&["--help"]);
+    assert_eq!((status, err.as_str()), (0, ""));
+    assert!(out.contains("  mcp-policy explain POLICY.json REQUEST.json [--grant LABEL]\n"), "{out}");
+    assert!(
+        out.contains("--grant LABEL  The agent's credential (default `cli`): sent as `Authorization: Bearer LABEL`"),
+        "{out}"
+    );
+    assert_eq!(run(&["explain", "--help"]).0, 0);
+    for (args, message) in [
+        (&["frob"][..], "mcp-policy: unknown command \"frob\"\n"),
+        (&["check"], "mcp-policy: check needs at least one POLICY.json\n"),
+        (&["explain", "envoy/policy.json"], "mcp-policy: explain needs POLICY.json and REQUEST.json\n"),
+        (&["explain", "a", "b", "--grant"], "mcp-policy: --grant needs a value\n"),
+        (&["explain", "a", "b", "--grant", "x", "--grant", "y"], "mcp-policy: --grant given twice\n"),
+        (&["explain", "a", "b", "--grnat", "x"], "mcp-policy: unknown option --grnat\n"),
+        (&["check", "envoy/policy.json", "--strict"], "mcp-policy: unknown option --strict\n"),
+        (&["schema", "x"], "mcp-policy: schema takes no arguments\n"),
+    ] {
+        let (status, out, err) = run(args);
+        assert_eq!((status, out.as_str()), (2, ""), "{args:?}");
+        assert_eq!(err, format!("{message}usage: see `mcp-policy --help`\n"), "{args:?}");
+    }
+    let (status, out, _) = run(&["--version"]);
+    assert_eq!((status, out), (0, format!("mcp-policy {}\n", env!("CARGO_PKG_VERSION"))));
+}
