@@ -10,10 +10,21 @@ CARGO ?= cargo
 
 .PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema
 
-## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing)
-build: wasm-target
+WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
+# The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
+WASM_OPT_FLAGS := -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
+
+## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing), shrunk by
+## wasm-opt from npm binaryen (installed into tools/wasm-opt)
+build: wasm-target $(WASM_OPT)
 	$(CARGO) build --release --target $(WASM_TARGET) --locked
+	$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt
+	mv $(WASM).opt $(WASM)
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
+
+$(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
+	cd tools/wasm-opt && npm ci --silent --no-audit --no-fund
+	touch $@
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)

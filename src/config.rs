@@ -223,7 +223,7 @@ pub struct GatewaySpec {
     /// as in PolicyLayer, denied tools stay visible and only `hide` removes tools).
     #[serde(default)]
     pub hide_denied_tools: bool,
-    /// Largest `tools/list` response the filter rewrites, in bytes (default 4194304); larger gets 502.
+    /// Largest `tools/list` response the filter rewrites, in bytes (default 2097152); larger gets 502.
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_BODY_BYTES_CEILING)))]
     pub max_response_bytes: Option<u64>,
@@ -303,8 +303,9 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
 
 /// Default for `gateway.max_body_bytes`: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
-/// Default for `gateway.max_response_bytes`: 4 MiB.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+/// Default for `gateway.max_response_bytes`: 2 MiB, below the 4 MiB stream buffer limit that the
+/// shipped configs give Envoy (buffer filter `max_request_bytes`), so the filter answers first.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 2 * 1024 * 1024;
 /// Default for `gateway.max_tracked_grants`.
 pub const DEFAULT_MAX_TRACKED_GRANTS: u64 = 100_000;
 /// `gateway.max_body_bytes` may not exceed this (64 MiB): the filter buffers the whole body.

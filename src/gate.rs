@@ -308,6 +308,13 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             vec![("allow", "GET, POST, DELETE".into())],
         ))),
         HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(Box::new(match grant_of(policy, head) {
+            Err(why) if policy.mode_for(None) == Mode::DryRun => {
+                // Same as POST in dry-run: counted as "would deny", forwarded.
+                let mut out = no_grant(&Id::null(), why);
+                out.reply = None;
+                out.decision.dry_run = true;
+                out
+            }
             Err(why) => no_grant(&Id::null(), why),
             Ok(g) => {
                 let mut d = Decision::new(DecisionKind::Passed);

@@ -30,10 +30,16 @@ impl std::fmt::Display for ListError {
     }
 }
 
-/// Do two JSON-RPC ids denote the same id (strings by value, numbers numerically)?
+/// Do two JSON-RPC ids denote the same id? Strings by value, numbers numerically, and a string
+/// that holds a number equals that number: some SDKs (e.g. the MCP Python SDK 2.x) treat `"7"` and
+/// `7` as one id, so a server answering `"7"` must not slip past the filter.
 fn same_id(a: &Json, b: &Json) -> bool {
+    let num_eq = |x: &str, y: &str| crate::conditions::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal);
     match (a, b) {
-        (Json::Number(x), Json::Number(y)) => crate::conditions::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal),
+        (Json::Number(x), Json::Number(y)) => num_eq(x, y),
+        (Json::String(s), Json::Number(n)) | (Json::Number(n), Json::String(s)) => {
+            matches!(json::parse(s.trim().as_bytes()), Ok(Json::Number(t)) if num_eq(&t, n))
+        }
         _ => a == b,
     }
 }
@@ -59,8 +65,10 @@ fn filter_message(
 
 fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> bool) -> Result<Option<usize>, ListError> {
     let Json::Object(members) = msg else { return Ok(None) };
-    let matches = members.iter().any(|(k, v)| k == "id" && request_ids.iter().any(|r| same_id(v, r)));
-    if !matches {
+    let answers_request = members.iter().any(|(k, v)| k == "id" && request_ids.iter().any(|r| same_id(v, r)));
+    // Fail closed: any result carrying a tool list is filtered, whatever its id says.
+    let carries_tools = members.iter().any(|(k, v)| k == "result" && v.get("tools").is_some());
+    if !answers_request && !carries_tools {
         return Ok(None);
     }
     let Some((_, result)) = members.iter_mut().find(|(k, _)| k == "result") else {
@@ -111,6 +119,14 @@ pub fn filter_sse(
 ) -> Result<(Vec<u8>, usize), ListError> {
     let text = std::str::from_utf8(body).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
     let mut out = String::with_capacity(body.len());
+    // WHATWG §9.2.6: one leading byte order mark is ignored by SSE parsers; keep it, parse after it.
+    let text = match text.strip_prefix('\u{feff}') {
+        Some(rest) => {
+            out.push('\u{feff}');
+            rest
+        }
+        None => text,
+    };
     let mut removed = 0;
     // Split into lines keeping their terminators (CRLF, LF or CR), then group into events.
     let mut event: Vec<&str> = Vec::new();
@@ -135,9 +151,10 @@ pub fn filter_sse(
         }
         rest = next;
     }
-    // An unterminated last event is not dispatched by an SSE client (WHATWG §9.2.6): keep it as is.
-    for line in event {
-        out.push_str(line);
+    // WHATWG §9.2.6 says an unterminated last event is not dispatched, but some clients (httpx-sse)
+    // dispatch it anyway: filter it like any other event.
+    if !event.is_empty() {
+        removed += flush_event(&mut out, &event, request_ids, hidden)?;
     }
     Ok((out.into_bytes(), removed))
 }
@@ -227,8 +244,28 @@ mod tests {
     }
 
     #[test]
-    fn other_responses_pass_unchanged() {
+    fn tool_lists_are_filtered_whatever_their_id() {
         let body = br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"delete_vm"}]}}"#;
+        let expected = br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[]}}"#;
+        assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (expected.to_vec(), 1));
+        let as_string = br#"{"jsonrpc":"2.0","id":"7","result":{}}"#;
+        assert_eq!(filter_json(as_string, &id("7"), &hide), Err(ListError::Malformed("result has no tools")));
+    }
+
+    #[test]
+    fn sse_unterminated_last_event_and_bom_are_filtered() {
+        let stream = "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"a\"}]}}\r";
+        let (out, removed) = filter_sse(stream.as_bytes(), &id("3"), &hide).unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"a\"}]}}\r"
+        );
+    }
+
+    #[test]
+    fn other_responses_pass_unchanged() {
+        let body = br#"{"jsonrpc":"2.0","id":8,"result":{"resources":[{"name":"delete_vm"}]}}"#;
         assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (body.to_vec(), 0));
         let err = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x"}}"#;
         assert_eq!(filter_json(err, &id("7"), &hide).unwrap(), (err.to_vec(), 0));

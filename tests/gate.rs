@@ -422,6 +422,12 @@ fn dry_run_forwards_what_it_would_deny_and_consumes_nothing() {
     assert_eq!((o.reply, o.decision.dry_run, o.decision.kind), (None, true, DecisionKind::RateLimited));
     // Protocol errors are always enforced.
     assert_eq!(reply(&gate::on_body(&p, &post(&p, "a"), b"{", &s, T0)).0, 400);
+    // A missing grant is a policy refusal: forwarded as "would deny", for POST and GET alike.
+    let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json")]);
+    let o = gate::on_body(&p, &h, call(30, "list_vms").as_bytes(), &s, T0);
+    assert_eq!((o.reply, o.decision.kind, o.decision.dry_run), (None, DecisionKind::NoGrant, true));
+    let o = done(gate::on_headers(&p, &head(&p, &[(":method", b"GET")])));
+    assert_eq!((o.reply, o.decision.kind, o.decision.dry_run), (None, DecisionKind::NoGrant, true));
 }
 
 #[test]

@@ -211,11 +211,14 @@ impl Filter {
         }
         match outcome.reply {
             None => {
-                self.list_ids = outcome
-                    .tools_list_ids
-                    .iter()
-                    .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
-                    .collect();
+                // Responses are inspected only when the policy removes tools from tools/list.
+                if self.policy.as_ref().is_some_and(|p| p.filters_tools_list()) {
+                    self.list_ids = outcome
+                        .tools_list_ids
+                        .iter()
+                        .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
+                        .collect();
+                }
                 Action::Continue
             }
             Some(reply) => self.send(reply),
@@ -298,6 +301,13 @@ impl HttpContext for Filter {
         let Some(policy) = self.policy.clone() else {
             return self.unconfigured();
         };
+        if policy.filters_tools_list() {
+            // A compressed tools/list response cannot be filtered: ask the server for identity.
+            // (Header changes are only possible here, before the body says what the request is.)
+            if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "accept-encoding", None) {
+                warn!("[ctx {}] cannot remove accept-encoding: {s:?}", self.id);
+            }
+        }
         let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
             Ok(h) => h,
             Err(s) => {
