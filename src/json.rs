@@ -226,29 +226,12 @@ impl<'a> Parser<'a> {
     }
 
     fn array(&mut self) -> Result<Json, ParseError> {
-        self.enter()?;
-        self.expect(b'[')?;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(Json::Array(items));
-                }
-                Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
-                None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
-            }
-        }
+        self.array_with(|p| {
+            items.push(p.value()?);
+            Ok(())
+        })?;
+        Ok(Json::Array(items))
     }
 
     /// Parse an object at the cursor and return its members with the source range of each value.
