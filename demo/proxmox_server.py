@@ -8,6 +8,7 @@ Python SDK (`MCPServer`) and serves Streamable HTTP on 127.0.0.1.
     python demo/proxmox_server.py --port 8000                  # SSE responses (SDK default)
     python demo/proxmox_server.py --port 8000 --json-response  # application/json responses
     python demo/proxmox_server.py --port 8000 --stateless      # no sessions: plain curl works
+    python demo/proxmox_server.py --port 8000 --catalog 286    # 286 tools: the eight plus generated ones
 
 It is stateful by default: `initialize` answers with an `Mcp-Session-Id` the client sends back.
 Once the port is accepting connections it prints one line:
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -147,8 +149,58 @@ def _status(vm: _Vm) -> VmStatus:
                     memory_mib=vm.memory_mib, uptime_seconds=3600 if vm.status == "running" else 0)
 
 
-def build_server(cluster: Cluster | None = None) -> MCPServer:
-    """An MCPServer exposing the eight Proxmox-shaped tools over `cluster`."""
+# Proxmox VE API areas for the generated catalogue (`--catalog N`): (scope, resource), times verbs.
+_CATALOG_AREAS = [
+    ("cluster", "status"), ("cluster", "resources"), ("cluster", "tasks"), ("cluster", "options"),
+    ("cluster", "backup_jobs"), ("cluster", "replication"), ("cluster", "ha_groups"), ("cluster", "ha_resources"),
+    ("cluster", "firewall_rules"), ("cluster", "firewall_aliases"), ("cluster", "firewall_ipsets"),
+    ("cluster", "sdn_zones"), ("cluster", "sdn_vnets"), ("cluster", "acme_accounts"), ("cluster", "metrics_servers"),
+    ("node", "services"), ("node", "network"), ("node", "disks"), ("node", "apt_updates"), ("node", "certificates"),
+    ("node", "storage"), ("node", "syslog"), ("node", "time"), ("node", "dns"), ("node", "ceph_osd"),
+    ("node", "ceph_mon"), ("node", "ceph_pool"), ("node", "subscription"),
+    ("qemu", "config"), ("qemu", "snapshots"), ("qemu", "cloudinit"), ("qemu", "firewall_rules"),
+    ("qemu", "agent_network"), ("qemu", "agent_fsinfo"), ("qemu", "disks"), ("qemu", "migrate"),
+    ("lxc", "config"), ("lxc", "snapshots"), ("lxc", "firewall_rules"), ("lxc", "migrate"),
+    ("access", "users"), ("access", "groups"), ("access", "roles"), ("access", "tokens"), ("access", "domains"),
+    ("pool", "members"), ("storage", "content"),
+]
+_CATALOG_VERBS = ("list", "get", "create", "update", "delete", "status")
+
+
+def catalog_names(count: int) -> list[str]:
+    """`count` generated Proxmox-API-shaped tool names, e.g. `pve_qemu_snapshots_delete`."""
+    names = [f"pve_{scope}_{res}_{verb}" for scope, res in _CATALOG_AREAS for verb in _CATALOG_VERBS]
+    if count > len(names):
+        raise ValueError(f"the generated catalogue has at most {len(names)} tools")
+    return names[:count]
+
+
+def _add_catalog_tool(mcp: MCPServer, name: str) -> None:
+    """One generated tool: typed arguments by scope, annotations by verb; it only echoes its call."""
+    _, scope, *rest = name.split("_")
+    verb = rest[-1]
+    what = " ".join(rest[:-1])
+    description = f"Proxmox VE API (simulated): {verb} {what} ({scope}). Returns the call it would make."
+    annotations = ToolAnnotations(readOnlyHint=verb in ("list", "get", "status"),
+                                  destructiveHint=verb in ("create", "update", "delete"),
+                                  idempotentHint=verb != "create", openWorldHint=False)
+    if scope in ("qemu", "lxc"):
+        def handler(node: str, vmid: int) -> dict:
+            return {"tool": name, "node": node, "vmid": vmid, "simulated": True}
+    elif scope in ("node", "storage"):
+        def handler(node: str) -> dict:
+            return {"tool": name, "node": node, "simulated": True}
+    else:
+        def handler() -> dict:
+            return {"tool": name, "simulated": True}
+    handler.__name__ = handler.__qualname__ = name
+    mcp.add_tool(handler, name=name, title=" ".join(w.capitalize() for w in name.split("_")[1:]),
+                 description=description, annotations=annotations)
+
+
+def build_server(cluster: Cluster | None = None, catalog: int = 0) -> MCPServer:
+    """An MCPServer exposing the eight Proxmox-shaped tools over `cluster`; with `catalog` N > 8,
+    generated tools (see `catalog_names`) are added so that it lists N tools in total."""
     c = cluster or Cluster.seeded()
     mcp = MCPServer(
         name="proxmox-demo",
@@ -218,13 +270,19 @@ def build_server(cluster: Cluster | None = None) -> MCPServer:
         return ExecStatus(pid=pid, exited=True, exitcode=0,
                           out_data=f"[simulated on {node}/{vmid}] {command}\n")
 
+    if catalog:
+        base = 8  # the tools above
+        if catalog < base:
+            raise ValueError(f"--catalog must be at least {base}")
+        for name in catalog_names(catalog - base):
+            _add_catalog_tool(mcp, name)
     return mcp
 
 
-async def serve(port: int, json_response: bool, stateless: bool = False) -> None:
+async def serve(port: int, json_response: bool, stateless: bool = False, catalog: int = 0) -> None:
     """Serve until cancelled; print the ready line once the port accepts connections."""
-    app = build_server().streamable_http_app(streamable_http_path=MCP_PATH, json_response=json_response,
-                                             stateless_http=stateless, host=HOST)
+    app = build_server(catalog=catalog).streamable_http_app(
+        streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST)
     server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -243,9 +301,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="answer with application/json instead of text/event-stream")
     ap.add_argument("--stateless", action="store_true",
                     help="no sessions (no Mcp-Session-Id): every POST stands alone, handy for curl")
+    ap.add_argument("--catalog", type=int, default=0, metavar="N",
+                    help="list N tools in total: the eight plus generated Proxmox-API-shaped ones (default: off)")
     a = ap.parse_args(argv)
+    if a.catalog:
+        try:
+            build_server(catalog=a.catalog)  # reject a bad N before serving
+        except ValueError as e:
+            ap.error(str(e))
     try:
-        anyio.run(serve, a.port, a.json_response, a.stateless)
+        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog)
     except KeyboardInterrupt:
         pass
     return 0

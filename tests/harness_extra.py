@@ -1,0 +1,274 @@
+"""Helpers on top of `harness` for the rate-limit, failure and observability tests (and
+bench/grants_memory.py). Plain Python, no pytest dependency.
+
+- Prometheus samples from the admin port, parsed exactly (`prometheus`, `prom_value`).
+- The Envoy log: audit lines (`audit_records`), access-log decision fields (`access_records`).
+- Envoy variants of the shipped bootstrap: another `failure_policy`, a `direct_response` route.
+- Clock alignment for fixed windows (`sleep_to_next_second`, `avoid_boundary`).
+- A recorder that also answers `tools/list` with a tool list (run this file as a script:
+  `python harness_extra.py tools-upstream --port P --log L`), so that a forwarded `tools/list` is a
+  clean `passed` decision instead of an unfilterable response.
+- `/proc/PID/status` readings for memory benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import harness
+
+HERE = Path(__file__).resolve().parent
+
+# ----------------------------------------------------------------------------------- grants
+
+
+def grant_label(token: str) -> str:
+    """The label the filter logs for an unregistered bearer token: `sha256:` + 12 hex digits."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------- stats
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
+
+
+def prometheus(envoy: harness.Envoy) -> dict[str, float]:
+    """Every sample of admin `/stats/prometheus`, keyed exactly as printed: `name{labels}`
+    (Envoy prints `{}` for untagged stats, e.g. `mcp_policy_allowed_total{}`)."""
+    status, text = envoy.admin_get("/stats/prometheus")
+    if status != 200:
+        raise RuntimeError(f"/stats/prometheus: HTTP {status}")
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def prom_value(envoy: harness.Envoy, key: str) -> float:
+    """One sample, by its exact printed key, e.g. `mcp_policy_denied_total{}`; KeyError if absent."""
+    samples = prometheus(envoy)
+    if key not in samples:
+        raise KeyError(f"{key} not in /stats/prometheus; mcp samples: "
+                       f"{sorted(k for k in samples if 'mcp_policy' in k)}")
+    return samples[key]
+
+
+def prom_family(samples: dict[str, float], name: str) -> dict[str, float]:
+    """The samples of one metric family: `{labels text: value}`."""
+    return {k[len(name):]: v for k, v in samples.items() if k.startswith(name + "{")}
+
+
+# ----------------------------------------------------------------------------------- logs
+
+AUDIT_RE = re.compile(r"\[ctx \d+\] audit (\{.*\})\s*$")
+TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def audit_records(log_text: str) -> list[dict[str, Any]]:
+    """The JSON objects of the filter's audit lines, in log order."""
+    out = []
+    for line in log_text.splitlines():
+        if " audit {" not in line:
+            continue
+        m = AUDIT_RE.search(line)
+        if not m:
+            raise AssertionError(f"malformed audit line: {line}")
+        out.append(json.loads(m.group(1)))
+    return out
+
+
+def access_records(log_text: str, request_line: str = '"POST /mcp"') -> list[dict[str, str]]:
+    """Access-log lines of the shipped format containing `request_line`, as dicts: the `key=value`
+    fields (`mcp_decision`, `mcp_tool`, `mcp_grant`, `mcp_rule`, `mcp_error`, `up`, `rid`) plus
+    `status` and `details` (%RESPONSE_CODE% and %RESPONSE_CODE_DETAILS%)."""
+    out = []
+    for line in log_text.splitlines():
+        if request_line not in line or " mcp_decision=" not in line:
+            continue
+        head, _, rest = line.partition(request_line)
+        before_fields = rest.split(" mcp_decision=", 1)[0].split()
+        rec = dict(f.split("=", 1) for f in ("mcp_decision=" + rest.split(" mcp_decision=", 1)[1]).split()
+                   if "=" in f)
+        rec["status"] = before_fields[0] if before_fields else ""
+        rec["details"] = before_fields[1] if len(before_fields) > 1 else ""
+        out.append(rec)
+    return out
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.05, what: str = "condition"):
+    """Poll `predicate()` until it returns a truthy value (returned) or `timeout` s pass (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+# ----------------------------------------------------------------------------------- Envoy variants
+
+
+def render(stack: harness.Stack, policy: dict | str, upstream_port: int, *, wasm: Path | None = None,
+           failure_policy: str | None = None, direct_response: str | None = None) -> str:
+    """The shipped bootstrap (via `harness.render_envoy_config`) with optional changes:
+    `failure_policy` of the wasm filter, and a route that answers with a fixed 200 JSON body
+    (`direct_response`) instead of forwarding upstream."""
+    text = harness.render_envoy_config(policy, wasm or stack.wasm, harness.free_port(), harness.free_port(),
+                                       upstream_port)
+    if failure_policy is None and direct_response is None:
+        return text
+    cfg = yaml.safe_load(text)
+    if failure_policy is not None:
+        harness.wasm_filter(cfg)["config"]["failure_policy"] = failure_policy
+    if direct_response is not None:
+        (vhost,) = harness.hcm(cfg)["route_config"]["virtual_hosts"]
+        vhost["routes"] = [{"match": {"prefix": "/"},
+                            "direct_response": {"status": 200, "body": {"inline_string": direct_response}},
+                            "response_headers_to_add": [{"header": {"key": "content-type",
+                                                                    "value": "application/json"}}]}]
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
+
+
+def start(stack: harness.Stack, config: str, *, concurrency: int = 2, name: str = "envoy",
+          log_level: str = "info") -> harness.Envoy:
+    """Start Envoy on a rendered config as part of `stack` (stopped with it)."""
+    env = harness.start_envoy(config, concurrency=concurrency, log_dir=stack.log_dir,
+                              name=stack._unique(name), log_level=log_level)
+    stack.envoys.append(env)
+    return env
+
+
+# ----------------------------------------------------------------------------------- time
+
+
+def sleep_to_next_second(offset: float = 0.02) -> float:
+    """Sleep until `offset` s past the next whole UTC second; returns that second (epoch s)."""
+    now = time.time()
+    target = int(now) + 1
+    time.sleep(target + offset - now)
+    return target
+
+
+def avoid_boundary(window_seconds: int, margin: float) -> float:
+    """If the next UTC boundary of a fixed window of `window_seconds` is less than `margin` s away,
+    sleep past it; returns the time slept."""
+    left = window_seconds - (time.time() % window_seconds)
+    if left < margin:
+        time.sleep(left + 0.1)
+        return left + 0.1
+    return 0.0
+
+
+def window_index(window_seconds: int, t: float | None = None) -> int:
+    return int((time.time() if t is None else t) // window_seconds)
+
+
+# ----------------------------------------------------------------------------------- upstream
+
+TOOLS = ["list_vms", "vm_agent_exec", "delete_vm", "stop_vm"]
+
+
+def start_tools_upstream(stack: harness.Stack, name: str = "tools-upstream") -> tuple[harness.ManagedProcess, int, Path]:
+    """Like `Stack.recorder()` (same JSONL log), but `tools/list` gets a result listing `TOOLS`."""
+    port = harness.free_port()
+    uniq = stack._unique(name)
+    log = stack.log_dir / f"{uniq}.jsonl"
+    argv = [sys.executable, str(Path(__file__).resolve()), "tools-upstream", "--port", str(port), "--log", str(log)]
+    proc = harness.spawn(uniq, argv, stack.log_dir / f"{uniq}.out", cwd=harness.REPO_ROOT)
+    proc.wait_until(lambda: harness.port_open(port), 10.0, "listening")
+    stack.procs.append(proc)
+    return proc, port, log
+
+
+def _serve_tools_upstream(port: int, log_path: str) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _handle(self):
+            n = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(n) if n else b""
+            entry = {"method": self.command, "path": self.path,
+                     "headers": {k.lower(): v for k, v in self.headers.items()},
+                     "body_sha256": hashlib.sha256(body).hexdigest(), "body_len": len(body)}
+            with lock, open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+            reply, status = b"", 202
+            try:
+                msg = json.loads(body)
+                if isinstance(msg, dict) and "id" in msg and "method" in msg:
+                    if msg["method"] == "tools/list":
+                        result = {"tools": [{"name": t, "inputSchema": {"type": "object"}} for t in TOOLS]}
+                    else:
+                        result = {"content": [{"type": "text", "text": "ok"}]}
+                    reply, status = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode(), 200
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                pass
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        do_POST = do_GET = do_DELETE = _handle
+
+    ThreadingHTTPServer((harness.HOST, port), Handler).serve_forever()
+
+
+# ----------------------------------------------------------------------------------- processes
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """Memory lines of /proc/PID/status in KiB: {"VmRSS": ..., "RssAnon": ..., ...}."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            out[key] = int(parts[0])
+    return out
+
+
+def cargo_build(args: list[str], timeout: float = 900.0) -> subprocess.CompletedProcess:
+    """Run `cargo ARGS` in the repository root, capturing output."""
+    import shutil
+
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    return subprocess.run([cargo, *args], cwd=harness.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["tools-upstream"])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--log", required=True)
+    a = ap.parse_args()
+    _serve_tools_upstream(a.port, a.log)
