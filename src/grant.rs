@@ -52,7 +52,10 @@ pub fn from_authorization(value: &[u8]) -> Option<Grant> {
         return None;
     }
     let token = value.get(7..)?.trim_ascii_start();
-    is_b64token(token).then(|| Grant::from_credential(token))
+    // `=` padding does not change what a base64 token decodes to (JWT validators accept `T` and
+    // `T=` alike), so it must not make a second grant with its own quota.
+    let unpadded = token.iter().rposition(|&b| b != b'=').map_or(token, |i| token.get(..=i).unwrap_or(token));
+    is_b64token(token).then(|| Grant::from_credential(unpadded))
 }
 
 /// The grant of a trusted header value: any non-empty value after trimming whitespace.
@@ -73,6 +76,8 @@ mod tests {
         assert_eq!(from_authorization(b"bearer   abc"), Some(g.clone()));
         assert_eq!(from_authorization(b"BEARER abc "), Some(g));
         assert!(from_authorization(b"Bearer a.b-c_d~e+f/g==").is_some());
+        assert_eq!(from_authorization(b"Bearer abc="), from_authorization(b"Bearer abc"));
+        assert_eq!(from_authorization(b"Bearer abc=="), from_authorization(b"Bearer abc"));
     }
 
     #[test]

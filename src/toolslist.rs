@@ -110,23 +110,99 @@ pub fn filter_json(
     }
 }
 
-/// Filter a `text/event-stream` body: every event is kept; the `data` of the event carrying the
-/// matching response is replaced by one `data:` line with the filtered JSON.
+/// Filter a whole `text/event-stream` body: every event is kept; the `data` of an event carrying a
+/// tool list is replaced by one `data:` line with the filtered JSON.
 pub fn filter_sse(
     body: &[u8],
     request_ids: &[Json],
     hidden: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<u8>, usize), ListError> {
-    let text = std::str::from_utf8(body).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
-    let mut out = String::with_capacity(body.len());
-    // WHATWG §9.2.6: one leading byte order mark is ignored by SSE parsers; keep it, parse after it.
-    let text = match text.strip_prefix('\u{feff}') {
-        Some(rest) => {
-            out.push('\u{feff}');
-            rest
+    SseStream::new(usize::MAX).push(body, true, request_ids, hidden)
+}
+
+/// An SSE stream filtered event by event as it arrives, so that long-lived streams (the GET stream,
+/// resumed streams) are filtered without waiting for their end. Complete events are filtered and
+/// passed on at once; an incomplete last event is held until its end arrives.
+#[derive(Debug)]
+pub struct SseStream {
+    tail: Vec<u8>,
+    at_start: bool,
+    /// Largest incomplete event held, in bytes.
+    max_pending: usize,
+}
+
+impl SseStream {
+    pub fn new(max_pending: usize) -> Self {
+        SseStream { tail: Vec::new(), at_start: true, max_pending }
+    }
+
+    /// Feed the next chunk (`end`: it is the last). Returns the bytes to pass on now and how many
+    /// tools were removed from them.
+    pub fn push(
+        &mut self,
+        chunk: &[u8],
+        end: bool,
+        request_ids: &[Json],
+        hidden: &dyn Fn(&str) -> bool,
+    ) -> Result<(Vec<u8>, usize), ListError> {
+        self.tail.extend_from_slice(chunk);
+        let split = if end { self.tail.len() } else { last_event_end(&self.tail) };
+        let rest = self.tail.split_off(split);
+        let done = std::mem::replace(&mut self.tail, rest);
+        if self.tail.len() > self.max_pending {
+            return Err(ListError::Unreadable("an SSE event exceeds gateway.max_response_bytes".into()));
         }
-        None => text,
-    };
+        if done.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let text = std::str::from_utf8(&done).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
+        let mut out = String::with_capacity(done.len());
+        // WHATWG §9.2.6: one leading byte order mark is ignored by SSE parsers; keep it, parse after it.
+        let text = match (self.at_start, text.strip_prefix('\u{feff}')) {
+            (true, Some(rest)) => {
+                out.push('\u{feff}');
+                rest
+            }
+            _ => text,
+        };
+        self.at_start = false;
+        let removed = filter_events(&mut out, text, request_ids, hidden)?;
+        Ok((out.into_bytes(), removed))
+    }
+}
+
+/// The byte offset just after the last blank line (the end of the last complete event), or 0.
+/// A CR at the very end may be the first half of a CRLF, so it does not end a line yet.
+fn last_event_end(data: &[u8]) -> usize {
+    let mut boundary = 0;
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < data.len() {
+        let term = match (data.get(i), data.get(i + 1)) {
+            (Some(b'\r'), Some(b'\n')) => 2,
+            (Some(b'\r'), None) => return boundary,
+            (Some(b'\r' | b'\n'), _) => 1,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if i == line_start {
+            boundary = i + term;
+        }
+        i += term;
+        line_start = i;
+    }
+    boundary
+}
+
+/// Filter complete events (and, at the end of a stream, an unterminated last one).
+fn filter_events(
+    out: &mut String,
+    text: &str,
+    request_ids: &[Json],
+    hidden: &dyn Fn(&str) -> bool,
+) -> Result<usize, ListError> {
     let mut removed = 0;
     // Split into lines keeping their terminators (CRLF, LF or CR), then group into events.
     let mut event: Vec<&str> = Vec::new();
@@ -146,7 +222,7 @@ pub fn filter_sse(
         let bare = line.trim_end_matches(['\n', '\r']);
         event.push(line);
         if bare.is_empty() {
-            removed += flush_event(&mut out, &event, request_ids, hidden)?;
+            removed += flush_event(out, &event, request_ids, hidden)?;
             event.clear();
         }
         rest = next;
@@ -154,9 +230,9 @@ pub fn filter_sse(
     // WHATWG §9.2.6 says an unterminated last event is not dispatched, but some clients (httpx-sse)
     // dispatch it anyway: filter it like any other event.
     if !event.is_empty() {
-        removed += flush_event(&mut out, &event, request_ids, hidden)?;
+        removed += flush_event(out, &event, request_ids, hidden)?;
     }
-    Ok((out.into_bytes(), removed))
+    Ok(removed)
 }
 
 fn flush_event(
@@ -205,6 +281,27 @@ fn flush_event(
         }
     }
     Ok(removed)
+}
+
+/// Is the `charset` parameter of a content type absent or UTF-8 (RFC 9110 §8.3.1; case-insensitive,
+/// possibly quoted)?
+pub fn charset_is_utf8(content_type: &[u8]) -> bool {
+    content_type.split(|&b| b == b';').skip(1).all(|param| {
+        let param = param.trim_ascii();
+        match param.iter().position(|&b| b == b'=') {
+            Some(eq) if param.get(..eq).is_some_and(|n| n.trim_ascii().eq_ignore_ascii_case(b"charset")) => {
+                let value = param.get(eq + 1..).unwrap_or(b"").trim_ascii();
+                let value = value.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")).unwrap_or(value);
+                value.eq_ignore_ascii_case(b"utf-8") || value.eq_ignore_ascii_case(b"utf8")
+            }
+            _ => true,
+        }
+    })
+}
+
+/// The media type of a Content-Type value, lower-cased, without parameters.
+pub fn media_type(v: &[u8]) -> Vec<u8> {
+    v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii().to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -306,6 +403,58 @@ mod tests {
                 "event: message\r\nid: ev-2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L1\",\"result\":{\"tools\":[{\"name\":\"list_vms\"}]}}\r\n\r\n",
             )
         );
+    }
+
+    #[test]
+    fn streams_are_filtered_event_by_event_across_any_chunking() {
+        let stream = concat!(
+            "\u{feff}event: message\r\nid: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\r\n\r\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"é\"}]}}\r\n\r\n",
+            ": comment\n\n",
+        );
+        let (whole, removed) = filter_sse(stream.as_bytes(), &[], &hide).unwrap();
+        assert_eq!(removed, 1);
+        assert!(!std::str::from_utf8(&whole).unwrap().contains("delete_vm"));
+        // Every split point, including inside CRLF pairs and multi-byte characters, gives the same bytes.
+        let bytes = stream.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut s = SseStream::new(1 << 20);
+            let (mut out, mut n) = s.push(&bytes[..cut], false, &[], &hide).unwrap();
+            let (more, m) = s.push(&bytes[cut..], true, &[], &hide).unwrap();
+            out.extend(more);
+            n += m;
+            assert_eq!((out.as_slice(), n), (whole.as_slice(), 1), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn complete_events_pass_before_the_stream_ends() {
+        let mut s = SseStream::new(64);
+        let (out, _) = s
+            .push(b"data: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"delete_x\"}]}}\n\ndata: {", false, &[], &hide)
+            .unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), "data: {\"id\":1,\"result\":{\"tools\":[]}}\n\n");
+        assert!(matches!(s.push(&[b'x'; 100], false, &[], &hide), Err(ListError::Unreadable(_))));
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(media_type(b" Text/Event-Stream ; charset=UTF-8"), b"text/event-stream");
+        for ok in [
+            &b"application/json"[..],
+            b"application/json; charset=utf-8",
+            b"text/event-stream;charset=\"UTF-8\"",
+            b"a/b; x=y",
+        ] {
+            assert!(charset_is_utf8(ok), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [
+            &b"text/event-stream; charset=utf-7"[..],
+            b"application/json; CHARSET=latin1",
+            b"a/b; x=1; charset=\"utf-16\"",
+        ] {
+            assert!(!charset_is_utf8(bad), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

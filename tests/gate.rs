@@ -455,3 +455,27 @@ fn tools_list_requests_are_marked_for_response_filtering() {
     let o = gate::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
     assert!(o.tools_list_ids.is_empty());
 }
+
+#[test]
+fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let long_id = "9".repeat(5000);
+    let keys: String = (0..100).map(|i| format!("\"k{i}\":1")).collect::<Vec<_>>().join(",");
+    let name = format!("x\n[info] forged\u{1b}[31m\u{2028}{}", "y".repeat(1000));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{long_id},"method":"tools/call","params":{{"name":{},"arguments":{{{keys}}}}}}}"#,
+        serde_json::to_string(&name).unwrap()
+    );
+    let o = gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
+    let line = o.decision.audit_json("t", None);
+    assert!(line.len() < 2000, "audit line is {} bytes", line.len());
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id_bytes"], 5000);
+    assert_eq!(v["arg_keys"].as_array().unwrap().len(), 32);
+    assert_eq!(v["arg_keys_total"], 100);
+    assert_eq!(v["tool"].as_str().unwrap().chars().count(), 257);
+    let safe = gate::log_safe(&name);
+    assert!(safe.starts_with("x\\u{a}[info] forged\\u{1b}[31m\\u{2028}yyy"), "{safe}");
+    assert!(!safe.contains('\n') && !safe.contains('\u{1b}') && safe.chars().count() < 160);
+}

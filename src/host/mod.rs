@@ -137,8 +137,10 @@ impl RootContext for Root {
             metrics: Rc::clone(&self.metrics),
             head: None,
             decided: false,
+            inspect: Inspect::Nothing,
             list_ids: Vec::new(),
             list_mode: None,
+            sse: None,
             list_failed: false,
             request_id: None,
         }))
@@ -158,6 +160,10 @@ struct Filter {
     decided: bool,
     /// Ids of the forwarded `tools/list` requests whose response must be filtered.
     list_ids: Vec<Json>,
+    /// Which responses may carry a tool list that must be filtered.
+    inspect: Inspect,
+    /// The SSE filter of a streamed response.
+    sse: Option<toolslist::SseStream>,
     /// How the response is being filtered, once its headers said so.
     list_mode: Option<ListMode>,
     /// The response could not be filtered and was replaced by an error; drop the rest.
@@ -166,14 +172,21 @@ struct Filter {
     request_id: Option<String>,
 }
 
+/// Which responses are inspected for tool lists (only when the policy removes tools from lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inspect {
+    Nothing,
+    /// The reply to a `tools/list` request: JSON or SSE; anything else is refused.
+    ListReply,
+    /// Any other forwarded request (including GET streams): SSE replies only, since a tool list
+    /// can arrive on any stream (resumed streams, the GET stream).
+    AnyStream,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ListMode {
     Json,
     Sse,
-}
-
-fn media_type(v: &[u8]) -> Vec<u8> {
-    v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii().to_ascii_lowercase()
 }
 
 impl Context for Filter {}
@@ -191,13 +204,13 @@ impl Filter {
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
         let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
         if let Some(t) = &d.tool {
-            let _ = hostcalls::set_property(vec!["mcp_tool"], Some(t.as_bytes()));
+            let _ = hostcalls::set_property(vec!["mcp_tool"], Some(gate::log_safe(t).as_bytes()));
         }
         if let Some(g) = &d.grant {
             let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
         }
         if let Some(r) = &d.rule {
-            let _ = hostcalls::set_property(vec!["mcp_rule"], Some(r.as_bytes()));
+            let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
         }
         if let Some(k) = d.error_kind {
             let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
@@ -218,6 +231,8 @@ impl Filter {
                         .iter()
                         .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
                         .collect();
+                    self.inspect =
+                        if outcome.tools_list_ids.is_empty() { Inspect::AnyStream } else { Inspect::ListReply };
                 }
                 Action::Continue
             }
@@ -365,27 +380,40 @@ impl HttpContext for Filter {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        if self.list_ids.is_empty() || end_of_stream {
+        if self.inspect == Inspect::Nothing || end_of_stream {
             return Action::Continue;
         }
         let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
+        let content_type = header("content-type").unwrap_or_default();
+        let mode = match (toolslist::media_type(&content_type).as_slice(), self.inspect) {
+            (b"text/event-stream", _) => ListMode::Sse,
+            (b"application/json", Inspect::ListReply) => ListMode::Json,
+            (_, Inspect::ListReply) => {
+                return self.bad_gateway("the tools/list response has an unexpected content type");
+            }
+            // A JSON reply to another request answers that request only: not a tool list.
+            _ => return Action::Continue,
+        };
         if let Some(enc) = header("content-encoding") {
             if !enc.trim_ascii().eq_ignore_ascii_case(b"identity") {
-                return self.bad_gateway("the tools/list response is content-encoded and cannot be filtered");
+                return self.bad_gateway("the response is content-encoded and its tool list cannot be filtered");
             }
         }
-        self.list_mode = match header("content-type").map(|v| media_type(&v)).as_deref() {
-            Some(b"application/json") => Some(ListMode::Json),
-            Some(b"text/event-stream") => Some(ListMode::Sse),
-            _ => return self.bad_gateway("the tools/list response has an unexpected content type"),
-        };
+        if !toolslist::charset_is_utf8(&content_type) {
+            // Clients decode by the declared charset; the filter reads UTF-8. They must agree.
+            return self.bad_gateway("the response declares a charset other than utf-8");
+        }
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
         let too_long = header("content-length")
             .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
-            .zip(self.policy.as_ref())
-            .is_some_and(|(len, p)| len > p.gateway.max_response_bytes);
-        if too_long {
+            .is_some_and(|len| len > policy.gateway.max_response_bytes);
+        if mode == ListMode::Json && too_long {
             return self.bad_gateway("the tools/list response exceeds gateway.max_response_bytes");
         }
+        if mode == ListMode::Sse {
+            self.sse = Some(toolslist::SseStream::new(policy.gateway.max_response_bytes));
+        }
+        self.list_mode = Some(mode);
         // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter that
         // pauses response headers never sees the body. So a body that later turns out unfilterable
         // is replaced by a JSON-RPC error under the status already sent (see `fail_list`).
@@ -401,6 +429,31 @@ impl HttpContext for Filter {
         }
         let Some(mode) = self.list_mode else { return Action::Continue };
         let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        let hidden = |name: &str| policy.is_unlisted(name);
+        if mode == ListMode::Sse {
+            // Streamed: complete events are filtered and passed on at once; a partial event waits.
+            let chunk = match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
+                Ok(b) => b.unwrap_or_default(),
+                Err(s) => {
+                    return self.fail_list(mode, body_size, end_of_stream, &format!("cannot read the response: {s:?}"))
+                }
+            };
+            let Some(stream) = self.sse.as_mut() else { return Action::Continue };
+            return match stream.push(&chunk, end_of_stream, &self.list_ids, &hidden) {
+                Ok((out, removed)) => {
+                    if out != chunk {
+                        if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &out) {
+                            return self.fail_list(mode, body_size, end_of_stream, &format!("cannot rewrite: {s:?}"));
+                        }
+                    }
+                    if removed > 0 {
+                        self.metrics.tools_removed(removed);
+                    }
+                    Action::Continue
+                }
+                Err(e) => self.fail_list(mode, body_size, end_of_stream, &e.to_string()),
+            };
+        }
         if body_size > policy.gateway.max_response_bytes {
             return self.fail_list(
                 mode,
@@ -416,12 +469,7 @@ impl HttpContext for Filter {
             Ok(b) => b.unwrap_or_default(),
             Err(s) => return self.bad_gateway(&format!("cannot read the response body: {s:?}")),
         };
-        let hidden = |name: &str| policy.is_unlisted(name);
-        let result = match mode {
-            ListMode::Json => toolslist::filter_json(&body, &self.list_ids, &hidden),
-            ListMode::Sse => toolslist::filter_sse(&body, &self.list_ids, &hidden),
-        };
-        match result {
+        match toolslist::filter_json(&body, &self.list_ids, &hidden) {
             Ok((new_body, removed)) => {
                 self.list_mode = None;
                 if removed > 0 {

@@ -38,7 +38,7 @@ CATALOG_HIDDEN = [n for i, n in enumerate(CATALOG_NAMES) if i % 9 == 4]
 POLICY = {"version": "1", "default": "allow", "hide": HIDDEN_DEMO + CATALOG_HIDDEN}
 HIDDEN = set(POLICY["hide"])
 BAD = "bad_upstream_response"
-ENCODED_REASON = "the tools/list response is content-encoded and cannot be filtered"
+ENCODED_REASON = "the response is content-encoded and its tool list cannot be filtered"
 TOO_BIG_REASON = "the tools/list response exceeds gateway.max_response_bytes"
 
 
@@ -458,3 +458,92 @@ def test_sdk_client_never_sees_a_hidden_tool(envoy, stub, shape):
         assert got.error.code == -31006, got
         return
     assert got == [n for n in DEMO_NAMES if n not in HIDDEN], f"the SDK client listed {got}"
+
+
+# ------------------------------------------------------------------------------ (h) red-team findings
+
+
+def _get(envoy, path: str, **headers) -> RawReply:
+    """A GET (the Streamable HTTP SSE stream) through Envoy, read raw."""
+    import http.client
+    conn = http.client.HTTPConnection(harness.HOST, envoy.listen_port, timeout=10)
+    conn.putrequest("GET", path, skip_accept_encoding=True)
+    for k, v in {"accept": "text/event-stream", "authorization": "Bearer lists-grant", **headers}.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return RawReply(resp.status, [(k.lower(), v) for k, v in resp.getheaders()], body)
+
+
+@pytest.mark.parametrize("charset", ["utf-7", "UTF-16", "\"latin1\""])
+def test_a_non_utf8_charset_gets_502(envoy, stub, charset):
+    """A client decodes by the declared charset; in UTF-7 `+ACIAfQ...-` inside a string is a new tool."""
+    msg = {"jsonrpc": "2.0", "id": 7, "result": {"tools": DEMO_TOOLS}}
+    for ctype, body in [("application/json", compact(msg)),
+                        ("text/event-stream", b"event: message\ndata: " + compact(msg) + b"\n\n")]:
+        path = stub.route(f"/charset-{ctype.replace('/', '-')}-{charset.strip(chr(34))}",
+                          Canned(200, [("content-type", f"{ctype}; charset={charset}")], body))
+        r = list_via(envoy, path, 7)
+        assert r.status == 502, ctype
+        assert r.json()["error"]["code"] == -31006
+        assert r.json()["error"]["data"]["reason"] == "the response declares a charset other than utf-8"
+        assert_no_tool_names(r.body, DEMO_NAMES)
+
+
+def test_utf8_charset_is_filtered_normally(envoy, stub):
+    msg = {"jsonrpc": "2.0", "id": 7, "result": {"tools": DEMO_TOOLS}}
+    path = stub.route("/charset-ok", Canned(200, [("content-type", "application/json; charset=\"UTF-8\"")], compact(msg)))
+    r = list_via(envoy, path, 7)
+    assert r.status == 200
+    assert [t["name"] for t in r.json()["result"]["tools"]] == [n for n in DEMO_NAMES if n not in HIDDEN]
+
+
+def test_tool_lists_on_get_and_resumed_streams_are_filtered(envoy, stub):
+    """An SDK matches a list that arrives on the GET stream (or a stream resumed with Last-Event-ID)
+    to its pending tools/list request by id: those streams must be filtered too."""
+    msg = {"jsonrpc": "2.0", "id": 7, "result": {"tools": DEMO_TOOLS}}
+    stream = b"id: ev2\r\nevent: message\r\ndata: " + compact(msg) + b"\r\n\r\n"
+    path = stub.route("/resume", sse_canned(stream, pieces=7))
+    r = _get(envoy, path, **{"last-event-id": "ev1"})
+    assert r.status == 200
+    expected = sse_filtered(stream, 7, HIDDEN)
+    assert r.body == expected
+    assert b"delete_vm" not in r.body
+
+
+def test_sse_replies_to_other_requests_are_filtered(envoy, stub):
+    """A tools/call answered over SSE whose stream also carries a tool list for another id."""
+    listing = {"jsonrpc": "2.0", "id": 99, "result": {"tools": DEMO_TOOLS}}
+    answer = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "ok"}]}}
+    stream = b"data: " + compact(listing) + b"\n\ndata: " + compact(answer) + b"\n\n"
+    path = stub.route("/call-sse", sse_canned(stream, pieces=3))
+    r = raw_post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), mcp_headers())
+    assert r.status == 200
+    assert r.body == sse_filtered(stream, 99, HIDDEN)
+    assert b"delete_vm" not in r.body
+
+
+def test_sse_events_pass_before_the_stream_ends(envoy, stub):
+    """Streams are filtered event by event: the first event reaches the client while the upstream
+    still holds the stream open (a long-lived GET stream must keep working)."""
+    import socket
+    first = b"event: message\ndata: " + compact({"jsonrpc": "2.0", "method": "notifications/x"}) + b"\n\n"
+    path = stub.route("/slow-stream", Canned(200, [("content-type", "text/event-stream")], b"",
+                                             chunks=[first, b": still here\n\n"], chunk_delay=2.0))
+    sock = socket.create_connection((harness.HOST, envoy.listen_port), timeout=10)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n"
+                 "authorization: Bearer lists-grant\r\n\r\n".encode())
+    sock.settimeout(1.5)
+    got = b""
+    try:
+        while b"notifications/x" not in got:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += data
+    except socket.timeout:
+        pass
+    sock.close()
+    assert b"notifications/x" in got, got
