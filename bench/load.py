@@ -16,7 +16,9 @@ configuration, all at once, then drives them with wrk (Debian package) in interl
     (e)  (b) with --concurrency 2
 
 Every figure that compares configurations is a ratio within one round (configurations run back to
-back, order reversed every other round), summarised as median [min, max] over the rounds.
+back, order reversed every other round), summarised as median [min, max] over the rounds; the
+front Envoy's CPU time per request (/proc/PID/stat) is reported next to throughput and latency.
+Then (a), (b), (c) again with more connections (--sat-conns, default 8), near saturation.
 Then: Envoy RSS per configuration, memory per tracked grant, wasm size per release profile
 (and wasm-opt from npm binaryen), the criterion results of `cargo bench`, a latency plot, and the
 results section of BENCHMARKS.md between its markers.
@@ -151,6 +153,14 @@ class Envoy:
                 if v.strip().lstrip("-").isdigit():
                     out[k] = int(v)
             return out
+
+    def heap_allocated(self) -> int | None:
+        """Bytes allocated in Envoy's heap (admin /memory, tcmalloc); shared data lives there."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/memory", timeout=5) as r:
+                return int(json.loads(r.read())["allocated"])
+        except (OSError, ValueError, KeyError):
+            return None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -287,6 +297,7 @@ def grant_memory(envoy: str, workdir: pathlib.Path, wasm: pathlib.Path, upstream
                         "one-grant"], capture_output=True, check=True)
         time.sleep(0.5)
         rss0, _ = proc_stat(e.proc.pid)
+        heap0 = e.heap_allocated()
         base, tracked0 = allowed(), tracked()
         # wrk's main thread sleeps for -d whatever the script does, so watch Envoy's counter and stop wrk
         # once N calls were allowed (grants.lua stops sending after N responses).
@@ -304,10 +315,14 @@ def grant_memory(envoy: str, workdir: pathlib.Path, wasm: pathlib.Path, upstream
             raise SystemExit(f"grant memory: {wrk_out[:2000]}")
         time.sleep(0.5)
         rss1, _ = proc_stat(e.proc.pid)
+        heap1 = e.heap_allocated()
         new = tracked() - tracked0
         return {"grants": new, "tracked_before": tracked0, "tracked_after": tracked0 + new,
                 "allowed_new": allowed() - base, "rss0_kib": rss0, "rss1_kib": rss1,
-                "bytes_per_grant": (rss1 - rss0) * 1024 / max(new, 1), "seconds": took}
+                "bytes_per_grant": (rss1 - rss0) * 1024 / max(new, 1), "seconds": took,
+                "heap0": heap0, "heap1": heap1,
+                "heap_bytes_per_grant": (heap1 - heap0) / max(new, 1) if heap0 is not None and heap1 is not None
+                else None}
     finally:
         e.stop()
 
@@ -435,6 +450,17 @@ def render_results(res: dict) -> str:
         s = c["summary"]
         out.append(f"| {CONFIGS[name][0]} | {s['rps']:.0f} | {s['p50']:.0f} | {s['p90']:.0f} | {s['p99']:.0f} | "
                    f"{s['p99.9']:.0f} | {s['cpu_us_per_req']:.1f} | {c['rss_kib'] / 1024:.1f} | {s['errors']} |")
+    sat = res.get("saturation")
+    if sat:
+        out += ["", f"#### Near saturation: `wrk -t{p['threads']} -c{sat['conns']}`, {sat['rounds']} rounds", "",
+                "| configuration | requests/s | p50 µs | p99 µs | front Envoy CPU µs/request | errors |",
+                "|---|---|---|---|---|---|"]
+        for name, c in sat["configs"].items():
+            out.append(f"| {CONFIGS[name][0]} | {c['rps']:.0f} | {c['p50']:.0f} | {c['p99']:.0f} | "
+                       f"{c['cpu_us_per_req']:.1f} | {c['errors']} |")
+        out += ["", "| ratio | median [min, max] |", "|---|---|"]
+        for key, ratio in sat["ratios"].items():
+            out.append(f"| throughput {key} at -c{sat['conns']} | {fmt_ratio(ratio)} |")
     out += ["", "![latency percentiles of (a)-(d)](bench/latency.png)", ""]
     out += ["#### Footprint", "", "| wasm build | bytes | KiB |", "|---|---|---|"]
     for w in res["wasm"]:
@@ -448,7 +474,10 @@ def render_results(res: dict) -> str:
                 f"(a per-grant minute limit) once ({g['seconds']:.1f} s); the filter's gauge "
                 f"`mcp_policy_tracked_grants` went {g['tracked_before']} → {g['tracked_after']}. Envoy RSS grew "
                 f"{g['rss0_kib'] / 1024:.1f} → {g['rss1_kib'] / 1024:.1f} MiB: **{g['bytes_per_grant']:.0f} bytes per "
-                "grant** measured, against 97 bytes of key and value stored (see Footprint above for the layout)."]
+                "grant** of RSS"
+                + (f", and Envoy's heap (admin `/memory` `allocated`) by **{g['heap_bytes_per_grant']:.0f} bytes per grant**"
+                   if g.get("heap_bytes_per_grant") is not None else "")
+                + "; the keys and values stored are 97 bytes per grant (layout below)."]
     if res["micro"]:
         out += ["", "#### Micro benchmarks (`cargo bench`, criterion, native)", "",
                 "| benchmark | median time | 95% CI | throughput |", "|---|---|---|---|"]
@@ -495,6 +524,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--conns", type=int, default=2)
     ap.add_argument("--configs", default="a,a',b,b',c,d,e")
+    ap.add_argument("--sat-conns", type=int, default=8,
+                    help="also run (a), (b), (c) with this many connections, near saturation (0: skip)")
+    ap.add_argument("--sat-rounds", type=int, default=3)
     ap.add_argument("--grants", type=int, default=20000, help="distinct grants for memory per grant (0: skip)")
     ap.add_argument("--no-variants", action="store_true", help="skip building opt-level 3 and z wasm variants")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=WASM[,policy=FILE][,quiet]",
@@ -575,6 +607,22 @@ def main() -> None:
             line = "  ".join(f"{n}={runs[n][-1]['rps']:.0f}" for n in names)
             log(f"round {r + 1}/{args.rounds} req/s: {line}")
 
+        sat: dict[str, list[dict]] = {}
+        sat_names = [n for n in ["a", "b", "c"] if n in names]
+        if args.sat_conns and sat_names:
+            sat = {n: [] for n in sat_names}
+            for r in range(args.sat_rounds):
+                order = sat_names if r % 2 == 0 else list(reversed(sat_names))
+                for n in order:
+                    e, port = envoys[CONFIGS[n][1]]
+                    _, cpu0 = proc_stat(e.proc.pid)
+                    res = run_wrk(port, CONFIGS[n][2], args.seconds, args.threads, args.sat_conns)
+                    _, cpu1 = proc_stat(e.proc.pid)
+                    res["cpu_us_per_req"] = (cpu1 - cpu0) * 1e6 / max(res["requests"], 1)
+                    sat[n].append(res)
+                line = "  ".join(f"{n}={sat[n][-1]['rps']:.0f}" for n in sat_names)
+                log(f"saturation round {r + 1}/{args.sat_rounds} (-c{args.sat_conns}) req/s: {line}")
+
         rss = {}
         for inst, (e, _) in envoys.items():
             rss[inst], _ = proc_stat(e.proc.pid)
@@ -586,7 +634,8 @@ def main() -> None:
         if args.grants:
             log(f"memory per grant: {args.grants} distinct grants")
             grants = grant_memory(args.envoy, workdir, args.wasm.resolve(), up_port, policy, args.grants)
-            log(f"  {grants['bytes_per_grant']:.0f} bytes per grant (RSS {grants['rss0_kib']} -> "
+            log(f"  {grants['bytes_per_grant']:.0f} RSS bytes, {grants['heap_bytes_per_grant']} heap bytes per grant "
+                f"(RSS {grants['rss0_kib']} -> "
                 f"{grants['rss1_kib']} KiB, {grants['grants']} new grants tracked)")
 
         log("wasm sizes")
@@ -637,6 +686,20 @@ def main() -> None:
         if n.startswith("v:") and "a" in runs:
             diff(f"cpu_{n}_minus_a", n, "a", lambda r: r["cpu_us_per_req"])
 
+    saturation = None
+    if sat:
+        saturation = {
+            "conns": args.sat_conns, "rounds": args.sat_rounds,
+            "configs": {n: {"rps": statistics.median(r["rps"] for r in rs),
+                            "p50": statistics.median(r["latency_us"]["percentiles"]["50"] for r in rs),
+                            "p99": statistics.median(r["latency_us"]["percentiles"]["99"] for r in rs),
+                            "cpu_us_per_req": statistics.median(r["cpu_us_per_req"] for r in rs),
+                            "errors": sum(r["non2xx"] + sum(r["errors"].values()) for r in rs)}
+                        for n, rs in sat.items()},
+            "ratios": {f"{x}/{y}": summary([p["rps"] / q["rps"] for p, q in zip(sat[x], sat[y])])
+                       for x, y in [("b", "a"), ("b", "c"), ("c", "a")] if x in sat and y in sat},
+        }
+
     micro = criterion_results(args.criterion_dir)
     one_k = next((r for r in micro if r["id"] == "decision/allowed/1KiB"), None)
     shipped = wasm[0]["bytes"]
@@ -671,7 +734,7 @@ def main() -> None:
         "params": {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup, "threads": args.threads,
                    "conns": args.conns},
         "configs": configs, "ratios": ratios, "diffs": diffs, "targets": targets,
-        "rss": rss, "grants": grants, "decision_stats": decision_stats, "rbac_stats": rbac_stats,
+        "rss": rss, "grants": grants, "saturation": saturation, "decision_stats": decision_stats, "rbac_stats": rbac_stats,
         "wasm": [{k: (str(v) if k == "path" else v) for k, v in w.items()} for w in wasm],
         "micro": micro,
         "elapsed_s": time.monotonic() - t_start,

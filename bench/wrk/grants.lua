@@ -1,7 +1,8 @@
 -- wrk script: each request carries a new bearer token (a new grant) until N grants have been sent,
 -- then repeats the last one; stops after N responses. Used to measure Envoy memory per tracked grant.
---   wrk -t1 -c1 -d60s -s bench/wrk/grants.lua http://127.0.0.1:PORT/mcp -- BODY_FILE N
--- (one thread, so the counter is global)
+--   wrk -t1 -c2 -d300s -s bench/wrk/grants.lua http://127.0.0.1:PORT/mcp -- BODY_FILE N
+-- (one thread, so the counter is global; wrk sleeps for -d regardless, so bench/load.py watches
+-- the filter's allowed counter and stops wrk once N calls went through)
 
 local body, n, sent, seen = nil, 0, 0, 0
 
