@@ -5,7 +5,6 @@
 //! the code of that table.
 
 use crate::grant::{self, Grant};
-use crate::json::Json;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
 use crate::policy::{GrantSource, Mode, Policy, Verdict};
 use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
@@ -577,8 +576,8 @@ fn describe(d: &mut Decision, msg: &Message) {
         d.id = Some(id.raw().to_owned());
         if let Call::Tool(t) = call {
             d.tool = Some(t.name.clone());
-            if let Some(Json::Object(members)) = &t.arguments {
-                d.arg_keys = members.iter().map(|(k, _)| k.clone()).collect();
+            if let Some(args) = &t.arguments {
+                d.arg_keys = args.keys().to_vec();
             }
         }
     }

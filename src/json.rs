@@ -17,6 +17,7 @@
 //! Numbers are kept as their exact source text, so a JSON-RPC id such as `123456789012345678901234567890`
 //! is echoed unchanged and argument conditions compare big integers without rounding through `f64`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
@@ -126,9 +127,6 @@ pub struct Parser<'a> {
     depth: usize,
 }
 
-/// One object member with the byte range of its value's source text.
-pub type Member = (String, Json, std::ops::Range<usize>);
-
 impl<'a> Parser<'a> {
     /// Start a parse. Checks UTF-8 and the byte order mark up front, so later steps work on `str`.
     pub fn new(input: &'a [u8]) -> Result<Self, ParseError> {
@@ -195,7 +193,14 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         match self.peek() {
             None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
-            Some(b'{') => Ok(Json::Object(self.object_members()?.into_iter().map(|(k, v, _)| (k, v)).collect())),
+            Some(b'{') => {
+                let mut members = Vec::new();
+                self.object_with(|p, key| {
+                    members.push((key.into_owned(), p.value()?));
+                    Ok(())
+                })?;
+                Ok(Json::Object(members))
+            }
             Some(b'[') => self.array(),
             Some(b'"') => Ok(Json::String(self.string()?)),
             Some(b't') => self.literal("true", Json::Bool(true)),
@@ -234,18 +239,22 @@ impl<'a> Parser<'a> {
         Ok(Json::Array(items))
     }
 
-    /// Parse an object at the cursor and return its members with the source range of each value.
+    /// Parse an object at the cursor, handing each key to `each` with the parser positioned on its
+    /// value, which `each` must consume (`value`, `skip_value`, or the message layer's own reading).
     /// Duplicate keys (compared after unescaping) are an error.
-    pub fn object_members(&mut self) -> Result<Vec<Member>, ParseError> {
+    pub fn object_with(
+        &mut self,
+        mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), ParseError>,
+    ) -> Result<(), ParseError> {
         self.enter()?;
         let open = self.pos;
         self.expect(b'{')?;
-        let mut members: Vec<Member> = Vec::new();
+        let mut keys: Vec<Cow<'a, str>> = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
             self.depth -= 1;
-            return Ok(members);
+            return Ok(());
         }
         loop {
             self.skip_ws();
@@ -256,26 +265,47 @@ impl<'a> Parser<'a> {
                     self.err(ParseErrorKind::UnexpectedCharacter)
                 });
             }
-            let key = self.string()?;
+            let key = self.string_cow()?;
             self.skip_ws();
             self.expect(b':')?;
             self.skip_ws();
-            let start = self.pos;
-            let value = self.value()?;
-            members.push((key, value, start..self.pos));
+            keys.push(key.clone());
+            each(self, key)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    check_unique(&members, open)?;
-                    return Ok(members);
+                    check_unique(&keys, open)?;
+                    return Ok(());
                 }
                 Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
                 None => return Err(self.err(ParseErrorKind::UnexpectedEnd)),
             }
         }
+    }
+
+    /// Check one value at the cursor exactly as strictly as [`Parser::value`], without building it:
+    /// the fast path for the parts of a message that no decision reads.
+    pub fn skip_value(&mut self) -> Result<(), ParseError> {
+        self.skip_ws();
+        match self.peek() {
+            None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
+            Some(b'{') => self.object_with(|p, _| p.skip_value()),
+            Some(b'[') => self.array_with(|p| p.skip_value()),
+            Some(b'"') => self.string_cow().map(drop),
+            Some(b't') => self.literal("true", Json::Null).map(drop),
+            Some(b'f') => self.literal("false", Json::Null).map(drop),
+            Some(b'n') => self.literal("null", Json::Null).map(drop),
+            Some(b'-' | b'0'..=b'9') => self.number_end().map(|end| self.pos = end),
+            Some(_) => Err(self.err(ParseErrorKind::UnexpectedCharacter)),
+        }
+    }
+
+    /// The byte offset of the cursor (for raw slices of what was just read).
+    pub fn offset(&self) -> usize {
+        self.pos
     }
 
     /// Parse an array at the cursor, handing each element to `each` with the parser positioned on it.
@@ -307,8 +337,15 @@ impl<'a> Parser<'a> {
     }
 
     fn number(&mut self) -> Result<Json, ParseError> {
-        let b = self.src.as_bytes();
         let start = self.pos;
+        let end = self.number_end()?;
+        self.pos = end;
+        Ok(Json::Number(self.src.get(start..end).unwrap_or("0").into()))
+    }
+
+    /// Where the number at the cursor ends, checked against the RFC 8259 grammar.
+    fn number_end(&self) -> Result<usize, ParseError> {
+        let b = self.src.as_bytes();
         let mut i = self.pos;
         let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
         if b.get(i) == Some(&b'-') {
@@ -348,8 +385,7 @@ impl<'a> Parser<'a> {
         if digit(i) {
             return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
         }
-        self.pos = i;
-        Ok(Json::Number(self.src.get(start..i).unwrap_or("0").into()))
+        Ok(i)
     }
 
     fn hex4(&mut self) -> Result<u32, ParseError> {
@@ -366,10 +402,28 @@ impl<'a> Parser<'a> {
     }
 
     fn string(&mut self) -> Result<String, ParseError> {
+        self.string_cow().map(Cow::into_owned)
+    }
+
+    /// A string at the cursor: borrowed from the input when it has no escapes (the common case).
+    fn string_cow(&mut self) -> Result<Cow<'a, str>, ParseError> {
         self.expect(b'"')?;
         let bytes = self.src.as_bytes();
+        let first = self.pos;
+        // Fast path: no escapes and no control characters up to the closing quote.
+        while let Some(&c) = bytes.get(self.pos) {
+            match c {
+                b'"' => {
+                    let s = self.src.get(first..self.pos).unwrap_or("");
+                    self.pos += 1;
+                    return Ok(Cow::Borrowed(s));
+                }
+                b'\\' | 0x00..=0x1F => break,
+                _ => self.pos += 1,
+            }
+        }
         let mut out = String::new();
-        let mut run = self.pos;
+        let mut run = first;
         loop {
             let Some(&c) = bytes.get(self.pos) else {
                 return Err(self.err(ParseErrorKind::UnexpectedEnd));
@@ -378,7 +432,7 @@ impl<'a> Parser<'a> {
                 b'"' => {
                     out.push_str(self.src.get(run..self.pos).unwrap_or(""));
                     self.pos += 1;
-                    return Ok(out);
+                    return Ok(Cow::Owned(out));
                 }
                 b'\\' => {
                     out.push_str(self.src.get(run..self.pos).unwrap_or(""));
@@ -430,18 +484,18 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn check_unique(members: &[Member], at: usize) -> Result<(), ParseError> {
+fn check_unique(members: &[Cow<'_, str>], at: usize) -> Result<(), ParseError> {
     let dup = ParseError { kind: ParseErrorKind::DuplicateKey, offset: at };
     if members.len() <= 8 {
-        for (i, (k, _, _)) in members.iter().enumerate() {
-            if members.iter().skip(i + 1).any(|(other, _, _)| other == k) {
+        for (i, k) in members.iter().enumerate() {
+            if members.iter().skip(i + 1).any(|other| other == k) {
                 return Err(dup);
             }
         }
         return Ok(());
     }
     // Large objects: sort the keys instead of a quadratic scan (a 1 MiB body can hold ~100k keys).
-    let mut keys: Vec<&str> = members.iter().map(|(k, _, _)| k.as_str()).collect();
+    let mut keys: Vec<&str> = members.iter().map(|k| k.as_ref()).collect();
     keys.sort_unstable();
     if keys.windows(2).any(|w| w.first() == w.get(1)) {
         return Err(dup);

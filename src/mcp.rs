@@ -115,7 +115,35 @@ impl McpMethod {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
     pub name: String,
-    pub arguments: Option<Json>,
+    pub arguments: Option<Arguments>,
+}
+
+/// `params.arguments`, already checked strictly but kept as its source text: most calls are
+/// decided by name, so the value is only built ([`Arguments::value`]) for tools with conditions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arguments {
+    raw: Box<str>,
+    keys: Vec<String>,
+}
+
+impl Arguments {
+    /// Arguments from the JSON text of an object (for tests and tools); errors if it is not one.
+    pub fn from_json_text(text: &str) -> Result<Self, ProtocolError> {
+        let mut p = Parser::new(text.as_bytes())?;
+        let args = read_arguments(&mut p)?;
+        p.finish()?;
+        args.ok_or_else(|| ProtocolError::invalid("arguments must be an object"))
+    }
+
+    /// The top-level argument names, in order (for the audit log; never the values).
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The arguments as a value (numbers keep their exact text).
+    pub fn value(&self) -> Option<Json> {
+        json::parse(self.raw.as_bytes()).ok()
+    }
 }
 
 /// What a request asks for, as far as policy is concerned.
@@ -210,13 +238,13 @@ pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
             Ok(Body::Batch(items))
         }
         Some(b'{') => {
-            let members = p.object_members()?;
+            let parts = read_parts(&mut p)?;
             p.finish()?;
-            message_from_members(&p, members).map(Body::Single)
+            message_from_parts(&p, parts).map(Body::Single)
         }
         _ => {
             // Valid JSON (or not) that is neither an object nor an array.
-            p.value()?;
+            p.skip_value()?;
             p.finish()?;
             Err(ProtocolError::invalid("a JSON-RPC message must be an object"))
         }
@@ -227,31 +255,113 @@ pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
 /// are kept per element.
 fn read_element(p: &mut Parser<'_>) -> Result<Result<Message, ProtocolError>, ParseError> {
     if p.peek_non_ws() == Some(b'{') {
-        let members = p.object_members()?;
-        Ok(message_from_members(p, members))
+        let parts = read_parts(p)?;
+        Ok(message_from_parts(p, parts))
     } else {
-        p.value()?;
+        p.skip_value()?;
         Ok(Err(ProtocolError::invalid("a batch element must be an object")))
     }
 }
 
-fn message_from_members(p: &Parser<'_>, members: Vec<json::Member>) -> Result<Message, ProtocolError> {
-    let mut jsonrpc = None;
-    let mut id = None;
-    let mut method = None;
-    let mut params = None;
-    let mut has_result_or_error = false;
-    for (key, value, range) in members {
-        match key.as_str() {
-            "jsonrpc" => jsonrpc = Some(value),
-            "id" => id = Some((value, range)),
-            "method" => method = Some(value),
-            "params" => params = Some(value),
-            "result" | "error" => has_result_or_error = true,
-            // Other members are ignored by JSON-RPC servers; they were still parsed strictly.
-            _ => {}
+/// The shape of `params`, as JSON-RPC 2.0 §4.2 cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Absent,
+    Object,
+    Array,
+    Other,
+}
+
+/// What a decision reads from `params`; everything else in it is only checked, never built.
+struct Params {
+    shape: Shape,
+    name: Option<Json>,
+    uri: Option<Json>,
+    /// `Some(None)`: present but not an object.
+    arguments: Option<Option<Arguments>>,
+}
+
+/// The members of one message that decisions read, each strictly parsed once.
+struct Parts {
+    jsonrpc: Option<Json>,
+    id: Option<(Json, std::ops::Range<usize>)>,
+    method: Option<Json>,
+    params: Params,
+    has_result_or_error: bool,
+}
+
+fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
+    let mut parts = Parts {
+        jsonrpc: None,
+        id: None,
+        method: None,
+        params: Params { shape: Shape::Absent, name: None, uri: None, arguments: None },
+        has_result_or_error: false,
+    };
+    p.object_with(|p, key| {
+        match key.as_ref() {
+            "jsonrpc" => parts.jsonrpc = Some(p.value()?),
+            "id" => {
+                let start = p.offset();
+                let v = p.value()?;
+                parts.id = Some((v, start..p.offset()));
+            }
+            "method" => parts.method = Some(p.value()?),
+            "params" => parts.params = read_params(p)?,
+            "result" | "error" => {
+                parts.has_result_or_error = true;
+                p.skip_value()?;
+            }
+            // Other members are ignored by JSON-RPC servers; they are still checked strictly.
+            _ => p.skip_value()?,
         }
+        Ok(())
+    })?;
+    Ok(parts)
+}
+
+fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
+    let mut params = Params { shape: Shape::Other, name: None, uri: None, arguments: None };
+    match p.peek_non_ws() {
+        Some(b'{') => {
+            params.shape = Shape::Object;
+            p.object_with(|p, key| {
+                match key.as_ref() {
+                    "name" => params.name = Some(p.value()?),
+                    "uri" => params.uri = Some(p.value()?),
+                    "arguments" => params.arguments = Some(read_arguments(p)?),
+                    _ => p.skip_value()?,
+                }
+                Ok(())
+            })?;
+        }
+        Some(b'[') => {
+            params.shape = Shape::Array;
+            p.skip_value()?;
+        }
+        _ => p.skip_value()?,
     }
+    Ok(params)
+}
+
+/// `arguments`: an object is checked and kept as text with its keys; anything else is `None`.
+fn read_arguments(p: &mut Parser<'_>) -> Result<Option<Arguments>, ParseError> {
+    let start = p.offset();
+    if p.peek_non_ws() != Some(b'{') {
+        p.skip_value()?;
+        return Ok(None);
+    }
+    let start = start.max(p.offset());
+    let mut keys = Vec::new();
+    p.object_with(|p, key| {
+        keys.push(key.into_owned());
+        p.skip_value()
+    })?;
+    Ok(Some(Arguments { raw: p.slice(start..p.offset()).into(), keys }))
+}
+
+fn message_from_parts(p: &Parser<'_>, parts: Parts) -> Result<Message, ProtocolError> {
+    let Parts { jsonrpc, id, method, params, has_result_or_error } = parts;
     if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
         return Err(ProtocolError::invalid("\"jsonrpc\" must be \"2.0\""));
     }
@@ -272,7 +382,7 @@ fn message_from_members(p: &Parser<'_>, members: Vec<json::Member>) -> Result<Me
         (None, None, true) => Err(ProtocolError::invalid("a response needs an \"id\"")),
         (None, _, false) => Err(ProtocolError::invalid("neither \"method\" nor \"result\"/\"error\"")),
         (Some(method @ McpMethod::Notification(_)), None, false) => {
-            check_params_shape(params.as_ref(), Id::null())?;
+            check_params_shape(params.shape, Id::null())?;
             Ok(Message::Notification { method })
         }
         (Some(McpMethod::Notification(_)), Some(_), false) => {
@@ -287,10 +397,10 @@ fn message_from_members(p: &Parser<'_>, members: Vec<json::Member>) -> Result<Me
 }
 
 /// JSON-RPC 2.0 §4.2: params, if present, is an object or an array.
-fn check_params_shape(params: Option<&Json>, id: Id) -> Result<(), ProtocolError> {
-    match params {
-        None | Some(Json::Object(_) | Json::Array(_)) => Ok(()),
-        Some(_) => Err(ProtocolError {
+fn check_params_shape(shape: Shape, id: Id) -> Result<(), ProtocolError> {
+    match shape {
+        Shape::Absent | Shape::Object | Shape::Array => Ok(()),
+        Shape::Other => Err(ProtocolError {
             kind: ProtocolErrorKind::InvalidParams,
             id,
             detail: "\"params\" must be an object".into(),
@@ -298,44 +408,38 @@ fn check_params_shape(params: Option<&Json>, id: Id) -> Result<(), ProtocolError
     }
 }
 
-fn request_call(method: McpMethod, params: Option<Json>, id: &Id) -> Result<Call, ProtocolError> {
-    check_params_shape(params.as_ref(), id.clone())?;
+fn request_call(method: McpMethod, params: Params, id: &Id) -> Result<Call, ProtocolError> {
+    check_params_shape(params.shape, id.clone())?;
     let bad =
         |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidParams, id: id.clone(), detail: detail.into() };
     match method {
         McpMethod::ToolsCall => {
-            let Some(Json::Object(members)) = params else {
+            if params.shape != Shape::Object {
                 return Err(bad("tools/call needs \"params\" with a \"name\""));
-            };
-            let mut name = None;
-            let mut arguments = None;
-            for (k, v) in members {
-                match k.as_str() {
-                    "name" => name = Some(v),
-                    "arguments" => arguments = Some(v),
-                    _ => {}
-                }
             }
-            let name = match name {
+            let name = match params.name {
                 Some(Json::String(n)) => n,
                 Some(_) => return Err(bad("\"params.name\" must be a string")),
                 None => return Err(bad("tools/call needs \"params.name\"")),
             };
-            match arguments {
-                None | Some(Json::Object(_)) => Ok(Call::Tool(ToolCall { name, arguments })),
-                Some(_) => Err(bad("\"params.arguments\" must be an object")),
+            match params.arguments {
+                None => Ok(Call::Tool(ToolCall { name, arguments: None })),
+                Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments) })),
+                Some(None) => Err(bad("\"params.arguments\" must be an object")),
             }
         }
         method => {
-            let key = match method {
+            let target = match method {
                 McpMethod::ResourcesRead | McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
-                    Some("uri")
+                    params.uri
                 }
-                McpMethod::PromptsGet => Some("name"),
+                McpMethod::PromptsGet => params.name,
                 _ => None,
             };
-            let target =
-                key.and_then(|k| params.as_ref().and_then(|p| p.get(k))).and_then(Json::as_str).map(str::to_owned);
+            let target = match target {
+                Some(Json::String(s)) => Some(s),
+                _ => None,
+            };
             Ok(Call::Method { method, target })
         }
     }
@@ -373,7 +477,7 @@ mod tests {
                 id: Id { raw: "7".into() },
                 call: Call::Tool(ToolCall {
                     name: "delete_vm".into(),
-                    arguments: Some(Json::Object(vec![("vmid".into(), Json::Number("100".into()))])),
+                    arguments: Some(Arguments { raw: r#"{"vmid":100}"#.into(), keys: vec!["vmid".into()] }),
                 }),
             }
         );

@@ -14,8 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::conditions::{self, Condition};
-use crate::json::Json;
-use crate::mcp::{Call, McpMethod};
+use crate::mcp::{Arguments, Call, McpMethod};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -235,7 +234,7 @@ impl Policy {
         }
     }
 
-    fn judge_tool(&self, name: &str, args: Option<&Json>) -> Verdict<'_> {
+    fn judge_tool(&self, name: &str, args: Option<&Arguments>) -> Verdict<'_> {
         if self.is_hidden(name) {
             return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
         }
@@ -245,8 +244,12 @@ impl Policy {
             None => ("default".into(), self.default, None, &[]),
         };
         if let (Action::Allow, Some(r)) = (action, tool_rule) {
-            if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, args) {
-                return Verdict::Deny { rule: cond.rule.clone(), reason: why };
+            if !r.require.is_empty() || !r.deny_if.is_empty() {
+                // Only now is the arguments value built: most tools are decided by name alone.
+                let value = args.and_then(Arguments::value);
+                if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, value.as_ref()) {
+                    return Verdict::Deny { rule: cond.rule.clone(), reason: why };
+                }
             }
         }
         match action {
@@ -406,7 +409,7 @@ mod tests {
         )
         .unwrap();
         let call = |name: &str, args: &str| {
-            Call::Tool(ToolCall { name: name.into(), arguments: Some(crate::json::parse(args.as_bytes()).unwrap()) })
+            Call::Tool(ToolCall { name: name.into(), arguments: Some(Arguments::from_json_text(args).unwrap()) })
         };
         let Verdict::Allow { rule, limits } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
         else {

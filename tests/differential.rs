@@ -210,3 +210,38 @@ for line in sys.stdin:
         assert_eq!(&py, mine, "Python's json disagrees on {text}");
     }
 }
+
+/// The fast path that checks without building (`skip_value`) must accept and refuse exactly what
+/// the building parser does, with the same error, on arbitrary JSON-ish input; and whatever the
+/// strict parser accepts, serde_json accepts too.
+#[test]
+fn skip_and_build_agree_and_serde_json_accepts_what_we_accept() {
+    use mcp_policy_filter::json::{parse, Parser};
+    let validate = |b: &[u8]| -> Result<(), mcp_policy_filter::json::ParseError> {
+        let mut p = Parser::new(b)?;
+        p.skip_value()?;
+        p.finish()
+    };
+    let alphabet = prop::sample::select(vec![
+        "{", "}", "[", "]", ",", ":", " ", "\"a\"", "\"a\"", "\"b\"", "\"\\u0061\"", "\"\\ud83d\\ude00\"", "\"\\ud800\"",
+        "\"\\n\"", "\"\u{1}\"", "1", "-0", "01", "1.5e3", "1.", "true", "nul", "null", "\u{feff}", "é",
+    ]);
+    let mut runner = TestRunner::new(Config { cases: 20_000, ..Config::default() });
+    let (mut ok, mut bad) = (0, 0);
+    for _ in 0..20_000 {
+        let tokens = prop::collection::vec(alphabet.clone(), 1..14).new_tree(&mut runner).unwrap().current();
+        let text = tokens.concat();
+        let built = parse(text.as_bytes());
+        assert_eq!(validate(text.as_bytes()), built.as_ref().map(|_| ()).map_err(|e| *e), "{text:?}");
+        if built.is_ok() {
+            ok += 1;
+            // serde_json alone refuses numbers beyond f64 (`1e400`); the filter keeps their exact text.
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+                assert!(e.to_string().contains("number out of range"), "serde_json refuses {text:?}: {e}");
+            }
+        } else {
+            bad += 1;
+        }
+    }
+    assert!(ok > 500 && bad > 500, "ok {ok}, bad {bad}");
+}
