@@ -223,8 +223,31 @@ fn skip_and_build_agree_and_serde_json_accepts_what_we_accept() {
         p.finish()
     };
     let alphabet = prop::sample::select(vec![
-        "{", "}", "[", "]", ",", ":", " ", "\"a\"", "\"a\"", "\"b\"", "\"\\u0061\"", "\"\\ud83d\\ude00\"", "\"\\ud800\"",
-        "\"\\n\"", "\"\u{1}\"", "1", "-0", "01", "1.5e3", "1.", "true", "nul", "null", "\u{feff}", "é",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        " ",
+        "\"a\"",
+        "\"a\"",
+        "\"b\"",
+        "\"\\u0061\"",
+        "\"\\ud83d\\ude00\"",
+        "\"\\ud800\"",
+        "\"\\n\"",
+        "\"\u{1}\"",
+        "1",
+        "-0",
+        "01",
+        "1.5e3",
+        "1.",
+        "true",
+        "nul",
+        "null",
+        "\u{feff}",
+        "é",
     ]);
     let mut runner = TestRunner::new(Config { cases: 20_000, ..Config::default() });
     let (mut ok, mut bad) = (0, 0);
