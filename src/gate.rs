@@ -5,6 +5,7 @@
 //! the code of that table.
 
 use crate::grant::{self, Grant};
+use crate::http;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
 use crate::policy::{GrantSource, Mode, Policy, Verdict};
 use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
@@ -331,12 +332,6 @@ fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> 
     Ok(g)
 }
 
-/// `application/json`, case-insensitive, parameters allowed (RFC 9110 §8.3.1).
-fn is_json_media_type(v: &[u8]) -> bool {
-    let media = v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
-    media.eq_ignore_ascii_case(b"application/json")
-}
-
 /// Decide what can be decided from the headers alone.
 pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
     match head.method {
@@ -362,7 +357,7 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             }
         })),
         HttpMethod::Post => {
-            let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if is_json_media_type(v));
+            let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
             if !ct_ok {
                 return HeadOutcome::Done(Box::new(http_refusal(
                     415,
@@ -373,7 +368,7 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             }
             let enc_ok = match &head.content_encoding {
                 HeaderValue::Absent => true,
-                HeaderValue::One(v) => v.trim_ascii().eq_ignore_ascii_case(b"identity"),
+                HeaderValue::One(v) => http::is_identity_encoding(v),
                 HeaderValue::Many => false,
             };
             if !enc_ok {

@@ -9,6 +9,7 @@
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`grant`]: credentials, hashed;
+//! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
@@ -18,6 +19,7 @@ pub mod conditions;
 pub mod config;
 pub mod gate;
 pub mod grant;
+pub mod http;
 pub mod json;
 pub mod mcp;
 pub mod policy;

@@ -283,27 +283,6 @@ fn flush_event(
     Ok(removed)
 }
 
-/// Is the `charset` parameter of a content type absent or UTF-8 (RFC 9110 §8.3.1; case-insensitive,
-/// possibly quoted)?
-pub fn charset_is_utf8(content_type: &[u8]) -> bool {
-    content_type.split(|&b| b == b';').skip(1).all(|param| {
-        let param = param.trim_ascii();
-        match param.iter().position(|&b| b == b'=') {
-            Some(eq) if param.get(..eq).is_some_and(|n| n.trim_ascii().eq_ignore_ascii_case(b"charset")) => {
-                let value = param.get(eq + 1..).unwrap_or(b"").trim_ascii();
-                let value = value.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")).unwrap_or(value);
-                value.eq_ignore_ascii_case(b"utf-8") || value.eq_ignore_ascii_case(b"utf8")
-            }
-            _ => true,
-        }
-    })
-}
-
-/// The media type of a Content-Type value, lower-cased, without parameters.
-pub fn media_type(v: &[u8]) -> Vec<u8> {
-    v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii().to_ascii_lowercase()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,26 +414,6 @@ mod tests {
             .unwrap();
         assert_eq!(std::str::from_utf8(&out).unwrap(), "data: {\"id\":1,\"result\":{\"tools\":[]}}\n\n");
         assert!(matches!(s.push(&[b'x'; 100], false, &[], &hide), Err(ListError::Unreadable(_))));
-    }
-
-    #[test]
-    fn content_types() {
-        assert_eq!(media_type(b" Text/Event-Stream ; charset=UTF-8"), b"text/event-stream");
-        for ok in [
-            &b"application/json"[..],
-            b"application/json; charset=utf-8",
-            b"text/event-stream;charset=\"UTF-8\"",
-            b"a/b; x=y",
-        ] {
-            assert!(charset_is_utf8(ok), "{}", String::from_utf8_lossy(ok));
-        }
-        for bad in [
-            &b"text/event-stream; charset=utf-7"[..],
-            b"application/json; CHARSET=latin1",
-            b"a/b; x=1; charset=\"utf-16\"",
-        ] {
-            assert!(!charset_is_utf8(bad), "{}", String::from_utf8_lossy(bad));
-        }
     }
 
     #[test]

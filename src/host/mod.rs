@@ -23,6 +23,7 @@ use metrics::Metrics;
 
 use crate::config;
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use crate::http;
 use crate::json::Json;
 use crate::policy::Policy;
 use crate::ratelimit::{self, SharedStore, StoreError};
@@ -243,12 +244,7 @@ impl Filter {
     /// A `tools/list` body that cannot be filtered after its headers went out: replace it with a
     /// JSON-RPC error (framed as one SSE event in SSE mode) and drop whatever else the server sends.
     fn fail_list(&mut self, mode: ListMode, body_size: usize, end_of_stream: bool, why: &str) -> Action {
-        warn!("[ctx {}] tools/list response refused: {why}", self.id);
-        self.metrics.record_bad_response();
-        let err =
-            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
-        let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
-        let text = err.to_json(&id);
+        let text = self.list_error(why);
         let body = match mode {
             ListMode::Json => text,
             ListMode::Sse => format!("event: message\ndata: {text}\n\n"),
@@ -264,14 +260,21 @@ impl Filter {
     /// A `tools/list` response that cannot be filtered, found from its headers: 502, never the
     /// unfiltered list.
     fn bad_gateway(&mut self, why: &str) -> Action {
+        let body = self.list_error(why);
+        self.list_mode = None;
+        self.list_ids.clear();
+        self.send(Reply { status: 502, headers: vec![], body })
+    }
+
+    /// Log and count a response whose tool list cannot be filtered; the JSON-RPC error (−31006)
+    /// that replaces it, with the tools/list request's id where there is one.
+    fn list_error(&self, why: &str) -> String {
         warn!("[ctx {}] tools/list response refused: {why}", self.id);
         self.metrics.record_bad_response();
-        self.list_mode = None;
         let err =
             RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
         let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
-        self.list_ids.clear();
-        self.send(Reply { status: 502, headers: vec![], body: err.to_json(&id) })
+        err.to_json(&id)
     }
 
     fn send(&self, reply: Reply) -> Action {
@@ -385,21 +388,22 @@ impl HttpContext for Filter {
         }
         let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
         let content_type = header("content-type").unwrap_or_default();
-        let mode = match (toolslist::media_type(&content_type).as_slice(), self.inspect) {
-            (b"text/event-stream", _) => ListMode::Sse,
-            (b"application/json", Inspect::ListReply) => ListMode::Json,
-            (_, Inspect::ListReply) => {
-                return self.bad_gateway("the tools/list response has an unexpected content type");
-            }
+        let mode = if http::is_media_type(&content_type, "text/event-stream") {
+            ListMode::Sse
+        } else if self.inspect != Inspect::ListReply {
             // A JSON reply to another request answers that request only: not a tool list.
-            _ => return Action::Continue,
+            return Action::Continue;
+        } else if http::is_media_type(&content_type, "application/json") {
+            ListMode::Json
+        } else {
+            return self.bad_gateway("the tools/list response has an unexpected content type");
         };
         if let Some(enc) = header("content-encoding") {
-            if !enc.trim_ascii().eq_ignore_ascii_case(b"identity") {
+            if !http::is_identity_encoding(&enc) {
                 return self.bad_gateway("the response is content-encoded and its tool list cannot be filtered");
             }
         }
-        if !toolslist::charset_is_utf8(&content_type) {
+        if !http::charset_is_utf8(&content_type) {
             // Clients decode by the declared charset; the filter reads UTF-8. They must agree.
             return self.bad_gateway("the response declares a charset other than utf-8");
         }
