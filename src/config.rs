@@ -11,7 +11,10 @@ use serde::Deserialize;
 
 use crate::conditions::{self, Condition, Op};
 use crate::json::{self, Json};
-use crate::policy::{Action, Algorithm, Gateway, GrantSource, Limit, Mode, Policy, Scope, ToolRule, Window};
+use crate::policy::{
+    Action, Algorithm, ApprovalMode, ApprovalService, Gateway, GrantSource, Limit, Mode, Policy, Scope, ToolRule,
+    Window,
+};
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
@@ -56,16 +59,34 @@ pub struct AllToolsSpec {
     pub limits: Vec<LimitSpec>,
 }
 
+/// `tools.NAME.action`: PolicyLayer's allow, deny and require approval.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ToolActionSpec {
+    Allow,
+    Deny,
+    /// A person must approve each call (bound to grant, tool and arguments, used once) through the
+    /// approval service of `gateway.approval`, after every other rule allowed it.
+    RequireApproval,
+}
+
 /// `tools.NAME`: `{}` allows the tool under `default: "deny"`.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolRuleSpec {
     #[serde(default)]
-    pub action: Option<ActionSpec>,
-    /// Shown to the agent when the tool is denied.
+    pub action: Option<ToolActionSpec>,
+    /// Shown to the agent when the tool is denied; shown to the approver and the agent when the tool
+    /// requires approval.
     #[serde(default)]
     pub reason: Option<String>,
+    /// With `action: "require_approval"`: how long an approval request stays open, and an approval
+    /// stays usable, e.g. `"30s"`, `"10m"`, `"1h"` (default `"10m"`; 1 s to 7 days).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+ ?[a-z]+( ?[0-9]+ ?[a-z]+)*$")))]
+    pub approval_timeout: Option<String>,
     #[serde(default)]
     pub limits: Vec<LimitSpec>,
     /// Argument conditions that must all hold, else the call is denied.
@@ -231,6 +252,43 @@ pub struct GatewaySpec {
     /// and metrics use the label instead of the hash prefix.
     #[serde(default)]
     pub grants: Vec<GrantSpec>,
+    /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
+    #[serde(default)]
+    pub approval: Option<ApprovalSpec>,
+}
+
+/// `gateway.approval`: where and how the filter asks a person to approve a call.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// The Envoy cluster of the approval service (defined in the bootstrap or by CDS).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
+    pub cluster: String,
+    /// Path of its check endpoint (default `/v1/check`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^/[!-~]*$")))]
+    pub path: Option<String>,
+    /// `:authority` of the callout (default: the cluster name).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[!-~]{1,256}$")))]
+    pub authority: Option<String>,
+    /// Callout timeout, e.g. `"5s"` (default `"5s"` in retry mode, `"30s"` in hold mode; at most
+    /// `"301s"`; at least `"2s"` in hold mode). A timeout refuses the call (`approval_unavailable`).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// `retry` (default): a pending call is refused with `approval_required` and the agent retries;
+    /// `hold`: the call waits while the service long-polls for a decision.
+    #[serde(default)]
+    pub mode: Option<ApprovalModeSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalModeSpec {
+    Retry,
+    Hold,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -368,6 +426,7 @@ fn check_shapes(doc: &Json) -> Result<(), ConfigError> {
     objects(gw.and_then(|g| g.get("grants")), "gateway.grants")?;
     object(gw.and_then(|g| g.get("methods")), "gateway.methods")?;
     object(gw.and_then(|g| g.get("tool_modes")), "gateway.tool_modes")?;
+    object(gw.and_then(|g| g.get("approval")), "gateway.approval")?;
     Ok(())
 }
 
@@ -461,6 +520,59 @@ fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, Co
     Ok(Condition { path_text: spec.path.clone(), path, op, reason: spec.reason.clone(), rule })
 }
 
+/// Default `approval_timeout` of a `require_approval` tool.
+pub const DEFAULT_APPROVAL_TIMEOUT: &str = "10m";
+/// Longest `approval_timeout`: 7 days, in seconds.
+pub const MAX_APPROVAL_TIMEOUT_SECONDS: u64 = 7 * 86_400;
+/// Longest `gateway.approval.timeout`, in milliseconds: the service holds a call at most 300 s.
+pub const MAX_APPROVAL_CALLOUT_MS: u64 = 301_000;
+
+/// A duration such as `"30s"`, `"10m"` or `"1h 30m"` (humantime syntax) in milliseconds, between
+/// `min_ms` and `max_ms`.
+fn duration_ms(text: &str, min_ms: u64, max_ms: u64) -> Result<u64, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("not a duration like \"30s\" or \"10m\": {e}"))?;
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if ms < min_ms || ms > max_ms {
+        return Err(format!("must be between {} ms and {} s", min_ms, max_ms / 1000));
+    }
+    Ok(ms)
+}
+
+fn compile_approval(a: &ApprovalSpec, errs: &mut Vec<ConfigError>) -> Option<ApprovalService> {
+    let before = errs.len();
+    let printable = |s: &str| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic());
+    if !printable(&a.cluster) {
+        errs.push(err(
+            "gateway.approval.cluster",
+            "must be 1 to 256 printable ASCII characters (an Envoy cluster name)",
+        ));
+    }
+    let path = a.path.clone().unwrap_or_else(|| "/v1/check".to_owned());
+    if !path.starts_with('/') || !printable(&path) {
+        errs.push(err("gateway.approval.path", "must start with '/' and hold only printable ASCII characters"));
+    }
+    let authority = a.authority.clone().unwrap_or_else(|| a.cluster.clone());
+    if a.authority.is_some() && !printable(&authority) {
+        errs.push(err("gateway.approval.authority", "must be 1 to 256 printable ASCII characters"));
+    }
+    let mode = match a.mode {
+        Some(ApprovalModeSpec::Hold) => ApprovalMode::Hold,
+        Some(ApprovalModeSpec::Retry) | None => ApprovalMode::Retry,
+    };
+    let (default, min) = match mode {
+        ApprovalMode::Retry => ("5s", 1),
+        ApprovalMode::Hold => ("30s", 2000),
+    };
+    let timeout_ms = match duration_ms(a.timeout.as_deref().unwrap_or(default), min, MAX_APPROVAL_CALLOUT_MS) {
+        Ok(ms) => ms,
+        Err(m) => {
+            errs.push(err("gateway.approval.timeout", m));
+            0
+        }
+    };
+    (errs.len() == before).then_some(ApprovalService { cluster: a.cluster.clone(), path, authority, timeout_ms, mode })
+}
+
 /// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed
 /// by `tools` and `default`.
 const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
@@ -507,11 +619,32 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
                 Err(e) => errs.push(e),
             }
         }
+        let approval_timeout_seconds = match (rule.action, &rule.approval_timeout) {
+            (Some(ToolActionSpec::RequireApproval), t) => {
+                let text = t.as_deref().unwrap_or(DEFAULT_APPROVAL_TIMEOUT);
+                match duration_ms(text, 1000, MAX_APPROVAL_TIMEOUT_SECONDS * 1000) {
+                    Ok(ms) => Some(ms.div_ceil(1000)),
+                    Err(m) => {
+                        errs.push(err(format!("{path}.approval_timeout"), m));
+                        None
+                    }
+                }
+            }
+            (_, Some(_)) => {
+                errs.push(err(format!("{path}.approval_timeout"), "only applies to action \"require_approval\""));
+                None
+            }
+            (_, None) => None,
+        };
         tools.insert(
             name.clone(),
             ToolRule {
-                action: rule.action.map(action).unwrap_or(Action::Allow),
+                action: match rule.action {
+                    Some(ToolActionSpec::Deny) => Action::Deny,
+                    Some(ToolActionSpec::Allow | ToolActionSpec::RequireApproval) | None => Action::Allow,
+                },
                 reason: rule.reason.clone(),
+                approval_timeout_seconds,
                 limits: own,
                 require,
                 deny_if,
@@ -568,6 +701,17 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             errs.push(err(format!("{path}.sha256"), "listed twice"));
         }
     }
+    let approval = gw.approval.as_ref().and_then(|a| compile_approval(a, &mut errs));
+    if approval.is_none() && gw.approval.is_none() {
+        for (name, rule) in &spec.tools {
+            if rule.action == Some(ToolActionSpec::RequireApproval) {
+                errs.push(err(
+                    format!("tools.{name}.action"),
+                    "require_approval needs gateway.approval (the Envoy cluster of the approval service)",
+                ));
+            }
+        }
+    }
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
@@ -597,6 +741,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             mode: gw.mode.map(mode).unwrap_or(Mode::Enforce),
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
+            approval,
         },
     ))
 }

@@ -4,10 +4,11 @@
 //! the [`Outcome`]. The order of checks is documented in `docs/BEHAVIOUR.md` and the README; this is
 //! the code of that table.
 
+use crate::approval::{self, Answer, CheckRequest};
 use crate::grant::{self, Grant};
 use crate::http;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
-use crate::policy::{GrantSource, Mode, Policy, Verdict};
+use crate::policy::{GrantSource, Mode, NeedsApproval, Policy, Verdict};
 use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
 
@@ -103,6 +104,13 @@ pub enum DecisionKind {
     /// Refused before policy: protocol, media type, size, method or header errors.
     Invalid,
     LimiterUnavailable,
+    /// Forwarded after a person approved this exact call (the approval is used up).
+    Approved,
+    /// Held for a person's approval: refused with `approval_required` until approved.
+    ApprovalRequired,
+    ApprovalDenied,
+    /// The approval service could not be asked; refused.
+    ApprovalUnavailable,
 }
 
 impl DecisionKind {
@@ -115,6 +123,10 @@ impl DecisionKind {
             DecisionKind::NoGrant => "no_grant",
             DecisionKind::Invalid => "invalid",
             DecisionKind::LimiterUnavailable => "limiter_unavailable",
+            DecisionKind::Approved => "approved",
+            DecisionKind::ApprovalRequired => "approval_required",
+            DecisionKind::ApprovalDenied => "approval_denied",
+            DecisionKind::ApprovalUnavailable => "approval_unavailable",
         }
     }
 
@@ -122,11 +134,17 @@ impl DecisionKind {
     pub fn is_policy(self) -> bool {
         matches!(
             self,
-            DecisionKind::Denied | DecisionKind::RateLimited | DecisionKind::NoGrant | DecisionKind::LimiterUnavailable
+            DecisionKind::Denied
+                | DecisionKind::RateLimited
+                | DecisionKind::NoGrant
+                | DecisionKind::LimiterUnavailable
+                | DecisionKind::ApprovalRequired
+                | DecisionKind::ApprovalDenied
+                | DecisionKind::ApprovalUnavailable
         )
     }
 
-    pub const ALL: [DecisionKind; 7] = [
+    pub const ALL: [DecisionKind; 11] = [
         DecisionKind::Allowed,
         DecisionKind::Passed,
         DecisionKind::Denied,
@@ -134,6 +152,10 @@ impl DecisionKind {
         DecisionKind::NoGrant,
         DecisionKind::Invalid,
         DecisionKind::LimiterUnavailable,
+        DecisionKind::Approved,
+        DecisionKind::ApprovalRequired,
+        DecisionKind::ApprovalDenied,
+        DecisionKind::ApprovalUnavailable,
     ];
 }
 
@@ -183,6 +205,8 @@ pub struct Decision {
     pub arg_keys: Vec<String>,
     /// Dry-run: the request was refused by policy but forwarded anyway ("would deny").
     pub dry_run: bool,
+    /// The approval this decision is about (`require_approval` tools).
+    pub approval_id: Option<String>,
 }
 
 impl Decision {
@@ -198,6 +222,7 @@ impl Decision {
             id: None,
             arg_keys: Vec::new(),
             dry_run: false,
+            approval_id: None,
         }
     }
 
@@ -233,6 +258,7 @@ impl Decision {
         field(&mut o, "rule", self.rule.as_deref());
         field(&mut o, "reason", self.reason.as_deref());
         field(&mut o, "grant", self.grant.as_deref());
+        field(&mut o, "approval_id", self.approval_id.as_deref());
         match &self.id {
             Some(id) if id.len() <= AUDIT_MAX_VALUE => {
                 o.push_str(",\"id\":");
@@ -264,19 +290,118 @@ impl Decision {
     }
 }
 
-/// The result: forward (`reply == None`) or answer locally with `reply`.
+/// The result: forward (`reply == None`) or answer locally with `reply` — unless `approval` is set:
+/// then hold the request, ask the approval service, and finish with [`on_approval_answer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub decision: Decision,
     pub reply: Option<Reply>,
     /// Ids of forwarded `tools/list` requests, whose responses must be filtered (`toolslist`).
     pub tools_list_ids: Vec<Id>,
+    /// A call allowed by every rule that still needs a person's approval.
+    pub approval: Option<Box<PendingApproval>>,
 }
 
 impl Outcome {
     fn new(decision: Decision, reply: Option<Reply>) -> Self {
-        Outcome { decision, reply, tools_list_ids: Vec::new() }
+        Outcome { decision, reply, tools_list_ids: Vec::new(), approval: None }
     }
+}
+
+/// A call held while the approval service is asked. Owns what is needed to finish it later: the
+/// quota reserved for it (given back unless it goes upstream) and the decision so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    /// SHA-256 binding key (`approval::key`).
+    pub key: String,
+    pub grant_label: String,
+    pub tool: String,
+    /// The arguments' JSON text as sent.
+    pub arguments: Option<String>,
+    /// `approval_timeout`, seconds.
+    pub expires_in_seconds: u64,
+    pub reason: Option<String>,
+    pub id: Id,
+    pub admission: Option<Admission>,
+    pub decision: Decision,
+}
+
+impl PendingApproval {
+    /// The body of the callout to the approval service (approvals/API.md).
+    pub fn check_body(&self, request_id: &str, wait_seconds: u64) -> String {
+        CheckRequest {
+            key: &self.key,
+            grant: &self.grant_label,
+            tool: &self.tool,
+            arguments: self.arguments.as_deref(),
+            request_id,
+            expires_in_seconds: self.expires_in_seconds,
+            wait_seconds,
+            reason: self.reason.as_deref(),
+        }
+        .to_json()
+    }
+}
+
+/// Finish a held call with the approval service's answer: forward it when approved; otherwise
+/// give its reserved quota back and answer `approval_required`, `approval_denied` or
+/// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed).
+pub fn on_approval_answer(
+    policy: &Policy,
+    pending: PendingApproval,
+    answer: Answer,
+    store: &dyn SharedStore,
+    now_ms: u64,
+) -> Outcome {
+    let PendingApproval { tool, id, admission, mut decision, reason, .. } = pending;
+    let subject = format!("tool '{tool}'");
+    let (kind, err, headers) = match answer {
+        Answer::Approved { approval_id, approver: _ } => {
+            decision.kind = DecisionKind::Approved;
+            decision.approval_id = Some(approval_id);
+            return Outcome::new(decision, None);
+        }
+        Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
+            let why = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
+            let mut e = RpcError::new(
+                code::APPROVAL_REQUIRED,
+                "approval_required",
+                format!("{subject} requires approval: ask an approver to approve it at {approval_url}, then retry the identical call"),
+                why,
+            );
+            e.expires_in_seconds = Some(expires_in_seconds);
+            decision.approval_id = Some(approval_id.clone());
+            e.extra = vec![("approval_id", approval_id), ("approval_url", approval_url)];
+            (DecisionKind::ApprovalRequired, e, vec![])
+        }
+        Answer::Denied { approval_id, approver, note } => {
+            let why = if note.is_empty() { "denied by an approver".to_owned() } else { note.clone() };
+            let e_msg = format!("{subject} was denied by an approver: {why}");
+            let mut e = RpcError::new(code::APPROVAL_DENIED, "approval_denied", e_msg, why);
+            decision.approval_id = Some(approval_id.clone());
+            e.extra = vec![("approval_id", approval_id), ("approver", approver), ("note", note)];
+            (DecisionKind::ApprovalDenied, e, vec![])
+        }
+        Answer::Unavailable(why) => {
+            let mut e = RpcError::new(
+                code::APPROVAL_UNAVAILABLE,
+                "approval_unavailable",
+                format!("{subject} refused: approval could not be checked: {why}"),
+                why,
+            );
+            e.retry_after_seconds = Some(1);
+            (DecisionKind::ApprovalUnavailable, e, vec![("retry-after", "1".to_owned())])
+        }
+    };
+    if let Some(adm) = &admission {
+        Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
+    }
+    let mut out = refuse(kind, 200, RpcError { tool: Some(tool), ..err }, &id, headers);
+    let refused = std::mem::replace(&mut out.decision, decision);
+    out.decision.kind = refused.kind;
+    out.decision.error_kind = refused.error_kind;
+    out.decision.reason = refused.reason;
+    out
 }
 
 /// The id of `msg` if it is a `tools/list` request.
@@ -430,6 +555,8 @@ fn header_mismatch(head: &RequestHead, msg: &Message) -> Option<&'static str> {
 enum Judged {
     Forward(Decision, Option<Admission>),
     Refused(DecisionKind, u16, RpcError, Vec<(&'static str, String)>),
+    /// Allowed by every rule, quota reserved; a person must approve it.
+    Ask(Box<PendingApproval>),
 }
 
 fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limiter<'_>) -> Judged {
@@ -462,14 +589,36 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
             e.rule = Some(rule);
             Judged::Refused(DecisionKind::Denied, 200, e, vec![])
         }
-        Verdict::Allow { rule, limits } => {
+        Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
+            let ask = |d: Decision, adm: Option<Admission>, need: NeedsApproval<'_>| {
+                let Call::Tool(t) = call else { return Judged::Forward(d, adm) };
+                let args = t.arguments.as_ref();
+                let value = args.and_then(crate::mcp::Arguments::value);
+                Judged::Ask(Box::new(PendingApproval {
+                    key: approval::key(&grant.id, &t.name, value.as_ref()),
+                    grant_label: grant.label(),
+                    tool: t.name.clone(),
+                    arguments: args.map(|a| a.raw().to_owned()),
+                    expires_in_seconds: need.timeout_seconds,
+                    reason: need.reason.map(str::to_owned),
+                    id: msg.id(),
+                    admission: adm,
+                    decision: d,
+                }))
+            };
             if limits.is_empty() {
-                return Judged::Forward(d, None);
+                return match approval {
+                    Some(need) => ask(d, None, need),
+                    None => Judged::Forward(d, None),
+                };
             }
             match limiter.admit(&limits, &grant.id) {
-                Ok(adm) => Judged::Forward(d, Some(adm)),
+                Ok(adm) => match approval {
+                    Some(need) => ask(d, Some(adm), need),
+                    None => Judged::Forward(d, Some(adm)),
+                },
                 Err(Refusal::Limited { limit, retry_after_seconds }) => {
                     let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
                     let mut e = RpcError::new(
@@ -525,6 +674,9 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
         Body::Single(msg) => {
             let mut out = on_message(policy, head, &msg, &limiter);
             describe(&mut out.decision, &msg);
+            if let Some(p) = out.approval.as_mut() {
+                p.decision = out.decision.clone();
+            }
             let tool = match &msg {
                 Message::Request { call: Call::Tool(t), .. } => Some(t.name.as_str()),
                 _ => None,
@@ -533,6 +685,12 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
                 // Shadow mode: the full decision is logged and counted as "would deny", and the
                 // request goes on. Nothing was consumed: refused calls never take quota.
                 out.reply = None;
+                out.decision.dry_run = true;
+            }
+            if out.approval.is_some() && policy.mode_for(tool) == Mode::DryRun {
+                // Shadow mode asks nobody: the call goes on, logged as one that would wait for approval.
+                out.approval = None;
+                out.decision.kind = DecisionKind::ApprovalRequired;
                 out.decision.dry_run = true;
             }
             if out.reply.is_none() {
@@ -556,6 +714,11 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
     };
     match judge_message(policy, msg, &grant, limiter) {
         Judged::Forward(d, _) => Outcome::new(d, None),
+        Judged::Ask(pending) => {
+            let mut out = Outcome::new(pending.decision.clone(), None);
+            out.approval = Some(pending);
+            out
+        }
         Judged::Refused(kind, status, err, headers) => {
             let mut out = refuse(kind, status, err, &id, headers);
             out.decision.grant = Some(grant.label());
@@ -637,6 +800,20 @@ fn on_batch(
                     }
                     Judged::Refused(kind, _, err, _) => {
                         worst.get_or_insert((kind, err.clone()));
+                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), err));
+                    }
+                    Judged::Ask(pending) => {
+                        // One callout per request: a call that needs approval must come alone.
+                        admissions.extend(pending.admission);
+                        let reason = "a call that needs approval cannot be part of a batch; send it on its own";
+                        let mut err = RpcError::new(
+                            code::APPROVAL_REQUIRED,
+                            "approval_required",
+                            format!("tool '{}' requires approval: {reason}", pending.tool),
+                            reason,
+                        );
+                        err.tool = Some(pending.tool.clone());
+                        worst.get_or_insert((DecisionKind::ApprovalRequired, err.clone()));
                         slots.push(Slot::Err(id.unwrap_or_else(Id::null), err));
                     }
                 }

@@ -11,10 +11,12 @@
 //! - [`grant`]: credentials, hashed;
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
+//! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
+pub mod approval;
 pub mod conditions;
 pub mod config;
 pub mod gate;

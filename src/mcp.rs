@@ -135,6 +135,11 @@ impl Arguments {
         args.ok_or_else(|| ProtocolError::invalid("arguments must be an object"))
     }
 
+    /// The arguments' JSON text as sent (strictly checked: one value, no duplicate keys).
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
     /// The top-level argument names, in order (for the audit log; never the values).
     pub fn keys(&self) -> &[String] {
         &self.keys

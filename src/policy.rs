@@ -6,7 +6,10 @@
 //! 3. otherwise `default`; rule `default`.
 //! 4. if allowed by its rule: every `require` condition holds and no `deny_if` condition does
 //!    (a condition that cannot be evaluated denies; see `conditions`);
-//! 5. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`).
+//! 5. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`);
+//! 6. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
+//!    asked only once every rule above allows it, with the quota reserved meanwhile and given back
+//!    unless the call goes upstream.
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
 //! methods MCP does not define are denied unless `gateway.methods` allows them.
@@ -99,8 +102,11 @@ pub struct Limit {
 /// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
 #[derive(Debug, Clone)]
 pub struct ToolRule {
+    /// `require_approval` compiles to `Allow` plus `approval`.
     pub action: Action,
     pub reason: Option<String>,
+    /// `action: "require_approval"`: how long an approval request stays open, in seconds.
+    pub approval_timeout_seconds: Option<u64>,
     pub limits: Vec<usize>,
     pub require: Vec<Condition>,
     pub deny_if: Vec<Condition>,
@@ -132,6 +138,51 @@ pub struct Gateway {
     pub mode: Mode,
     /// `gateway.tool_modes`: per-tool overrides of `mode`.
     pub tool_modes: HashMap<String, Mode>,
+    /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
+    pub approval: Option<ApprovalService>,
+}
+
+/// How the filter waits for a person's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// Ask once; a pending approval is answered at once with `approval_required` and the agent retries.
+    Retry,
+    /// The service holds the callout (long poll) until a decision or the callout timeout.
+    Hold,
+}
+
+/// `gateway.approval` after defaults: where the filter asks for approvals (an Envoy cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalService {
+    /// Envoy cluster name of the approval service.
+    pub cluster: String,
+    /// Request path of the check endpoint (default `/v1/check`).
+    pub path: String,
+    /// `:authority` of the callout (default: the cluster name).
+    pub authority: String,
+    /// Callout timeout in milliseconds (default 5000 in retry mode, 30000 in hold mode).
+    pub timeout_ms: u64,
+    pub mode: ApprovalMode,
+}
+
+impl ApprovalService {
+    /// How long the service may hold a callout in hold mode, in seconds: one second less than the
+    /// callout timeout, so its answer arrives before Envoy gives up. 0 in retry mode.
+    pub fn wait_seconds(&self) -> u64 {
+        match self.mode {
+            ApprovalMode::Retry => 0,
+            ApprovalMode::Hold => (self.timeout_ms / 1000).saturating_sub(1).max(1),
+        }
+    }
+}
+
+/// A call that needs a person's approval before it may go upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsApproval<'p> {
+    /// Seconds the approval request stays open (`approval_timeout`).
+    pub timeout_seconds: u64,
+    /// The rule's `reason`, shown to the approver and the agent.
+    pub reason: Option<&'p str>,
 }
 
 /// The runtime policy, built once per plugin configuration.
@@ -152,10 +203,12 @@ pub struct Policy {
 pub enum Verdict<'p> {
     /// Not subject to policy (lifecycle methods, notifications, responses).
     Pass,
-    /// Allowed by `rule`, subject to `limits` (deduplicated: a shared counter is counted once).
+    /// Allowed by `rule`, subject to `limits` (deduplicated: a shared counter is counted once) and,
+    /// last, to a person's approval when `approval` is set.
     Allow {
         rule: String,
         limits: Vec<&'p Limit>,
+        approval: Option<NeedsApproval<'p>>,
     },
     Deny {
         rule: String,
@@ -217,6 +270,11 @@ impl Policy {
         self.tools.keys().map(String::as_str)
     }
 
+    /// Tool names whose calls need a person's approval (`action: "require_approval"`).
+    pub fn approval_tools(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().filter(|(_, r)| r.approval_timeout_seconds.is_some()).map(|(n, _)| n.as_str())
+    }
+
     /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of
     /// per-tool metric labels.
     pub fn named_tools(&self) -> Vec<&str> {
@@ -261,7 +319,14 @@ impl Policy {
                 };
                 Verdict::Deny { rule, reason }
             }
-            Action::Allow => Verdict::Allow { rule, limits: self.limits_for(own) },
+            Action::Allow => Verdict::Allow {
+                rule,
+                limits: self.limits_for(own),
+                approval: tool_rule.and_then(|r| {
+                    r.approval_timeout_seconds
+                        .map(|t| NeedsApproval { timeout_seconds: t, reason: r.reason.as_deref() })
+                }),
+            },
         }
     }
 
@@ -277,7 +342,7 @@ impl Policy {
                 let name = other.name();
                 match (self.methods.get(name), other) {
                     (Some(Action::Allow), _) => {
-                        Verdict::Allow { rule: format!("gateway.methods.{name}"), limits: vec![] }
+                        Verdict::Allow { rule: format!("gateway.methods.{name}"), limits: vec![], approval: None }
                     }
                     (Some(Action::Deny), _) => Verdict::Deny {
                         rule: format!("gateway.methods.{name}"),
@@ -288,7 +353,7 @@ impl Policy {
                         reason: format!("method {name} is not an MCP method this gateway knows"),
                     },
                     (None, _) => match self.default {
-                        Action::Allow => Verdict::Allow { rule: "default".into(), limits: vec![] },
+                        Action::Allow => Verdict::Allow { rule: "default".into(), limits: vec![], approval: None },
                         Action::Deny => Verdict::Deny {
                             rule: "default".into(),
                             reason: format!("method {name} is not allowed by policy (default: deny)"),
@@ -364,7 +429,7 @@ mod tests {
     #[test]
     fn listed_empty_rule_allows_under_default_deny() {
         let p = policy();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("list_vms")) else { panic!() };
+        let Verdict::Allow { rule, limits, .. } = p.judge(&tool("list_vms")) else { panic!() };
         assert_eq!(rule, "tools.list_vms");
         let paths: Vec<&str> = limits.iter().map(|l| l.path.as_str()).collect();
         assert_eq!(paths, ["all_tools.limits[0]", "all_tools.limits[1]"]);
@@ -385,7 +450,7 @@ mod tests {
             br#"{"version":"1","default":"allow","all_tools":{"limits":[{"counter":"a","window":"day","max":9}]}}"#,
         )
         .unwrap();
-        let Verdict::Allow { rule, limits } = p.judge(&tool("anything")) else { panic!() };
+        let Verdict::Allow { rule, limits, .. } = p.judge(&tool("anything")) else { panic!() };
         assert_eq!((rule.as_str(), limits.len(), limits[0].max), ("default", 1, 9));
     }
 
@@ -411,7 +476,7 @@ mod tests {
         let call = |name: &str, args: &str| {
             Call::Tool(ToolCall { name: name.into(), arguments: Some(Arguments::from_json_text(args).unwrap()) })
         };
-        let Verdict::Allow { rule, limits } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
+        let Verdict::Allow { rule, limits, .. } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
         else {
             panic!()
         };
@@ -449,7 +514,7 @@ mod tests {
         let p = policy();
         assert_eq!(
             p.judge(&method("resources/read")),
-            Verdict::Allow { rule: "gateway.methods.resources/read".into(), limits: vec![] }
+            Verdict::Allow { rule: "gateway.methods.resources/read".into(), limits: vec![], approval: None }
         );
         assert_eq!(
             p.judge(&method("prompts/get")),
@@ -460,7 +525,10 @@ mod tests {
             deny("default", "method completion/complete is not allowed by policy (default: deny)")
         );
         let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
-        assert_eq!(open.judge(&method("resources/read")), Verdict::Allow { rule: "default".into(), limits: vec![] });
+        assert_eq!(
+            open.judge(&method("resources/read")),
+            Verdict::Allow { rule: "default".into(), limits: vec![], approval: None }
+        );
     }
 
     #[test]
@@ -472,7 +540,7 @@ mod tests {
         );
         assert_eq!(
             policy().judge(&method("x/custom")),
-            Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![] }
+            Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![], approval: None }
         );
     }
 }

@@ -22,6 +22,14 @@ pub mod code {
     pub const BATCH_REFUSED: i32 = -31005;
     /// A `tools/list` response the filter cannot filter (`bad_upstream_response`), HTTP 502.
     pub const BAD_UPSTREAM_RESPONSE: i32 = -31006;
+    /// The tool needs a person's approval and none is usable yet (`approval_required`); `data` holds
+    /// `approval_id`, `approval_url` and `expires_in_seconds`. Retry the identical call once approved.
+    pub const APPROVAL_REQUIRED: i32 = -31007;
+    /// An approver denied this exact call (`approval_denied`); `data` holds `approver` and `note`.
+    pub const APPROVAL_DENIED: i32 = -31008;
+    /// The approval service could not be asked (unreachable, timeout, bad answer): refused to fail
+    /// closed (`approval_unavailable`), with `retry-after: 1`.
+    pub const APPROVAL_UNAVAILABLE: i32 = -31009;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
     /// JSON-RPC 2.0 parse error.
@@ -44,6 +52,10 @@ pub struct RpcError {
     pub rule: Option<String>,
     pub retry_after_seconds: Option<u64>,
     pub counter: Option<String>,
+    /// Seconds an approval request stays open (`approval_required`).
+    pub expires_in_seconds: Option<u64>,
+    /// Further string members of `data`, in order (approval id, URL, approver, note).
+    pub extra: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
@@ -57,6 +69,8 @@ impl RpcError {
             rule: None,
             retry_after_seconds: None,
             counter: None,
+            expires_in_seconds: None,
+            extra: Vec::new(),
         }
     }
 
@@ -88,6 +102,16 @@ impl RpcError {
         if let Some(c) = &self.counter {
             out.push_str(",\"counter\":");
             write_str(&mut out, c);
+        }
+        if let Some(s) = self.expires_in_seconds {
+            out.push_str(",\"expires_in_seconds\":");
+            out.push_str(&s.to_string());
+        }
+        for (k, v) in &self.extra {
+            out.push_str(",\"");
+            out.push_str(k);
+            out.push_str("\":");
+            write_str(&mut out, v);
         }
         out.push_str("}}}");
         out

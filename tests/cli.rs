@@ -52,7 +52,7 @@ fn call(tool: &str) -> String {
 fn check_valid_policies() {
     assert_eq!(
         run(&["check", "envoy/policy.json"]),
-        (0, "envoy/policy.json: ok: version 1, default deny, 2 tool rules, 1 limit\n".into(), String::new())
+        (0, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n".into(), String::new())
     );
     assert_eq!(
         run(&["check", "envoy/policy-conditions.json"]),
@@ -107,7 +107,7 @@ fn check_unknown_field_stops_parsing() {
             1,
             String::new(),
             format!(
-                "{p}: invalid policy at tools.x.actoin: unknown field `actoin`, expected one of `action`, `reason`, \
+                "{p}: invalid policy at tools.x.actoin: unknown field `actoin`, expected one of `action`, `reason`, `approval_timeout`, \
                  `limits`, `require`, `deny_if` at line 1 column 37\n"
             )
         )
@@ -130,7 +130,7 @@ fn check_several_files_valid_and_invalid() {
     let bad = scratch("invalid-dup.json", r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
     let (status, out, err) = run(&["check", "envoy/policy.json", &bad]);
     assert_eq!(status, 1);
-    assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 2 tool rules, 1 limit\n");
+    assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n");
     assert!(err.starts_with(&format!("{bad}: invalid policy at .: not a strict JSON document: ")), "{err}");
     assert!(err.contains("duplicate"), "{err}");
     // An unreadable file wins over an invalid one: status 2.
@@ -325,4 +325,33 @@ fn usage() {
     }
     let (status, out, _) = run(&["--version"]);
     assert_eq!((status, out), (0, format!("mcp-policy {}\n", env!("CARGO_PKG_VERSION"))));
+}
+
+#[test]
+fn explain_call_that_needs_approval_exits_4() {
+    let req = scratch("start_vm.json", &call("start_vm"));
+    let grant = mcp_policy_filter::grant::from_authorization(b"Bearer cli").unwrap();
+    let key = mcp_policy_filter::approval::key(
+        &grant.id,
+        "start_vm",
+        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+    );
+    assert_eq!(
+        run(&["explain", "envoy/policy.json", &req]),
+        (
+            4,
+            format!(
+                "decision: allowed\n\
+                 rule:     tools.start_vm\n\
+                 reason:   -\n\
+                 method:   tools/call\n\
+                 tool:     start_vm\n\
+                 grant:    sha256:99bb88401742\n\
+                 approval: required, key {key}\n\
+                 status:   held: the approval service (cluster mcp_approvals) is asked; forwarded only once a person \
+                 approved this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)\n"
+            ),
+            String::new()
+        )
+    );
 }

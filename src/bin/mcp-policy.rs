@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcp_policy_filter::config::{self, PolicySpec};
 use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_filter::policy::{Action, GrantSource, Mode, Policy};
+use mcp_policy_filter::policy::{Action, ApprovalMode, GrantSource, Mode, Policy};
 use mcp_policy_filter::ratelimit::MemoryStore;
 
 const USAGE: &str = "\
@@ -29,7 +29,9 @@ Commands:
            input), under POLICY.json, with the filter's own decision code. The request is a POST
            with `content-type: application/json` and the grant below. Prints the decision, the rule
            that decided it, the reason, the HTTP status the agent would get and the reply body.
-           Rate limits start from empty counters, as in a freshly started Envoy.
+           Rate limits start from empty counters, as in a freshly started Envoy. A tool with
+           `require_approval` shows the approval key the filter would send to the approval service
+           (the call waits for a person's decision; explain does not contact the service).
   schema   Print the JSON Schema of the policy file (generated from the filter's config types).
 
 Options:
@@ -44,6 +46,7 @@ Exit status:
   1  a policy is invalid
   2  usage error, or a file cannot be read
   3  explain: the filter would refuse the request (it answers the agent itself)
+  4  explain: the request would be held until a person approves it (require_approval)
 ";
 
 /// Exit statuses (see `USAGE`).
@@ -51,6 +54,7 @@ const OK: u8 = 0;
 const INVALID_POLICY: u8 = 1;
 const USAGE_OR_IO: u8 = 2;
 const REFUSED: u8 = 3;
+const NEEDS_APPROVAL: u8 = 4;
 
 /// A failure that ends the command: the message for stderr and the exit status.
 struct Failure {
@@ -115,6 +119,18 @@ fn summary(p: &Policy) -> String {
     );
     if !p.gateway.grants.is_empty() {
         s.push_str(&format!(", {}", plural(p.gateway.grants.len(), "registered grant", "registered grants")));
+    }
+    let approvals = p.approval_tools().count();
+    if let (true, Some(svc)) = (approvals > 0, &p.gateway.approval) {
+        let mode = match svc.mode {
+            ApprovalMode::Retry => "retry",
+            ApprovalMode::Hold => "hold",
+        };
+        s.push_str(&format!(
+            ", {} approval (cluster {}, mode {mode})",
+            plural(approvals, "tool requires", "tools require"),
+            svc.cluster
+        ));
     }
     if p.gateway.mode == Mode::DryRun {
         s.push_str(", mode dry_run");
@@ -196,7 +212,12 @@ fn explain(args: &[String]) -> Result<Report, Failure> {
     let policy = load_policy(policy_file)?;
     let body = read_input(request_file)?;
     let outcome = decide(&policy, &body, &grant);
-    Ok(Report::out(render(&policy, &outcome), if outcome.reply.is_some() { REFUSED } else { OK }))
+    let status = match (&outcome.reply, &outcome.approval) {
+        (Some(_), _) => REFUSED,
+        (None, Some(_)) => NEEDS_APPROVAL,
+        (None, None) => OK,
+    };
+    Ok(Report::out(render(&policy, &outcome), status))
 }
 
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.
@@ -218,6 +239,19 @@ fn render(policy: &Policy, o: &Outcome) -> String {
         lines.push(("error", kind.to_owned()));
     }
     match &o.reply {
+        None if o.approval.is_some() => {
+            let cluster = policy.gateway.approval.as_ref().map_or("-", |a| a.cluster.as_str());
+            if let Some(p) = &o.approval {
+                lines.push(("approval", format!("required, key {}", p.key)));
+            }
+            lines.push((
+                "status",
+                format!(
+                    "held: the approval service (cluster {cluster}) is asked; forwarded only once a person approved \
+                     this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)"
+                ),
+            ));
+        }
         None if d.dry_run => lines.push((
             "status",
             "forwarded to the MCP server (dry run: the policy would refuse it; the agent gets the server's response)"

@@ -16,9 +16,14 @@ use crate::policy::Policy;
 use crate::ratelimit::Unavailable;
 
 /// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`;
-/// `would_deny` a call refused in dry-run mode and forwarded.
-const LABELS: [&str; 9] = [
+/// `would_deny` a call refused in dry-run mode and forwarded; `approved` a call forwarded after a
+/// person approved it; `approval_*` the refusals of `require_approval` tools.
+const LABELS: [&str; 13] = [
     "allowed",
+    "approved",
+    "approval_required",
+    "approval_denied",
+    "approval_unavailable",
     "passed",
     "denied",
     "hidden",

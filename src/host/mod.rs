@@ -11,7 +11,7 @@
 //! (FAIL_CLOSED or FAIL_RELOAD in the shipped configs) refuses traffic instead of forwarding it.
 
 use std::rc::Rc;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
@@ -21,12 +21,13 @@ use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, Stat
 mod metrics;
 use metrics::Metrics;
 
+use crate::approval::{self, Answer};
 use crate::config;
-use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use crate::http;
 use crate::json::Json;
 use crate::policy::Policy;
-use crate::ratelimit::{self, SharedStore, StoreError};
+use crate::ratelimit::{self, Limiter, SharedStore, StoreError};
 use crate::reply::{code, Reply, RpcError};
 use crate::toolslist;
 
@@ -144,6 +145,7 @@ impl RootContext for Root {
             sse: None,
             list_failed: false,
             request_id: None,
+            approval: None,
         }))
     }
 
@@ -171,7 +173,12 @@ struct Filter {
     list_failed: bool,
     /// Envoy's `x-request-id`, for the audit log.
     request_id: Option<String>,
+    /// The call held while the approval service is asked, with the callout's token.
+    approval: Option<(u32, PendingApproval)>,
 }
+
+/// Largest approval-service answer read, in bytes; a longer one is a bad answer.
+const MAX_APPROVAL_ANSWER_BYTES: usize = 64 * 1024;
 
 /// Which responses are inspected for tool lists (only when the policy removes tools from lists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,16 +197,87 @@ enum ListMode {
     Sse,
 }
 
-impl Context for Filter {}
+impl Context for Filter {
+    fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
+        let Some((token, pending)) = self.approval.take() else { return };
+        if token != token_id {
+            self.approval = Some((token, pending));
+            return;
+        }
+        let Some(policy) = self.policy.clone() else {
+            self.unconfigured();
+            return;
+        };
+        // Envoy reports a timeout as a synthetic 504 and an unreachable service as 503.
+        let status = hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status").ok().flatten();
+        let answer = if body_size > MAX_APPROVAL_ANSWER_BYTES {
+            Answer::Unavailable(format!("the approval service's answer exceeds {MAX_APPROVAL_ANSWER_BYTES} bytes"))
+        } else {
+            let body = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten();
+            approval::read_answer(status.as_deref(), &body.unwrap_or_default())
+        };
+        if let Answer::Unavailable(why) = &answer {
+            warn!("[ctx {}] approval service unusable for tool '{}': {why}", self.id, gate::log_safe(&pending.tool));
+        }
+        let outcome = gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms());
+        if self.finish(outcome) == Action::Continue {
+            if let Err(s) = hostcalls::resume_http_request() {
+                warn!("[ctx {}] cannot resume the approved request ({s:?})", self.id);
+            }
+        }
+    }
+}
 
 impl Filter {
-    /// Act on an outcome: record it, then forward or answer locally.
-    fn finish(&mut self, outcome: Outcome) -> Action {
+    /// Hold the request and ask the approval service (`dispatch_http_call` to `gateway.approval`'s
+    /// cluster); [`Context::on_http_call_response`] finishes it. A callout that cannot start refuses
+    /// the call (`approval_unavailable`).
+    fn ask_approval(&mut self, pending: PendingApproval) -> Action {
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        let Some(svc) = policy.gateway.approval.as_ref() else {
+            // config::load refuses require_approval without gateway.approval; never forward anyway.
+            let answer = Answer::Unavailable("no approval service is configured".into());
+            return self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
+        };
+        let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), svc.wait_seconds());
+        let length = body.len().to_string();
+        let mut headers: Vec<(&str, &str)> = vec![
+            (":method", "POST"),
+            (":path", &svc.path),
+            (":authority", &svc.authority),
+            ("content-type", "application/json"),
+            ("content-length", &length),
+        ];
+        if let Some(rid) = &self.request_id {
+            headers.push(("x-request-id", rid));
+        }
+        let timeout = Duration::from_millis(svc.timeout_ms);
+        match hostcalls::dispatch_http_call(&svc.cluster, headers, Some(body.as_bytes()), vec![], timeout) {
+            Ok(token) => {
+                self.decided = true;
+                self.head = None;
+                self.approval = Some((token, pending));
+                Action::Pause
+            }
+            Err(s) => {
+                let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
+                warn!("[ctx {}] approval callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
+                self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()))
+            }
+        }
+    }
+
+    /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
+    /// approval, hold it and ask).
+    fn finish(&mut self, mut outcome: Outcome) -> Action {
+        if let Some(pending) = outcome.approval.take() {
+            return self.ask_approval(*pending);
+        }
         self.decided = true;
         self.head = None;
         let d = &outcome.decision;
         self.metrics.record(d);
-        if d.kind == DecisionKind::Allowed || d.kind == DecisionKind::RateLimited {
+        if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
             self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
         }
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
@@ -490,6 +568,22 @@ impl HttpContext for Filter {
                 Action::Continue
             }
             Err(e) => self.fail_list(mode, body_size, true, &e.to_string()),
+        }
+    }
+
+    fn on_log(&mut self) {
+        // The stream ended while its approval was being asked (client gone): the call never goes
+        // upstream, so its reserved quota goes back.
+        if let Some((_, pending)) = self.approval.take() {
+            if let (Some(policy), Some(adm)) = (self.policy.as_ref(), pending.admission.as_ref()) {
+                let max_tracked_grants = policy.gateway.max_tracked_grants;
+                Limiter { store: &HostStore, now_ms: now_ms(), max_tracked_grants }.give_back(adm);
+            }
+            info!(
+                "[ctx {}] request ended while waiting for approval of tool '{}'",
+                self.id,
+                gate::log_safe(&pending.tool)
+            );
         }
     }
 

@@ -1,0 +1,324 @@
+//! Require approval: the binding key of a call, the request to the approval service and the
+//! reading of its answer. Pure; the host adapter makes the callout (`dispatch_http_call`).
+//!
+//! The service's contract is `approvals/API.md`. An approval is bound to one exact call by its key:
+//! SHA-256 over the canonical JSON of `{"arguments":…,"grant":…,"tool":…}` (see [`canonical`]), so an
+//! approval of `{"vmid":100,"command":"uptime"}` can never let `{"command":"cat /etc/shadow"}` through,
+//! and the service lets an approval through once.
+
+use sha2::{Digest, Sha256};
+
+use crate::json::{self, write_str, Json};
+use crate::ratelimit::{hex, GrantId};
+
+/// Canonical JSON text of `v`: object members sorted by key (Unicode code point order, which is the
+/// byte order of their UTF-8), no insignificant whitespace, strings unescaped and re-escaped one way
+/// (`json::write_str`: only `"`, `\` and control characters), numbers exactly as sent (`1.0` and `1`
+/// are different values to a tool, so they are different keys).
+pub fn canonical(v: &Json, out: &mut String) {
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Json::Number(n) => out.push_str(n),
+        Json::String(s) => write_str(out, s),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(members) => {
+            let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            out.push('{');
+            for (i, (k, val)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                canonical(val, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// The approval key of a call: lower-case hex SHA-256 of the canonical JSON of
+/// `{"arguments": ARGS, "grant": "<hex SHA-256 of the credential>", "tool": NAME}`.
+/// Absent arguments count as `{}` (MCP treats them alike).
+pub fn key(grant: &GrantId, tool: &str, arguments: Option<&Json>) -> String {
+    let empty = Json::Object(Vec::new());
+    let mut text = String::from("{\"arguments\":");
+    canonical(arguments.unwrap_or(&empty), &mut text);
+    text.push_str(",\"grant\":\"");
+    text.push_str(&hex(grant));
+    text.push_str("\",\"tool\":");
+    write_str(&mut text, tool);
+    text.push('}');
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// What the filter sends to `POST {gateway.approval.path}` (approvals/API.md, "Filter -> service").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest<'a> {
+    pub key: &'a str,
+    /// The grant's label (`sha256:…` or the registry label), never the credential.
+    pub grant: &'a str,
+    pub tool: &'a str,
+    /// The arguments' JSON text as the agent sent them (already strictly checked); `None` is `{}`.
+    pub arguments: Option<&'a str>,
+    /// Envoy's `x-request-id` ("" when absent).
+    pub request_id: &'a str,
+    /// Seconds.
+    pub expires_in_seconds: u64,
+    /// Seconds the service may hold the callout (hold mode); 0 in retry mode.
+    pub wait_seconds: u64,
+    pub reason: Option<&'a str>,
+}
+
+impl CheckRequest<'_> {
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        let mut o = String::with_capacity(192 + self.arguments.map_or(2, str::len));
+        o.push_str("{\"key\":");
+        write_str(&mut o, self.key);
+        o.push_str(",\"grant\":");
+        write_str(&mut o, self.grant);
+        o.push_str(",\"tool\":");
+        write_str(&mut o, self.tool);
+        o.push_str(",\"arguments\":");
+        o.push_str(self.arguments.unwrap_or("{}"));
+        o.push_str(",\"request_id\":");
+        write_str(&mut o, self.request_id);
+        o.push_str(",\"expires_in_seconds\":");
+        o.push_str(&self.expires_in_seconds.to_string());
+        o.push_str(",\"wait_seconds\":");
+        o.push_str(&self.wait_seconds.to_string());
+        if let Some(r) = self.reason {
+            o.push_str(",\"reason\":");
+            write_str(&mut o, r);
+        }
+        o.push('}');
+        o
+    }
+}
+
+/// The service's answer, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Approved and consumed by the service for this call: forward it.
+    Approved {
+        approval_id: String,
+        approver: String,
+    },
+    /// Waiting for a person.
+    Pending {
+        approval_id: String,
+        approval_url: String,
+        expires_in_seconds: u64,
+    },
+    Denied {
+        approval_id: String,
+        approver: String,
+        note: String,
+    },
+    /// No usable answer (unreachable, timeout, non-200, malformed): fail closed.
+    Unavailable(String),
+}
+
+/// Longest approval id, URL, approver or note accepted from the service, in bytes.
+pub const MAX_ANSWER_FIELD: usize = 2048;
+
+/// Read the callout's result. `status` is the response's `:status` (Envoy answers a timeout with a
+/// synthetic 504 and an unreachable cluster with 503), `body` its bytes. Anything but a 200 JSON
+/// object of one of the three documented shapes is [`Answer::Unavailable`].
+pub fn read_answer(status: Option<&[u8]>, body: &[u8]) -> Answer {
+    match status {
+        Some(b"200") => {}
+        Some(b"504") => return Answer::Unavailable("the approval service did not answer in time".into()),
+        Some(s) => {
+            let s = String::from_utf8_lossy(s.get(..3).unwrap_or(s)).into_owned();
+            return Answer::Unavailable(format!("the approval service answered HTTP {s}"));
+        }
+        None => return Answer::Unavailable("the approval service answered without a status".into()),
+    }
+    let bad = |why: &str| Answer::Unavailable(format!("the approval service's answer is malformed: {why}"));
+    let Ok(v) = json::parse(body) else { return bad("not a JSON object") };
+    let text = |name: &str, required: bool| -> Result<String, String> {
+        match v.get(name) {
+            Some(Json::String(s)) if s.len() <= MAX_ANSWER_FIELD && (!required || !s.is_empty()) => Ok(s.clone()),
+            None | Some(Json::Null) if !required => Ok(String::new()),
+            _ => Err(format!("field {name}")),
+        }
+    };
+    let result = (|| -> Result<Answer, String> {
+        let approval_id = text("approval_id", true)?;
+        match v.get("status") {
+            Some(Json::String(s)) if s == "approved" => {
+                Ok(Answer::Approved { approval_id, approver: text("approver", false)? })
+            }
+            Some(Json::String(s)) if s == "denied" => {
+                Ok(Answer::Denied { approval_id, approver: text("approver", false)?, note: text("note", false)? })
+            }
+            Some(Json::String(s)) if s == "pending" => {
+                let expires_in_seconds = match v.get("expires_in_seconds") {
+                    Some(Json::Number(n)) => n.parse::<u64>().map_err(|_| "field expires_in_seconds".to_owned())?,
+                    _ => return Err("field expires_in_seconds".into()),
+                };
+                Ok(Answer::Pending { approval_id, approval_url: text("approval_url", true)?, expires_in_seconds })
+            }
+            _ => Err("field status".into()),
+        }
+    })();
+    result.unwrap_or_else(|why| bad(&why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(text: &str) -> String {
+        let mut out = String::new();
+        canonical(&json::parse(text.as_bytes()).unwrap(), &mut out);
+        out
+    }
+
+    fn key_of(args: &str) -> String {
+        key(&[7u8; 32], "vm_agent_exec", Some(&json::parse(args.as_bytes()).unwrap()))
+    }
+
+    #[test]
+    fn canonical_form_is_exact() {
+        assert_eq!(
+            canon(r#" { "b" : [ 1 , {"z":null,"a":true} ], "a" : "x\u00e9\n\/" , "é":1.50 } "#),
+            "{\"a\":\"xé\\n/\",\"b\":[1,{\"a\":true,\"z\":null}],\"é\":1.50}"
+        );
+    }
+
+    #[test]
+    fn same_call_written_differently_gives_the_same_key() {
+        let base = key_of(r#"{"vmid":100,"command":"uptime","opts":{"a":[1,2],"b":"é"}}"#);
+        for same in [
+            r#"{"command":"uptime","vmid":100,"opts":{"b":"é","a":[1,2]}}"#,
+            "{ \"vmid\" : 100 ,\n\t\"command\" : \"uptime\" , \"opts\" : { \"a\" : [ 1 , 2 ] , \"b\" : \"é\" } }",
+            r#"{"vmid":100,"command":"\u0075ptime","opts":{"a":[1,2],"b":"\u00e9"}}"#,
+            r#"{"\u0076mid":100,"command":"uptime","opts":{"a":[1,2],"b":"\u00E9"}}"#,
+        ] {
+            assert_eq!(key_of(same), base, "{same}");
+        }
+        // Surrogate pairs and big numbers, as sent.
+        assert_eq!(
+            key_of(r#"{"n":123456789012345678901234567890,"s":"\ud83d\ude00"}"#),
+            key_of(r#"{"s":"😀","n":123456789012345678901234567890}"#)
+        );
+        assert_eq!(
+            key_of(r#"{"a":{"b":{"c":{"d":[{"y":1,"x":2}]}}}}"#),
+            key_of(r#"{"a":{"b":{"c":{"d":[{"x":2,"y":1}]}}}}"#)
+        );
+    }
+
+    #[test]
+    fn any_change_gives_another_key() {
+        let base = key_of(r#"{"vmid":100,"command":"uptime"}"#);
+        for other in [
+            r#"{"vmid":101,"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"cat /etc/shadow"}"#,
+            r#"{"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"uptime","extra":null}"#,
+            r#"{"vmid":100.0,"command":"uptime"}"#,
+            r#"{"vmid":1e2,"command":"uptime"}"#,
+            r#"{"vmid":"100","command":"uptime"}"#,
+            r#"{"vmid":[100],"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"uptime "}"#,
+            r#"{"vmid":100,"command":"Uptime"}"#,
+        ] {
+            assert_ne!(key_of(other), base, "{other}");
+        }
+        let args = json::parse(br#"{"vmid":100,"command":"uptime"}"#).unwrap();
+        assert_ne!(key(&[8u8; 32], "vm_agent_exec", Some(&args)), base, "another grant");
+        assert_ne!(key(&[7u8; 32], "vm_agent_exec2", Some(&args)), base, "another tool");
+        // Big numbers differing in the last digit stay different (no float rounding).
+        assert_ne!(key_of(r#"{"n":9007199254740993}"#), key_of(r#"{"n":9007199254740992}"#));
+    }
+
+    #[test]
+    fn key_is_sha256_of_the_documented_text() {
+        let args = json::parse(br#"{"b":2,"a":1}"#).unwrap();
+        let grant = [0xabu8; 32];
+        let text = format!("{{\"arguments\":{{\"a\":1,\"b\":2}},\"grant\":\"{}\",\"tool\":\"t\"}}", "ab".repeat(32));
+        assert_eq!(key(&grant, "t", Some(&args)), hex(&Sha256::digest(text.as_bytes())));
+        assert_eq!(key(&grant, "t", None), key(&grant, "t", Some(&Json::Object(vec![]))));
+        assert_eq!(key(&grant, "t", None).len(), 64);
+    }
+
+    #[test]
+    fn check_request_json() {
+        let r = CheckRequest {
+            key: "k",
+            grant: "sha256:0123",
+            tool: "start_vm",
+            arguments: Some(r#"{"vmid":100}"#),
+            request_id: "rid",
+            expires_in_seconds: 600,
+            wait_seconds: 0,
+            reason: Some("costs \"money\""),
+        };
+        assert_eq!(
+            r.to_json(),
+            r#"{"key":"k","grant":"sha256:0123","tool":"start_vm","arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
+        );
+        let r = CheckRequest { arguments: None, reason: None, wait_seconds: 29, ..r };
+        assert_eq!(
+            r.to_json(),
+            r#"{"key":"k","grant":"sha256:0123","tool":"start_vm","arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
+        );
+    }
+
+    #[test]
+    fn answers() {
+        let ok = Some(&b"200"[..]);
+        assert_eq!(
+            read_answer(ok, br#"{"status":"approved","approval_id":"apr_1","approver":"alice","note":""}"#),
+            Answer::Approved { approval_id: "apr_1".into(), approver: "alice".into() }
+        );
+        assert_eq!(
+            read_answer(ok, br#"{"status":"pending","approval_id":"apr_1","approval_url":"http://x/approvals/apr_1","expires_at":1,"expires_in_seconds":593}"#),
+            Answer::Pending { approval_id: "apr_1".into(), approval_url: "http://x/approvals/apr_1".into(), expires_in_seconds: 593 }
+        );
+        assert_eq!(
+            read_answer(ok, br#"{"status":"denied","approval_id":"apr_1","approver":"bob","note":"no"}"#),
+            Answer::Denied { approval_id: "apr_1".into(), approver: "bob".into(), note: "no".into() }
+        );
+        let unavailable = |status: Option<&[u8]>, body: &[u8]| match read_answer(status, body) {
+            Answer::Unavailable(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(unavailable(Some(b"504"), b""), "the approval service did not answer in time");
+        assert_eq!(unavailable(Some(b"503"), b"no healthy upstream"), "the approval service answered HTTP 503");
+        assert_eq!(unavailable(None, b""), "the approval service answered without a status");
+        for garbage in [
+            &b""[..],
+            b"approved",
+            b"[]",
+            br#"{"status":"approved"}"#,
+            br#"{"status":"APPROVED","approval_id":"a"}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"u"}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"u","expires_in_seconds":-1}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"","expires_in_seconds":1}"#,
+            br#"{"status":"approved","approval_id":""}"#,
+            br#"{"status":"approved","approval_id":"a","status":"denied"}"#,
+            br#"{"status":"approved","approval_id":7}"#,
+        ] {
+            assert!(
+                unavailable(ok, garbage).starts_with("the approval service's answer is malformed"),
+                "{}",
+                String::from_utf8_lossy(garbage)
+            );
+        }
+    }
+}
