@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema browser-deps screenshot
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -42,8 +42,23 @@ test: lint test-unit build venv test-envoy
 test-unit:
 	$(CARGO) test --locked --all-targets --features cli
 
-test-envoy: build venv
+test-envoy: build venv browser-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
+
+## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
+##               for the browser test of the approvals page (tests/browser)
+browser-deps: tests/browser/node_modules/.installed
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "browser-deps needs chromium: sudo apt-get install chromium" >&2; exit 1; }
+tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## screenshot: docs/approvals-page.png, the approvals page with one pending call at 1366x768
+screenshot: build venv browser-deps
+	cd tests && MCP_SCREENSHOT_OUT=$(CURDIR)/docs/approvals-page.png ../$(PY) -m pytest -q -p no:cacheprovider \
+	  e2e/test_browser_approval.py -k screenshot
 
 ## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm
 lint: wasm-target

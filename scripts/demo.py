@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`make demo`: a short agent session through Envoy and the policy filter, step by step.
 
-Starts its own demo MCP server and Envoy (the shipped envoy/envoy.yaml and envoy/policy.json, on
-free ports, via tests/harness.py), then drives them with the official MCP Python SDK client:
+Starts its own demo MCP server, the approval service mcp-approvals (`make approvals`) and Envoy (the
+shipped envoy/envoy.yaml and envoy/policy.json, on free ports, via tests/harness.py), then drives
+them with the official MCP Python SDK client:
 
   1. tools/list                           - the demo server's eight tools come through
   2. list_vms                             - allowed by the policy
@@ -10,13 +11,18 @@ free ports, via tests/harness.py), then drives them with the official MCP Python
   4. vm_agent_exec, 11th                  - ... refused on the eleventh, with the reason
   5. vm_agent_exec with a second grant    - still allowed: limits count per grant
   6. delete_vm                            - denied: the policy's default is deny
+  7. start_vm                             - needs an approval: refused with the approval's URL
+  8. the approver approves it             - through the service's JSON API (what the web page does)
+  9. start_vm, the identical call again   - now it runs, once
 
-Exits 0 only if every step matched; 1 otherwise; 2 if the filter is not built.
-Environment: MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm).
+Exits 0 only if every step matched; 1 otherwise; 2 if the filter or mcp-approvals is not built.
+Environment: MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm),
+MCP_APPROVALS_BIN (default target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -26,12 +32,17 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import harness  # noqa: E402
+import harness_approvals as ha  # noqa: E402
 from mcp_session import MCPError, open_session, result_json  # noqa: E402
 
 DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
               "vm_agent_exec", "vm_agent_exec_status"}
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
 LIMIT = 10
+START = {"node": "pve2", "vmid": 200}
+APPROVER = "demo"
+APPROVER_TOKEN = os.environ.get("APPROVER_TOKEN") or "demo-approver-token"
+STEPS = 9
 
 
 class Steps:
@@ -59,7 +70,7 @@ async def expect_refusal(call, code: int) -> tuple[bool, str]:
     return False, f"NOT refused: {result.content!r}"
 
 
-async def agent_session(url: str, steps: Steps) -> None:
+async def agent_session(url: str, svc: ha.Approvals, steps: Steps) -> None:
     async with open_session(url, "agent-alice") as alice:
         tools = sorted(t.name for t in (await alice.list_tools()).tools)
         steps.check("tools/list as grant agent-alice", set(tools) == DEMO_TOOLS, ", ".join(tools))
@@ -86,6 +97,26 @@ async def agent_session(url: str, steps: Steps) -> None:
         ok, detail = await expect_refusal(lambda: alice.call_tool("delete_vm", {"node": "pve1", "vmid": 102}), -31001)
         steps.check("delete_vm is denied by default", ok, detail)
 
+        approval = None
+        try:
+            result = await alice.call_tool("start_vm", START)
+            steps.check("start_vm needs an approval", False, f"NOT refused: {result.content!r}")
+        except MCPError as e:
+            approval = e.error.data if e.error.code == -31007 else None
+            steps.check("start_vm needs an approval", approval is not None,
+                        f"refused: {e.error.code} {e.error.message}")
+        if approval is None:
+            return
+
+        decided = await anyio.to_thread.run_sync(svc.approve, approval["approval_id"], "ok, start it")
+        steps.check(f"approver '{APPROVER}' approves {approval['approval_id']}", decided["state"] == "approved",
+                    f"POST {svc.url}/v1/approvals/{approval['approval_id']}/approve -> {decided['state']} "
+                    f"by {decided['approver']} (the web page: {approval['approval_url']})")
+
+        started = result_json(await alice.call_tool("start_vm", START))
+        steps.check("start_vm, the identical call again, runs", started.get("status") == "running",
+                    f"{started['node']}/{started['vmid']} {started['name']} is {started['status']}")
+
 
 def describe(exc: BaseException) -> str:
     """The innermost exceptions of (nested) exception groups, as `Type: message` lines."""
@@ -94,9 +125,9 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)
 
 
-async def bounded(url: str, steps: Steps) -> None:
+async def bounded(url: str, svc: ha.Approvals, steps: Steps) -> None:
     with anyio.fail_after(60):
-        await agent_session(url, steps)
+        await agent_session(url, svc, steps)
 
 
 def main() -> int:
@@ -104,18 +135,23 @@ def main() -> int:
     if not wasm.is_file():
         print(f"demo: filter not built: {wasm} is missing (run make build)", file=sys.stderr)
         return 2
+    if not ha.approvals_binary().is_file():
+        print(f"demo: {ha.approvals_binary()} is missing (run make approvals)", file=sys.stderr)
+        return 2
     steps = Steps()
     with harness.Stack(wasm=wasm) as stack:
+        svc = ha.approvals(stack, approvers={APPROVER: APPROVER_TOKEN})
         _, port = stack.demo_server(json_response=False)
-        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port)
+        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.port)
         print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
+              f"approvals {svc.url} (approver '{APPROVER}', token '{APPROVER_TOKEN}')\n"
               f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)
         try:
-            anyio.run(bounded, envoy.mcp_url, steps)
+            anyio.run(bounded, envoy.mcp_url, svc, steps)
         except Exception as e:  # a step that blew up instead of matching
             steps.check("session ran to the end", False, describe(e))
-    ok = steps.all_ok and len(steps.results) == 6
-    print(f"\n{'all steps matched' if ok else 'SOME STEPS DID NOT MATCH'} ({sum(steps.results)}/6)")
+    ok = steps.all_ok and len(steps.results) == STEPS
+    print(f"\n{'all steps matched' if ok else 'SOME STEPS DID NOT MATCH'} ({sum(steps.results)}/{STEPS})")
     if ok:
         shutil.rmtree(stack.log_dir, ignore_errors=True)
     return 0 if ok else 1

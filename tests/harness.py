@@ -43,6 +43,7 @@ DEFAULT_WASM = REPO_ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_
 WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 HOST = "127.0.0.1"
+APPROVALS_CLUSTER = "mcp_approvals"  # the cluster of envoy/envoy.yaml the filter asks for approvals
 
 _handed_out: set[int] = set()
 _live: list["ManagedProcess"] = []
@@ -227,18 +228,26 @@ def shipped_policy_text() -> str:
     return wasm_filter(shipped_config())["config"]["configuration"]["value"]
 
 
+def cluster_endpoint(cfg: dict, name: str) -> dict:
+    """The `socket_address` of the one endpoint of static cluster `name`."""
+    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == name]
+    (endpoints,) = cluster["load_assignment"]["endpoints"]
+    (lb,) = endpoints["lb_endpoints"]
+    return lb["endpoint"]["address"]["socket_address"]
+
+
 def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
-                        upstream_port: int, *, source: Path = ENVOY_YAML) -> str:
-    """envoy/envoy.yaml with the listener, admin and upstream ports, the wasm file (made absolute)
-    and the plugin's `configuration.value` (the policy JSON text) replaced; everything else as shipped."""
+                        upstream_port: int, *, source: Path = ENVOY_YAML, approvals_port: int | None = None) -> str:
+    """envoy/envoy.yaml with the listener, admin and upstream (cluster `mcp_upstream`) ports, the wasm
+    file (made absolute) and the plugin's `configuration.value` (the policy JSON text) replaced, and,
+    when `approvals_port` is given, the port of cluster `mcp_approvals`; everything else as shipped."""
     cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
     cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
     (listener,) = cfg["static_resources"]["listeners"]
     listener["address"]["socket_address"]["port_value"] = listen_port
-    (cluster,) = cfg["static_resources"]["clusters"]
-    (endpoints,) = cluster["load_assignment"]["endpoints"]
-    (lb,) = endpoints["lb_endpoints"]
-    lb["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
+    cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
+    if approvals_port is not None:
+        cluster_endpoint(cfg, APPROVALS_CLUSTER)["port_value"] = approvals_port
     wasm = wasm_filter(cfg)["config"]
     wasm["vm_config"]["code"]["local"]["filename"] = str(Path(wasm_path).resolve())
     wasm["configuration"]["value"] = policy_text(policy)
@@ -457,14 +466,17 @@ class Stack:
         self.procs.append(proc)
         return proc, port
 
-    def render(self, policy: dict | str, upstream_port: int) -> str:
+    def render(self, policy: dict | str, upstream_port: int, *, approvals_port: int | None = None) -> str:
         """The shipped bootstrap for this stack's wasm with fresh listener and admin ports."""
-        return render_envoy_config(policy, self.wasm, free_port(), free_port(), upstream_port)
+        return render_envoy_config(policy, self.wasm, free_port(), free_port(), upstream_port,
+                                   approvals_port=approvals_port)
 
-    def envoy(self, policy: dict | str, upstream_port: int, *, concurrency: int = 2, name: str = "envoy") -> Envoy:
-        """Envoy with `policy` in front of 127.0.0.1:`upstream_port`, LIVE."""
-        env = start_envoy(self.render(policy, upstream_port), concurrency=concurrency,
-                          log_dir=self.log_dir, name=self._unique(name))
+    def envoy(self, policy: dict | str, upstream_port: int, *, concurrency: int = 2, name: str = "envoy",
+              approvals_port: int | None = None, log_level: str = "info") -> Envoy:
+        """Envoy with `policy` in front of 127.0.0.1:`upstream_port` (and, if given, cluster
+        `mcp_approvals` pointing at 127.0.0.1:`approvals_port`), LIVE."""
+        env = start_envoy(self.render(policy, upstream_port, approvals_port=approvals_port), concurrency=concurrency,
+                          log_dir=self.log_dir, name=self._unique(name), log_level=log_level)
         self.envoys.append(env)
         return env
 

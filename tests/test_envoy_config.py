@@ -14,7 +14,22 @@ def test_inlined_policy_is_policy_json():
 def test_shipped_policy_is_valid_json_with_default_deny():
     policy = json.loads(harness.shipped_policy_text())
     assert policy["default"] == "deny"
-    assert sorted(policy["tools"]) == ["list_vms", "vm_agent_exec"]
+    assert sorted(policy["tools"]) == ["list_vms", "start_vm", "vm_agent_exec"]
+
+
+def test_shipped_policy_asks_the_shipped_approvals_cluster():
+    """start_vm needs an approval; gateway.approval names the cluster envoy/envoy.yaml defines for
+    mcp-approvals on 127.0.0.1:8095 (where `make run` starts it)."""
+    policy = json.loads(harness.shipped_policy_text())
+    assert policy["tools"]["start_vm"] == {"action": "require_approval", "approval_timeout": "10m",
+                                           "reason": "starting a VM costs money"}
+    assert policy["gateway"]["approval"] == {"cluster": "mcp_approvals", "path": "/v1/check", "timeout": "5s",
+                                             "mode": "retry"}
+    cfg = harness.shipped_config()
+    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == "mcp_approvals"]
+    assert (cluster["type"], cluster["connect_timeout"]) == ("STATIC", "1s")
+    assert "typed_extension_protocol_options" not in cluster  # HTTP/1.1
+    assert harness.cluster_endpoint(cfg, "mcp_approvals") == {"address": "127.0.0.1", "port_value": 8095}
 
 
 def test_shipped_wasm_filter_never_fails_open():
@@ -39,6 +54,7 @@ def test_render_changes_only_ports_wasm_and_policy(tmp_path):
     assert listener["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 11111}
     endpoint = rendered["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     assert endpoint["endpoint"]["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 33333}
+    assert harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] == 8095  # not asked to change
     plugin = harness.wasm_filter(rendered)["config"]
     assert plugin["vm_config"]["code"]["local"]["filename"] == str(wasm.resolve())
     assert json.loads(plugin["configuration"]["value"]) == policy
@@ -49,6 +65,16 @@ def test_render_changes_only_ports_wasm_and_policy(tmp_path):
     endpoint["endpoint"]["address"]["socket_address"]["port_value"] = 8000
     plugin["vm_config"]["code"]["local"]["filename"] = "target/wasm32-wasip1/release/mcp_policy_filter.wasm"
     plugin["configuration"]["value"] = harness.shipped_policy_text()
+    assert rendered == shipped
+
+
+def test_render_points_the_approvals_cluster_at_a_port(tmp_path):
+    rendered = yaml.safe_load(harness.render_envoy_config({"version": "1"}, tmp_path / "f.wasm", 1, 2, 3,
+                                                          approvals_port=44444))
+    assert harness.cluster_endpoint(rendered, "mcp_approvals") == {"address": "127.0.0.1", "port_value": 44444}
+    assert harness.cluster_endpoint(rendered, "mcp_upstream") == {"address": "127.0.0.1", "port_value": 3}
+    harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] = 8095
+    shipped = yaml.safe_load(harness.render_envoy_config({"version": "1"}, tmp_path / "f.wasm", 1, 2, 3))
     assert rendered == shipped
 
 

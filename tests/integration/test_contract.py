@@ -261,7 +261,8 @@ def padded_call(total: int) -> bytes:
 @pytest.fixture(scope="module")
 def small_limit(module_stack):
     _, port, log = module_stack.recorder("received-small-limit")
-    policy = dict(harness.load_policy(), gateway={"max_body_bytes": LIMIT})
+    seed = harness.load_policy()
+    policy = dict(seed, gateway={**seed.get("gateway", {}), "max_body_bytes": LIMIT})
     return module_stack.envoy(policy, port, name="envoy-small-limit"), log
 
 

@@ -21,7 +21,8 @@ TOKEN = "tok-obs-Zq9Xv4"
 GRANT = hx.grant_label(TOKEN)
 SECRET = "s3cr3t-VALUE-7f1c2e"
 LABELS = ["allowed", "passed", "denied", "hidden", "rate_limited", "no_grant", "invalid", "limiter_unavailable",
-          "would_deny"]
+          "would_deny", "approved", "approval_required", "approval_denied", "approval_unavailable"]
+NO_APPROVALS = {"approved": 0, "approval_required": 0, "approval_denied": 0, "approval_unavailable": 0}
 DEFAULT_REASON = "not allowed by policy (default: deny)"
 NO_GRANT_REASON = "a grant is required: send Authorization: Bearer <token>"
 recorder_reply = harness.recorder_reply
@@ -72,7 +73,8 @@ def test_prometheus_counts_after_a_scripted_session(stack):
 
     samples = hx.prometheus(envoy)
     assert totals(samples) == {"allowed": 3, "passed": 1, "denied": 1, "hidden": 1, "rate_limited": 1,
-                               "no_grant": 1, "invalid": 1, "limiter_unavailable": 0, "would_deny": 0}
+                               "no_grant": 1, "invalid": 1, "limiter_unavailable": 0, "would_deny": 0,
+                               **NO_APPROVALS}
     expected = {f'{{mcp_tool="{t}",mcp_decision="{d}"}}': 0.0
                 for t in ("delete_vm", "list_vms", "other", "vm_agent_exec") for d in LABELS}
     for tool, decision, n in [("list_vms", "allowed", 2), ("list_vms", "no_grant", 1), ("delete_vm", "hidden", 1),
@@ -194,7 +196,8 @@ def test_dry_run_forwards_what_enforce_would_deny_and_counts_it(stack):
 
     samples = hx.prometheus(envoy)
     assert totals(samples) == {"allowed": 1, "passed": 0, "denied": 0, "hidden": 0, "rate_limited": 0,
-                               "no_grant": 0, "invalid": 0, "limiter_unavailable": 0, "would_deny": 1}
+                               "no_grant": 0, "invalid": 0, "limiter_unavailable": 0, "would_deny": 1,
+                               **NO_APPROVALS}
     assert samples['mcp_policy_tool_decisions_total{mcp_tool="other",mcp_decision="would_deny"}'] == 1
     envoy.stop()
     (rec, _) = hx.access_records(envoy.log_text())

@@ -1,0 +1,286 @@
+"""Helpers on top of `harness` for the approval tests, the browser test and the demo: the
+`mcp-approvals` service (approvals/API.md) as a managed process, its bearer JSON API, policies
+with `require_approval`, and stub approval services that misbehave. Plain Python, no pytest
+dependency.
+
+- `start_approvals` runs `target/release/mcp-approvals` (built by `make approvals`; or
+  `$MCP_APPROVALS_BIN`) on a free port with a fresh SQLite file, `--public-url` its own address and
+  one approver (`alice` with `APPROVER_TOKEN` unless told otherwise), and waits for `/healthz`.
+- `Approvals` is the running service: `pending()`, `listing(state)`, `get(id)`, `approve(id,
+  note)`, `deny(id, note)`, `metrics()`.
+- The stub (run this file as a script: `python harness_approvals.py stub --mode M --port P --log L`)
+  logs every request it receives (method, path, headers, body text) as a JSON line and answers
+  according to its mode: `pending` (a well-formed pending answer), `never` (reads the request and
+  never answers), `garbage` (200 that is not JSON), `status500` (a 500 carrying a well-formed
+  approved body), `half_approved` (200 `{"status":"approved"}` without the other fields),
+  `unknown_status` (200 with a status the contract does not have).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import harness
+
+APPROVALS_BIN = harness.REPO_ROOT / "target" / "release" / "mcp-approvals"
+APPROVER = "alice"
+APPROVER_TOKEN = "alice-token-3f9a1c"
+STUB_MODES = ("pending", "never", "garbage", "status500", "half_approved", "unknown_status")
+STUB_APPROVAL_ID = "apr_01STUBSTUBSTUBSTUBSTUBSTUB"
+
+
+def approvals_binary() -> Path:
+    """`$MCP_APPROVALS_BIN`, else target/release/mcp-approvals."""
+    env = os.environ.get("MCP_APPROVALS_BIN")
+    return Path(env).resolve() if env else APPROVALS_BIN
+
+
+# ----------------------------------------------------------------------------------- policies
+
+
+def approval_tool(timeout: str | None = "10m", reason: str | None = "starting a VM costs money", **extra) -> dict:
+    """A `tools.NAME` entry with `action: require_approval`."""
+    rule: dict[str, Any] = {"action": "require_approval"}
+    if timeout is not None:
+        rule["approval_timeout"] = timeout
+    if reason is not None:
+        rule["reason"] = reason
+    rule.update(extra)
+    return rule
+
+
+def approval_policy(tools: dict | None = None, *, mode: str = "retry", timeout: str | None = "5s",
+                    path: str | None = "/v1/check", gateway: dict | None = None, **approval_extra) -> dict:
+    """default deny; list_vms allowed; `start_vm` needs an approval (unless `tools` says otherwise);
+    `gateway.approval` pointing at cluster mcp_approvals."""
+    approval: dict[str, Any] = {"cluster": harness.APPROVALS_CLUSTER, "mode": mode}
+    if path is not None:
+        approval["path"] = path
+    if timeout is not None:
+        approval["timeout"] = timeout
+    approval.update(approval_extra)
+    return {"version": "1", "default": "deny",
+            "tools": {"list_vms": {}, **({"start_vm": approval_tool()} if tools is None else tools)},
+            "gateway": {"approval": approval, **(gateway or {})}}
+
+
+# ----------------------------------------------------------------------------------- the service
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, body: str):
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status, self.body = status, body
+
+
+@dataclass
+class Approvals:
+    """A running mcp-approvals: `url` is its base URL (also its --public-url)."""
+
+    proc: harness.ManagedProcess
+    port: int
+    db: Path
+    token: str = APPROVER_TOKEN
+    approver: str = APPROVER
+
+    @property
+    def url(self) -> str:
+        return f"http://{harness.HOST}:{self.port}"
+
+    def request(self, method: str, path: str, body: Any = None, *, token: str | None = None,
+                timeout: float = 10.0) -> tuple[int, Any]:
+        """One API call with the approver's bearer token: (status, parsed JSON or text)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("authorization", f"Bearer {self.token if token is None else token}")
+        if data is not None:
+            req.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, text = r.status, r.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode("utf-8", "replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def _ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, out = self.request(method, path, body)
+        if status != 200:
+            raise ApiError(status, out if isinstance(out, str) else json.dumps(out))
+        return out
+
+    def listing(self, state: str = "pending") -> list[dict]:
+        """`GET /v1/approvals?state=...` (newest first)."""
+        return self._ok("GET", f"/v1/approvals?state={state}")["approvals"]
+
+    def pending(self) -> list[dict]:
+        return self.listing("pending")
+
+    def get(self, approval_id: str) -> dict:
+        return self._ok("GET", f"/v1/approvals/{approval_id}")
+
+    def approve(self, approval_id: str, note: str = "") -> dict:
+        return self._ok("POST", f"/v1/approvals/{approval_id}/approve", {"note": note})
+
+    def deny(self, approval_id: str, note: str = "") -> dict:
+        return self._ok("POST", f"/v1/approvals/{approval_id}/deny", {"note": note})
+
+    def wait_pending(self, count: int = 1, timeout: float = 10.0) -> list[dict]:
+        """Poll until exactly `count` approvals are pending; returns them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.pending()
+            if len(got) == count:
+                return got
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(got)} pending approvals after {timeout} s, wanted {count}: {got}")
+            time.sleep(0.05)
+
+    def metrics(self) -> str:
+        status, text = harness._http_get(self.url + "/metrics", 2.0)
+        if status != 200:
+            raise ApiError(status, text)
+        return text
+
+    def running(self) -> bool:
+        return self.proc.running()
+
+    def stop(self) -> int | None:
+        return self.proc.stop()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        status, body = harness._http_get(f"http://{harness.HOST}:{port}/healthz", 0.5)
+    except OSError:
+        return False
+    return status == 200 and body.strip() == "ok"
+
+
+def start_approvals(port: int, db: Path, *, log_dir: Path, name: str = "approvals",
+                    approvers: dict[str, str] | None = None, public_url: str | None = None,
+                    timeout: float = 20.0) -> Approvals:
+    """mcp-approvals on 127.0.0.1:`port` with SQLite file `db`, waited for until /healthz says ok."""
+    binary = approvals_binary()
+    if not binary.is_file():
+        raise harness.ProcessFailed(f"{binary} is missing (make approvals, or set MCP_APPROVALS_BIN)")
+    approvers = approvers or {APPROVER: APPROVER_TOKEN}
+    argv = [str(binary), "--listen", f"{harness.HOST}:{port}", "--db", str(db),
+            "--public-url", public_url or f"http://{harness.HOST}:{port}"]
+    for who, token in approvers.items():
+        argv += ["--approver", f"{who}={token}"]
+    env = {k: v for k, v in os.environ.items() if k != "MCP_APPROVALS_APPROVERS"}
+    proc = harness.spawn(name, argv, log_dir / f"{name}.log", cwd=harness.REPO_ROOT, env=env)
+    proc.wait_until(lambda: _healthy(port), timeout, "healthy")
+    (who, token), = list(approvers.items())[:1]
+    return Approvals(proc, port, db, token=token, approver=who)
+
+
+def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | None = None,
+              name: str = "approvals", **kw) -> Approvals:
+    """mcp-approvals as part of `stack` (stopped with it), on a free port with a DB in its log dir."""
+    uniq = stack._unique(name)
+    svc = start_approvals(port or harness.free_port(), db or stack.log_dir / f"{uniq}.sqlite",
+                          log_dir=stack.log_dir, name=uniq, **kw)
+    stack.procs.append(svc.proc)
+    return svc
+
+
+def restart(stack: harness.Stack, svc: Approvals, name: str = "approvals") -> Approvals:
+    """Start mcp-approvals again on the same port and DB (after `svc.stop()`)."""
+    return approvals(stack, port=svc.port, db=svc.db, name=name, approvers={svc.approver: svc.token})
+
+
+# ----------------------------------------------------------------------------------- stub service
+
+
+def stub(stack: harness.Stack, mode: str, name: str = "approvals-stub") -> tuple[harness.ManagedProcess, int, Path]:
+    """A stub approval service on a free port: (process, port, JSONL log of what it received)."""
+    if mode not in STUB_MODES:
+        raise ValueError(mode)
+    port = harness.free_port()
+    uniq = stack._unique(name)
+    log = stack.log_dir / f"{uniq}.jsonl"
+    argv = [sys.executable, str(Path(__file__).resolve()), "stub", "--mode", mode, "--port", str(port),
+            "--log", str(log)]
+    proc = harness.spawn(uniq, argv, stack.log_dir / f"{uniq}.out", cwd=harness.REPO_ROOT)
+    proc.wait_until(lambda: harness.port_open(port), 10.0, "listening")
+    stack.procs.append(proc)
+    return proc, port, log
+
+
+def stub_requests(log: Path) -> list[dict[str, Any]]:
+    """What a stub has received so far: [{method, path, headers, body}] (body as text)."""
+    return harness.recorder_lines(log)
+
+
+def _serve_stub(mode: str, port: int, log_path: str) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            n = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(n) if n else b""
+            entry = {"method": self.command, "path": self.path,
+                     "headers": {k.lower(): v for k, v in self.headers.items()},
+                     "body": body.decode("utf-8", "replace")}
+            with lock, open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+            if mode == "never":
+                time.sleep(3600)
+                return
+            status, ctype = 200, "application/json"
+            if mode == "pending":
+                reply = {"status": "pending", "approval_id": STUB_APPROVAL_ID,
+                         "approval_url": f"http://stub.invalid/approvals/{STUB_APPROVAL_ID}",
+                         "expires_at": int(time.time()) + 600, "expires_in_seconds": 600}
+                out = json.dumps(reply).encode()
+            elif mode == "garbage":
+                out, ctype = b"<html>approved</html>", "text/html"
+            elif mode == "status500":
+                status = 500
+                out = json.dumps({"status": "approved", "approval_id": STUB_APPROVAL_ID, "approver": "x",
+                                  "note": ""}).encode()
+            elif mode == "half_approved":
+                out = b'{"status":"approved"}'
+            else:  # unknown_status
+                out = json.dumps({"status": "maybe", "approval_id": STUB_APPROVAL_ID}).encode()
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_PUT = do_DELETE = do_POST
+
+    ThreadingHTTPServer((harness.HOST, port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["stub"])
+    ap.add_argument("--mode", choices=STUB_MODES, required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--log", required=True)
+    a = ap.parse_args()
+    _serve_stub(a.mode, a.port, a.log)
