@@ -16,6 +16,10 @@ use crate::policy::{
     Window,
 };
 
+mod de;
+
+pub use de::JsonValue;
+
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -107,9 +111,10 @@ pub struct ConditionSpec {
     pub path: String,
     pub op: OpSpec,
     /// Kept as raw JSON text so numbers stay exact.
+    // (As the strict parser's tree; the description and default keep the published schema as it was.)
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>"))]
-    pub value: Option<Box<serde_json::value::RawValue>>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>", extend("default" = null)))]
+    pub value: Option<JsonValue>,
     /// Shown to the agent when the condition denies a call.
     #[serde(default)]
     pub reason: Option<String>,
@@ -380,54 +385,9 @@ pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
     let doc =
         json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
-    check_shapes(&doc).map_err(|e| ConfigErrors(vec![e]))?;
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let spec: PolicySpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        ConfigErrors(vec![err(path, e.into_inner().to_string())])
-    })?;
+    // Arrays never stand in for objects, and enums are strings only: see `de`.
+    let spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
     compile(spec)
-}
-
-/// serde's derived structs also read a JSON array as a struct (fields by position), so
-/// `"tools":{"x":["deny","why"]}` would load as a deny rule. Every place that holds an object in the
-/// policy format must hold an object: check that before serde sees the document.
-fn check_shapes(doc: &Json) -> Result<(), ConfigError> {
-    fn object(v: Option<&Json>, path: &str) -> Result<(), ConfigError> {
-        match v {
-            // null is serde's "absent" for optional fields; it never reads as a struct.
-            None | Some(Json::Object(_) | Json::Null) => Ok(()),
-            Some(other) => Err(err(path, format!("must be an object, not {}", other.type_name()))),
-        }
-    }
-    fn objects(v: Option<&Json>, path: &str) -> Result<(), ConfigError> {
-        if let Some(Json::Array(items)) = v {
-            for (i, item) in items.iter().enumerate() {
-                object(Some(item), &format!("{path}[{i}]"))?;
-            }
-        }
-        Ok(())
-    }
-    object(Some(doc), ".")?;
-    object(doc.get("all_tools"), "all_tools")?;
-    objects(doc.get("all_tools").and_then(|a| a.get("limits")), "all_tools.limits")?;
-    object(doc.get("tools"), "tools")?;
-    if let Some(Json::Object(tools)) = doc.get("tools") {
-        for (name, rule) in tools {
-            let path = format!("tools.{name}");
-            object(Some(rule), &path)?;
-            for list in ["limits", "require", "deny_if"] {
-                objects(rule.get(list), &format!("{path}.{list}"))?;
-            }
-        }
-    }
-    let gw = doc.get("gateway");
-    object(gw, "gateway")?;
-    objects(gw.and_then(|g| g.get("grants")), "gateway.grants")?;
-    object(gw.and_then(|g| g.get("methods")), "gateway.methods")?;
-    object(gw.and_then(|g| g.get("tool_modes")), "gateway.tool_modes")?;
-    object(gw.and_then(|g| g.get("approval")), "gateway.approval")?;
-    Ok(())
 }
 
 fn action(a: ActionSpec) -> Action {
@@ -488,10 +448,7 @@ fn compile_conditions(specs: &[ConditionSpec], base: &str, errs: &mut Vec<Config
 fn compile_condition(spec: &ConditionSpec, rule: String) -> Result<Condition, ConfigError> {
     let path = conditions::parse_path(&spec.path).map_err(|m| err(format!("{rule}.path"), m))?;
     let vpath = format!("{rule}.value");
-    let value = match &spec.value {
-        Some(raw) => Some(json::parse(raw.get().as_bytes()).map_err(|e| err(&vpath, e.to_string()))?),
-        None => None,
-    };
+    let value = spec.value.as_ref().map(|v| v.0.clone());
     let need = |what: &str| err(&vpath, format!("op {} needs {what}", spec.op.name()));
     let op = match (spec.op, value) {
         (OpSpec::Exists, None) => Op::Exists(true),

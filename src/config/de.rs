@@ -1,0 +1,470 @@
+//! A serde `Deserializer` over an already parsed [`Json`] tree, so the policy is read into its
+//! `…Spec` types from the strict parser's output (duplicate keys, lone surrogates, trailing data are
+//! refused there) without a second JSON parser in the module.
+//!
+//! Beyond serde's usual reading of JSON:
+//! - a struct or map position accepts only an object (or `null`, which reads as absent for optional
+//!   fields and is a type error elsewhere): serde's derived structs would also read an array as a
+//!   struct, fields by position, so `"tools":{"x":["deny","why"]}` would load as a deny rule;
+//! - an enum accepts only a string (the variant name);
+//! - numbers are read from their exact text: integers within `u64`/`i64` as integers; fractions,
+//!   exponents and integers out of range are type errors that quote the text as written (no field of
+//!   the policy holds a float);
+//! - [`JsonValue`] (a condition's `value`) receives the subtree itself, numbers still exact.
+//!
+//! Every error carries the JSON path of the value it is about (`tools.x.limits[0].max`, `.` for the
+//! root), written as `serde_path_to_error` writes it: the innermost value at which the error
+//! surfaced, or the key for an unknown field.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Expected, IntoDeserializer, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::forward_to_deserialize_any;
+
+use crate::json::{self, Json};
+
+/// A deserialization error: serde's message, and where (set by the innermost value it passes).
+#[derive(Debug)]
+pub struct Error {
+    message: String,
+    path: Option<String>,
+}
+
+impl Error {
+    fn at(mut self, path: &Path<'_>) -> Self {
+        if self.path.is_none() {
+            let mut text = String::new();
+            if !path.write(&mut text) {
+                text.push('.');
+            }
+            self.path = Some(text);
+        }
+        self
+    }
+
+    /// The JSON path of the value the error is about, e.g. `tools.x.limits[0].max`; `.` for the root.
+    pub fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or(".")
+    }
+
+    /// What is wrong, e.g. ``unknown field `actoin`, expected one of …``.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Error { message: msg.to_string(), path: None }
+    }
+
+    // serde's defaults print `Unexpected` with its own `Display`, which formats floats and would link
+    // the float formatting machinery; this deserializer never reports a float value.
+    fn invalid_type(unexp: Unexpected<'_>, exp: &dyn Expected) -> Self {
+        de::Error::custom(format_args!("invalid type: {}, expected {exp}", unexpected(unexp)))
+    }
+
+    fn invalid_value(unexp: Unexpected<'_>, exp: &dyn Expected) -> Self {
+        de::Error::custom(format_args!("invalid value: {}, expected {exp}", unexpected(unexp)))
+    }
+}
+
+/// `Unexpected` as serde prints it, but floats without their value.
+fn unexpected(u: Unexpected<'_>) -> String {
+    match u {
+        Unexpected::Bool(b) => format!("boolean `{b}`"),
+        Unexpected::Unsigned(i) => format!("integer `{i}`"),
+        Unexpected::Signed(i) => format!("integer `{i}`"),
+        Unexpected::Float(_) => "floating point".to_owned(),
+        Unexpected::Char(c) => format!("character `{c}`"),
+        Unexpected::Str(s) => format!("string {s:?}"),
+        Unexpected::Bytes(_) => "byte array".to_owned(),
+        Unexpected::Unit => "null".to_owned(),
+        Unexpected::Option => "Option value".to_owned(),
+        Unexpected::NewtypeStruct => "newtype struct".to_owned(),
+        Unexpected::Seq => "sequence".to_owned(),
+        Unexpected::Map => "map".to_owned(),
+        Unexpected::Enum => "enum".to_owned(),
+        Unexpected::UnitVariant => "unit variant".to_owned(),
+        Unexpected::NewtypeVariant => "newtype variant".to_owned(),
+        Unexpected::TupleVariant => "tuple variant".to_owned(),
+        Unexpected::StructVariant => "struct variant".to_owned(),
+        Unexpected::Other(other) => other.to_owned(),
+    }
+}
+
+/// The newtype name by which [`JsonValue`] asks for the subtree itself.
+const JSON_VALUE: &str = "$mcp_policy_filter::JsonValue";
+
+/// Any JSON value, kept as the strict parser's [`Json`] (numbers as their exact text). Only
+/// [`Deserializer`] can produce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonValue(pub Json);
+
+impl<'de> de::Deserialize<'de> for JsonValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = JsonValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<JsonValue, E> {
+                json::parse(text.as_bytes()).map(JsonValue).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_newtype_struct(JSON_VALUE, V)
+    }
+}
+
+/// Where a value sits in the document: a chain from the value up to the root.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    /// Appends the path as `serde_path_to_error` displays it; false if it is the root.
+    fn write(&self, out: &mut String) -> bool {
+        match self {
+            Path::Root => false,
+            Path::Key(parent, key) => {
+                if parent.write(out) {
+                    out.push('.');
+                }
+                out.push_str(key);
+                true
+            }
+            Path::Index(parent, i) => {
+                parent.write(out);
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+                true
+            }
+        }
+    }
+}
+
+/// Reads a `T` from a parsed JSON document.
+///
+/// Errors: the first problem serde meets, with the JSON path of its value.
+pub fn from_json<'de, T: de::Deserialize<'de>>(doc: &'de Json) -> Result<T, Error> {
+    T::deserialize(Deserializer { value: doc, path: &Path::Root })
+}
+
+/// Reads one value; errors that pass through it without a path get its path.
+#[derive(Clone, Copy)]
+struct Deserializer<'de, 'p> {
+    value: &'de Json,
+    path: &'p Path<'p>,
+}
+
+impl<'de> Deserializer<'de, '_> {
+    fn any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Null => visitor.visit_unit(),
+            Json::Bool(b) => visitor.visit_bool(*b),
+            Json::Number(text) => number(text, visitor),
+            Json::String(s) => visitor.visit_borrowed_str(s),
+            Json::Array(items) => visitor.visit_seq(Seq { items: items.iter(), index: 0, path: self.path }),
+            Json::Object(members) => visitor.visit_map(Map { members: members.iter(), value: None, path: self.path }),
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.any(visitor).map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Object(_) | Json::Null => self.any(visitor),
+            other => Err(de::Error::custom(format_args!("must be an object, not {}", other.type_name()))),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.value {
+            Json::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
+            // Only unit variants, named by a string: `{"allow": null}` is not an action.
+            _ => self.any(visitor),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value, Error> {
+        if name == JSON_VALUE {
+            let mut text = String::new();
+            json::write(&mut text, self.value);
+            return visitor.visit_string(text).map_err(|e: Error| e.at(self.path));
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct identifier ignored_any
+    }
+}
+
+/// A number from its exact text: an integer within `u64` or `i64`, else a type error quoting it.
+fn number<'de, V: Visitor<'de>>(text: &str, visitor: V) -> Result<V::Value, Error> {
+    let integer = !text.contains(['.', 'e', 'E']);
+    if integer {
+        if let Ok(u) = text.parse::<u64>() {
+            return visitor.visit_u64(u);
+        }
+        // `-0` is no integer in serde_json either (it reads it as the float -0.0).
+        if let Ok(i @ ..=-1) = text.parse::<i64>() {
+            return visitor.visit_i64(i);
+        }
+    }
+    let what = if integer && text != "-0" { "integer" } else { "floating point" };
+    Err(de::Error::invalid_type(Unexpected::Other(&format!("{what} `{text}`")), &visitor))
+}
+
+struct Seq<'de, 'p> {
+    items: std::slice::Iter<'de, Json>,
+    index: usize,
+    path: &'p Path<'p>,
+}
+
+impl<'de> SeqAccess<'de> for Seq<'de, '_> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+        let Some(value) = self.items.next() else { return Ok(None) };
+        let path = Path::Index(self.path, self.index);
+        self.index += 1;
+        seed.deserialize(Deserializer { value, path: &path }).map(Some)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+}
+
+struct Map<'de, 'p> {
+    members: std::slice::Iter<'de, (String, Json)>,
+    value: Option<(&'de str, &'de Json)>,
+    path: &'p Path<'p>,
+}
+
+impl<'de> MapAccess<'de> for Map<'de, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        let Some((key, value)) = self.members.next() else { return Ok(None) };
+        self.value = Some((key, value));
+        // An unknown field is reported at its own path.
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
+            .map(Some)
+            .map_err(|e: Error| e.at(&Path::Key(self.path, key)))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let Some((key, value)) = self.value.take() else {
+            return Err(de::Error::custom("value requested before its key"));
+        };
+        seed.deserialize(Deserializer { value, path: &Path::Key(self.path, key) })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.members.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PolicySpec;
+
+    /// The new reader: (path, message).
+    fn ours(text: &str) -> Result<(), (String, String)> {
+        let doc = json::parse(text.as_bytes()).unwrap();
+        from_json::<PolicySpec>(&doc).map(drop).map_err(|e| (e.path().to_owned(), e.message().to_owned()))
+    }
+
+    /// The previous reader, serde_json through serde_path_to_error, without its position suffix. (Only
+    /// for documents without a condition `value`: `JsonValue` is read by this module alone.)
+    fn serde_json_reader(text: &str) -> Result<(), (String, String)> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize::<_, PolicySpec>(&mut de).map(drop).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.into_inner().to_string();
+            let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m).to_owned();
+            (path, message)
+        })
+    }
+
+    #[test]
+    fn same_paths_and_messages_as_serde_json() {
+        let docs = [
+            r#"{"version":"1"}"#,
+            r#"{"default":"deny"}"#,
+            r#"{}"#,
+            r#"{"version":1}"#,
+            r#"{"version":null}"#,
+            r#"{"version":true}"#,
+            r#"{"version":"1","":1}"#,
+            r#"{"version":"1","defualt":"deny"}"#,
+            r#"{"version":"1","default":"maybe"}"#,
+            r#"{"version":"1","default":null}"#,
+            r#"{"version":"1","hide":null}"#,
+            r#"{"version":"1","hide":"x"}"#,
+            r#"{"version":"1","hide":["a",1]}"#,
+            r#"{"version":"1","hide":{"a":1}}"#,
+            r#"{"version":"1","tools":null}"#,
+            r#"{"version":"1","tools":{"x":null}}"#,
+            r#"{"version":"1","tools":{"a.b":{"actoin":"deny"}}}"#,
+            r#"{"version":"1","tools":{"":{"action":"nope"}}}"#,
+            r#"{"version":"1","tools":{"x":{"action":"require_approval","approval_timeout":5}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":-1}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":1.5}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":"1"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":1,"scope":"team"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":1},{"window":"day"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"require":[{"path":"args.a","op":"like"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"require":[{"op":"eq"}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"deny_if":[{"path":"args.a","op":"eq","x":0}]}}}"#,
+            r#"{"version":"1","tools":{"x":{"deny_if":[{"path":"args.a","op":"eq","reason":7}]}}}"#,
+            r#"{"version":"1","all_tools":{"limits":{}}}"#,
+            r#"{"version":"1","all_tools":{"limitz":[]}}"#,
+            r#"{"version":"1","gateway":{"colour":"red"}}"#,
+            r#"{"version":"1","gateway":{"max_body_bytes":-5}}"#,
+            r#"{"version":"1","gateway":{"max_tracked_grants":"many"}}"#,
+            r#"{"version":"1","gateway":{"hide_denied_tools":"yes"}}"#,
+            r#"{"version":"1","gateway":{"hide_denied_tools":null}}"#,
+            r#"{"version":"1","gateway":{"grant_header":7}}"#,
+            r#"{"version":"1","gateway":{"methods":{"resources/read":"maybe"}}}"#,
+            r#"{"version":"1","gateway":{"tool_modes":{"x":"sometimes"}}}"#,
+            r#"{"version":"1","gateway":{"mode":"dry-run"}}"#,
+            r#"{"version":"1","gateway":{"grants":[{"sha256":"ab"}]}}"#,
+            r#"{"version":"1","gateway":{"grants":[{"sha256":"ab","label":"a","x":1}]}}"#,
+            r#"{"version":"1","gateway":{"approval":{"path":"/x"}}}"#,
+            r#"{"version":"1","gateway":{"approval":{"cluster":"c","mode":"later"}}}"#,
+            r#"{"version":"1","gateway":{"approval":{"cluster":"c","clutser":"d"}}}"#,
+            r#"{"version":"1","gateway":{"approval":null}}"#,
+            r#"{"version":"1","default":"allow","hide":["a"],"all_tools":{"limits":[{"counter":"g","window":"second","max":3,"scope":"global","algorithm":"sliding"}]},"tools":{"x":{"action":"deny","reason":"r","limits":[],"require":[{"path":"args.a","op":"exists"}],"deny_if":[]}},"gateway":{"grant_header":"x-grant","max_body_bytes":10,"max_tracked_grants":5,"methods":{"resources/read":"allow"},"mode":"dry_run","tool_modes":{"x":"enforce"},"hide_denied_tools":true,"max_response_bytes":9,"grants":[],"approval":{"cluster":"c","path":"/p","authority":"a","timeout":"5s","mode":"hold"}}}"#,
+        ];
+        for text in docs {
+            assert_eq!(ours(text), serde_json_reader(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn where_it_differs_from_serde_json() {
+        // Every struct or map position holds an object (or null): serde_json reads arrays as structs.
+        for (text, path, what) in [
+            (r#"["1"]"#, ".", "array"),
+            (r#""1""#, ".", "string"),
+            (r#"{"version":"1","tools":{"x":["deny","why"]}}"#, "tools.x", "array"),
+            (r#"{"version":"1","tools":{"x":"deny"}}"#, "tools.x", "string"),
+            (r#"{"version":"1","tools":[]}"#, "tools", "array"),
+            (r#"{"version":"1","tools":{"x":{"require":[["args.a","eq",1]]}}}"#, "tools.x.require[0]", "array"),
+            (r#"{"version":"1","tools":{"x":{"deny_if":[3]}}}"#, "tools.x.deny_if[0]", "number"),
+            (r#"{"version":"1","tools":{"x":{"limits":[true]}}}"#, "tools.x.limits[0]", "boolean"),
+            (r#"{"version":"1","all_tools":[]}"#, "all_tools", "array"),
+            (r#"{"version":"1","all_tools":{"limits":[["c","minute",1]]}}"#, "all_tools.limits[0]", "array"),
+            (r#"{"version":"1","gateway":[]}"#, "gateway", "array"),
+            (r#"{"version":"1","gateway":{"grants":[["ab","c"]]}}"#, "gateway.grants[0]", "array"),
+            (r#"{"version":"1","gateway":{"methods":[]}}"#, "gateway.methods", "array"),
+            (r#"{"version":"1","gateway":{"tool_modes":"dry_run"}}"#, "gateway.tool_modes", "string"),
+            (r#"{"version":"1","gateway":{"approval":["c"]}}"#, "gateway.approval", "array"),
+        ] {
+            assert_eq!(ours(text), Err((path.to_owned(), format!("must be an object, not {what}"))), "{text}");
+        }
+        // Enums are strings: serde_json also reads `{"deny": null}` as a variant.
+        assert!(serde_json_reader(r#"{"version":"1","default":{"deny":null}}"#).is_ok());
+        assert_eq!(
+            ours(r#"{"version":"1","default":{"deny":null}}"#),
+            Err(("default".to_owned(), "invalid type: map, expected enum ActionSpec".to_owned()))
+        );
+        // serde_json says only "expected value" for a non-string enum.
+        assert_eq!(
+            ours(r#"{"version":"1","default":1}"#),
+            Err(("default".to_owned(), "invalid type: integer `1`, expected enum ActionSpec".to_owned()))
+        );
+        // Numbers that are no u64 are quoted as written (serde_json prints them as an f64).
+        let max = |n: &str| ours(&format!(r#"{{"version":"1","gateway":{{"max_body_bytes":{n}}}}}"#));
+        let float = |n: &str| format!("invalid type: floating point `{n}`, expected u64");
+        assert_eq!(max("1e3"), Err(("gateway.max_body_bytes".to_owned(), float("1e3"))));
+        assert_eq!(max("2.50"), Err(("gateway.max_body_bytes".to_owned(), float("2.50"))));
+        assert_eq!(max("-0"), Err(("gateway.max_body_bytes".to_owned(), float("-0"))));
+        assert_eq!(
+            max("18446744073709551616"),
+            Err((
+                "gateway.max_body_bytes".to_owned(),
+                "invalid type: integer `18446744073709551616`, expected u64".to_owned()
+            ))
+        );
+        assert_eq!(max("18446744073709551615"), Ok(()));
+        assert_eq!(
+            max("-9223372036854775809"),
+            Err((
+                "gateway.max_body_bytes".to_owned(),
+                "invalid type: integer `-9223372036854775809`, expected u64".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn condition_values_keep_their_exact_text() {
+        let text = r#"{"version":"1","tools":{"x":{"require":[{"path":"args.a","op":"eq",
+            "value":{"n":[123456789012345678901234567890,1.0,-0,1E+2,"\u00e9\n",true,null,{}]}}]}}}"#;
+        let doc = json::parse(text.as_bytes()).unwrap();
+        let spec: PolicySpec = from_json(&doc).unwrap();
+        let want =
+            json::parse(br#"{"n":[123456789012345678901234567890,1.0,-0,1E+2,"\u00e9\n",true,null,{}]}"#).unwrap();
+        assert_eq!(spec.tools["x"].require[0].value, Some(JsonValue(want)));
+        let Some(JsonValue(Json::Object(members))) = &spec.tools["x"].require[0].value else { panic!() };
+        let Json::Array(items) = &members[0].1 else { panic!() };
+        let numbers: Vec<&Json> = items.iter().take(4).collect();
+        assert_eq!(
+            numbers,
+            ["123456789012345678901234567890", "1.0", "-0", "1E+2"]
+                .map(|n| Json::Number(n.into()))
+                .iter()
+                .collect::<Vec<_>>()
+        );
+    }
+}
