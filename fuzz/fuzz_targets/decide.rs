@@ -12,13 +12,15 @@ use std::sync::OnceLock;
 
 const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
   "all_tools":{"limits":[{"counter":"all","window":"second","max":1000,"scope":"global"}]},
-  "tools":{"list_vms":{},"stop_vm":{"action":"deny","reason":"ticket"},
+  "tools":{"list_vms":{},
+           "start_vm":{"action":"require_approval","limits":[{"counter":"starts","window":"minute","max":5}],
+             "deny_if":[{"path":"args.vmid","op":"eq","value":0}]},"stop_vm":{"action":"deny","reason":"ticket"},
            "vm_agent_exec":{"limits":[{"counter":"vm_agent_exec_rate","window":"minute","max":10},
                                       {"counter":"s","window":"second","max":3,"algorithm":"sliding"}],
              "require":[{"path":"args.vmid","op":"in","value":[100,101]},{"path":"args.n","op":"lt","value":1e3}],
              "deny_if":[{"path":"args.command","op":"regex","value":"(^|\\s)rm\\s"},
                         {"path":"args.tags[0]","op":"contains","value":"x"}]}},
-  "gateway":{"max_body_bytes":65536,"methods":{"resources/read":"allow"}}}"#;
+  "gateway":{"max_body_bytes":65536,"approval":{"cluster":"mcp_approvals"},"methods":{"resources/read":"allow"}}}"#;
 
 fn policy() -> &'static mcp_policy_filter::policy::Policy {
     static P: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
@@ -50,7 +52,16 @@ fuzz_target!(|data: &[u8]| {
     let head = RequestHead::from_headers(p, headers.iter().copied());
     if let HeadOutcome::NeedBody = gate::on_headers(p, &head) {
         let store = MemoryStore::new();
-        let out = gate::on_body(p, &head, body, &store, 1_700_000_000_000);
+        let mut out = gate::on_body(p, &head, body, &store, 1_700_000_000_000);
+        if let Some(pending) = out.approval.take() {
+            // The callout body is JSON; any service answer (here: bytes from the input) finishes
+            // the call with a JSON reply or a forward, and never panics.
+            let _: serde_json_check::Value =
+                serde_json_check::from_str(&pending.check_body("rid", 0)).expect("check body is JSON");
+            let status: &[u8] = if sel & 0x80 != 0 { b"200" } else { b"504" };
+            let answer = mcp_policy_filter::approval::read_answer(Some(status), values[4]);
+            out = gate::on_approval_answer(p, *pending, answer, &store, 1_700_000_000_000);
+        }
         if let Some(reply) = out.reply {
             // Every reply is valid JSON.
             let _: serde_json_check::Value = serde_json_check::from_str(&reply.body).expect("reply is JSON");
