@@ -88,13 +88,13 @@ and (denied by default, JSON-RPC error -31001):
     -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_vm","arguments":{"node":"pve1","vmid":102}}}'
 and (needs an approval, JSON-RPC error -31007 with an approval_url: open it, approve, send it again):
-  curl -s http://127.0.0.1:10000/mcp \
-    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    -H 'authorization: Bearer demo-token' \
+  curl -s http://127.0.0.1:10000/mcp \\
+    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\
+    -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_vm","arguments":{"node":"pve2","vmid":200}}}'
 or approve from the command line:
   curl -s http://127.0.0.1:8095/v1/approvals -H 'authorization: Bearer $approver_token'
-  curl -s -X POST http://127.0.0.1:8095/v1/approvals/APPROVAL_ID/approve \
+  curl -s -X POST http://127.0.0.1:8095/v1/approvals/APPROVAL_ID/approve \\
     -H 'authorization: Bearer $approver_token' -H 'content-type: application/json' -d '{"note":"ok"}'
 
 Ctrl-C stops all three.
