@@ -41,8 +41,9 @@ test: lint test-unit build venv test-envoy
 
 test-unit:
 	$(CARGO) test --locked --all-targets --features cli
+	$(CARGO) test --locked -p mcp-approvals
 
-test-envoy: build venv browser-deps
+test-envoy: build approvals venv browser-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -64,6 +65,7 @@ screenshot: build venv browser-deps
 lint: wasm-target
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets --features cli -- -D warnings
+	$(CARGO) clippy --locked -p mcp-approvals --all-targets -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
 
 fmt:
@@ -84,6 +86,11 @@ bench: build venv
 ## cli: the mcp-policy tool (check, explain, schema): target/release/mcp-policy
 cli:
 	$(CARGO) build --release --locked --features cli --bin mcp-policy
+
+## approvals: the approval service (approvals/README.md): target/release/mcp-approvals
+.PHONY: approvals
+approvals:
+	$(CARGO) build --release --locked -p mcp-approvals
 
 ## schema: regenerate schema/policy.schema.json from the config types
 schema:

@@ -1,0 +1,443 @@
+//! `POST /v1/check` (the filter) and the approvers' JSON API (bearer token).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::auth::{self, is_approval_id};
+use crate::store::{Approval, CheckInput, CheckOutcome, Decided, State as St};
+use crate::{App, Error};
+
+/// Limits on `/v1/check` fields (API.md).
+pub const MAX_TOOL: usize = 256;
+pub const MAX_GRANT: usize = 1024;
+pub const MAX_REQUEST_ID: usize = 1024;
+pub const MAX_REASON: usize = 4096;
+/// The filter accepts answer fields up to 2048 bytes (`MAX_ANSWER_FIELD` in src/approval.rs).
+pub const MAX_NOTE: usize = 2048;
+pub const MAX_EXPIRES_IN: i64 = 604_800;
+pub const MAX_WAIT: i64 = 300;
+
+pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": msg.into() }))).into_response()
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        tracing::error!(error = %self, "internal error");
+        json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+/// Parses and validates a `/v1/check` body; the message is the 400 answer.
+pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let Value::Object(obj) = v else {
+        return Err("body must be a JSON object".into());
+    };
+    let string = |name: &str, max: usize| -> Result<String, String> {
+        match obj.get(name) {
+            Some(Value::String(s)) if s.len() <= max => Ok(s.clone()),
+            Some(Value::String(_)) => Err(format!("{name}: longer than {max} bytes")),
+            Some(_) => Err(format!("{name}: must be a string")),
+            None => Err(format!("{name}: missing")),
+        }
+    };
+    let int = |name: &str, min: i64, max: i64| -> Result<i64, String> {
+        match obj.get(name).map(Value::as_i64) {
+            Some(Some(n)) if (min..=max).contains(&n) => Ok(n),
+            Some(_) => Err(format!("{name}: must be an integer in {min}..={max}")),
+            None => Err(format!("{name}: missing")),
+        }
+    };
+    let key = string("key", 64)?;
+    if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err("key: must be 64 lowercase hex characters".into());
+    }
+    let grant = string("grant", MAX_GRANT)?;
+    let tool = string("tool", MAX_TOOL)?;
+    if tool.is_empty() {
+        return Err("tool: must not be empty".into());
+    }
+    // The arguments are kept as the exact text the filter sent (numbers beyond f64 precision stay
+    // as they are: the approver sees the call's real values).
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        #[serde(borrow)]
+        arguments: Option<&'a RawValue>,
+    }
+    let raw: Raw<'_> = serde_json::from_slice(body).map_err(|e| format!("body: {e}"))?;
+    let arguments = match raw.arguments {
+        Some(a) => a.get().to_string(),
+        None => return Err("arguments: missing".into()),
+    };
+    let request_id = string("request_id", MAX_REQUEST_ID)?;
+    let expires_in = int("expires_in_seconds", 1, MAX_EXPIRES_IN)?;
+    let wait = int("wait_seconds", 0, MAX_WAIT)?;
+    let reason = match obj.get("reason") {
+        None | Some(Value::Null) => String::new(),
+        Some(_) => string("reason", MAX_REASON)?,
+    };
+    Ok((CheckInput { key, grant, tool, arguments, request_id, expires_in, reason }, wait))
+}
+
+/// Runs the check (API.md steps 1-4) once.
+pub async fn check_once(app: &App, input: &CheckInput) -> Result<CheckOutcome, Error> {
+    let new_id = auth::new_approval_id().map_err(Error::Internal)?;
+    let input = input.clone();
+    app.db(move |s, now| s.check(&input, now, &new_id)).await
+}
+
+/// The check with hold mode: while pending, wait for any change (or the end of the wait), then
+/// check again.
+pub async fn check_hold(app: &App, input: &CheckInput, wait: Duration) -> Result<CheckOutcome, Error> {
+    // Subscribe before the first check so no decision between the two is missed.
+    let mut changes = app.subscribe();
+    let mut shutdown = app.shutdown_receiver();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let out = check_once(app, input).await?;
+        log_outcome(&out);
+        if !matches!(out, CheckOutcome::Pending { .. })
+            || wait.is_zero()
+            || tokio::time::Instant::now() >= deadline
+            || *shutdown.borrow()
+        {
+            return Ok(out);
+        }
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return Ok(out) },
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+fn log_outcome(out: &CheckOutcome) {
+    match out {
+        CheckOutcome::Pending { approval: a, opened: true } => {
+            tracing::info!(approval = %a.id, tool = %a.tool, grant = %a.grant, state = "pending", "approval opened")
+        }
+        CheckOutcome::Approved { approval: a } => {
+            tracing::info!(approval = %a.id, tool = %a.tool, grant = %a.grant, state = "consumed", "approval consumed")
+        }
+        _ => {}
+    }
+}
+
+/// `POST /v1/check`.
+pub async fn check(State(app): State<App>, body: Bytes) -> Response {
+    let (input, wait) = match parse_check(&body) {
+        Ok(x) => x,
+        Err(msg) => {
+            app.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %msg, "bad /v1/check request");
+            return json_error(StatusCode::BAD_REQUEST, msg);
+        }
+    };
+    let wait = Duration::from_secs(wait.unsigned_abs());
+    let out = match check_hold(&app, &input, wait).await {
+        Ok(out) => out,
+        Err(e) => return e.into_response(),
+    };
+    let now = app.now();
+    let m = &app.metrics;
+    let body = match out {
+        CheckOutcome::Approved { approval: a } => {
+            m.checks_approved.fetch_add(1, Ordering::Relaxed);
+            json!({"status": "approved", "approval_id": a.id, "approver": a.approver.unwrap_or_default(), "note": a.note})
+        }
+        CheckOutcome::Denied { approval: a } => {
+            m.checks_denied.fetch_add(1, Ordering::Relaxed);
+            json!({"status": "denied", "approval_id": a.id, "approver": a.approver.unwrap_or_default(), "note": a.note})
+        }
+        CheckOutcome::Pending { approval: a, .. } => {
+            m.checks_pending.fetch_add(1, Ordering::Relaxed);
+            json!({
+                "status": "pending",
+                "approval_id": a.id,
+                "approval_url": app.approval_url(&a.id),
+                "expires_at": a.expires_at,
+                "expires_in_seconds": (a.expires_at - now).max(0),
+            })
+        }
+    };
+    Json(body).into_response()
+}
+
+/// The APPROVAL object of API.md (`arguments` verbatim).
+#[derive(Serialize)]
+pub struct ApprovalJson<'a> {
+    id: &'a str,
+    key: &'a str,
+    state: &'static str,
+    grant: &'a str,
+    tool: &'a str,
+    arguments: Box<RawValue>,
+    request_id: &'a str,
+    reason: &'a str,
+    created_at: i64,
+    expires_at: i64,
+    decided_at: Option<i64>,
+    approver: Option<&'a str>,
+    note: &'a str,
+    consumed_at: Option<i64>,
+    approval_url: String,
+}
+
+pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
+    // Stored from a validated RawValue; `null` should it ever not parse.
+    let arguments = RawValue::from_string(a.arguments.clone()).unwrap_or_default();
+    ApprovalJson {
+        id: &a.id,
+        key: &a.key,
+        state: a.state.as_str(),
+        grant: &a.grant,
+        tool: &a.tool,
+        arguments,
+        request_id: &a.request_id,
+        reason: &a.reason,
+        created_at: a.created_at,
+        expires_at: a.expires_at,
+        decided_at: a.decided_at,
+        approver: a.approver.as_deref(),
+        note: &a.note,
+        consumed_at: a.consumed_at,
+        approval_url: app.approval_url(&a.id),
+    }
+}
+
+#[derive(Serialize)]
+struct ApprovalList<'a> {
+    approvals: Vec<ApprovalJson<'a>>,
+}
+
+/// The approver of a bearer token, or the 401 answer.
+#[allow(clippy::result_large_err)]
+fn bearer(app: &App, headers: &HeaderMap) -> Result<String, Response> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim());
+    match token.and_then(|t| app.config.approvers.by_token(t)) {
+        Some(name) => Ok(name.to_string()),
+        None => {
+            let mut res = json_error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+            res.headers_mut().insert(header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            Err(res)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    state: Option<String>,
+}
+
+/// `GET /v1/approvals?state=...` (default pending), newest first.
+pub async fn list(State(app): State<App>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
+    if let Err(res) = bearer(&app, &headers) {
+        return res;
+    }
+    let state = match q.state.as_deref().unwrap_or("pending") {
+        "all" => None,
+        s => match St::parse(s) {
+            Some(s) => Some(s),
+            None => {
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    "state: one of pending, approved, denied, consumed, expired, all",
+                )
+            }
+        },
+    };
+    match app.db(move |s, now| s.list(state, 1000, now)).await {
+        Ok(list) => {
+            let approvals = list.iter().map(|a| approval_json(&app, a)).collect();
+            Json(ApprovalList { approvals }).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /v1/approvals/{id}`.
+pub async fn get_one(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Err(res) = bearer(&app, &headers) {
+        return res;
+    }
+    if !is_approval_id(&id) {
+        return json_error(StatusCode::NOT_FOUND, "no such approval");
+    }
+    match app.db(move |s, now| s.get(&id, now)).await {
+        Ok(Some(a)) => Json(approval_json(&app, &a)).into_response(),
+        Ok(None) => json_error(StatusCode::NOT_FOUND, "no such approval"),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Approves or denies for an approver; shared by the API and the web form.
+pub async fn decide(app: &App, id: String, approve: bool, approver: String, note: String) -> Result<Decided, Error> {
+    let who = approver.clone();
+    let decided = app.db(move |s, now| s.decide(&id, approve, &who, &note, now)).await?;
+    if let Decided::Ok(a) = &decided {
+        tracing::info!(
+            approval = %a.id, tool = %a.tool, grant = %a.grant, state = a.state.as_str(), approver = %approver,
+            "approval decided"
+        );
+    }
+    Ok(decided)
+}
+
+fn parse_note(body: &[u8]) -> Result<String, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(String::new());
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let Value::Object(obj) = v else {
+        return Err("body must be a JSON object".into());
+    };
+    match obj.get("note") {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) if s.len() <= MAX_NOTE => Ok(s.clone()),
+        Some(Value::String(_)) => Err(format!("note: longer than {MAX_NOTE} bytes")),
+        Some(_) => Err("note: must be a string".into()),
+    }
+}
+
+async fn decide_api(app: App, headers: HeaderMap, id: String, body: Bytes, approve: bool) -> Response {
+    let approver = match bearer(&app, &headers) {
+        Ok(a) => a,
+        Err(res) => return res,
+    };
+    let note = match parse_note(&body) {
+        Ok(n) => n,
+        Err(msg) => return json_error(StatusCode::BAD_REQUEST, msg),
+    };
+    if !is_approval_id(&id) {
+        return json_error(StatusCode::NOT_FOUND, "no such approval");
+    }
+    match decide(&app, id, approve, approver, note).await {
+        Ok(Decided::Ok(a)) => Json(approval_json(&app, &a)).into_response(),
+        Ok(Decided::NotFound) => json_error(StatusCode::NOT_FOUND, "no such approval"),
+        Ok(Decided::NotPending(a)) => {
+            json_error(StatusCode::CONFLICT, format!("approval {} is {}, not pending", a.id, a.state.as_str()))
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /v1/approvals/{id}/approve`.
+pub async fn approve(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
+    decide_api(app, headers, id, body, true).await
+}
+
+/// `POST /v1/approvals/{id}/deny`.
+pub async fn deny(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
+    decide_api(app, headers, id, body, false).await
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(app): State<App>) -> Response {
+    match app.db(|s, _| Ok((s.ping()?, crate::store::Changes::default()))).await {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "health check");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+        }
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(app): State<App>) -> Response {
+    match app.metrics_text().await {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn body(v: Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn parses_a_good_check() {
+        let (c, wait) = parse_check(&body(json!({
+            "key": KEY, "grant": "g", "tool": "t", "arguments": {"b": 1, "a": [true]}, "request_id": "",
+            "expires_in_seconds": 600, "wait_seconds": 30, "reason": "why"
+        })))
+        .unwrap();
+        assert_eq!(wait, 30);
+        assert_eq!(c.arguments, r#"{"a":[true],"b":1}"#);
+        assert_eq!(c.reason, "why");
+        assert_eq!(c.expires_in, 600);
+    }
+
+    #[test]
+    fn rejects_bad_checks() {
+        let good = json!({"key": KEY, "grant": "g", "tool": "t", "arguments": {}, "request_id": "r",
+            "expires_in_seconds": 1, "wait_seconds": 0});
+        assert!(parse_check(&body(good.clone())).is_ok());
+        let cases: &[(&str, Value, &str)] = &[
+            ("key", json!(KEY.to_uppercase()), "key: must be 64 lowercase hex characters"),
+            ("key", json!(&KEY[..63]), "key: must be 64 lowercase hex characters"),
+            ("tool", json!(""), "tool: must not be empty"),
+            ("tool", json!("x".repeat(257)), "tool: longer than 256 bytes"),
+            ("expires_in_seconds", json!(0), "expires_in_seconds: must be an integer in 1..=604800"),
+            ("expires_in_seconds", json!(604801), "expires_in_seconds: must be an integer in 1..=604800"),
+            ("expires_in_seconds", json!(1.5), "expires_in_seconds: must be an integer in 1..=604800"),
+            ("wait_seconds", json!(301), "wait_seconds: must be an integer in 0..=300"),
+            ("wait_seconds", json!(-1), "wait_seconds: must be an integer in 0..=300"),
+            ("grant", json!(5), "grant: must be a string"),
+            ("reason", json!(5), "reason: must be a string"),
+        ];
+        for (field, value, msg) in cases {
+            let mut b = good.clone();
+            b[*field] = value.clone();
+            assert_eq!(parse_check(&body(b)).unwrap_err(), *msg, "{field}={value}");
+        }
+        for field in ["key", "grant", "tool", "arguments", "request_id", "expires_in_seconds", "wait_seconds"] {
+            let mut b = good.clone();
+            b.as_object_mut().unwrap().remove(field);
+            assert_eq!(parse_check(&body(b)).unwrap_err(), format!("{field}: missing"));
+        }
+        assert_eq!(parse_check(b"[]").unwrap_err(), "body must be a JSON object");
+        assert!(parse_check(b"{").unwrap_err().starts_with("body is not JSON"));
+    }
+
+    #[test]
+    fn keeps_arguments_verbatim() {
+        let body = format!(
+            r#"{{"key":"{KEY}","grant":"g","tool":"t","arguments": {{"n":123456789012345678901234567890, "s":"\u003c"}} ,"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+        );
+        let (c, _) = parse_check(body.as_bytes()).unwrap();
+        assert_eq!(c.arguments, r#"{"n":123456789012345678901234567890, "s":"\u003c"}"#);
+        let dup = format!(
+            r#"{{"key":"{KEY}","grant":"g","tool":"t","arguments":{{}},"arguments":{{"a":1}},"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+        );
+        assert_eq!(parse_check(dup.as_bytes()).unwrap_err(), "body: duplicate field `arguments` at line 1 column 123");
+    }
+
+    #[test]
+    fn notes() {
+        assert_eq!(parse_note(b"").unwrap(), "");
+        assert_eq!(parse_note(b"{}").unwrap(), "");
+        assert_eq!(parse_note(br#"{"note":"ok"}"#).unwrap(), "ok");
+        assert_eq!(parse_note(br#"{"note":1}"#).unwrap_err(), "note: must be a string");
+    }
+}

@@ -1,0 +1,164 @@
+//! `mcp-approvals`: the approval service for mcp-policy-filter (see approvals/README.md).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use mcp_approvals::auth::Approvers;
+use mcp_approvals::{router, App, Config, SystemClock};
+
+/// Human approval service for mcp-policy-filter: the Envoy filter asks POST /v1/check; approvers
+/// approve or deny on the web page or the JSON API; an approved call goes through once.
+#[derive(Parser, Debug)]
+#[command(name = "mcp-approvals", version)]
+struct Args {
+    /// Address to listen on (keep it private: the filter reaches it through an Envoy cluster).
+    #[arg(long, default_value = "127.0.0.1:8095")]
+    listen: SocketAddr,
+    /// SQLite database file (created if missing).
+    #[arg(long, default_value = "approvals.sqlite")]
+    db: PathBuf,
+    /// Base URL approvers open (approval_url = PUBLIC_URL/approvals/ID). Default: http://LISTEN.
+    #[arg(long)]
+    public_url: Option<String>,
+    /// An approver, NAME=TOKEN (repeatable). Also MCP_APPROVALS_APPROVERS="a=T1,b=T2".
+    #[arg(long = "approver", value_name = "NAME=TOKEN")]
+    approvers: Vec<String>,
+    /// A file of NAME=TOKEN lines (# comments).
+    #[arg(long, value_name = "FILE")]
+    approvers_file: Option<PathBuf>,
+    /// How often expired approvals are marked (e.g. 5s, 1m). Reads apply expiry too.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    expire_interval: Duration,
+    /// error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    log_level: tracing::Level,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = match s.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(s).map_err(|e| e.to_string())?,
+    };
+    if d.is_zero() {
+        return Err("must be more than 0".into());
+    }
+    Ok(d)
+}
+
+fn approvers(args: &Args) -> Result<Approvers, String> {
+    let mut a = Approvers::default();
+    for spec in &args.approvers {
+        a.add_spec(spec).map_err(|e| format!("--approver: {e}"))?;
+    }
+    if let Some(path) = &args.approvers_file {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--approvers-file {}: {e}", path.display()))?;
+        a.add_file(&text).map_err(|e| format!("--approvers-file {}: {e}", path.display()))?;
+    }
+    if let Ok(list) = std::env::var("MCP_APPROVALS_APPROVERS") {
+        a.add_list(&list).map_err(|e| format!("MCP_APPROVALS_APPROVERS: {e}"))?;
+    }
+    if a.is_empty() {
+        return Err("no approver configured: give --approver NAME=TOKEN, --approvers-file FILE or \
+                    MCP_APPROVALS_APPROVERS=NAME=TOKEN,... (nobody could approve anything)"
+            .into());
+    }
+    Ok(a)
+}
+
+fn public_url(args: &Args) -> Result<String, String> {
+    let url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.listen));
+    let url = url.trim_end_matches('/').to_string();
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url.contains(|c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '<' || c == '>')
+        || url.len() > 1024
+    {
+        return Err(format!("--public-url {url:?}: must be an http:// or https:// URL (at most 1024 bytes)"));
+    }
+    Ok(url)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "SIGINT handler");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "SIGTERM handler");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let approvers = approvers(&args)?;
+    let public_url = public_url(&args)?;
+    let names: Vec<&str> = approvers.names().collect();
+    let config = Config { public_url: public_url.clone(), approvers: approvers.clone() };
+    let app =
+        App::open(&args.db, config, Arc::new(SystemClock)).map_err(|e| format!("--db {}: {e}", args.db.display()))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
+    tracing::info!(
+        listen = %args.listen, db = %args.db.display(), public_url = %public_url, approvers = ?names,
+        "mcp-approvals {} started", env!("CARGO_PKG_VERSION")
+    );
+    let expiry = tokio::spawn(mcp_approvals::expiry_task(app.clone(), args.expire_interval));
+    let app2 = app.clone();
+    axum::serve(listener, router(app.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            // Answer held checks (pending) so the server can stop.
+            app2.begin_shutdown();
+        })
+        .await
+        .map_err(|e| format!("server: {e}"))?;
+    app.begin_shutdown();
+    let _ = expiry.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-approvals: tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-approvals: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

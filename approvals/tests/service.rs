@@ -1,0 +1,808 @@
+//! The service driven in-process through its axum Router, on a temp-file SQLite database and a
+//! manual clock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use mcp_approvals::auth::Approvers;
+use mcp_approvals::{router, App, Config, ManualClock};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const T0: i64 = 1_764_500_000;
+const PUBLIC: &str = "http://approvals.test:8095";
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+
+struct Svc {
+    app: App,
+    router: Router,
+    clock: Arc<ManualClock>,
+    db: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn config() -> Config {
+    let mut approvers = Approvers::default();
+    approvers.add_spec(&format!("alice={ALICE}")).unwrap();
+    approvers.add_spec(&format!("bob={BOB}")).unwrap();
+    Config { public_url: PUBLIC.to_string(), approvers }
+}
+
+fn svc() -> Svc {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("approvals.sqlite");
+    let clock = ManualClock::new(T0);
+    let app = App::open(&db, config(), clock.clone()).unwrap();
+    Svc { router: router(app.clone()), app, clock, db, _dir: dir }
+}
+
+struct Res {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Res {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    fn location(&self) -> &str {
+        self.headers.get(header::LOCATION).unwrap().to_str().unwrap()
+    }
+}
+
+async fn send(router: &Router, req: Request<Body>) -> Res {
+    let res = router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    Res { status, headers, body: String::from_utf8(bytes.to_vec()).unwrap() }
+}
+
+fn key(n: u8) -> String {
+    format!("{:02x}", n).repeat(32)
+}
+
+fn check_body(key: &str, arguments: Value, expires: i64, wait: i64) -> Value {
+    json!({
+        "key": key, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
+        "request_id": "req-1", "expires_in_seconds": expires, "wait_seconds": wait, "reason": "needs a human"
+    })
+}
+
+async fn check_raw(s: &Svc, body: Value) -> Res {
+    let req = Request::post("/v1/check")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    send(&s.router, req).await
+}
+
+async fn check(s: &Svc, key: &str) -> Value {
+    let r = check_raw(s, check_body(key, json!({"vmid": 100}), 600, 0)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/json");
+    r.json()
+}
+
+async fn api(s: &Svc, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Res {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let body = body.map_or(Body::empty(), |b| Body::from(b.to_string()));
+    send(&s.router, req.body(body).unwrap()).await
+}
+
+async fn approve(s: &Svc, id: &str, note: &str) -> Res {
+    api(s, Method::POST, &format!("/v1/approvals/{id}/approve"), Some(ALICE), Some(json!({"note": note}))).await
+}
+
+async fn deny(s: &Svc, id: &str, note: &str) -> Res {
+    api(s, Method::POST, &format!("/v1/approvals/{id}/deny"), Some(BOB), Some(json!({"note": note}))).await
+}
+
+fn id_of(v: &Value) -> String {
+    v["approval_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn pending_then_approved_is_consumed_once() {
+    let s = svc();
+    let k = key(1);
+    let p = check(&s, &k).await;
+    let id = id_of(&p);
+    assert!(id.starts_with("apr_") && id.len() == 30, "{id}");
+    assert_eq!(
+        p,
+        json!({"status": "pending", "approval_id": id, "approval_url": format!("{PUBLIC}/approvals/{id}"),
+               "expires_at": T0 + 600, "expires_in_seconds": 600})
+    );
+
+    s.clock.advance(100);
+    let a = approve(&s, &id, "ok for today").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let a = a.json();
+    assert_eq!(a["state"], "approved");
+    assert_eq!(a["approver"], "alice");
+    assert_eq!(a["note"], "ok for today");
+    assert_eq!(a["decided_at"], T0 + 100);
+    // Usable for the full window from the decision.
+    assert_eq!(a["expires_at"], T0 + 700);
+
+    s.clock.advance(10);
+    let c = check(&s, &k).await;
+    assert_eq!(c, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "ok for today"}));
+
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(BOB), None).await.json();
+    assert_eq!(got["state"], "consumed");
+    assert_eq!(got["consumed_at"], T0 + 110);
+    assert_eq!(got["request_id"], "req-1");
+
+    // Single use: the next identical call needs a new approval.
+    let again = check(&s, &k).await;
+    assert_eq!(again["status"], "pending");
+    assert_ne!(id_of(&again), id);
+    // Approving the consumed one again: 409.
+    let r = approve(&s, &id, "").await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(r.json()["error"], format!("approval {id} is consumed, not pending"));
+}
+
+#[tokio::test]
+async fn pending_is_idempotent_per_key() {
+    let s = svc();
+    let first = check(&s, &key(2)).await;
+    s.clock.advance(30);
+    let second = check(&s, &key(2)).await;
+    assert_eq!(id_of(&first), id_of(&second));
+    assert_eq!(second["expires_at"], T0 + 600);
+    assert_eq!(second["expires_in_seconds"], 570);
+    let other = check(&s, &key(3)).await;
+    assert_eq!(other["status"], "pending");
+    assert_ne!(id_of(&other), id_of(&first));
+    let list = api(&s, Method::GET, "/v1/approvals", Some(ALICE), None).await.json();
+    let ids: Vec<&str> = list["approvals"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![id_of(&other), id_of(&first)], "newest first");
+}
+
+#[tokio::test]
+async fn denial_is_answered_while_current_then_a_new_pending() {
+    let s = svc();
+    let k = key(4);
+    let id = id_of(&check(&s, &k).await);
+    s.clock.advance(50);
+    let d = deny(&s, &id, "use start_vm on 101 instead").await;
+    assert_eq!(d.status, StatusCode::OK);
+    assert_eq!(d.json()["state"], "denied");
+    let expected =
+        json!({"status": "denied", "approval_id": id, "approver": "bob", "note": "use start_vm on 101 instead"});
+    assert_eq!(check(&s, &k).await, expected);
+    s.clock.advance(599);
+    assert_eq!(check(&s, &k).await, expected, "still current at decided_at + 599");
+    // Approving a denied one: 409.
+    assert_eq!(approve(&s, &id, "").await.status, StatusCode::CONFLICT);
+    s.clock.advance(1);
+    let p = check(&s, &k).await;
+    assert_eq!(p["status"], "pending");
+    assert_ne!(id_of(&p), id);
+    // The denial stays in the history as denied.
+    let old = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(old["state"], "denied");
+    assert_eq!(old["approver"], "bob");
+}
+
+#[tokio::test]
+async fn pending_expires() {
+    let s = svc();
+    let k = key(5);
+    let id = id_of(&check(&s, &k).await);
+    s.clock.advance(600);
+    let r = approve(&s, &id, "late").await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(r.json()["error"], format!("approval {id} is expired, not pending"));
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "expired");
+    assert_eq!(got["approver"], Value::Null);
+    let p = check(&s, &k).await;
+    assert_eq!(p["status"], "pending");
+    assert_ne!(id_of(&p), id);
+    assert_eq!(p["expires_at"], T0 + 1200);
+}
+
+#[tokio::test]
+async fn approved_but_unused_expires() {
+    let s = svc();
+    let k = key(6);
+    let id = id_of(&check(&s, &k).await);
+    s.clock.advance(599);
+    assert_eq!(approve(&s, &id, "").await.status, StatusCode::OK);
+    // The approver decided late: the agent still has the full window.
+    s.clock.advance(599);
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "approved");
+    s.clock.advance(1);
+    let p = check(&s, &k).await;
+    assert_eq!(p["status"], "pending");
+    assert_ne!(id_of(&p), id);
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "expired");
+    assert_eq!(got["consumed_at"], Value::Null);
+}
+
+#[tokio::test]
+async fn background_expiry_marks_rows() {
+    let s = svc();
+    let id = id_of(&check(&s, &key(7)).await);
+    s.clock.advance(601);
+    assert_eq!(s.app.expire_now().await.unwrap(), 1);
+    assert_eq!(s.app.expire_now().await.unwrap(), 0);
+    let list = api(&s, Method::GET, "/v1/approvals?state=expired", Some(ALICE), None).await.json();
+    assert_eq!(list["approvals"][0]["id"], id);
+    let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(m.body.contains("mcp_approvals_expired_total 1\n"), "{}", m.body);
+    assert!(m.body.contains("mcp_approvals_opened_total 1\n"), "{}", m.body);
+    assert!(m.body.contains("mcp_approvals_pending 0\n"), "{}", m.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_checks_consume_exactly_once() {
+    let s = svc();
+    let k = key(8);
+    let id = id_of(&check(&s, &k).await);
+    assert_eq!(approve(&s, &id, "once").await.status, StatusCode::OK);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let router = s.router.clone();
+        let body = check_body(&k, json!({"vmid": 100}), 600, 0).to_string();
+        tasks.push(tokio::spawn(async move {
+            let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+            send(&router, req).await.json()
+        }));
+    }
+    let mut approved = 0;
+    let mut pending_ids = std::collections::HashSet::new();
+    for t in tasks {
+        let v = t.await.unwrap();
+        match v["status"].as_str().unwrap() {
+            "approved" => {
+                approved += 1;
+                assert_eq!(id_of(&v), id);
+            }
+            "pending" => {
+                pending_ids.insert(id_of(&v));
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(approved, 1);
+    assert_eq!(pending_ids.len(), 1, "the 19 others share one new pending approval");
+    assert!(!pending_ids.contains(&id));
+    let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(m.body.contains("mcp_approvals_consumed_total 1\n"), "{}", m.body);
+    assert!(m.body.contains("mcp_approvals_checks_total{status=\"approved\"} 1\n"), "{}", m.body);
+    assert!(m.body.contains("mcp_approvals_checks_total{status=\"pending\"} 20\n"), "{}", m.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_returns_the_decision() {
+    let s = svc();
+    let k = key(9);
+    let id = id_of(&check(&s, &k).await);
+    let router = s.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
+    let started = std::time::Instant::now();
+    let held = tokio::spawn(async move {
+        let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+        send(&router, req).await.json()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!held.is_finished());
+    assert_eq!(approve(&s, &id, "go").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(5), held).await.unwrap().unwrap();
+    assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "go"}));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Consumed by the held check.
+    assert_eq!(check(&s, &k).await["status"], "pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_returns_a_denial() {
+    let s = svc();
+    let k = key(10);
+    let id = id_of(&check(&s, &k).await);
+    let router = s.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
+    let held = tokio::spawn(async move {
+        let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+        send(&router, req).await.json()
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Unrelated activity wakes the waiter; it stays pending.
+    check(&s, &key(11)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!held.is_finished());
+    assert_eq!(deny(&s, &id, "no").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(5), held).await.unwrap().unwrap();
+    assert_eq!(v, json!({"status": "denied", "approval_id": id, "approver": "bob", "note": "no"}));
+}
+
+#[tokio::test]
+async fn hold_mode_times_out_pending() {
+    let s = svc();
+    let k = key(12);
+    let started = std::time::Instant::now();
+    let r = check_raw(&s, check_body(&k, json!({}), 600, 1)).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(950) && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    let v = r.json();
+    assert_eq!(v["status"], "pending");
+    assert_eq!(v["expires_in_seconds"], 600);
+    // The same approval as a retry sees.
+    assert_eq!(check(&s, &k).await["approval_id"], v["approval_id"]);
+}
+
+#[tokio::test]
+async fn hold_mode_answers_at_once_when_decided() {
+    let s = svc();
+    let k = key(13);
+    let id = id_of(&check(&s, &k).await);
+    approve(&s, &id, "").await;
+    let started = std::time::Instant::now();
+    let v = check_raw(&s, check_body(&k, json!({"vmid": 100}), 600, 30)).await.json();
+    assert_eq!(v["status"], "approved");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn approvals_survive_a_restart() {
+    let s = svc();
+    let k = key(14);
+    let pending_key = key(15);
+    let id = id_of(&check(&s, &k).await);
+    let pending_id = id_of(&check(&s, &pending_key).await);
+    approve(&s, &id, "persisted").await;
+    let db = s.db.clone();
+    let Svc { app, router: old_router, _dir, .. } = s;
+    drop(old_router);
+    drop(app);
+    let clock = ManualClock::new(T0 + 10);
+    let app = App::open(&db, config(), clock.clone()).unwrap();
+    let s2 = Svc { router: router(app.clone()), app, clock, db, _dir };
+    assert_eq!(
+        check(&s2, &k).await,
+        json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "persisted"})
+    );
+    let p = check(&s2, &pending_key).await;
+    assert_eq!(p["approval_id"], pending_id);
+    assert_eq!(p["expires_in_seconds"], 590);
+}
+
+#[tokio::test]
+async fn one_pending_per_key_in_the_schema() {
+    let s = svc();
+    check(&s, &key(16)).await;
+    let conn = rusqlite::Connection::open(&s.db).unwrap();
+    let err = conn
+        .execute(
+            "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, expires_in, \
+             expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
+            [key(16)],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("UNIQUE"), "{err}");
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 1);
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn bad_check_bodies_are_400() {
+    let s = svc();
+    let good = check_body(&key(17), json!({}), 600, 0);
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"key": "ABC"}), "key: must be 64 lowercase hex characters"),
+        (json!({"key": "AB".repeat(32)}), "key: must be 64 lowercase hex characters"),
+        (json!({"tool": ""}), "tool: must not be empty"),
+        (json!({"tool": "t".repeat(257)}), "tool: longer than 256 bytes"),
+        (json!({"expires_in_seconds": 0}), "expires_in_seconds: must be an integer in 1..=604800"),
+        (json!({"expires_in_seconds": 604_801}), "expires_in_seconds: must be an integer in 1..=604800"),
+        (json!({"wait_seconds": 301}), "wait_seconds: must be an integer in 0..=300"),
+        (json!({"wait_seconds": "5"}), "wait_seconds: must be an integer in 0..=300"),
+        (json!({"request_id": null}), "request_id: must be a string"),
+    ];
+    for (patch, msg) in cases {
+        let mut b = good.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        let r = check_raw(&s, b).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{patch}");
+        assert_eq!(r.json(), json!({"error": msg}));
+    }
+    let mut b = good.clone();
+    b.as_object_mut().unwrap().remove("arguments");
+    assert_eq!(check_raw(&s, b).await.json(), json!({"error": "arguments: missing"}));
+    let r = send(&s.router, Request::post("/v1/check").body(Body::from("not json")).unwrap()).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.json()["error"].as_str().unwrap().starts_with("body is not JSON"));
+    // Over 1 MiB.
+    let mut big = good.clone();
+    big["arguments"] = json!({"blob": "x".repeat(1 << 20)});
+    assert_eq!(check_raw(&s, big).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Nothing was opened.
+    let list = api(&s, Method::GET, "/v1/approvals?state=all", Some(ALICE), None).await.json();
+    assert_eq!(list, json!({"approvals": []}));
+}
+
+#[tokio::test]
+async fn api_requires_a_bearer_token() {
+    let s = svc();
+    let id = id_of(&check(&s, &key(18)).await);
+    for (method, path) in [
+        (Method::GET, "/v1/approvals".to_string()),
+        (Method::GET, format!("/v1/approvals/{id}")),
+        (Method::POST, format!("/v1/approvals/{id}/approve")),
+        (Method::POST, format!("/v1/approvals/{id}/deny")),
+    ] {
+        for token in [None, Some("wrong"), Some("")] {
+            let r = api(&s, method.clone(), &path, token, None).await;
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{method} {path} {token:?}");
+            assert_eq!(r.json(), json!({"error": "missing or wrong bearer token"}));
+        }
+    }
+    // Nothing was decided.
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "pending");
+    let keys: Vec<&str> = got.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "approval_url",
+            "approver",
+            "arguments",
+            "consumed_at",
+            "created_at",
+            "decided_at",
+            "expires_at",
+            "grant",
+            "id",
+            "key",
+            "note",
+            "reason",
+            "request_id",
+            "state",
+            "tool"
+        ]
+    );
+    assert_eq!(got["arguments"], json!({"vmid": 100}));
+    assert_eq!(got["reason"], "needs a human");
+    assert_eq!(got["grant"], "sha256:0123456789ab");
+    assert_eq!(got["approval_url"], format!("{PUBLIC}/approvals/{id}"));
+    assert_eq!(
+        api(&s, Method::GET, "/v1/approvals/apr_00000000000000000000000000", Some(ALICE), None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api(&s, Method::POST, "/v1/approvals/apr_00000000000000000000000000/approve", Some(ALICE), None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api(&s, Method::GET, "/v1/approvals?state=bogus", Some(ALICE), None).await.status,
+        StatusCode::BAD_REQUEST
+    );
+    // No body is fine for approve.
+    let r = api(&s, Method::POST, &format!("/v1/approvals/{id}/approve"), Some(BOB), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["note"], "");
+    assert_eq!(r.json()["approver"], "bob");
+    let approved = api(&s, Method::GET, "/v1/approvals?state=approved", Some(ALICE), None).await.json();
+    assert_eq!(approved["approvals"].as_array().unwrap().len(), 1);
+    let pending = api(&s, Method::GET, "/v1/approvals", Some(ALICE), None).await.json();
+    assert_eq!(pending, json!({"approvals": []}));
+}
+
+#[tokio::test]
+async fn healthz_and_metrics() {
+    let s = svc();
+    let r = send(&s.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok"));
+    check(&s, &key(19)).await;
+    let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(m.status, StatusCode::OK);
+    assert!(m.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/plain"));
+    for line in [
+        "mcp_approvals_opened_total 1",
+        "mcp_approvals_approved_total 0",
+        "mcp_approvals_denied_total 0",
+        "mcp_approvals_consumed_total 0",
+        "mcp_approvals_expired_total 0",
+        "mcp_approvals_pending 1",
+        "# TYPE mcp_approvals_pending gauge",
+    ] {
+        assert!(m.body.lines().any(|l| l == line), "{line} in {}", m.body);
+    }
+}
+
+// ---- web pages ----
+
+fn form(path: &str, cookie: Option<&str>, fields: &[(&str, &str)]) -> Request<Body> {
+    let body: String =
+        fields.iter().map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v))).collect::<Vec<_>>().join("&");
+    let mut req = Request::post(path).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(c) = cookie {
+        req = req.header(header::COOKIE, c);
+    }
+    req.body(Body::from(body)).unwrap()
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn get(path: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut req = Request::get(path);
+    if let Some(c) = cookie {
+        req = req.header(header::COOKIE, c);
+    }
+    req.body(Body::empty()).unwrap()
+}
+
+/// Logs in; returns the cookie header value.
+async fn login(s: &Svc, name: &str, token: &str) -> String {
+    let r = send(&s.router, form("/login", None, &[("name", name), ("token", token), ("next", "/")])).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(r.location(), "/");
+    let set = r.headers[header::SET_COOKIE].to_str().unwrap().to_string();
+    assert!(set.contains("; HttpOnly"), "{set}");
+    assert!(set.contains("; SameSite=Strict"), "{set}");
+    assert!(set.contains("; Path=/"), "{set}");
+    let pair = set.split(';').next().unwrap().to_string();
+    let value = pair.split_once('=').unwrap().1;
+    assert_eq!(value.len(), 64, "32 random bytes in hex");
+    pair
+}
+
+fn csrf_of(html: &str) -> String {
+    let i = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    html[i..i + 64].to_string()
+}
+
+#[tokio::test]
+async fn pages_require_login() {
+    let s = svc();
+    let r = send(&s.router, get("/", None)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/login");
+    let id = id_of(&check(&s, &key(20)).await);
+    let r = send(&s.router, get(&format!("/approvals/{id}"), None)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), format!("/login?next=/approvals/{id}"));
+    let r = send(&s.router, get("/ui/version", None)).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = send(&s.router, get("/", Some("mcp_approvals_session=forged"))).await;
+    assert_eq!(r.location(), "/login");
+    // A decision without a session changes nothing.
+    let r = send(&s.router, form(&format!("/approvals/{id}/decision"), None, &[("decision", "approve")])).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/login");
+    let r = send(&s.router, get("/login", None)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    for needle in ["name=\"name\"", "name=\"token\"", "<button type=\"submit\">"] {
+        assert!(r.body.contains(needle), "{needle}");
+    }
+}
+
+#[tokio::test]
+async fn wrong_token_is_refused() {
+    let s = svc();
+    for (name, token) in [("alice", "nope"), ("alice", BOB), ("mallory", ALICE), ("", "")] {
+        let r = send(&s.router, form("/login", None, &[("name", name), ("token", token)])).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{name}");
+        assert!(r.headers.get(header::SET_COOKIE).is_none());
+        assert!(r.body.contains("Wrong name or token."));
+    }
+    // Login after a wrong attempt still works; next goes back to the approval.
+    let r = send(
+        &s.router,
+        form("/login", None, &[("name", "bob"), ("token", BOB), ("next", "/approvals/apr_00000000000000000000000000")]),
+    )
+    .await;
+    assert_eq!(r.location(), "/approvals/apr_00000000000000000000000000");
+    let r =
+        send(&s.router, form("/login", None, &[("name", "bob"), ("token", BOB), ("next", "//evil.example/")])).await;
+    assert_eq!(r.location(), "/");
+}
+
+#[tokio::test]
+async fn decisions_need_the_csrf_token_and_same_origin() {
+    let s = svc();
+    let id = id_of(&check(&s, &key(21)).await);
+    let cookie = login(&s, "alice", ALICE).await;
+    let page = send(&s.router, get("/", Some(&cookie))).await;
+    let csrf = csrf_of(&page.body);
+    let path = format!("/approvals/{id}/decision");
+    let r = send(&s.router, form(&path, Some(&cookie), &[("decision", "approve"), ("note", "x")])).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = send(&s.router, form(&path, Some(&cookie), &[("decision", "approve"), ("csrf", &"0".repeat(64))])).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // Another session's token does not work either.
+    let bob = login(&s, "bob", BOB).await;
+    let bob_csrf = csrf_of(&send(&s.router, get("/", Some(&bob))).await.body);
+    assert_ne!(bob_csrf, csrf);
+    let r = send(&s.router, form(&path, Some(&cookie), &[("decision", "approve"), ("csrf", &bob_csrf)])).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // Cross-origin, or an opaque origin.
+    for origin in ["https://evil.example", "null", "http://approvals.test:8096"] {
+        let mut req = form(&path, Some(&cookie), &[("decision", "approve"), ("csrf", &csrf)]);
+        req.headers_mut().insert(header::ORIGIN, origin.parse().unwrap());
+        assert_eq!(send(&s.router, req).await.status, StatusCode::FORBIDDEN, "{origin}");
+    }
+    // The login form too.
+    let mut req = form("/login", None, &[("name", "alice"), ("token", ALICE)]);
+    req.headers_mut().insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+    assert_eq!(send(&s.router, req).await.status, StatusCode::FORBIDDEN);
+    // Same origin as the Host the browser used (behind a proxy with another name): fine.
+    let mut req = form("/login", None, &[("name", "alice"), ("token", ALICE)]);
+    req.headers_mut().insert(header::ORIGIN, "http://10.0.0.5:8095".parse().unwrap());
+    req.headers_mut().insert(header::HOST, "10.0.0.5:8095".parse().unwrap());
+    assert_eq!(send(&s.router, req).await.status, StatusCode::SEE_OTHER);
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "pending");
+    // Same origin is fine.
+    let mut req = form(&path, Some(&cookie), &[("decision", "deny"), ("csrf", &csrf)]);
+    req.headers_mut().insert(header::ORIGIN, PUBLIC.parse().unwrap());
+    assert_eq!(send(&s.router, req).await.status, StatusCode::SEE_OTHER);
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+    assert_eq!(got["state"], "denied");
+    // Logout needs it too, then the session is gone.
+    let r = send(&s.router, form("/logout", Some(&cookie), &[])).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = send(&s.router, form("/logout", Some(&cookie), &[("csrf", &csrf)])).await;
+    assert_eq!(r.location(), "/login");
+    assert_eq!(send(&s.router, get("/", Some(&cookie))).await.location(), "/login");
+}
+
+#[tokio::test]
+async fn arguments_are_html_escaped() {
+    let s = svc();
+    let evil = json!({"cmd": "<script>alert('x')</script>", "q": "\"><img src=x onerror=alert(1)>"});
+    let mut body = check_body(&key(22), evil, 600, 0);
+    body["tool"] = json!("<b>tool</b>");
+    body["grant"] = json!("<i>grant</i>");
+    body["reason"] = json!("<u>reason</u>");
+    let id = id_of(&check_raw(&s, body).await.json());
+    let cookie = login(&s, "alice", ALICE).await;
+    for path in ["/".to_string(), format!("/approvals/{id}")] {
+        let page = send(&s.router, get(&path, Some(&cookie))).await;
+        assert_eq!(page.status, StatusCode::OK);
+        let html = &page.body;
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains("<b>tool"), "{html}");
+        assert!(!html.contains("<i>grant"), "{html}");
+        assert!(!html.contains("<u>reason"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"), "{html}");
+        assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"), "{html}");
+        assert!(html.contains("&lt;b&gt;tool&lt;/b&gt;"));
+        assert!(html.contains(&format!("<article class=\"approval\" data-approval-id=\"{id}\" data-state=\"pending\"")));
+        let csp = page.headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(csp.contains("script-src 'nonce-"), "{csp}");
+        assert_eq!(page.headers[header::X_FRAME_OPTIONS], "DENY");
+        assert_eq!(page.headers[header::REFERRER_POLICY], "same-origin");
+    }
+}
+
+#[tokio::test]
+async fn approving_through_the_page_records_approver_and_note() {
+    let s = svc();
+    let k = key(23);
+    let id = id_of(&check(&s, &k).await);
+    let cookie = login(&s, "alice", ALICE).await;
+    let page = send(&s.router, get("/", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let html = &page.body;
+    assert!(html.contains(&format!("data-approval-id=\"{id}\"")));
+    assert!(html.contains("<button type=\"submit\" name=\"decision\" value=\"approve\""));
+    assert!(html.contains("<button type=\"submit\" name=\"decision\" value=\"deny\""));
+    assert!(html.contains("name=\"note\""));
+    assert!(html.contains("&quot;vmid&quot;: 100"), "pretty-printed arguments");
+    assert!(html.contains("needs a human"));
+    assert!(html.contains("sha256:0123456789ab"));
+    let csrf = csrf_of(html);
+    let v0 = send(&s.router, get("/ui/version", Some(&cookie))).await.body;
+
+    s.clock.advance(5);
+    let r = send(
+        &s.router,
+        form(
+            &format!("/approvals/{id}/decision"),
+            Some(&cookie),
+            &[("csrf", &csrf), ("back", "/"), ("note", "ok for today"), ("decision", "approve")],
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/");
+    let v1 = send(&s.router, get("/ui/version", Some(&cookie))).await.body;
+    assert_ne!(v0, v1);
+
+    let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(BOB), None).await.json();
+    assert_eq!(got["state"], "approved");
+    assert_eq!(got["approver"], "alice");
+    assert_eq!(got["note"], "ok for today");
+    assert_eq!(got["decided_at"], T0 + 5);
+
+    // The flash message once, and the decision in the recent list.
+    let page = send(&s.router, get("/", Some(&cookie))).await.body;
+    assert!(
+        page.contains(&format!(
+            "<p class=\"flash\" id=\"flash\" role=\"status\">Approved start_vm ({id}, grant sha256:0123456789ab).</p>"
+        )),
+        "{page}"
+    );
+    assert!(page.contains("No pending approvals."));
+    assert!(page.contains(&format!("<tr class=\"decision\" data-approval-id=\"{id}\">")));
+    assert!(page.contains("<td class=\"approver\">alice</td><td class=\"note\">ok for today</td>"));
+    let page = send(&s.router, get("/", Some(&cookie))).await.body;
+    assert!(!page.contains("class=\"flash\""));
+
+    // Deciding again from the approval's page: flash says why, back to that page.
+    let r = send(
+        &s.router,
+        form(
+            &format!("/approvals/{id}/decision"),
+            Some(&cookie),
+            &[("csrf", &csrf), ("back", &format!("/approvals/{id}")), ("decision", "deny")],
+        ),
+    )
+    .await;
+    assert_eq!(r.location(), format!("/approvals/{id}"));
+    let one = send(&s.router, get(&format!("/approvals/{id}"), Some(&cookie))).await.body;
+    assert!(one.contains(&format!("Could not deny {id}: it is already approved (by alice).")), "{one}");
+    assert!(!one.contains("value=\"approve\""), "no buttons once decided");
+
+    // The check consumes it: the recent list shows consumed.
+    assert_eq!(check(&s, &k).await["status"], "approved");
+    let page = send(&s.router, get("/", Some(&cookie))).await.body;
+    assert!(page.contains("<td class=\"state state-consumed\">consumed</td>"));
+    let missing = send(&s.router, get("/approvals/apr_00000000000000000000000000", Some(&cookie))).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn arguments_are_kept_verbatim() {
+    let s = svc();
+    let args = r#"{"vmid":100,"big":123456789012345678901234567890,"f":1.50}"#;
+    let body = format!(
+        r#"{{"key":"{}","grant":"g","tool":"t","arguments":{args},"request_id":"","expires_in_seconds":60,"wait_seconds":0}}"#,
+        key(24)
+    );
+    let r = send(&s.router, Request::post("/v1/check").body(Body::from(body)).unwrap()).await;
+    let id = id_of(&r.json());
+    let raw = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.body;
+    assert!(raw.contains(&format!(r#""arguments":{args}"#)), "{raw}");
+    let list = api(&s, Method::GET, "/v1/approvals", Some(ALICE), None).await.body;
+    assert!(list.contains(&format!(r#""arguments":{args}"#)), "{list}");
+    let cookie = login(&s, "alice", ALICE).await;
+    let page = send(&s.router, get(&format!("/approvals/{id}"), Some(&cookie))).await.body;
+    assert!(
+        page.contains(
+            "{\n  &quot;vmid&quot;: 100,\n  &quot;big&quot;: 123456789012345678901234567890,\n  &quot;f&quot;: 1.50\n}"
+        ),
+        "{page}"
+    );
+}
