@@ -57,7 +57,7 @@ tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/
 	touch $@
 
 ## screenshot: docs/approvals-page.png, the approvals page with one pending call at 1366x768
-screenshot: build venv browser-deps
+screenshot: build approvals venv browser-deps
 	cd tests && MCP_SCREENSHOT_OUT=$(CURDIR)/docs/approvals-page.png ../$(PY) -m pytest -q -p no:cacheprovider \
 	  e2e/test_browser_approval.py -k screenshot
 
@@ -97,12 +97,13 @@ schema:
 	$(CARGO) run --quiet --locked --features cli --bin mcp-policy -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
-## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000 (Ctrl-C stops)
-run: build venv
+## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000, mcp-approvals
+##      on 127.0.0.1:8095 (Ctrl-C stops)
+run: build approvals venv
 	bash scripts/run.sh
 
 ## demo: a short agent session with the official MCP client through Envoy
-demo: build venv
+demo: build approvals venv
 	$(PY) scripts/demo.py
 
 clean:
