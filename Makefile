@@ -73,8 +73,9 @@ fmt:
 
 ## bench: criterion micro benchmarks of the core, then wrk against real Envoy (passthrough, this
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
-##        Needs wrk (Debian; installed here when run as root). About 8 minutes on 2 cores.
-bench: build venv
+##        Then the latency an approval adds (bench/approval_latency.py; printed, recorded by hand
+##        in BENCHMARKS.md). Needs wrk (Debian; installed here when run as root). About 9 minutes.
+bench: build approvals venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
@@ -82,6 +83,7 @@ bench: build venv
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(CARGO) bench --locked --bench core
 	$(PY) bench/load.py --out BENCHMARKS.md
+	$(PY) bench/approval_latency.py
 
 ## cli: the mcp-policy tool (check, explain, schema): target/release/mcp-policy
 cli:

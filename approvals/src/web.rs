@@ -111,7 +111,7 @@ body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-app
 main{max-width:980px;margin:0 auto;padding:12px 16px 40px}
 header.top{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap;border-bottom:1px solid var(--border);padding-bottom:8px}
 h1{font-size:19px;margin:6px 0}h2{font-size:16px;margin:22px 0 6px}
-a{color:#0969da}
+a{color:#0969da;text-underline-offset:3px}
 .mono,.tool,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
 .approval{background:var(--card);border:1px solid var(--border);border-radius:8px;padding:10px 14px;margin:10px 0}
 .approval h3{margin:0 0 4px;font-size:16px;display:flex;gap:10px;flex-wrap:wrap;align-items:baseline}
