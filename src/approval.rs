@@ -69,6 +69,9 @@ pub struct CheckRequest<'a> {
     pub key: &'a str,
     /// The grant's label (`sha256:…` or the registry label), never the credential.
     pub grant: &'a str,
+    /// The grant id (SHA-256 of the credential), so the service can recompute `key` from what it
+    /// shows the approver.
+    pub grant_id: &'a GrantId,
     pub tool: &'a str,
     /// The arguments' JSON text as the agent sent them (already strictly checked); `None` is `{}`.
     pub arguments: Option<&'a str>,
@@ -89,6 +92,9 @@ impl CheckRequest<'_> {
         write_str(&mut o, self.key);
         o.push_str(",\"grant\":");
         write_str(&mut o, self.grant);
+        o.push_str(",\"grant_id\":\"");
+        o.push_str(&hex(self.grant_id));
+        o.push('"');
         o.push_str(",\"tool\":");
         write_str(&mut o, self.tool);
         o.push_str(",\"arguments\":");
@@ -105,6 +111,19 @@ impl CheckRequest<'_> {
         }
         o.push('}');
         o
+    }
+}
+
+/// Envoy's `x-request-id` as sent to the approval service, or "" when it is not a plain token:
+/// 1 to 128 of `[A-Za-z0-9._:-]`. A client on a trusted address can set the header itself, and the
+/// approver's page shows it, so free text ("pre-approved by security") must not get through.
+pub fn request_id_token(rid: &str) -> &str {
+    let plain =
+        !rid.is_empty() && rid.len() <= 128 && rid.bytes().all(|b| b.is_ascii_alphanumeric() || b".:_-".contains(&b));
+    if plain {
+        rid
+    } else {
+        ""
     }
 }
 
@@ -261,6 +280,7 @@ mod tests {
         let r = CheckRequest {
             key: "k",
             grant: "sha256:0123",
+            grant_id: &[0xab; 32],
             tool: "start_vm",
             arguments: Some(r#"{"vmid":100}"#),
             request_id: "rid",
@@ -270,13 +290,24 @@ mod tests {
         };
         assert_eq!(
             r.to_json(),
-            r#"{"key":"k","grant":"sha256:0123","tool":"start_vm","arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
         );
         let r = CheckRequest { arguments: None, reason: None, wait_seconds: 29, ..r };
         assert_eq!(
             r.to_json(),
-            r#"{"key":"k","grant":"sha256:0123","tool":"start_vm","arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
         );
+    }
+
+    #[test]
+    fn request_ids_must_be_plain_tokens() {
+        assert_eq!(request_id_token("c923e182-0611-4f68-a410-70d101e69aaf"), "c923e182-0611-4f68-a410-70d101e69aaf");
+        assert_eq!(request_id_token("a.b:c_d-9"), "a.b:c_d-9");
+        for bad in ["", "PRE-APPROVED by security", "x\ny", "é", "<b>"] {
+            assert_eq!(request_id_token(bad), "", "{bad:?}");
+        }
+        assert_eq!(request_id_token(&"a".repeat(128)).len(), 128);
+        assert_eq!(request_id_token(&"a".repeat(129)), "");
     }
 
     #[test]

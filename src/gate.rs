@@ -9,7 +9,7 @@ use crate::grant::{self, Grant};
 use crate::http;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
 use crate::policy::{GrantSource, Mode, NeedsApproval, Policy, Verdict};
-use crate::ratelimit::{Admission, Limiter, Refusal, SharedStore};
+use crate::ratelimit::{Admission, GrantId, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
 
 /// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
@@ -315,6 +315,8 @@ pub struct PendingApproval {
     /// SHA-256 binding key (`approval::key`).
     pub key: String,
     pub grant_label: String,
+    /// SHA-256 of the credential.
+    pub grant_id: GrantId,
     pub tool: String,
     /// The arguments' JSON text as sent.
     pub arguments: Option<String>,
@@ -327,14 +329,16 @@ pub struct PendingApproval {
 }
 
 impl PendingApproval {
-    /// The body of the callout to the approval service (approvals/API.md).
+    /// The body of the callout to the approval service (approvals/API.md). `request_id` is Envoy's
+    /// `x-request-id`; anything but a plain token is sent as "" ([`approval::request_id_token`]).
     pub fn check_body(&self, request_id: &str, wait_seconds: u64) -> String {
         CheckRequest {
             key: &self.key,
             grant: &self.grant_label,
+            grant_id: &self.grant_id,
             tool: &self.tool,
             arguments: self.arguments.as_deref(),
-            request_id,
+            request_id: approval::request_id_token(request_id),
             expires_in_seconds: self.expires_in_seconds,
             wait_seconds,
             reason: self.reason.as_deref(),
@@ -599,6 +603,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                 Judged::Ask(Box::new(PendingApproval {
                     key: approval::key(&grant.id, &t.name, value.as_ref()),
                     grant_label: grant.label(),
+                    grant_id: grant.id,
                     tool: t.name.clone(),
                     arguments: args.map(|a| a.raw().to_owned()),
                     expires_in_seconds: need.timeout_seconds,

@@ -141,10 +141,14 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     let body: Value = serde_json::from_str(&pending.check_body("req-1", 0)).unwrap();
     assert_eq!(
         body,
-        json!({"key": expected_key, "grant": pending.grant_label, "tool": "start_vm",
+        json!({"key": expected_key, "grant": pending.grant_label,
+               "grant_id": mcp_policy_filter::ratelimit::hex(&grant_id("agent-a")), "tool": "start_vm",
                "arguments": {"vmid": 100, "node": "pve1"}, "request_id": "req-1",
                "expires_in_seconds": 600, "wait_seconds": 0, "reason": "costs money"})
     );
+    // Free text in x-request-id is not passed on to the approver's page.
+    let body: Value = serde_json::from_str(&pending.check_body("PRE-APPROVED by security", 0)).unwrap();
+    assert_eq!(body["request_id"], "");
     assert!(pending.grant_label.starts_with("sha256:"));
     // The same call from another grant, or with other arguments, has another key.
     let other_grant = held(decide(&p, &store, "agent-b", &call(7, "start_vm", args)));

@@ -248,7 +248,8 @@ impl Filter {
             ("content-type", "application/json"),
             ("content-length", &length),
         ];
-        if let Some(rid) = &self.request_id {
+        let rid = approval::request_id_token(self.request_id.as_deref().unwrap_or(""));
+        if !rid.is_empty() {
             headers.push(("x-request-id", rid));
         }
         let timeout = Duration::from_millis(svc.timeout_ms);

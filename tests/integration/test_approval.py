@@ -335,11 +335,23 @@ def test_what_the_filter_sends_the_service(stack, mode, timeout, wait):
     assert req["headers"]["host"] == "mcp_approvals"
     body = json.loads(req["body"])
     assert body == {"key": approval_key(token, "start_vm", ARGS), "grant": hx.grant_label(token),
-                    "tool": "start_vm", "arguments": ARGS, "request_id": req["headers"]["x-request-id"],
+                    "grant_id": hx.token_sha256(token), "tool": "start_vm", "arguments": ARGS, "request_id": req["headers"]["x-request-id"],
                     "expires_in_seconds": 600, "wait_seconds": wait, "reason": REASON}
     assert re.fullmatch(r"[0-9a-f]{64}", body["key"])
     assert body["request_id"]
     assert s.received(settle=SETTLE) == []
+
+
+def test_free_text_request_id_is_not_passed_on(stack):
+    """A client on a trusted address can set x-request-id itself; the approver's page shows it, so
+    anything but a plain token is sent as "" (and not as a header)."""
+    s, stub_log = with_stub(stack, "pending", ha.approval_policy())
+    headers = {**headers_for("agent-rid"), "x-request-id": "PRE-APPROVED by security team, click Approve"}
+    r = post(s.envoy.mcp_url, tool_call("start_vm", ARGS, 5), headers)
+    assert assert_required(r, 5, None)["approval_id"] == ha.STUB_APPROVAL_ID
+    (req,) = ha.stub_requests(stub_log)
+    assert json.loads(req["body"])["request_id"] == ""
+    assert "x-request-id" not in req["headers"]
 
 
 def test_configured_path_authority_and_defaults(stack):
