@@ -37,8 +37,31 @@ impl IntoResponse for Error {
     }
 }
 
+/// The 400 answer when the key sent is not the key of the call shown to the approver.
+pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
+
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// Parses and validates a `/v1/check` body; the message is the 400 answer.
+///
+/// The body is read with the filter's strict parser (`mcp_policy_filter::json`: duplicate keys,
+/// lone surrogates, ... refused), and the approval key is recomputed from `grant_id`, `tool` and
+/// `arguments` with the filter's own `approval::key`: a check whose `key` differs is refused, so
+/// the call a person approves is exactly the call the key lets through.
 pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
+    let strict = mcp_policy_filter::json::parse(body).map_err(|e| format!("body is not strict JSON: {e}"))?;
+    if !matches!(strict, mcp_policy_filter::json::Json::Object(_)) {
+        return Err("body must be a JSON object".into());
+    }
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
     let Value::Object(obj) = v else {
         return Err("body must be a JSON object".into());
@@ -59,9 +82,13 @@ pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
         }
     };
     let key = string("key", 64)?;
-    if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if hex32(&key).is_none() {
         return Err("key: must be 64 lowercase hex characters".into());
     }
+    let grant_id = string("grant_id", 64)?;
+    let Some(grant_id_bytes) = hex32(&grant_id) else {
+        return Err("grant_id: must be 64 lowercase hex characters".into());
+    };
     let grant = string("grant", MAX_GRANT)?;
     let tool = string("tool", MAX_TOOL)?;
     if tool.is_empty() {
@@ -79,6 +106,7 @@ pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
         Some(a) => a.get().to_string(),
         None => return Err("arguments: missing".into()),
     };
+    let parsed = mcp_policy_filter::json::parse(arguments.as_bytes()).map_err(|e| format!("arguments: {e}"))?;
     let request_id = string("request_id", MAX_REQUEST_ID)?;
     let expires_in = int("expires_in_seconds", 1, MAX_EXPIRES_IN)?;
     let wait = int("wait_seconds", 0, MAX_WAIT)?;
@@ -86,14 +114,34 @@ pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
         None | Some(Value::Null) => String::new(),
         Some(_) => string("reason", MAX_REASON)?,
     };
-    Ok((CheckInput { key, grant, tool, arguments, request_id, expires_in, reason }, wait))
+    let expected = mcp_policy_filter::approval::key(&grant_id_bytes, &tool, Some(&parsed));
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), key.as_bytes())) {
+        return Err(KEY_MISMATCH.into());
+    }
+    Ok((CheckInput { key, grant_id, grant, tool, arguments, request_id, expires_in, reason }, wait))
+}
+
+/// Whether a `content-type` header value is `application/json` (parameters such as `charset`
+/// allowed). Browsers cannot send it cross-origin without a CORS preflight, which this service
+/// never approves.
+pub fn is_json_content_type(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(v), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let Ok(v) = v.to_str() else {
+        return false;
+    };
+    let essence = v.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
 }
 
 /// Runs the check (API.md steps 1-4) once.
 pub async fn check_once(app: &App, input: &CheckInput) -> Result<CheckOutcome, Error> {
     let new_id = auth::new_approval_id().map_err(Error::Internal)?;
     let input = input.clone();
-    app.db(move |s, now| s.check(&input, now, &new_id)).await
+    let max = app.config.max_pending_per_grant;
+    app.db(move |s, now| s.check(&input, now, &new_id, max)).await
 }
 
 /// The check with hold mode: while pending, wait for any change (or the end of the wait), then
@@ -123,23 +171,31 @@ pub async fn check_hold(app: &App, input: &CheckInput, wait: Duration) -> Result
 
 fn log_outcome(out: &CheckOutcome) {
     match out {
-        CheckOutcome::Pending { approval: a, opened: true } => {
-            tracing::info!(approval = %a.id, tool = %a.tool, grant = %a.grant, state = "pending", "approval opened")
-        }
-        CheckOutcome::Approved { approval: a } => {
-            tracing::info!(approval = %a.id, tool = %a.tool, grant = %a.grant, state = "consumed", "approval consumed")
-        }
+        // Request-derived values are Debug-formatted (quoted, escaped): no forged log lines.
+        CheckOutcome::Pending { approval: a, opened: true } => tracing::info!(
+            approval = %a.id, tool = ?a.tool, grant = ?a.grant, request_id = ?a.request_id, state = "pending",
+            "approval opened"
+        ),
+        CheckOutcome::Approved { approval: a } => tracing::info!(
+            approval = %a.id, tool = ?a.tool, grant = ?a.grant, request_id = ?a.consumed_request_id.as_deref().unwrap_or(""),
+            state = "consumed", "approval consumed"
+        ),
         _ => {}
     }
 }
 
 /// `POST /v1/check`.
-pub async fn check(State(app): State<App>, body: Bytes) -> Response {
+pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    if !is_json_content_type(&headers) {
+        app.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("bad /v1/check request: content-type is not application/json");
+        return json_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content-type must be application/json");
+    }
     let (input, wait) = match parse_check(&body) {
         Ok(x) => x,
         Err(msg) => {
             app.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %msg, "bad /v1/check request");
+            tracing::warn!(error = ?msg, "bad /v1/check request");
             return json_error(StatusCode::BAD_REQUEST, msg);
         }
     };
@@ -168,6 +224,20 @@ pub async fn check(State(app): State<App>, body: Bytes) -> Response {
                 "expires_at": a.expires_at,
                 "expires_in_seconds": (a.expires_at - now).max(0),
             })
+        }
+        CheckOutcome::TooManyPending { pending } => {
+            m.checks_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                grant = ?input.grant, tool = ?input.tool, pending, max = app.config.max_pending_per_grant,
+                "approval refused: too many pending approvals for this grant"
+            );
+            return json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this grant already has {pending} pending approvals (at most {} per grant): decide them or let them expire",
+                    app.config.max_pending_per_grant
+                ),
+            );
         }
     };
     Json(body).into_response()
@@ -290,9 +360,10 @@ pub async fn decide(app: &App, id: String, approve: bool, approver: String, note
     let who = approver.clone();
     let decided = app.db(move |s, now| s.decide(&id, approve, &who, &note, now)).await?;
     if let Decided::Ok(a) = &decided {
+        // Debug-formatted (quoted, escaped): the tool and the note are request-derived.
         tracing::info!(
-            approval = %a.id, tool = %a.tool, grant = %a.grant, state = a.state.as_str(), approver = %approver,
-            "approval decided"
+            approval = %a.id, tool = ?a.tool, grant = ?a.grant, state = a.state.as_str(), approver = ?approver,
+            note = ?a.note, "approval decided"
         );
     }
     Ok(decided)
@@ -369,16 +440,28 @@ pub async fn metrics(State(app): State<App>) -> Response {
 mod tests {
     use super::*;
 
-    const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const GRANT_ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-    fn body(v: Value) -> Vec<u8> {
+    /// The filter's key of a call (src/approval.rs).
+    fn key_of(grant_id: &str, tool: &str, args: &str) -> String {
+        let g = hex32(grant_id).unwrap();
+        mcp_policy_filter::approval::key(&g, tool, Some(&mcp_policy_filter::json::parse(args.as_bytes()).unwrap()))
+    }
+
+    /// A body with the right key for its grant_id, tool and arguments.
+    fn body(mut v: Value) -> Vec<u8> {
+        let args = v["arguments"].to_string();
+        let k = key_of(v["grant_id"].as_str().unwrap(), v["tool"].as_str().unwrap(), &args);
+        if v.get("key").is_none() {
+            v["key"] = json!(k);
+        }
         serde_json::to_vec(&v).unwrap()
     }
 
     #[test]
     fn parses_a_good_check() {
         let (c, wait) = parse_check(&body(json!({
-            "key": KEY, "grant": "g", "tool": "t", "arguments": {"b": 1, "a": [true]}, "request_id": "",
+            "grant_id": GRANT_ID, "grant": "g", "tool": "t", "arguments": {"b": 1, "a": [true]}, "request_id": "",
             "expires_in_seconds": 600, "wait_seconds": 30, "reason": "why"
         })))
         .unwrap();
@@ -386,16 +469,58 @@ mod tests {
         assert_eq!(c.arguments, r#"{"a":[true],"b":1}"#);
         assert_eq!(c.reason, "why");
         assert_eq!(c.expires_in, 600);
+        assert_eq!(c.grant_id, GRANT_ID);
+        assert_eq!(c.key, key_of(GRANT_ID, "t", r#"{"b":1,"a":[true]}"#));
+    }
+
+    #[test]
+    fn key_is_the_filters_key() {
+        // src/approval.rs: SHA-256 of the canonical {arguments, grant (hex), tool}.
+        use sha2::{Digest, Sha256};
+        let text = format!(r#"{{"arguments":{{"a":1,"b":"é"}},"grant":"{GRANT_ID}","tool":"t"}}"#);
+        let want = auth::hex(&Sha256::digest(text.as_bytes()));
+        let sent = format!(
+            r#"{{"key":"{want}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","arguments":{{"b":"\u00e9", "a":1}},"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+        );
+        let (c, _) = parse_check(sent.as_bytes()).unwrap();
+        assert_eq!(c.key, want);
+        assert_eq!(c.arguments, r#"{"b":"\u00e9", "a":1}"#);
+    }
+
+    #[test]
+    fn refuses_a_key_of_another_call() {
+        let good = json!({"grant_id": GRANT_ID, "grant": "g", "tool": "start_vm", "arguments": {"vmid": 100},
+            "request_id": "r", "expires_in_seconds": 1, "wait_seconds": 0});
+        assert!(parse_check(&body(good.clone())).is_ok());
+        let other_grant = "f".repeat(64);
+        for (what, k) in [
+            ("other arguments", key_of(GRANT_ID, "start_vm", r#"{"vmid":101}"#)),
+            ("other tool", key_of(GRANT_ID, "delete_vm", r#"{"vmid":100}"#)),
+            ("other grant", key_of(&other_grant, "start_vm", r#"{"vmid":100}"#)),
+            ("no arguments is {} not this", key_of(GRANT_ID, "start_vm", "{}")),
+            ("another number text", key_of(GRANT_ID, "start_vm", r#"{"vmid":100.0}"#)),
+        ] {
+            let mut b = good.clone();
+            b["key"] = json!(k);
+            assert_eq!(parse_check(&body(b)).unwrap_err(), KEY_MISMATCH, "{what}");
+        }
     }
 
     #[test]
     fn rejects_bad_checks() {
-        let good = json!({"key": KEY, "grant": "g", "tool": "t", "arguments": {}, "request_id": "r",
+        let good = json!({"grant_id": GRANT_ID, "grant": "g", "tool": "t", "arguments": {}, "request_id": "r",
             "expires_in_seconds": 1, "wait_seconds": 0});
         assert!(parse_check(&body(good.clone())).is_ok());
+        let k = key_of(GRANT_ID, "t", "{}");
         let cases: &[(&str, Value, &str)] = &[
-            ("key", json!(KEY.to_uppercase()), "key: must be 64 lowercase hex characters"),
-            ("key", json!(&KEY[..63]), "key: must be 64 lowercase hex characters"),
+            ("key", json!(k.to_uppercase()), "key: must be 64 lowercase hex characters"),
+            ("key", json!(&k[..63]), "key: must be 64 lowercase hex characters"),
+            ("key", json!(5), "key: must be a string"),
+            ("grant_id", json!(GRANT_ID.to_uppercase()), "grant_id: must be 64 lowercase hex characters"),
+            ("grant_id", json!(&GRANT_ID[..63]), "grant_id: must be 64 lowercase hex characters"),
+            ("grant_id", json!(format!("{}g", &GRANT_ID[..63])), "grant_id: must be 64 lowercase hex characters"),
+            ("grant_id", json!(format!("{GRANT_ID}0")), "grant_id: longer than 64 bytes"),
+            ("grant_id", json!(null), "grant_id: must be a string"),
             ("tool", json!(""), "tool: must not be empty"),
             ("tool", json!("x".repeat(257)), "tool: longer than 256 bytes"),
             ("expires_in_seconds", json!(0), "expires_in_seconds: must be an integer in 1..=604800"),
@@ -408,29 +533,78 @@ mod tests {
         ];
         for (field, value, msg) in cases {
             let mut b = good.clone();
+            b["key"] = json!(k);
             b[*field] = value.clone();
-            assert_eq!(parse_check(&body(b)).unwrap_err(), *msg, "{field}={value}");
+            let bytes = serde_json::to_vec(&b).unwrap();
+            assert_eq!(parse_check(&bytes).unwrap_err(), *msg, "{field}={value}");
         }
-        for field in ["key", "grant", "tool", "arguments", "request_id", "expires_in_seconds", "wait_seconds"] {
+        for field in
+            ["key", "grant_id", "grant", "tool", "arguments", "request_id", "expires_in_seconds", "wait_seconds"]
+        {
             let mut b = good.clone();
+            b["key"] = json!(k);
             b.as_object_mut().unwrap().remove(field);
-            assert_eq!(parse_check(&body(b)).unwrap_err(), format!("{field}: missing"));
+            assert_eq!(parse_check(&serde_json::to_vec(&b).unwrap()).unwrap_err(), format!("{field}: missing"));
         }
         assert_eq!(parse_check(b"[]").unwrap_err(), "body must be a JSON object");
-        assert!(parse_check(b"{").unwrap_err().starts_with("body is not JSON"));
+        assert_eq!(parse_check(b"{").unwrap_err(), "body is not strict JSON: unexpected end of input at byte 1");
+    }
+
+    #[test]
+    fn strict_json_only() {
+        let k = key_of(GRANT_ID, "t", "{}");
+        let base = format!(
+            r#""key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","request_id":"","expires_in_seconds":1,"wait_seconds":0"#
+        );
+        for (args, msg) in [
+            (r#"{"a":1,"a":2}"#, "body is not strict JSON: duplicate object key at byte "),
+            (r#"{"s":"\ud800"}"#, "body is not strict JSON: unpaired UTF-16 surrogate escape at byte "),
+            (r#"{"n":NaN}"#, "body is not strict JSON: unexpected character at byte "),
+        ] {
+            let text = format!(r#"{{{base},"arguments":{args}}}"#);
+            let err = parse_check(text.as_bytes()).unwrap_err();
+            assert!(err.starts_with(msg), "{args}: {err}");
+        }
+        // A duplicate top-level field (two tools: which one would the page show?).
+        let text = format!(r#"{{{base},"arguments":{{}},"tool":"u"}}"#);
+        assert_eq!(
+            parse_check(text.as_bytes()).unwrap_err(),
+            "body is not strict JSON: duplicate object key at byte 0"
+        );
     }
 
     #[test]
     fn keeps_arguments_verbatim() {
+        let args = r#"{"n":123456789012345678901234567890, "s":"\u003c"}"#;
+        let k = key_of(GRANT_ID, "t", args);
         let body = format!(
-            r#"{{"key":"{KEY}","grant":"g","tool":"t","arguments": {{"n":123456789012345678901234567890, "s":"\u003c"}} ,"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+            r#"{{"key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","arguments": {args} ,"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
         );
         let (c, _) = parse_check(body.as_bytes()).unwrap();
-        assert_eq!(c.arguments, r#"{"n":123456789012345678901234567890, "s":"\u003c"}"#);
-        let dup = format!(
-            r#"{{"key":"{KEY}","grant":"g","tool":"t","arguments":{{}},"arguments":{{"a":1}},"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
-        );
-        assert_eq!(parse_check(dup.as_bytes()).unwrap_err(), "body: duplicate field `arguments` at line 1 column 123");
+        assert_eq!(c.arguments, args);
+    }
+
+    #[test]
+    fn content_types() {
+        let h = |values: &[&str]| {
+            let mut m = HeaderMap::new();
+            for v in values {
+                m.append(header::CONTENT_TYPE, v.parse().unwrap());
+            }
+            is_json_content_type(&m)
+        };
+        assert!(h(&["application/json"]));
+        assert!(h(&["Application/JSON; charset=utf-8"]));
+        for bad in [
+            &[][..],
+            &["text/plain"],
+            &["application/x-www-form-urlencoded"],
+            &["multipart/form-data; boundary=x"],
+            &["application/jsonx"],
+            &["application/json", "application/json"],
+        ] {
+            assert!(!h(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -74,6 +74,27 @@ pub struct Config {
     /// Base URL approvers reach the pages at, without a trailing slash.
     pub public_url: String,
     pub approvers: Approvers,
+    /// Most pending approvals one grant (`grant_id`) may have open (`--max-pending-per-grant`).
+    pub max_pending_per_grant: u32,
+    /// Days consumed, denied and expired approvals are kept (`--retain-days`; 0 = forever).
+    pub retain_days: u32,
+}
+
+/// `--max-pending-per-grant` default.
+pub const DEFAULT_MAX_PENDING_PER_GRANT: u32 = 20;
+/// `--retain-days` default.
+pub const DEFAULT_RETAIN_DAYS: u32 = 90;
+
+impl Config {
+    /// A config with the default limits.
+    pub fn new(public_url: impl Into<String>, approvers: Approvers) -> Config {
+        Config {
+            public_url: public_url.into(),
+            approvers,
+            max_pending_per_grant: DEFAULT_MAX_PENDING_PER_GRANT,
+            retain_days: DEFAULT_RETAIN_DAYS,
+        }
+    }
 }
 
 /// Counters since the process started (`/metrics`).
@@ -87,6 +108,8 @@ pub struct Metrics {
     pub checks_approved: AtomicU64,
     pub checks_denied: AtomicU64,
     pub checks_pending: AtomicU64,
+    /// `/v1/check` answered 429 (the per-grant cap on pending approvals).
+    pub checks_refused: AtomicU64,
     pub bad_requests: AtomicU64,
 }
 
@@ -180,7 +203,8 @@ impl App {
     fn record(&self, changes: &Changes) {
         let m = &self.metrics;
         for a in &changes.expired {
-            tracing::info!(approval = %a.id, tool = %a.tool, grant = %a.grant, state = "expired", "approval expired");
+            // Request-derived values are Debug-formatted (quoted, escaped): no forged log lines.
+            tracing::info!(approval = %a.id, tool = ?a.tool, grant = ?a.grant, state = "expired", "approval expired");
         }
         m.expired.fetch_add(changes.expired.len() as u64, Ordering::Relaxed);
         m.opened.fetch_add(changes.opened, Ordering::Relaxed);
@@ -219,6 +243,16 @@ impl App {
         .await
     }
 
+    /// Retention (`--retain-days`): deletes old consumed, denied and expired approvals.
+    pub async fn purge_now(&self) -> Result<usize, Error> {
+        let days = self.config.retain_days;
+        let n = self.db(move |s, now| Ok((s.purge(now, days)?, Changes::default()))).await?;
+        if n > 0 {
+            tracing::info!(deleted = n, retain_days = days, "retention: old approvals deleted");
+        }
+        Ok(n)
+    }
+
     /// `{public_url}/approvals/{id}`.
     pub fn approval_url(&self, id: &str) -> String {
         format!("{}/approvals/{}", self.config.public_url, id)
@@ -246,9 +280,12 @@ impl App {
             "# HELP mcp_approvals_pending Pending approvals now.\n# TYPE mcp_approvals_pending gauge\nmcp_approvals_pending {pending}\n"
         ));
         out.push_str("# HELP mcp_approvals_checks_total Answers to /v1/check by status.\n# TYPE mcp_approvals_checks_total counter\n");
-        for (status, c) in
-            [("approved", &m.checks_approved), ("denied", &m.checks_denied), ("pending", &m.checks_pending)]
-        {
+        for (status, c) in [
+            ("approved", &m.checks_approved),
+            ("denied", &m.checks_denied),
+            ("pending", &m.checks_pending),
+            ("too_many_pending", &m.checks_refused),
+        ] {
             out.push_str(&format!("mcp_approvals_checks_total{{status=\"{status}\"}} {}\n", c.load(Ordering::Relaxed)));
         }
         out.push_str(&format!(
@@ -271,10 +308,31 @@ async fn security_headers(mut res: axum::response::Response) -> axum::response::
     res
 }
 
-/// The HTTP routes (API.md).
+/// All HTTP routes (API.md) on one listener: the pages, the approvers' API, `/metrics`,
+/// `/healthz` and `/v1/check` (no `--check-listen`).
 pub fn router(app: App) -> Router {
+    finish(page_routes().route("/v1/check", post(api::check)), app)
+}
+
+/// The routes of `--listen` when `/v1/check` has a listener of its own: everything but `/v1/check`.
+pub fn page_router(app: App) -> Router {
+    finish(page_routes(), app)
+}
+
+/// The routes of `--check-listen`: `/v1/check` and `/healthz` (for Envoy's health checks).
+pub fn check_router(app: App) -> Router {
+    finish(Router::new().route("/v1/check", post(api::check)).route("/healthz", get(api::healthz)), app)
+}
+
+fn finish(routes: Router<App>, app: App) -> Router {
+    routes
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+fn page_routes() -> Router<App> {
     Router::new()
-        .route("/v1/check", post(api::check))
         .route("/v1/approvals", get(api::list))
         .route("/v1/approvals/{id}", get(api::get_one))
         .route("/v1/approvals/{id}/approve", post(api::approve))
@@ -288,21 +346,29 @@ pub fn router(app: App) -> Router {
         .route("/approvals/{id}/decision", post(web::decision))
         .route("/ui/version", get(web::version))
         .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
-        .layer(axum::middleware::map_response(security_headers))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(app)
 }
 
-/// Marks expired approvals every `interval` until shutdown.
+/// How often the background task applies retention (and once at start).
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Marks expired approvals every `interval`, and deletes rows past `--retain-days` at start and
+/// every [`PURGE_INTERVAL`], until shutdown.
 pub async fn expiry_task(app: App, interval: Duration) {
     let mut shutdown = app.shutdown_receiver();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_purge: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 if let Err(e) = app.expire_now().await {
                     tracing::error!(error = %e, "expiry task");
+                }
+                if last_purge.is_none_or(|t| t.elapsed() >= PURGE_INTERVAL) {
+                    last_purge = Some(tokio::time::Instant::now());
+                    if let Err(e) = app.purge_now().await {
+                        tracing::error!(error = %e, "retention");
+                    }
                 }
             }
             _ = shutdown.changed() => return,

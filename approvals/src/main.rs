@@ -8,16 +8,28 @@ use std::time::Duration;
 
 use clap::Parser;
 use mcp_approvals::auth::Approvers;
-use mcp_approvals::{router, App, Config, SystemClock};
+use mcp_approvals::{check_router, page_router, router, App, Config, SystemClock};
 
 /// Human approval service for mcp-policy-filter: the Envoy filter asks POST /v1/check; approvers
 /// approve or deny on the web page or the JSON API; an approved call goes through once.
 #[derive(Parser, Debug)]
 #[command(name = "mcp-approvals", version)]
 struct Args {
-    /// Address to listen on (keep it private: the filter reaches it through an Envoy cluster).
+    /// Address of the approvers' page, their JSON API, /metrics and /healthz (and of /v1/check
+    /// without --check-listen).
     #[arg(long, default_value = "127.0.0.1:8095")]
     listen: SocketAddr,
+    /// Serve /v1/check (and /healthz) only on this address, not on --listen. Bind it where only
+    /// Envoy reaches it.
+    #[arg(long, value_name = "ADDR")]
+    check_listen: Option<SocketAddr>,
+    /// Most pending approvals one grant (credential) may have open; a check that would open one
+    /// more is answered 429.
+    #[arg(long, default_value_t = mcp_approvals::DEFAULT_MAX_PENDING_PER_GRANT, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending_per_grant: u32,
+    /// Days consumed, denied and expired approvals are kept after their last timestamp (0: forever).
+    #[arg(long, default_value_t = mcp_approvals::DEFAULT_RETAIN_DAYS)]
+    retain_days: u32,
     /// SQLite database file (created if missing).
     #[arg(long, default_value = "approvals.sqlite")]
     db: PathBuf,
@@ -112,28 +124,65 @@ async fn run(args: Args) -> Result<(), String> {
     let approvers = approvers(&args)?;
     let public_url = public_url(&args)?;
     let names: Vec<&str> = approvers.names().collect();
-    let config = Config { public_url: public_url.clone(), approvers: approvers.clone() };
+    let config = Config {
+        max_pending_per_grant: args.max_pending_per_grant,
+        retain_days: args.retain_days,
+        ..Config::new(public_url.clone(), approvers.clone())
+    };
     let app =
         App::open(&args.db, config, Arc::new(SystemClock)).map_err(|e| format!("--db {}: {e}", args.db.display()))?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
+    let check_listener = match args.check_listen {
+        Some(addr) => {
+            Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("--check-listen {addr}: {e}"))?)
+        }
+        None => None,
+    };
     tracing::info!(
-        listen = %args.listen, db = %args.db.display(), public_url = %public_url, approvers = ?names,
+        listen = %args.listen, check_listen = ?args.check_listen, db = %args.db.display(), public_url = %public_url,
+        approvers = ?names, max_pending_per_grant = args.max_pending_per_grant, retain_days = args.retain_days,
         "mcp-approvals {} started", env!("CARGO_PKG_VERSION")
     );
+    if check_listener.is_none() {
+        tracing::warn!(
+            listen = %args.listen,
+            "/v1/check is served on --listen, next to the approvers' page: anyone who can reach this address can \
+             open approval requests. Give --check-listen ADDR, bound where only Envoy reaches it"
+        );
+    }
     let expiry = tokio::spawn(mcp_approvals::expiry_task(app.clone(), args.expire_interval));
-    let app2 = app.clone();
-    axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(async move {
+    let signals = {
+        let app = app.clone();
+        tokio::spawn(async move {
             shutdown_signal().await;
             tracing::info!("shutting down");
-            // Answer held checks (pending) so the server can stop.
-            app2.begin_shutdown();
+            // Answer held checks (pending) so the servers can stop.
+            app.begin_shutdown();
         })
-        .await
-        .map_err(|e| format!("server: {e}"))?;
+    };
+    let stopped = |app: App| async move {
+        let mut rx = app.shutdown_receiver();
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let main_router = if check_listener.is_some() { page_router(app.clone()) } else { router(app.clone()) };
+    let main_server = axum::serve(listener, main_router).with_graceful_shutdown(stopped(app.clone()));
+    let result = match check_listener {
+        Some(l) => {
+            let check_server = axum::serve(l, check_router(app.clone())).with_graceful_shutdown(stopped(app.clone()));
+            // Either server failing stops both.
+            let r =
+                tokio::try_join!(async { main_server.await.map_err(|e| format!("server (--listen): {e}")) }, async {
+                    check_server.await.map_err(|e| format!("server (--check-listen): {e}"))
+                },);
+            r.map(|_| ())
+        }
+        None => main_server.await.map_err(|e| format!("server: {e}")),
+    };
     app.begin_shutdown();
+    signals.abort();
     let _ = expiry.await;
+    result?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -29,7 +29,9 @@ CREATE TABLE IF NOT EXISTS approvals (
     approver            TEXT,
     note                TEXT NOT NULL DEFAULT '',
     consumed_at         INTEGER,
-    consumed_request_id TEXT
+    consumed_request_id TEXT,
+    -- Hex SHA-256 of the agent's credential (schema 2; '' in rows of schema 1).
+    grant_id            TEXT NOT NULL DEFAULT ''
 ) STRICT;
 -- At most one pending approval per key.
 CREATE UNIQUE INDEX IF NOT EXISTS approvals_one_pending_per_key ON approvals (key) WHERE state = 'pending';
@@ -37,10 +39,11 @@ CREATE INDEX IF NOT EXISTS approvals_by_key ON approvals (key, state);
 CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals (state, expires_at);
 CREATE INDEX IF NOT EXISTS approvals_by_created ON approvals (created_at);
 CREATE INDEX IF NOT EXISTS approvals_by_decided ON approvals (decided_at);
+CREATE INDEX IF NOT EXISTS approvals_pending_by_grant ON approvals (grant_id) WHERE state = 'pending';
 ";
 
 const COLUMNS: &str = "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
-                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id";
+                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id";
 
 /// The lifecycle of an approval (API.md, "States").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +94,8 @@ pub struct Approval {
     pub note: String,
     pub consumed_at: Option<i64>,
     pub consumed_request_id: Option<String>,
+    /// Hex SHA-256 of the agent's credential ("" for rows written before schema 2).
+    pub grant_id: String,
 }
 
 impl Approval {
@@ -116,6 +121,7 @@ impl Approval {
             note: row.get(13)?,
             consumed_at: row.get(14)?,
             consumed_request_id: row.get(15)?,
+            grant_id: row.get(16)?,
         })
     }
 }
@@ -123,7 +129,10 @@ impl Approval {
 /// A validated `/v1/check` request.
 #[derive(Clone, Debug)]
 pub struct CheckInput {
+    /// Recomputed from `grant_id`, `tool` and `arguments` by the service (never trusted as sent).
     pub key: String,
+    /// Hex SHA-256 of the agent's credential.
+    pub grant_id: String,
     pub grant: String,
     pub tool: String,
     /// JSON text of the arguments.
@@ -142,6 +151,8 @@ pub enum CheckOutcome {
     Denied { approval: Approval },
     /// Steps 3-4: pending (`opened` when this check opened it).
     Pending { approval: Approval, opened: bool },
+    /// Step 4 refused: the grant already has `pending` open approvals (the per-grant cap).
+    TooManyPending { pending: i64 },
 }
 
 /// What changed in one transaction, for metrics, logs and the UI version.
@@ -214,7 +225,10 @@ impl Store {
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema(version));
         }
-        conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
+        // Schema 1 -> 2: the grant id column (the new index needs it before SCHEMA runs).
+        let migrate =
+            if version == 1 { "ALTER TABLE approvals ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';" } else { "" };
+        conn.execute_batch(&format!("BEGIN; {migrate} {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
         Ok(Store { conn })
     }
 
@@ -249,8 +263,14 @@ impl Store {
     }
 
     /// API.md `/v1/check` steps 1-4 in one transaction. `new_id` is used only when a new pending
-    /// approval is opened.
-    pub fn check(&mut self, input: &CheckInput, now: i64, new_id: &str) -> Result<(CheckOutcome, Changes)> {
+    /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending.
+    pub fn check(
+        &mut self,
+        input: &CheckInput,
+        now: i64,
+        new_id: &str,
+        max_pending_per_grant: u32,
+    ) -> Result<(CheckOutcome, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut changes = Changes { expired: Self::expire_in(&tx, now)?, ..Changes::default() };
 
@@ -294,7 +314,16 @@ impl Store {
             return Ok((CheckOutcome::Pending { approval, opened: false }, changes));
         }
 
-        // 4. open a new pending approval.
+        // 4. open a new pending approval, unless the grant has too many already.
+        let pending: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM approvals WHERE grant_id = ?1 AND state = 'pending' AND expires_at > ?2",
+            params![input.grant_id, now],
+            |r| r.get(0),
+        )?;
+        if pending >= i64::from(max_pending_per_grant) {
+            tx.commit()?;
+            return Ok((CheckOutcome::TooManyPending { pending }, changes));
+        }
         let approval = Approval {
             id: new_id.to_string(),
             key: input.key.clone(),
@@ -312,10 +341,11 @@ impl Store {
             note: String::new(),
             consumed_at: None,
             consumed_request_id: None,
+            grant_id: input.grant_id.clone(),
         };
         tx.execute(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
-             expires_in, expires_at, note) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '')",
+             expires_in, expires_at, note, grant_id) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11)",
             params![
                 approval.id,
                 approval.key,
@@ -326,7 +356,8 @@ impl Store {
                 approval.reason,
                 approval.created_at,
                 approval.expires_in,
-                approval.expires_at
+                approval.expires_at,
+                approval.grant_id
             ],
         )?;
         tx.commit()?;
@@ -401,21 +432,52 @@ impl Store {
         Ok((list, Changes { expired, ..Changes::default() }))
     }
 
-    /// Pending approvals, oldest first (the approver's queue).
-    pub fn pending(&mut self, now: i64) -> Result<(Vec<Approval>, Changes)> {
-        let (mut list, changes) = self.list(Some(State::Pending), 1000, now)?;
-        list.reverse();
-        Ok((list, changes))
+    /// The oldest `limit` pending approvals, oldest first (the approver's queue: new ones join at
+    /// the bottom), and how many are pending in all.
+    pub fn pending(&mut self, now: i64, limit: u32) -> Result<((Vec<Approval>, i64), Changes)> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let expired = Self::expire_in(&tx, now)?;
+        let list = {
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at > ?1 \
+                 ORDER BY created_at ASC, rowid ASC LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![now, limit], Approval::from_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        let total: i64 =
+            tx.query_row("SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > ?1", [now], |r| {
+                r.get(0)
+            })?;
+        tx.commit()?;
+        Ok(((list, total), Changes { expired, ..Changes::default() }))
     }
 
-    /// The most recent `limit` settled approvals (decided, consumed or expired), newest first.
+    /// The most recent `limit` decided approvals (by an approver: `decided_at` set; approvals that
+    /// expired undecided are not decisions), newest first.
     pub fn recent(&mut self, limit: u32) -> Result<Vec<Approval>> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM approvals WHERE state != 'pending' \
-             ORDER BY COALESCE(consumed_at, decided_at, expires_at) DESC, rowid DESC LIMIT ?1"
+            "SELECT {COLUMNS} FROM approvals WHERE decided_at IS NOT NULL \
+             ORDER BY COALESCE(consumed_at, decided_at) DESC, rowid DESC LIMIT ?1"
         ))?;
         let rows = stmt.query_map([limit], Approval::from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Retention: deletes consumed, denied and expired approvals whose last timestamp (the latest
+    /// of opened, decided, used and expiry) is more than `retain_days` days before `now`.
+    /// `retain_days` 0 keeps everything. Returns the number of rows deleted.
+    pub fn purge(&mut self, now: i64, retain_days: u32) -> Result<usize> {
+        if retain_days == 0 {
+            return Ok(0);
+        }
+        let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(86_400));
+        let n = self.conn.execute(
+            "DELETE FROM approvals WHERE state IN ('consumed', 'denied', 'expired') \
+             AND max(created_at, expires_at, COALESCE(decided_at, 0), COALESCE(consumed_at, 0)) < ?1",
+            [cutoff],
+        )?;
+        Ok(n)
     }
 
     /// Count of unexpired pending approvals (the metrics gauge).

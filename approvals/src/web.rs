@@ -117,7 +117,10 @@ a{color:#0969da;text-underline-offset:3px}
 .approval h3{margin:0 0 4px;font-size:16px;display:flex;gap:10px;flex-wrap:wrap;align-items:baseline}
 .grant,.meta,.muted{color:var(--muted);font-size:13px}
 .reason{margin:4px 0}
-pre.arguments{font-size:13px;line-height:1.4;background:var(--code);border:1px solid var(--border);border-radius:6px;padding:8px 10px;margin:6px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto}
+pre.arguments{font-size:13px;line-height:1.4;background:var(--code);border:1px solid var(--border);border-radius:6px;padding:8px 10px;margin:6px 0;white-space:pre-wrap;overflow-wrap:anywhere}
+.warning{margin:4px 0}.badge{display:inline-block;background:#fff8c5;color:#6f4e00;border:1px solid #d4a72c;border-radius:6px;padding:2px 8px;font-size:13px}
+.truncated{font-size:13px;margin:2px 0 6px}
+button:disabled{opacity:.4;cursor:not-allowed;filter:grayscale(.7)}
 form.decide{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin-top:8px}
 input[type=text],input[type=password]{font:inherit;padding:6px 8px;border:1px solid var(--border);border-radius:6px;background:var(--card);color:var(--fg)}
 form.decide input[name=note]{flex:1;min-width:14em}
@@ -132,8 +135,14 @@ th,td{border-bottom:1px solid var(--border);padding:5px 6px;text-align:left;vert
 form.login{display:grid;gap:10px;max-width:360px;margin-top:16px}
 "#;
 
-/// Reloads when `/ui/version` changes, unless a note is being typed.
+/// Keeps the decision buttons disabled (dimmed) for 1.5 s after every page load, so a click aimed
+/// before a reload cannot land on another card's button; reloads when `/ui/version` changes,
+/// unless a note is being typed. Without script the buttons are enabled.
 const SCRIPT: &str = r#"(function(){
+var b=document.querySelectorAll('form.decide button');
+function hold(){for(var i=0;i<b.length;i++)b[i].disabled=true;
+setTimeout(function(){for(var i=0;i<b.length;i++)b[i].disabled=false;},1500);}
+hold();window.addEventListener('pageshow',function(e){if(e.persisted)hold();});
 var v=document.body.getAttribute('data-version');if(!v)return;
 function typing(){var n=document.querySelectorAll('input[name=note]');for(var i=0;i<n.length;i++){if(n[i]===document.activeElement||n[i].value!=='')return true;}return false;}
 setInterval(function(){if(typing())return;
@@ -178,83 +187,208 @@ fn flash(s: &Session) -> String {
         .unwrap_or_default()
 }
 
-/// Re-indents JSON text (two spaces, like `serde_json::to_string_pretty`) without parsing numbers
-/// or strings, so what the approver reads is exactly what the call carries.
-pub fn pretty(json: &str) -> String {
+/// Most bytes of rendered arguments shown on the list page; longer ones are shown in full only on
+/// the approval's own page, where alone they can be approved.
+pub const LIST_ARGUMENTS_MAX: usize = 4096;
+
+/// Most characters of a request id shown.
+pub const REQUEST_ID_SHOWN: usize = 128;
+
+/// The badge on a card whose arguments (or tool name) had characters escaped.
+pub const ESCAPED_BADGE: &str = "contains non-ASCII or invisible characters: shown escaped";
+
+/// Writes `s` with every character outside printable ASCII (0x20-0x7E) as a `\uXXXX` escape
+/// (UTF-16, so astral characters become a surrogate pair) and `\` as `\\` (so a literal `\u200b`
+/// typed by the agent never looks like an escaped one); with `quote`, also `"` as `\"`.
+/// Returns whether anything but `\` and `"` was escaped.
+fn push_visible(out: &mut String, s: &str, quote: bool) -> bool {
+    let mut escaped = false;
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quote => out.push_str("\\\""),
+            ' '..='~' => out.push(c),
+            c => {
+                escaped = true;
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    escaped
+}
+
+/// `s` in printable ASCII (see [`push_visible`], quotes kept), and whether anything was escaped.
+pub fn visible(s: &str) -> (String, bool) {
+    let mut out = String::with_capacity(s.len());
+    let escaped = push_visible(&mut out, s, false);
+    (out, escaped)
+}
+
+/// Arguments as the approver reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// Pretty-printed (two spaces), keys in the order sent, numbers exactly as sent, strings and
+    /// keys in printable ASCII only.
+    pub text: String,
+    /// A character was escaped (non-ASCII or control).
+    pub escaped: bool,
+    /// Warnings about keys of one object that look alike.
+    pub lookalikes: Vec<String>,
+}
+
+/// Pretty-prints an approval's arguments for the page: see [`Rendered`]. The text is read with the
+/// filter's strict parser; should a stored text not parse (rows of an older version), it is shown
+/// as it is, every character outside printable ASCII escaped.
+pub fn render_arguments(raw: &str) -> Rendered {
+    use mcp_policy_filter::json::Json;
+
     fn newline(out: &mut String, depth: usize) {
         out.push('\n');
         for _ in 0..depth {
             out.push_str("  ");
         }
     }
-    let mut out = String::with_capacity(json.len() + json.len() / 4);
-    let mut depth = 0usize;
-    let mut in_str = false;
-    let mut escaped = false;
-    let mut chars = json.chars().peekable();
-    while let Some(c) = chars.next() {
-        if in_str {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_str = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
-                    chars.next();
-                }
-                let close = if c == '{' { '}' } else { ']' };
-                out.push(c);
-                if chars.peek() == Some(&close) {
-                    chars.next();
-                    out.push(close);
-                } else {
-                    depth += 1;
-                    newline(&mut out, depth);
+    fn strip(k: &str) -> String {
+        k.chars().filter(|c| (' '..='~').contains(c)).collect()
+    }
+    fn lookalikes(members: &[(String, Json)], path: &str, warnings: &mut Vec<String>) {
+        let forms: Vec<[String; 3]> = members
+            .iter()
+            .map(|(k, _)| {
+                let folded = k.to_lowercase();
+                [strip(k), strip(&folded), folded]
+            })
+            .collect();
+        for (i, a) in forms.iter().enumerate() {
+            for (j, b) in forms.iter().enumerate().skip(i + 1) {
+                if a.iter().zip(b.iter()).any(|(x, y)| x == y) {
+                    let (Some((ka, _)), Some((kb, _))) = (members.get(i), members.get(j)) else { continue };
+                    let mut w = format!("keys that look alike in {path}: \"");
+                    push_visible(&mut w, ka, true);
+                    w.push_str("\" and \"");
+                    push_visible(&mut w, kb, true);
+                    w.push_str("\" (equal without non-ASCII or invisible characters, or ignoring case)");
+                    warnings.push(w);
                 }
             }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(',');
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            c if c.is_ascii_whitespace() => {}
-            c => out.push(c),
         }
     }
-    out
+    fn value(v: &Json, depth: usize, path: &str, r: &mut Rendered) {
+        match v {
+            Json::Null => r.text.push_str("null"),
+            Json::Bool(b) => r.text.push_str(if *b { "true" } else { "false" }),
+            Json::Number(n) => r.text.push_str(n),
+            Json::String(s) => {
+                r.text.push('"');
+                r.escaped |= push_visible(&mut r.text, s, true);
+                r.text.push('"');
+            }
+            Json::Array(items) if items.is_empty() => r.text.push_str("[]"),
+            Json::Array(items) => {
+                r.text.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        r.text.push(',');
+                    }
+                    newline(&mut r.text, depth + 1);
+                    value(item, depth + 1, &format!("{path}[{i}]"), r);
+                }
+                newline(&mut r.text, depth);
+                r.text.push(']');
+            }
+            Json::Object(members) if members.is_empty() => r.text.push_str("{}"),
+            Json::Object(members) => {
+                lookalikes(members, path, &mut r.lookalikes);
+                r.text.push('{');
+                for (i, (k, item)) in members.iter().enumerate() {
+                    if i > 0 {
+                        r.text.push(',');
+                    }
+                    newline(&mut r.text, depth + 1);
+                    r.text.push('"');
+                    r.escaped |= push_visible(&mut r.text, k, true);
+                    r.text.push_str("\": ");
+                    let (shown, _) = visible(k);
+                    value(item, depth + 1, &format!("{path}.{shown}"), r);
+                }
+                newline(&mut r.text, depth);
+                r.text.push('}');
+            }
+        }
+    }
+    let mut r = Rendered { text: String::with_capacity(raw.len() + raw.len() / 4), escaped: false, lookalikes: vec![] };
+    match mcp_policy_filter::json::parse(raw.as_bytes()) {
+        Ok(v) => value(&v, 0, "arguments", &mut r),
+        Err(_) => r.escaped = push_visible(&mut r.text, raw, false),
+    }
+    r
+}
+
+/// A request id for the page: at most [`REQUEST_ID_SHOWN`] characters, in printable ASCII,
+/// HTML-escaped, in a monospace span.
+fn request_id_html(r: &str) -> String {
+    let mut cut: String = r.chars().take(REQUEST_ID_SHOWN).collect();
+    let truncated = cut.len() < r.len();
+    cut = visible(&cut).0;
+    if truncated {
+        cut.push_str("...");
+    }
+    format!("<span class=\"mono request-id\">{}</span>", esc(&cut))
+}
+
+/// Where a card is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// `/`: long arguments cut, and then no Approve.
+    List,
+    /// `/approvals/{id}`: everything.
+    Detail,
 }
 
 /// One approval's card; with the decision form when pending.
-fn card(a: &Approval, s: &Session, now: i64, back: &str) -> String {
+fn card(a: &Approval, s: &Session, now: i64, back: &str, view: View) -> String {
     let id = esc(&a.id);
+    let (tool, tool_escaped) = visible(&a.tool);
+    let rendered = render_arguments(&a.arguments);
     let mut h = format!(
         "<article class=\"approval\" data-approval-id=\"{id}\" data-state=\"{state}\" id=\"{id}\">\
          <h3><span class=\"tool\">{tool}</span><span class=\"grant\">grant <span class=\"mono\">{grant}</span></span>\
          <span class=\"state state-{state}\">{state}</span></h3>",
         state = a.state.as_str(),
-        tool = esc(&a.tool),
+        tool = esc(&tool),
         grant = esc(&a.grant),
     );
+    if rendered.escaped || tool_escaped {
+        h.push_str(&format!(
+            "<p class=\"warning\" data-warning=\"escaped\"><strong class=\"badge\">{ESCAPED_BADGE}</strong></p>"
+        ));
+    }
+    for w in &rendered.lookalikes {
+        h.push_str(&format!(
+            "<p class=\"warning\" data-warning=\"lookalike\"><strong class=\"badge\">{}</strong></p>",
+            esc(w)
+        ));
+    }
     if !a.reason.is_empty() {
         h.push_str(&format!("<p class=\"reason\">{}</p>", esc(&a.reason)));
     }
-    h.push_str(&format!("<pre class=\"arguments\">{}</pre>", esc(&pretty(&a.arguments))));
+    h.push_str(&format!("<p class=\"meta size\">arguments: {} bytes as sent</p>", a.arguments.len()));
+    let cut = view == View::List && rendered.text.len() > LIST_ARGUMENTS_MAX;
+    if cut {
+        // The rendered text is ASCII: any byte index is a character boundary.
+        let head = rendered.text.get(..LIST_ARGUMENTS_MAX).unwrap_or("");
+        h.push_str(&format!(
+            "<pre class=\"arguments truncated\">{}</pre><p class=\"truncated\">… {} bytes in all: \
+             <a href=\"/approvals/{id}\">open the approval to review them</a></p>",
+            esc(head),
+            rendered.text.len()
+        ));
+    } else {
+        h.push_str(&format!("<pre class=\"arguments\">{}</pre>", esc(&rendered.text)));
+    }
     let mut meta = format!(
         "opened <time datetime=\"{c}\" title=\"{c}\">{} ago</time>",
         span(now - a.created_at),
@@ -278,23 +412,27 @@ fn card(a: &Approval, s: &Session, now: i64, back: &str) -> String {
     if let Some(t) = a.consumed_at {
         meta.push_str(&format!(" · used at <time datetime=\"{t}\">{t}</time>", t = rfc3339(t)));
         if let Some(r) = a.consumed_request_id.as_deref().filter(|r| !r.is_empty()) {
-            meta.push_str(&format!(" (request <span class=\"mono\">{}</span>)", esc(r)));
+            meta.push_str(&format!(" by request id {}", request_id_html(r)));
         }
     }
     if !a.request_id.is_empty() {
-        meta.push_str(&format!(" · opened by request <span class=\"mono\">{}</span>", esc(&a.request_id)));
+        meta.push_str(&format!(" · request id {}", request_id_html(&a.request_id)));
     }
     h.push_str(&format!("<p class=\"meta\">{meta} · <a href=\"/approvals/{id}\" class=\"mono\">{id}</a></p>"));
     if !a.note.is_empty() {
         h.push_str(&format!("<p class=\"note\">note: {}</p>", esc(&a.note)));
     }
     if a.state == St::Pending {
+        let approve = if cut {
+            format!("<a href=\"/approvals/{id}\" class=\"review\">Review all arguments to approve</a>")
+        } else {
+            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button>".to_string()
+        };
         h.push_str(&format!(
             "<form method=\"post\" action=\"/approvals/{id}/decision\" class=\"decide\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"back\" value=\"{back}\">\
              <input type=\"text\" name=\"note\" placeholder=\"note (optional)\" maxlength=\"{MAX_NOTE}\" autocomplete=\"off\">\
-             <button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button>\
-             <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button></form>",
+             {approve}<button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button></form>",
             csrf = esc(&s.csrf),
             back = esc(back),
         ));
@@ -320,7 +458,7 @@ fn recent_table(list: &[Approval]) -> String {
             id = esc(&a.id),
             w = rfc3339(when),
             st = a.state.as_str(),
-            tool = esc(&a.tool),
+            tool = esc(&visible(&a.tool).0),
             grant = esc(&a.grant),
             who = esc(a.approver.as_deref().unwrap_or("—")),
             note = esc(&a.note),
@@ -330,7 +468,11 @@ fn recent_table(list: &[Approval]) -> String {
     h
 }
 
-/// `GET /`: pending approvals (oldest first) and the last 50 decisions.
+/// Most pending cards on `/` (the oldest).
+pub const PENDING_SHOWN: u32 = 200;
+
+/// `GET /`: the oldest 200 pending approvals (oldest first: new ones join at the bottom, so cards
+/// never move under the pointer) and the last 50 decisions.
 pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
     let Some((_, s)) = session(&app, &headers, true) else {
         return redirect("/login");
@@ -338,12 +480,12 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
     let version = app.version();
     let lists = app
         .db(|st, now| {
-            let (pending, changes) = st.pending(now)?;
+            let ((pending, total), changes) = st.pending(now, PENDING_SHOWN)?;
             let recent = st.recent(50)?;
-            Ok(((pending, recent, now), changes))
+            Ok(((pending, total, recent, now), changes))
         })
         .await;
-    let (pending, recent, now) = match lists {
+    let (pending, total, recent, now) = match lists {
         Ok(x) => x,
         Err(e) => return e.into_response(),
     };
@@ -351,19 +493,24 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
     let version = version.max(app.version());
     let mut body = top(&s);
     body.push_str(&flash(&s));
-    body.push_str(&format!("<h2>Pending <span class=\"muted\" id=\"pending-count\">({})</span></h2>", pending.len()));
+    body.push_str(&format!("<h2>Pending <span class=\"muted\" id=\"pending-count\">({total})</span></h2>"));
+    if usize::try_from(total).unwrap_or(usize::MAX) > pending.len() {
+        body.push_str(&format!(
+            "<p class=\"muted\" id=\"pending-shown\">showing the oldest {} of {total}</p>",
+            pending.len()
+        ));
+    }
     body.push_str("<section id=\"pending\">");
     if pending.is_empty() {
         body.push_str("<p class=\"empty muted\">No pending approvals.</p>");
     }
     for a in &pending {
-        body.push_str(&card(a, &s, now, "/"));
+        body.push_str(&card(a, &s, now, "/", View::List));
     }
     body.push_str("</section><h2>Recent decisions</h2><section id=\"decisions\">");
     body.push_str(&recent_table(&recent));
     body.push_str("</section>");
-    let title =
-        if pending.is_empty() { "MCP approvals".to_string() } else { format!("({}) MCP approvals", pending.len()) };
+    let title = if total == 0 { "MCP approvals".to_string() } else { format!("({total}) MCP approvals") };
     page(&title, &body, Some(version), StatusCode::OK)
 }
 
@@ -387,9 +534,14 @@ pub async fn one(State(app): State<App>, headers: HeaderMap, Path(id): Path<Stri
     match found {
         (Some(a), now) => {
             let back = format!("/approvals/{}", a.id);
-            body.push_str(&card(&a, &s, now, &back));
+            body.push_str(&card(&a, &s, now, &back, View::Detail));
             body.push_str("<p><a href=\"/\">All pending approvals</a></p>");
-            page(&format!("{} · MCP approvals", a.tool), &body, Some(version.max(app.version())), StatusCode::OK)
+            page(
+                &format!("{} · MCP approvals", visible(&a.tool).0),
+                &body,
+                Some(version.max(app.version())),
+                StatusCode::OK,
+            )
         }
         (None, _) => {
             body.push_str("<p class=\"error\">No such approval.</p><p><a href=\"/\">All pending approvals</a></p>");
@@ -447,7 +599,7 @@ pub async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<Log
         return forbidden("cross-origin request refused");
     }
     let Some(name) = app.config.approvers.login(f.name.trim(), &f.token).map(str::to_string) else {
-        tracing::warn!(name = %f.name.chars().take(64).collect::<String>(), "failed login");
+        tracing::warn!(name = ?f.name.chars().take(64).collect::<String>(), "failed login");
         // Slows down guessing.
         tokio::time::sleep(Duration::from_millis(300)).await;
         return login_page(&f.next, Some("Wrong name or token."), StatusCode::UNAUTHORIZED);
@@ -456,7 +608,7 @@ pub async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<Log
         Ok(id) => id,
         Err(e) => return Error::Internal(e).into_response(),
     };
-    tracing::info!(approver = %name, "login");
+    tracing::info!(approver = ?name, "login");
     let mut res = redirect(safe_back(&f.next));
     if let Ok(v) = HeaderValue::from_str(&cookie(&app, &id, crate::auth::SESSION_TTL.as_secs())) {
         res.headers_mut().insert(header::SET_COOKIE, v);
@@ -529,7 +681,13 @@ pub async fn decision(
     }
     let msg = match api::decide(&app, id.clone(), approve, s.approver.clone(), note).await {
         Ok(Decided::Ok(a)) => {
-            format!("{} {} ({}, grant {}).", if approve { "Approved" } else { "Denied" }, a.tool, a.id, a.grant)
+            format!(
+                "{} {} ({}, grant {}).",
+                if approve { "Approved" } else { "Denied" },
+                visible(&a.tool).0,
+                a.id,
+                a.grant
+            )
         }
         Ok(Decided::NotPending(a)) => format!(
             "Could not {} {}: it is already {}{}.",
@@ -569,15 +727,91 @@ mod tests {
         );
     }
 
+    fn text(raw: &str) -> String {
+        render_arguments(raw).text
+    }
+
     #[test]
     fn pretty_prints_verbatim() {
-        let text = r#" {"a" : [1, 2.50, {}, [ ]], "n":123456789012345678901234567890,"s":"x,{\"y\":[1]}\\","e":{}} "#;
-        let want = "{\n  \"a\": [\n    1,\n    2.50,\n    {},\n    []\n  ],\n  \"n\": 123456789012345678901234567890,\n  \"s\": \"x,{\\\"y\\\":[1]}\\\\\",\n  \"e\": {}\n}";
-        assert_eq!(pretty(text), want);
-        let v: serde_json::Value = serde_json::from_str(r#"{"b":[true,null,"z"],"a":{"c":-1e5}}"#).unwrap();
-        assert_eq!(pretty(&v.to_string()), serde_json::to_string_pretty(&v).unwrap());
-        assert_eq!(pretty("{}"), "{}");
-        assert_eq!(pretty("7"), "7");
+        let raw = r#" {"a" : [1, 2.50, {}, [ ]], "n":123456789012345678901234567890,"s":"x,{\"y\":[1]}\\","e":{},"z":-1E+5} "#;
+        let want = "{\n  \"a\": [\n    1,\n    2.50,\n    {},\n    []\n  ],\n  \"n\": 123456789012345678901234567890,\n  \"s\": \"x,{\\\"y\\\":[1]}\\\\\",\n  \"e\": {},\n  \"z\": -1E+5\n}";
+        assert_eq!(render_arguments(raw), Rendered { text: want.into(), escaped: false, lookalikes: vec![] });
+        // Keys in the order sent (not sorted), numbers as sent (not -100000.0).
+        assert_eq!(
+            text(r#"{"b":[true,null,"z"],"a":{"c":-1e5}}"#),
+            "{\n  \"b\": [\n    true,\n    null,\n    \"z\"\n  ],\n  \"a\": {\n    \"c\": -1e5\n  }\n}"
+        );
+        assert_eq!(text("{}"), "{}");
+        assert_eq!(text("7"), "7");
+        assert_eq!(text("9007199254740993"), "9007199254740993");
+    }
+
+    #[test]
+    fn escapes_everything_outside_printable_ascii() {
+        let cases: &[(&str, &str)] = &[
+            // U+200B zero-width space making a second "vmid".
+            (r#"{"vmid":100,"vmid\u200b":101}"#, "{\n  \"vmid\": 100,\n  \"vmid\\u200b\": 101\n}"),
+            // Cyrillic і (U+0456), sent raw.
+            ("{\"cmd\":\"\u{0456}d\"}", "{\n  \"cmd\": \"\\u0456d\"\n}"),
+            // Bidi override, line separator, C1 control, BOM, NBSP, DEL, tab, newline.
+            (
+                "[\"a\u{202e}b\",\"\u{2028}\",\"\u{0085}\",\"\u{feff}\",\"\u{a0}\u{a0}x\",\"\u{7f}\",\"\\t\\n\\u0000\"]",
+                "[\n  \"a\\u202eb\",\n  \"\\u2028\",\n  \"\\u0085\",\n  \"\\ufeff\",\n  \"\\u00a0\\u00a0x\",\n  \"\\u007f\",\n  \"\\u0009\\u000a\\u0000\"\n]",
+            ),
+            // Astral: a surrogate pair.
+            ("{\"e\":\"\u{1F600}\"}", "{\n  \"e\": \"\\ud83d\\ude00\"\n}"),
+        ];
+        for (raw, want) in cases {
+            let r = render_arguments(raw);
+            assert_eq!(r.text, *want, "{raw}");
+            assert!(r.escaped, "{raw}");
+            assert!(r.text.bytes().all(|b| b == b'\n' || (0x20..=0x7e).contains(&b)));
+        }
+        // A literal backslash-u typed by the agent stays distinguishable from an escaped character.
+        let r = render_arguments(r#"{"k":"\\u200b"}"#);
+        assert_eq!(r.text, "{\n  \"k\": \"\\\\u200b\"\n}");
+        assert!(!r.escaped);
+        assert_eq!(visible("start\u{200b}vm\\"), ("start\\u200bvm\\\\".to_string(), true));
+        assert_eq!(visible("start_vm \"x\""), ("start_vm \"x\"".to_string(), false));
+    }
+
+    #[test]
+    fn warns_about_lookalike_keys() {
+        let r = render_arguments(r#"{"vmid":100,"vmid\u200b":101}"#);
+        assert_eq!(
+            r.lookalikes,
+            vec!["keys that look alike in arguments: \"vmid\" and \"vmid\\u200b\" (equal without non-ASCII or invisible characters, or ignoring case)"]
+        );
+        let r = render_arguments(r#"{"opts":[{"Force":true,"force":false}],"x":{"a":1}}"#);
+        assert_eq!(
+            r.lookalikes,
+            vec!["keys that look alike in arguments.opts[0]: \"Force\" and \"force\" (equal without non-ASCII or invisible characters, or ignoring case)"]
+        );
+        assert!(!r.escaped);
+        // Cyrillic capital and small letters fold together too; plain distinct keys do not warn.
+        assert_eq!(render_arguments("{\"\u{0406}d\":1,\"\u{0456}d\":2}").lookalikes.len(), 1);
+        assert_eq!(render_arguments(r#"{"vmid":1,"vmids":2,"node":"a"}"#).lookalikes, Vec::<String>::new());
+        // Different levels never collide.
+        assert_eq!(render_arguments(r#"{"a":{"a":1}}"#).lookalikes, Vec::<String>::new());
+    }
+
+    #[test]
+    fn unreadable_stored_text_is_still_escaped() {
+        let r = render_arguments("{\"a\":1,\"a\":\"\u{200b}\"}");
+        assert_eq!(r.text, "{\"a\":1,\"a\":\"\\u200b\"}");
+        assert!(r.escaped);
+    }
+
+    #[test]
+    fn request_ids_are_cut_and_escaped() {
+        assert_eq!(request_id_html("req-1"), "<span class=\"mono request-id\">req-1</span>");
+        assert_eq!(request_id_html("a\nb<"), "<span class=\"mono request-id\">a\\u000ab&lt;</span>");
+        let long = "x".repeat(200);
+        assert_eq!(request_id_html(&long), format!("<span class=\"mono request-id\">{}...</span>", "x".repeat(128)));
+        assert_eq!(
+            request_id_html(&"x".repeat(128)),
+            format!("<span class=\"mono request-id\">{}</span>", "x".repeat(128))
+        );
     }
 
     #[test]

@@ -32,14 +32,18 @@ fn config() -> Config {
     let mut approvers = Approvers::default();
     approvers.add_spec(&format!("alice={ALICE}")).unwrap();
     approvers.add_spec(&format!("bob={BOB}")).unwrap();
-    Config { public_url: PUBLIC.to_string(), approvers }
+    Config::new(PUBLIC, approvers)
 }
 
 fn svc() -> Svc {
+    svc_with(config())
+}
+
+fn svc_with(config: Config) -> Svc {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("approvals.sqlite");
     let clock = ManualClock::new(T0);
-    let app = App::open(&db, config(), clock.clone()).unwrap();
+    let app = App::open(&db, config, clock.clone()).unwrap();
     Svc { router: router(app.clone()), app, clock, db, _dir: dir }
 }
 
@@ -66,23 +70,42 @@ async fn send(router: &Router, req: Request<Body>) -> Res {
     Res { status, headers, body: String::from_utf8(bytes.to_vec()).unwrap() }
 }
 
-fn key(n: u8) -> String {
+/// The grant id (hex SHA-256 of a credential) of test agent `n`: each test's calls are one
+/// agent's, so the per-grant cap never mixes tests.
+fn grant(n: u8) -> String {
     format!("{:02x}", n).repeat(32)
 }
 
-fn check_body(key: &str, arguments: Value, expires: i64, wait: i64) -> Value {
-    json!({
-        "key": key, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
+/// The filter's key of a call (src/approval.rs).
+fn key_of(grant_id: &str, tool: &str, arguments: &str) -> String {
+    let mut g = [0u8; 32];
+    for (i, b) in g.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let args = mcp_policy_filter::json::parse(arguments.as_bytes()).unwrap();
+    mcp_policy_filter::approval::key(&g, tool, Some(&args))
+}
+
+/// Sets `key` to the key of the body's grant_id, tool and arguments.
+fn sign(mut b: Value) -> Value {
+    b["key"] = json!(key_of(b["grant_id"].as_str().unwrap(), b["tool"].as_str().unwrap(), &b["arguments"].to_string()));
+    b
+}
+
+/// A check of `start_vm` by agent `grant_id`, with the right key.
+fn check_body(grant_id: &str, arguments: Value, expires: i64, wait: i64) -> Value {
+    sign(json!({
+        "grant_id": grant_id, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
         "request_id": "req-1", "expires_in_seconds": expires, "wait_seconds": wait, "reason": "needs a human"
-    })
+    }))
+}
+
+fn check_request(body: impl Into<Body>) -> Request<Body> {
+    Request::post("/v1/check").header(header::CONTENT_TYPE, "application/json").body(body.into()).unwrap()
 }
 
 async fn check_raw(s: &Svc, body: Value) -> Res {
-    let req = Request::post("/v1/check")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    send(&s.router, req).await
+    send(&s.router, check_request(body.to_string())).await
 }
 
 async fn check(s: &Svc, key: &str) -> Value {
@@ -116,7 +139,7 @@ fn id_of(v: &Value) -> String {
 #[tokio::test]
 async fn pending_then_approved_is_consumed_once() {
     let s = svc();
-    let k = key(1);
+    let k = grant(1);
     let p = check(&s, &k).await;
     let id = id_of(&p);
     assert!(id.starts_with("apr_") && id.len() == 30, "{id}");
@@ -159,13 +182,13 @@ async fn pending_then_approved_is_consumed_once() {
 #[tokio::test]
 async fn pending_is_idempotent_per_key() {
     let s = svc();
-    let first = check(&s, &key(2)).await;
+    let first = check(&s, &grant(2)).await;
     s.clock.advance(30);
-    let second = check(&s, &key(2)).await;
+    let second = check(&s, &grant(2)).await;
     assert_eq!(id_of(&first), id_of(&second));
     assert_eq!(second["expires_at"], T0 + 600);
     assert_eq!(second["expires_in_seconds"], 570);
-    let other = check(&s, &key(3)).await;
+    let other = check(&s, &grant(3)).await;
     assert_eq!(other["status"], "pending");
     assert_ne!(id_of(&other), id_of(&first));
     let list = api(&s, Method::GET, "/v1/approvals", Some(ALICE), None).await.json();
@@ -176,7 +199,7 @@ async fn pending_is_idempotent_per_key() {
 #[tokio::test]
 async fn denial_is_answered_while_current_then_a_new_pending() {
     let s = svc();
-    let k = key(4);
+    let k = grant(4);
     let id = id_of(&check(&s, &k).await);
     s.clock.advance(50);
     let d = deny(&s, &id, "use start_vm on 101 instead").await;
@@ -202,7 +225,7 @@ async fn denial_is_answered_while_current_then_a_new_pending() {
 #[tokio::test]
 async fn pending_expires() {
     let s = svc();
-    let k = key(5);
+    let k = grant(5);
     let id = id_of(&check(&s, &k).await);
     s.clock.advance(600);
     let r = approve(&s, &id, "late").await;
@@ -220,7 +243,7 @@ async fn pending_expires() {
 #[tokio::test]
 async fn approved_but_unused_expires() {
     let s = svc();
-    let k = key(6);
+    let k = grant(6);
     let id = id_of(&check(&s, &k).await);
     s.clock.advance(599);
     assert_eq!(approve(&s, &id, "").await.status, StatusCode::OK);
@@ -240,7 +263,7 @@ async fn approved_but_unused_expires() {
 #[tokio::test]
 async fn background_expiry_marks_rows() {
     let s = svc();
-    let id = id_of(&check(&s, &key(7)).await);
+    let id = id_of(&check(&s, &grant(7)).await);
     s.clock.advance(601);
     assert_eq!(s.app.expire_now().await.unwrap(), 1);
     assert_eq!(s.app.expire_now().await.unwrap(), 0);
@@ -255,7 +278,7 @@ async fn background_expiry_marks_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_checks_consume_exactly_once() {
     let s = svc();
-    let k = key(8);
+    let k = grant(8);
     let id = id_of(&check(&s, &k).await);
     assert_eq!(approve(&s, &id, "once").await.status, StatusCode::OK);
     let mut tasks = Vec::new();
@@ -263,7 +286,7 @@ async fn concurrent_checks_consume_exactly_once() {
         let router = s.router.clone();
         let body = check_body(&k, json!({"vmid": 100}), 600, 0).to_string();
         tasks.push(tokio::spawn(async move {
-            let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+            let req = check_request(body);
             send(&router, req).await.json()
         }));
     }
@@ -294,13 +317,13 @@ async fn concurrent_checks_consume_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_mode_returns_the_decision() {
     let s = svc();
-    let k = key(9);
+    let k = grant(9);
     let id = id_of(&check(&s, &k).await);
     let router = s.router.clone();
     let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
     let started = std::time::Instant::now();
     let held = tokio::spawn(async move {
-        let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+        let req = check_request(body);
         send(&router, req).await.json()
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -316,17 +339,17 @@ async fn hold_mode_returns_the_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_mode_returns_a_denial() {
     let s = svc();
-    let k = key(10);
+    let k = grant(10);
     let id = id_of(&check(&s, &k).await);
     let router = s.router.clone();
     let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
     let held = tokio::spawn(async move {
-        let req = Request::post("/v1/check").body(Body::from(body)).unwrap();
+        let req = check_request(body);
         send(&router, req).await.json()
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Unrelated activity wakes the waiter; it stays pending.
-    check(&s, &key(11)).await;
+    check(&s, &grant(11)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!held.is_finished());
     assert_eq!(deny(&s, &id, "no").await.status, StatusCode::OK);
@@ -337,9 +360,9 @@ async fn hold_mode_returns_a_denial() {
 #[tokio::test]
 async fn hold_mode_times_out_pending() {
     let s = svc();
-    let k = key(12);
+    let k = grant(12);
     let started = std::time::Instant::now();
-    let r = check_raw(&s, check_body(&k, json!({}), 600, 1)).await;
+    let r = check_raw(&s, check_body(&k, json!({"vmid": 100}), 600, 1)).await;
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(950) && elapsed < Duration::from_secs(3), "{elapsed:?}");
     let v = r.json();
@@ -352,7 +375,7 @@ async fn hold_mode_times_out_pending() {
 #[tokio::test]
 async fn hold_mode_answers_at_once_when_decided() {
     let s = svc();
-    let k = key(13);
+    let k = grant(13);
     let id = id_of(&check(&s, &k).await);
     approve(&s, &id, "").await;
     let started = std::time::Instant::now();
@@ -364,8 +387,8 @@ async fn hold_mode_answers_at_once_when_decided() {
 #[tokio::test]
 async fn approvals_survive_a_restart() {
     let s = svc();
-    let k = key(14);
-    let pending_key = key(15);
+    let k = grant(14);
+    let pending_key = grant(15);
     let id = id_of(&check(&s, &k).await);
     let pending_id = id_of(&check(&s, &pending_key).await);
     approve(&s, &id, "persisted").await;
@@ -388,18 +411,18 @@ async fn approvals_survive_a_restart() {
 #[tokio::test]
 async fn one_pending_per_key_in_the_schema() {
     let s = svc();
-    check(&s, &key(16)).await;
+    check(&s, &grant(16)).await;
     let conn = rusqlite::Connection::open(&s.db).unwrap();
     let err = conn
         .execute(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, expires_in, \
              expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
-            [key(16)],
+            [key_of(&grant(16), "start_vm", r#"{"vmid":100}"#)],
         )
         .unwrap_err();
     assert!(err.to_string().contains("UNIQUE"), "{err}");
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
 }
@@ -407,7 +430,7 @@ async fn one_pending_per_key_in_the_schema() {
 #[tokio::test]
 async fn bad_check_bodies_are_400() {
     let s = svc();
-    let good = check_body(&key(17), json!({}), 600, 0);
+    let good = check_body(&grant(17), json!({}), 600, 0);
     let cases: Vec<(Value, &str)> = vec![
         (json!({"key": "ABC"}), "key: must be 64 lowercase hex characters"),
         (json!({"key": "AB".repeat(32)}), "key: must be 64 lowercase hex characters"),
@@ -431,9 +454,9 @@ async fn bad_check_bodies_are_400() {
     let mut b = good.clone();
     b.as_object_mut().unwrap().remove("arguments");
     assert_eq!(check_raw(&s, b).await.json(), json!({"error": "arguments: missing"}));
-    let r = send(&s.router, Request::post("/v1/check").body(Body::from("not json")).unwrap()).await;
+    let r = send(&s.router, check_request("not json")).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    assert!(r.json()["error"].as_str().unwrap().starts_with("body is not JSON"));
+    assert_eq!(r.json(), json!({"error": "body is not strict JSON: unexpected character at byte 0"}));
     // Over 1 MiB.
     let mut big = good.clone();
     big["arguments"] = json!({"blob": "x".repeat(1 << 20)});
@@ -446,7 +469,7 @@ async fn bad_check_bodies_are_400() {
 #[tokio::test]
 async fn api_requires_a_bearer_token() {
     let s = svc();
-    let id = id_of(&check(&s, &key(18)).await);
+    let id = id_of(&check(&s, &grant(18)).await);
     for (method, path) in [
         (Method::GET, "/v1/approvals".to_string()),
         (Method::GET, format!("/v1/approvals/{id}")),
@@ -515,7 +538,7 @@ async fn healthz_and_metrics() {
     let s = svc();
     let r = send(&s.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok"));
-    check(&s, &key(19)).await;
+    check(&s, &grant(19)).await;
     let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
     assert_eq!(m.status, StatusCode::OK);
     assert!(m.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/plain"));
@@ -587,7 +610,7 @@ async fn pages_require_login() {
     let r = send(&s.router, get("/", None)).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
     assert_eq!(r.location(), "/login");
-    let id = id_of(&check(&s, &key(20)).await);
+    let id = id_of(&check(&s, &grant(20)).await);
     let r = send(&s.router, get(&format!("/approvals/{id}"), None)).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER);
     assert_eq!(r.location(), format!("/login?next=/approvals/{id}"));
@@ -630,7 +653,7 @@ async fn wrong_token_is_refused() {
 #[tokio::test]
 async fn decisions_need_the_csrf_token_and_same_origin() {
     let s = svc();
-    let id = id_of(&check(&s, &key(21)).await);
+    let id = id_of(&check(&s, &grant(21)).await);
     let cookie = login(&s, "alice", ALICE).await;
     let page = send(&s.router, get("/", Some(&cookie))).await;
     let csrf = csrf_of(&page.body);
@@ -680,10 +703,11 @@ async fn decisions_need_the_csrf_token_and_same_origin() {
 async fn arguments_are_html_escaped() {
     let s = svc();
     let evil = json!({"cmd": "<script>alert('x')</script>", "q": "\"><img src=x onerror=alert(1)>"});
-    let mut body = check_body(&key(22), evil, 600, 0);
+    let mut body = check_body(&grant(22), evil, 600, 0);
     body["tool"] = json!("<b>tool</b>");
     body["grant"] = json!("<i>grant</i>");
     body["reason"] = json!("<u>reason</u>");
+    let body = sign(body);
     let id = id_of(&check_raw(&s, body).await.json());
     let cookie = login(&s, "alice", ALICE).await;
     for path in ["/".to_string(), format!("/approvals/{id}")] {
@@ -709,7 +733,7 @@ async fn arguments_are_html_escaped() {
 #[tokio::test]
 async fn approving_through_the_page_records_approver_and_note() {
     let s = svc();
-    let k = key(23);
+    let k = grant(23);
     let id = id_of(&check(&s, &k).await);
     let cookie = login(&s, "alice", ALICE).await;
     let page = send(&s.router, get("/", Some(&cookie))).await;
@@ -788,10 +812,11 @@ async fn arguments_are_kept_verbatim() {
     let s = svc();
     let args = r#"{"vmid":100,"big":123456789012345678901234567890,"f":1.50}"#;
     let body = format!(
-        r#"{{"key":"{}","grant":"g","tool":"t","arguments":{args},"request_id":"","expires_in_seconds":60,"wait_seconds":0}}"#,
-        key(24)
+        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"t","arguments":{args},"request_id":"","expires_in_seconds":60,"wait_seconds":0}}"#,
+        key_of(&grant(24), "t", args),
+        grant(24)
     );
-    let r = send(&s.router, Request::post("/v1/check").body(Body::from(body)).unwrap()).await;
+    let r = send(&s.router, check_request(body)).await;
     let id = id_of(&r.json());
     let raw = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.body;
     assert!(raw.contains(&format!(r#""arguments":{args}"#)), "{raw}");
@@ -804,5 +829,441 @@ async fn arguments_are_kept_verbatim() {
             "{\n  &quot;vmid&quot;: 100,\n  &quot;big&quot;: 123456789012345678901234567890,\n  &quot;f&quot;: 1.50\n}"
         ),
         "{page}"
+    );
+}
+
+// ---- hardening: forged checks, cross-origin checks, listeners, caps ----
+
+async fn all_approvals(s: &Svc) -> Value {
+    api(s, Method::GET, "/v1/approvals?state=all", Some(ALICE), None).await.json()
+}
+
+#[tokio::test]
+async fn a_key_of_another_call_is_refused() {
+    let s = svc();
+    // The page would show {"vmid": 100} while the key is the one of {"vmid": 101} (or of another
+    // tool, or another agent): approving it must never let the other call through.
+    let harmless = check_body(&grant(40), json!({"vmid": 100}), 600, 0);
+    let forged_keys = [
+        key_of(&grant(40), "start_vm", r#"{"vmid":101}"#),
+        key_of(&grant(40), "delete_vm", r#"{"vmid":100}"#),
+        key_of(&grant(41), "start_vm", r#"{"vmid":100}"#),
+        key_of(&grant(40), "start_vm", "{}"),
+    ];
+    for k in forged_keys {
+        let mut b = harmless.clone();
+        b["key"] = json!(k);
+        let r = check_raw(&s, b).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.json(), json!({"error": "key does not match grant_id, tool and arguments"}));
+    }
+    let mut b = harmless.clone();
+    b.as_object_mut().unwrap().remove("grant_id");
+    assert_eq!(check_raw(&s, b).await.json(), json!({"error": "grant_id: missing"}));
+    let mut b = harmless.clone();
+    b["grant_id"] = json!("sha256:0123456789ab");
+    assert_eq!(check_raw(&s, b).await.json(), json!({"error": "grant_id: must be 64 lowercase hex characters"}));
+    // A duplicate key inside the arguments (which value would the tool see?).
+    let text = harmless.to_string().replace(r#""arguments":{"vmid":100}"#, r#""arguments":{"vmid":100,"vmid":101}"#);
+    let r = send(&s.router, check_request(text)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.json()["error"].as_str().unwrap().starts_with("body is not strict JSON: duplicate object key at byte "));
+    assert_eq!(all_approvals(&s).await, json!({"approvals": []}));
+    let m = send(&s.router, get("/metrics", None)).await.body;
+    assert!(m.contains("mcp_approvals_bad_requests_total 7\n"), "{m}");
+    // The right key works; absent arguments are {} on both sides.
+    assert_eq!(check_raw(&s, harmless).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn check_needs_application_json() {
+    let s = svc();
+    let body = check_body(&grant(42), json!({"vmid": 100}), 600, 0).to_string();
+    for ct in
+        [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=b")]
+    {
+        let mut req = Request::post("/v1/check");
+        if let Some(ct) = ct {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        let r = send(&s.router, req.body(Body::from(body.clone())).unwrap()).await;
+        assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}");
+        assert_eq!(r.json(), json!({"error": "content-type must be application/json"}));
+    }
+    assert_eq!(all_approvals(&s).await, json!({"approvals": []}));
+    let r = send(
+        &s.router,
+        Request::post("/v1/check")
+            .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn check_listener_is_separate() {
+    let s = svc();
+    let pages = mcp_approvals::page_router(s.app.clone());
+    let checks = mcp_approvals::check_router(s.app.clone());
+    let body = check_body(&grant(43), json!({"vmid": 100}), 600, 0).to_string();
+    // --listen with --check-listen: no /v1/check.
+    assert_eq!(send(&pages, check_request(body.clone())).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(all_approvals(&s).await, json!({"approvals": []}));
+    assert_eq!(send(&pages, get("/healthz", None)).await.body, "ok");
+    assert_eq!(send(&pages, get("/metrics", None)).await.status, StatusCode::OK);
+    assert_eq!(send(&pages, get("/", None)).await.location(), "/login");
+    // --check-listen: /v1/check and /healthz only.
+    let r = send(&checks, check_request(body)).await;
+    assert_eq!((r.status, r.json()["status"].clone()), (StatusCode::OK, json!("pending")));
+    assert_eq!(send(&checks, get("/healthz", None)).await.body, "ok");
+    for path in ["/", "/login", "/metrics", "/v1/approvals", "/ui/version"] {
+        assert_eq!(send(&checks, get(path, None)).await.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    let r = send(
+        &pages,
+        Request::get("/v1/approvals")
+            .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.json()["approvals"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn pending_approvals_are_capped_per_grant() {
+    let s = svc_with(Config { max_pending_per_grant: 3, ..config() });
+    let mut ids = Vec::new();
+    for vmid in 0..3 {
+        let r = check_raw(&s, check_body(&grant(44), json!({"vmid": vmid}), 600, 0)).await;
+        assert_eq!(r.status, StatusCode::OK);
+        ids.push(id_of(&r.json()));
+    }
+    let r = check_raw(&s, check_body(&grant(44), json!({"vmid": 3}), 600, 0)).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.json(),
+        json!({"error": "this grant already has 3 pending approvals (at most 3 per grant): decide them or let them expire"})
+    );
+    // Hold mode is refused at once too.
+    let started = std::time::Instant::now();
+    assert_eq!(
+        check_raw(&s, check_body(&grant(44), json!({"vmid": 3}), 600, 30)).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The existing ones are still answered; another grant is not affected.
+    let again = check_raw(&s, check_body(&grant(44), json!({"vmid": 1}), 600, 0)).await;
+    assert_eq!((again.status, id_of(&again.json())), (StatusCode::OK, ids[1].clone()));
+    assert_eq!(check_raw(&s, check_body(&grant(45), json!({"vmid": 3}), 600, 0)).await.status, StatusCode::OK);
+    // A decision frees a place; so does expiry.
+    assert_eq!(approve(&s, &ids[0], "").await.status, StatusCode::OK);
+    let approved = check_raw(&s, check_body(&grant(44), json!({"vmid": 0}), 600, 0)).await.json();
+    assert_eq!(approved["status"], "approved");
+    let r = check_raw(&s, check_body(&grant(44), json!({"vmid": 3}), 600, 0)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        check_raw(&s, check_body(&grant(44), json!({"vmid": 4}), 600, 0)).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    s.clock.advance(600);
+    assert_eq!(check_raw(&s, check_body(&grant(44), json!({"vmid": 4}), 600, 0)).await.status, StatusCode::OK);
+    let m = send(&s.router, get("/metrics", None)).await.body;
+    assert!(m.contains("mcp_approvals_checks_total{status=\"too_many_pending\"} 3\n"), "{m}");
+    let total = all_approvals(&s).await["approvals"].as_array().unwrap().len();
+    assert_eq!(total, 6);
+}
+
+// ---- hardening: what the approver sees ----
+
+async fn page_of(s: &Svc, path: &str) -> String {
+    let cookie = login(s, "alice", ALICE).await;
+    let r = send(&s.router, get(path, Some(&cookie))).await;
+    assert_eq!(r.status, StatusCode::OK, "{path}");
+    r.body
+}
+
+/// The `<article>` of approval `id` in `html`.
+fn article<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("<article class=\"approval\" data-approval-id=\"{id}\"")).unwrap();
+    let end = start + html[start..].find("</article>").unwrap();
+    &html[start..end]
+}
+
+#[tokio::test]
+async fn invisible_and_confusable_characters_are_shown_escaped() {
+    let s = svc();
+    // U+200B making a second "vmid", Cyrillic і, bidi override, U+2028, a C1 control, a BOM, NBSP
+    // padding, an astral character: all escaped, with the badge and the look-alike warning.
+    let args =
+        "{\"vmid\":100,\"vmid\u{200b}\":101,\"cmd\":\"\u{0456}d \u{202e}fdp.exe\",\"x\":\"\u{2028}\u{0085}\u{feff}\",\
+                \"pad\":\"\u{a0}\u{a0}\u{a0}rm -rf /\",\"e\":\"\u{1F600}\",\"n\":123456789012345678901234567890}";
+    let body = format!(
+        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"start_vm","arguments":{args},"request_id":"r\u2028x","expires_in_seconds":60,"wait_seconds":0}}"#,
+        key_of(&grant(46), "start_vm", args),
+        grant(46)
+    );
+    let r = send(&s.router, check_request(body)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let id = id_of(&r.json());
+    let want_pre = "<pre class=\"arguments\">{\n  &quot;vmid&quot;: 100,\n  &quot;vmid\\u200b&quot;: 101,\n  \
+                    &quot;cmd&quot;: &quot;\\u0456d \\u202efdp.exe&quot;,\n  &quot;x&quot;: &quot;\\u2028\\u0085\\ufeff&quot;,\n  \
+                    &quot;pad&quot;: &quot;\\u00a0\\u00a0\\u00a0rm -rf /&quot;,\n  &quot;e&quot;: &quot;\\ud83d\\ude00&quot;,\n  \
+                    &quot;n&quot;: 123456789012345678901234567890\n}</pre>";
+    for path in ["/".to_string(), format!("/approvals/{id}")] {
+        let html = page_of(&s, &path).await;
+        let card = article(&html, &id);
+        assert!(card.contains(want_pre), "{card}");
+        assert!(card.contains(
+            "<p class=\"warning\" data-warning=\"escaped\"><strong class=\"badge\">contains non-ASCII or invisible characters: shown escaped</strong></p>"
+        ), "{card}");
+        assert!(card.contains(
+            "<p class=\"warning\" data-warning=\"lookalike\"><strong class=\"badge\">keys that look alike in arguments: &quot;vmid&quot; and &quot;vmid\\u200b&quot; (equal without non-ASCII or invisible characters, or ignoring case)</strong></p>"
+        ), "{card}");
+        assert!(
+            card.contains(&format!("<p class=\"meta size\">arguments: {} bytes as sent</p>", args.len())),
+            "{card}"
+        );
+        assert!(card.contains(" · request id <span class=\"mono request-id\">r\\u2028x</span>"), "{card}");
+        assert!(card.contains("value=\"approve\""));
+        // Nothing outside printable ASCII inside the card but our own middle dots.
+        assert!(!card.contains('\u{200b}') && !card.contains('\u{202e}') && !card.contains('\u{a0}'));
+        // No scroll box that could clip the arguments.
+        assert!(!html.contains("max-height") && !html.contains("overflow:auto"));
+    }
+    // A plain card: no warnings.
+    let id2 = id_of(&check(&s, &grant(47)).await);
+    let html = page_of(&s, "/").await;
+    let card = article(&html, &id2);
+    assert!(!card.contains("class=\"warning\""), "{card}");
+    assert!(card.contains("<p class=\"meta size\">arguments: 12 bytes as sent</p>"), "{card}");
+    // Tool names are escaped too.
+    let mut b = check_body(&grant(48), json!({}), 600, 0);
+    b["tool"] = json!("start_vm\u{200b}");
+    let id3 = id_of(&check_raw(&s, sign(b)).await.json());
+    let html = page_of(&s, &format!("/approvals/{id3}")).await;
+    let card = article(&html, &id3);
+    assert!(card.contains("<span class=\"tool\">start_vm\\u200b</span>"), "{card}");
+    assert!(card.contains("data-warning=\"escaped\""), "{card}");
+}
+
+#[tokio::test]
+async fn long_arguments_are_approved_only_on_their_own_page() {
+    let s = svc();
+    let filler = "A".repeat(5000);
+    let id =
+        id_of(&check_raw(&s, check_body(&grant(49), json!({"cmd": filler, "then": "rm -rf /"}), 600, 0)).await.json());
+    let rendered = format!("{{\n  \"cmd\": \"{filler}\",\n  \"then\": \"rm -rf /\"\n}}");
+    assert_eq!(rendered.len(), 5037);
+    let html = page_of(&s, "/").await;
+    let card = article(&html, &id);
+    let head = rendered[..4096].replace('"', "&quot;");
+    assert!(card.contains(&format!("<pre class=\"arguments truncated\">{head}</pre>")), "{card}");
+    assert!(card.contains(&format!(
+        "<p class=\"truncated\">… 5037 bytes in all: <a href=\"/approvals/{id}\">open the approval to review them</a></p>"
+    )));
+    assert!(!card.contains("rm -rf"));
+    assert!(!card.contains("value=\"approve\""), "no Approve on a cut card");
+    assert!(card.contains("<button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button>"));
+    assert!(card.contains(&format!("<a href=\"/approvals/{id}\" class=\"review\">Review all arguments to approve</a>")));
+    assert!(card.contains("<p class=\"meta size\">arguments: 5028 bytes as sent</p>"), "{card}");
+    // The approval's page: everything, both buttons.
+    let html = page_of(&s, &format!("/approvals/{id}")).await;
+    let card = article(&html, &id);
+    assert!(card.contains(&format!("<pre class=\"arguments\">{}</pre>", rendered.replace('"', "&quot;"))));
+    assert!(
+        card.contains("<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button>")
+    );
+    assert!(!card.contains("truncated"));
+    // Exactly 4096 rendered bytes is shown whole, with Approve.
+    let fits = "B".repeat(4096 - "{\n  \"c\": \"\"\n}".len());
+    let id2 = id_of(&check_raw(&s, check_body(&grant(50), json!({"c": fits}), 600, 0)).await.json());
+    let card = article(&html_of_index(&s).await, &id2).to_string();
+    assert!(card.contains("value=\"approve\"") && !card.contains("truncated"), "{card}");
+}
+
+async fn html_of_index(s: &Svc) -> String {
+    page_of(s, "/").await
+}
+
+#[tokio::test]
+async fn buttons_wait_after_every_load() {
+    let s = svc();
+    check(&s, &grant(51)).await;
+    let html = page_of(&s, "/").await;
+    // Enabled in the HTML (no script: usable), disabled for 1.5 s by the page's script.
+    assert!(!html.contains("disabled>") && !html.contains(" disabled"), "{html}");
+    assert!(html.contains("var b=document.querySelectorAll('form.decide button');"));
+    assert!(html.contains("setTimeout(function(){for(var i=0;i<b.length;i++)b[i].disabled=false;},1500);"));
+    assert!(html.contains("button:disabled{opacity:.4;"));
+    assert!(html.contains("<script nonce=\""));
+}
+
+#[tokio::test]
+async fn index_shows_the_true_count_oldest_first() {
+    let s = svc_with(Config { max_pending_per_grant: 1000, ..config() });
+    let mut ids = Vec::new();
+    for n in 0..205 {
+        ids.push(id_of(&check_raw(&s, check_body(&grant(52), json!({"n": n}), 3600, 0)).await.json()));
+        s.clock.advance(1);
+    }
+    let html = page_of(&s, "/").await;
+    assert!(html.contains("<h2>Pending <span class=\"muted\" id=\"pending-count\">(205)</span></h2>"));
+    assert!(html.contains("<p class=\"muted\" id=\"pending-shown\">showing the oldest 200 of 205</p>"));
+    assert!(html.contains("<title>(205) MCP approvals</title>"));
+    let shown: Vec<&str> =
+        html.split("<article class=\"approval\" data-approval-id=\"").skip(1).map(|rest| &rest[..30]).collect();
+    assert_eq!(shown, ids[..200].iter().map(String::as_str).collect::<Vec<_>>(), "the oldest 200, oldest first");
+    // Under the limit: no "showing".
+    let s = svc();
+    let a = id_of(&check(&s, &grant(53)).await);
+    s.clock.advance(1);
+    let b = id_of(&check(&s, &grant(54)).await);
+    let html = page_of(&s, "/").await;
+    assert!(!html.contains("pending-shown"));
+    assert!(html.find(&a).unwrap() < html.find(&b).unwrap(), "new cards join at the bottom");
+}
+
+#[tokio::test]
+async fn recent_decisions_are_decisions_only() {
+    let s = svc();
+    let expired = id_of(&check_raw(&s, check_body(&grant(55), json!({}), 60, 0)).await.json());
+    let denied = id_of(&check(&s, &grant(56)).await);
+    deny(&s, &denied, "no").await;
+    s.clock.advance(61);
+    assert_eq!(s.app.expire_now().await.unwrap(), 1);
+    let html = page_of(&s, "/").await;
+    assert!(html.contains(&format!("<tr class=\"decision\" data-approval-id=\"{denied}\">")));
+    assert!(!html.contains(&expired), "an expiry is not a decision");
+    assert_eq!(html.matches("<tr class=\"decision\"").count(), 1);
+}
+
+#[tokio::test]
+async fn retention_deletes_old_settled_approvals() {
+    let s = svc();
+    let day = 86_400;
+    let consumed = id_of(&check(&s, &grant(57)).await);
+    approve(&s, &consumed, "").await;
+    assert_eq!(check(&s, &grant(57)).await["status"], "approved");
+    let denied = id_of(&check(&s, &grant(58)).await);
+    deny(&s, &denied, "").await;
+    let expired = id_of(&check_raw(&s, check_body(&grant(59), json!({}), 60, 0)).await.json());
+    s.clock.set(T0 + 90 * day);
+    let pending = id_of(&check(&s, &grant(60)).await);
+    // Last timestamps: expired T0 + 60 (its expiry); consumed T0 + 600 (the end of its window);
+    // denied T0 + 600 (the denial's expiry). Kept until more than 90 days after them.
+    s.clock.set(T0 + 60 + 90 * day);
+    assert_eq!(s.app.purge_now().await.unwrap(), 0);
+    s.clock.advance(1);
+    assert_eq!(s.app.purge_now().await.unwrap(), 1);
+    s.clock.set(T0 + 600 + 90 * day);
+    assert_eq!(s.app.purge_now().await.unwrap(), 0);
+    s.clock.advance(1);
+    assert_eq!(s.app.purge_now().await.unwrap(), 2);
+    let left = all_approvals(&s).await;
+    let left: Vec<&str> = left["approvals"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
+    // The pending one expired meanwhile (T0 + 90 days + 600) but is recent: kept.
+    assert_eq!(left, vec![pending.as_str()]);
+    assert!(![consumed, denied, expired].iter().any(|id| left.contains(&id.as_str())));
+    // 0 keeps everything.
+    let s = svc_with(Config { retain_days: 0, ..config() });
+    check_raw(&s, check_body(&grant(61), json!({}), 60, 0)).await;
+    s.clock.advance(10_000 * day);
+    assert_eq!(s.app.purge_now().await.unwrap(), 0);
+    assert_eq!(all_approvals(&s).await["approvals"][0]["state"], "expired");
+}
+
+#[tokio::test]
+async fn a_schema_1_file_is_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE approvals (id TEXT PRIMARY KEY, key TEXT NOT NULL, state TEXT NOT NULL \
+             CHECK (state IN ('pending', 'approved', 'denied', 'consumed', 'expired')), grant_label TEXT NOT NULL, \
+             tool TEXT NOT NULL, arguments TEXT NOT NULL, request_id TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', \
+             created_at INTEGER NOT NULL, expires_in INTEGER NOT NULL, expires_at INTEGER NOT NULL, decided_at INTEGER, \
+             approver TEXT, note TEXT NOT NULL DEFAULT '', consumed_at INTEGER, consumed_request_id TEXT) STRICT; \
+             INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, expires_in, expires_at) \
+             VALUES ('apr_00000000000000000000000000', 'k', 'pending', 'g', 't', '{}', '', 1764500000, 600, 1764500600); \
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let app = App::open(&db, config(), ManualClock::new(T0)).unwrap();
+    let r = router(app);
+    let got = send(
+        &r,
+        Request::get("/v1/approvals/apr_00000000000000000000000000")
+            .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(got.json()["state"], "pending");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (v, gid): (i64, String) = conn
+        .query_row("SELECT (SELECT user_version FROM pragma_user_version), grant_id FROM approvals", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((v, gid.as_str()), (2, ""));
+}
+
+#[derive(Clone, Default)]
+struct LogBuf(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn request_values_cannot_forge_log_lines() {
+    let buf = LogBuf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let s = svc();
+    let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
+    let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
+    b["tool"] = json!(forged);
+    b["grant"] = json!("g\r\nINFO forged");
+    b["request_id"] = json!("r\nINFO forged");
+    let r = check_raw(&s, sign(b)).await;
+    let id = id_of(&r.json());
+    assert_eq!(approve(&s, &id, "ok\nINFO approval decided note=forged").await.status, StatusCode::OK);
+    let mut bad = check_body(&grant(62), json!({}), 600, 0);
+    bad["tool"] = json!("");
+    check_raw(&s, bad).await;
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!(
+                " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
+                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
+            ),
+            format!(
+                " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
+                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
+            ),
+            " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
+        ]
     );
 }
