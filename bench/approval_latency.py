@@ -71,7 +71,7 @@ def main() -> int:
         stack.envoys.append(upstream)
         svc = ha.approvals(stack)
         policy = ha.approval_policy()
-        envoy = stack.envoy(policy, rport, approvals_port=svc.port, log_level="warning")
+        envoy = stack.envoy(policy, rport, approvals_port=svc.check_port, log_level="warning")
         client = Client(envoy.listen_port)
         n = 0
         for r in range(args.rounds):

@@ -142,7 +142,7 @@ def main() -> int:
     with harness.Stack(wasm=wasm) as stack:
         svc = ha.approvals(stack, approvers={APPROVER: APPROVER_TOKEN})
         _, port = stack.demo_server(json_response=False)
-        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.port)
+        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
         print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
               f"approvals {svc.url} (approver '{APPROVER}', token '{APPROVER_TOKEN}')\n"
               f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)

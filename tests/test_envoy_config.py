@@ -19,7 +19,7 @@ def test_shipped_policy_is_valid_json_with_default_deny():
 
 def test_shipped_policy_asks_the_shipped_approvals_cluster():
     """start_vm needs an approval; gateway.approval names the cluster envoy/envoy.yaml defines for
-    mcp-approvals on 127.0.0.1:8095 (where `make run` starts it)."""
+    mcp-approvals' check endpoint on 127.0.0.1:8096 (where `make run` starts it)."""
     policy = json.loads(harness.shipped_policy_text())
     assert policy["tools"]["start_vm"] == {"action": "require_approval", "approval_timeout": "10m",
                                            "reason": "starting a VM costs money"}
@@ -29,7 +29,7 @@ def test_shipped_policy_asks_the_shipped_approvals_cluster():
     (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == "mcp_approvals"]
     assert (cluster["type"], cluster["connect_timeout"]) == ("STATIC", "1s")
     assert "typed_extension_protocol_options" not in cluster  # HTTP/1.1
-    assert harness.cluster_endpoint(cfg, "mcp_approvals") == {"address": "127.0.0.1", "port_value": 8095}
+    assert harness.cluster_endpoint(cfg, "mcp_approvals") == {"address": "127.0.0.1", "port_value": 8096}
 
 
 def test_shipped_wasm_filter_never_fails_open():
@@ -54,7 +54,7 @@ def test_render_changes_only_ports_wasm_and_policy(tmp_path):
     assert listener["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 11111}
     endpoint = rendered["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     assert endpoint["endpoint"]["address"]["socket_address"] == {"address": "127.0.0.1", "port_value": 33333}
-    assert harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] == 8095  # not asked to change
+    assert harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] == 8096  # not asked to change
     plugin = harness.wasm_filter(rendered)["config"]
     assert plugin["vm_config"]["code"]["local"]["filename"] == str(wasm.resolve())
     assert json.loads(plugin["configuration"]["value"]) == policy
@@ -73,7 +73,7 @@ def test_render_points_the_approvals_cluster_at_a_port(tmp_path):
                                                           approvals_port=44444))
     assert harness.cluster_endpoint(rendered, "mcp_approvals") == {"address": "127.0.0.1", "port_value": 44444}
     assert harness.cluster_endpoint(rendered, "mcp_upstream") == {"address": "127.0.0.1", "port_value": 3}
-    harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] = 8095
+    harness.cluster_endpoint(rendered, "mcp_approvals")["port_value"] = 8096
     shipped = yaml.safe_load(harness.render_envoy_config({"version": "1"}, tmp_path / "f.wasm", 1, 2, 3))
     assert rendered == shipped
 

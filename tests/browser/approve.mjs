@@ -68,7 +68,11 @@ async function checkShown(page, id, expect) {
 }
 
 async function screenshot(page) {
-  if (env.SCREENSHOT) await page.screenshot({ path: env.SCREENSHOT, fullPage: false });
+  if (!env.SCREENSHOT) return;
+  // The page keeps its buttons disabled (dimmed) for 1.5 s after each load, against clicks that land
+  // after a reflow; picture them as an approver sees them.
+  await page.waitForTimeout(1600);
+  await page.screenshot({ path: env.SCREENSHOT, fullPage: false });
 }
 
 const scenarios = {

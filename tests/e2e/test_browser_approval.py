@@ -55,7 +55,7 @@ class Agent:
     def __init__(self, stack: harness.Stack):
         self.svc = ha.approvals(stack)
         _, port, self.log = stack.recorder()
-        self.envoy = stack.envoy(ha.approval_policy(), port, approvals_port=self.svc.port)
+        self.envoy = stack.envoy(ha.approval_policy(), port, approvals_port=self.svc.check_port)
 
     def call(self, token: str, id_=1):
         return post(self.envoy.mcp_url, tool_call("start_vm", ARGS, id_), headers_for(token))

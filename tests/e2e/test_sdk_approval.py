@@ -28,7 +28,7 @@ def through_envoy(request, stack):
     """(Envoy under envoy/policy.json in front of the demo server, the approval service)."""
     svc = ha.approvals(stack)
     _, port = stack.demo_server(json_response=request.param)
-    envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.port)
+    envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
     return envoy, svc
 
 

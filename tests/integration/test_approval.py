@@ -76,7 +76,7 @@ class Setup:
 
 def with_service(stack, policy: dict | None = None, **kw) -> Setup:
     svc = ha.approvals(stack)
-    return Setup(stack, policy or ha.approval_policy(), svc, svc.port, **kw)
+    return Setup(stack, policy or ha.approval_policy(), svc, svc.check_port, **kw)
 
 
 def with_stub(stack, mode: str, policy: dict | None = None) -> tuple[Setup, object]:
@@ -578,3 +578,28 @@ def test_metrics_count_each_outcome_exactly(stack):
                         '{mcp_tool="start_vm",mcp_decision="approval_required"}': 3,
                         '{mcp_tool="start_vm",mcp_decision="approval_denied"}': 2,
                         '{mcp_tool="start_vm",mcp_decision="approval_unavailable"}': 1}, per_tool
+
+
+def test_forged_checks_are_refused_by_the_real_service(stack):
+    """Red-team finding: anyone who reached /v1/check could show the approver one set of arguments
+    under the key of another call. The service recomputes the key from grant_id, tool and arguments;
+    /v1/check lives only on the --check-listen port and takes only application/json."""
+    s = with_service(stack)
+    token = "agent-forger"
+    real = {"node": "pve1", "vmid": 100}
+    shown = {"node": "pve2", "vmid": 202}
+    forged = {"key": approval_key(token, "start_vm", real), "grant": hx.grant_label(token),
+              "grant_id": hx.token_sha256(token), "tool": "start_vm", "arguments": shown, "request_id": "",
+              "expires_in_seconds": 604800, "wait_seconds": 0, "reason": "pre-approved"}
+    check_url = f"http://{harness.HOST}:{s.svc.check_port}/v1/check"
+    r = post(check_url, json.dumps(forged).encode(), {"content-type": "application/json"})
+    assert (r.status, r.json()) == (400, {"error": "key does not match grant_id, tool and arguments"})
+    honest = {**forged, "key": approval_key(token, "start_vm", shown)}
+    r = post(check_url, json.dumps(honest).encode(), {"content-type": "text/plain"})
+    assert r.status == 415
+    r = post(f"{s.svc.url}/v1/check", json.dumps(honest).encode(), {"content-type": "application/json"})
+    assert r.status == 404, "the page's listener does not serve /v1/check"
+    assert s.svc.pending() == []
+    # The real call was never approved: through Envoy it still needs an approval.
+    assert_required(s.call(token, real, id_=1), 1, s.svc.url)
+    assert s.received(settle=SETTLE) == []
