@@ -58,6 +58,41 @@ fn hex32(s: &str) -> Option<[u8; 32]> {
 /// `arguments` with the filter's own `approval::key`: a check whose `key` differs is refused, so
 /// the call a person approves is exactly the call the key lets through.
 pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
+    parse_check_limited(body, usize::MAX).map_err(|e| match e {
+        CheckError::Bad(msg) => msg,
+        CheckError::ArgumentsTooLarge(max) => arguments_too_large(max),
+    })
+}
+
+/// Why a `/v1/check` body is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    /// 400 with this message.
+    Bad(String),
+    /// 413: the arguments' JSON text is longer than this many bytes (`--max-arguments-bytes`).
+    ArgumentsTooLarge(usize),
+}
+
+impl From<String> for CheckError {
+    fn from(msg: String) -> Self {
+        CheckError::Bad(msg)
+    }
+}
+
+impl From<&str> for CheckError {
+    fn from(msg: &str) -> Self {
+        CheckError::Bad(msg.to_string())
+    }
+}
+
+/// The 413 message.
+pub fn arguments_too_large(max: usize) -> String {
+    format!("arguments exceed {max} bytes")
+}
+
+/// [`parse_check`] with a limit on the arguments' JSON text as sent (`--max-arguments-bytes`),
+/// applied before they are parsed again or hashed.
+pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckInput, i64), CheckError> {
     let strict = mcp_policy_filter::json::parse(body).map_err(|e| format!("body is not strict JSON: {e}"))?;
     if !matches!(strict, mcp_policy_filter::json::Json::Object(_)) {
         return Err("body must be a JSON object".into());
@@ -106,6 +141,9 @@ pub fn parse_check(body: &[u8]) -> Result<(CheckInput, i64), String> {
         Some(a) => a.get().to_string(),
         None => return Err("arguments: missing".into()),
     };
+    if arguments.len() > max_arguments {
+        return Err(CheckError::ArgumentsTooLarge(max_arguments));
+    }
     let parsed = mcp_policy_filter::json::parse(arguments.as_bytes()).map_err(|e| format!("arguments: {e}"))?;
     let request_id = string("request_id", MAX_REQUEST_ID)?;
     let expires_in = int("expires_in_seconds", 1, MAX_EXPIRES_IN)?;
@@ -140,8 +178,8 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
 pub async fn check_once(app: &App, input: &CheckInput) -> Result<CheckOutcome, Error> {
     let new_id = auth::new_approval_id().map_err(Error::Internal)?;
     let input = input.clone();
-    let max = app.config.max_pending_per_grant;
-    app.db(move |s, now| s.check(&input, now, &new_id, max)).await
+    let (per_grant, in_all) = (app.config.max_pending_per_grant, app.config.max_pending);
+    app.db(move |s, now| s.check(&input, now, &new_id, per_grant, in_all)).await
 }
 
 /// The check with hold mode: while pending, wait for any change (or the end of the wait), then
@@ -191,12 +229,17 @@ pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> R
         tracing::warn!("bad /v1/check request: content-type is not application/json");
         return json_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content-type must be application/json");
     }
-    let (input, wait) = match parse_check(&body) {
+    let (input, wait) = match parse_check_limited(&body, app.config.max_arguments_bytes) {
         Ok(x) => x,
-        Err(msg) => {
+        Err(CheckError::Bad(msg)) => {
             app.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = ?msg, "bad /v1/check request");
             return json_error(StatusCode::BAD_REQUEST, msg);
+        }
+        Err(CheckError::ArgumentsTooLarge(max)) => {
+            app.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(max_arguments_bytes = max, "/v1/check refused: arguments too large");
+            return json_error(StatusCode::PAYLOAD_TOO_LARGE, arguments_too_large(max));
         }
     };
     let wait = Duration::from_secs(wait.unsigned_abs());
@@ -236,6 +279,20 @@ pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> R
                 format!(
                     "this grant already has {pending} pending approvals (at most {} per grant): decide them or let them expire",
                     app.config.max_pending_per_grant
+                ),
+            );
+        }
+        CheckOutcome::TooManyPendingInAll { pending } => {
+            m.checks_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                grant = ?input.grant, tool = ?input.tool, pending, max = app.config.max_pending,
+                "approval refused: too many pending approvals in all (--max-pending)"
+            );
+            return json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "there are already {pending} pending approvals (at most {} in all): decide them or let them expire",
+                    app.config.max_pending
                 ),
             );
         }

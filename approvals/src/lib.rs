@@ -76,12 +76,20 @@ pub struct Config {
     pub approvers: Approvers,
     /// Most pending approvals one grant (`grant_id`) may have open (`--max-pending-per-grant`).
     pub max_pending_per_grant: u32,
+    /// Most pending approvals open in all, whatever the grant (`--max-pending`).
+    pub max_pending: u32,
+    /// Most bytes of a check's arguments (their JSON text as sent; `--max-arguments-bytes`).
+    pub max_arguments_bytes: usize,
     /// Days consumed, denied and expired approvals are kept (`--retain-days`; 0 = forever).
     pub retain_days: u32,
 }
 
 /// `--max-pending-per-grant` default.
 pub const DEFAULT_MAX_PENDING_PER_GRANT: u32 = 20;
+/// `--max-pending` default.
+pub const DEFAULT_MAX_PENDING: u32 = 1000;
+/// `--max-arguments-bytes` default.
+pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 65_536;
 /// `--retain-days` default.
 pub const DEFAULT_RETAIN_DAYS: u32 = 90;
 
@@ -92,6 +100,8 @@ impl Config {
             public_url: public_url.into(),
             approvers,
             max_pending_per_grant: DEFAULT_MAX_PENDING_PER_GRANT,
+            max_pending: DEFAULT_MAX_PENDING,
+            max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             retain_days: DEFAULT_RETAIN_DAYS,
         }
     }
@@ -108,7 +118,7 @@ pub struct Metrics {
     pub checks_approved: AtomicU64,
     pub checks_denied: AtomicU64,
     pub checks_pending: AtomicU64,
-    /// `/v1/check` answered 429 (the per-grant cap on pending approvals).
+    /// `/v1/check` answered 429 (the per-grant or the global cap on pending approvals).
     pub checks_refused: AtomicU64,
     pub bad_requests: AtomicU64,
 }
@@ -289,7 +299,7 @@ impl App {
             out.push_str(&format!("mcp_approvals_checks_total{{status=\"{status}\"}} {}\n", c.load(Ordering::Relaxed)));
         }
         out.push_str(&format!(
-            "# HELP mcp_approvals_bad_requests_total Malformed /v1/check requests (400).\n# TYPE mcp_approvals_bad_requests_total counter\nmcp_approvals_bad_requests_total {}\n",
+            "# HELP mcp_approvals_bad_requests_total Refused /v1/check requests (400, 413, 415).\n# TYPE mcp_approvals_bad_requests_total counter\nmcp_approvals_bad_requests_total {}\n",
             m.bad_requests.load(Ordering::Relaxed)
         ));
         Ok(out)

@@ -27,6 +27,14 @@ struct Args {
     /// more is answered 429.
     #[arg(long, default_value_t = mcp_approvals::DEFAULT_MAX_PENDING_PER_GRANT, value_parser = clap::value_parser!(u32).range(1..))]
     max_pending_per_grant: u32,
+    /// Most pending approvals open in all, whatever the grant; a check that would open one more is
+    /// answered 429.
+    #[arg(long, default_value_t = mcp_approvals::DEFAULT_MAX_PENDING, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending: u32,
+    /// Most bytes of a check's arguments (their JSON text as sent); longer ones are answered 413.
+    /// Raise it for tools that take larger arguments (a check body is at most 1 MiB in all).
+    #[arg(long, default_value_t = mcp_approvals::DEFAULT_MAX_ARGUMENTS_BYTES, value_parser = parse_bytes)]
+    max_arguments_bytes: usize,
     /// Days consumed, denied and expired approvals are kept after their last timestamp (0: forever).
     #[arg(long, default_value_t = mcp_approvals::DEFAULT_RETAIN_DAYS)]
     retain_days: u32,
@@ -59,6 +67,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("must be more than 0".into());
     }
     Ok(d)
+}
+
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be more than 0".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn approvers(args: &Args) -> Result<Approvers, String> {
@@ -126,6 +142,8 @@ async fn run(args: Args) -> Result<(), String> {
     let names: Vec<&str> = approvers.names().collect();
     let config = Config {
         max_pending_per_grant: args.max_pending_per_grant,
+        max_pending: args.max_pending,
+        max_arguments_bytes: args.max_arguments_bytes,
         retain_days: args.retain_days,
         ..Config::new(public_url.clone(), approvers.clone())
     };
@@ -141,7 +159,8 @@ async fn run(args: Args) -> Result<(), String> {
     };
     tracing::info!(
         listen = %args.listen, check_listen = ?args.check_listen, db = %args.db.display(), public_url = %public_url,
-        approvers = ?names, max_pending_per_grant = args.max_pending_per_grant, retain_days = args.retain_days,
+        approvers = ?names, max_pending_per_grant = args.max_pending_per_grant,
+        max_pending = args.max_pending, max_arguments_bytes = args.max_arguments_bytes, retain_days = args.retain_days,
         "mcp-approvals {} started", env!("CARGO_PKG_VERSION")
     );
     if check_listener.is_none() {

@@ -45,6 +45,36 @@ CREATE INDEX IF NOT EXISTS approvals_pending_by_grant ON approvals (grant_id) WH
 const COLUMNS: &str = "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
                        expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id";
 
+/// [`COLUMNS`] without the arguments (`''` in their place): for rows only logged or counted, so a
+/// batch of big arguments is never read under the store lock.
+const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
+                                    expires_in, expires_at, decided_at, approver, note, consumed_at, \
+                                    consumed_request_id, grant_id";
+
+/// [`COLUMNS`] for a list page: the first `{prefix}` bytes of the arguments (as a blob, cut to a
+/// character boundary when read) and, last, their size in bytes (`octet_length` reads it from the
+/// record header, not the text).
+fn listed_columns(prefix: usize) -> String {
+    format!(
+        "id, key, state, grant_label, tool, substr(CAST(arguments AS BLOB), 1, {prefix}), request_id, reason, \
+         created_at, expires_in, expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
+         octet_length(arguments)"
+    )
+}
+
+/// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
+fn utf8_prefix(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    }
+}
+
 /// The lifecycle of an approval (API.md, "States").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -100,6 +130,10 @@ pub struct Approval {
 
 impl Approval {
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+        Approval::from_row_with(row, row.get(5)?)
+    }
+
+    fn from_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Approval> {
         let state: String = row.get(2)?;
         let state = State::parse(&state).ok_or_else(|| {
             rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
@@ -110,7 +144,7 @@ impl Approval {
             state,
             grant: row.get(3)?,
             tool: row.get(4)?,
-            arguments: row.get(5)?,
+            arguments,
             request_id: row.get(6)?,
             reason: row.get(7)?,
             created_at: row.get(8)?,
@@ -124,6 +158,53 @@ impl Approval {
             grant_id: row.get(16)?,
         })
     }
+}
+
+/// An approval as a list page shows it: at most a prefix of its arguments, and their size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The row; `arguments` holds only the first bytes asked for (cut at a character boundary).
+    pub approval: Approval,
+    /// Size of the arguments in all, in bytes.
+    pub arguments_bytes: usize,
+}
+
+impl Listed {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
+        let prefix: Vec<u8> = row.get(5)?;
+        let bytes: i64 = row.get(17)?;
+        Ok(Listed {
+            approval: Approval::from_row_with(row, utf8_prefix(prefix))?,
+            arguments_bytes: usize::try_from(bytes).unwrap_or(0),
+        })
+    }
+
+    /// Whether `approval.arguments` holds all of them.
+    pub fn complete(&self) -> bool {
+        self.approval.arguments.len() == self.arguments_bytes
+    }
+}
+
+/// How many pending approvals one grant has open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantCount {
+    pub grant_id: String,
+    /// A grant label of its pending approvals (the greatest, should the filter have sent several).
+    pub grant: String,
+    pub pending: i64,
+}
+
+/// The approvers' queue (`GET /`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingPage {
+    /// The oldest pending approvals, oldest first, arguments cut to a prefix.
+    pub list: Vec<Listed>,
+    /// Pending approvals in all.
+    pub total: i64,
+    /// The grants with the most pending approvals, most first (at most the number asked for).
+    pub grants: Vec<GrantCount>,
+    /// Grants with pending approvals in all.
+    pub grants_total: i64,
 }
 
 /// A validated `/v1/check` request.
@@ -153,6 +234,8 @@ pub enum CheckOutcome {
     Pending { approval: Approval, opened: bool },
     /// Step 4 refused: the grant already has `pending` open approvals (the per-grant cap).
     TooManyPending { pending: i64 },
+    /// Step 4 refused: `pending` approvals are open in all (the global cap).
+    TooManyPendingInAll { pending: i64 },
 }
 
 /// What changed in one transaction, for metrics, logs and the UI version.
@@ -240,7 +323,7 @@ impl Store {
     fn expire_in(tx: &Connection, now: i64) -> rusqlite::Result<Vec<Approval>> {
         let mut stmt = tx.prepare_cached(&format!(
             "UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_at <= ?1 \
-             RETURNING {COLUMNS}"
+             RETURNING {COLUMNS_NO_ARGUMENTS}"
         ))?;
         let rows = stmt.query_map([now], Approval::from_row)?;
         let mut expired = rows.collect::<rusqlite::Result<Vec<_>>>()?;
@@ -263,13 +346,15 @@ impl Store {
     }
 
     /// API.md `/v1/check` steps 1-4 in one transaction. `new_id` is used only when a new pending
-    /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending.
+    /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending
+    /// and fewer than `max_pending` are pending in all.
     pub fn check(
         &mut self,
         input: &CheckInput,
         now: i64,
         new_id: &str,
         max_pending_per_grant: u32,
+        max_pending: u32,
     ) -> Result<(CheckOutcome, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut changes = Changes { expired: Self::expire_in(&tx, now)?, ..Changes::default() };
@@ -323,6 +408,15 @@ impl Store {
         if pending >= i64::from(max_pending_per_grant) {
             tx.commit()?;
             return Ok((CheckOutcome::TooManyPending { pending }, changes));
+        }
+        let pending: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > ?1",
+            params![now],
+            |r| r.get(0),
+        )?;
+        if pending >= i64::from(max_pending) {
+            tx.commit()?;
+            return Ok((CheckOutcome::TooManyPendingInAll { pending }, changes));
         }
         let approval = Approval {
             id: new_id.to_string(),
@@ -432,32 +526,46 @@ impl Store {
         Ok((list, Changes { expired, ..Changes::default() }))
     }
 
-    /// The oldest `limit` pending approvals, oldest first (the approver's queue: new ones join at
-    /// the bottom), and how many are pending in all.
-    pub fn pending(&mut self, now: i64, limit: u32) -> Result<((Vec<Approval>, i64), Changes)> {
+    /// The approvers' queue: the oldest `limit` pending approvals, oldest first (new ones join at
+    /// the bottom), each with at most the first `prefix` bytes of its arguments; how many are
+    /// pending in all; and the `top_grants` grants with the most pending approvals. Never reads
+    /// more than `prefix` bytes of arguments per row.
+    pub fn pending(&mut self, now: i64, limit: u32, prefix: usize, top_grants: u32) -> Result<(PendingPage, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let expired = Self::expire_in(&tx, now)?;
         let list = {
             let mut stmt = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at > ?1 \
-                 ORDER BY created_at ASC, rowid ASC LIMIT ?2"
+                "SELECT {} FROM approvals WHERE state = 'pending' AND expires_at > ?1 \
+                 ORDER BY created_at ASC, rowid ASC LIMIT ?2",
+                listed_columns(prefix)
             ))?;
-            let rows = stmt.query_map(params![now, limit], Approval::from_row)?;
+            let rows = stmt.query_map(params![now, limit], Listed::from_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()?
         };
-        let total: i64 =
-            tx.query_row("SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > ?1", [now], |r| {
-                r.get(0)
+        let (total, grants_total): (i64, i64) = tx.query_row(
+            "SELECT COUNT(*), COUNT(DISTINCT grant_id) FROM approvals WHERE state = 'pending' AND expires_at > ?1",
+            [now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let grants = {
+            let mut stmt = tx.prepare_cached(
+                "SELECT grant_id, MAX(grant_label), COUNT(*) AS n FROM approvals \
+                 WHERE state = 'pending' AND expires_at > ?1 GROUP BY grant_id ORDER BY n DESC, grant_id ASC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![now, top_grants], |r| {
+                Ok(GrantCount { grant_id: r.get(0)?, grant: r.get(1)?, pending: r.get(2)? })
             })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+        };
         tx.commit()?;
-        Ok(((list, total), Changes { expired, ..Changes::default() }))
+        Ok((PendingPage { list, total, grants, grants_total }, Changes { expired, ..Changes::default() }))
     }
 
     /// The most recent `limit` decided approvals (by an approver: `decided_at` set; approvals that
-    /// expired undecided are not decisions), newest first.
+    /// expired undecided are not decisions), newest first. Their arguments are not read (`""`).
     pub fn recent(&mut self, limit: u32) -> Result<Vec<Approval>> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM approvals WHERE decided_at IS NOT NULL \
+            "SELECT {COLUMNS_NO_ARGUMENTS} FROM approvals WHERE decided_at IS NOT NULL \
              ORDER BY COALESCE(consumed_at, decided_at) DESC, rowid DESC LIMIT ?1"
         ))?;
         let rows = stmt.query_map([limit], Approval::from_row)?;

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::api::{self, MAX_NOTE};
 use crate::auth::{self, ct_str_eq, is_approval_id, Session};
-use crate::store::{Approval, Decided, State as St};
+use crate::store::{Approval, Decided, Listed, PendingPage, State as St};
 use crate::{App, Error};
 
 pub const COOKIE: &str = "mcp_approvals_session";
@@ -121,6 +121,7 @@ pre.arguments{font-size:13px;line-height:1.4;background:var(--code);border:1px s
 .warning{margin:4px 0}.badge{display:inline-block;background:#fff8c5;color:#6f4e00;border:1px solid #d4a72c;border-radius:6px;padding:2px 8px;font-size:13px}
 .truncated{font-size:13px;margin:2px 0 6px}
 button:disabled{opacity:.4;cursor:not-allowed;filter:grayscale(.7)}
+html.hold form.decide button{pointer-events:none;opacity:.45}
 form.decide{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin-top:8px}
 input[type=text],input[type=password]{font:inherit;padding:6px 8px;border:1px solid var(--border);border-radius:6px;background:var(--card);color:var(--fg)}
 form.decide input[name=note]{flex:1;min-width:14em}
@@ -149,14 +150,33 @@ setInterval(function(){if(typing())return;
 fetch('/ui/version',{credentials:'same-origin',cache:'no-store'}).then(function(r){if(r.status===401){location.reload();return null;}return r.ok?r.text():null;})
 .then(function(t){if(t!==null&&t.trim()!==v)location.reload();}).catch(function(){});},2000);})();"#;
 
+/// Runs in `<head>`, before anything is painted: the class `hold` on `<html>` makes the decision
+/// buttons ignore the pointer (and dims them) until 1.5 s after `DOMContentLoaded`, so on a slow,
+/// heavy page no card is clickable while the cards above it are still being laid out. The same
+/// again when the page comes back from the back-forward cache (held already when it left). Without
+/// script nothing is held.
+const HEAD_SCRIPT: &str = r#"(function(){var h=document.documentElement,t=0;
+function hold(){h.classList.add('hold');}
+function release(){clearTimeout(t);t=setTimeout(function(){h.classList.remove('hold');},1500);}
+hold();document.addEventListener('DOMContentLoaded',release);
+window.addEventListener('pagehide',hold);
+window.addEventListener('pageshow',function(e){if(e.persisted){hold();release();}});})();"#;
+
 fn page(title: &str, body: &str, version: Option<u64>, status: StatusCode) -> Response {
     let nonce = auth::random_bytes::<16>().map(|b| auth::hex(&b)).unwrap_or_default();
     let data_version = version.map(|v| format!(" data-version=\"{v}\"")).unwrap_or_default();
-    let script = if version.is_some() { format!("<script nonce=\"{nonce}\">{SCRIPT}</script>") } else { String::new() };
+    let (head_script, script) = if version.is_some() {
+        (
+            format!("<script nonce=\"{nonce}\">{HEAD_SCRIPT}</script>"),
+            format!("<script nonce=\"{nonce}\">{SCRIPT}</script>"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let html = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <link rel=\"icon\" href=\"data:,\"><title>{}</title><style>{CSS}</style></head>\n<body{data_version}><main>\n{body}\n</main>{script}</body></html>\n",
+         <link rel=\"icon\" href=\"data:,\"><title>{}</title><style>{CSS}</style>{head_script}</head>\n<body{data_version}><main>\n{body}\n</main>{script}</body></html>\n",
         esc(title)
     );
     let csp = format!(
@@ -196,6 +216,32 @@ pub const REQUEST_ID_SHOWN: usize = 128;
 
 /// The badge on a card whose arguments (or tool name) had characters escaped.
 pub const ESCAPED_BADGE: &str = "contains non-ASCII or invisible characters: shown escaped";
+
+/// The badge on a card whose arguments hold a number a server may parse to another value.
+pub const NUMBERS_BADGE: &str =
+    "numbers that a server may round or read differently (fractions, exponents, beyond ±2^53): shown exactly as sent";
+
+/// The badge on a card whose arguments hold a string (or key) that may hide a line break.
+pub const WHITESPACE_BADGE: &str = "strings with runs of spaces or leading/trailing whitespace: check line breaks";
+
+/// Whether a JSON number (its text as sent) may become another value when a server parses it: a
+/// fraction or an exponent (a float in most languages: `101.99999999999999999` is 102), `-0`, or
+/// an integer beyond ±2^53 (not exact in a double).
+pub fn number_may_change(n: &str) -> bool {
+    if n.contains(['.', 'e', 'E']) || n == "-0" {
+        return true;
+    }
+    // An integer: `-`? then digits without leading zeros (the strict parser's grammar).
+    const MAX_EXACT: &str = "9007199254740992";
+    let digits = n.strip_prefix('-').unwrap_or(n);
+    digits.len() > MAX_EXACT.len() || (digits.len() == MAX_EXACT.len() && digits > MAX_EXACT)
+}
+
+/// Whether a string may hide a line break where the page wraps it: a run of four or more spaces,
+/// or whitespace at its start or end.
+pub fn whitespace_may_mislead(s: &str) -> bool {
+    s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) || s.contains("    ")
+}
 
 /// Writes `s` with every character outside printable ASCII (0x20-0x7E) as a `\uXXXX` escape
 /// (UTF-16, so astral characters become a surrogate pair) and `\` as `\\` (so a literal `\u200b`
@@ -237,6 +283,11 @@ pub struct Rendered {
     pub escaped: bool,
     /// Warnings about keys of one object that look alike.
     pub lookalikes: Vec<String>,
+    /// A number may be read as another value ([`number_may_change`]).
+    pub numbers: bool,
+    /// A string or key has a run of spaces or leading/trailing whitespace
+    /// ([`whitespace_may_mislead`]).
+    pub whitespace: bool,
 }
 
 /// Pretty-prints an approval's arguments for the page: see [`Rendered`]. The text is read with the
@@ -254,12 +305,17 @@ pub fn render_arguments(raw: &str) -> Rendered {
     fn strip(k: &str) -> String {
         k.chars().filter(|c| (' '..='~').contains(c)).collect()
     }
+    /// Letters and digits only: no ASCII punctuation or space, nothing invisible (`vm_id`, `vm-id`,
+    /// `vm.id`, `vmid ` and `VMID` are all `vmid`).
+    fn alnum(folded: &str) -> String {
+        folded.chars().filter(|c| if c.is_ascii() { c.is_ascii_alphanumeric() } else { c.is_alphanumeric() }).collect()
+    }
     fn lookalikes(members: &[(String, Json)], path: &str, warnings: &mut Vec<String>) {
-        let forms: Vec<[String; 3]> = members
+        let forms: Vec<[String; 4]> = members
             .iter()
             .map(|(k, _)| {
                 let folded = k.to_lowercase();
-                [strip(k), strip(&folded), folded]
+                [strip(k), strip(&folded), alnum(&folded), folded]
             })
             .collect();
         for (i, a) in forms.iter().enumerate() {
@@ -270,7 +326,9 @@ pub fn render_arguments(raw: &str) -> Rendered {
                     push_visible(&mut w, ka, true);
                     w.push_str("\" and \"");
                     push_visible(&mut w, kb, true);
-                    w.push_str("\" (equal without non-ASCII or invisible characters, or ignoring case)");
+                    w.push_str(
+                        "\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                    );
                     warnings.push(w);
                 }
             }
@@ -280,8 +338,12 @@ pub fn render_arguments(raw: &str) -> Rendered {
         match v {
             Json::Null => r.text.push_str("null"),
             Json::Bool(b) => r.text.push_str(if *b { "true" } else { "false" }),
-            Json::Number(n) => r.text.push_str(n),
+            Json::Number(n) => {
+                r.numbers |= number_may_change(n);
+                r.text.push_str(n);
+            }
             Json::String(s) => {
+                r.whitespace |= whitespace_may_mislead(s);
                 r.text.push('"');
                 r.escaped |= push_visible(&mut r.text, s, true);
                 r.text.push('"');
@@ -309,6 +371,7 @@ pub fn render_arguments(raw: &str) -> Rendered {
                     }
                     newline(&mut r.text, depth + 1);
                     r.text.push('"');
+                    r.whitespace |= whitespace_may_mislead(k);
                     r.escaped |= push_visible(&mut r.text, k, true);
                     r.text.push_str("\": ");
                     let (shown, _) = visible(k);
@@ -319,7 +382,13 @@ pub fn render_arguments(raw: &str) -> Rendered {
             }
         }
     }
-    let mut r = Rendered { text: String::with_capacity(raw.len() + raw.len() / 4), escaped: false, lookalikes: vec![] };
+    let mut r = Rendered {
+        text: String::with_capacity(raw.len() + raw.len() / 4),
+        escaped: false,
+        lookalikes: vec![],
+        numbers: false,
+        whitespace: false,
+    };
     match mcp_policy_filter::json::parse(raw.as_bytes()) {
         Ok(v) => value(&v, 0, "arguments", &mut r),
         Err(_) => r.escaped = push_visible(&mut r.text, raw, false),
@@ -348,11 +417,48 @@ pub enum View {
     Detail,
 }
 
-/// One approval's card; with the decision form when pending.
-fn card(a: &Approval, s: &Session, now: i64, back: &str, view: View) -> String {
+/// The start of an approval's arguments as sent (JSON text, possibly cut inside a value) for the
+/// list page, in printable ASCII: every other character as a `\uXXXX` escape (as JSON would
+/// write it inside a string), but newlines kept (in valid JSON text they are only ever whitespace
+/// between values) and `\` as it is (the text is JSON: its own escapes stay readable). At most
+/// `max` bytes, never ending inside an escape. Returns the text and whether anything was escaped.
+pub fn raw_prefix_visible(raw: &str, max: usize) -> (String, bool) {
+    let mut out = String::with_capacity(raw.len().min(max));
+    let mut escaped = false;
+    for c in raw.chars() {
+        let mut one = String::new();
+        match c {
+            ' '..='~' | '\n' => one.push(c),
+            c => {
+                escaped = true;
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    one.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        if out.len() + one.len() > max {
+            break;
+        }
+        out.push_str(&one);
+    }
+    (out, escaped)
+}
+
+/// One approval's card; with the decision form when pending. `arguments_bytes` is the size of the
+/// arguments in all: on the list page `a.arguments` may hold only their first bytes.
+fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str, view: View) -> String {
     let id = esc(&a.id);
     let (tool, tool_escaped) = visible(&a.tool);
-    let rendered = render_arguments(&a.arguments);
+    // Only the start of long arguments is read for the list page: shown as sent (escaped), with
+    // no warnings about the rest and no Approve button.
+    let complete = a.arguments.len() == arguments_bytes;
+    let rendered = if complete {
+        render_arguments(&a.arguments)
+    } else {
+        let (text, escaped) = raw_prefix_visible(&a.arguments, LIST_ARGUMENTS_MAX);
+        Rendered { text, escaped, lookalikes: vec![], numbers: false, whitespace: false }
+    };
     let mut h = format!(
         "<article class=\"approval\" data-approval-id=\"{id}\" data-state=\"{state}\" id=\"{id}\">\
          <h3><span class=\"tool\">{tool}</span><span class=\"grant\">grant <span class=\"mono\">{grant}</span></span>\
@@ -366,6 +472,18 @@ fn card(a: &Approval, s: &Session, now: i64, back: &str, view: View) -> String {
             "<p class=\"warning\" data-warning=\"escaped\"><strong class=\"badge\">{ESCAPED_BADGE}</strong></p>"
         ));
     }
+    if rendered.numbers {
+        h.push_str(&format!(
+            "<p class=\"warning\" data-warning=\"numbers\"><strong class=\"badge\">{}</strong></p>",
+            esc(NUMBERS_BADGE)
+        ));
+    }
+    if rendered.whitespace {
+        h.push_str(&format!(
+            "<p class=\"warning\" data-warning=\"whitespace\"><strong class=\"badge\">{}</strong></p>",
+            esc(WHITESPACE_BADGE)
+        ));
+    }
     for w in &rendered.lookalikes {
         h.push_str(&format!(
             "<p class=\"warning\" data-warning=\"lookalike\"><strong class=\"badge\">{}</strong></p>",
@@ -375,16 +493,17 @@ fn card(a: &Approval, s: &Session, now: i64, back: &str, view: View) -> String {
     if !a.reason.is_empty() {
         h.push_str(&format!("<p class=\"reason\">{}</p>", esc(&a.reason)));
     }
-    h.push_str(&format!("<p class=\"meta size\">arguments: {} bytes as sent</p>", a.arguments.len()));
-    let cut = view == View::List && rendered.text.len() > LIST_ARGUMENTS_MAX;
+    h.push_str(&format!("<p class=\"meta size\">arguments: {arguments_bytes} bytes as sent</p>"));
+    let cut = !complete || (view == View::List && rendered.text.len() > LIST_ARGUMENTS_MAX);
     if cut {
-        // The rendered text is ASCII: any byte index is a character boundary.
-        let head = rendered.text.get(..LIST_ARGUMENTS_MAX).unwrap_or("");
+        // The rendered text is ASCII: any byte index is a character boundary. Cut arguments: the
+        // size as sent; whole ones rendered too long: the size rendered.
+        let head = rendered.text.get(..LIST_ARGUMENTS_MAX).unwrap_or(&rendered.text);
+        let all = if complete { rendered.text.len() } else { arguments_bytes };
         h.push_str(&format!(
-            "<pre class=\"arguments truncated\">{}</pre><p class=\"truncated\">… {} bytes in all: \
+            "<pre class=\"arguments truncated\">{}</pre><p class=\"truncated\">… {all} bytes in all: \
              <a href=\"/approvals/{id}\">open the approval to review them</a></p>",
             esc(head),
-            rendered.text.len()
         ));
     } else {
         h.push_str(&format!("<pre class=\"arguments\">{}</pre>", esc(&rendered.text)));
@@ -471,8 +590,13 @@ fn recent_table(list: &[Approval]) -> String {
 /// Most pending cards on `/` (the oldest).
 pub const PENDING_SHOWN: u32 = 200;
 
+/// Most grants named with their count of pending approvals on `/`.
+pub const GRANTS_SHOWN: u32 = 10;
+
 /// `GET /`: the oldest 200 pending approvals (oldest first: new ones join at the bottom, so cards
-/// never move under the pointer) and the last 50 decisions.
+/// never move under the pointer) and the last 50 decisions. The store gives at most the first
+/// [`LIST_ARGUMENTS_MAX`] bytes of each card's arguments; the page is rendered after the store is
+/// released, on a blocking thread.
 pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
     let Some((_, s)) = session(&app, &headers, true) else {
         return redirect("/login");
@@ -480,38 +604,82 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
     let version = app.version();
     let lists = app
         .db(|st, now| {
-            let ((pending, total), changes) = st.pending(now, PENDING_SHOWN)?;
+            let (pending, changes) = st.pending(now, PENDING_SHOWN, LIST_ARGUMENTS_MAX, GRANTS_SHOWN)?;
             let recent = st.recent(50)?;
-            Ok(((pending, total, recent, now), changes))
+            Ok(((pending, recent, now), changes))
         })
         .await;
-    let (pending, total, recent, now) = match lists {
+    let (pending, recent, now) = match lists {
         Ok(x) => x,
         Err(e) => return e.into_response(),
     };
     // An expiry just applied bumps the version: the page carries the new one.
     let version = version.max(app.version());
-    let mut body = top(&s);
-    body.push_str(&flash(&s));
+    let total = pending.total;
+    let body = match tokio::task::spawn_blocking(move || index_body(&s, &pending, &recent, now)).await {
+        Ok(body) => body,
+        Err(e) => return Error::Internal(format!("render task: {e}")).into_response(),
+    };
+    let title = if total == 0 { "MCP approvals".to_string() } else { format!("({total}) MCP approvals") };
+    page(&title, &body, Some(version), StatusCode::OK)
+}
+
+/// A grant label for the page: at most 64 characters, in printable ASCII, HTML-escaped.
+fn grant_html(g: &str) -> String {
+    let mut cut: String = g.chars().take(64).collect();
+    let truncated = cut.len() < g.len();
+    cut = visible(&cut).0;
+    if truncated {
+        cut.push_str("...");
+    }
+    esc(&cut)
+}
+
+/// The body of `GET /`.
+fn index_body(s: &Session, pending: &PendingPage, recent: &[Approval], now: i64) -> String {
+    let total = pending.total;
+    let mut body = top(s);
+    body.push_str(&flash(s));
     body.push_str(&format!("<h2>Pending <span class=\"muted\" id=\"pending-count\">({total})</span></h2>"));
-    if usize::try_from(total).unwrap_or(usize::MAX) > pending.len() {
+    if pending.grants_total > 1 {
+        // A flood by one or a few grants is visible at once.
+        let counts: Vec<String> = pending
+            .grants
+            .iter()
+            .map(|g| {
+                format!(
+                    "<span class=\"grant-count\" data-grant-id=\"{}\"><span class=\"mono\">{}</span>: {}</span>",
+                    esc(&g.grant_id),
+                    grant_html(&g.grant),
+                    g.pending
+                )
+            })
+            .collect();
+        let more = pending.grants_total - i64::try_from(pending.grants.len()).unwrap_or(0);
+        let more = if more > 0 { format!(" · {more} more grants") } else { String::new() };
+        body.push_str(&format!(
+            "<p class=\"muted\" id=\"pending-by-grant\">by grant ({} grants): {}{more}</p>",
+            pending.grants_total,
+            counts.join(" · ")
+        ));
+    }
+    if usize::try_from(total).unwrap_or(usize::MAX) > pending.list.len() {
         body.push_str(&format!(
             "<p class=\"muted\" id=\"pending-shown\">showing the oldest {} of {total}</p>",
-            pending.len()
+            pending.list.len()
         ));
     }
     body.push_str("<section id=\"pending\">");
-    if pending.is_empty() {
+    if pending.list.is_empty() {
         body.push_str("<p class=\"empty muted\">No pending approvals.</p>");
     }
-    for a in &pending {
-        body.push_str(&card(a, &s, now, "/", View::List));
+    for Listed { approval, arguments_bytes } in &pending.list {
+        body.push_str(&card(approval, *arguments_bytes, s, now, "/", View::List));
     }
     body.push_str("</section><h2>Recent decisions</h2><section id=\"decisions\">");
-    body.push_str(&recent_table(&recent));
+    body.push_str(&recent_table(recent));
     body.push_str("</section>");
-    let title = if total == 0 { "MCP approvals".to_string() } else { format!("({total}) MCP approvals") };
-    page(&title, &body, Some(version), StatusCode::OK)
+    body
 }
 
 /// `GET /approvals/{id}`: one approval (the `approval_url`).
@@ -534,7 +702,7 @@ pub async fn one(State(app): State<App>, headers: HeaderMap, Path(id): Path<Stri
     match found {
         (Some(a), now) => {
             let back = format!("/approvals/{}", a.id);
-            body.push_str(&card(&a, &s, now, &back, View::Detail));
+            body.push_str(&card(&a, a.arguments.len(), &s, now, &back, View::Detail));
             body.push_str("<p><a href=\"/\">All pending approvals</a></p>");
             page(
                 &format!("{} · MCP approvals", visible(&a.tool).0),
@@ -735,7 +903,10 @@ mod tests {
     fn pretty_prints_verbatim() {
         let raw = r#" {"a" : [1, 2.50, {}, [ ]], "n":123456789012345678901234567890,"s":"x,{\"y\":[1]}\\","e":{},"z":-1E+5} "#;
         let want = "{\n  \"a\": [\n    1,\n    2.50,\n    {},\n    []\n  ],\n  \"n\": 123456789012345678901234567890,\n  \"s\": \"x,{\\\"y\\\":[1]}\\\\\",\n  \"e\": {},\n  \"z\": -1E+5\n}";
-        assert_eq!(render_arguments(raw), Rendered { text: want.into(), escaped: false, lookalikes: vec![] });
+        assert_eq!(
+            render_arguments(raw),
+            Rendered { text: want.into(), escaped: false, lookalikes: vec![], numbers: true, whitespace: false }
+        );
         // Keys in the order sent (not sorted), numbers as sent (not -100000.0).
         assert_eq!(
             text(r#"{"b":[true,null,"z"],"a":{"c":-1e5}}"#),
@@ -780,19 +951,91 @@ mod tests {
         let r = render_arguments(r#"{"vmid":100,"vmid\u200b":101}"#);
         assert_eq!(
             r.lookalikes,
-            vec!["keys that look alike in arguments: \"vmid\" and \"vmid\\u200b\" (equal without non-ASCII or invisible characters, or ignoring case)"]
+            vec!["keys that look alike in arguments: \"vmid\" and \"vmid\\u200b\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)"]
         );
         let r = render_arguments(r#"{"opts":[{"Force":true,"force":false}],"x":{"a":1}}"#);
         assert_eq!(
             r.lookalikes,
-            vec!["keys that look alike in arguments.opts[0]: \"Force\" and \"force\" (equal without non-ASCII or invisible characters, or ignoring case)"]
+            vec!["keys that look alike in arguments.opts[0]: \"Force\" and \"force\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)"]
         );
         assert!(!r.escaped);
         // Cyrillic capital and small letters fold together too; plain distinct keys do not warn.
         assert_eq!(render_arguments("{\"\u{0406}d\":1,\"\u{0456}d\":2}").lookalikes.len(), 1);
         assert_eq!(render_arguments(r#"{"vmid":1,"vmids":2,"node":"a"}"#).lookalikes, Vec::<String>::new());
+        // Equal once punctuation, spaces and case are ignored.
+        let r = render_arguments(r#"{"vm_id":1,"vm-id":2,"Vm.Id":3,"vmid ":4,"vmids":5}"#);
+        let pairs: Vec<&str> = r.lookalikes.iter().map(|w| w.split(": ").nth(1).unwrap_or("")).collect();
+        assert_eq!(
+            pairs,
+            vec![
+                "\"vm_id\" and \"vm-id\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                "\"vm_id\" and \"Vm.Id\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                "\"vm_id\" and \"vmid \" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                "\"vm-id\" and \"Vm.Id\" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                "\"vm-id\" and \"vmid \" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+                "\"Vm.Id\" and \"vmid \" (equal without non-ASCII or invisible characters, punctuation or spaces, or ignoring case)",
+            ]
+        );
         // Different levels never collide.
         assert_eq!(render_arguments(r#"{"a":{"a":1}}"#).lookalikes, Vec::<String>::new());
+    }
+
+    #[test]
+    fn numbers_that_may_change() {
+        let cases: &[(&str, bool)] = &[
+            ("0", false),
+            ("-5", false),
+            ("101", false),
+            ("9007199254740992", false),
+            ("-9007199254740992", false),
+            ("1000000000000000", false),
+            ("9007199254740993", true),
+            ("-9007199254740993", true),
+            ("10000000000000000", true),
+            ("101.99999999999999999", true),
+            ("1.0", true),
+            ("1e2", true),
+            ("1E-2", true),
+            ("-0", true),
+            ("-0.0", true),
+        ];
+        for (n, want) in cases {
+            assert_eq!(number_may_change(n), *want, "{n}");
+        }
+    }
+
+    #[test]
+    fn whitespace_that_may_mislead() {
+        let cases: &[(&str, bool)] = &[
+            ("", false),
+            ("ls -l", false),
+            ("a   b", false),
+            ("a    b", true),
+            (" a", true),
+            ("a ", true),
+            ("a\n", true),
+            ("\ta", true),
+            ("a\u{a0}", true),
+        ];
+        for (s, want) in cases {
+            assert_eq!(whitespace_may_mislead(s), *want, "{s:?}");
+        }
+        let r = render_arguments(r#"{"k":"a    b"}"#);
+        assert!(r.whitespace && !r.numbers && !r.escaped);
+        assert!(render_arguments(r#"{" k":1}"#).whitespace);
+        assert!(!render_arguments(r#"{"k":"a b","n":1}"#).whitespace);
+    }
+
+    #[test]
+    fn raw_prefix_is_escaped_and_capped() {
+        assert_eq!(raw_prefix_visible("{\"a\":\"\\u200b\"}", 100), ("{\"a\":\"\\u200b\"}".to_string(), false));
+        assert_eq!(
+            raw_prefix_visible("[\n\"\u{200b}\t\u{1F600}\"", 100),
+            ("[\n\"\\u200b\\u0009\\ud83d\\ude00\"".to_string(), true)
+        );
+        // Never ends inside an escape.
+        assert_eq!(raw_prefix_visible("ab\u{200b}", 7), ("ab".to_string(), true));
+        assert_eq!(raw_prefix_visible("ab\u{200b}", 8), ("ab\\u200b".to_string(), true));
     }
 
     #[test]
