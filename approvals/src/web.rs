@@ -138,9 +138,11 @@ form.login{display:grid;gap:10px;max-width:360px;margin-top:16px}
 
 /// Keeps the decision buttons disabled (dimmed) for 1.5 s after every page load, so a click aimed
 /// before a reload cannot land on another card's button; reloads when `/ui/version` changes,
-/// unless a note is being typed. Without script the buttons are enabled.
+/// unless a note is being typed. Without script the buttons are enabled. Each form starts with a
+/// hidden, always-disabled submit button: it is the form's default button, so Enter in the note
+/// field submits nothing (it would otherwise press Approve).
 const SCRIPT: &str = r#"(function(){
-var b=document.querySelectorAll('form.decide button');
+var b=document.querySelectorAll('form.decide button:not(.no-enter)');
 function hold(){for(var i=0;i<b.length;i++)b[i].disabled=true;
 setTimeout(function(){for(var i=0;i<b.length;i++)b[i].disabled=false;},1500);}
 hold();window.addEventListener('pageshow',function(e){if(e.persisted)hold();});
@@ -549,6 +551,7 @@ fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str,
         };
         h.push_str(&format!(
             "<form method=\"post\" action=\"/approvals/{id}/decision\" class=\"decide\">\
+             <button type=\"submit\" class=\"no-enter\" disabled hidden aria-hidden=\"true\" tabindex=\"-1\"></button>\
              <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"back\" value=\"{back}\">\
              <input type=\"text\" name=\"note\" placeholder=\"note (optional)\" maxlength=\"{MAX_NOTE}\" autocomplete=\"off\">\
              {approve}<button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\">Deny</button></form>",

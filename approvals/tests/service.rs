@@ -1104,9 +1104,15 @@ async fn buttons_wait_after_every_load() {
     let s = svc();
     check(&s, &grant(51)).await;
     let html = page_of(&s, "/").await;
-    // Enabled in the HTML (no script: usable), disabled for 1.5 s by the page's script.
-    assert!(!html.contains("disabled>") && !html.contains(" disabled"), "{html}");
-    assert!(html.contains("var b=document.querySelectorAll('form.decide button');"));
+    // Enabled in the HTML (no script: usable), disabled for 1.5 s by the page's script. The only
+    // button disabled in the HTML is each form's hidden default button, so Enter in the note field
+    // submits nothing instead of pressing Approve.
+    assert_eq!(html.matches(" disabled").count(), 1, "{html}");
+    assert!(html.contains(
+        "class=\"decide\"><button type=\"submit\" class=\"no-enter\" disabled hidden aria-hidden=\"true\" \
+         tabindex=\"-1\"></button><input type=\"hidden\" name=\"csrf\""
+    ));
+    assert!(html.contains("var b=document.querySelectorAll('form.decide button:not(.no-enter)');"));
     assert!(html.contains("setTimeout(function(){for(var i=0;i<b.length;i++)b[i].disabled=false;},1500);"));
     assert!(html.contains("button:disabled{opacity:.4;"));
     assert!(html.contains("<script nonce=\""));

@@ -3,7 +3,7 @@
 //
 // Environment:
 //   APPROVALS_URL   base URL of mcp-approvals (required)
-//   SCENARIO        approve | wrong-token | live-update | screenshot
+//   SCENARIO        approve | enter-in-note | wrong-token | live-update | screenshot
 //   APPROVER_NAME, APPROVER_TOKEN   the login
 //   APPROVAL_ID     (approve) the approval to decide; its row must be on the page
 //   EXPECT_TEXT     (approve, screenshot) JSON array of strings the pending row must show
@@ -89,6 +89,22 @@ const scenarios = {
     // Decided: no decision form for it any more.
     await page.locator(`form[action$="/approvals/${id}/decision"]`).waitFor({ state: 'detached', timeout });
     return { shown, after: await page.locator('body').innerText(), url: page.url() };
+  },
+
+  async 'enter-in-note'(page) {
+    // Typing a note and pressing Enter must not decide anything (the form's default button is a
+    // hidden, disabled one; otherwise Enter would press Approve).
+    const id = env.APPROVAL_ID || fail('APPROVAL_ID is required');
+    await login(page, env.APPROVER_NAME, env.APPROVER_TOKEN);
+    await page.waitForTimeout(1600);
+    const { form } = rowOf(page, id);
+    const note = form.locator('[name="note"]');
+    await note.fill('typing a denial reason');
+    let navigations = 0;
+    page.on('framenavigated', (f) => { if (f === page.mainFrame()) navigations += 1; });
+    await note.press('Enter');
+    await page.waitForTimeout(1500);
+    return { navigations, still_pending: await form.count(), url: page.url() };
   },
 
   async 'wrong-token'(page) {

@@ -4,6 +4,7 @@ and the filter to tests/cases/recorder.py.
 
 - The approver logs in with name and token, sees the pending call with its grant, tool, reason and
   pretty-printed arguments, approves it with a note; the agent's identical retry then passes.
+- Enter in the note field decides nothing (it would otherwise press Approve).
 - A wrong token shows the login error and no session.
 - The page shows a new pending call on its own (the script never reloads it).
 - The page with one pending call at 1366x768, saved to docs/approvals-page.png by `make screenshot`
@@ -129,6 +130,16 @@ def test_approver_approves_in_the_browser_and_the_retry_passes(agent, tmp_path):
     (seen,) = harness.recorder_lines(agent.log)
     assert seen["body_len"] == len(tool_call("start_vm", ARGS, 2))
     assert agent.svc.get(approval_id)["state"] == "consumed"
+
+
+def test_enter_in_the_note_field_decides_nothing(agent):
+    """An approver typing a note and pressing Enter must not approve: the form's default button is
+    a hidden, disabled one."""
+    approval_id = agent.pending_call("browser-agent-enter")
+    result = run_browser(agent.svc, "enter-in-note", APPROVAL_ID=approval_id)
+    assert (result["navigations"], result["still_pending"]) == (0, 1), result
+    assert agent.svc.get(approval_id)["state"] == "pending"
+    assert harness.recorder_lines(agent.log) == []
 
 
 def test_wrong_token_shows_the_login_error(agent):
