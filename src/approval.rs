@@ -16,36 +16,7 @@ use crate::ratelimit::{hex, GrantId};
 /// (`json::write_str`: only `"`, `\` and control characters), numbers exactly as sent (`1.0` and `1`
 /// are different values to a tool, so they are different keys).
 pub fn canonical(v: &Json, out: &mut String) {
-    match v {
-        Json::Null => out.push_str("null"),
-        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Json::Number(n) => out.push_str(n),
-        Json::String(s) => write_str(out, s),
-        Json::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        Json::Object(members) => {
-            let mut sorted: Vec<&(String, Json)> = members.iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            out.push('{');
-            for (i, (k, val)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(out, k);
-                out.push(':');
-                canonical(val, out);
-            }
-            out.push('}');
-        }
-    }
+    json::write_sorted(out, v);
 }
 
 /// The approval key of a call: lower-case hex SHA-256 of the canonical JSON of

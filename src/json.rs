@@ -505,6 +505,17 @@ fn check_unique(members: &[Cow<'_, str>], at: usize) -> Result<(), ParseError> {
 
 /// Write `v` as compact JSON text. Numbers are written as their exact source text.
 pub fn write(out: &mut String, v: &Json) {
+    write_with(out, v, false);
+}
+
+/// Write `v` as compact JSON text with every object's members sorted by key (code point order,
+/// which is the byte order of their UTF-8): the canonical form `approval` hashes. Numbers are
+/// written as their exact source text.
+pub fn write_sorted(out: &mut String, v: &Json) {
+    write_with(out, v, true);
+}
+
+fn write_with(out: &mut String, v: &Json, sorted: bool) {
     match v {
         Json::Null => out.push_str("null"),
         Json::Bool(true) => out.push_str("true"),
@@ -517,19 +528,23 @@ pub fn write(out: &mut String, v: &Json) {
                 if i > 0 {
                     out.push(',');
                 }
-                write(out, item);
+                write_with(out, item, sorted);
             }
             out.push(']');
         }
         Json::Object(members) => {
+            let mut order: Vec<&(String, Json)> = members.iter().collect();
+            if sorted {
+                order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
             out.push('{');
-            for (i, (k, item)) in members.iter().enumerate() {
+            for (i, (k, item)) in order.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_str(out, k);
                 out.push(':');
-                write(out, item);
+                write_with(out, item, sorted);
             }
             out.push('}');
         }

@@ -18,6 +18,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 
 import harness
+from jsonrpc import Reply, headers_for, post
 
 HERE = Path(__file__).resolve().parent
 
@@ -272,3 +274,29 @@ if __name__ == "__main__":
     ap.add_argument("--log", required=True)
     a = ap.parse_args()
     _serve_tools_upstream(a.port, a.log)
+
+
+def parallel_posts(url: str, calls: list[tuple[str, bytes]], threads: int = 50) -> list[Reply]:
+    """POST each (token, body) of `calls`, from `threads` threads released together, each call on
+    its own connection (so the kernel spreads them over Envoy's workers). Replies in call order."""
+    replies: list[Reply | None] = [None] * len(calls)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def worker(k: int):
+        try:
+            barrier.wait(timeout=30)
+            for i in range(k, len(calls), threads):
+                token, body = calls[i]
+                replies[i] = post(url, body, headers_for(token), timeout=30)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return replies  # type: ignore[return-value]

@@ -136,27 +136,6 @@ def is_result(r: Reply, id_) -> bool:
     return r.status == 200 and r.body == harness.recorder_reply(id_)
 
 
-def parallel(url: str, bodies: list[bytes], token: str) -> list[Reply]:
-    """POST every body at once, one thread and one connection each."""
-    replies: list[Reply | None] = [None] * len(bodies)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(bodies))
-
-    def worker(i: int):
-        try:
-            barrier.wait(timeout=30)
-            replies[i] = post(url, bodies[i], headers_for(token), timeout=30)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(len(bodies))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-    return replies  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------------------------------ retry mode
@@ -505,7 +484,7 @@ def test_ten_parallel_identical_calls_after_one_approval_pass_once(stack):
     s.svc.approve(p["approval_id"])
 
     body = tool_call("start_vm", ARGS, 1)
-    replies = parallel(s.envoy.mcp_url, [body] * 10, token)
+    replies = hx.parallel_posts(s.envoy.mcp_url, [(token, body)] * 10, threads=10)
     passed = [r for r in replies if is_result(r, 1)]
     refused = [r for r in replies if not is_result(r, 1)]
     assert len(passed) == 1, [(r.status, r.body[:200]) for r in replies]

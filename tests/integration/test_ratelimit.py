@@ -15,7 +15,6 @@ grant if the machine was too slow, never loosening an assertion).
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 
 import httpx
@@ -23,7 +22,7 @@ import pytest
 
 import harness
 import harness_extra as hx
-from jsonrpc import Reply, call_tool, headers_for, post, tool_call
+from jsonrpc import Reply, call_tool, headers_for, tool_call
 
 SEED = harness.load_policy(harness.POLICY_JSON)
 EXEC_ARGS = {"node": "pve1", "vmid": 100, "command": "uptime"}
@@ -111,30 +110,6 @@ def client_factory():
         c.close()
 
 
-def parallel(url: str, calls: list[tuple[str, bytes]], threads: int = 50) -> list[Reply]:
-    """POST each (token, body) of `calls`, from `threads` threads released together, each call on
-    its own connection (so the kernel spreads them over Envoy's workers). Replies in call order."""
-    replies: list[Reply | None] = [None] * len(calls)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(threads)
-
-    def worker(k: int):
-        try:
-            barrier.wait(timeout=30)
-            for i in range(k, len(calls), threads):
-                token, body = calls[i]
-                replies[i] = post(url, body, headers_for(token), timeout=30)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-    return replies  # type: ignore[return-value]
 
 
 def workers_used(envoy: harness.Envoy) -> dict[str, int]:
@@ -156,7 +131,7 @@ def test_200_parallel_calls_on_a_limit_of_10_admit_exactly_10(stack, window):
 
     hx.avoid_boundary(WINDOW_SECONDS[window], margin=10.0)
     before = hx.window_index(WINDOW_SECONDS[window])
-    replies = parallel(envoy.mcp_url, [(token, b) for b in bodies], threads=50)
+    replies = hx.parallel_posts(envoy.mcp_url, [(token, b) for b in bodies], threads=50)
     assert hx.window_index(WINDOW_SECONDS[window]) == before, "the burst crossed a window edge (machine too slow?)"
 
     admitted = [i for i, r in enumerate(replies) if is_result(r, i)]
@@ -185,7 +160,7 @@ def test_two_grants_do_not_share_quota(stack):
     calls = [(("grant-a" if i % 2 else "grant-b"), tool_call("vm_agent_exec", EXEC_ARGS, id=i)) for i in range(60)]
 
     hx.avoid_boundary(3600, margin=10.0)
-    replies = parallel(envoy.mcp_url, calls, threads=30)
+    replies = hx.parallel_posts(envoy.mcp_url, calls, threads=30)
 
     for token in ("grant-a", "grant-b"):
         mine = [(i, r) for i, ((t, _), r) in enumerate(zip(calls, replies)) if t == token]
