@@ -659,7 +659,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
         }
     }
     let approval = gw.approval.as_ref().and_then(|a| compile_approval(a, &mut errs));
-    if approval.is_none() && gw.approval.is_none() {
+    if gw.approval.is_none() {
         for (name, rule) in &spec.tools {
             if rule.action == Some(ToolActionSpec::RequireApproval) {
                 errs.push(err(

@@ -400,12 +400,12 @@ pub fn on_approval_answer(
     if let Some(adm) = &admission {
         Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
     }
-    let mut out = refuse(kind, 200, RpcError { tool: Some(tool), ..err }, &id, headers);
-    let refused = std::mem::replace(&mut out.decision, decision);
-    out.decision.kind = refused.kind;
-    out.decision.error_kind = refused.error_kind;
-    out.decision.reason = refused.reason;
-    out
+    // The decision so far (method, tool, rule, grant, id, argument names) stays; only the outcome changes.
+    let err = RpcError { tool: Some(tool), ..err };
+    decision.kind = kind;
+    decision.error_kind = Some(err.kind);
+    decision.reason = Some(err.reason.clone());
+    Outcome::new(decision, Some(Reply { status: 200, headers, body: err.to_json(&id) }))
 }
 
 /// The id of `msg` if it is a `tools/list` request.
