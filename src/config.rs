@@ -234,7 +234,7 @@ pub struct GatewaySpec {
         feature = "schema",
         schemars(extend("propertyNames" = {
             "minLength": 1,
-            "not": {"anyOf": [{"enum": ["initialize", "ping", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
+            "not": {"anyOf": [{"enum": ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
         }))
     )]
     pub methods: BTreeMap<String, ActionSpec>,
@@ -260,6 +260,10 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// MCP protocol versions accepted (default: all four the filter knows, `2025-03-26`,
+    /// `2025-06-18`, `2025-11-25`, `2026-07-28`). Others get 400 −32022.
+    #[serde(default)]
+    pub protocol_versions: Option<Vec<String>>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -532,7 +536,8 @@ fn compile_approval(a: &ApprovalSpec, errs: &mut Vec<ConfigError>) -> Option<App
 
 /// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed
 /// by `tools` and `default`.
-const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+const NOT_CONFIGURABLE: [&str; 6] =
+    ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"];
 
 /// Turn a parsed spec into the runtime policy.
 pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
@@ -669,6 +674,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             }
         }
     }
+    let protocol_versions = compile_versions(gw.protocol_versions.as_deref(), &mut errs);
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
@@ -699,8 +705,30 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            protocol_versions,
         },
     ))
+}
+
+/// `gateway.protocol_versions`: known versions, each once, at least one.
+fn compile_versions(spec: Option<&[String]>, errs: &mut Vec<ConfigError>) -> crate::protocol::Versions {
+    use crate::protocol::{Version, Versions};
+    let Some(list) = spec else { return Versions::ALL };
+    let mut set = Versions::default();
+    if list.is_empty() {
+        errs.push(err("gateway.protocol_versions", "must list at least one version"));
+    }
+    for (i, name) in list.iter().enumerate() {
+        match Version::parse(name) {
+            Some(v) if set.contains(v) => errs.push(err(format!("gateway.protocol_versions[{i}]"), "listed twice")),
+            Some(v) => set.insert(v),
+            None => errs.push(err(
+                format!("gateway.protocol_versions[{i}]"),
+                "unknown MCP protocol version; known: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28",
+            )),
+        }
+    }
+    set
 }
 
 #[cfg(test)]

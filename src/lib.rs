@@ -12,6 +12,7 @@
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
+//! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
@@ -25,6 +26,7 @@ pub mod http;
 pub mod json;
 pub mod mcp;
 pub mod policy;
+pub mod protocol;
 pub mod ratelimit;
 pub mod reply;
 pub mod toolslist;

@@ -32,6 +32,10 @@ pub mod code {
     pub const APPROVAL_UNAVAILABLE: i32 = -31009;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
+    /// MCP 2026-07-28: the request's protocol version is unknown or not in
+    /// `gateway.protocol_versions` (`unsupported_protocol_version`, HTTP 400); `data.supported`
+    /// lists the accepted versions, `data.requested` the one sent.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
     /// JSON-RPC 2.0 parse error.
     pub const PARSE_ERROR: i32 = -32700;
     /// JSON-RPC 2.0 invalid request; also used for HTTP-level refusals (405, 413, 415).
@@ -56,6 +60,8 @@ pub struct RpcError {
     pub expires_in_seconds: Option<u64>,
     /// Further string members of `data`, in order (approval id, URL, approver, note).
     pub extra: Vec<(&'static str, String)>,
+    /// Further members of `data` whose values are JSON texts (e.g. the `supported` array of −32022).
+    pub extra_json: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
@@ -71,6 +77,7 @@ impl RpcError {
             counter: None,
             expires_in_seconds: None,
             extra: Vec::new(),
+            extra_json: Vec::new(),
         }
     }
 
@@ -112,6 +119,12 @@ impl RpcError {
             out.push_str(k);
             out.push_str("\":");
             write_str(&mut out, v);
+        }
+        for (k, v) in &self.extra_json {
+            out.push_str(",\"");
+            out.push_str(k);
+            out.push_str("\":");
+            out.push_str(v);
         }
         out.push_str("}}}");
         out
