@@ -263,6 +263,14 @@ pub struct GatewaySpec {
     /// MCP protocol versions accepted (default: all four the filter knows, `2025-03-26`,
     /// `2025-06-18`, `2025-11-25`, `2026-07-28`). Others get 400 −32022.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "items" = {"enum": ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]},
+            "uniqueItems" = true,
+            "minItems" = 1
+        ))
+    )]
     pub protocol_versions: Option<Vec<String>>,
 }
 
