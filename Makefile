@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema browser-deps screenshot
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -43,7 +43,7 @@ test-unit:
 	$(CARGO) test --locked --all-targets --features cli
 	$(CARGO) test --locked -p mcp-approvals
 
-test-envoy: build approvals venv browser-deps
+test-envoy: build approvals venv browser-deps ts-client-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -54,6 +54,13 @@ browser-deps: tests/browser/node_modules/.installed
 	  { echo "browser-deps needs chromium: sudo apt-get install chromium" >&2; exit 1; }
 tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## ts-client-deps: the official MCP TypeScript SDK client (npm @modelcontextprotocol/sdk, pinned in
+##                 tests/ts-client/package.json and its package-lock.json) for tests/e2e/test_sdk_typescript.py
+ts-client-deps: tests/ts-client/node_modules/.installed
+tests/ts-client/node_modules/.installed: tests/ts-client/package.json tests/ts-client/package-lock.json
+	cd tests/ts-client && npm ci --silent --no-audit --no-fund
 	touch $@
 
 ## screenshot: docs/approvals-page.png, the approvals page with one pending call at 1366x768
