@@ -272,6 +272,25 @@ pub struct GatewaySpec {
         ))
     )]
     pub protocol_versions: Option<Vec<String>>,
+    /// Bind every `Mcp-Session-Id` to the grant that created it (HMAC-SHA-256); see the README,
+    /// "Sessions bound to their grant". Absent: session ids pass unchanged.
+    #[serde(default)]
+    pub session_key: Option<SessionKeySpec>,
+}
+
+/// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SessionKeySpec {
+    /// The key new session ids are made with.
+    #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
+    pub current: String,
+    /// The key before it, still accepted during a rotation; remove it once sessions made under it
+    /// have ended.
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
+    pub previous: Option<String>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -683,6 +702,22 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
         }
     }
     let protocol_versions = compile_versions(gw.protocol_versions.as_deref(), &mut errs);
+    let session_keys = gw.session_key.as_ref().map(|k| {
+        let min = crate::session::MIN_KEY_BYTES;
+        if k.current.len() < min {
+            errs.push(err("gateway.session_key.current", format!("must be at least {min} bytes")));
+        }
+        if k.previous.as_ref().is_some_and(|p| p.len() < min) {
+            errs.push(err("gateway.session_key.previous", format!("must be at least {min} bytes")));
+        }
+        if k.previous.as_ref() == Some(&k.current) {
+            errs.push(err("gateway.session_key.previous", "must differ from current"));
+        }
+        crate::session::SessionKeys {
+            current: k.current.as_bytes().to_vec(),
+            previous: k.previous.as_ref().map(|p| p.as_bytes().to_vec()),
+        }
+    });
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
@@ -714,6 +749,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
             protocol_versions,
+            session_keys,
         },
     ))
 }

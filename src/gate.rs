@@ -12,7 +12,10 @@ use crate::policy::{GrantSource, Mode, NeedsApproval, Policy, Verdict};
 use crate::ratelimit::{Admission, GrantId, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
 
+mod binding;
 mod version;
+
+pub use binding::{check_session, session_id_out, SessionCheck};
 
 /// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
 /// GET opens the server's SSE stream, DELETE ends a session).

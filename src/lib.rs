@@ -14,6 +14,7 @@
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
 //! - [`sse`]: which SSE events can carry a JSON-RPC message;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
@@ -30,6 +31,7 @@ pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
 pub mod reply;
+pub mod session;
 pub mod sse;
 pub mod toolslist;
 

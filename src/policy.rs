@@ -142,6 +142,8 @@ pub struct Gateway {
     pub approval: Option<ApprovalService>,
     /// `gateway.protocol_versions`: the MCP protocol versions accepted.
     pub protocol_versions: crate::protocol::Versions,
+    /// `gateway.session_key`: bind `Mcp-Session-Id` to its grant.
+    pub session_keys: Option<crate::session::SessionKeys>,
 }
 
 /// How the filter waits for a person's decision.

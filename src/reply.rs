@@ -32,6 +32,10 @@ pub mod code {
     pub const APPROVAL_UNAVAILABLE: i32 = -31009;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
+    /// `Mcp-Session-Id` was not issued to this grant under `gateway.session_key` (another grant's,
+    /// tampered, forged, or from before the key changed): `session_invalid`, HTTP 404, so that
+    /// clients start a new session.
+    pub const SESSION_INVALID: i32 = -31010;
     /// MCP 2026-07-28: the request's protocol version is unknown or not in
     /// `gateway.protocol_versions` (`unsupported_protocol_version`, HTTP 400); `data.supported`
     /// lists the accepted versions, `data.requested` the one sent.

@@ -146,6 +146,7 @@ impl RootContext for Root {
             list_failed: false,
             request_id: None,
             approval: None,
+            session_grant: None,
         }))
     }
 
@@ -175,6 +176,8 @@ struct Filter {
     request_id: Option<String>,
     /// The call held while the approval service is asked, with the callout's token.
     approval: Option<(u32, PendingApproval)>,
+    /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
+    session_grant: Option<crate::ratelimit::GrantId>,
 }
 
 /// Largest approval-service answer read, in bytes; a longer one is a bad answer.
@@ -425,6 +428,21 @@ impl HttpContext for Filter {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
             .map(str::to_owned);
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        match gate::check_session(&policy, &head) {
+            gate::SessionCheck::Unbound => {}
+            gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
+            gate::SessionCheck::Rewrite { grant, upstream } => {
+                // The server sees its own id; the client only ever sees the bound one.
+                if let Err(s) =
+                    hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))
+                {
+                    warn!("[ctx {}] cannot rewrite mcp-session-id ({s:?}); refusing", self.id);
+                    return self.unconfigured();
+                }
+                self.session_grant = Some(grant);
+            }
+            gate::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+        }
         match gate::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
                 if outcome.reply.is_none() && !end_of_stream {
@@ -462,6 +480,18 @@ impl HttpContext for Filter {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if let Some(policy) = self.policy.clone().filter(|p| p.gateway.session_keys.is_some()) {
+            let name = "mcp-session-id";
+            if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
+                let bound = gate::session_id_out(&policy, self.session_grant.as_ref(), &upstream);
+                let value = bound.as_ref().map(String::as_bytes);
+                if hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, value).is_err() {
+                    // Never hand out an unbound session id.
+                    let _ = hostcalls::reset_http_response();
+                    return Action::Pause;
+                }
+            }
+        }
         if self.inspect == Inspect::Nothing || end_of_stream {
             return Action::Continue;
         }
