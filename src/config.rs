@@ -278,19 +278,28 @@ pub struct GatewaySpec {
     pub session_key: Option<SessionKeySpec>,
 }
 
-/// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is).
+/// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is), each
+/// given inline or as the name of an environment variable of the wasm VM (Envoy
+/// `vm_config.environment_variables`), which keeps the secret out of the plugin configuration.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionKeySpec {
-    /// The key new session ids are made with.
+    /// The key new session ids are made with (or `current_env`).
+    #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
-    pub current: String,
+    pub current: Option<String>,
+    /// The environment variable holding `current`.
+    #[serde(default)]
+    pub current_env: Option<String>,
     /// The key before it, still accepted during a rotation; remove it once sessions made under it
     /// have ended.
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
     pub previous: Option<String>,
+    /// The environment variable holding `previous`.
+    #[serde(default)]
+    pub previous_env: Option<String>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -413,11 +422,39 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// fields, wrong types, `version` other than "1", `max` 0, empty names, bad conditions (path, op,
 /// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
+    load_with_env(bytes, &|_| None)
+}
+
+/// [`load`], with `env` giving the values of environment variables that the policy names
+/// (`gateway.session_key.current_env`, `previous_env`); the host passes the wasm VM's environment.
+pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
     let doc =
         json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
     // Arrays never stand in for objects, and enums are strings only: see `de`.
-    let spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    if let Some(k) = spec.gateway.as_mut().and_then(|g| g.session_key.as_mut()) {
+        let mut errs = Vec::new();
+        for (value, name, path) in [
+            (&mut k.current, &k.current_env, "gateway.session_key.current_env"),
+            (&mut k.previous, &k.previous_env, "gateway.session_key.previous_env"),
+        ] {
+            let Some(name) = name else { continue };
+            if value.is_some() {
+                errs.push(err(path, "give the key inline or by environment variable, not both"));
+            }
+            match env(name) {
+                Some(v) => *value = Some(v),
+                None => errs.push(err(
+                    path,
+                    format!("environment variable {name} is not set in the wasm VM (vm_config.environment_variables)"),
+                )),
+            }
+        }
+        if !errs.is_empty() {
+            return Err(ConfigErrors(errs));
+        }
+    }
     compile(spec)
 }
 
@@ -704,17 +741,20 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let protocol_versions = compile_versions(gw.protocol_versions.as_deref(), &mut errs);
     let session_keys = gw.session_key.as_ref().map(|k| {
         let min = crate::session::MIN_KEY_BYTES;
-        if k.current.len() < min {
+        let current = k.current.clone().unwrap_or_default();
+        if k.current.is_none() && k.current_env.is_none() {
+            errs.push(err("gateway.session_key.current", "required (or current_env)"));
+        } else if current.len() < min {
             errs.push(err("gateway.session_key.current", format!("must be at least {min} bytes")));
         }
         if k.previous.as_ref().is_some_and(|p| p.len() < min) {
             errs.push(err("gateway.session_key.previous", format!("must be at least {min} bytes")));
         }
-        if k.previous.as_ref() == Some(&k.current) {
+        if k.previous.as_ref() == Some(&current) {
             errs.push(err("gateway.session_key.previous", "must differ from current"));
         }
         crate::session::SessionKeys {
-            current: k.current.as_bytes().to_vec(),
+            current: current.into_bytes(),
             previous: k.previous.as_ref().map(|p| p.as_bytes().to_vec()),
         }
     });

@@ -16,7 +16,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
+use hmac::{Mac, SimpleHmac};
 use sha2::Sha256;
 
 use crate::ratelimit::GrantId;
@@ -41,8 +41,8 @@ impl std::fmt::Debug for SessionKeys {
     }
 }
 
-fn tag(key: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<Hmac<Sha256>> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
+fn tag(key: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256>> {
+    let mut mac = SimpleHmac::<Sha256>::new_from_slice(key).ok()?;
     mac.update(DOMAIN);
     mac.update(grant);
     mac.update(upstream);

@@ -80,3 +80,23 @@ fn session_key_errors_name_their_path() {
         assert!(e.contains(path), "{key}: {e}");
     }
 }
+
+#[test]
+fn keys_can_come_from_the_vm_environment() {
+    let text = br#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_KEY","previous_env":"MCPF_OLD"}}}"#;
+    let env = |name: &str| match name {
+        "MCPF_KEY" => Some("fedcba9876543210fedcba9876543210".to_owned()),
+        "MCPF_OLD" => Some("0123456789abcdef0123456789abcdef".to_owned()),
+        _ => None,
+    };
+    let p = config::load_with_env(text, &env).unwrap();
+    let inline = policy(r#"{"current":"fedcba9876543210fedcba9876543210"}"#);
+    let a = Grant::from_credential(b"agent-a").id;
+    assert_eq!(gate::session_id_out(&p, Some(&a), b"s"), gate::session_id_out(&inline, Some(&a), b"s"));
+    let e = config::load(text).unwrap_err().to_string();
+    assert!(e.contains("gateway.session_key.current_env: environment variable MCPF_KEY is not set"), "{e}");
+    let both = br#"{"version":"1","gateway":{"session_key":{"current":"fedcba9876543210fedcba9876543210","current_env":"MCPF_KEY"}}}"#;
+    assert!(config::load_with_env(both, &env).unwrap_err().to_string().contains("not both"));
+    let none = br#"{"version":"1","gateway":{"session_key":{}}}"#;
+    assert!(config::load(none).unwrap_err().to_string().contains("gateway.session_key.current: required"));
+}

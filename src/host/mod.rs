@@ -107,7 +107,8 @@ impl RootContext for Root {
                 return false;
             }
         };
-        match config::load(&bytes) {
+        // The VM's environment (Envoy vm_config.environment_variables), for keys named by variable.
+        match config::load_with_env(&bytes, &|name| std::env::var(name).ok()) {
             Ok(policy) => {
                 if let Err(e) = ratelimit::init_lock(&HostStore) {
                     error!("[root {}] shared data unavailable: {e:?}", self.id);

@@ -42,6 +42,7 @@ def envoys(module_stack):
     b = module_stack.envoy(policy(KEY_OLD), port, name="envoy-b")
     rotated = module_stack.envoy(policy(KEY_NEW, KEY_OLD), port, name="envoy-rotated")
     fresh = module_stack.envoy(policy(KEY_NEW), port, name="envoy-fresh")
+    module_stack.upstream_port = port
     return a, b, rotated, fresh
 
 
@@ -134,3 +135,28 @@ def test_the_python_sdk_works_through_a_bound_session(envoys):
 
     names, count = anyio.run(scenario)
     assert "list_vms" in names and count == 4
+
+
+def test_the_key_can_come_from_the_vm_environment(module_stack, envoys):
+    """`current_env`: the key is read from the wasm VM's environment (Envoy
+    `vm_config.environment_variables`), not from the plugin configuration; ids interoperate with an
+    Envoy that has the same key inline."""
+    import yaml
+
+    a, *_ = envoys
+    port = module_stack.upstream_port
+    text = json.dumps({"version": "1", "default": "deny", "tools": {"list_vms": {}},
+                       "gateway": {"session_key": {"current_env": "MCPF_SESSION_KEY"}}})
+    cfg = yaml.safe_load(module_stack.render(text, port))
+    harness.wasm_filter(cfg)["config"]["vm_config"]["environment_variables"] = {
+        "key_values": {"MCPF_SESSION_KEY": KEY_OLD}}
+    env = harness.start_envoy(yaml.safe_dump(cfg, sort_keys=False, width=1000), log_dir=module_stack.log_dir,
+                              name="envoy-env")
+    module_stack.envoys.append(env)
+    sid = session(env.mcp_url, "grant-a")
+    assert vm_100(env.mcp_url, "grant-a", sid) == "running"
+    assert_refused(post(env.mcp_url, LIST_VMS, sh("grant-b", sid)))
+    # The same key as envoy A has inline: ids made by either work on both, for their grant only.
+    assert vm_100(a.mcp_url, "grant-a", sid) == "running"
+    sid_a = session(a.mcp_url, "grant-a")
+    assert vm_100(env.mcp_url, "grant-a", sid_a) == "running"
