@@ -245,3 +245,38 @@ fn sse_events_that_are_not_jsonrpc_pass() {
     let odd = "event: other\ndata: {\"id\":2,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}\n\n";
     assert_eq!(toolslist::filter_sse(odd.as_bytes(), &[], &hide).unwrap().1, 1);
 }
+
+/// MCP 2026-07-28 multi-round-trip requests: a `tools/call` retried with `inputResponses` and the
+/// server's opaque `requestState` is a new call — judged by the same rules, and counted again.
+#[test]
+fn input_required_retries_are_judged_and_counted_like_any_call() {
+    let text = r#"{"version":"1","default":"deny","hide":["delete_vm"],
+        "tools":{"vm_agent_exec":{"limits":[{"counter":"exec","window":"minute","max":2}]}}}"#;
+    let p = config::load(text.as_bytes()).unwrap();
+    let store = MemoryStore::default();
+    let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "vm_agent_exec")];
+    let leg = |id: u32, state: Option<&str>| {
+        let mut params = json!({"name":"vm_agent_exec","arguments":{"vmid":100,"command":"uptime"},
+            "_meta":{protocol::META_VERSION_KEY:"2026-07-28"}});
+        if let Some(s) = state {
+            params["inputResponses"] = json!({"confirm":{"action":"accept","content":{"name":"web-01"}}});
+            params["requestState"] = json!(s);
+        }
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params}).to_string()
+    };
+    let mut all: Vec<(&str, &[u8])> =
+        vec![(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer agent")];
+    all.extend(h.iter().map(|(k, v)| (*k, v.as_bytes())));
+    let head = RequestHead::from_headers(&p, all);
+    let run = |body: &str| gate::on_body(&p, &head, body.as_bytes(), &store, T0);
+    assert_eq!(run(&leg(1, None)).decision.kind, DecisionKind::Allowed);
+    assert_eq!(run(&leg(2, Some("opaque-state-from-the-server"))).decision.kind, DecisionKind::Allowed);
+    let third = run(&leg(3, Some("opaque-state-2")));
+    assert_eq!(refusal(&third), (200, -31002, "rate_limited".into()));
+    // A hidden tool stays denied whatever requestState it carries.
+    let hidden = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"delete_vm","requestState":"s",
+        "_meta":{protocol::META_VERSION_KEY:"2026-07-28"}}})
+    .to_string();
+    let hh = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "delete_vm")];
+    assert_eq!(refusal(&decide(&p, &hh, &hidden)), (200, -31001, "denied".into()));
+}
