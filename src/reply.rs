@@ -64,8 +64,6 @@ pub struct RpcError {
     pub expires_in_seconds: Option<u64>,
     /// Further string members of `data`, in order (approval id, URL, approver, note).
     pub extra: Vec<(&'static str, String)>,
-    /// Further members of `data` whose values are JSON texts (e.g. the `supported` array of −32022).
-    pub extra_json: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
@@ -81,12 +79,17 @@ impl RpcError {
             counter: None,
             expires_in_seconds: None,
             extra: Vec::new(),
-            extra_json: Vec::new(),
         }
     }
 
     /// The error response object for `id`.
     pub fn to_json(&self, id: &Id) -> String {
+        self.to_json_with(id, &[])
+    }
+
+    /// [`RpcError::to_json`] with further members of `data` whose values are JSON texts (e.g. the
+    /// `supported` array of −32022).
+    pub fn to_json_with(&self, id: &Id, extra_json: &[(&str, &str)]) -> String {
         let mut out = String::with_capacity(160 + self.message.len() + self.reason.len());
         out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
         out.push_str(id.raw());
@@ -124,7 +127,7 @@ impl RpcError {
             out.push_str("\":");
             write_str(&mut out, v);
         }
-        for (k, v) in &self.extra_json {
+        for (k, v) in extra_json {
             out.push_str(",\"");
             out.push_str(k);
             out.push_str("\":");

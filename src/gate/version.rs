@@ -41,7 +41,7 @@ fn version_refusal(policy: &Policy, e: VersionError, id: &Id) -> Box<Outcome> {
             let why = if requested.is_empty() {
                 "a request without MCP-Protocol-Version is read as 2025-03-26, which gateway.protocol_versions does not accept".to_owned()
             } else {
-                format!("protocol version is not accepted by this gateway (gateway.protocol_versions)")
+                "protocol version is not accepted by this gateway (gateway.protocol_versions)".to_owned()
             };
             let mut err = RpcError::new(
                 code::UNSUPPORTED_PROTOCOL_VERSION,
@@ -57,11 +57,15 @@ fn version_refusal(policy: &Policy, e: VersionError, id: &Id) -> Box<Outcome> {
                 crate::json::write_str(&mut supported, v.as_str());
             }
             supported.push(']');
-            err.extra_json.push(("supported", supported));
             if !requested.is_empty() {
                 err.extra.push(("requested", requested));
             }
-            Box::new(refuse(DecisionKind::Invalid, 400, err, id, vec![]))
+            let body = err.to_json_with(id, &[("supported", &supported)]);
+            let mut out = refuse(DecisionKind::Invalid, 400, err, id, vec![]);
+            if let Some(reply) = out.reply.as_mut() {
+                reply.body = body;
+            }
+            Box::new(out)
         }
     }
 }
