@@ -505,6 +505,10 @@ impl HttpContext for Filter {
             return Action::Continue;
         } else if http::is_media_type(&content_type, "application/json") {
             ListMode::Json
+        } else if header(":status").as_deref() == Some(&b"202"[..]) {
+            // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
+            // the reply comes on the SSE stream, which is filtered there.
+            return Action::Continue;
         } else {
             return self.bad_gateway("the tools/list response has an unexpected content type");
         };
