@@ -80,7 +80,8 @@ impl HttpContext for Stream {
                 text("grants"),
                 u64_le("mcpf1:grants")
             );
-            let _ = hostcalls::send_http_response(200, vec![("content-type", "application/json")], Some(body.as_bytes()));
+            let _ =
+                hostcalls::send_http_response(200, vec![("content-type", "application/json")], Some(body.as_bytes()));
             return Action::Pause;
         }
         if !bump() {
