@@ -25,6 +25,7 @@ from collections import defaultdict
 import pytest
 
 import harness
+import harness_approvals as ha
 import harness_deploy as hd
 import harness_extra as hx
 import istio_render as ir
@@ -53,7 +54,7 @@ def neighbour():
 
 
 def istio_envoy(stack: harness.Stack, wasm, upstream_port: int, *, plugin_config=None, neighbour=None,
-                concurrency: int = 2) -> harness.Envoy:
+                concurrency: int = 2, approvals_port: int | None = None) -> harness.Envoy:
     """Envoy on the Istio rendering of deploy/istio (the neighbour plugin first when given)."""
     plugins = []
     if neighbour is not None:
@@ -63,7 +64,7 @@ def istio_envoy(stack: harness.Stack, wasm, upstream_port: int, *, plugin_config
             "failure_policy": "FAIL_CLOSED"}}))
     plugins.append((FILTER_NAME, ir.wasm_filter_config(PLUGIN, wasm, plugin_config=plugin_config)))
     config = ir.bootstrap(plugins, stack.log_dir / stack._unique("ecds"), harness.free_port(), harness.free_port(),
-                          upstream_port, clusters={APPROVAL_CLUSTER: harness.free_port()})
+                          upstream_port, clusters={APPROVAL_CLUSTER: approvals_port or harness.free_port()})
     return hx.start(stack, config, concurrency=concurrency, name="envoy-istio")
 
 
@@ -139,6 +140,22 @@ def test_plugin_config_is_the_seed_policy_as_struct_json():
     assert json.loads(text) == seed
     assert "vm_id" not in json.dumps(ir.wasm_filter_config(PLUGIN, "/x.wasm"))
     assert ir.wasm_filter_config(PLUGIN, "/x.wasm")["config"]["failure_policy"] == "FAIL_CLOSED"
+
+
+def test_istio_cluster_name_of_the_check_service_reaches_mcp_approvals(stack, wasm):
+    """The manifest's pluginConfig names the approval cluster the way Istio names a Service's
+    cluster (`outbound|8096||FQDN`); the filter calls the real mcp-approvals through it."""
+    svc = ha.approvals(stack)
+    _, upstream_port, log = stack.recorder()
+    envoy = istio_envoy(stack, wasm, upstream_port, approvals_port=svc.check_port)
+    held = call_tool(envoy.mcp_url, "start_vm", "grant-i", {"node": "pve1", "vmid": 101}, id=7)
+    assert held.error["data"]["kind"] == "approval_required", held.body
+    (pending,) = svc.wait_pending(1)
+    assert (pending["tool"], held.error["data"]["approval_url"].rsplit("/", 1)[-1]) == ("start_vm", pending["id"])
+    svc.approve(pending["id"])
+    again = call_tool(envoy.mcp_url, "start_vm", "grant-i", {"node": "pve1", "vmid": 101}, id=8)
+    assert (again.status, again.body) == (200, harness.recorder_reply(8))
+    assert len(harness.recorder_lines(log)) == 1
 
 
 def test_shared_cases_replay_through_the_istio_rendering(stack, wasm, neighbour):
