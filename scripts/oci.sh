@@ -8,8 +8,9 @@
 #   WASM     the built module (make build: target/wasm32-wasip1/release/mcp_policy_filter.wasm)
 #   OUT_DIR  the OCI image layout to (re)create (make oci: target/oci)
 #   TAG      its tag (default: the crate version from Cargo.toml)
-# Environment: OCI_SOURCE (org.opencontainers.image.source; default: the git remote "origin", else
-#   the project name), SOURCE_DATE_EPOCH (the image's created time; default 0, 1970-01-01).
+# Environment: OCI_SOURCE (org.opencontainers.image.source; default: `repository` of Cargo.toml,
+#   else the project name: taken from the tree, never from the machine, so that the digest depends
+#   on the module and the tree only), SOURCE_DATE_EPOCH (the created time; default 0, 1970-01-01).
 #
 # Reproducible: the same module and the same annotations give the same manifest digest. The
 # layer is written by umoci (Debian), not by hand: the file's mtime, uid/gid (0/0, --rootless)
@@ -22,7 +23,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
 license="$(sed -n 's/^license = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
 tag="${3:-$version}"
-source_url="${OCI_SOURCE:-$(git -C "$root" remote get-url origin 2>/dev/null || echo mcp-policy-filter)}"
+repository="$(sed -n 's/^repository = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
+source_url="${OCI_SOURCE:-${repository:-mcp-policy-filter}}"
 created="$(date -u -d "@${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)"
 command -v umoci >/dev/null || { echo "oci.sh needs umoci: apt-get install umoci (make oci-tools)" >&2; exit 1; }
 [ -f "$wasm" ] || { echo "oci.sh: no module at $wasm (make build)" >&2; exit 1; }
