@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,9 @@ def _go_float(f: float) -> str:
     a = abs(f)
     if a == 0 or 1e-6 <= a < 1e21:
         text = repr(f)
-        if "e" in text or "E" in text:  # Python switches to exponent form at 1e16: expand it
-            from decimal import Decimal
-
+        if "e" in text:  # Python writes exponents from 1e16 and below 1e-4: expand them
             text = format(Decimal(text), "f")
-        if text.endswith(".0"):
-            text = text[:-2]
-        return "0" if text == "-0" and f == 0 else text
+        return text[:-2] if text.endswith(".0") else text  # -0.0 -> "-0", as Go writes it
     text = repr(f)  # shortest digits, two exponent digits at least, like Go's strconv 'e'
     if re.search(r"e-0[0-9]$", text):  # encoding/json: "e-07" -> "e-7"
         text = text[:-2] + text[-1]
