@@ -137,6 +137,49 @@ def start_authorization_server(stack: harness.Stack, port: int, resource: str, k
     return proc
 
 
+# ----------------------------------------------------------------------------------- the SDK client
+
+
+class MemoryStorage:
+    """`mcp.client.auth.TokenStorage` in memory: the registration and the tokens of one client."""
+
+    def __init__(self):
+        self.tokens = None
+        self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info
+
+
+def client_metadata(redirect_uri: str):
+    """What the SDK registers (RFC 7591): a public client (no secret; PKCE) with one redirect URI."""
+    from mcp.shared.auth import OAuthClientMetadata
+
+    return OAuthClientMetadata(client_name="mcp-policy-filter example", redirect_uris=[redirect_uri],
+                               grant_types=["authorization_code"], response_types=["code"],
+                               token_endpoint_auth_method="none")
+
+
+def code_result(redirect: str):
+    """The SDK's AuthorizationCodeResult from the redirect URL the authorization server sent."""
+    from mcp.shared.auth import AuthorizationCodeResult
+
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(redirect).query)
+    if "code" not in query:
+        raise RuntimeError(f"the authorization server refused: {query}")
+    return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0],
+                                   iss=query.get("iss", [None])[0])
+
+
 # ----------------------------------------------------------------------------------- the user
 
 

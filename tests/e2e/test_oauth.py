@@ -23,7 +23,7 @@ import pytest
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult
 
 import harness
 import harness_extra
@@ -106,30 +106,10 @@ def test_discovery_starts_from_the_401(env):
 # ----------------------------------------------------------------------------------- the SDK's OAuth flow
 
 
-class MemoryStorage:
-    """`mcp.client.auth.TokenStorage` in memory."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
-
-
 def test_sdk_oauth_flow_end_to_end(env):
     """OAuthClientProvider discovers, registers, authorizes with PKCE and calls as the user `alice`."""
     redirect_uri = f"http://{harness.HOST}:{harness.free_port()}/callback"  # never contacted: the code is read from the redirect
-    storage = MemoryStorage()
+    storage = ho.MemoryStorage()
     seen: dict = {}
 
     async def redirect_handler(authorization_url: str) -> None:
@@ -137,15 +117,10 @@ def test_sdk_oauth_flow_end_to_end(env):
         seen["trace"] = await ho.automated_consent(authorization_url, redirect_uri, login="alice")
 
     async def callback_handler() -> AuthorizationCodeResult:
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(seen["trace"].redirect).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query["state"][0], iss=query.get("iss", [None])[0])
+        return ho.code_result(seen["trace"].redirect)
 
-    provider = OAuthClientProvider(
-        server_url=env.envoy.mcp_url,
-        client_metadata=OAuthClientMetadata(client_name="mcp-policy-filter e2e", redirect_uris=[redirect_uri],
-                                            grant_types=["authorization_code"], response_types=["code"],
-                                            token_endpoint_auth_method="none"),
-        storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
+    provider = OAuthClientProvider(server_url=env.envoy.mcp_url, client_metadata=ho.client_metadata(redirect_uri),
+                                   storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
     before = env.upstream_requests()
 
     async def scenario():
