@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import time
@@ -84,7 +85,7 @@ def claims(issuer: str, audience: str, sub: str | None, *, lifetime: int = 600, 
     """Access-token claims as oidc-provider issues them (`sub` left out when None)."""
     now = int(time.time())
     out = {"iss": issuer, "aud": audience, "iat": now, "exp": now + lifetime, "scope": "mcp",
-           "client_id": "minted-by-test", "jti": base64.urlsafe_b64encode(__import__("os").urandom(9)).decode()}
+           "client_id": "minted-by-test", "jti": base64.urlsafe_b64encode(os.urandom(9)).decode()}
     if sub is not None:
         out["sub"] = sub
     out.update(extra)

@@ -13,6 +13,7 @@ with others.
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 
 import anyio
@@ -166,7 +167,7 @@ def _other_key_token(env: Env) -> str:
 REFUSED = {
     "other_audience": lambda env: env.token("alice", aud="http://127.0.0.1:1/other-mcp"),
     "expired": lambda env: env.token("alice", lifetime=-3600),
-    "not_yet_valid": lambda env: env.token("alice", nbf=int(__import__("time").time()) + 3600),
+    "not_yet_valid": lambda env: env.token("alice", nbf=int(time.time()) + 3600),
     "other_issuer": lambda env: env.token("alice", iss="http://127.0.0.1:1"),
     "unknown_key": lambda env: ho.mint(ho.new_signing_key("never-published"), ho.claims(env.issuer, env.resource, "alice")),
     # Same kid as the published key, other key material: the signature does not verify.
@@ -278,3 +279,40 @@ def test_quota_is_per_identity_not_per_token(env):
     assert third == ["ok"] * 10 + ["rate_limited"]
     labels = grant_records(env.envoy, "vm_agent_exec", 23)
     assert labels == [harness_extra.grant_label("carol")] * 12 + [harness_extra.grant_label("dave")] * 11
+
+
+# ----------------------------------------------------------------------------------- the JWKS cache
+
+
+def test_jwks_cache_and_an_unreachable_authorization_server(env):
+    """remote_jwks with cache_duration: keys fetched at startup keep verifying tokens while the
+    authorization server is down; an Envoy that never got the keys refuses every token (fail closed)."""
+    stack = env.stack
+    as_port = harness.free_port()
+    issuer = f"http://{harness.HOST}:{as_port}"
+    server = ho.start_authorization_server(stack, as_port, env.resource, env.key)
+    public_port = urllib.parse.urlsplit(env.resource).port
+
+    def start(name: str) -> harness.Envoy:
+        config = ho.render_oauth_config(stack.wasm, harness.free_port(), harness.free_port(), env.upstream_port,
+                                        as_port, public_port=public_port)
+        return harness_extra.start(stack, config, name=name)
+
+    def status(envoy: harness.Envoy) -> int:
+        token = ho.mint(env.key, ho.claims(issuer, env.resource, "erin"))
+        return post(envoy.mcp_url, tool_call("list_vms"), headers_for(token)).status
+
+    cached = start("envoy-oauth-cache")
+    try:
+        assert status(cached) != 401
+        server.stop()
+        assert status(cached) != 401  # keys from the cache
+        cold = start("envoy-oauth-cold")
+        try:
+            r = post(cold.mcp_url, tool_call("list_vms"), headers_for(ho.mint(env.key, ho.claims(issuer, env.resource, "erin"))))
+            assert (r.status, r.headers["www-authenticate"]) == (401, env.challenge("invalid_token"))
+            assert env.upstream_requests(cold) == 0
+        finally:
+            cold.stop()
+    finally:
+        cached.stop()
