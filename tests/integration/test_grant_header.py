@@ -8,6 +8,7 @@ no grant. Every 401 carries the RFC 9728 challenge. Nothing refused reaches the 
 from __future__ import annotations
 
 import httpx
+import yaml
 
 import harness
 import harness_extra
@@ -54,3 +55,21 @@ def test_a_bad_resource_metadata_url_stops_envoy(stack):
         out = stack.envoy_expect_failure(policy)
         assert out.returncode == 1
         assert "invalid policy at gateway.resource_metadata_url" in out.log
+
+
+def test_route_request_headers_to_remove_is_too_late_for_the_filter(stack):
+    """Why envoy/envoy-oauth.yaml strips the grant header with an early header mutation: a route's
+    `request_headers_to_remove` is applied by the router, after every filter. The policy filter still
+    takes the client's copy as the grant; only the upstream no longer sees it."""
+    _, port, log = stack.recorder()
+    policy = {"version": "1", "default": "deny", "tools": {"list_vms": {}}, "gateway": {"grant_header": "x-mcp-grant"}}
+    cfg = yaml.safe_load(stack.render(policy, port))
+    harness.hcm(cfg)["route_config"]["request_headers_to_remove"] = ["x-mcp-grant"]
+    envoy = harness_extra.start(stack, yaml.safe_dump(cfg, sort_keys=False, width=1000))
+    r = httpx.post(envoy.mcp_url, content=tool_call("list_vms"),
+                   headers={"content-type": "application/json", "x-mcp-grant": "forged-by-client"}, timeout=5)
+    assert r.status_code == 200
+    assert [line["headers"].get("x-mcp-grant") for line in harness.recorder_lines(log)] == [None]
+    records = harness_extra.wait_for(lambda: harness_extra.audit_records(envoy.log_text()), timeout=10,
+                                     what="the audit line")
+    assert [x["grant"] for x in records] == [harness_extra.grant_label("forged-by-client")]
