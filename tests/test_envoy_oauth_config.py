@@ -55,6 +55,9 @@ def test_provider_metadata_policy_and_challenge_agree():
                       f'Bearer resource_metadata="{METADATA_URL}", error="invalid_token"']
     assert [m.get("status_code") for m in mappers] == [None, 401]
     assert provider["failed_status_in_metadata"] == "jwt_failure"
+    # The token only from Authorization: Bearer (never from the access_token query parameter).
+    assert provider["from_headers"] == [{"name": "authorization", "value_prefix": "Bearer "}]
+    assert "from_params" not in provider
 
 
 def test_grant_header_is_stripped_at_the_edge():

@@ -188,6 +188,14 @@ def test_refused_tokens_get_the_challenge_and_reach_nothing(env, case):
     assert env.upstream_requests() == before
 
 
+def test_a_token_in_the_query_string_is_not_accepted(env):
+    """MCP authorization forbids access tokens in the URI; jwt_authn would read `access_token` by default."""
+    before = env.upstream_requests()
+    r = post(f"{env.envoy.mcp_url}?access_token={env.token('alice')}", tool_call("list_vms"), headers_for(None))
+    assert (r.status, r.headers["www-authenticate"], r.body) == (401, env.challenge(), b"Jwt is missing")
+    assert env.upstream_requests() == before
+
+
 def test_a_verified_token_without_sub_is_no_grant(env):
     """jwt_authn accepts it, sets no grant header, and the filter refuses with its own 401 and challenge."""
     before = env.upstream_requests()
