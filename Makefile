@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema browser-deps screenshot
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps screenshot
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -43,7 +43,7 @@ test-unit:
 	$(CARGO) test --locked --all-targets --features cli
 	$(CARGO) test --locked -p mcp-approvals
 
-test-envoy: build approvals venv browser-deps
+test-envoy: build approvals venv browser-deps oauth-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -54,6 +54,13 @@ browser-deps: tests/browser/node_modules/.installed
 	  { echo "browser-deps needs chromium: sudo apt-get install chromium" >&2; exit 1; }
 tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## oauth-deps: npm oidc-provider (pinned in tests/oauth/package-lock.json), the authorization server of
+##             make run-oauth and the OAuth tests (tests/oauth/server.mjs; Node 20 or later)
+oauth-deps: tests/oauth/node_modules/.installed
+tests/oauth/node_modules/.installed: tests/oauth/package.json tests/oauth/package-lock.json
+	cd tests/oauth && npm ci --silent --no-audit --no-fund
 	touch $@
 
 ## screenshot: docs/approvals-page.png, the approvals page with one pending call at 1366x768
@@ -103,6 +110,13 @@ schema:
 ##      on 127.0.0.1:8095 (Ctrl-C stops)
 run: build approvals venv
 	bash scripts/run.sh
+
+## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
+##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on
+##            127.0.0.1:9400 (development login: any name, any password); then try
+##            .venv/bin/python scripts/oauth_demo.py (Ctrl-C stops)
+run-oauth: build venv oauth-deps
+	bash scripts/run-oauth.sh
 
 ## demo: a short agent session with the official MCP client through Envoy
 demo: build approvals venv
