@@ -144,6 +144,9 @@ pub struct Gateway {
     pub protocol_versions: crate::protocol::Versions,
     /// `gateway.session_key`: bind `Mcp-Session-Id` to its grant.
     pub session_keys: Option<crate::session::SessionKeys>,
+    /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
+    /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
+    pub resource_metadata_url: Option<String>,
 }
 
 /// How the filter waits for a person's decision.
