@@ -51,6 +51,13 @@ async def connect_and(url: str, mode: str, token: str, body):
             return await body(client)
 
 
+def leaf_errors(exc: BaseException) -> list[BaseException]:
+    """The innermost exceptions of a (possibly nested) exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in leaf_errors(e)]
+    return [exc]
+
+
 async def version_of(client):
     return client.protocol_version
 
@@ -98,3 +105,25 @@ def test_subscriptions_listen_is_acknowledged_through_the_filter(setup):
 
     honored = run(connect_and, envoy.mcp_url, "2026-07-28", "listen", body)
     assert honored is not None
+
+
+def test_auto_falls_back_when_the_gateway_does_not_accept_2026(module_stack, setup):
+    """`gateway.protocol_versions` without 2026-07-28: the probe gets 400 −32022 naming the accepted
+    versions, and `auto` falls back to the handshake (2025-11-25); pinning 2026-07-28 fails."""
+    envoy, direct_url, _ = setup
+    port = int(direct_url.split(":")[2].split("/")[0])
+    policy = harness.load_policy()
+    policy["gateway"]["protocol_versions"] = ["2025-06-18", "2025-11-25"]
+    legacy_only = module_stack.envoy(harness.policy_text(policy), port, name="envoy-legacy-only")
+    assert run(connect_and, legacy_only.mcp_url, "auto", "fallback", version_of) == "2025-11-25"
+
+
+    async def list_tools(client):
+        return await client.list_tools()
+
+    # Pinned to 2026-07-28 the client sends no probe; its first request is refused with −32022.
+    with pytest.raises(BaseException) as pinned:
+        run(connect_and, legacy_only.mcp_url, "2026-07-28", "pinned", list_tools)
+    (err,) = [e.error for e in leaf_errors(pinned.value) if isinstance(e, MCPError)]
+    assert (err.code, err.data["supported"], err.data["requested"]) == (-32022, ["2025-06-18", "2025-11-25"],
+                                                                         "2026-07-28")
