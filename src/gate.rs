@@ -491,21 +491,26 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             "MCP Streamable HTTP uses POST, GET and DELETE only",
             vec![("allow", "GET, POST, DELETE".into())],
         ))),
-        HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(Box::new(match grant_of(policy, head) {
-            Err(why) if policy.mode_for(None) == Mode::DryRun => {
-                // Same as POST in dry-run: counted as "would deny", forwarded.
-                let mut out = no_grant(policy, &Id::null(), why);
-                out.reply = None;
-                out.decision.dry_run = true;
-                out
+        HttpMethod::Get | HttpMethod::Delete => {
+            if let Err(refusal) = version::of_stream(policy, head) {
+                return HeadOutcome::Done(refusal);
             }
-            Err(why) => no_grant(policy, &Id::null(), why),
-            Ok(g) => {
-                let mut d = Decision::new(DecisionKind::Passed);
-                d.grant = Some(g.label());
-                Outcome::new(d, None)
-            }
-        })),
+            HeadOutcome::Done(Box::new(match grant_of(policy, head) {
+                Err(why) if policy.mode_for(None) == Mode::DryRun => {
+                    // Same as POST in dry-run: counted as "would deny", forwarded.
+                    let mut out = no_grant(policy, &Id::null(), why);
+                    out.reply = None;
+                    out.decision.dry_run = true;
+                    out
+                }
+                Err(why) => no_grant(policy, &Id::null(), why),
+                Ok(g) => {
+                    let mut d = Decision::new(DecisionKind::Passed);
+                    d.grant = Some(g.label());
+                    Outcome::new(d, None)
+                }
+            }))
+        }
         HttpMethod::Post => {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
             if !ct_ok {

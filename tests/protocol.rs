@@ -280,3 +280,25 @@ fn input_required_retries_are_judged_and_counted_like_any_call() {
     let hh = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "delete_vm")];
     assert_eq!(refusal(&decide(&p, &hh, &hidden)), (200, -31001, "denied".into()));
 }
+
+#[test]
+fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused() {
+    use mcp_policy_filter::gate::HeadOutcome;
+    let p = policy(r#""protocol_versions":["2025-11-25"]"#);
+    for method in ["GET", "DELETE"] {
+        let head = |v: Option<&str>| {
+            let mut h: Vec<(&str, &[u8])> = vec![(":method", method.as_bytes()), ("authorization", b"Bearer agent")];
+            if let Some(v) = v {
+                h.push(("mcp-protocol-version", v.as_bytes()));
+            }
+            RequestHead::from_headers(&p, h)
+        };
+        let outcome = |v: Option<&str>| match gate::on_headers(&p, &head(v)) {
+            HeadOutcome::Done(o) => *o,
+            HeadOutcome::NeedBody => panic!("{method} needs no body"),
+        };
+        assert_eq!(refusal(&outcome(Some("2025-06-18"))), (400, -32022, "unsupported_protocol_version".into()));
+        assert!(outcome(Some("2025-11-25")).reply.is_none());
+        assert!(outcome(None).reply.is_none(), "{method} without the header is not refused");
+    }
+}

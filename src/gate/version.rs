@@ -129,3 +129,11 @@ pub(super) fn of_batch(policy: &Policy, head: &RequestHead) -> Result<Version, B
     }
     Ok(version)
 }
+
+/// A GET or DELETE: a `MCP-Protocol-Version` header, if sent, must name an accepted version.
+pub(super) fn of_stream(policy: &Policy, head: &RequestHead) -> Result<(), Box<Outcome>> {
+    let header = header_str(&head.protocol_version);
+    protocol::detect(header, &MetaVersion::Absent, false, policy.gateway.protocol_versions, true)
+        .map(|_| ())
+        .map_err(|e| version_refusal(policy, e, &Id::null()))
+}
