@@ -12,6 +12,7 @@
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
+//! - [`b64`]: Base64 (RFC 4648) for short header values;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
 //! - [`gate`]: the request pipeline tying them together;
@@ -21,6 +22,7 @@
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
 pub mod approval;
+pub mod b64;
 pub mod challenge;
 pub mod conditions;
 pub mod config;

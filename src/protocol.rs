@@ -304,12 +304,11 @@ pub fn detect(
 /// anything else is taken verbatim. `None`: a malformed sentinel (bad or non-canonical base64,
 /// not UTF-8), which never matches a body value.
 pub fn decode_header_value(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
-    use base64::Engine;
     let text = std::str::from_utf8(raw).ok();
     match raw.strip_prefix(b"=?base64?").and_then(|r| r.strip_suffix(b"?=")) {
         None => text.map(std::borrow::Cow::Borrowed),
         Some(payload) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(payload).ok()?;
+            let bytes = crate::b64::decode(payload, crate::b64::Alphabet::Standard)?;
             String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
         }
     }

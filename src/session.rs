@@ -14,8 +14,7 @@
 //! tampered, forged, unwrapped — is refused and nothing goes upstream. No state is kept, so any Envoy
 //! sharing the key accepts the id.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
+use crate::b64::{self, Alphabet};
 use hmac::{Mac, SimpleHmac};
 use sha2::Sha256;
 
@@ -52,10 +51,10 @@ fn tag(key: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256
 /// The session id handed to the client for the server's id `upstream`, created for `grant`.
 pub fn wrap(keys: &SessionKeys, grant: &GrantId, upstream: &[u8]) -> String {
     let mut out = String::from(PREFIX);
-    URL_SAFE_NO_PAD.encode_string(upstream, &mut out);
+    b64::encode_into(&mut out, upstream, Alphabet::UrlNoPad);
     out.push('.');
     if let Some(mac) = tag(&keys.current, grant, upstream) {
-        URL_SAFE_NO_PAD.encode_string(mac.finalize().into_bytes(), &mut out);
+        b64::encode_into(&mut out, &mac.finalize().into_bytes(), Alphabet::UrlNoPad);
     }
     out
 }
@@ -65,8 +64,8 @@ pub fn wrap(keys: &SessionKeys, grant: &GrantId, upstream: &[u8]) -> String {
 pub fn unwrap(keys: &SessionKeys, grant: &GrantId, presented: &[u8]) -> Option<Vec<u8>> {
     let rest = presented.strip_prefix(PREFIX.as_bytes())?;
     let dot = rest.iter().position(|&b| b == b'.')?;
-    let upstream = URL_SAFE_NO_PAD.decode(rest.get(..dot)?).ok()?;
-    let sig = URL_SAFE_NO_PAD.decode(rest.get(dot + 1..)?).ok()?;
+    let upstream = b64::decode(rest.get(..dot)?, Alphabet::UrlNoPad)?;
+    let sig = b64::decode(rest.get(dot + 1..)?, Alphabet::UrlNoPad)?;
     let ok = |key: &[u8]| tag(key, grant, &upstream).is_some_and(|m| m.verify_slice(&sig).is_ok());
     (ok(&keys.current) || keys.previous.as_deref().is_some_and(ok)).then_some(upstream)
 }
