@@ -382,6 +382,7 @@ fn apply(args: &[String]) -> Result<Report, Failure> {
     };
     match apply::apply(&text, &target) {
         Ok(line) => Ok(Report::out(format!("{policy_file}: {line}\n"), OK)),
+        Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
         Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),
     }
 }

@@ -74,7 +74,8 @@ fn admin_get(authority: &str, path: &str) -> Result<String, String> {
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n").map_err(|e| e.to_string())?;
+    // Envoy's admin answers HTTP/1.0 with 426; HTTP/1.1 with `connection: close` ends at EOF.
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&raw);
@@ -83,7 +84,30 @@ fn admin_get(authority: &str, path: &str) -> Result<String, String> {
     if status != "200" {
         return Err(format!("HTTP {status} for {path}"));
     }
-    Ok(body.to_owned())
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked")
+        })
+    });
+    if chunked {
+        dechunk(body).ok_or_else(|| "malformed chunked response".to_owned())
+    } else {
+        Ok(body.to_owned())
+    }
+}
+
+/// The payload of an HTTP/1.1 chunked body (RFC 9112 §7.1; extensions and trailers ignored).
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size_line, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size_line.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 /// The ECDS update counters of filter `name`.
@@ -140,13 +164,28 @@ fn replace_file(target: &Path, text: &str) -> std::io::Result<()> {
     }
 }
 
-/// The lines of Envoy's log `text` about a rejected update: its `[wasm]` lines (the filter's own
-/// `invalid policy at PATH: MESSAGE` first, then Envoy's) and `config update rejected`.
-pub fn rejection_lines(log: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.contains("][wasm]") || l.contains("config update rejected"))
-        .map(|l| l.chars().take(400).collect())
-        .collect()
+/// The lines of Envoy's log `text` about a rejected update, shortened to `[level] message`: its
+/// `[wasm]` errors (the filter's own `invalid policy at PATH: MESSAGE` first) and `config update
+/// rejected`. Repeated messages (one per worker thread) are shown once with their count.
+pub fn rejection_lines(text: &str) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for l in text.lines() {
+        // `[time][thread][level][component] [source:line] message`
+        let mut brackets = l.split(']');
+        let level = brackets.nth(2).map(|b| b.trim_start_matches('[')).unwrap_or("");
+        let message = l.split_once("] ").and_then(|(_, rest)| rest.split_once("] ")).map_or(l, |(_, m)| m);
+        let relevant =
+            (l.contains("][wasm]") && matches!(level, "error" | "critical")) || l.contains("config update rejected");
+        if !relevant {
+            continue;
+        }
+        let shown: String = format!("[{level}] {message}").chars().take(400).collect();
+        match out.iter_mut().find(|(m, _)| *m == shown) {
+            Some((_, n)) => *n += 1,
+            None => out.push((shown, 1)),
+        }
+    }
+    out.into_iter().map(|(m, n)| if n > 1 { format!("{m} (x{n})") } else { m }).collect()
 }
 
 /// What `apply` does besides loading the policy (already done by the caller).
@@ -189,13 +228,24 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
                  the previous policy keeps serving",
                 before.rejected, now.rejected
             );
+            // Envoy remembers a plugin configuration that failed and refuses it again without
+            // running the filter, so its log may not say why: the filter's own code does.
+            match mcp_policy_filter::config::load(policy.as_bytes()) {
+                Err(errors) => {
+                    msg.push_str("\nthe filter's check of this policy:");
+                    for e in errors.0 {
+                        msg.push_str(&format!("\n  {e}"));
+                    }
+                }
+                Ok(_) => msg.push_str("\nthis policy passes `mcp-policy check`: the cause is in Envoy's log"),
+            }
             if let Some(log) = t.envoy_log {
                 std::thread::sleep(Duration::from_millis(100)); // let the log lines land
                 let new = std::fs::read(log)
                     .ok()
                     .and_then(|b| b.get(usize::try_from(log_from).unwrap_or(0)..).map(<[u8]>::to_vec));
                 let lines = rejection_lines(&String::from_utf8_lossy(&new.unwrap_or_default()));
-                msg.push_str(&format!("\nEnvoy's log ({}):", log.display()));
+                msg.push_str(&format!("\nEnvoy's log ({}) about it:", log.display()));
                 for l in lines {
                     msg.push_str("\n  ");
                     msg.push_str(&l);
@@ -263,6 +313,31 @@ mod tests {
                      extension_config_discovery.http_filter.other.update_success: 9\n";
         assert_eq!(parse_counters(stats, "mcp_policy"), Counters { success: 7, rejected: 2 });
         assert_eq!(parse_counters("", "mcp_policy"), Counters { success: 0, rejected: 0 });
+    }
+
+    #[test]
+    fn rejection_lines_from_envoys_log() {
+        let log = "\
+[2026-11-30 22:58:00.122][1][info][wasm] [source/extensions/common/wasm/context.cc:1151] wasm log mcp_policy mcp_policy: [root 1] mcp-policy-filter 0.1.0 starting
+[2026-11-30 22:58:00.122][1][error][wasm] [source/extensions/common/wasm/context.cc:1157] wasm log mcp_policy mcp_policy: [root 1] invalid policy at tools.x.acton: unknown field `acton`
+[2026-11-30 22:58:00.122][2][critical][wasm] [source/extensions/common/wasm/wasm.cc:479] Plugin configured to fail closed failed to load
+[2026-11-30 22:58:00.122][3][critical][wasm] [source/extensions/common/wasm/wasm.cc:479] Plugin configured to fail closed failed to load
+[2026-11-30 22:58:00.124][1][warning][config] [source/extensions/config_subscription/filesystem/filesystem_subscription_impl.cc:81] Filesystem config update rejected: Unable to create Wasm plugin mcp_policy
+";
+        assert_eq!(
+            rejection_lines(log),
+            [
+                "[error] wasm log mcp_policy mcp_policy: [root 1] invalid policy at tools.x.acton: unknown field `acton`",
+                "[critical] Plugin configured to fail closed failed to load (x2)",
+                "[warning] Filesystem config update rejected: Unable to create Wasm plugin mcp_policy",
+            ]
+        );
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        assert_eq!(dechunk("5\r\nhello\r\n7;x=1\r\n, world\r\n0\r\n\r\n").unwrap(), "hello, world");
+        assert_eq!(dechunk("5\r\nhel"), None);
     }
 
     #[test]
