@@ -103,8 +103,9 @@ schema:
 ##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
 ##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
 RUN_DIR ?= .run
+ADMIN_PORT ?= 9901
 run: build approvals cli venv
-	RUN_DIR=$(RUN_DIR) bash scripts/run.sh
+	RUN_DIR=$(RUN_DIR) ADMIN_PORT=$(ADMIN_PORT) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
 ##         "applied" once Envoy loaded it, else why it was not
@@ -112,7 +113,7 @@ run: build approvals cli venv
 reload:
 	@$(CARGO) build --quiet --release --locked --features cli --bin mcp-policy
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
-	  --envoy-log $(RUN_DIR)/envoy.log
+	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 
 ## demo: a short agent session with the official MCP client through Envoy
 demo: build approvals venv

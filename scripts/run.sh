@@ -15,7 +15,9 @@
 # Environment: VENV (default .venv), DEMO_ARGS (default "--stateless --json-response"),
 # APPROVER (default demo) and APPROVER_TOKEN (default demo-approver-token): the approver's login,
 # RUN_DIR (default .run: policy, ECDS file, logs, pid files), APPROVALS_DB (default
-# $RUN_DIR/approvals.sqlite, kept between runs).
+# $RUN_DIR/approvals.sqlite, kept between runs). The ports (tests set them; any change renders a copy of
+# the bootstrap into $RUN_DIR): MCP_PORT (10000), ADMIN_PORT (9901), DEMO_PORT (8000), APPROVALS_PORT
+# (8095, the page), APPROVALS_CHECK_PORT (8096, Envoy's cluster mcp_approvals).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +31,11 @@ cli="target/release/mcp-policy"
 approver="${APPROVER:-demo}"
 approver_token="${APPROVER_TOKEN:-demo-approver-token}"
 run_dir="${RUN_DIR:-.run}"
+mcp_port="${MCP_PORT:-10000}"
+admin_port="${ADMIN_PORT:-9901}"
+demo_port="${DEMO_PORT:-8000}"
+approvals_port="${APPROVALS_PORT:-8095}"
+check_port="${APPROVALS_CHECK_PORT:-8096}"
 approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 
 [ -x "$python" ] || { echo "run: no Python at $python (create the venv: make venv)" >&2; exit 2; }
@@ -36,7 +43,7 @@ approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 [ -f "$wasm" ] || { echo "run: $wasm is missing (make build)" >&2; exit 2; }
 [ -x "$approvals" ] || { echo "run: $approvals is missing (make approvals)" >&2; exit 2; }
 [ -x "$cli" ] || { echo "run: $cli is missing (make cli)" >&2; exit 2; }
-for port in 8000 10000 9901 8095 8096; do
+for port in "$demo_port" "$mcp_port" "$admin_port" "$approvals_port" "$check_port"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "run: 127.0.0.1:$port is already in use" >&2; exit 2
   fi
@@ -54,9 +61,12 @@ cp envoy/ecds/mcp_policy.yaml "$run_dir/mcp_policy.yaml"
 "$cli" apply "$run_dir/policy.json" --ecds "$run_dir/mcp_policy.yaml" --no-wait >/dev/null || {
   echo "run: fix $run_dir/policy.json (or delete it to start from envoy/policy.json)" >&2; exit 2; }
 bootstrap=envoy/envoy-ecds.yaml
-if [ "$run_dir" != .run ]; then  # the shipped bootstrap reads .run/mcp_policy.yaml
+if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:8000:8096 ]; then
+  # The shipped bootstrap reads .run/mcp_policy.yaml and listens on the default ports.
   bootstrap="$run_dir/envoy-ecds.yaml"
-  sed "s#path: .run/mcp_policy.yaml#path: $run_dir/mcp_policy.yaml#" envoy/envoy-ecds.yaml >"$bootstrap"
+  sed -e "s#path: .run/mcp_policy.yaml#path: $run_dir/mcp_policy.yaml#" -e "s/port_value: 10000}/port_value: $mcp_port}/" \
+    -e "s/port_value: 9901}/port_value: $admin_port}/" -e "s/port_value: 8000}/port_value: $demo_port}/" \
+    -e "s/port_value: 8096}/port_value: $check_port}/" envoy/envoy-ecds.yaml >"$bootstrap"
 fi
 
 pids=()
@@ -80,22 +90,23 @@ not_up() {
 
 [ -n "${DEMO_ARGS+set}" ] || DEMO_ARGS="--stateless --json-response"
 # shellcheck disable=SC2086  # DEMO_ARGS is a word list
-"$python" demo/proxmox_server.py --port 8000 $DEMO_ARGS >"$run_dir/demo-server.log" 2>&1 &
+"$python" demo/proxmox_server.py --port "$demo_port" $DEMO_ARGS >"$run_dir/demo-server.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break
+  (exec 3<>"/dev/tcp/127.0.0.1/$demo_port") 2>/dev/null && break
   sleep 0.1
 done
 
 mkdir -p "$(dirname "$approvals_db")"
-"$approvals" --listen 127.0.0.1:8095 --check-listen 127.0.0.1:8096 --db "$approvals_db" --public-url http://127.0.0.1:8095 \
+"$approvals" --listen "127.0.0.1:$approvals_port" --check-listen "127.0.0.1:$check_port" --db "$approvals_db" \
+  --public-url "http://127.0.0.1:$approvals_port" \
   --approver "$approver=$approver_token" >"$run_dir/approvals.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:8095/healthz 2>/dev/null)" = ok ] && break
+  [ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] && break
   sleep 0.1
 done
-[ "$(curl -s http://127.0.0.1:8095/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
+[ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
 
 # Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log.
 : >"$run_dir/access.log"
@@ -103,25 +114,26 @@ done
 pids+=($!)
 echo $! >"$run_dir/envoy.pid"
 for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:9901/ready 2>/dev/null)" = LIVE ] && break
+  [ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] && break
   sleep 0.1
 done
-[ "$(curl -s http://127.0.0.1:9901/ready 2>/dev/null)" = LIVE ] || not_up Envoy "$run_dir/envoy.log"
+[ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] || not_up Envoy "$run_dir/envoy.log"
 
 reload="make reload"
-[ "$run_dir" = .run ] || reload="make reload RUN_DIR=$run_dir"
+[ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
+[ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
 mcp-policy-filter is running (Ctrl-C stops it)
-  MCP endpoint  http://127.0.0.1:10000/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
-  Approvals     http://127.0.0.1:8095  log in as '$approver' with token '$approver_token' (start_vm needs one)
-  Envoy admin   http://127.0.0.1:9901  (/stats/prometheus)
+  MCP endpoint  http://127.0.0.1:$mcp_port/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
+  Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token' (start_vm needs one)
+  Envoy admin   http://127.0.0.1:$admin_port  (/stats/prometheus)
   Policy        $run_dir/policy.json ($seeded)
   Live edit     edit that file, then: $reload
   Logs          $run_dir/envoy.log $run_dir/access.log $run_dir/demo-server.log $run_dir/approvals.log
 
 Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001):
-  curl -s http://127.0.0.1:10000/mcp -H 'content-type: application/json' \\
+  curl -s http://127.0.0.1:$mcp_port/mcp -H 'content-type: application/json' \\
     -H 'accept: application/json, text/event-stream' -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}'
 
