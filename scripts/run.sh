@@ -108,9 +108,11 @@ for _ in $(seq 100); do
 done
 [ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
 
-# Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log.
+# Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log,
+# flushed every 200 ms (Envoy's default is 1 s) so that decisions show up at once.
 : >"$run_dir/access.log"
-"$envoy" -c "$bootstrap" --disable-hot-restart --concurrency 2 >"$run_dir/access.log" 2>"$run_dir/envoy.log" &
+"$envoy" -c "$bootstrap" --disable-hot-restart --concurrency 2 --file-flush-interval-msec 200 \
+  >"$run_dir/access.log" 2>"$run_dir/envoy.log" &
 pids+=($!)
 echo $! >"$run_dir/envoy.pid"
 for _ in $(seq 100); do
@@ -143,5 +145,7 @@ EOF
 pids+=($!)
 status=0
 wait -n "${pids[@]}" || status=$?
+# Ctrl-C reaches the services too, and they may exit before this script's INT trap runs: give it time.
+sleep 0.3
 echo "run: a process exited (status $status); stopping the others" >&2
 exit 1
