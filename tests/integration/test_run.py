@@ -155,6 +155,16 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
         assert outcome("list_vms", 100 + i) == (200, -31001, FROZEN)
     assert int((run_dir / "envoy.pid").read_text()) == pid
 
+    # The syntax error sent to Envoy anyway: the filter's own log line names line and column too.
+    (run_dir / "policy.json").write_text('{"version": "1",\n  "tools": {"list_vms": {},}\n}\n', encoding="utf-8")
+    r = subprocess.run(["target/release/mcp-policy", "apply", f"{run_dir}/policy.json", "--no-check", "--admin", ADMIN,
+                        "--ecds", f"{run_dir}/mcp_policy.yaml", "--envoy-log", f"{run_dir}/envoy.log"],
+                       cwd=harness.REPO_ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 5, r
+    assert ("] policy not loaded: invalid policy at .: not a strict JSON document: unexpected character at line 2, "
+            "column 28. Envoy refuses this configuration: on a reload the previous policy keeps serving") in r.stderr
+    assert outcome("list_vms", 200) == (200, -31001, FROZEN)
+
     # One line per decision on the terminal: time, grant, tool, decision, rule.
     def decision_lines() -> list[list[str]]:
         text = proc.log_text().split("Decisions (time UTC, grant, tool, decision, rule):\n")[1]
