@@ -43,7 +43,7 @@ test-unit:
 	$(CARGO) test --locked --all-targets --features cli
 	$(CARGO) test --locked -p mcp-approvals
 
-test-envoy: build approvals venv browser-deps oauth-deps
+test-envoy: build approvals cli venv browser-deps oauth-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -92,7 +92,7 @@ bench: build approvals venv
 	$(PY) bench/load.py --out BENCHMARKS.md
 	$(PY) bench/approval_latency.py
 
-## cli: the mcp-policy tool (check, explain, schema): target/release/mcp-policy
+## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
 cli:
 	$(CARGO) build --release --locked --features cli --bin mcp-policy
 
@@ -106,10 +106,21 @@ schema:
 	$(CARGO) run --quiet --locked --features cli --bin mcp-policy -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
-## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000, mcp-approvals
-##      on 127.0.0.1:8095 (Ctrl-C stops)
-run: build approvals venv
-	bash scripts/run.sh
+## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
+##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
+##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
+RUN_DIR ?= .run
+ADMIN_PORT ?= 9901
+run: build approvals cli venv
+	RUN_DIR=$(RUN_DIR) ADMIN_PORT=$(ADMIN_PORT) bash scripts/run.sh
+
+## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
+##         "applied" once Envoy loaded it, else why it was not
+.PHONY: reload
+reload:
+	@$(CARGO) build --quiet --release --locked --features cli --bin mcp-policy
+	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
+	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 
 ## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
 ##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on

@@ -393,8 +393,9 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    let doc =
-        json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
+    let doc = json::parse(bytes).map_err(|e| {
+        ConfigErrors(vec![err(".", format!("not a strict JSON document: {}", crate::textpos::describe(&e, bytes)))])
+    })?;
     // Arrays never stand in for objects, and enums are strings only: see `de`.
     let spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
     compile(spec)

@@ -14,6 +14,8 @@
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`series`]: which per-tool decision counters a policy needs;
+//! - [`textpos`]: byte offsets as line and column, for policy syntax errors;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
@@ -29,6 +31,8 @@ pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod series;
+pub mod textpos;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]

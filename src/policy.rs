@@ -278,6 +278,16 @@ impl Policy {
         self.tools.iter().filter(|(_, r)| r.approval_timeout_seconds.is_some()).map(|(n, _)| n.as_str())
     }
 
+    /// The rule of a tool listed under `tools`.
+    pub fn tool_rule(&self, tool: &str) -> Option<&ToolRule> {
+        self.tools.get(tool)
+    }
+
+    /// Does `all_tools.limits` hold a limit (one every tool call counts against)?
+    pub fn has_all_tools_limits(&self) -> bool {
+        !self.all_tools.is_empty()
+    }
+
     /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of
     /// per-tool metric labels.
     pub fn named_tools(&self) -> Vec<&str> {

@@ -126,7 +126,14 @@ impl RootContext for Root {
                 true
             }
             Err(e) => {
-                error!("[root {}] {e}", self.id);
+                // Envoy follows this with its own `[critical] Plugin configured to fail closed failed to
+                // load` lines: say first what they mean for traffic.
+                error!(
+                    "[root {}] policy not loaded: {e}. Envoy refuses this configuration: on a reload the \
+                     previous policy keeps serving, at startup Envoy exits; its next lines (\"Plugin ... \
+                     failed to load\") are about this refusal",
+                    self.id
+                );
                 false
             }
         }
