@@ -8,6 +8,7 @@
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
@@ -27,6 +28,7 @@ pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod rls;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]

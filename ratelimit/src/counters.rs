@@ -87,7 +87,9 @@ pub fn counters(prefix: &str, req: &RateLimitRequest) -> Result<Vec<Counter>, St
         }
         if d.entries.iter().any(|e| e.key.is_empty() || e.key.len() > MAX_TEXT_BYTES || e.value.len() > MAX_TEXT_BYTES)
         {
-            return Err(format!("descriptors[{i}]: entry keys must be 1 to {MAX_TEXT_BYTES} bytes, values at most that"));
+            return Err(format!(
+                "descriptors[{i}]: entry keys must be 1 to {MAX_TEXT_BYTES} bytes, values at most that"
+            ));
         }
         if d.is_negative_hits {
             return Err(format!("descriptors[{i}]: is_negative_hits is not supported (quota is never given back)"));

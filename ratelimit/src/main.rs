@@ -119,7 +119,8 @@ async fn run(args: Args) -> Result<(), String> {
         None => Store::Memory(MemoryStore::new()),
     });
     let metrics = Arc::new(Metrics::default());
-    let grpc = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
+    let grpc =
+        tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let http = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
         .map_err(|e| format!("--metrics-listen {}: {e}", args.metrics_listen))?;

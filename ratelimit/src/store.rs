@@ -122,7 +122,11 @@ impl RedisStore {
     /// `PING`, for the health status.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
-        redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ()).map_err(|e| StoreError(format!("redis: {e}")))
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError(format!("redis: {e}")))
     }
 }
 
