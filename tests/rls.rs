@@ -284,3 +284,16 @@ fn without_the_key_shared_data_counts_as_before() {
     assert!(out.rls.is_none() && out.reply.is_none());
     assert!(!store.is_empty());
 }
+
+proptest::proptest! {
+    /// Any bytes as a service answer: decoded or refused, never a panic; and a decoded answer
+    /// always leads to a decision.
+    #[test]
+    fn any_answer_bytes_are_safe(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+        let p = policy(EXEC, RLS);
+        let store = MemoryStore::new();
+        let pending = held(decide(&p, &store, "tok", &call(1, "exec")));
+        let out = rls::on_answer(&p, pending, rls::read_answer(0, Some(&bytes)), T0);
+        proptest::prop_assert!(out.reply.is_some() || out.decision.kind == DecisionKind::Allowed);
+    }
+}

@@ -16,11 +16,13 @@ Limits use `hour` windows and unique grants per test; the hour edge is avoided (
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import uuid
 
 import pytest
+import yaml
 
 import harness
 import harness_extra as hx
@@ -249,3 +251,23 @@ def test_redis_stop_and_start_the_service_answers_again_without_restart(stack):
     assert is_result(r, 2), r.body
     assert rls.proc.running(), "the service was not restarted"
     assert len(upstream(log, tok)) == 2
+
+
+def test_the_shipped_cluster_bootstrap(stack):
+    """envoy/envoy-cluster.yaml with its own policy (only ports and paths replaced): two Envoys, one
+    Redis, two instances in its mcp_ratelimit cluster; 12 calls alternating between the Envoys admit
+    exactly the policy's 10 per minute."""
+    _, redis_port = hr.start_redis(stack)
+    rls = [hr.start_rls(stack, redis_port, name="rls-1"), hr.start_rls(stack, redis_port, name="rls-2")]
+    _, up, log = stack.recorder()
+    shipped = harness.wasm_filter(yaml.safe_load(hr.CLUSTER_YAML.read_text()))["config"]["configuration"]["value"]
+    policy = json.loads(shipped)
+    assert policy["gateway"]["rate_limit_service"]["cluster"] == hr.RLS_CLUSTER
+    envoys = [hr.start_envoy(stack, hr.render(stack, shipped, up, [r.port for r in rls]), name=f"envoy-{n}")
+              for n in "12"]
+    hx.avoid_boundary(60, margin=10)
+    tok = token("shipped")
+    replies = [post(envoys[i % 2].mcp_url, tool_call("vm_agent_exec", ARGS, id=i), headers_for(tok)) for i in range(12)]
+    assert [is_result(r, i) for i, r in enumerate(replies)] == [True] * 10 + [False] * 2
+    assert {kind(r) for r in replies[10:]} == {"rate_limited"}
+    assert len(upstream(log, tok)) == 10
