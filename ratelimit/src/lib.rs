@@ -6,7 +6,7 @@
 //! - [`store`]: one atomic check-then-increment-all-or-none per request, in Redis (a Lua script) or
 //!   memory;
 //! - [`service`]: the tonic `RateLimitService`;
-//! - [`metrics`]: /metrics.
+//! - [`metrics`]: the Prometheus text of `/metrics`.
 
 pub mod counters;
 pub mod metrics;
