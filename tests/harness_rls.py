@@ -76,11 +76,13 @@ def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None 
     return Rls(proc, port, metrics_port, redis_port)
 
 
-def render(stack: harness.Stack, policy: dict | str, upstream_port: int, rls_ports: list[int]) -> str:
+def render(stack: harness.Stack, policy: dict | str, upstream_port: int, rls_ports: list[int], *,
+           approvals_port: int | None = None) -> str:
     """envoy/envoy-cluster.yaml for `policy` with fresh listener/admin ports, the upstream, and
-    cluster `mcp_ratelimit` holding exactly the endpoints 127.0.0.1:`rls_ports` (may be none)."""
+    cluster `mcp_ratelimit` holding exactly the endpoints 127.0.0.1:`rls_ports` (may be none); and,
+    if given, cluster `mcp_approvals` on 127.0.0.1:`approvals_port`."""
     text = harness.render_envoy_config(policy, stack.wasm, harness.free_port(), harness.free_port(), upstream_port,
-                                       source=CLUSTER_YAML)
+                                       source=CLUSTER_YAML, approvals_port=approvals_port)
     cfg = yaml.safe_load(text)
     (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == RLS_CLUSTER]
     cluster["load_assignment"]["endpoints"] = [{"lb_endpoints": [

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import threading
 import time
 import uuid
@@ -271,3 +272,40 @@ def test_the_shipped_cluster_bootstrap(stack):
     assert [is_result(r, i) for i, r in enumerate(replies)] == [True] * 10 + [False] * 2
     assert {kind(r) for r in replies[10:]} == {"rate_limited"}
     assert len(upstream(log, tok)) == 10
+
+
+def test_approval_is_asked_first_and_only_approved_calls_are_counted(stack):
+    """The order with require_approval (README, Cluster-wide limits): pending retries never reach the
+    service (nothing in Redis); the approved call is counted; an approved call over the limit is
+    refused and its approval is used up (the documented cost)."""
+    import harness_approvals as ha
+
+    _, redis_port = hr.start_redis(stack)
+    rls = hr.start_rls(stack, redis_port)
+    svc = ha.approvals(stack)
+    _, up, log = stack.recorder()
+    policy = ha.approval_policy(
+        {"start_vm": ha.approval_tool(limits=[exec_limit(1, counter="start_rate")])},
+        gateway={"rate_limit_service": {"cluster": hr.RLS_CLUSTER, "timeout": "200ms"}})
+    envoy = hr.start_envoy(stack, hr.render(stack, policy, up, [rls.port], approvals_port=svc.check_port))
+    hx.avoid_boundary(3600, margin=30)
+    tok = token("approve")
+    keys = lambda: subprocess.run(["redis-cli", "-p", str(redis_port), "DBSIZE"], capture_output=True,  # noqa: E731
+                                  text=True, check=True).stdout.strip()
+    first = tool_call("start_vm", {"node": "pve1", "vmid": 1}, id=1)
+    for _ in range(3):
+        assert kind(post(envoy.mcp_url, first, headers_for(tok))) == "approval_required"
+    assert keys() == "0", "calls waiting for approval consume nothing"
+    (pending,) = svc.wait_pending(1)
+    svc.approve(pending["id"])
+    assert is_result(post(envoy.mcp_url, first, headers_for(tok)), 1)
+    assert keys() == "1"
+    second = tool_call("start_vm", {"node": "pve1", "vmid": 2}, id=2)
+    assert kind(post(envoy.mcp_url, second, headers_for(tok))) == "approval_required"
+    (pending,) = svc.wait_pending(1)
+    svc.approve(pending["id"])
+    r = post(envoy.mcp_url, second, headers_for(tok))
+    assert kind(r) == "rate_limited" and r.error["data"]["counter"] == "start_rate", r.body
+    # The approval was used up by the refused call: the next retry asks again.
+    assert kind(post(envoy.mcp_url, second, headers_for(tok))) == "approval_required"
+    assert len(upstream(log, tok)) == 1
