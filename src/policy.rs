@@ -144,6 +144,9 @@ pub struct Gateway {
     pub approval: Option<ApprovalService>,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
+    /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
+    /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
+    pub resource_metadata_url: Option<String>,
 }
 
 /// How the filter waits for a person's decision.
