@@ -369,15 +369,12 @@ pub fn on_approval_answer(
         Answer::Approved { approval_id, approver: _ } => {
             decision.kind = DecisionKind::Approved;
             decision.approval_id = Some(approval_id);
-            let mut out = Outcome::new(decision, None);
-            if !rls_limits.is_empty() {
-                // The approval is used up; the service counts the call now (it cannot be given back).
-                let mut p = crate::rls::Pending::new(grant_id, false);
-                p.add(policy, Some(id), Some(tool), &rls_limits);
-                p.decision = out.decision.clone();
-                out.rls = Some(Box::new(p));
-            }
-            return out;
+            // The approval is used up; the service counts the call now (it cannot be given back).
+            let rls = crate::rls::Pending::single(policy, grant_id, id, Some(tool), &rls_limits);
+            return Outcome {
+                rls: rls.map(|p| Box::new(crate::rls::Pending { decision: decision.clone(), ..p })),
+                ..Outcome::new(decision, None)
+            };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
             let why = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
@@ -721,11 +718,10 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
             }
             if out.approval.is_some() && policy.mode_for(tool) == Mode::DryRun {
                 // Shadow mode asks nobody: the call goes on, logged as one that would wait for approval.
-                if let Some(p) = out.approval.take().filter(|p| !p.rls_limits.is_empty()) {
+                if let Some(p) = out.approval.take() {
                     // As with local limits, the call still counts: the service is asked.
-                    let mut r = crate::rls::Pending::new(p.grant_id, false);
-                    r.add(policy, Some(p.id.clone()), Some(p.tool.clone()), &p.rls_limits);
-                    out.rls = Some(Box::new(r));
+                    out.rls = crate::rls::Pending::single(policy, p.grant_id, p.id, Some(p.tool), &p.rls_limits)
+                        .map(Box::new);
                 }
                 out.decision.kind = DecisionKind::ApprovalRequired;
                 out.decision.dry_run = true;
@@ -756,14 +752,8 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
     };
     match judge_message(policy, msg, &grant, limiter) {
         Judged::Forward(d, _, counted) => {
-            let tool = d.tool.clone();
-            let mut out = Outcome::new(d, None);
-            if !counted.is_empty() {
-                let mut p = crate::rls::Pending::new(grant.id, false);
-                p.add(policy, Some(id), tool, &counted);
-                out.rls = Some(Box::new(p));
-            }
-            out
+            let rls = crate::rls::Pending::single(policy, grant.id, id, d.tool.clone(), &counted);
+            Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
         }
         Judged::Ask(pending) => {
             let mut out = Outcome::new(pending.decision.clone(), None);

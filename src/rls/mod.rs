@@ -201,6 +201,16 @@ impl Pending {
         }
     }
 
+    /// The plan for one message counting against `limits`, or `None` if there are none.
+    pub fn single(policy: &Policy, grant_id: GrantId, id: Id, tool: Option<String>, limits: &[usize]) -> Option<Self> {
+        if limits.is_empty() {
+            return None;
+        }
+        let mut p = Pending::new(grant_id, false);
+        p.add(policy, Some(id), tool, limits);
+        Some(p)
+    }
+
     /// Count one message against `limits` (indices into `policy.limits`). Limits with the same
     /// counter, scope and window are one descriptor (one count); its override is the smallest max.
     pub fn add(&mut self, policy: &Policy, id: Option<Id>, tool: Option<String>, limits: &[usize]) {
