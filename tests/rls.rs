@@ -102,7 +102,7 @@ fn one_descriptor_per_limit_with_override_and_hits() {
     let store = MemoryStore::new();
     let pending = held(decide(&p, &store, "tok-a", &call(1, "exec")));
     assert!(store.is_empty(), "shared data counts nothing with the service");
-    let req = pending.request(&p, "mcp");
+    let req = pending.request(&p, "mcp").unwrap();
     let g = hex(&grant::from_authorization(b"Bearer tok-a").unwrap().id);
     assert_eq!(req.domain, "mcp");
     let shapes: Vec<_> = req.descriptors.iter().map(|d| (d.entries.clone(), d.limit, d.hits_addend)).collect();
@@ -191,7 +191,7 @@ fn batches_count_once_per_descriptor_and_refuse_whole() {
     let store = MemoryStore::new();
     let calls: Vec<String> = (1..=11).map(|i| call(i, "exec")).collect();
     let pending = held(decide(&p, &store, "tok", &format!("[{}]", calls.join(","))));
-    let req = pending.request(&p, "mcp");
+    let req = pending.request(&p, "mcp").unwrap();
     assert_eq!(req.descriptors.len(), 2);
     assert_eq!(req.descriptors[0].hits_addend, Some(11));
     let over = proto::Status { code: proto::CODE_OVER_LIMIT, limit_remaining: 10, until_reset_ms: Some(5_000) };
@@ -208,7 +208,7 @@ fn batches_count_once_per_descriptor_and_refuse_whole() {
     assert_eq!(b[1]["error"]["data"]["kind"], "denied");
     // Mixed batch over one limit: the calls under it are rate_limited, the others batch_refused.
     let pending = held(decide(&p, &store, "tok", &format!("[{},{}]", call(1, "exec"), call(2, "free"))));
-    assert_eq!(pending.request(&p, "mcp").descriptors[1].hits_addend, Some(2), "all_tools counts both");
+    assert_eq!(pending.request(&p, "mcp").unwrap().descriptors[1].hits_addend, Some(2), "all_tools counts both");
     let out = rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, vec![over_status(), ok_status()]), T0);
     let b = body(&out);
     assert_eq!(b[0]["error"]["data"]["kind"], "rate_limited");
@@ -252,7 +252,7 @@ fn approval_is_asked_first_and_only_approved_calls_are_counted() {
     let out = gate::on_approval_answer(&p, pending, approved, &store, T0);
     assert_eq!(out.decision.kind, DecisionKind::Approved);
     let rls_pending = held(out);
-    assert_eq!(rls_pending.request(&p, "mcp").descriptors[0].hits_addend, Some(1));
+    assert_eq!(rls_pending.request(&p, "mcp").unwrap().descriptors[0].hits_addend, Some(1));
     let out = rls::on_answer(&p, rls_pending.clone(), answer(proto::CODE_OK, vec![]), T0);
     assert_eq!((out.reply, out.decision.kind), (None, DecisionKind::Approved));
     let out = rls::on_answer(&p, rls_pending, answer(proto::CODE_OVER_LIMIT, vec![over_status()]), T0);
@@ -274,6 +274,17 @@ fn dry_run_asks_and_forwards_refusals_as_would_deny() {
     assert_eq!((out.reply, out.decision.label()), (None, "would_deny"));
     // Denied calls in dry-run are never counted.
     assert!(decide(&p, &store, "tok", &call(1, "nope")).rls.is_none());
+}
+
+#[test]
+fn a_descriptor_that_cannot_be_built_refuses_the_call() {
+    let p = policy(EXEC, RLS);
+    let mut pending = Pending::new([1; 32], false);
+    pending.add(&p, Some(mcp_policy_filter::mcp::Id::null()), Some("exec".into()), &[0, usize::MAX]);
+    let why = pending.request(&p, "mcp").unwrap_err();
+    let out = rls::on_answer(&p, pending, Answer::Unavailable(why), T0);
+    assert_eq!(body(&out)["error"]["data"]["kind"], "limiter_unavailable");
+    assert_eq!(rls::limit_indices(&p, &[&p.limits[0], &policy(EXEC, RLS).limits[0]]), vec![0, usize::MAX]);
 }
 
 #[test]

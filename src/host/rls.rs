@@ -23,7 +23,13 @@ impl Filter {
             let answer = Answer::Unavailable("no rate limit service is configured".into());
             return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
         };
-        let message = pending.request(&policy, &svc.domain).encode();
+        let message = match pending.request(&policy, &svc.domain) {
+            Ok(r) => r.encode(),
+            Err(why) => {
+                warn!("[ctx {}] {why}", self.id);
+                return self.finish(rls::on_answer(&policy, pending, Answer::Unavailable(why), now_ms()));
+            }
+        };
         let timeout = Duration::from_millis(svc.timeout_ms);
         match hostcalls::dispatch_grpc_call(&svc.cluster, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
             Ok(token) => {

@@ -147,9 +147,11 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
     }
 }
 
-/// Indices in [`Policy::limits`] of `limits` (references into it).
+/// Indices in [`Policy::limits`] of `limits` (references into it). A limit not found there gets
+/// `usize::MAX`, which makes the plan unusable ([`Pending::request`] fails): a descriptor that
+/// cannot be built refuses the call, it never skips the quota.
 pub fn limit_indices(policy: &Policy, limits: &[&Limit]) -> Vec<usize> {
-    limits.iter().filter_map(|l| policy.limits.iter().position(|x| std::ptr::eq(x, *l))).collect()
+    limits.iter().map(|l| policy.limits.iter().position(|x| std::ptr::eq(x, *l)).unwrap_or(usize::MAX)).collect()
 }
 
 fn unit(w: Window) -> proto::Unit {
@@ -185,6 +187,8 @@ pub struct Pending {
     pub tools_list_ids: Vec<Id>,
     /// Dry-run: refusals are logged as "would deny" and the request is forwarded.
     pub dry_run: bool,
+    /// A limit could not be turned into a descriptor: the request must not be sent (fail closed).
+    pub broken: bool,
 }
 
 impl Pending {
@@ -198,6 +202,7 @@ impl Pending {
             decision: Decision::new(DecisionKind::Allowed),
             tools_list_ids: Vec::new(),
             dry_run: false,
+            broken: false,
         }
     }
 
@@ -216,7 +221,10 @@ impl Pending {
     pub fn add(&mut self, policy: &Policy, id: Option<Id>, tool: Option<String>, limits: &[usize]) {
         let mut descriptors = Vec::new();
         for &i in limits {
-            let Some(l) = policy.limits.get(i) else { continue };
+            let Some(l) = policy.limits.get(i) else {
+                self.broken = true;
+                continue;
+            };
             let same = |j: usize| {
                 policy
                     .limits
@@ -249,8 +257,12 @@ impl Pending {
         self.counted.is_empty()
     }
 
-    /// The `RateLimitRequest` to send.
-    pub fn request(&self, policy: &Policy, domain: &str) -> proto::Request {
+    /// The `RateLimitRequest` to send. Errors: a descriptor that could not be built (the call is
+    /// then refused as with an unavailable service, never forwarded uncounted).
+    pub fn request(&self, policy: &Policy, domain: &str) -> Result<proto::Request, String> {
+        if self.broken || self.counted.iter().any(|&(i, _)| policy.limits.get(i).is_none()) {
+            return Err("a rate limit descriptor could not be built".to_owned());
+        }
         let grant = hex(&self.grant_id);
         let descriptors = self
             .counted
@@ -268,7 +280,7 @@ impl Pending {
                 })
             })
             .collect();
-        proto::Request { domain: domain.to_owned(), descriptors, hits_addend: 0 }
+        Ok(proto::Request { domain: domain.to_owned(), descriptors, hits_addend: 0 })
     }
 }
 
