@@ -1,5 +1,5 @@
 """Tier 1 (no Envoy), deploy (issue 17): every manifest under deploy/ is valid, consistent and
-listed in its kustomization; the mcp-approvals Dockerfile passes hadolint.
+listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pass hadolint.
 
 - Custom resources: tools/deploy-validate/validate.mjs, against the CRD schemas of pinned npm
   packages (@kubernetes-models/istio 3.0.1 = Istio 1.29.2's CRDs, @kubernetes-models/envoy-gateway
