@@ -260,6 +260,10 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// The rate limit service (Envoy RLS v3, e.g. `mcp-ratelimit`) that decides every limit across
+    /// Envoys instead of this Envoy's shared data.
+    #[serde(default)]
+    pub rate_limit_service: Option<crate::rls::RateLimitServiceSpec>,
     /// The URL of this MCP server's OAuth 2.0 protected resource metadata (RFC 9728), e.g.
     /// `https://mcp.example.com/.well-known/oauth-protected-resource`. When set, the 401 for a missing
     /// grant carries `WWW-Authenticate: Bearer resource_metadata="<url>"`, from which MCP clients
@@ -683,6 +687,9 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             }
         }
     }
+    let rate_limit_service = gw.rate_limit_service.as_ref().and_then(|r| {
+        crate::rls::compile(r, &limits).map_err(|e| errs.extend(e.into_iter().map(|(p, m)| err(p, m)))).ok()
+    });
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
@@ -713,6 +720,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            rate_limit_service,
             resource_metadata_url: gw.resource_metadata_url,
         },
     ))

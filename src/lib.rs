@@ -8,6 +8,7 @@
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
@@ -31,6 +32,7 @@ pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod rls;
 pub mod series;
 pub mod textpos;
 pub mod toolslist;

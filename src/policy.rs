@@ -10,6 +10,8 @@
 //! 6. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
 //!    asked only once every rule above allows it, with the quota reserved meanwhile and given back
 //!    unless the call goes upstream.
+//!    With `gateway.rate_limit_service` (see `rls`) the order of 5 and 6 is reversed: the approval
+//!    is asked first and the service counts only approved calls, since it cannot give quota back.
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
 //! methods MCP does not define are denied unless `gateway.methods` allows them.
@@ -140,6 +142,8 @@ pub struct Gateway {
     pub tool_modes: HashMap<String, Mode>,
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
+    /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
+    pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,
