@@ -8,6 +8,7 @@
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
@@ -18,6 +19,8 @@
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
 //! - [`sse`]: which SSE events can carry a JSON-RPC message;
+//! - [`series`]: which per-tool decision counters a policy needs;
+//! - [`textpos`]: byte offsets as line and column, for policy syntax errors;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
@@ -35,8 +38,11 @@ pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
 pub mod reply;
+pub mod rls;
+pub mod series;
 pub mod session;
 pub mod sse;
+pub mod textpos;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]
