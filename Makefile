@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps screenshot redis-deps ratelimit
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot redis-deps ratelimit
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -51,7 +51,7 @@ redis-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  { echo "needs redis-server: sudo apt-get install redis-server" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps cli venv browser-deps oauth-deps
+test-envoy: build approvals ratelimit redis-deps cli venv browser-deps oauth-deps ts-client-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -62,6 +62,13 @@ browser-deps: tests/browser/node_modules/.installed
 	  { echo "browser-deps needs chromium: sudo apt-get install chromium" >&2; exit 1; }
 tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## ts-client-deps: the official MCP TypeScript SDK client (npm @modelcontextprotocol/sdk, pinned in
+##                 tests/ts-client/package.json and its package-lock.json) for tests/e2e/test_sdk_typescript.py
+ts-client-deps: tests/ts-client/node_modules/.installed
+tests/ts-client/node_modules/.installed: tests/ts-client/package.json tests/ts-client/package-lock.json
+	cd tests/ts-client && npm ci --silent --no-audit --no-fund
 	touch $@
 
 ## oauth-deps: npm oidc-provider (pinned in tests/oauth/package-lock.json), the authorization server of

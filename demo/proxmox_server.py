@@ -8,6 +8,7 @@ Python SDK (`MCPServer`) and serves Streamable HTTP on 127.0.0.1.
     python demo/proxmox_server.py --port 8000                  # SSE responses (SDK default)
     python demo/proxmox_server.py --port 8000 --json-response  # application/json responses
     python demo/proxmox_server.py --port 8000 --stateless      # no sessions: plain curl works
+    python demo/proxmox_server.py --port 8000 --legacy-sse     # the 2024-11-05 HTTP+SSE transport (GET /sse)
     python demo/proxmox_server.py --port 8000 --catalog 286    # 286 tools: the eight plus generated ones
 
 It is stateful by default: `initialize` answers with an `Mcp-Session-Id` the client sends back.
@@ -279,10 +280,14 @@ def build_server(cluster: Cluster | None = None, catalog: int = 0) -> MCPServer:
     return mcp
 
 
-async def serve(port: int, json_response: bool, stateless: bool = False, catalog: int = 0) -> None:
+async def serve(port: int, json_response: bool, stateless: bool = False, catalog: int = 0,
+                legacy_sse: bool = False) -> None:
     """Serve until cancelled; print the ready line once the port accepts connections."""
-    app = build_server(catalog=catalog).streamable_http_app(
-        streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST)
+    if legacy_sse:
+        app = build_server(catalog=catalog).sse_app(host=HOST)
+    else:
+        app = build_server(catalog=catalog).streamable_http_app(
+            streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST)
     server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -290,6 +295,9 @@ async def serve(port: int, json_response: bool, stateless: bool = False, catalog
             if server.should_exit:
                 return
             await anyio.sleep(0.02)
+        if legacy_sse:
+            print(f"proxmox-demo ready on http://{HOST}:{port}/sse (legacy HTTP+SSE transport)", flush=True)
+            return
         print(f"proxmox-demo ready on http://{HOST}:{port}{MCP_PATH} "
               f"(json_response={json_response}, stateless={stateless})", flush=True)
 
@@ -301,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="answer with application/json instead of text/event-stream")
     ap.add_argument("--stateless", action="store_true",
                     help="no sessions (no Mcp-Session-Id): every POST stands alone, handy for curl")
+    ap.add_argument("--legacy-sse", action="store_true",
+                    help="serve the 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/) instead of Streamable HTTP")
     ap.add_argument("--catalog", type=int, default=0, metavar="N",
                     help="list N tools in total: the eight plus generated Proxmox-API-shaped ones (default: off)")
     a = ap.parse_args(argv)
@@ -310,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             ap.error(str(e))
     try:
-        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog)
+        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog, a.legacy_sse)
     except KeyboardInterrupt:
         pass
     return 0

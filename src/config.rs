@@ -234,7 +234,7 @@ pub struct GatewaySpec {
         feature = "schema",
         schemars(extend("propertyNames" = {
             "minLength": 1,
-            "not": {"anyOf": [{"enum": ["initialize", "ping", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
+            "not": {"anyOf": [{"enum": ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
         }))
     )]
     pub methods: BTreeMap<String, ActionSpec>,
@@ -274,6 +274,46 @@ pub struct GatewaySpec {
         schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[A-Za-z0-9._~:/?\[\]@!$&'()*+,;=%-]+$"))
     )]
     pub resource_metadata_url: Option<String>,
+    /// MCP protocol versions accepted (default: all four the filter knows, `2025-03-26`,
+    /// `2025-06-18`, `2025-11-25`, `2026-07-28`). Others get 400 −32022.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "items" = {"enum": ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]},
+            "uniqueItems" = true,
+            "minItems" = 1
+        ))
+    )]
+    pub protocol_versions: Option<Vec<String>>,
+    /// Bind every `Mcp-Session-Id` to the grant that created it (HMAC-SHA-256); see the README,
+    /// "Sessions bound to their grant". Absent: session ids pass unchanged.
+    #[serde(default)]
+    pub session_key: Option<SessionKeySpec>,
+}
+
+/// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is), each
+/// given inline or as the name of an environment variable of the wasm VM (Envoy
+/// `vm_config.environment_variables`), which keeps the secret out of the plugin configuration.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SessionKeySpec {
+    /// The key new session ids are made with (or `current_env`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
+    pub current: Option<String>,
+    /// The environment variable holding `current`.
+    #[serde(default)]
+    pub current_env: Option<String>,
+    /// The key before it, still accepted during a rotation; remove it once sessions made under it
+    /// have ended.
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 32)))]
+    pub previous: Option<String>,
+    /// The environment variable holding `previous`.
+    #[serde(default)]
+    pub previous_env: Option<String>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -396,12 +436,40 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// fields, wrong types, `version` other than "1", `max` 0, empty names, bad conditions (path, op,
 /// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
+    load_with_env(bytes, &|_| None)
+}
+
+/// [`load`], with `env` giving the values of environment variables that the policy names
+/// (`gateway.session_key.current_env`, `previous_env`); the host passes the wasm VM's environment.
+pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
     let doc = json::parse(bytes).map_err(|e| {
         ConfigErrors(vec![err(".", format!("not a strict JSON document: {}", crate::textpos::describe(&e, bytes)))])
     })?;
     // Arrays never stand in for objects, and enums are strings only: see `de`.
-    let spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    if let Some(k) = spec.gateway.as_mut().and_then(|g| g.session_key.as_mut()) {
+        let mut errs = Vec::new();
+        for (value, name, path) in [
+            (&mut k.current, &k.current_env, "gateway.session_key.current_env"),
+            (&mut k.previous, &k.previous_env, "gateway.session_key.previous_env"),
+        ] {
+            let Some(name) = name else { continue };
+            if value.is_some() {
+                errs.push(err(path, "give the key inline or by environment variable, not both"));
+            }
+            match env(name) {
+                Some(v) => *value = Some(v),
+                None => errs.push(err(
+                    path,
+                    format!("environment variable {name} is not set in the wasm VM (vm_config.environment_variables)"),
+                )),
+            }
+        }
+        if !errs.is_empty() {
+            return Err(ConfigErrors(errs));
+        }
+    }
     compile(spec)
 }
 
@@ -547,7 +615,8 @@ fn compile_approval(a: &ApprovalSpec, errs: &mut Vec<ConfigError>) -> Option<App
 
 /// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed
 /// by `tools` and `default`.
-const NOT_CONFIGURABLE: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+const NOT_CONFIGURABLE: [&str; 6] =
+    ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"];
 
 /// Turn a parsed spec into the runtime policy.
 pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
@@ -687,6 +756,26 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             }
         }
     }
+    let protocol_versions = compile_versions(gw.protocol_versions.as_deref(), &mut errs);
+    let session_keys = gw.session_key.as_ref().map(|k| {
+        let min = crate::session::MIN_KEY_BYTES;
+        let current = k.current.clone().unwrap_or_default();
+        if k.current.is_none() && k.current_env.is_none() {
+            errs.push(err("gateway.session_key.current", "required (or current_env)"));
+        } else if current.len() < min {
+            errs.push(err("gateway.session_key.current", format!("must be at least {min} bytes")));
+        }
+        if k.previous.as_ref().is_some_and(|p| p.len() < min) {
+            errs.push(err("gateway.session_key.previous", format!("must be at least {min} bytes")));
+        }
+        if k.previous.as_ref() == Some(&current) {
+            errs.push(err("gateway.session_key.previous", "must differ from current"));
+        }
+        crate::session::SessionKeys {
+            current: current.into_bytes(),
+            previous: k.previous.as_ref().map(|p| p.as_bytes().to_vec()),
+        }
+    });
     let rate_limit_service = gw.rate_limit_service.as_ref().and_then(|r| {
         crate::rls::compile(r, &limits).map_err(|e| errs.extend(e.into_iter().map(|(p, m)| err(p, m)))).ok()
     });
@@ -720,10 +809,33 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            protocol_versions,
+            session_keys,
             rate_limit_service,
             resource_metadata_url: gw.resource_metadata_url,
         },
     ))
+}
+
+/// `gateway.protocol_versions`: known versions, each once, at least one.
+fn compile_versions(spec: Option<&[String]>, errs: &mut Vec<ConfigError>) -> crate::protocol::Versions {
+    use crate::protocol::{Version, Versions};
+    let Some(list) = spec else { return Versions::ALL };
+    let mut set = Versions::default();
+    if list.is_empty() {
+        errs.push(err("gateway.protocol_versions", "must list at least one version"));
+    }
+    for (i, name) in list.iter().enumerate() {
+        match Version::parse(name) {
+            Some(v) if set.contains(v) => errs.push(err(format!("gateway.protocol_versions[{i}]"), "listed twice")),
+            Some(v) => set.insert(v),
+            None => errs.push(err(
+                format!("gateway.protocol_versions[{i}]"),
+                "unknown MCP protocol version; known: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28",
+            )),
+        }
+    }
+    set
 }
 
 #[cfg(test)]

@@ -12,6 +12,11 @@ use crate::policy::{GrantSource, Mode, NeedsApproval, Policy, Verdict};
 use crate::ratelimit::{Admission, GrantId, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
 
+mod binding;
+mod version;
+
+pub use binding::{check_session, session_id_out, SessionCheck};
+
 /// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
 /// GET opens the server's SSE stream, DELETE ends a session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +56,10 @@ pub struct RequestHead {
     pub credential: HeaderValue,
     pub mcp_method: HeaderValue,
     pub mcp_name: HeaderValue,
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: HeaderValue,
+    /// `Mcp-Session-Id`.
+    pub session_id: HeaderValue,
 }
 
 impl RequestHead {
@@ -68,6 +77,8 @@ impl RequestHead {
             credential: HeaderValue::Absent,
             mcp_method: HeaderValue::Absent,
             mcp_name: HeaderValue::Absent,
+            protocol_version: HeaderValue::Absent,
+            session_id: HeaderValue::Absent,
         };
         for (name, value) in headers {
             match name {
@@ -83,6 +94,8 @@ impl RequestHead {
                 "content-encoding" => head.content_encoding.add(value),
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
+                "mcp-protocol-version" => head.protocol_version.add(value),
+                "mcp-session-id" => head.session_id.add(value),
                 n if n == credential_header => head.credential.add(value),
                 _ => {}
             }
@@ -422,7 +435,7 @@ pub fn on_approval_answer(
 /// The id of `msg` if it is a `tools/list` request.
 fn tools_list_id(msg: &Message) -> Option<Id> {
     match msg {
-        Message::Request { id, call: Call::Method { method: crate::mcp::McpMethod::ToolsList, .. } } => {
+        Message::Request { id, call: Call::Method { method: crate::mcp::McpMethod::ToolsList, .. }, .. } => {
             Some(id.clone())
         }
         _ => None,
@@ -489,21 +502,26 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             "MCP Streamable HTTP uses POST, GET and DELETE only",
             vec![("allow", "GET, POST, DELETE".into())],
         ))),
-        HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(Box::new(match grant_of(policy, head) {
-            Err(why) if policy.mode_for(None) == Mode::DryRun => {
-                // Same as POST in dry-run: counted as "would deny", forwarded.
-                let mut out = no_grant(policy, &Id::null(), why);
-                out.reply = None;
-                out.decision.dry_run = true;
-                out
+        HttpMethod::Get | HttpMethod::Delete => {
+            if let Err(refusal) = version::of_stream(policy, head) {
+                return HeadOutcome::Done(refusal);
             }
-            Err(why) => no_grant(policy, &Id::null(), why),
-            Ok(g) => {
-                let mut d = Decision::new(DecisionKind::Passed);
-                d.grant = Some(g.label());
-                Outcome::new(d, None)
-            }
-        })),
+            HeadOutcome::Done(Box::new(match grant_of(policy, head) {
+                Err(why) if policy.mode_for(None) == Mode::DryRun => {
+                    // Same as POST in dry-run: counted as "would deny", forwarded.
+                    let mut out = no_grant(policy, &Id::null(), why);
+                    out.reply = None;
+                    out.decision.dry_run = true;
+                    out
+                }
+                Err(why) => no_grant(policy, &Id::null(), why),
+                Ok(g) => {
+                    let mut d = Decision::new(DecisionKind::Passed);
+                    d.grant = Some(g.label());
+                    Outcome::new(d, None)
+                }
+            }))
+        }
         HttpMethod::Post => {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
             if !ct_ok {
@@ -552,23 +570,33 @@ fn protocol_error(e: &ProtocolError) -> (RpcError, u16) {
 }
 
 /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method` and `Mcp-Name` mirror the body; any difference is
-/// −32020. Values are compared as exact bytes against the unescaped body values.
-fn header_mismatch(head: &RequestHead, msg: &Message) -> Option<&'static str> {
+/// −32020. `Mcp-Name` is decoded first (SEP-2243 `=?base64?…?=`), then both are compared as exact
+/// bytes against the unescaped body values. When `required` (2026-07-28), `Mcp-Method` must be
+/// present, and `Mcp-Name` too for the methods whose table row names a mirrored parameter.
+fn header_mismatch(head: &RequestHead, msg: &Message, required: bool) -> Option<&'static str> {
     let (method, name): (Option<&str>, Option<&str>) = match msg {
         Message::Request { call: Call::Tool(t), .. } => (Some("tools/call"), Some(&t.name)),
         Message::Request { call: Call::Method { method, target }, .. } => (Some(method.name()), target.as_deref()),
         Message::Notification { method } => (Some(method.name()), None),
         Message::Response { .. } => (None, None),
     };
-    let differs = |h: &HeaderValue, body: Option<&str>| match h {
+    if required && head.mcp_method == HeaderValue::Absent && method.is_some() {
+        return Some("Mcp-Method header is required in MCP 2026-07-28");
+    }
+    let named = method.and_then(crate::protocol::row_of).is_some_and(|r| r.name_param.is_some());
+    if required && named && head.mcp_name == HeaderValue::Absent {
+        return Some("Mcp-Name header is required in MCP 2026-07-28 for tools/call, prompts/get and resources/read");
+    }
+    let differs = |h: &HeaderValue, body: Option<&str>, decode: bool| match h {
         HeaderValue::Absent => false,
         HeaderValue::Many => true,
+        HeaderValue::One(v) if decode => crate::protocol::decode_header_value(v).as_deref() != body,
         HeaderValue::One(v) => body.map(str::as_bytes) != Some(v.as_slice()),
     };
-    if differs(&head.mcp_method, method) {
+    if differs(&head.mcp_method, method, false) {
         return Some("Mcp-Method header does not match the body's method");
     }
-    if differs(&head.mcp_name, name) {
+    if differs(&head.mcp_name, name, true) {
         return Some("Mcp-Name header does not match the body's name or uri");
     }
     None
@@ -742,7 +770,11 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
 
 fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limiter<'_>) -> Outcome {
     let id = msg.id();
-    if let Some(why) = header_mismatch(head, msg) {
+    let version = match version::of_message(policy, head, msg) {
+        Ok(v) => v,
+        Err(out) => return *out,
+    };
+    if let Some(why) = header_mismatch(head, msg, version.rules().method_headers) {
         let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
         return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
     }
@@ -771,7 +803,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
 /// Fill in what the audit log says about the message: method, tool, id and argument keys.
 fn describe(d: &mut Decision, msg: &Message) {
     d.method = judged_method(msg);
-    if let Message::Request { id, call } = msg {
+    if let Message::Request { id, call, .. } = msg {
         d.id = Some(id.raw().to_owned());
         if let Call::Tool(t) = call {
             d.tool = Some(t.name.clone());
@@ -800,6 +832,9 @@ fn on_batch(
     items: Vec<Result<Message, ProtocolError>>,
     limiter: &Limiter<'_>,
 ) -> Outcome {
+    if let Err(out) = version::of_batch(policy, head) {
+        return *out;
+    }
     if head.mcp_method != HeaderValue::Absent || head.mcp_name != HeaderValue::Absent {
         let why = "Mcp-Method/Mcp-Name headers cannot describe a batch";
         let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);

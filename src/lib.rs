@@ -13,14 +13,19 @@
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
+//! - [`b64`]: Base64 (RFC 4648) for short header values;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
+//! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
+//! - [`sse`]: which SSE events can carry a JSON-RPC message;
 //! - [`series`]: which per-tool decision counters a policy needs;
 //! - [`textpos`]: byte offsets as line and column, for policy syntax errors;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
 pub mod approval;
+pub mod b64;
 pub mod challenge;
 pub mod conditions;
 pub mod config;
@@ -30,10 +35,13 @@ pub mod http;
 pub mod json;
 pub mod mcp;
 pub mod policy;
+pub mod protocol;
 pub mod ratelimit;
 pub mod reply;
 pub mod rls;
 pub mod series;
+pub mod session;
+pub mod sse;
 pub mod textpos;
 pub mod toolslist;
 

@@ -5,6 +5,7 @@
 //! `server/tools` (`tools/call` params `{name, arguments}`).
 
 use crate::json::{self, Json, ParseError, Parser};
+use crate::protocol::{MetaVersion, META_VERSION_KEY};
 
 /// A JSON-RPC id: a string, an integer or null (JSON-RPC 2.0 §4; MCP forbids null for requests, but
 /// we only need to echo it). `raw` is the exact source text, echoed byte for byte in error replies.
@@ -38,6 +39,10 @@ impl Id {
 pub enum McpMethod {
     Initialize,
     Ping,
+    /// `server/discover` (2026-07-28): the stateless replacement of `initialize`.
+    ServerDiscover,
+    /// `subscriptions/listen` (2026-07-28): opens a notification stream.
+    SubscriptionsListen,
     ToolsList,
     ToolsCall,
     ResourcesList,
@@ -65,6 +70,8 @@ impl McpMethod {
         match name {
             "initialize" => McpMethod::Initialize,
             "ping" => McpMethod::Ping,
+            "server/discover" => McpMethod::ServerDiscover,
+            "subscriptions/listen" => McpMethod::SubscriptionsListen,
             "tools/list" => McpMethod::ToolsList,
             "tools/call" => McpMethod::ToolsCall,
             "resources/list" => McpMethod::ResourcesList,
@@ -90,6 +97,8 @@ impl McpMethod {
         match self {
             McpMethod::Initialize => "initialize",
             McpMethod::Ping => "ping",
+            McpMethod::ServerDiscover => "server/discover",
+            McpMethod::SubscriptionsListen => "subscriptions/listen",
             McpMethod::ToolsList => "tools/list",
             McpMethod::ToolsCall => "tools/call",
             McpMethod::ResourcesList => "resources/list",
@@ -163,8 +172,9 @@ pub enum Call {
 /// One JSON-RPC message from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    /// A request: has an id and expects a response.
-    Request { id: Id, call: Call },
+    /// A request: has an id and expects a response. `meta_version`: its
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]` (MCP 2026-07-28).
+    Request { id: Id, call: Call, meta_version: MetaVersion },
     /// A notification (`notifications/…`, no id).
     Notification { method: McpMethod },
     /// A response to a server-to-client request (sampling, elicitation, roots).
@@ -284,6 +294,7 @@ struct Params {
     uri: Option<Json>,
     /// `Some(None)`: present but not an object.
     arguments: Option<Option<Arguments>>,
+    meta_version: MetaVersion,
 }
 
 /// The members of one message that decisions read, each strictly parsed once.
@@ -300,7 +311,13 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
         jsonrpc: None,
         id: None,
         method: None,
-        params: Params { shape: Shape::Absent, name: None, uri: None, arguments: None },
+        params: Params {
+            shape: Shape::Absent,
+            name: None,
+            uri: None,
+            arguments: None,
+            meta_version: MetaVersion::Absent,
+        },
         has_result_or_error: false,
     };
     p.object_with(|p, key| {
@@ -326,7 +343,8 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
 }
 
 fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
-    let mut params = Params { shape: Shape::Other, name: None, uri: None, arguments: None };
+    let mut params =
+        Params { shape: Shape::Other, name: None, uri: None, arguments: None, meta_version: MetaVersion::Absent };
     match p.peek_non_ws() {
         Some(b'{') => {
             params.shape = Shape::Object;
@@ -335,6 +353,7 @@ fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "name" => params.name = Some(p.value()?),
                     "uri" => params.uri = Some(p.value()?),
                     "arguments" => params.arguments = Some(read_arguments(p)?),
+                    "_meta" => params.meta_version = read_meta_version(p)?,
                     _ => p.skip_value()?,
                 }
                 Ok(())
@@ -347,6 +366,27 @@ fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
         _ => p.skip_value()?,
     }
     Ok(params)
+}
+
+/// `_meta`: only its protocol version is read (MCP 2026-07-28 "per-request protocol fields").
+fn read_meta_version(p: &mut Parser<'_>) -> Result<MetaVersion, ParseError> {
+    if p.peek_non_ws() != Some(b'{') {
+        p.skip_value()?;
+        return Ok(MetaVersion::Invalid);
+    }
+    let mut version = MetaVersion::Absent;
+    p.object_with(|p, key| {
+        if key.as_ref() == META_VERSION_KEY {
+            version = match p.value()? {
+                Json::String(s) => MetaVersion::Str(s),
+                _ => MetaVersion::Invalid,
+            };
+            Ok(())
+        } else {
+            p.skip_value()
+        }
+    })?;
+    Ok(version)
 }
 
 /// `arguments`: an object is checked and kept as text with its keys; anything else is `None`.
@@ -366,7 +406,7 @@ fn read_arguments(p: &mut Parser<'_>) -> Result<Option<Arguments>, ParseError> {
 }
 
 fn message_from_parts(p: &Parser<'_>, parts: Parts) -> Result<Message, ProtocolError> {
-    let Parts { jsonrpc, id, method, params, has_result_or_error } = parts;
+    let Parts { jsonrpc, id, method, mut params, has_result_or_error } = parts;
     if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
         return Err(ProtocolError::invalid("\"jsonrpc\" must be \"2.0\""));
     }
@@ -395,8 +435,9 @@ fn message_from_parts(p: &Parser<'_>, parts: Parts) -> Result<Message, ProtocolE
         }
         (Some(_), None, false) => Err(ProtocolError::invalid("a request method needs an \"id\"")),
         (Some(method), Some(id), false) => {
+            let meta_version = std::mem::take(&mut params.meta_version);
             let call = request_call(method, params, &id)?;
-            Ok(Message::Request { id, call })
+            Ok(Message::Request { id, call, meta_version })
         }
     }
 }
@@ -480,6 +521,7 @@ mod tests {
             m,
             Message::Request {
                 id: Id { raw: "7".into() },
+                meta_version: MetaVersion::Absent,
                 call: Call::Tool(ToolCall {
                     name: "delete_vm".into(),
                     arguments: Some(Arguments { raw: r#"{"vmid":100}"#.into(), keys: vec!["vmid".into()] }),
@@ -564,6 +606,7 @@ mod tests {
             items[0],
             Ok(Message::Request {
                 id: Id { raw: "1".into() },
+                meta_version: MetaVersion::Absent,
                 call: Call::Tool(ToolCall { name: "a".into(), arguments: None })
             })
         );
@@ -580,6 +623,8 @@ mod tests {
         for name in [
             "initialize",
             "ping",
+            "server/discover",
+            "subscriptions/listen",
             "tools/list",
             "tools/call",
             "resources/list",
@@ -610,6 +655,7 @@ mod tests {
             m,
             Message::Request {
                 id: Id { raw: "1".into() },
+                meta_version: MetaVersion::Absent,
                 call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()) }
             }
         );

@@ -142,6 +142,10 @@ pub struct Gateway {
     pub tool_modes: HashMap<String, Mode>,
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
+    /// `gateway.protocol_versions`: the MCP protocol versions accepted.
+    pub protocol_versions: crate::protocol::Versions,
+    /// `gateway.session_key`: bind `Mcp-Session-Id` to its grant.
+    pub session_keys: Option<crate::session::SessionKeys>,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
@@ -347,11 +351,19 @@ impl Policy {
         }
     }
 
+    /// Does `gateway.methods` allow the method `name` explicitly?
+    pub fn allows_method_by_name(&self, name: &str) -> bool {
+        self.methods.get(name) == Some(&Action::Allow)
+    }
+
     fn judge_method(&self, method: &McpMethod) -> Verdict<'_> {
         match method {
-            McpMethod::Initialize | McpMethod::Ping | McpMethod::ToolsList | McpMethod::Notification(_) => {
-                Verdict::Pass
-            }
+            McpMethod::Initialize
+            | McpMethod::Ping
+            | McpMethod::ServerDiscover
+            | McpMethod::SubscriptionsListen
+            | McpMethod::ToolsList
+            | McpMethod::Notification(_) => Verdict::Pass,
             McpMethod::ToolsCall => {
                 Verdict::Deny { rule: "default".into(), reason: "tools/call must name a tool".into() }
             }

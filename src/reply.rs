@@ -32,6 +32,14 @@ pub mod code {
     pub const APPROVAL_UNAVAILABLE: i32 = -31009;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
+    /// `Mcp-Session-Id` was not issued to this grant under `gateway.session_key` (another grant's,
+    /// tampered, forged, or from before the key changed): `session_invalid`, HTTP 404, so that
+    /// clients start a new session.
+    pub const SESSION_INVALID: i32 = -31010;
+    /// MCP 2026-07-28: the request's protocol version is unknown or not in
+    /// `gateway.protocol_versions` (`unsupported_protocol_version`, HTTP 400); `data.supported`
+    /// lists the accepted versions, `data.requested` the one sent.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
     /// JSON-RPC 2.0 parse error.
     pub const PARSE_ERROR: i32 = -32700;
     /// JSON-RPC 2.0 invalid request; also used for HTTP-level refusals (405, 413, 415).
@@ -76,6 +84,12 @@ impl RpcError {
 
     /// The error response object for `id`.
     pub fn to_json(&self, id: &Id) -> String {
+        self.to_json_with(id, &[])
+    }
+
+    /// [`RpcError::to_json`] with further members of `data` whose values are JSON texts (e.g. the
+    /// `supported` array of −32022).
+    pub fn to_json_with(&self, id: &Id, extra_json: &[(&str, &str)]) -> String {
         let mut out = String::with_capacity(160 + self.message.len() + self.reason.len());
         out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
         out.push_str(id.raw());
@@ -112,6 +126,12 @@ impl RpcError {
             out.push_str(k);
             out.push_str("\":");
             write_str(&mut out, v);
+        }
+        for (k, v) in extra_json {
+            out.push_str(",\"");
+            out.push_str(k);
+            out.push_str("\":");
+            out.push_str(v);
         }
         out.push_str("}}}");
         out

@@ -242,12 +242,16 @@ fn flush_event(
     hidden: &dyn Fn(&str) -> bool,
 ) -> Result<usize, ListError> {
     let mut data: Option<String> = None;
+    let mut event_type: Option<&str> = None;
     for line in lines {
         let bare = line.trim_end_matches(['\n', '\r']);
         let (field, value) = match bare.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
             None => (bare, ""),
         };
+        if field == "event" {
+            event_type = Some(value);
+        }
         if field == "data" {
             let d = data.get_or_insert_with(String::new);
             if !d.is_empty() {
@@ -260,7 +264,15 @@ fn flush_event(
         lines.iter().for_each(|l| out.push_str(l));
         return Ok(0);
     };
-    let mut msg = json::parse(data.as_bytes()).map_err(|e| ListError::Unreadable(format!("SSE data: {e}")))?;
+    let mut msg = match json::parse(data.as_bytes()) {
+        Ok(m) => m,
+        // `event: endpoint`, `data: [DONE]`, …: no client reads these as JSON-RPC (`crate::sse`).
+        Err(_) if !crate::sse::could_carry_jsonrpc(event_type, &data) => {
+            lines.iter().for_each(|l| out.push_str(l));
+            return Ok(0);
+        }
+        Err(e) => return Err(ListError::Unreadable(format!("SSE data: {e}"))),
+    };
     let Some(removed) = filter_message(&mut msg, request_ids, hidden)? else {
         lines.iter().for_each(|l| out.push_str(l));
         return Ok(0);

@@ -108,7 +108,8 @@ impl RootContext for Root {
                 return false;
             }
         };
-        match config::load(&bytes) {
+        // The VM's environment (Envoy vm_config.environment_variables), for keys named by variable.
+        match config::load_with_env(&bytes, &|name| std::env::var(name).ok()) {
             Ok(policy) => {
                 if let Err(e) = ratelimit::init_lock(&HostStore) {
                     error!("[root {}] shared data unavailable: {e:?}", self.id);
@@ -154,6 +155,7 @@ impl RootContext for Root {
             list_failed: false,
             request_id: None,
             approval: None,
+            session_grant: None,
             rls: None,
         }))
     }
@@ -184,6 +186,8 @@ struct Filter {
     request_id: Option<String>,
     /// The call held while the approval service is asked, with the callout's token.
     approval: Option<(u32, PendingApproval)>,
+    /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
+    session_grant: Option<crate::ratelimit::GrantId>,
     /// The request held while the rate limit service is asked, with the callout's token.
     rls: Option<(u32, crate::rls::Pending)>,
 }
@@ -443,6 +447,21 @@ impl HttpContext for Filter {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
             .map(str::to_owned);
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        match gate::check_session(&policy, &head) {
+            gate::SessionCheck::Unbound => {}
+            gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
+            gate::SessionCheck::Rewrite { grant, upstream } => {
+                // The server sees its own id; the client only ever sees the bound one.
+                if let Err(s) =
+                    hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))
+                {
+                    warn!("[ctx {}] cannot rewrite mcp-session-id ({s:?}); refusing", self.id);
+                    return self.unconfigured();
+                }
+                self.session_grant = Some(grant);
+            }
+            gate::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+        }
         match gate::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
                 if outcome.reply.is_none() && !end_of_stream {
@@ -480,6 +499,18 @@ impl HttpContext for Filter {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if let Some(policy) = self.policy.clone().filter(|p| p.gateway.session_keys.is_some()) {
+            let name = "mcp-session-id";
+            if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
+                let bound = gate::session_id_out(&policy, self.session_grant.as_ref(), &upstream);
+                let value = bound.as_ref().map(String::as_bytes);
+                if hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, value).is_err() {
+                    // Never hand out an unbound session id.
+                    let _ = hostcalls::reset_http_response();
+                    return Action::Pause;
+                }
+            }
+        }
         if self.inspect == Inspect::Nothing || end_of_stream {
             return Action::Continue;
         }
@@ -492,6 +523,10 @@ impl HttpContext for Filter {
             return Action::Continue;
         } else if http::is_media_type(&content_type, "application/json") {
             ListMode::Json
+        } else if header(":status").as_deref() == Some(&b"202"[..]) {
+            // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
+            // the reply comes on the SSE stream, which is filtered there.
+            return Action::Continue;
         } else {
             return self.bad_gateway("the tools/list response has an unexpected content type");
         };

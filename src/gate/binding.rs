@@ -1,0 +1,50 @@
+//! The request and response steps of sessions bound to their grant (`crate::session`).
+
+use super::{grant_of, refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use crate::mcp::Id;
+use crate::policy::Policy;
+use crate::ratelimit::GrantId;
+use crate::reply::{code, RpcError};
+use crate::session;
+
+/// What to do with a request's `Mcp-Session-Id` (checked on POST, GET and DELETE alike, from the
+/// headers, before anything goes upstream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCheck {
+    /// `gateway.session_key` is not set: session ids pass unchanged.
+    Unbound,
+    /// No session id; `grant` (if any) is remembered to wrap the id the server may hand out.
+    NoSession { grant: Option<GrantId> },
+    /// A valid id of this grant: forward the server's own id instead.
+    Rewrite { grant: GrantId, upstream: Vec<u8> },
+    /// Refused (HTTP 404, −31010 `session_invalid`); nothing goes upstream.
+    Refuse(Box<Outcome>),
+}
+
+const INVALID: &str = "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
+
+/// Check the request's `Mcp-Session-Id` against its grant.
+pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
+    let Some(keys) = &policy.gateway.session_keys else { return SessionCheck::Unbound };
+    let grant = grant_of(policy, head).ok().map(|g| g.id);
+    let presented = match &head.session_id {
+        HeaderValue::Absent => return SessionCheck::NoSession { grant },
+        HeaderValue::One(v) => Some(v),
+        HeaderValue::Many => None,
+    };
+    if let (Some(grant), Some(v)) = (grant, presented) {
+        if let Some(upstream) = session::unwrap(keys, &grant, v) {
+            return SessionCheck::Rewrite { grant, upstream };
+        }
+    }
+    let err = RpcError::new(code::SESSION_INVALID, "session_invalid", format!("Not Found: {INVALID}"), INVALID);
+    SessionCheck::Refuse(Box::new(refuse(DecisionKind::Invalid, 404, err, &Id::null(), vec![])))
+}
+
+/// The `Mcp-Session-Id` to send the client for the server's `upstream` id: wrapped for the
+/// request's grant; `None` (remove the header) when there is no grant to bind it to.
+/// Only called when `gateway.session_key` is set.
+pub fn session_id_out(policy: &Policy, grant: Option<&GrantId>, upstream: &[u8]) -> Option<String> {
+    let keys = policy.gateway.session_keys.as_ref()?;
+    grant.map(|g| session::wrap(keys, g, upstream))
+}

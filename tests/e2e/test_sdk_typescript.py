@@ -1,0 +1,61 @@
+"""Tier 3: the official MCP TypeScript SDK client (npm @modelcontextprotocol/sdk, pinned in
+tests/ts-client/package.json, installed by `make ts-client-deps`) through Envoy with the filter, to
+the demo server: the same protocol version as directly, hidden tools absent, an allowed call runs,
+a denied call's reason reaches the caller, require-approval is surfaced (−31007 with its URL).
+Both response modes of the server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import harness
+import harness_approvals as ha
+
+CLIENT_DIR = Path(__file__).resolve().parent.parent / "ts-client"
+DEMO_TOOLS = ["delete_vm", "list_nodes", "list_vms", "start_vm", "stop_vm", "vm_agent_exec",
+              "vm_agent_exec_status", "vm_status"]
+HIDDEN = "vm_agent_exec_status"
+
+
+def ts_client(url: str, token: str, *calls: tuple[str, dict]) -> dict:
+    node = shutil.which("node")
+    if node is None or not (CLIENT_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        pytest.fail("the TypeScript SDK client is not installed: make ts-client-deps", pytrace=False)
+    argv = [node, "client.mjs", url, token]
+    for tool, args in calls:
+        argv += [tool, json.dumps(args)]
+    out = subprocess.run(argv, cwd=CLIENT_DIR, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(params=[True, False], ids=["json_response", "sse"])
+def setup(request, stack):
+    svc = ha.approvals(stack)
+    _, port = stack.demo_server(json_response=request.param)
+    policy = harness.load_policy()
+    policy["hide"] = [HIDDEN]
+    envoy = stack.envoy(harness.policy_text(policy), port, approvals_port=svc.check_port)
+    return envoy, f"http://127.0.0.1:{port}/mcp", svc
+
+
+def test_typescript_client_through_the_filter(setup):
+    envoy, direct_url, svc = setup
+    direct = ts_client(direct_url, "ts-direct")
+    report = ts_client(envoy.mcp_url, "ts-e2e", ("list_vms", {}), ("delete_vm", {"node": "pve1", "vmid": 100}),
+                       ("start_vm", {"node": "pve2", "vmid": 200}))
+    assert "error" not in report, report
+    assert direct["tools"] == DEMO_TOOLS
+    assert (direct["protocol_version"], report["protocol_version"]) == ("2025-11-25", "2025-11-25")
+    assert report["tools"] == [t for t in DEMO_TOOLS if t != HIDDEN]
+    listed, denied, approval = report["calls"]
+    assert listed["ok"] and [v["vmid"] for v in json.loads(listed["text"])["vms"]] == [100, 101, 102, 200]
+    assert (denied["ok"], denied["code"], denied["data"]["reason"]) == (False, -31001,
+                                                                       "not allowed by policy (default: deny)")
+    assert (approval["ok"], approval["code"], approval["data"]["kind"]) == (False, -31007, "approval_required")
+    assert approval["data"]["approval_url"] == f"{svc.url}/approvals/{approval['data']['approval_id']}"
