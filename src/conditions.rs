@@ -9,6 +9,10 @@
 //! Types are strict: the integer `100` is not the string `"100"`, and `"1_01"`, `" 100 "`, `"+100"`
 //! are strings. Numbers compare exactly as decimals (`100` = `100.0` = `1e2`; integers beyond 2^53
 //! keep every digit), never through `f64`.
+//!
+//! Every condition is judged twice when the server may read the arguments differently
+//! (`numbers::server_reading`: numbers as binary64, strings after NFKC without invisible
+//! characters): the call passes only if it passes on both readings.
 
 use std::cmp::Ordering;
 
@@ -252,6 +256,10 @@ impl Condition {
             return (found.is_some() == want).into();
         }
         let Some(arg) = found else { return Truth::Unknown };
+        if matches!(arg, Json::Number(t) if t.as_ref() == crate::numbers::INFINITE) {
+            // A number beyond binary64's range: what the server does with it is unknown.
+            return Truth::Unknown;
+        }
         match &self.op {
             Op::Eq(v) if same_type(arg, v) => json_eq(arg, v).into(),
             Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v)).into(),
@@ -292,21 +300,32 @@ impl Condition {
     }
 }
 
-/// Check `require` then `deny_if`. Returns the first failing condition and why, or `None`.
+/// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
+/// (`numbers::server_reading`). Returns the first failing condition and why, or `None`.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],
     args: Option<&Json>,
 ) -> Option<(&'c Condition, String)> {
+    let server = args.and_then(crate::numbers::server_reading);
+    let both = |c: &Condition, worst: Truth| {
+        let sent = c.eval(args);
+        match server.as_ref().map(|s| c.eval(Some(s))) {
+            None => sent,
+            Some(read) if read == worst || sent == worst => worst,
+            Some(read) if read == Truth::Unknown || sent == Truth::Unknown => Truth::Unknown,
+            Some(read) => read,
+        }
+    };
     for c in require {
-        match c.eval(args) {
+        match both(c, Truth::False) {
             Truth::True => {}
             Truth::False => return Some((c, c.describe("required condition not met"))),
             Truth::Unknown => return Some((c, c.describe("required condition cannot be evaluated"))),
         }
     }
     for c in deny_if {
-        match c.eval(args) {
+        match both(c, Truth::True) {
             Truth::False => {}
             Truth::True => return Some((c, c.describe("denied by condition"))),
             Truth::Unknown => return Some((c, c.describe("deny_if condition cannot be evaluated"))),

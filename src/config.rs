@@ -260,6 +260,11 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// JSON-RPC responses a client sends to server requests (elicitation, sampling, roots): `allow`
+    /// (default) forwards them; `deny` refuses them with 403, since the agent the policy constrains
+    /// writes them. A batch mixing responses with requests or notifications is always refused (400).
+    #[serde(default)]
+    pub client_responses: Option<ActionSpec>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -699,6 +704,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            client_responses: gw.client_responses.map(action).unwrap_or(Action::Allow),
         },
     ))
 }

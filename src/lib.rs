@@ -3,12 +3,15 @@
 //!
 //! The crate is a pure core plus a thin host adapter:
 //! - [`json`]: the one strict JSON parser decisions are made on;
+//! - [`fold`]: the forms under which different names read as one (case folding, NFKC, invisibles);
+//! - [`numbers`]: arguments as the server reads them (numbers as binary64, strings after NFKC);
 //! - [`mcp`]: the JSON-RPC 2.0 / MCP message model;
 //! - [`config`]: the policy file, parsed and compiled once per plugin configuration;
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`grant`]: credentials, hashed;
+//! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
@@ -19,14 +22,17 @@
 pub mod approval;
 pub mod conditions;
 pub mod config;
+pub mod fold;
 pub mod gate;
 pub mod grant;
 pub mod http;
 pub mod json;
 pub mod mcp;
+pub mod numbers;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod stray;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]

@@ -235,6 +235,14 @@ fn filter_events(
     Ok(removed)
 }
 
+/// Is `field` a name that a lenient SSE client reads as `data`: `data` once surrounding whitespace,
+/// invisible characters (BOM, zero-width) and case are folded away (`Data`, ` data`, `data `, `DATA`,
+/// `\u{feff}data`)?
+fn lenient_data_field(field: &str) -> bool {
+    let trimmed = field.trim_matches(|c: char| c.is_whitespace() || crate::fold::is_invisible(c));
+    trimmed.len() <= 16 && crate::fold::name_key(trimmed) == "data"
+}
+
 fn flush_event(
     out: &mut String,
     lines: &[&str],
@@ -248,6 +256,11 @@ fn flush_event(
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
             None => (bare, ""),
         };
+        if field != "data" && lenient_data_field(field) {
+            // WHATWG readers ignore this line; lenient MCP clients read it as data. The event cannot
+            // be read one way for both, so it is not passed on.
+            return Err(ListError::Unreadable("an SSE field name that lenient clients read as data".into()));
+        }
         if field == "data" {
             let d = data.get_or_insert_with(String::new);
             if !d.is_empty() {
@@ -414,6 +427,25 @@ mod tests {
             .unwrap();
         assert_eq!(std::str::from_utf8(&out).unwrap(), "data: {\"id\":1,\"result\":{\"tools\":[]}}\n\n");
         assert!(matches!(s.push(&[b'x'; 100], false, &[], &hide), Err(ListError::Unreadable(_))));
+    }
+
+    #[test]
+    fn sse_lenient_data_fields_are_refused() {
+        let list = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}";
+        for field in ["Data", " data", "data ", "DATA", "\u{feff}data", "\u{feff}\u{feff}data", "d\u{200b}ata", "\tdata"] {
+            let stream = format!("event: message\n{field}: {list}\n\n");
+            assert_eq!(
+                filter_sse(stream.as_bytes(), &id("3"), &hide),
+                Err(ListError::Unreadable("an SSE field name that lenient clients read as data".into())),
+                "{field:?}"
+            );
+        }
+        // A second BOM at the start of the stream is part of the first field name.
+        let stream = format!("\u{feff}\u{feff}data: {list}\n\n");
+        assert!(filter_sse(stream.as_bytes(), &id("3"), &hide).is_err());
+        // Other fields pass untouched.
+        let ok = "event: message\nid: 1\nretry: 5\ndatum: x\ndata: {\"id\":9,\"result\":{}}\n\n";
+        assert_eq!(filter_sse(ok.as_bytes(), &id("3"), &hide).unwrap(), (ok.as_bytes().to_vec(), 0));
     }
 
     #[test]
