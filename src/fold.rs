@@ -9,7 +9,7 @@
 //! 1. remove control characters (`Cc`), format characters (`Cf`) and default-ignorable code points
 //!    (zero-width spaces and joiners, soft hyphen, BOM, bidi controls, variation selectors, tags);
 //! 2. Unicode full case folding (the `caseless` crate, Unicode §3.13 `toCasefold`) between
-//!    compatibility decomposition and NFKC (the `unicode-normalization` crate, UAX #15), which is
+//!    compatibility decomposition and NFKC (ICU4X's `icu_normalizer` with its compiled data, UAX #15), which is
 //!    `NFKC_Casefold` (UAX #44) in effect.
 //!
 //! Argument *values* are not case-folded (a server that gets `"Safe"` runs `"Safe"`); their second
@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 
-use unicode_normalization::UnicodeNormalization;
+use icu_normalizer::{ComposingNormalizerBorrowed, DecomposingNormalizerBorrowed};
 
 /// `Default_Ignorable_Code_Point` (Unicode 16.0, DerivedCoreProperties.txt), inclusive ranges.
 const DEFAULT_IGNORABLE: &[(u32, u32)] = &[
@@ -86,9 +86,11 @@ pub fn name_key(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     let visible: String = s.chars().filter(|&c| !is_invisible(c)).collect();
-    let folded = caseless::default_case_fold_str(&visible.nfkd().collect::<String>());
+    let decomposed = DecomposingNormalizerBorrowed::new_nfkd().normalize(&visible);
+    let folded = caseless::default_case_fold_str(&decomposed);
     // Folding can expose characters that NFKC composes, or (rarely) ignorables again: settle both.
-    let key: String = folded.nfkc().filter(|&c| !is_invisible(c)).collect();
+    let key: String =
+        ComposingNormalizerBorrowed::new_nfkc().normalize(&folded).chars().filter(|&c| !is_invisible(c)).collect();
     Cow::Owned(key)
 }
 
@@ -108,7 +110,8 @@ pub fn canonical(s: &str) -> Option<String> {
     if s.is_ascii() {
         return None;
     }
-    let out: String = s.chars().filter(|&c| !is_default_ignorable(c)).nfkc().collect();
+    let visible: String = s.chars().filter(|&c| !is_default_ignorable(c)).collect();
+    let out = ComposingNormalizerBorrowed::new_nfkc().normalize(&visible).into_owned();
     (out != s).then_some(out)
 }
 

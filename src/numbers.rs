@@ -6,76 +6,72 @@
 //! 9007199254740992, `1e-400` is 0 and `1e999999999` is infinity. Likewise a server may act on a
 //! string after NFKC normalization or with zero-width characters dropped.
 //!
-//! **Design:** a condition is judged on two readings of the arguments: as sent, and as the server
-//! reads them ([`server_reading`]: every number replaced by the shortest decimal of its binary64
-//! value, every string by `fold::canonical`). A call passes only if it passes on both; a `deny_if`
-//! fires if it matches on either. A number whose binary64 value is infinite cannot be evaluated
-//! (conditions answer `Unknown`, which denies).
+//! **Design:** a condition is judged on two readings of the arguments ([`Reading`]): as sent (exact
+//! decimals, strings as sent), and as a binary64 server reads them (both the argument and the
+//! policy's value converted to binary64 and compared as such; strings after `fold::canonical`). A
+//! call passes only if it passes on both readings; a `deny_if` fires if it matches on either. A
+//! number beyond binary64's range (infinite to the server, or an error) cannot be evaluated in the
+//! server's reading: the condition is `Unknown`, which denies.
 //!
-//! Cost is bounded: binary64 parsing is linear in the text (Rust's `f64::from_str`, correctly
-//! rounded, exponent saturated), and integers of at most 15 digits, which every binary64 holds
-//! exactly, skip it.
+//! Cost is bounded: binary64 parsing is linear in the text (`f64::from_str`: correctly rounded,
+//! exponent saturated, no big-number arithmetic on the exponent), and integers of at most 15 digits,
+//! which every binary64 holds exactly, skip it. The second reading is skipped altogether when the
+//! arguments hold nothing that can read differently ([`may_read_differently`]).
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
 
 use crate::json::Json;
 
-/// The text that stands for a number whose binary64 reading is ±infinity: not a valid JSON number,
-/// so every numeric comparison with it is `Unknown`.
-pub const INFINITE: &str = "Infinity";
-
-/// How a binary64 server reads one JSON number text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DoubleReading {
-    /// The binary64 value equals the exact decimal.
-    Same,
-    /// A different finite value: its shortest round-trip decimal (e.g. `1e2`).
-    Finite(String),
-    /// Beyond binary64's range: ±infinity (or an error) on the server.
-    Infinite,
+/// Which reading of the arguments a condition is judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Exact decimals, strings as sent.
+    Sent,
+    /// Numbers as binary64, strings after NFKC without default-ignorable code points.
+    Server,
 }
 
-/// The binary64 reading of `text`, a valid JSON number.
-pub fn double_reading(text: &str) -> DoubleReading {
+impl Reading {
+    /// Compare two JSON number texts in this reading; `None` if one cannot be read (an infinite
+    /// binary64, or an exponent beyond `i64` for exact decimals).
+    pub fn cmp_numbers(self, a: &str, b: &str) -> Option<Ordering> {
+        match self {
+            Reading::Sent => crate::conditions::cmp_numbers(a, b),
+            Reading::Server => double(a)?.partial_cmp(&double(b)?),
+        }
+    }
+
+    /// A string value in this reading.
+    pub fn text(self, s: &str) -> Cow<'_, str> {
+        match self {
+            Reading::Server => crate::fold::canonical(s).map_or(Cow::Borrowed(s), Cow::Owned),
+            Reading::Sent => Cow::Borrowed(s),
+        }
+    }
+}
+
+/// The binary64 value of a JSON number text, or `None` when it is infinite (beyond ±1.8e308).
+pub fn double(text: &str) -> Option<f64> {
+    let d = text.parse::<f64>().ok()?;
+    d.is_finite().then_some(d)
+}
+
+/// Does `text` read the same as a binary64: an integer of at most 15 digits?
+fn short_integer(text: &str) -> bool {
     let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.len() <= 15 && digits.bytes().all(|b| b.is_ascii_digit()) {
-        return DoubleReading::Same;
-    }
-    let Ok(d) = text.parse::<f64>() else { return DoubleReading::Infinite };
-    if !d.is_finite() {
-        return DoubleReading::Infinite;
-    }
-    let shortest = format!("{d:e}");
-    if crate::conditions::cmp_numbers(&shortest, text) == Some(std::cmp::Ordering::Equal) {
-        DoubleReading::Same
-    } else {
-        DoubleReading::Finite(shortest)
-    }
+    digits.len() <= 15 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The arguments as the server reads them, or `None` when that is the value as sent (the common
-/// case: ASCII strings and exactly representable numbers). Object keys are kept as sent.
-pub fn server_reading(v: &Json) -> Option<Json> {
+/// Could the server's reading of `v` differ from the exact one: does it hold a number other than a
+/// short integer, or a non-ASCII string? (Cheap: no parsing, no allocation.)
+pub fn may_read_differently(v: &Json) -> bool {
     match v {
-        Json::Null | Json::Bool(_) => None,
-        Json::Number(t) => match double_reading(t) {
-            DoubleReading::Same => None,
-            DoubleReading::Finite(s) => Some(Json::Number(s.into())),
-            DoubleReading::Infinite => Some(Json::Number(INFINITE.into())),
-        },
-        Json::String(s) => crate::fold::canonical(s).map(Json::String),
-        Json::Array(items) => {
-            let read: Vec<Option<Json>> = items.iter().map(server_reading).collect();
-            read.iter().any(Option::is_some).then(|| {
-                Json::Array(items.iter().zip(read).map(|(orig, r)| r.unwrap_or_else(|| orig.clone())).collect())
-            })
-        }
-        Json::Object(members) => {
-            let read: Vec<Option<Json>> = members.iter().map(|(_, v)| server_reading(v)).collect();
-            read.iter().any(Option::is_some).then(|| {
-                Json::Object(
-                    members.iter().zip(read).map(|((k, orig), r)| (k.clone(), r.unwrap_or_else(|| orig.clone()))).collect(),
-                )
-            })
-        }
+        Json::Null | Json::Bool(_) => false,
+        Json::Number(t) => !short_integer(t),
+        Json::String(s) => !s.is_ascii(),
+        Json::Array(items) => items.iter().any(may_read_differently),
+        Json::Object(members) => members.iter().any(|(_, v)| may_read_differently(v)),
     }
 }
 
@@ -85,32 +81,33 @@ mod tests {
     use crate::json::parse;
 
     #[test]
-    fn double_readings() {
-        use DoubleReading::*;
-        assert_eq!(double_reading("100"), Same);
-        assert_eq!(double_reading("-999999999999999"), Same);
-        assert_eq!(double_reading("100.0"), Same);
-        assert_eq!(double_reading("1e2"), Same);
-        assert_eq!(double_reading("0.5"), Same);
-        assert_eq!(double_reading("100.00000000000000001"), Finite("1e2".into()));
-        assert_eq!(double_reading("9007199254740993"), Finite("9.007199254740992e15".into()));
-        assert_eq!(double_reading("9007199254740992"), Same);
-        assert_eq!(double_reading("1e-400"), Finite("0e0".into()));
-        assert_eq!(double_reading("1e999999999"), Infinite);
-        assert_eq!(double_reading("-1e309"), Infinite);
-        assert_eq!(double_reading("1e99999999999999999999999"), Infinite);
-        // 0.1 is not exactly a binary64, but its shortest round-trip decimal is 0.1 itself.
-        assert_eq!(double_reading("0.1"), Same);
+    fn server_reading_of_numbers() {
+        let s = Reading::Server;
+        assert_eq!(s.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Equal));
+        assert_eq!(Reading::Sent.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Greater));
+        assert_eq!(s.cmp_numbers("9007199254740993", "9007199254740992"), Some(Ordering::Equal));
+        assert_eq!(s.cmp_numbers("1e-400", "0"), Some(Ordering::Equal));
+        assert_eq!(s.cmp_numbers("0.1", "0.1"), Some(Ordering::Equal));
+        assert_eq!(s.cmp_numbers("1e999999999", "101"), None);
+        assert_eq!(s.cmp_numbers("-1e309", "0"), None);
+        assert_eq!(double("1e99999999999999999999999"), None);
+        assert_eq!(double("-0"), Some(-0.0));
     }
 
     #[test]
-    fn server_readings() {
-        let v = parse(br#"{"a":1,"b":"x","c":[2,3]}"#).unwrap();
-        assert_eq!(server_reading(&v), None);
-        let v = parse("{\"vmid\":100.00000000000000001,\"cmd\":\"r\u{200b}m\",\"n\":[1e999,2]}".as_bytes()).unwrap();
-        let r = server_reading(&v).unwrap();
-        assert_eq!(r.get("vmid"), Some(&Json::Number("1e2".into())));
-        assert_eq!(r.get("cmd"), Some(&Json::String("rm".into())));
-        assert_eq!(r.get("n"), Some(&Json::Array(vec![Json::Number(INFINITE.into()), Json::Number("2".into())])));
+    fn server_reading_of_strings() {
+        assert_eq!(Reading::Server.text("r\u{200b}m"), "rm");
+        assert_eq!(Reading::Sent.text("r\u{200b}m"), "r\u{200b}m");
+        assert!(matches!(Reading::Server.text("rm"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn what_may_read_differently() {
+        let j = |t: &str| parse(t.as_bytes()).unwrap();
+        assert!(!may_read_differently(&j(r#"{"a":1,"b":"x","c":[-999999999999999,true,null]}"#)));
+        assert!(may_read_differently(&j(r#"{"a":1.5}"#)));
+        assert!(may_read_differently(&j(r#"{"a":1e2}"#)));
+        assert!(may_read_differently(&j(r#"{"a":[9999999999999999]}"#)));
+        assert!(may_read_differently(&j(r#"{"a":{"b":"é"}}"#)));
     }
 }
