@@ -215,9 +215,7 @@ fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     match (a, b) {
         (Json::Number(x), Json::Number(y)) => reading.cmp_numbers(x, y) == Some(Ordering::Equal),
         (Json::String(x), Json::String(y)) => reading.text(x) == reading.text(y),
-        (Json::Array(x), Json::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q, reading))
-        }
+        (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q, reading)),
         (Json::Object(x), Json::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| b.get(k).is_some_and(|w| json_eq(v, w, reading)))
         }
@@ -286,7 +284,9 @@ impl Condition {
                 _ => Truth::Unknown,
             },
             Op::Contains(v) => match (arg, v) {
-                (Json::String(s), Json::String(needle)) => reading.text(s).contains(reading.text(needle).as_ref()).into(),
+                (Json::String(s), Json::String(needle)) => {
+                    reading.text(s).contains(reading.text(needle).as_ref()).into()
+                }
                 (Json::Array(items), v) => {
                     if items.iter().any(|i| json_eq(i, v, reading)) {
                         Truth::True

@@ -8,9 +8,10 @@
 //!
 //! 1. remove control characters (`Cc`), format characters (`Cf`) and default-ignorable code points
 //!    (zero-width spaces and joiners, soft hyphen, BOM, bidi controls, variation selectors, tags);
-//! 2. Unicode full case folding (the `caseless` crate, Unicode §3.13 `toCasefold`) between
-//!    compatibility decomposition and NFKC (ICU4X's `icu_normalizer` with its compiled data, UAX #15), which is
-//!    `NFKC_Casefold` (UAX #44) in effect.
+//! 2. the UTS #46 mapping of ICU4X's `icu_normalizer` (compiled data): NFKC with case folding
+//!    (`NFKC_Casefold`, UAX #44) in effect, plus full case folding of its two deviations
+//!    (`ß` → `ss`, `ς` → `σ`). Characters UTS #46 disallows (unassigned, private use) become
+//!    U+FFFD, so names made of them fold together: coarser, never finer, than a server's folding.
 //!
 //! Argument *values* are not case-folded (a server that gets `"Safe"` runs `"Safe"`); their second
 //! reading is [`canonical`]: default-ignorable code points removed, then NFKC.
@@ -20,7 +21,8 @@
 
 use std::borrow::Cow;
 
-use icu_normalizer::{ComposingNormalizerBorrowed, DecomposingNormalizerBorrowed};
+use icu_normalizer::uts46::Uts46MapperBorrowed;
+use icu_normalizer::ComposingNormalizerBorrowed;
 
 /// `Default_Ignorable_Code_Point` (Unicode 16.0, DerivedCoreProperties.txt), inclusive ranges.
 const DEFAULT_IGNORABLE: &[(u32, u32)] = &[
@@ -86,11 +88,16 @@ pub fn name_key(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     let visible: String = s.chars().filter(|&c| !is_invisible(c)).collect();
-    let decomposed = DecomposingNormalizerBorrowed::new_nfkd().normalize(&visible);
-    let folded = caseless::default_case_fold_str(&decomposed);
-    // Folding can expose characters that NFKC composes, or (rarely) ignorables again: settle both.
-    let key: String =
-        ComposingNormalizerBorrowed::new_nfkc().normalize(&folded).chars().filter(|&c| !is_invisible(c)).collect();
+    let mut key = String::with_capacity(visible.len());
+    for c in Uts46MapperBorrowed::new().map_normalize(visible.chars()) {
+        // UTS 46 keeps its deviations; full case folding maps them (ZWJ and ZWNJ are invisible).
+        match c {
+            'ß' => key.push_str("ss"),
+            'ς' => key.push('σ'),
+            c if is_invisible(c) => {}
+            c => key.push(c),
+        }
+    }
     Cow::Owned(key)
 }
 
@@ -207,6 +214,8 @@ mod tests {
         assert_eq!(name_key("ｎａｍｅ"), "name"); // fullwidth
         assert_eq!(name_key("Straße"), "strasse");
         assert_eq!(name_key("e\u{301}"), name_key("\u{e9}"));
+        assert_eq!(name_key("ΣΑΣ"), name_key("σας"));
+        assert_eq!(name_key("ﬁle"), "file");
         assert_eq!(tool_key("Delete-VM"), "delete_vm");
         assert_eq!(tool_key("delete_vm"), "delete_vm");
     }

@@ -447,8 +447,10 @@ fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'s
     refuse(DecisionKind::Invalid, status, err, &Id::null(), headers)
 }
 
-const STRAY_QUERY: &str = "credentials are not accepted in the query string (access_token); send the grant as configured";
-const STRAY_HEADER: &str = "a header that servers read as the grant header (differs only by '-' or '_') is not accepted";
+const STRAY_QUERY: &str =
+    "credentials are not accepted in the query string (access_token); send the grant as configured";
+const STRAY_HEADER: &str =
+    "a header that servers read as the grant header (differs only by '-' or '_') is not accepted";
 const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
 const NOT_REGISTERED: &str = "the credential is not a registered grant";
 

@@ -35,7 +35,9 @@ pub fn request_charset_ok(content_type: &[u8]) -> bool {
     content_type.split(|&b| b == b';').skip(1).all(|param| {
         let param = param.trim_ascii();
         let (name, value) = match param.iter().position(|&b| b == b'=') {
-            Some(eq) => (param.get(..eq).unwrap_or(b"").trim_ascii(), Some(param.get(eq + 1..).unwrap_or(b"").trim_ascii())),
+            Some(eq) => {
+                (param.get(..eq).unwrap_or(b"").trim_ascii(), Some(param.get(eq + 1..).unwrap_or(b"").trim_ascii()))
+            }
             None => (param, None),
         };
         if !name.eq_ignore_ascii_case(b"charset") {

@@ -108,7 +108,9 @@ impl fmt::Display for ParseError {
             ParseErrorKind::LoneSurrogate => "unpaired UTF-16 surrogate escape",
             ParseErrorKind::ControlCharacter => "unescaped control character in string",
             ParseErrorKind::DuplicateKey => "duplicate object key",
-            ParseErrorKind::FoldedDuplicateKey => "object keys equal after case folding or removing invisible characters",
+            ParseErrorKind::FoldedDuplicateKey => {
+                "object keys equal after case folding or removing invisible characters"
+            }
             ParseErrorKind::TooDeep => "nesting deeper than 64 levels",
         };
         write!(f, "{what} at byte {}", self.offset)

@@ -410,12 +410,18 @@ fn message_from_parts(p: &Parser<'_>, parts: Parts, clash: bool) -> Result<Messa
         (_, Some("id")) | (Err(()), _) => Id::null(),
         (Ok(id), _) => id.clone().unwrap_or_else(Id::null),
     };
-    let invalid = |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidRequest, id: echo.clone(), detail: detail.into() };
+    let invalid = |detail: &str| ProtocolError {
+        kind: ProtocolErrorKind::InvalidRequest,
+        id: echo.clone(),
+        detail: detail.into(),
+    };
     if let Some(member) = near_miss {
         return Err(invalid(&format!("a member name that folds to \"{member}\" without being it")));
     }
     if clash {
-        return Err(invalid("an object holds two member names that are equal after case folding or removing invisible characters"));
+        return Err(invalid(
+            "an object holds two member names that are equal after case folding or removing invisible characters",
+        ));
     }
     if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\""));
@@ -594,7 +600,10 @@ mod tests {
         }
         // A member that folds to a known name without being it.
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"Method":"tools/call"}"#), (InvalidRequest, "4".into()));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","param\u017f":{}}"#), (InvalidRequest, "4".into()));
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","param\u017f":{}}"#),
+            (InvalidRequest, "4".into())
+        );
         assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"ID":5,"method":"ping"}"#), (InvalidRequest, "null".into()));
         assert_eq!(
             err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name\u0000":"x","arguments":{}}}"#),
@@ -606,7 +615,10 @@ mod tests {
         );
         // Exact duplicates stay parse errors; distinct names pass.
         assert_eq!(read_body(br#"{"jsonrpc":"2.0","id":4,"id":4,"method":"ping"}"#).unwrap_err().kind, Parse);
-        assert!(single(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"a":1,"b":{"a":2}}}}"#).is_ok());
+        assert!(single(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"a":1,"b":{"a":2}}}}"#
+        )
+        .is_ok());
         // In a batch, only the element with the clash is refused.
         let Body::Batch(items) = read_body(
             br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","NAME":"b"}}]"#,

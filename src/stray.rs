@@ -65,7 +65,10 @@ fn normalize(name: &[u8]) -> Vec<u8> {
 pub fn is_header_variant(name: &str, grant: &str) -> bool {
     name != grant
         && name.len() == grant.len()
-        && name.bytes().zip(grant.bytes()).all(|(a, b)| a == b || (matches!(a, b'-' | b'_') && matches!(b, b'-' | b'_')))
+        && name
+            .bytes()
+            .zip(grant.bytes())
+            .all(|(a, b)| a == b || (matches!(a, b'-' | b'_') && matches!(b, b'-' | b'_')))
 }
 
 #[cfg(test)]

@@ -432,7 +432,9 @@ mod tests {
     #[test]
     fn sse_lenient_data_fields_are_refused() {
         let list = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}";
-        for field in ["Data", " data", "data ", "DATA", "\u{feff}data", "\u{feff}\u{feff}data", "d\u{200b}ata", "\tdata"] {
+        for field in
+            ["Data", " data", "data ", "DATA", "\u{feff}data", "\u{feff}\u{feff}data", "d\u{200b}ata", "\tdata"]
+        {
             let stream = format!("event: message\n{field}: {list}\n\n");
             assert_eq!(
                 filter_sse(stream.as_bytes(), &id("3"), &hide),
