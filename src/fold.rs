@@ -158,6 +158,24 @@ pub fn clash(keys: &[Cow<'_, str>]) -> Option<Clash> {
     if keys.len() < 2 {
         return None;
     }
+    if keys.len() <= 8 && keys.iter().all(|k| plain_ascii(k)) {
+        // The common case: printable ASCII names, where folding is ASCII case; no allocation.
+        let mut found = None;
+        for (i, k) in keys.iter().enumerate() {
+            for other in keys.iter().skip(i + 1) {
+                if k.len() != other.len() {
+                    continue;
+                }
+                if k == other {
+                    return Some(Clash::Exact);
+                }
+                if k.eq_ignore_ascii_case(other) {
+                    found = Some(Clash::Folded);
+                }
+            }
+        }
+        return found;
+    }
     if keys.len() <= 8 {
         let mut folded: [Cow<'_, str>; 8] = Default::default();
         for (slot, k) in folded.iter_mut().zip(keys) {
