@@ -32,8 +32,12 @@ fn policy(gateway: &str) -> Policy {
 }
 
 fn head(p: &Policy, extra: &[(&str, &[u8])]) -> RequestHead {
-    let mut h: Vec<(&str, &[u8])> =
-        vec![(":method", b"POST"), (":path", b"/mcp"), ("content-type", b"application/json"), ("authorization", b"Bearer t")];
+    let mut h: Vec<(&str, &[u8])> = vec![
+        (":method", b"POST"),
+        (":path", b"/mcp"),
+        ("content-type", b"application/json"),
+        ("authorization", b"Bearer t"),
+    ];
     for (k, v) in extra {
         h.retain(|(n, _)| n != k);
         h.push((k, v));
@@ -109,7 +113,9 @@ fn kind1_every_case_folding_of_every_envelope_and_params_member_is_refused() {
     }
     for m in ["name", "arguments", "uri", "cursor", "_meta"] {
         for v in case_variants(m) {
-            let body = format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"list_vms","{v}":{{}}}}}}"#);
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"list_vms","{v}":{{}}}}}}"#
+            );
             let o = decide(&p, &[], &body);
             assert_eq!(status(&o), 400, "{body}");
             assert_eq!(reply_json(&o)["id"], 5, "{body}");
@@ -217,7 +223,15 @@ fn name_variant(base: &str, upper: &[bool], dash: &[bool], ignorable: Option<(us
         .chars()
         .zip(upper.iter().chain(std::iter::repeat(&false)))
         .zip(dash.iter().chain(std::iter::repeat(&false)))
-        .map(|((c, &u), &d)| if c == '_' && d { '-' } else if u { c.to_ascii_uppercase() } else { c })
+        .map(|((c, &u), &d)| {
+            if c == '_' && d {
+                '-'
+            } else if u {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
         .collect();
     if let Some((at, c)) = ignorable {
         let at = out.char_indices().nth(at % (out.len() + 1)).map_or(out.len(), |(i, _)| i);
