@@ -101,12 +101,13 @@ pub fn name_key(s: &str) -> Cow<'_, str> {
     Cow::Owned(key)
 }
 
-/// The comparison key of a tool name for `deny` and `hide`: [`name_key`], and `-` read as `_`
-/// (routers that normalise tool names treat them alike).
+/// The comparison key of a tool name for `deny` and `hide`: [`name_key`] without surrounding
+/// whitespace, and `-` read as `_` (routers that normalise tool names trim them and treat `-` and
+/// `_` alike).
 pub fn tool_key(s: &str) -> Cow<'_, str> {
-    let key = name_key(s);
-    if key.contains('-') {
-        return Cow::Owned(key.replace('-', "_"));
+    let key = name_key(s.trim());
+    if key.contains('-') || key.trim().len() != key.len() {
+        return Cow::Owned(key.trim().replace('-', "_"));
     }
     key
 }
@@ -236,6 +237,7 @@ mod tests {
         assert_eq!(name_key("ﬁle"), "file");
         assert_eq!(tool_key("Delete-VM"), "delete_vm");
         assert_eq!(tool_key("delete_vm"), "delete_vm");
+        assert_eq!(tool_key(" Delete_VM\u{3000}"), "delete_vm");
     }
 
     #[test]

@@ -115,7 +115,7 @@ def test_kind3_mixed_batches_are_400_and_client_responses_follow_the_policy(envo
 
 
 @pytest.mark.parametrize("name,rule", [
-    ("Delete_VM", "hide"), ("DELETE-VM", "hide"), ("delete\u200b_vm", "hide"), ("ｄｅｌｅｔｅ_ｖｍ", "hide"),
+    ("Delete_VM", "hide"), ("DELETE-VM", "hide"), (" delete_vm\t", "hide"), ("delete\u200b_vm", "hide"), ("ｄｅｌｅｔｅ_ｖｍ", "hide"),
     ("Stop_VM", "tools.stop_vm"), ("stop_vm\u00ad", "tools.stop_vm"), ("\u017ftop_vm", "tools.stop_vm"),
 ])
 def test_kind4_names_that_fold_onto_a_hidden_or_denied_tool_are_denied(envoy, stub, name, rule):
