@@ -12,6 +12,7 @@
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`grant`]: credentials, hashed;
 //! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
+//! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
@@ -20,6 +21,7 @@
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
 pub mod approval;
+pub mod challenge;
 pub mod conditions;
 pub mod config;
 pub mod fold;

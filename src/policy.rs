@@ -144,6 +144,9 @@ pub struct Gateway {
     /// `gateway.client_responses`: forward (`Allow`, default) or refuse (`Deny`) JSON-RPC responses
     /// from the client.
     pub client_responses: Action,
+    /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
+    /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
+    pub resource_metadata_url: Option<String>,
 }
 
 /// How the filter waits for a person's decision.
