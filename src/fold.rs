@@ -212,6 +212,9 @@ pub fn near_miss<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     if known.contains(&key) {
         return None;
     }
+    if plain_ascii(key) {
+        return known.iter().copied().find(|k| k.eq_ignore_ascii_case(key));
+    }
     let folded = name_key(key);
     known.iter().copied().find(|k| *k == folded)
 }

@@ -130,6 +130,17 @@ pub fn parse(input: &[u8]) -> Result<Json, ParseError> {
     Ok(v)
 }
 
+/// Parse `input` like [`parse`], but accept objects whose keys clash only after folding: for data
+/// the filter reads in part and whose folding-sensitive members its caller checks itself (the
+/// `tools/list` filter checks the envelope, the result and each tool; tool input schemas may
+/// legitimately hold properties `id` and `ID`).
+pub fn parse_folded_keys_allowed(input: &[u8]) -> Result<Json, ParseError> {
+    let mut p = Parser::new(input)?;
+    let v = p.value()?;
+    p.finish()?;
+    Ok(v)
+}
+
 /// A cursor over one JSON text. The message layer drives it directly for the top level so that it can
 /// keep the raw text of members such as the JSON-RPC `id`.
 pub struct Parser<'a> {
