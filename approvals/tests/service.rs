@@ -82,7 +82,7 @@ fn key_of(grant_id: &str, tool: &str, arguments: &str) -> String {
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
-    let args = mcp_policy_filter::json::parse(arguments.as_bytes()).unwrap();
+    let args = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes()).unwrap();
     mcp_policy_filter::approval::key(&g, tool, Some(&args))
 }
 
