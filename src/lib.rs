@@ -10,6 +10,7 @@
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
 //! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
@@ -17,6 +18,8 @@
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`series`]: which per-tool decision counters a policy needs;
+//! - [`textpos`]: byte offsets as line and column, for policy syntax errors;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
@@ -34,7 +37,10 @@ pub mod numbers;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod rls;
+pub mod series;
 pub mod stray;
+pub mod textpos;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]
