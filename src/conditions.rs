@@ -9,10 +9,15 @@
 //! Types are strict: the integer `100` is not the string `"100"`, and `"1_01"`, `" 100 "`, `"+100"`
 //! are strings. Numbers compare exactly as decimals (`100` = `100.0` = `1e2`; integers beyond 2^53
 //! keep every digit), never through `f64`.
+//!
+//! Every condition is judged twice when the server may read the arguments differently
+//! (`numbers::Reading::Server`: numbers as binary64, strings after NFKC without default-ignorable
+//! code points): the call passes only if it passes on both readings.
 
 use std::cmp::Ordering;
 
 use crate::json::Json;
+use crate::numbers::Reading;
 
 /// One step of a condition path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,13 +210,14 @@ fn same_type(a: &Json, b: &Json) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
-/// Structural equality with exact numbers and order-insensitive objects.
-fn json_eq(a: &Json, b: &Json) -> bool {
+/// Structural equality in `reading`: numbers by value, strings as read, objects order-insensitive.
+fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     match (a, b) {
-        (Json::Number(x), Json::Number(y)) => cmp_numbers(x, y) == Some(Ordering::Equal),
-        (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
+        (Json::Number(x), Json::Number(y)) => reading.cmp_numbers(x, y) == Some(Ordering::Equal),
+        (Json::String(x), Json::String(y)) => reading.text(x) == reading.text(y),
+        (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q, reading)),
         (Json::Object(x), Json::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| b.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| b.get(k).is_some_and(|w| json_eq(v, w, reading)))
         }
         _ => a == b,
     }
@@ -219,8 +225,8 @@ fn json_eq(a: &Json, b: &Json) -> bool {
 
 /// Membership: True if an element equals; False if none does but one has the argument's type;
 /// Unknown if no element has the argument's type.
-fn member(arg: &Json, set: &[Json]) -> Truth {
-    if set.iter().any(|v| json_eq(arg, v)) {
+fn member(arg: &Json, set: &[Json], reading: Reading) -> Truth {
+    if set.iter().any(|v| json_eq(arg, v, reading)) {
         Truth::True
     } else if set.iter().any(|v| same_type(arg, v)) {
         Truth::False
@@ -237,39 +243,52 @@ fn not(t: Truth) -> Truth {
     }
 }
 
-fn compare(arg: &Json, bound: &Json, accept: fn(Ordering) -> bool) -> Truth {
+fn compare(arg: &Json, bound: &Json, accept: fn(Ordering) -> bool, reading: Reading) -> Truth {
     match (arg, bound) {
-        (Json::Number(a), Json::Number(b)) => cmp_numbers(a, b).map_or(Truth::Unknown, |o| accept(o).into()),
+        (Json::Number(a), Json::Number(b)) => reading.cmp_numbers(a, b).map_or(Truth::Unknown, |o| accept(o).into()),
         _ => Truth::Unknown,
     }
 }
 
 impl Condition {
-    /// Evaluate against `params.arguments` (`None` when the call sent none).
+    /// Evaluate against `params.arguments` as sent (`None` when the call sent none).
     pub fn eval(&self, args: Option<&Json>) -> Truth {
+        self.eval_in(args, Reading::Sent)
+    }
+
+    /// Evaluate against `params.arguments` in `reading` (see `numbers`).
+    pub fn eval_in(&self, args: Option<&Json>, reading: Reading) -> Truth {
         let found = lookup(args, &self.path);
         if let Op::Exists(want) = self.op {
             return (found.is_some() == want).into();
         }
         let Some(arg) = found else { return Truth::Unknown };
+        if let (Reading::Server, Json::Number(t)) = (reading, arg) {
+            if crate::numbers::double(t).is_none() {
+                // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
+                return Truth::Unknown;
+            }
+        }
         match &self.op {
-            Op::Eq(v) if same_type(arg, v) => json_eq(arg, v).into(),
-            Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v)).into(),
+            Op::Eq(v) if same_type(arg, v) => json_eq(arg, v, reading).into(),
+            Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v, reading)).into(),
             Op::Eq(_) | Op::Neq(_) => Truth::Unknown,
-            Op::In(set) => member(arg, set),
-            Op::NotIn(set) => not(member(arg, set)),
-            Op::Lt(b) => compare(arg, b, |o| o == Ordering::Less),
-            Op::Lte(b) => compare(arg, b, |o| o != Ordering::Greater),
-            Op::Gt(b) => compare(arg, b, |o| o == Ordering::Greater),
-            Op::Gte(b) => compare(arg, b, |o| o != Ordering::Less),
+            Op::In(set) => member(arg, set, reading),
+            Op::NotIn(set) => not(member(arg, set, reading)),
+            Op::Lt(b) => compare(arg, b, |o| o == Ordering::Less, reading),
+            Op::Lte(b) => compare(arg, b, |o| o != Ordering::Greater, reading),
+            Op::Gt(b) => compare(arg, b, |o| o == Ordering::Greater, reading),
+            Op::Gte(b) => compare(arg, b, |o| o != Ordering::Less, reading),
             Op::Regex(re) => match arg {
-                Json::String(s) => re.is_match(s).into(),
+                Json::String(s) => re.is_match(&reading.text(s)).into(),
                 _ => Truth::Unknown,
             },
             Op::Contains(v) => match (arg, v) {
-                (Json::String(s), Json::String(needle)) => s.contains(needle.as_str()).into(),
+                (Json::String(s), Json::String(needle)) => {
+                    reading.text(s).contains(reading.text(needle).as_ref()).into()
+                }
                 (Json::Array(items), v) => {
-                    if items.iter().any(|i| json_eq(i, v)) {
+                    if items.iter().any(|i| json_eq(i, v, reading)) {
                         Truth::True
                     } else if items.iter().all(|i| same_type(i, v)) {
                         Truth::False
@@ -292,21 +311,32 @@ impl Condition {
     }
 }
 
-/// Check `require` then `deny_if`. Returns the first failing condition and why, or `None`.
+/// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
+/// (`numbers::Reading`). Returns the first failing condition and why, or `None`.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],
     args: Option<&Json>,
 ) -> Option<(&'c Condition, String)> {
+    let twice = args.is_some_and(crate::numbers::may_read_differently);
+    let both = |c: &Condition, worst: Truth| {
+        let sent = c.eval(args);
+        match twice.then(|| c.eval_in(args, Reading::Server)) {
+            None => sent,
+            Some(read) if read == worst || sent == worst => worst,
+            Some(read) if read == Truth::Unknown || sent == Truth::Unknown => Truth::Unknown,
+            Some(read) => read,
+        }
+    };
     for c in require {
-        match c.eval(args) {
+        match both(c, Truth::False) {
             Truth::True => {}
             Truth::False => return Some((c, c.describe("required condition not met"))),
             Truth::Unknown => return Some((c, c.describe("required condition cannot be evaluated"))),
         }
     }
     for c in deny_if {
-        match c.eval(args) {
+        match both(c, Truth::True) {
             Truth::False => {}
             Truth::True => return Some((c, c.describe("denied by condition"))),
             Truth::Unknown => return Some((c, c.describe("deny_if condition cannot be evaluated"))),

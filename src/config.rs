@@ -260,6 +260,11 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// JSON-RPC responses a client sends to server requests (elicitation, sampling, roots): `allow`
+    /// (default) forwards them; `deny` refuses them with 403, since the agent the policy constrains
+    /// writes them. A batch mixing responses with requests or notifications is always refused (400).
+    #[serde(default)]
+    pub client_responses: Option<ActionSpec>,
     /// The rate limit service (Envoy RLS v3, e.g. `mcp-ratelimit`) that decides every limit across
     /// Envoys instead of this Envoy's shared data.
     #[serde(default)]
@@ -811,6 +816,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             approval,
             protocol_versions,
             session_keys,
+            client_responses: gw.client_responses.map(action).unwrap_or(Action::Allow),
             rate_limit_service,
             resource_metadata_url: gw.resource_metadata_url,
         },

@@ -8,9 +8,10 @@ use crate::approval::{self, Answer, CheckRequest};
 use crate::grant::{self, Grant};
 use crate::http;
 use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
-use crate::policy::{GrantSource, Mode, NeedsApproval, Policy, Verdict};
+use crate::policy::{Action, GrantSource, Mode, NeedsApproval, Policy, Verdict};
 use crate::ratelimit::{Admission, GrantId, Limiter, Refusal, SharedStore};
 use crate::reply::{code, Reply, RpcError};
+use crate::stray;
 
 mod binding;
 mod version;
@@ -60,6 +61,8 @@ pub struct RequestHead {
     pub protocol_version: HeaderValue,
     /// `Mcp-Session-Id`.
     pub session_id: HeaderValue,
+    /// A credential outside the grant's one place (see `stray`), refused with 400.
+    pub stray_credential: Option<&'static str>,
 }
 
 impl RequestHead {
@@ -79,6 +82,7 @@ impl RequestHead {
             mcp_name: HeaderValue::Absent,
             protocol_version: HeaderValue::Absent,
             session_id: HeaderValue::Absent,
+            stray_credential: None,
         };
         for (name, value) in headers {
             match name {
@@ -97,6 +101,10 @@ impl RequestHead {
                 "mcp-protocol-version" => head.protocol_version.add(value),
                 "mcp-session-id" => head.session_id.add(value),
                 n if n == credential_header => head.credential.add(value),
+                ":path" if stray::query_has_access_token(value) => {
+                    head.stray_credential = Some(STRAY_QUERY);
+                }
+                n if stray::is_header_variant(n, credential_header) => head.stray_credential = Some(STRAY_HEADER),
                 _ => {}
             }
         }
@@ -463,6 +471,10 @@ fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'s
     refuse(DecisionKind::Invalid, status, err, &Id::null(), headers)
 }
 
+const STRAY_QUERY: &str =
+    "credentials are not accepted in the query string (access_token); send the grant as configured";
+const STRAY_HEADER: &str =
+    "a header that servers read as the grant header (differs only by '-' or '_') is not accepted";
 const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
 const NOT_REGISTERED: &str = "the credential is not a registered grant";
 /// `gateway.grant_header` present more than once: `jwt_authn`'s `claim_to_headers` appends the verified
@@ -495,6 +507,9 @@ fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> 
 
 /// Decide what can be decided from the headers alone.
 pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
+    if let (Some(why), HttpMethod::Post | HttpMethod::Get | HttpMethod::Delete) = (head.stray_credential, head.method) {
+        return HeadOutcome::Done(Box::new(http_refusal(400, "stray_credential", why, vec![])));
+    }
     match head.method {
         HttpMethod::Other => HeadOutcome::Done(Box::new(http_refusal(
             405,
@@ -524,6 +539,15 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
         }
         HttpMethod::Post => {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
+            let charset_ok = matches!(&head.content_type, HeaderValue::One(v) if http::request_charset_ok(v));
+            if ct_ok && !charset_ok {
+                return HeadOutcome::Done(Box::new(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "a request body is UTF-8 JSON (RFC 8259): Content-Type may declare charset=utf-8 once, no other",
+                    vec![],
+                )));
+            }
             if !ct_ok {
                 return HeadOutcome::Done(Box::new(http_refusal(
                     415,
@@ -617,6 +641,12 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
     let Message::Request { call, .. } = msg else {
         if let Message::Notification { method } = msg {
             d.method = Some(method.name().to_owned());
+        }
+        if matches!(msg, Message::Response { .. }) && policy.gateway.client_responses == Action::Deny {
+            let reason = "responses from the client are denied by policy (gateway.client_responses)";
+            let mut e = RpcError::new(code::DENIED, "denied", format!("client response denied: {reason}"), reason);
+            e.rule = Some("gateway.client_responses".into());
+            return Judged::Refused(DecisionKind::Denied, 403, e, vec![]);
         }
         return Judged::Forward(d, None, Vec::new());
     };
@@ -840,6 +870,9 @@ fn on_batch(
         let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
         return refuse(DecisionKind::Invalid, 400, err, &Id::null(), vec![]);
     }
+    if let Some(out) = mixed_batch(&items) {
+        return out;
+    }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
         Err(why) => return no_grant(policy, &Id::null(), why),
@@ -939,6 +972,37 @@ fn on_batch(
     decision.rule = first_err.rule.clone();
     decision.method = Some("batch".into());
     Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
+}
+
+/// MCP 2025-03-26 (Base Protocol, batching): a batch holds requests and notifications, or responses,
+/// never both; responses are data the policy does not judge. A mixed batch is refused whole: 400,
+/// one −32600 per request (id echoed), or one with id null when it holds no request.
+fn mixed_batch(items: &[Result<Message, ProtocolError>]) -> Option<Outcome> {
+    let responses = items.iter().any(|m| matches!(m, Ok(Message::Response { .. })));
+    let others = items.iter().any(|m| matches!(m, Ok(Message::Request { .. } | Message::Notification { .. })));
+    if !(responses && others) {
+        return None;
+    }
+    let reason = "a batch must not mix requests or notifications with responses";
+    let err = RpcError::new(code::INVALID_REQUEST, "invalid_request", format!("Invalid Request: {reason}"), reason);
+    let ids: Vec<&Id> = items
+        .iter()
+        .filter_map(|m| match m {
+            Ok(Message::Request { id, .. }) => Some(id),
+            _ => None,
+        })
+        .collect();
+    let body = if ids.is_empty() {
+        err.to_json(&Id::null())
+    } else {
+        let parts: Vec<String> = ids.iter().map(|id| err.to_json(id)).collect();
+        format!("[{}]", parts.join(","))
+    };
+    let mut decision = Decision::new(DecisionKind::Invalid);
+    decision.error_kind = Some(err.kind);
+    decision.reason = Some(err.reason);
+    decision.method = Some("batch".into());
+    Some(Outcome::new(decision, Some(Reply { status: 400, headers: vec![], body })))
 }
 
 /// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,

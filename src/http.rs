@@ -26,6 +26,35 @@ pub fn charset_is_utf8(content_type: &[u8]) -> bool {
     })
 }
 
+/// May a request with this Content-Type be read as UTF-8 JSON? Yes when it declares no `charset`,
+/// or exactly one whose value is `utf-8` (any case, optionally quoted). A second `charset` (servers
+/// differ on which one wins), any other charset, or a `charset` without a value is refused: a server
+/// that honours it decodes other characters than the filter judged (RFC 8259 §8.1, RFC 9110 §8.3.2).
+pub fn request_charset_ok(content_type: &[u8]) -> bool {
+    let mut seen = false;
+    content_type.split(|&b| b == b';').skip(1).all(|param| {
+        let param = param.trim_ascii();
+        let (name, value) = match param.iter().position(|&b| b == b'=') {
+            Some(eq) => {
+                (param.get(..eq).unwrap_or(b"").trim_ascii(), Some(param.get(eq + 1..).unwrap_or(b"").trim_ascii()))
+            }
+            None => (param, None),
+        };
+        if !name.eq_ignore_ascii_case(b"charset") {
+            return true;
+        }
+        let Some(value) = value else { return false };
+        let value = match value.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")) {
+            // A quoted-string may escape any character (RFC 9110 §5.6.4).
+            Some(quoted) => quoted.iter().filter(|&&b| b != b'\\').copied().collect::<Vec<u8>>(),
+            None => value.to_vec(),
+        };
+        let ok = !seen && value.eq_ignore_ascii_case(b"utf-8");
+        seen = true;
+        ok
+    })
+}
+
 /// Is a Content-Encoding value `identity` (the only coding the filter can read)?
 pub fn is_identity_encoding(v: &[u8]) -> bool {
     v.trim_ascii().eq_ignore_ascii_case(b"identity")
@@ -48,6 +77,27 @@ mod tests {
             b"a/b; x=y",
         ] {
             assert!(charset_is_utf8(ok), "{}", String::from_utf8_lossy(ok));
+        }
+        for ok in [
+            &b"application/json"[..],
+            b"application/json; charset=utf-8",
+            b"application/json;CHARSET=\"UTF-8\"",
+            b"application/json; charset=\"utf\\-8\"",
+            b"application/json; x=y",
+        ] {
+            assert!(request_charset_ok(ok), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [
+            &b"application/json; charset=utf-8; charset=utf-7"[..],
+            b"application/json; charset=utf-8; charset=utf-8",
+            b"application/json; charset=utf-7",
+            b"application/json; charset=UTF-16LE",
+            b"application/json; charset=\"iso-8859-1\"",
+            b"application/json; charset",
+            b"application/json; charset=",
+            b"application/json; charset=utf8",
+        ] {
+            assert!(!request_charset_ok(bad), "{}", String::from_utf8_lossy(bad));
         }
         for bad in [
             &b"text/event-stream; charset=utf-7"[..],

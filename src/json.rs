@@ -10,7 +10,10 @@
 //! - control characters in strings, unknown escapes, and `\u` escapes that leave a lone surrogate
 //!   (RFC 8259 §7, §8.2);
 //! - an object with the same key twice, at any depth (RFC 8259 §4 leaves the outcome undefined, and real
-//!   parsers split between first-wins and last-wins);
+//!   parsers split between first-wins and last-wins); and two keys that a server may take for one,
+//!   equal after case folding or removing invisible characters (`crate::fold`): [`parse`] refuses
+//!   those too, while the message layer counts them ([`Parser::folded_clashes`]) to answer −32600
+//!   with the message's id;
 //! - nesting deeper than [`MAX_DEPTH`] arrays and objects. The parser recurses at most that deep, so a
 //!   body of 100,000 `[` is refused without touching the stack limit.
 //!
@@ -79,6 +82,8 @@ pub enum ParseErrorKind {
     LoneSurrogate,
     ControlCharacter,
     DuplicateKey,
+    /// Two keys of one object equal after case folding or removing invisible characters.
+    FoldedDuplicateKey,
     TooDeep,
 }
 
@@ -103,6 +108,9 @@ impl fmt::Display for ParseError {
             ParseErrorKind::LoneSurrogate => "unpaired UTF-16 surrogate escape",
             ParseErrorKind::ControlCharacter => "unescaped control character in string",
             ParseErrorKind::DuplicateKey => "duplicate object key",
+            ParseErrorKind::FoldedDuplicateKey => {
+                "object keys equal after case folding or removing invisible characters"
+            }
             ParseErrorKind::TooDeep => "nesting deeper than 64 levels",
         };
         write!(f, "{what} at byte {}", self.offset)
@@ -116,6 +124,20 @@ pub fn parse(input: &[u8]) -> Result<Json, ParseError> {
     let mut p = Parser::new(input)?;
     let v = p.value()?;
     p.finish()?;
+    if let Some(offset) = p.first_folded {
+        return Err(ParseError { kind: ParseErrorKind::FoldedDuplicateKey, offset });
+    }
+    Ok(v)
+}
+
+/// Parse `input` like [`parse`], but accept objects whose keys clash only after folding: for data
+/// the filter reads in part and whose folding-sensitive members its caller checks itself (the
+/// `tools/list` filter checks the envelope, the result and each tool; tool input schemas may
+/// legitimately hold properties `id` and `ID`).
+pub fn parse_folded_keys_allowed(input: &[u8]) -> Result<Json, ParseError> {
+    let mut p = Parser::new(input)?;
+    let v = p.value()?;
+    p.finish()?;
     Ok(v)
 }
 
@@ -125,6 +147,9 @@ pub struct Parser<'a> {
     src: &'a str,
     pos: usize,
     depth: usize,
+    /// Objects seen so far whose keys clash after folding, and where the first one starts.
+    folded: usize,
+    first_folded: Option<usize>,
 }
 
 impl<'a> Parser<'a> {
@@ -135,12 +160,18 @@ impl<'a> Parser<'a> {
         }
         let src = std::str::from_utf8(input)
             .map_err(|e| ParseError { kind: ParseErrorKind::InvalidUtf8, offset: e.valid_up_to() })?;
-        let mut p = Parser { src, pos: 0, depth: 0 };
+        let mut p = Parser { src, pos: 0, depth: 0, folded: 0, first_folded: None };
         p.skip_ws();
         if p.pos >= src.len() {
             return Err(ParseError { kind: ParseErrorKind::Empty, offset: p.pos });
         }
         Ok(p)
+    }
+
+    /// How many objects parsed so far hold two keys that are equal after folding (`fold::name_key`)
+    /// without being equal. The parse goes on; callers compare counts around a message.
+    pub fn folded_clashes(&self) -> usize {
+        self.folded
     }
 
     /// The source text of `range` (used for raw ids).
@@ -277,7 +308,16 @@ impl<'a> Parser<'a> {
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    check_unique(&keys, open)?;
+                    match crate::fold::clash(&keys) {
+                        None => {}
+                        Some(crate::fold::Clash::Exact) => {
+                            return Err(ParseError { kind: ParseErrorKind::DuplicateKey, offset: open })
+                        }
+                        Some(crate::fold::Clash::Folded) => {
+                            self.folded += 1;
+                            self.first_folded.get_or_insert(open);
+                        }
+                    }
                     return Ok(());
                 }
                 Some(_) => return Err(self.err(ParseErrorKind::UnexpectedCharacter)),
@@ -482,25 +522,6 @@ impl<'a> Parser<'a> {
             }
         }
     }
-}
-
-fn check_unique(members: &[Cow<'_, str>], at: usize) -> Result<(), ParseError> {
-    let dup = ParseError { kind: ParseErrorKind::DuplicateKey, offset: at };
-    if members.len() <= 8 {
-        for (i, k) in members.iter().enumerate() {
-            if members.iter().skip(i + 1).any(|other| other == k) {
-                return Err(dup);
-            }
-        }
-        return Ok(());
-    }
-    // Large objects: sort the keys instead of a quadratic scan (a 1 MiB body can hold ~100k keys).
-    let mut keys: Vec<&str> = members.iter().map(|k| k.as_ref()).collect();
-    keys.sort_unstable();
-    if keys.windows(2).any(|w| w.first() == w.get(1)) {
-        return Err(dup);
-    }
-    Ok(())
 }
 
 /// Write `v` as compact JSON text. Numbers are written as their exact source text.

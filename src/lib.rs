@@ -3,6 +3,8 @@
 //!
 //! The crate is a pure core plus a thin host adapter:
 //! - [`json`]: the one strict JSON parser decisions are made on;
+//! - [`fold`]: the forms under which different names read as one (case folding, NFKC, invisibles);
+//! - [`numbers`]: arguments as the server reads them (numbers as binary64, strings after NFKC);
 //! - [`mcp`]: the JSON-RPC 2.0 / MCP message model;
 //! - [`config`]: the policy file, parsed and compiled once per plugin configuration;
 //! - [`policy`]: the compiled policy and its precedence;
@@ -10,6 +12,7 @@
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
+//! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
@@ -29,11 +32,13 @@ pub mod b64;
 pub mod challenge;
 pub mod conditions;
 pub mod config;
+pub mod fold;
 pub mod gate;
 pub mod grant;
 pub mod http;
 pub mod json;
 pub mod mcp;
+pub mod numbers;
 pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
@@ -42,6 +47,7 @@ pub mod rls;
 pub mod series;
 pub mod session;
 pub mod sse;
+pub mod stray;
 pub mod textpos;
 pub mod toolslist;
 

@@ -141,6 +141,9 @@ impl Arguments {
         let mut p = Parser::new(text.as_bytes())?;
         let args = read_arguments(&mut p)?;
         p.finish()?;
+        if p.folded_clashes() > 0 {
+            return Err(ProtocolError::invalid("two argument names are equal after case folding"));
+        }
         args.ok_or_else(|| ProtocolError::invalid("arguments must be an object"))
     }
 
@@ -255,7 +258,8 @@ pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
         Some(b'{') => {
             let parts = read_parts(&mut p)?;
             p.finish()?;
-            message_from_parts(&p, parts).map(Body::Single)
+            let clash = p.folded_clashes() > 0;
+            message_from_parts(&p, parts, clash).map(Body::Single)
         }
         _ => {
             // Valid JSON (or not) that is neither an object nor an array.
@@ -270,8 +274,10 @@ pub fn read_body(bytes: &[u8]) -> Result<Body, ProtocolError> {
 /// are kept per element.
 fn read_element(p: &mut Parser<'_>) -> Result<Result<Message, ProtocolError>, ParseError> {
     if p.peek_non_ws() == Some(b'{') {
+        let before = p.folded_clashes();
         let parts = read_parts(p)?;
-        Ok(message_from_parts(p, parts))
+        let clash = p.folded_clashes() > before;
+        Ok(message_from_parts(p, parts, clash))
     } else {
         p.skip_value()?;
         Ok(Err(ProtocolError::invalid("a batch element must be an object")))
@@ -290,6 +296,8 @@ enum Shape {
 /// What a decision reads from `params`; everything else in it is only checked, never built.
 struct Params {
     shape: Shape,
+    /// A member whose name folds to one of [`PARAMS_MEMBERS`] without being it.
+    near_miss: Option<&'static str>,
     name: Option<Json>,
     uri: Option<Json>,
     /// `Some(None)`: present but not an object.
@@ -304,7 +312,15 @@ struct Parts {
     method: Option<Json>,
     params: Params,
     has_result_or_error: bool,
+    /// A member whose name folds to one of [`ENVELOPE_MEMBERS`] without being it.
+    near_miss: Option<&'static str>,
 }
+
+/// The JSON-RPC 2.0 message members (§4, §5).
+const ENVELOPE_MEMBERS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+/// The `params` members MCP requests carry that servers act on (`server/tools`, `server/resources`,
+/// `server/prompts`, pagination, `_meta`).
+const PARAMS_MEMBERS: [&str; 5] = ["name", "arguments", "uri", "cursor", "_meta"];
 
 fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
     let mut parts = Parts {
@@ -313,12 +329,14 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
         method: None,
         params: Params {
             shape: Shape::Absent,
+            near_miss: None,
             name: None,
             uri: None,
             arguments: None,
             meta_version: MetaVersion::Absent,
         },
         has_result_or_error: false,
+        near_miss: None,
     };
     p.object_with(|p, key| {
         match key.as_ref() {
@@ -334,8 +352,14 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
                 parts.has_result_or_error = true;
                 p.skip_value()?;
             }
-            // Other members are ignored by JSON-RPC servers; they are still checked strictly.
-            _ => p.skip_value()?,
+            // Other members are ignored by JSON-RPC servers; they are still checked strictly. A name
+            // that a case-insensitive decoder (Go's encoding/json) reads as a member is refused.
+            other => {
+                if parts.near_miss.is_none() {
+                    parts.near_miss = crate::fold::near_miss(other, &ENVELOPE_MEMBERS);
+                }
+                p.skip_value()?
+            }
         }
         Ok(())
     })?;
@@ -343,8 +367,14 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
 }
 
 fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
-    let mut params =
-        Params { shape: Shape::Other, name: None, uri: None, arguments: None, meta_version: MetaVersion::Absent };
+    let mut params = Params {
+        shape: Shape::Other,
+        near_miss: None,
+        name: None,
+        uri: None,
+        arguments: None,
+        meta_version: MetaVersion::Absent,
+    };
     match p.peek_non_ws() {
         Some(b'{') => {
             params.shape = Shape::Object;
@@ -354,7 +384,12 @@ fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "uri" => params.uri = Some(p.value()?),
                     "arguments" => params.arguments = Some(read_arguments(p)?),
                     "_meta" => params.meta_version = read_meta_version(p)?,
-                    _ => p.skip_value()?,
+                    other => {
+                        if params.near_miss.is_none() {
+                            params.near_miss = crate::fold::near_miss(other, &PARAMS_MEMBERS);
+                        }
+                        p.skip_value()?
+                    }
                 }
                 Ok(())
             })?;
@@ -405,35 +440,65 @@ fn read_arguments(p: &mut Parser<'_>) -> Result<Option<Arguments>, ParseError> {
     Ok(Some(Arguments { raw: p.slice(start..p.offset()).into(), keys }))
 }
 
-fn message_from_parts(p: &Parser<'_>, parts: Parts) -> Result<Message, ProtocolError> {
-    let Parts { jsonrpc, id, method, mut params, has_result_or_error } = parts;
-    if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
-        return Err(ProtocolError::invalid("\"jsonrpc\" must be \"2.0\""));
-    }
+/// Build one message from its parts. `clash`: an object in it holds two member names equal after
+/// folding. Every −32600 and −32602 echoes the message's id when it has a valid one (JSON-RPC 2.0
+/// §5: `null` only when the id cannot be determined).
+fn message_from_parts(p: &Parser<'_>, parts: Parts, clash: bool) -> Result<Message, ProtocolError> {
+    let Parts { jsonrpc, id, method, mut params, has_result_or_error, near_miss } = parts;
+    // A valid id, or `Err(())` for one that is present but not a string, an integer or null.
     let id = match id {
-        None => None,
-        Some((Json::String(_) | Json::Null, range)) => Some(Id { raw: p.slice(range).into() }),
-        Some((Json::Number(text), _)) if is_integer(&text) => Some(Id { raw: text }),
-        Some(_) => return Err(ProtocolError::invalid("\"id\" must be a string, an integer or null")),
+        None => Ok(None),
+        Some((Json::String(_) | Json::Null, range)) => Ok(Some(Id { raw: p.slice(range).into() })),
+        Some((Json::Number(text), _)) if is_integer(&text) => Ok(Some(Id { raw: text })),
+        Some(_) => Err(()),
     };
+    // The id to echo: none when it is invalid, or when another member folds to "id".
+    let echo = match (&id, near_miss) {
+        (_, Some("id")) | (Err(()), _) => Id::null(),
+        (Ok(id), _) => id.clone().unwrap_or_else(Id::null),
+    };
+    let invalid = |detail: &str| ProtocolError {
+        kind: ProtocolErrorKind::InvalidRequest,
+        id: echo.clone(),
+        detail: detail.into(),
+    };
+    if let Some(member) = near_miss {
+        return Err(invalid(&format!("a member name that folds to \"{member}\" without being it")));
+    }
+    if clash {
+        return Err(invalid(
+            "an object holds two member names that are equal after case folding or removing invisible characters",
+        ));
+    }
+    if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
+        return Err(invalid("\"jsonrpc\" must be \"2.0\""));
+    }
+    let Ok(id) = id else { return Err(invalid("\"id\" must be a string, an integer or null")) };
     let method = match method {
         None => None,
         Some(Json::String(m)) => Some(McpMethod::from_name(&m)),
-        Some(_) => return Err(ProtocolError::invalid("\"method\" must be a string")),
+        Some(_) => return Err(invalid("\"method\" must be a string")),
     };
+    if let (Some(_), Some(member)) = (&method, params.near_miss) {
+        return Err(ProtocolError {
+            kind: ProtocolErrorKind::InvalidParams,
+            id: echo,
+            detail: format!("a \"params\" member name that folds to \"{member}\" without being it"),
+        });
+    }
     match (method, id, has_result_or_error) {
-        (Some(_), _, true) => Err(ProtocolError::invalid("\"method\" together with \"result\" or \"error\"")),
+        (Some(_), _, true) => Err(invalid("\"method\" together with \"result\" or \"error\"")),
         (None, Some(id), true) => Ok(Message::Response { id }),
-        (None, None, true) => Err(ProtocolError::invalid("a response needs an \"id\"")),
-        (None, _, false) => Err(ProtocolError::invalid("neither \"method\" nor \"result\"/\"error\"")),
+        (None, None, true) => Err(invalid("a response needs an \"id\"")),
+        (None, _, false) => Err(invalid("neither \"method\" nor \"result\"/\"error\"")),
         (Some(method @ McpMethod::Notification(_)), None, false) => {
             check_params_shape(params.shape, Id::null())?;
             Ok(Message::Notification { method })
         }
         (Some(McpMethod::Notification(_)), Some(_), false) => {
-            Err(ProtocolError::invalid("a notifications/ method must not carry an \"id\""))
+            Err(invalid("a notifications/ method must not carry an \"id\""))
         }
-        (Some(_), None, false) => Err(ProtocolError::invalid("a request method needs an \"id\"")),
+        (Some(_), None, false) => Err(invalid("a request method needs an \"id\"")),
         (Some(method), Some(id), false) => {
             let meta_version = std::mem::take(&mut params.meta_version);
             let call = request_call(method, params, &id)?;
@@ -543,26 +608,75 @@ mod tests {
     }
 
     #[test]
-    fn invalid_envelopes_are_minus_32600_with_null_id() {
+    fn invalid_envelopes_are_minus_32600_echoing_a_valid_id() {
         use ProtocolErrorKind::*;
-        let inv = (InvalidRequest, "null".to_owned());
-        assert_eq!(err(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"id":1,"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","result":{}}"#), inv);
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), inv);
+        let inv = |id: &str| (InvalidRequest, id.to_owned());
+        // The id is valid: echoed, so that the client can match the error (JSON-RPC 2.0 §5).
+        assert_eq!(err(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), inv("1"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":"a","method":"ping","result":{}}"#), inv(r#""a""#));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#), inv("1"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#), inv("1"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#), inv("1"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), inv("1"));
+        assert_eq!(err(r#"{"id":7,"method":"ping"}"#), inv("7"));
+        // No id, or one that is not a string, an integer or null: null.
+        assert_eq!(err(r#"{"id":{},"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#), inv("null"));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","result":{}}"#), inv("null"));
         assert_eq!(read_body(b"[]").unwrap_err().kind, InvalidRequest);
         assert_eq!(read_body(b"42").unwrap_err().kind, InvalidRequest);
         assert_eq!(read_body(b"\"x\"").unwrap_err().kind, InvalidRequest);
+    }
+
+    #[test]
+    fn folded_member_names_are_refused_with_the_id() {
+        use ProtocolErrorKind::*;
+        // Two names of one object that a case-insensitive decoder takes for one: -32600, id echoed.
+        for body in [
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_vms","Name":"delete_vm"}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":"ls","CMD":"rm"}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"x":{"y":[{"k":1,"\u212a":2}]}}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":1,"cmd\u0000":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":1,"c\u200bmd":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","Method":"x","params":{"name":"a"}}"#,
+        ] {
+            assert_eq!(err(body), (InvalidRequest, "4".to_owned()), "{body}");
+        }
+        // A member that folds to a known name without being it.
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"Method":"tools/call"}"#), (InvalidRequest, "4".into()));
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","param\u017f":{}}"#),
+            (InvalidRequest, "4".into())
+        );
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"ID":5,"method":"ping"}"#), (InvalidRequest, "null".into()));
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name\u0000":"x","arguments":{}}}"#),
+            (InvalidParams, "4".into())
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","Arguments":{}}}"#),
+            (InvalidParams, "4".into())
+        );
+        // Exact duplicates stay parse errors; distinct names pass.
+        assert_eq!(read_body(br#"{"jsonrpc":"2.0","id":4,"id":4,"method":"ping"}"#).unwrap_err().kind, Parse);
+        assert!(single(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"a":1,"b":{"a":2}}}}"#
+        )
+        .is_ok());
+        // In a batch, only the element with the clash is refused.
+        let Body::Batch(items) = read_body(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","NAME":"b"}}]"#,
+        )
+        .unwrap() else {
+            panic!("not a batch")
+        };
+        assert!(items[0].is_ok());
+        assert_eq!(items[1].as_ref().unwrap_err().id.raw(), "2");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::conditions::{self, Condition};
+use crate::fold::FoldedNames;
 use crate::mcp::{Arguments, Call, McpMethod};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +147,9 @@ pub struct Gateway {
     pub protocol_versions: crate::protocol::Versions,
     /// `gateway.session_key`: bind `Mcp-Session-Id` to its grant.
     pub session_keys: Option<crate::session::SessionKeys>,
+    /// `gateway.client_responses`: forward (`Allow`, default) or refuse (`Deny`) JSON-RPC responses
+    /// from the client.
+    pub client_responses: Action,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
@@ -202,6 +206,9 @@ pub struct Policy {
     pub default: Action,
     hide_all: bool,
     hidden: BTreeSet<String>,
+    /// `hide` and the tools with `action: "deny"`, matched after folding (`fold::tool_key`).
+    hidden_folded: FoldedNames,
+    denied_folded: FoldedNames,
     tools: HashMap<String, ToolRule>,
     all_tools: Vec<usize>,
     pub limits: Vec<Limit>,
@@ -238,9 +245,15 @@ impl Policy {
         gateway: Gateway,
     ) -> Self {
         let hide_all = hide.iter().any(|h| h == "*");
+        let hidden_folded = FoldedNames::new(hide.iter().map(String::as_str).filter(|h| *h != "*"));
+        let denied =
+            tools.iter().filter(|(_, r)| r.action == Action::Deny).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
+        let denied_folded = FoldedNames::new(denied);
         Policy {
             default,
             hide_all,
+            hidden_folded,
+            denied_folded,
             hidden: hide.into_iter().filter(|h| h != "*").collect(),
             tools,
             all_tools,
@@ -250,9 +263,17 @@ impl Policy {
         }
     }
 
-    /// Is `tool` hidden (by name or by `"*"`)?
+    /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
+    /// `delete\u200bvm`, `delete-vm` for `delete_vm`; see `fold::tool_key`) is hidden too.
     pub fn is_hidden(&self, tool: &str) -> bool {
-        self.hide_all || self.hidden.contains(tool)
+        self.hide_all || self.hidden.contains(tool) || self.hidden_folded.find(tool).is_some()
+    }
+
+    /// The tool with `action: "deny"` that `tool` folds onto without being it, if any: deny rules
+    /// match folded names, allow rules only exact ones.
+    fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
+        let denied = self.denied_folded.find(tool).filter(|d| *d != tool)?;
+        self.tools.get_key_value(denied).map(|(n, r)| (n.as_str(), r))
     }
 
     /// Is `tool` removed from `tools/list` results? Hidden tools always are; with
@@ -262,7 +283,9 @@ impl Policy {
         if self.is_hidden(tool) {
             return true;
         }
-        self.gateway.hide_denied_tools && self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
+        self.gateway.hide_denied_tools
+            && (self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
+                || self.denied_by_fold(tool).is_some())
     }
 
     /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
@@ -316,6 +339,10 @@ impl Policy {
     fn judge_tool(&self, name: &str, args: Option<&Arguments>) -> Verdict<'_> {
         if self.is_hidden(name) {
             return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
+        }
+        if let Some((denied, r)) = self.denied_by_fold(name) {
+            let reason = r.reason.clone().unwrap_or_else(|| "denied by policy".to_owned());
+            return Verdict::Deny { rule: format!("tools.{denied}"), reason };
         }
         let tool_rule = self.tools.get(name);
         let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match tool_rule {

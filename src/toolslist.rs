@@ -63,8 +63,24 @@ fn filter_message(
     filter_one(msg, request_ids, hidden)
 }
 
+/// Two member names of one object that a case-insensitive client (Go's `encoding/json`) reads as one:
+/// the client might read a list the filter did not.
+/// Likewise a name that folds to one of `known` without being it (`Result`, `Tools`, `Name`).
+fn check_names(members: &[(String, Json)], known: &[&str]) -> Result<(), ListError> {
+    let names: Vec<std::borrow::Cow<'_, str>> =
+        members.iter().map(|(k, _)| std::borrow::Cow::Borrowed(k.as_str())).collect();
+    if crate::fold::clash(&names).is_some() {
+        return Err(ListError::Malformed("member names equal after case folding"));
+    }
+    if members.iter().any(|(k, _)| crate::fold::near_miss(k, known).is_some()) {
+        return Err(ListError::Malformed("a member name that folds to a JSON-RPC or MCP member without being it"));
+    }
+    Ok(())
+}
+
 fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> bool) -> Result<Option<usize>, ListError> {
     let Json::Object(members) = msg else { return Ok(None) };
+    check_names(members, &["jsonrpc", "id", "result", "error", "method", "params"])?;
     let answers_request = members.iter().any(|(k, v)| k == "id" && request_ids.iter().any(|r| same_id(v, r)));
     // Fail closed: any result carrying a tool list is filtered, whatever its id says.
     let carries_tools = members.iter().any(|(k, v)| k == "result" && v.get("tools").is_some());
@@ -75,6 +91,7 @@ fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> boo
         return Ok(Some(0)); // an error response: nothing to filter
     };
     let Json::Object(result) = result else { return Err(ListError::Malformed("result is not an object")) };
+    check_names(result, &["tools"])?;
     let Some((_, tools)) = result.iter_mut().find(|(k, _)| k == "tools") else {
         return Err(ListError::Malformed("result has no tools"));
     };
@@ -82,6 +99,9 @@ fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> boo
     let before = items.len();
     let mut keep = Vec::with_capacity(before);
     for tool in items.drain(..) {
+        if let Json::Object(fields) = &tool {
+            check_names(fields, &["name"])?;
+        }
         let name = tool.get("name").and_then(Json::as_str).ok_or(ListError::Malformed("a tool has no string name"))?;
         if !hidden(name) {
             keep.push(tool);
@@ -99,7 +119,7 @@ pub fn filter_json(
     request_ids: &[Json],
     hidden: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<u8>, usize), ListError> {
-    let mut msg = json::parse(body).map_err(|e| ListError::Unreadable(e.to_string()))?;
+    let mut msg = json::parse_folded_keys_allowed(body).map_err(|e| ListError::Unreadable(e.to_string()))?;
     match filter_message(&mut msg, request_ids, hidden)? {
         None => Ok((body.to_vec(), 0)),
         Some(removed) => {
@@ -235,6 +255,14 @@ fn filter_events(
     Ok(removed)
 }
 
+/// Is `field` a name that a lenient SSE client reads as `data`: `data` once surrounding whitespace,
+/// invisible characters (BOM, zero-width) and case are folded away (`Data`, ` data`, `data `, `DATA`,
+/// `\u{feff}data`)?
+fn lenient_data_field(field: &str) -> bool {
+    let trimmed = field.trim_matches(|c: char| c.is_whitespace() || crate::fold::is_invisible(c));
+    trimmed.len() <= 16 && crate::fold::name_key(trimmed) == "data"
+}
+
 fn flush_event(
     out: &mut String,
     lines: &[&str],
@@ -251,6 +279,10 @@ fn flush_event(
         };
         if field == "event" {
             event_type = Some(value);
+        } else if field != "data" && lenient_data_field(field) {
+            // WHATWG readers ignore this line; lenient MCP clients read it as data. The event cannot
+            // be read one way for both, so it is not passed on.
+            return Err(ListError::Unreadable("an SSE field name that lenient clients read as data".into()));
         }
         if field == "data" {
             let d = data.get_or_insert_with(String::new);
@@ -264,7 +296,7 @@ fn flush_event(
         lines.iter().for_each(|l| out.push_str(l));
         return Ok(0);
     };
-    let mut msg = match json::parse(data.as_bytes()) {
+    let mut msg = match json::parse_folded_keys_allowed(data.as_bytes()) {
         Ok(m) => m,
         // `event: endpoint`, `data: [DONE]`, …: no client reads these as JSON-RPC (`crate::sse`).
         Err(_) if !crate::sse::could_carry_jsonrpc(event_type, &data) => {
@@ -352,6 +384,22 @@ mod tests {
     }
 
     #[test]
+    fn folded_names_in_a_list_are_malformed_but_not_in_schemas() {
+        let folded = Err(ListError::Malformed("member names equal after case folding"));
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"Tools":[{"name":"delete_vm"}]}}"#[..],
+            br#"{"jsonrpc":"2.0","id":7,"Result":{"tools":[{"name":"delete_vm"}]},"result":{"tools":[]}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","Name":"delete_vm"}]}}"#,
+        ] {
+            assert_eq!(filter_json(body, &id("7"), &hide), folded, "{}", String::from_utf8_lossy(body));
+        }
+        let near = br#"{"jsonrpc":"2.0","id":7,"Result":{"tools":[{"name":"delete_vm"}]}}"#;
+        assert!(matches!(filter_json(near, &id("7"), &hide), Err(ListError::Malformed(_))));
+        let schema = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","inputSchema":{"properties":{"id":{},"ID":{}}}}]}}"#;
+        assert_eq!(filter_json(schema, &id("7"), &hide).unwrap().1, 0);
+    }
+
+    #[test]
     fn other_responses_pass_unchanged() {
         let body = br#"{"jsonrpc":"2.0","id":8,"result":{"resources":[{"name":"delete_vm"}]}}"#;
         assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (body.to_vec(), 0));
@@ -426,6 +474,27 @@ mod tests {
             .unwrap();
         assert_eq!(std::str::from_utf8(&out).unwrap(), "data: {\"id\":1,\"result\":{\"tools\":[]}}\n\n");
         assert!(matches!(s.push(&[b'x'; 100], false, &[], &hide), Err(ListError::Unreadable(_))));
+    }
+
+    #[test]
+    fn sse_lenient_data_fields_are_refused() {
+        let list = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}";
+        for field in
+            ["Data", " data", "data ", "DATA", "\u{feff}data", "\u{feff}\u{feff}data", "d\u{200b}ata", "\tdata"]
+        {
+            let stream = format!("event: message\n{field}: {list}\n\n");
+            assert_eq!(
+                filter_sse(stream.as_bytes(), &id("3"), &hide),
+                Err(ListError::Unreadable("an SSE field name that lenient clients read as data".into())),
+                "{field:?}"
+            );
+        }
+        // A second BOM at the start of the stream is part of the first field name.
+        let stream = format!("\u{feff}\u{feff}data: {list}\n\n");
+        assert!(filter_sse(stream.as_bytes(), &id("3"), &hide).is_err());
+        // Other fields pass untouched.
+        let ok = "event: message\nid: 1\nretry: 5\ndatum: x\ndata: {\"id\":9,\"result\":{}}\n\n";
+        assert_eq!(filter_sse(ok.as_bytes(), &id("3"), &hide).unwrap(), (ok.as_bytes().to_vec(), 0));
     }
 
     #[test]

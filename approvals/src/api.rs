@@ -93,7 +93,10 @@ pub fn arguments_too_large(max: usize) -> String {
 /// [`parse_check`] with a limit on the arguments' JSON text as sent (`--max-arguments-bytes`),
 /// applied before they are parsed again or hashed.
 pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckInput, i64), CheckError> {
-    let strict = mcp_policy_filter::json::parse(body).map_err(|e| format!("body is not strict JSON: {e}"))?;
+    // Keys that clash only after case folding are not refused here: the filter refuses such calls
+    // before they are held, and the page shows (and warns about) whatever it is given.
+    let strict = mcp_policy_filter::json::parse_folded_keys_allowed(body)
+        .map_err(|e| format!("body is not strict JSON: {e}"))?;
     if !matches!(strict, mcp_policy_filter::json::Json::Object(_)) {
         return Err("body must be a JSON object".into());
     }
@@ -144,7 +147,8 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
     if arguments.len() > max_arguments {
         return Err(CheckError::ArgumentsTooLarge(max_arguments));
     }
-    let parsed = mcp_policy_filter::json::parse(arguments.as_bytes()).map_err(|e| format!("arguments: {e}"))?;
+    let parsed = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes())
+        .map_err(|e| format!("arguments: {e}"))?;
     let request_id = string("request_id", MAX_REQUEST_ID)?;
     let expires_in = int("expires_in_seconds", 1, MAX_EXPIRES_IN)?;
     let wait = int("wait_seconds", 0, MAX_WAIT)?;

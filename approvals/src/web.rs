@@ -391,7 +391,9 @@ pub fn render_arguments(raw: &str) -> Rendered {
         numbers: false,
         whitespace: false,
     };
-    match mcp_policy_filter::json::parse(raw.as_bytes()) {
+    // Keys that clash only after folding are shown (and warned about below), not refused: the page
+    // displays what it is asked about.
+    match mcp_policy_filter::json::parse_folded_keys_allowed(raw.as_bytes()) {
         Ok(v) => value(&v, 0, "arguments", &mut r),
         Err(_) => r.escaped = push_visible(&mut r.text, raw, false),
     }

@@ -82,7 +82,7 @@ fn key_of(grant_id: &str, tool: &str, arguments: &str) -> String {
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
-    let args = mcp_policy_filter::json::parse(arguments.as_bytes()).unwrap();
+    let args = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes()).unwrap();
     mcp_policy_filter::approval::key(&g, tool, Some(&args))
 }
 
@@ -1255,6 +1255,9 @@ async fn request_values_cannot_forge_log_lines() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Other tests, on other threads and with no subscriber, may have cached "never" for these
+    // callsites; recompute their interest now that this thread has one (else lines go missing).
+    tracing::callsite::rebuild_interest_cache();
     let s = svc();
     let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
     let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);

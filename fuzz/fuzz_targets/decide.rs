@@ -1,7 +1,10 @@
 //! Fuzz the whole pure decision path: header bytes plus body bytes into `gate::on_headers` and
 //! `gate::on_body`, with an in-memory shared-data store. Any panic is a bug (the filter runs with
 //! `panic = "abort"` inside Envoy). Input layout: byte 0 picks the HTTP method and which optional
-//! headers are present; then up to five header values separated by 0xFF; the rest is the body.
+//! headers are present; byte 1 picks the policy (bit 0: the second one, with a grant header,
+//! `client_responses: "deny"`, folded deny/hide names and conditions on numbers and strings) and
+//! whether `:path` and an `_` variant of the grant header are sent (bits 1, 2); then up to seven
+//! header values separated by 0xFF; the rest is the body.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,33 +25,58 @@ const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
                         {"path":"args.tags[0]","op":"contains","value":"x"}]}},
   "gateway":{"max_body_bytes":65536,"approval":{"cluster":"mcp_approvals"},"methods":{"resources/read":"allow"}}}"#;
 
-fn policy() -> &'static mcp_policy_filter::policy::Policy {
+/// Issue 12's shapes: names that fold onto hidden or denied tools, numbers read as binary64,
+/// strings read after NFKC, a grant header with `_` variants, client responses denied.
+const POLICY_B: &str = r#"{"version":"1","default":"allow","hide":["delete_vm"],
+  "tools":{"stop_vm":{"action":"deny","reason":"ticket"},
+           "vm_agent_exec":{"require":[{"path":"args.n","op":"lte","value":100}],
+             "deny_if":[{"path":"args.vmid","op":"eq","value":9007199254740992},
+                        {"path":"args.mode","op":"in","value":["force","ｆｏｒｃｅ"]},
+                        {"path":"args.command","op":"regex","value":"^rm"},
+                        {"path":"args.tags","op":"contains","value":"x\u200b"}]}},
+  "gateway":{"grant_header":"x-mcp-subject","client_responses":"deny"}}"#;
+
+fn policy(second: bool) -> &'static mcp_policy_filter::policy::Policy {
     static P: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
-    P.get_or_init(|| config::load(POLICY.as_bytes()).expect("fuzz policy loads"))
+    static Q: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
+    if second {
+        Q.get_or_init(|| config::load(POLICY_B.as_bytes()).expect("second fuzz policy loads"))
+    } else {
+        P.get_or_init(|| config::load(POLICY.as_bytes()).expect("fuzz policy loads"))
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel2, rest)) = rest.split_first() else { return };
     let method: &[u8] = match sel & 3 {
         0 => b"POST",
         1 => b"GET",
         2 => b"DELETE",
         _ => b"PUT",
     };
-    let mut parts = rest.splitn(6, |&b| b == 0xFF);
-    let names = ["content-type", "content-encoding", "authorization", "mcp-method", "mcp-name"];
+    let second = sel2 & 1 != 0;
+    let mut parts = rest.splitn(8, |&b| b == 0xFF);
+    let credential = if second { "x-mcp-subject" } else { "authorization" };
+    let names = ["content-type", "content-encoding", credential, "mcp-method", "mcp-name", ":path", "x_mcp_subject"];
     let mut headers: Vec<(&str, &[u8])> = vec![(":method", method)];
     let mut values = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..7 {
         values.push(parts.next().unwrap_or(b""));
     }
     let body = parts.next().unwrap_or(b"");
     for (i, name) in names.iter().enumerate() {
-        if sel & (4 << i) != 0 || i == 0 {
+        let present = match i {
+            0 => true,
+            5 => sel2 & 2 != 0,
+            6 => sel2 & 4 != 0,
+            _ => sel & (4 << i) != 0,
+        };
+        if present {
             headers.push((name, values[i]));
         }
     }
-    let p = policy();
+    let p = policy(second);
     let head = RequestHead::from_headers(p, headers.iter().copied());
     if let HeadOutcome::NeedBody = gate::on_headers(p, &head) {
         let store = MemoryStore::new();

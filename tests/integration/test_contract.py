@@ -71,6 +71,7 @@ REFUSED = {
     "json-suffix-type": Case(LIST_VMS, 415, -32600, "unsupported_media_type", content_type="application/json-seq"),
     "gzip": Case(LIST_VMS, 415, -32600, "unsupported_media_type", extra={"content-encoding": "gzip"}),
     "br": Case(LIST_VMS, 415, -32600, "unsupported_media_type", extra={"content-encoding": "br"}),
+    "charset-utf-7": Case(LIST_VMS, 415, -32600, "unsupported_media_type", content_type="application/json; charset=utf-7"),
     # 6: not exactly one strict JSON text
     "truncated": Case(b'{"jsonrpc":"2.0","id":1,', 400, -32700, "parse_error"),
     "bom": Case(b"\xef\xbb\xbf" + LIST_VMS, 400, -32700, "parse_error"),
@@ -81,13 +82,15 @@ REFUSED = {
     "deep-nesting": Case(NESTED, 400, -32700, "parse_error"),
     "whitespace-only": Case(b"  \n", 400, -32700, "parse_error"),
     # 7: not a JSON-RPC 2.0 message
-    "jsonrpc-1.0": Case(LIST_VMS.replace(b'"2.0"', b'"1.0"'), 400, -32600, "invalid_request"),
+    # -32600 echoes the id whenever the message has a valid one (JSON-RPC 2.0 §5).
+    "jsonrpc-1.0": Case(LIST_VMS.replace(b'"2.0"', b'"1.0"'), 400, -32600, "invalid_request", 1),
     "float-id": Case(rpc(id=1.5, method="tools/list"), 400, -32600, "invalid_request"),
     "bool-id": Case(rpc(id=True, method="tools/list"), 400, -32600, "invalid_request"),
-    "method-and-result": Case(rpc(id=3, method="tools/list", result={}), 400, -32600, "invalid_request"),
+    "method-and-result": Case(rpc(id=3, method="tools/list", result={}), 400, -32600, "invalid_request", 3),
     "request-without-id": Case(rpc(method="tools/list"), 400, -32600, "invalid_request"),
-    "notification-with-id": Case(rpc(id=3, method="notifications/initialized"), 400, -32600, "invalid_request"),
-    "neither": Case(rpc(id=3), 400, -32600, "invalid_request"),
+    "notification-with-id": Case(rpc(id=3, method="notifications/initialized"), 400, -32600, "invalid_request", 3),
+    "neither": Case(rpc(id=3), 400, -32600, "invalid_request", 3),
+    "folded-member-name": Case(LIST_VMS.replace(b'"params"', b'"Params":{},"params"'), 400, -32600, "invalid_request", 1),
     "scalar": Case(b"42", 400, -32600, "invalid_request"),
     # 7b: tools/call params
     "name-missing": Case(rpc(id=4, method="tools/call", params={"arguments": {}}), 400, -32602, "invalid_params", 4),

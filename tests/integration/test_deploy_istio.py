@@ -205,7 +205,9 @@ def test_neighbour_plugin_shares_the_namespace_without_collisions(stack, wasm, n
 
 def test_integer_beyond_2_53_reaches_the_module_rounded(stack, wasm):
     """pluginConfig value 9007199254740993 (2^53 + 1) arrives as 9007199254740992: the deny rule
-    fires for vmid 2^53 and no longer for the number the operator wrote."""
+    fires for vmid 2^53, and for the number the operator wrote only because conditions are also
+    judged on the binary64 reading of the argument (issue 12), where 2^53 + 1 is 2^53; vmid 2^53 + 2
+    (a double of its own) passes."""
     policy = {"version": "1", "default": "deny", "tools": {"vm_agent_exec": {"deny_if": [
         {"path": "args.vmid", "op": "eq", "value": 2**53 + 1, "reason": "protected VM"}]}}}
     assert '"value":9007199254740992' in ir.struct_json(policy)
@@ -213,8 +215,10 @@ def test_integer_beyond_2_53_reaches_the_module_rounded(stack, wasm):
     envoy = istio_envoy(stack, wasm, upstream_port, plugin_config=policy)
     hit = call_tool(envoy.mcp_url, "vm_agent_exec", "g", {**EXEC, "vmid": 2**53}, id=1)
     assert hit.error["data"]["kind"] == "denied"
-    missed = call_tool(envoy.mcp_url, "vm_agent_exec", "g", {**EXEC, "vmid": 2**53 + 1}, id=2)
-    assert (missed.status, missed.body) == (200, harness.recorder_reply(2))
+    also = call_tool(envoy.mcp_url, "vm_agent_exec", "g", {**EXEC, "vmid": 2**53 + 1}, id=2)
+    assert also.error["data"]["kind"] == "denied"
+    missed = call_tool(envoy.mcp_url, "vm_agent_exec", "g", {**EXEC, "vmid": 2**53 + 2}, id=3)
+    assert (missed.status, missed.body) == (200, harness.recorder_reply(3))
 
 
 def test_integer_at_1e21_becomes_an_exponent_and_the_plugin_fails_closed(stack, wasm):
