@@ -1,8 +1,10 @@
 //! The service driven in-process through its axum Router, on a temp-file SQLite database and a
-//! manual clock.
+//! manual clock; or, with `MCP_APPROVALS_TEST_PG` set to a PostgreSQL URL (`make test` runs the
+//! suite both ways, through tests/harness_pg.py), on a fresh PostgreSQL database per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use mcp_approvals::auth::Approvers;
+use mcp_approvals::store::Location;
 use mcp_approvals::{router, App, Config, ManualClock};
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -24,8 +27,40 @@ struct Svc {
     app: App,
     router: Router,
     clock: Arc<ManualClock>,
-    db: PathBuf,
+    db: Location,
     _dir: tempfile::TempDir,
+}
+
+/// The PostgreSQL server of this run (`MCP_APPROVALS_TEST_PG`), if any.
+fn pg_base() -> Option<String> {
+    std::env::var("MCP_APPROVALS_TEST_PG").ok().filter(|s| !s.is_empty())
+}
+
+/// Runs `f` with a client of the server on a thread of its own (the synchronous client must not
+/// run inside the tests' async runtime).
+fn with_pg<T: Send + 'static>(url: String, f: impl FnOnce(&mut postgres::Client) -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        f(&mut c)
+    })
+    .join()
+    .unwrap()
+}
+
+/// A fresh database for one test: a new PostgreSQL database when the run has a server, else a
+/// SQLite file in `dir`.
+fn new_db(dir: &Path) -> Location {
+    static N: AtomicU64 = AtomicU64::new(0);
+    match pg_base() {
+        Some(base) => {
+            let name = format!("t{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+            let create = format!("CREATE DATABASE {name}");
+            with_pg(base.clone(), move |c| c.batch_execute(&create).unwrap());
+            let (prefix, _) = base.rsplit_once('/').unwrap();
+            Location::Postgres(format!("{prefix}/{name}"))
+        }
+        None => Location::Sqlite(dir.join("approvals.sqlite")),
+    }
 }
 
 fn config() -> Config {
@@ -41,9 +76,9 @@ fn svc() -> Svc {
 
 fn svc_with(config: Config) -> Svc {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("approvals.sqlite");
+    let db = new_db(dir.path());
     let clock = ManualClock::new(T0);
-    let app = App::open(&db, config, clock.clone()).unwrap();
+    let app = App::open(db.clone(), config, clock.clone()).unwrap();
     Svc { router: router(app.clone()), app, clock, db, _dir: dir }
 }
 
@@ -397,7 +432,7 @@ async fn approvals_survive_a_restart() {
     drop(old_router);
     drop(app);
     let clock = ManualClock::new(T0 + 10);
-    let app = App::open(&db, config(), clock.clone()).unwrap();
+    let app = App::open(db.clone(), config(), clock.clone()).unwrap();
     let s2 = Svc { router: router(app.clone()), app, clock, db, _dir };
     assert_eq!(
         check(&s2, &k).await,
@@ -412,19 +447,44 @@ async fn approvals_survive_a_restart() {
 async fn one_pending_per_key_in_the_schema() {
     let s = svc();
     check(&s, &grant(16)).await;
-    let conn = rusqlite::Connection::open(&s.db).unwrap();
-    let err = conn
-        .execute(
-            "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, expires_in, \
-             expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
-            [key_of(&grant(16), "start_vm", r#"{"vmid":100}"#)],
-        )
-        .unwrap_err();
-    assert!(err.to_string().contains("UNIQUE"), "{err}");
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-    assert_eq!(mode, "wal");
+    let key = key_of(&grant(16), "start_vm", r#"{"vmid":100}"#);
+    match &s.db {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            let err = conn
+                .execute(
+                    "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, \
+                     expires_in, expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
+                    [key],
+                )
+                .unwrap_err();
+            assert!(err.to_string().contains("UNIQUE"), "{err}");
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+            assert_eq!(version, 3);
+            let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+            assert_eq!(mode, "wal");
+        }
+        Location::Postgres(url) => {
+            let (err, versions) = with_pg(url.clone(), move |c| {
+                let err = c
+                    .execute(
+                        "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, \
+                         expires_in, expires_at) VALUES ('apr_x', $1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
+                        &[&key],
+                    )
+                    .unwrap_err();
+                let versions: Vec<i64> = c
+                    .query("SELECT version FROM mcp_approvals_migrations ORDER BY version", &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                (err.as_db_error().unwrap().constraint().map(str::to_string), versions)
+            });
+            assert_eq!(err.as_deref(), Some("approvals_one_pending_per_key"));
+            assert_eq!(versions, vec![2, 3]);
+        }
+    }
 }
 
 #[tokio::test]
@@ -1227,7 +1287,7 @@ async fn a_schema_1_file_is_migrated() {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((v, gid.as_str()), (2, ""));
+    assert_eq!((v, gid.as_str()), (3, ""));
 }
 
 #[derive(Clone, Default)]
@@ -1507,9 +1567,9 @@ async fn arguments_over_the_limit_are_413() {
 
 #[test]
 fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
-    use mcp_approvals::store::{CheckInput, Store};
+    use mcp_approvals::store::{Backend, CheckInput};
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("a.sqlite")).unwrap();
+    let backend = Backend::open(&new_db(dir.path()), 2).unwrap();
     // 4094 ASCII bytes then 3-byte characters: byte 4096 is inside the first one.
     let long = format!("[\"{}{}\"]", "x".repeat(4092), "\u{2028}".repeat(40_000));
     let short = "{\"vmid\":1}".to_string();
@@ -1524,9 +1584,9 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             expires_in: 600,
             reason: String::new(),
         };
-        store.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000).unwrap();
+        backend.with(|st| st.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000)).unwrap();
     }
-    let (page, _) = store.pending(T0 + 2, 200, 4096, 10).unwrap();
+    let (page, _) = backend.with(|st| st.pending(T0 + 2, 200, 4096, 10)).unwrap();
     let got: Vec<(&str, usize)> =
         page.list.iter().map(|l| (l.approval.arguments.as_str(), l.arguments_bytes)).collect();
     let cut = format!("[\"{}", "x".repeat(4092));
