@@ -74,6 +74,15 @@ fn svc() -> Svc {
     svc_with(config())
 }
 
+/// A service on SQLite whatever the run's database.
+fn svc_sqlite(config: Config) -> Svc {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Location::Sqlite(dir.path().join("approvals.sqlite"));
+    let clock = ManualClock::new(T0);
+    let app = App::open(db.clone(), config, clock.clone()).unwrap();
+    Svc { router: router(app.clone()), app, clock, db, _dir: dir }
+}
+
 fn svc_with(config: Config) -> Svc {
     let dir = tempfile::tempdir().unwrap();
     let db = new_db(dir.path());
@@ -1315,7 +1324,9 @@ async fn request_values_cannot_forge_log_lines() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let s = svc();
+    // Always on SQLite: this test is about log lines, not storage, and the PostgreSQL store's
+    // threads (pool, LISTEN) log with no subscriber, which races with this thread-local one.
+    let s = svc_sqlite(config());
     let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
     let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
     b["tool"] = json!(forged);
@@ -1687,4 +1698,85 @@ async fn the_heading_counts_pending_approvals_per_grant() {
         tail[..8].join(" · ")
     );
     assert!(html.contains(&want), "{html}");
+}
+
+/// A second instance on the same database (PostgreSQL) or file (SQLite), sharing the clock.
+fn second_instance(s: &Svc) -> Svc {
+    let app = App::open(s.db.clone(), config(), s.clock.clone()).unwrap();
+    Svc { router: router(app.clone()), app, clock: s.clock.clone(), db: s.db.clone(), _dir: tempfile::tempdir().unwrap() }
+}
+
+#[tokio::test]
+async fn sessions_are_stored_hashed_survive_a_restart_and_end_at_logout() {
+    let s = svc();
+    let cookie = login(&s, "alice", ALICE).await;
+    let sid = cookie.split_once('=').unwrap().1.to_string();
+    let page = send(&s.router, get("/", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let csrf = csrf_of(&page.body);
+    // The id itself is not stored, only its SHA-256.
+    let stored_hash = {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(sid.as_bytes());
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let stored: Vec<String> = match &s.db {
+        Location::Sqlite(p) => {
+            let c = rusqlite::Connection::open(p).unwrap();
+            let mut st = c.prepare("SELECT id_hash FROM sessions").unwrap();
+            st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        }
+        Location::Postgres(url) => with_pg(url.clone(), |c| {
+            c.query("SELECT id_hash FROM sessions", &[]).unwrap().iter().map(|r| r.get(0)).collect()
+        }),
+    };
+    assert_eq!(stored, vec![stored_hash]);
+    // A restart keeps the session (and its CSRF token).
+    let db = s.db.clone();
+    let clock = s.clock.clone();
+    let Svc { app, router: old, _dir, .. } = s;
+    drop(old);
+    drop(app);
+    let app = App::open(db.clone(), config(), clock.clone()).unwrap();
+    let s = Svc { router: router(app.clone()), app, clock, db, _dir };
+    let r = send(&s.router, get("/", Some(&cookie))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(csrf_of(&r.body), csrf);
+    // A second instance on the same database accepts it too; logout there ends it everywhere.
+    let b = second_instance(&s);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::OK);
+    let out = send(&b.router, form("/logout", Some(&cookie), &[("csrf", &csrf)])).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(send(&s.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+    // Sessions expire after 12 hours.
+    let cookie = login(&s, "alice", ALICE).await;
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::OK);
+    s.clock.advance(12 * 3600);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+}
+
+/// PostgreSQL only: a hold-mode check waiting on one instance is woken by a decision made on
+/// another (LISTEN/NOTIFY), not by its own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
+    if pg_base().is_none() {
+        // One SQLite file serves one instance: nothing to wake across processes.
+        return;
+    }
+    let a = svc();
+    let b = second_instance(&a);
+    let k = grant(70);
+    let id = id_of(&check(&a, &k).await);
+    let router = a.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
+    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!held.is_finished());
+    let decided = std::time::Instant::now();
+    assert_eq!(approve(&b, &id, "from b").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
+    let waited = decided.elapsed();
+    assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
+    assert!(waited < Duration::from_secs(3), "woken {waited:?} after the decision");
 }
