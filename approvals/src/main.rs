@@ -58,6 +58,9 @@ struct Args {
     /// Timeout of one webhook attempt (3 retries with backoff follow a failure).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     notify_timeout: Duration,
+    /// Delay before the first webhook retry; doubled for each next one (3 retries).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    notify_backoff: Duration,
     /// Base URL approvers open (approval_url = PUBLIC_URL/approvals/ID). Default: http://LISTEN.
     #[arg(long)]
     public_url: Option<String>,
@@ -167,7 +170,7 @@ async fn run(args: Args) -> Result<(), String> {
             webhooks: args.notify_webhooks.clone(),
             include_arguments: args.notify_include_arguments,
             timeout: args.notify_timeout,
-            ..NotifyConfig::default()
+            backoff: args.notify_backoff,
         },
         ..Config::new(public_url.clone(), approvers.clone())
     };
