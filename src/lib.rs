@@ -12,6 +12,7 @@
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
 //! - [`reply`]: JSON-RPC error replies and their codes;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
+//! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
@@ -21,6 +22,7 @@ pub mod conditions;
 pub mod config;
 pub mod gate;
 pub mod grant;
+pub mod held;
 pub mod http;
 pub mod json;
 pub mod mcp;

@@ -196,7 +196,8 @@ impl App {
         let (version, _) = watch::channel(start);
         let (shutdown, _) = watch::channel(false);
         let notifier = Notifier::start(&config.notify);
-        let app = App(Arc::new(Inner { store, clock, config, metrics: Metrics::default(), notifier, version, shutdown }));
+        let app =
+            App(Arc::new(Inner { store, clock, config, metrics: Metrics::default(), notifier, version, shutdown }));
         if let Location::Postgres(url) = location {
             app.start_listener(url)?;
         }
@@ -236,8 +237,8 @@ impl App {
         let store = self.store.clone();
         let now = self.now();
         let (value, changes) = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)))
-        .await
-        .map_err(|e| Error::Internal(format!("store task: {e}")))??;
+            .await
+            .map_err(|e| Error::Internal(format!("store task: {e}")))??;
         self.record(&changes);
         Ok(value)
     }

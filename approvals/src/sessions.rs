@@ -47,12 +47,9 @@ impl App {
         }
         let hash = id_hash(id);
         match self.db(move |st, now| Ok((st.session_get(&hash, now, take_flash)?, Changes::default()))).await {
-            Ok(found) => found.map(|s| Session {
-                approver: s.approver,
-                csrf: s.csrf,
-                expires_at: s.expires_at,
-                flash: s.flash,
-            }),
+            Ok(found) => {
+                found.map(|s| Session { approver: s.approver, csrf: s.csrf, expires_at: s.expires_at, flash: s.flash })
+            }
             Err(e) => {
                 tracing::error!(error = %e, "session lookup");
                 None

@@ -1703,7 +1703,13 @@ async fn the_heading_counts_pending_approvals_per_grant() {
 /// A second instance on the same database (PostgreSQL) or file (SQLite), sharing the clock.
 fn second_instance(s: &Svc) -> Svc {
     let app = App::open(s.db.clone(), config(), s.clock.clone()).unwrap();
-    Svc { router: router(app.clone()), app, clock: s.clock.clone(), db: s.db.clone(), _dir: tempfile::tempdir().unwrap() }
+    Svc {
+        router: router(app.clone()),
+        app,
+        clock: s.clock.clone(),
+        db: s.db.clone(),
+        _dir: tempfile::tempdir().unwrap(),
+    }
 }
 
 #[tokio::test]

@@ -275,8 +275,7 @@ pub trait Storage {
 
     /// An approver approves (`approve`) or denies a pending approval. The decision stays current
     /// for `expires_in` seconds from now.
-    fn decide(&mut self, id: &str, approve: bool, approver: &str, note: &str, now: i64)
-        -> Result<(Decided, Changes)>;
+    fn decide(&mut self, id: &str, approve: bool, approver: &str, note: &str, now: i64) -> Result<(Decided, Changes)>;
 
     /// One approval (expiry applied first).
     fn get(&mut self, id: &str, now: i64) -> Result<(Option<Approval>, Changes)>;

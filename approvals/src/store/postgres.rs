@@ -282,7 +282,11 @@ fn expire_in(tx: &mut Transaction<'_>, now: i64) -> Result<Vec<Approval>> {
     Ok(expired)
 }
 
-fn find(tx: &mut Transaction<'_>, sql_where: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<Option<Approval>> {
+fn find(
+    tx: &mut Transaction<'_>,
+    sql_where: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<Option<Approval>> {
     match tx.query_opt(&format!("SELECT {COLUMNS} FROM approvals WHERE {sql_where}"), params)? {
         Some(row) => Ok(Some(approval(&row)?)),
         None => Ok(None),

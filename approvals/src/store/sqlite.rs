@@ -10,7 +10,6 @@ use super::{
     Storage, StoreError, StoredSession, SCHEMA_VERSION,
 };
 
-
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
     id                  TEXT PRIMARY KEY,
@@ -77,48 +76,45 @@ fn listed_columns(prefix: usize) -> String {
 
 fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
     approval_row_with(row, row.get(5)?)
-    }
+}
 
 fn approval_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Approval> {
-        let state: String = row.get(2)?;
-        let state = State::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
-        })?;
-        Ok(Approval {
-            id: row.get(0)?,
-            key: row.get(1)?,
-            state,
-            grant: row.get(3)?,
-            tool: row.get(4)?,
-            arguments,
-            request_id: row.get(6)?,
-            reason: row.get(7)?,
-            created_at: row.get(8)?,
-            expires_in: row.get(9)?,
-            expires_at: row.get(10)?,
-            decided_at: row.get(11)?,
-            approver: row.get(12)?,
-            note: row.get(13)?,
-            consumed_at: row.get(14)?,
-            consumed_request_id: row.get(15)?,
-            grant_id: row.get(16)?,
-        })
-    }
+    let state: String = row.get(2)?;
+    let state = State::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
+    })?;
+    Ok(Approval {
+        id: row.get(0)?,
+        key: row.get(1)?,
+        state,
+        grant: row.get(3)?,
+        tool: row.get(4)?,
+        arguments,
+        request_id: row.get(6)?,
+        reason: row.get(7)?,
+        created_at: row.get(8)?,
+        expires_in: row.get(9)?,
+        expires_at: row.get(10)?,
+        decided_at: row.get(11)?,
+        approver: row.get(12)?,
+        note: row.get(13)?,
+        consumed_at: row.get(14)?,
+        consumed_request_id: row.get(15)?,
+        grant_id: row.get(16)?,
+    })
+}
 fn listed_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
-        let prefix: Vec<u8> = row.get(5)?;
-        let bytes: i64 = row.get(17)?;
-        Ok(Listed {
-            approval: approval_row_with(row, utf8_prefix(prefix))?,
-            arguments_bytes: usize::try_from(bytes).unwrap_or(0),
-        })
-    }
-
-
+    let prefix: Vec<u8> = row.get(5)?;
+    let bytes: i64 = row.get(17)?;
+    Ok(Listed {
+        approval: approval_row_with(row, utf8_prefix(prefix))?,
+        arguments_bytes: usize::try_from(bytes).unwrap_or(0),
+    })
+}
 
 pub struct SqliteStore {
     conn: Connection,
 }
-
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file: WAL mode, then the migrations it lacks,
@@ -167,7 +163,6 @@ impl SqliteStore {
         let mut stmt = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE {sql_where}"))?;
         stmt.query_row(params, approval_row).optional()
     }
-
 }
 
 impl Storage for SqliteStore {
@@ -300,14 +295,7 @@ impl Storage for SqliteStore {
 
     /// An approver approves (`approve`) or denies a pending approval. The decision stays current
     /// for `expires_in` seconds from now.
-    fn decide(
-        &mut self,
-        id: &str,
-        approve: bool,
-        approver: &str,
-        note: &str,
-        now: i64,
-    ) -> Result<(Decided, Changes)> {
+    fn decide(&mut self, id: &str, approve: bool, approver: &str, note: &str, now: i64) -> Result<(Decided, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut changes = Changes { expired: Self::expire_in(&tx, now)?, ..Changes::default() };
         let Some(approval) = Self::find(&tx, "id = ?1", [id])? else {
