@@ -402,7 +402,7 @@ impl Backend {
                 Ok(f(&mut *guard)?)
             }
             Backend::Postgres(pool) => {
-                let conn = pool.get().map_err(StoreError::from)?;
+                let conn = pool.get()?;
                 let mut store = postgres::PgStore::new(conn);
                 Ok(f(&mut store)?)
             }
