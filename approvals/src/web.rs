@@ -848,6 +848,9 @@ pub async fn decision(
     if note.len() > MAX_NOTE {
         return (StatusCode::BAD_REQUEST, "note too long").into_response();
     }
+    if note.contains('\0') {
+        return (StatusCode::BAD_REQUEST, "note must not contain U+0000").into_response();
+    }
     let back = safe_back(&f.back).to_string();
     if !is_approval_id(&id) {
         return (StatusCode::NOT_FOUND, "no such approval").into_response();

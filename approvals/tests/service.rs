@@ -1786,3 +1786,22 @@ async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
     assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
     assert!(waited < Duration::from_secs(3), "woken {waited:?} after the decision");
 }
+
+#[tokio::test]
+async fn nul_characters_are_refused_on_every_store() {
+    let s = svc();
+    let mut b = check_body(&grant(71), json!({"vmid": 100}), 600, 0);
+    b["tool"] = json!("start\u{0}vm");
+    let r = check_raw(&s, sign(b)).await;
+    assert_eq!((r.status, r.json()), (StatusCode::BAD_REQUEST, json!({"error": "tool: must not contain U+0000"})));
+    let mut b = check_body(&grant(71), json!({"vmid": 100}), 600, 0);
+    b["reason"] = json!("a\u{0}");
+    assert_eq!(check_raw(&s, b).await.status, StatusCode::BAD_REQUEST);
+    // In the arguments it is an escape sequence, kept verbatim.
+    let r = check_raw(&s, check_body(&grant(71), json!({"s": "a\u{0}b"}), 600, 0)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let id = id_of(&r.json());
+    let r = approve(&s, &id, "x\u{0}").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(all_approvals(&s).await["approvals"][0]["arguments"], json!({"s": "a\u{0}b"}));
+}
