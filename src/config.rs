@@ -260,6 +260,16 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// The URL of this MCP server's OAuth 2.0 protected resource metadata (RFC 9728), e.g.
+    /// `https://mcp.example.com/.well-known/oauth-protected-resource`. When set, the 401 for a missing
+    /// grant carries `WWW-Authenticate: Bearer resource_metadata="<url>"`, from which MCP clients
+    /// discover the authorization server. `https` (`http` for a loopback host only), no fragment.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[A-Za-z0-9._~:/?\[\]@!$&'()*+,;=%-]+$"))
+    )]
+    pub resource_metadata_url: Option<String>,
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
@@ -675,6 +685,9 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
         }
     }
     let approval = gw.approval.as_ref().and_then(|a| compile_approval(a, &mut errs));
+    if let Some(Err(m)) = gw.resource_metadata_url.as_deref().map(crate::challenge::check_resource_metadata_url) {
+        errs.push(err("gateway.resource_metadata_url", m));
+    }
     if gw.approval.is_none() {
         for (name, rule) in &spec.tools {
             if rule.action == Some(ToolActionSpec::RequireApproval) {
@@ -715,6 +728,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            resource_metadata_url: gw.resource_metadata_url,
         },
     ))
 }
@@ -882,6 +896,30 @@ mod tests {
         assert_eq!(
             load_err(r#"{"version":"1","gateway":{"grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":""}]}}"#).path,
             "gateway.grants[0].label"
+        );
+    }
+
+    #[test]
+    fn resource_metadata_url_is_checked_at_load() {
+        let url = "https://mcp.example.com/.well-known/oauth-protected-resource";
+        let p = load(format!(r#"{{"version":"1","gateway":{{"resource_metadata_url":"{url}"}}}}"#).as_bytes()).unwrap();
+        assert_eq!(p.gateway.resource_metadata_url.as_deref(), Some(url));
+        assert_eq!(load(br#"{"version":"1"}"#).unwrap().gateway.resource_metadata_url, None);
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"resource_metadata_url":"http://mcp.example.com/x"}}"#),
+            ConfigError {
+                path: "gateway.resource_metadata_url".into(),
+                message: "must use https (RFC 9728 §3); http is accepted for localhost, 127.x.y.z and [::1] only"
+                    .into()
+            }
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"resource_metadata_url":"https://a.example/\""}}"#).path,
+            "gateway.resource_metadata_url"
+        );
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"resource_metadata_url":7}}"#).path,
+            "gateway.resource_metadata_url"
         );
     }
 

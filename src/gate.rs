@@ -441,20 +441,28 @@ fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'s
 
 const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
 const NOT_REGISTERED: &str = "the credential is not a registered grant";
+/// `gateway.grant_header` present more than once: `jwt_authn`'s `claim_to_headers` appends the verified
+/// claim after any copy the client sent, so neither copy can be trusted.
+const GRANT_HEADER_REPEATED: &str = "the grant header was sent more than once";
+const GRANT_HEADER_EMPTY: &str = "the grant header is empty";
 
-fn no_grant(id: &Id, reason: &str) -> Outcome {
+fn no_grant(policy: &Policy, id: &Id, reason: &str) -> Outcome {
     let err = RpcError::new(code::NO_GRANT, "no_grant", format!("Unauthorized: {reason}"), reason);
-    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", "Bearer".into())])
+    let challenge = crate::challenge::bearer(policy.gateway.resource_metadata_url.as_deref());
+    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", challenge)])
 }
 
 /// The request's grant, or why there is none.
 fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> {
-    let HeaderValue::One(v) = &head.credential else { return Err(NO_CREDENTIAL) };
+    let v = match (&head.credential, &policy.gateway.grant) {
+        (HeaderValue::One(v), _) => v,
+        (HeaderValue::Many, GrantSource::Header(_)) => return Err(GRANT_HEADER_REPEATED),
+        _ => return Err(NO_CREDENTIAL),
+    };
     let mut g = match policy.gateway.grant {
-        GrantSource::Bearer => grant::from_authorization(v),
-        GrantSource::Header(_) => grant::from_trusted_header(v),
-    }
-    .ok_or(NO_CREDENTIAL)?;
+        GrantSource::Bearer => grant::from_authorization(v).ok_or(NO_CREDENTIAL),
+        GrantSource::Header(_) => grant::from_trusted_header(v).ok_or(GRANT_HEADER_EMPTY),
+    }?;
     if !policy.gateway.grants.is_empty() {
         g.registered = Some(policy.gateway.grants.get(&g.id).ok_or(NOT_REGISTERED)?.clone());
     }
@@ -473,12 +481,12 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
         HttpMethod::Get | HttpMethod::Delete => HeadOutcome::Done(Box::new(match grant_of(policy, head) {
             Err(why) if policy.mode_for(None) == Mode::DryRun => {
                 // Same as POST in dry-run: counted as "would deny", forwarded.
-                let mut out = no_grant(&Id::null(), why);
+                let mut out = no_grant(policy, &Id::null(), why);
                 out.reply = None;
                 out.decision.dry_run = true;
                 out
             }
-            Err(why) => no_grant(&Id::null(), why),
+            Err(why) => no_grant(policy, &Id::null(), why),
             Ok(g) => {
                 let mut d = Decision::new(DecisionKind::Passed);
                 d.grant = Some(g.label());
@@ -715,7 +723,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
     }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
-        Err(why) => return no_grant(&id, why),
+        Err(why) => return no_grant(policy, &id, why),
     };
     match judge_message(policy, msg, &grant, limiter) {
         Judged::Forward(d, _) => Outcome::new(d, None),
@@ -771,7 +779,7 @@ fn on_batch(
     }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
-        Err(why) => return no_grant(&Id::null(), why),
+        Err(why) => return no_grant(policy, &Id::null(), why),
     };
     enum Slot {
         Ok(Option<Id>),

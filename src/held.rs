@@ -18,7 +18,7 @@
 //! (creating a key cannot be a compare-and-swap): at most one increment per worker can be lost
 //! then, so the cap may be passed by the number of workers minus one for that grant, once.
 
-use crate::ratelimit::{hex, GrantId, SharedStore, StoreError};
+use crate::ratelimit::{hex, GrantId, SharedStore, StoreError, PREFIX};
 
 /// `gateway.approval.max_held_per_grant` default.
 pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;
@@ -27,9 +27,10 @@ pub const MAX_MAX_HELD_PER_GRANT: u32 = 10_000;
 /// Compare-and-swap attempts before giving up (then: not held).
 const TRIES: usize = 16;
 
-/// The shared-data key of a grant's held callouts.
+/// The shared-data key of a grant's held callouts (with the filter's prefix, like every key it
+/// touches: plugins without a `vm_id` share one namespace).
 pub fn key(grant: &GrantId) -> String {
-    format!("mcp_policy:held:{}", hex(grant.get(..16).unwrap_or(&[])))
+    format!("{PREFIX}h:{}", hex(grant.get(..16).unwrap_or(&[])))
 }
 
 fn encode(count: u64, updated_ms: u64) -> [u8; 16] {
@@ -150,7 +151,7 @@ mod tests {
 
     #[test]
     fn keys_and_encoding() {
-        assert_eq!(key(&[0xab; 32]), format!("mcp_policy:held:{}", "ab".repeat(16)));
+        assert_eq!(key(&[0xab; 32]), format!("mcpf1:h:{}", "ab".repeat(16)));
         assert_eq!(decode(&encode(5, 100), 100, 10), 5);
         assert_eq!(decode(b"short", 0, 10), 0);
     }

@@ -140,6 +140,9 @@ pub struct Gateway {
     pub tool_modes: HashMap<String, Mode>,
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
+    /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
+    /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
+    pub resource_metadata_url: Option<String>,
 }
 
 /// How the filter waits for a person's decision.

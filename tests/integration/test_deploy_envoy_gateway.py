@@ -1,0 +1,118 @@
+"""Tier 2, deploy (issue 17): the module in the Envoy configuration Envoy Gateway renders for
+deploy/envoy-gateway, next to the real mcp-approvals.
+
+What Envoy Gateway emits (internal/xds/translator/wasm.go, httpfilters.go, jsonpatch.go), rebuilt
+from the manifests:
+- EnvoyExtensionPolicy -> an HTTP filter `envoy.filters.http.wasm/envoyextensionpolicy/NS/NAME/wasm/0`,
+  disabled on the HCM and enabled on the route, with its own `vm_id` (that same name), root_id
+  `rootID`, `configuration` = the JSON text of `config` (no Struct conversion), fail_open = failOpen;
+- BackendTrafficPolicy requestBuffer -> envoy.filters.http.buffer, placed after the wasm filter by
+  the EnvoyProxy's filterOrder (Envoy Gateway's default order puts it before);
+- HTTPRoute timeouts.request 0s -> route timeout 0s;
+- EnvoyPatchPolicy (op add, empty path) -> the cluster `mcp_approvals` as written (its DNS name
+  replaced by 127.0.0.1 here).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+import harness
+import harness_approvals as ha
+import harness_extra as hx
+from jsonrpc import call_tool
+
+EG = harness.REPO_ROOT / "deploy" / "envoy-gateway"
+SEED = harness.load_policy(harness.POLICY_JSON)
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((EG / name).read_text(encoding="utf-8"))
+
+
+def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, approvals_check_port: int) -> str:
+    policy = load("envoyextensionpolicy.yaml")
+    (ext,) = policy["spec"]["wasm"]
+    ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+    ir_name = f"envoyextensionpolicy/{ns}/{name}/wasm/0"
+    filter_name = f"envoy.filters.http.wasm/{ir_name}"
+    wasm_filter = {"name": filter_name, "disabled": True, "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+        "config": {
+            "name": ext["name"],
+            "root_id": ext["rootID"],
+            "vm_config": {"vm_id": ir_name, "runtime": "envoy.wasm.runtime.v8",
+                          "code": {"local": {"filename": str(wasm)}}},
+            # The API server keeps `config` as JSON (object keys sorted); Envoy Gateway passes the
+            # raw bytes on.
+            "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                              "value": json.dumps(ext["config"], sort_keys=True, separators=(",", ":"))},
+            "fail_open": ext["failOpen"],
+        }}}
+    limit = load("backendtrafficpolicy.yaml")["spec"]["requestBuffer"]["limit"]
+    assert limit.endswith("Mi")
+    buffer_filter = {"name": "envoy.filters.http.buffer", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+        "max_request_bytes": int(limit[:-2]) * 1024 * 1024}}
+    order = load("envoyproxy.yaml")["spec"]["filterOrder"]
+    assert order == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}]
+    router = {"name": "envoy.filters.http.router", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+    (rule,) = load("httproute.yaml")["spec"]["rules"]
+    route = {"match": {"prefix": rule["matches"][0]["path"]["value"]},
+             "route": {"cluster": "httproute/mcp/mcp/rule/0", "timeout": rule["timeouts"]["request"]},
+             "typed_per_filter_config": {filter_name: {
+                 "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}}}
+    (patch,) = load("envoypatchpolicy-approvals.yaml")["spec"]["jsonPatches"]
+    assert (patch["operation"]["op"], patch["operation"]["path"]) == ("add", "")
+    approvals = json.loads(json.dumps(patch["operation"]["value"]))
+    (ep,) = approvals["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    ep["endpoint"]["address"]["socket_address"] = {"address": harness.HOST, "port_value": approvals_check_port}
+    upstream = {"name": "httproute/mcp/mcp/rule/0", "type": "STATIC", "connect_timeout": "2s",
+                "load_assignment": {"cluster_name": "httproute/mcp/mcp/rule/0", "endpoints": [{"lb_endpoints": [
+                    {"endpoint": {"address": {"socket_address": {"address": harness.HOST, "port_value": upstream_port}}}}]}]}}
+    cfg = {
+        "admin": {"address": {"socket_address": {"address": harness.HOST, "port_value": admin_port}}},
+        "static_resources": {
+            "listeners": [{"name": "mcp/mcp-gateway/http", "address": {"socket_address": {
+                "address": harness.HOST, "port_value": listen_port}},
+                "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": {
+                    "@type": harness.HCM_TYPE, "stat_prefix": "http-80",
+                    "route_config": {"name": "mcp/mcp-gateway/http", "virtual_hosts": [
+                        {"name": "mcp/mcp-gateway/http/*", "domains": ["*"], "routes": [route]}]},
+                    "http_filters": [wasm_filter, buffer_filter, router]}}]}]}],
+            "clusters": [upstream, approvals],
+        },
+    }
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
+
+
+def test_config_is_the_seed_policy_as_written():
+    (ext,) = load("envoyextensionpolicy.yaml")["spec"]["wasm"]
+    assert ext["config"] == SEED
+
+
+def test_envoy_gateway_rendering_filters_buffers_and_reaches_mcp_approvals(stack, wasm):
+    svc = ha.approvals(stack)
+    _, upstream_port, log = stack.recorder()
+    config = render(wasm, harness.free_port(), harness.free_port(), upstream_port, svc.check_port)
+    envoy = hx.start(stack, config, name="envoy-eg")
+    ok = call_tool(envoy.mcp_url, "list_vms", "grant-eg", id=1)
+    assert (ok.status, ok.body) == (200, harness.recorder_reply(1))
+    denied = call_tool(envoy.mcp_url, "delete_vm", "grant-eg", id=2)
+    assert denied.error["data"]["kind"] == "denied"
+    held = call_tool(envoy.mcp_url, "start_vm", "grant-eg", {"node": "pve1", "vmid": 101}, id=3)
+    assert held.error["data"]["kind"] == "approval_required", held.body
+    (pending,) = svc.wait_pending(1)
+    assert pending["tool"] == "start_vm"
+    assert held.error["data"]["approval_url"].endswith(pending["id"]), held.body
+    # Only the allowed call reached the MCP server, and Envoy opened no upstream request for the
+    # refused and held calls (the buffer after the filter holds them until the filter decides).
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    stat = "cluster.httproute/mcp/mcp/rule/0.upstream_rq_total"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 1"
+    assert envoy.admin_get("/stats?filter=^http.http-80.downstream_rq_total$")[1].strip() == \
+        "http.http-80.downstream_rq_total: 3"
