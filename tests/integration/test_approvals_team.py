@@ -8,8 +8,9 @@ recording receiver, and Envoy with two service instances behind its one approval
 - Webhooks: the receiver sees the open and the decide events (Slack-compatible `text`), never the
   argument values; a receiver that hangs and one that answers 500 slow no check and lose no
   approval, and the deliveries are counted in /metrics.
-- The real path: Envoy's cluster has both instances; a call approved through one instance's API
-  goes through on the other.
+- The real path: Envoy's cluster has both instances (round robin, one worker); a call approved
+  through the API of the instance that opened it goes through on the other; in hold mode, a call
+  held on one instance is released by a decision made on the other.
 """
 
 from __future__ import annotations
@@ -336,19 +337,64 @@ def test_envoy_with_two_instances_approved_on_one_goes_through_on_the_other(stac
     envoy = harness.start_envoy(config, concurrency=1, log_dir=stack.log_dir)
     stack.procs.append(envoy.proc)
     rounds = 4
+    svcs = (a, b)
+
+    def count(svc: ha.Approvals, status: str) -> float:
+        return metric(svc.metrics(), f'mcp_approvals_checks_total{{status="{status}"}}')
+
     for n in range(rounds):
         args = {**ARGS, "vmid": 1000 + n}
+        before = [count(s, "pending") for s in svcs]
         first = post(envoy.mcp_url, tool_call("start_vm", args, 1), headers_for(AGENT), timeout=15)
         assert first.error["code"] == -31007, first.body
         aid = re.search(r"apr_[0-9a-z]{26}", first.body.decode()).group(0)
-        # Approved through instance A's API every time.
-        a.approve(aid, f"round {n}")
+        (opener,) = [i for i, s in enumerate(svcs) if count(s, "pending") > before[i]]
+        # Approved through the API of the instance that answered the first call; the round robin
+        # sends the retry to the other one.
+        approved_before = [count(s, "approved") for s in svcs]
+        svcs[opener].approve(aid, f"round {n}")
         second = post(envoy.mcp_url, tool_call("start_vm", args, 2), headers_for(AGENT), timeout=15)
         assert second.status == 200 and "error" not in second.json(), second.body
+        gained = [count(s, "approved") - approved_before[i] for i, s in enumerate(svcs)]
+        assert gained[opener] == 0 and gained[1 - opener] == 1, (n, opener, gained)
     passed = harness.recorder_lines(log, settle=0.3)
     assert len(passed) == rounds
+    assert sum(count(s, "approved") for s in svcs) == rounds
+
+
+def test_envoy_hold_mode_call_held_on_one_instance_is_released_by_a_decision_on_the_other(stack, pg):
+    a, b = two_instances(stack, pg)
+    _, upstream_port, log = stack.recorder()
+    policy = ha.approval_policy(mode="hold", timeout="20s")
+    config = two_endpoint_config(stack, policy, upstream_port, [a.check_port, b.check_port])
+    envoy = harness.start_envoy(config, concurrency=1, log_dir=stack.log_dir, name="envoy-hold")
+    stack.procs.append(envoy.proc)
+    out: dict = {}
+
+    def held():
+        r = post(envoy.mcp_url, tool_call("start_vm", ARGS, 1), headers_for(AGENT), timeout=30)
+        out["reply"], out["at"] = r, time.monotonic()
+
+    t = threading.Thread(target=held, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not b.pending():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert t.is_alive(), "the call is held"
+    # The instance holding the call logged its opening; the decision is made on the other one.
+    holder = 0 if "approval opened" in a.proc.log_text() else 1
+    assert "approval opened" in (a, b)[holder].proc.log_text()
+    other = (a, b)[1 - holder]
+    (pending,) = other.pending()
+    decided = time.monotonic()
+    other.approve(pending["id"], "from the other")
+    t.join(20)
+    reply = out["reply"]
+    assert reply.status == 200 and "error" not in reply.json(), reply.body
+    assert out["at"] - decided < 3.0
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    # Held on one instance, released there by the other's decision (LISTEN/NOTIFY).
     approved = [metric(s.metrics(), 'mcp_approvals_checks_total{status="approved"}') for s in (a, b)]
-    pending = [metric(s.metrics(), 'mcp_approvals_checks_total{status="pending"}') for s in (a, b)]
-    assert sum(approved) == rounds and sum(pending) == rounds
-    # Strict alternation: every approved call was answered by B, whose API approved nothing.
-    assert approved == [0, rounds], (approved, pending)
+    assert approved[holder] == 1 and approved[1 - holder] == 0, (holder, approved)
