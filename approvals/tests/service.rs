@@ -1805,3 +1805,40 @@ async fn nul_characters_are_refused_on_every_store() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     assert_eq!(all_approvals(&s).await["approvals"][0]["arguments"], json!({"s": "a\u{0}b"}));
 }
+
+/// PostgreSQL only: the LISTEN connection is killed by the server; the instance reconnects and
+/// cross-instance wake-ups keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_wakeups_survive_a_lost_listen_connection() {
+    let Some(base) = pg_base() else {
+        return;
+    };
+    let a = svc();
+    let b = second_instance(&a);
+    let Location::Postgres(url) = a.db.clone() else { unreachable!() };
+    let db = url.rsplit_once('/').unwrap().1.to_string();
+    let killed = with_pg(base, move |c| {
+        c.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'mcp-approvals listen' AND datname = $1",
+            &[&db],
+        )
+        .unwrap()
+        .len()
+    });
+    assert_eq!(killed, 2, "one LISTEN connection per instance");
+    // Reconnects after 0.1 s (the first backoff step); give it time.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let k = grant(72);
+    let id = id_of(&check(&a, &k).await);
+    let router = a.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
+    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!held.is_finished());
+    let decided = std::time::Instant::now();
+    assert_eq!(approve(&b, &id, "after reconnect").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
+    assert_eq!(v["status"], "approved");
+    assert!(decided.elapsed() < Duration::from_secs(3), "woken {:?} after the decision", decided.elapsed());
+}
