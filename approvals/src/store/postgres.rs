@@ -559,13 +559,29 @@ impl Storage for PgStore {
     }
 
     fn session_get(&mut self, id_hash: &str, now: i64, take_flash: bool) -> Result<Option<StoredSession>> {
+        if !take_flash {
+            // Page polls (`/ui/version`) and form posts: a read, no row write.
+            let row = self.conn.query_opt(
+                "SELECT approver, csrf, expires_at, flash FROM sessions WHERE id_hash = $1 AND expires_at > $2",
+                &[&id_hash, &now],
+            )?;
+            return match row {
+                Some(r) => Ok(Some(StoredSession {
+                    approver: r.try_get(0)?,
+                    csrf: r.try_get(1)?,
+                    expires_at: r.try_get(2)?,
+                    flash: r.try_get(3)?,
+                })),
+                None => Ok(None),
+            };
+        }
         // The old flash is read in the same statement that clears it: shown once, on one instance.
         let row = self.conn.query_opt(
             "WITH old AS (SELECT id_hash, flash FROM sessions WHERE id_hash = $1 AND expires_at > $2 FOR UPDATE)
-             UPDATE sessions s SET flash = CASE WHEN $3 THEN NULL ELSE s.flash END FROM old
+             UPDATE sessions s SET flash = NULL FROM old
              WHERE s.id_hash = old.id_hash
              RETURNING s.approver, s.csrf, s.expires_at, old.flash",
-            &[&id_hash, &now, &take_flash],
+            &[&id_hash, &now],
         )?;
         match row {
             Some(r) => Ok(Some(StoredSession {
