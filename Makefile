@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps screenshot
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps screenshot redis-deps ratelimit
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -39,11 +39,19 @@ $(VENV)/.installed: tests/requirements.txt
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
 test: lint test-unit build venv test-envoy
 
-test-unit: postgres-deps venv
+test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked --all-targets --features cli
 	$(CARGO) test --locked -p mcp-approvals
+	$(CARGO) test --locked -p mcp-ratelimit
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
 	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals --test service
+
+## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
+##             service's tests, the cluster tests and make run-cluster
+redis-deps:
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+	  { echo "needs redis-server: sudo apt-get install redis-server" >&2; exit 1; }
 
 ## postgres-deps: Debian's postgresql (installed when missing and run as root) for the approval
 ##                service's PostgreSQL tests (tests/harness_pg.py starts a throwaway server)
@@ -53,7 +61,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals venv browser-deps oauth-deps postgres-deps
+test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -83,6 +91,7 @@ lint: wasm-target
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets --features cli -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets -- -D warnings
+	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
 
 fmt:
@@ -91,8 +100,10 @@ fmt:
 ## bench: criterion micro benchmarks of the core, then wrk against real Envoy (passthrough, this
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
 ##        Then the latency an approval adds (bench/approval_latency.py; printed, recorded by hand
-##        in BENCHMARKS.md). Needs wrk (Debian; installed here when run as root). About 9 minutes.
-bench: build approvals venv
+##        in BENCHMARKS.md). Then the rate limit service: latency an RLS decision adds against
+##        local limits, and decisions/s with Redis for 1 and 2 instances (bench/rls_bench.py;
+##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 10 minutes.
+bench: build approvals ratelimit redis-deps venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
@@ -101,8 +112,9 @@ bench: build approvals venv
 	$(CARGO) bench --locked --bench core
 	$(PY) bench/load.py --out BENCHMARKS.md
 	$(PY) bench/approval_latency.py
+	$(PY) bench/rls_bench.py
 
-## cli: the mcp-policy tool (check, explain, schema): target/release/mcp-policy
+## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
 cli:
 	$(CARGO) build --release --locked --features cli --bin mcp-policy
 
@@ -111,15 +123,37 @@ cli:
 approvals:
 	$(CARGO) build --release --locked -p mcp-approvals
 
+## ratelimit: the rate limit service (ratelimit/README.md): target/release/mcp-ratelimit, and the
+##            load generator of make bench (target/release/examples/rls_load)
+ratelimit:
+	$(CARGO) build --release --locked -p mcp-ratelimit --bin mcp-ratelimit --example rls_load
+
 ## schema: regenerate schema/policy.schema.json from the config types
 schema:
 	$(CARGO) run --quiet --locked --features cli --bin mcp-policy -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
-## run: demo MCP server + Envoy with the filter and envoy/policy.json on 127.0.0.1:10000, mcp-approvals
-##      on 127.0.0.1:8095 (Ctrl-C stops)
-run: build approvals venv
-	bash scripts/run.sh
+## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
+##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
+##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
+RUN_DIR ?= .run
+ADMIN_PORT ?= 9901
+run: build approvals cli venv
+	RUN_DIR=$(RUN_DIR) ADMIN_PORT=$(ADMIN_PORT) bash scripts/run.sh
+
+## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
+##         "applied" once Envoy loaded it, else why it was not
+.PHONY: reload
+reload:
+	@$(CARGO) build --quiet --release --locked --features cli --bin mcp-policy
+	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
+	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
+
+## run-cluster: cluster-wide limits: Redis, two mcp-ratelimit instances (127.0.0.1:8081, :8082) and
+##              two Envoys from envoy/envoy-cluster.yaml (127.0.0.1:10000 and :10001) in front of the
+##              demo server, mcp-approvals on :8095 (Ctrl-C stops)
+run-cluster: build approvals ratelimit redis-deps venv
+	bash scripts/run-cluster.sh
 
 ## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
 ##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# `make run`: the demo MCP server on 127.0.0.1:8000 behind Envoy on 127.0.0.1:10000 (admin 9901),
-# using envoy/envoy.yaml exactly as shipped (run from the repository root: its wasm path is relative),
-# and the approval service mcp-approvals: its page and approvers' API on 127.0.0.1:8095, its check
-# endpoint for Envoy on 127.0.0.1:8096 (envoy.yaml's cluster mcp_approvals; the policy makes start_vm
-# wait for an approval). Ctrl-C stops all three.
+# `make run`: the demo MCP server on 127.0.0.1:8000 behind Envoy on 127.0.0.1:10000 (admin 9901), and
+# the approval service mcp-approvals: its page and approvers' API on 127.0.0.1:8095, its check endpoint
+# for Envoy on 127.0.0.1:8096 (cluster mcp_approvals; the policy makes start_vm wait for an approval).
+# Run from the repository root (the bootstrap's paths are relative). Ctrl-C stops everything.
+#
+# Envoy runs envoy/envoy-ecds.yaml: envoy/envoy.yaml except that the filter's configuration comes
+# through ECDS from $RUN_DIR/mcp_policy.yaml, so the policy can be edited live: edit
+# $RUN_DIR/policy.json (seeded from envoy/policy.json on the first run, then kept), run `make reload`.
+# The processes' output goes to $RUN_DIR/*.log; the terminal shows a banner, then one line per
+# decision (scripts/decisions.py on Envoy's access log).
 #
 # The demo server runs stateless with JSON responses so a single curl works; set
 # DEMO_ARGS="" for the SDK defaults (stateful sessions, SSE responses).
 # Environment: VENV (default .venv), DEMO_ARGS (default "--stateless --json-response"),
 # APPROVER (default demo) and APPROVER_TOKEN (default demo-approver-token): the approver's login,
-# APPROVALS_DB (default .run/approvals.sqlite, kept between runs).
+# RUN_DIR (default .run: policy, ECDS file, logs, pid files), APPROVALS_DB (default
+# $RUN_DIR/approvals.sqlite, kept between runs). The ports (tests set them; any change renders a copy of
+# the bootstrap into $RUN_DIR): MCP_PORT (10000), ADMIN_PORT (9901), DEMO_PORT (8000), APPROVALS_PORT
+# (8095, the page), APPROVALS_CHECK_PORT (8096, Envoy's cluster mcp_approvals).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,90 +25,127 @@ cd "$root"
 venv="${VENV:-$root/.venv}"
 python="$venv/bin/python"
 envoy="$venv/bin/envoy"
-wasm="target/wasm32-wasip1/release/mcp_policy_filter.wasm"  # the path envoy/envoy.yaml loads
+wasm="target/wasm32-wasip1/release/mcp_policy_filter.wasm"  # the path the ECDS resource loads
 approvals="target/release/mcp-approvals"
+cli="target/release/mcp-policy"
 approver="${APPROVER:-demo}"
 approver_token="${APPROVER_TOKEN:-demo-approver-token}"
-approvals_db="${APPROVALS_DB:-$root/.run/approvals.sqlite}"
+run_dir="${RUN_DIR:-.run}"
+mcp_port="${MCP_PORT:-10000}"
+admin_port="${ADMIN_PORT:-9901}"
+demo_port="${DEMO_PORT:-8000}"
+approvals_port="${APPROVALS_PORT:-8095}"
+check_port="${APPROVALS_CHECK_PORT:-8096}"
+approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 
 [ -x "$python" ] || { echo "run: no Python at $python (create the venv: make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run: no Envoy at $envoy (pip install -r tests/requirements.txt)" >&2; exit 2; }
 [ -f "$wasm" ] || { echo "run: $wasm is missing (make build)" >&2; exit 2; }
 [ -x "$approvals" ] || { echo "run: $approvals is missing (make approvals)" >&2; exit 2; }
-for port in 8000 10000 9901 8095 8096; do
+[ -x "$cli" ] || { echo "run: $cli is missing (make cli)" >&2; exit 2; }
+for port in "$demo_port" "$mcp_port" "$admin_port" "$approvals_port" "$check_port"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "run: 127.0.0.1:$port is already in use" >&2; exit 2
   fi
 done
+
+mkdir -p "$run_dir"
+# The policy Envoy serves: $run_dir/policy.json, kept between runs (delete it to start over).
+seeded="kept from the last run; rm it to start again from envoy/policy.json"
+if [ ! -f "$run_dir/policy.json" ]; then
+  cp envoy/policy.json "$run_dir/policy.json"
+  seeded="copied from envoy/policy.json"
+fi
+# The ECDS resource: envoy/ecds/mcp_policy.yaml (envoy/envoy.yaml's filter config) with that policy.
+cp envoy/ecds/mcp_policy.yaml "$run_dir/mcp_policy.yaml"
+"$cli" apply "$run_dir/policy.json" --ecds "$run_dir/mcp_policy.yaml" --no-wait >/dev/null || {
+  echo "run: fix $run_dir/policy.json (or delete it to start from envoy/policy.json)" >&2; exit 2; }
+bootstrap=envoy/envoy-ecds.yaml
+if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:8000:8096 ]; then
+  # The shipped bootstrap reads .run/mcp_policy.yaml and listens on the default ports.
+  bootstrap="$run_dir/envoy-ecds.yaml"
+  sed -e "s#path: .run/mcp_policy.yaml#path: $run_dir/mcp_policy.yaml#" -e "s/port_value: 10000}/port_value: $mcp_port}/" \
+    -e "s/port_value: 9901}/port_value: $admin_port}/" -e "s/port_value: 8000}/port_value: $demo_port}/" \
+    -e "s/port_value: 8096}/port_value: $check_port}/" envoy/envoy-ecds.yaml >"$bootstrap"
+fi
 
 pids=()
 cleanup() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -f "$run_dir/envoy.pid"
   echo "run: stopped"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# $1: what did not come up, $2: its log.
+not_up() {
+  echo "run: $1 did not come up; the end of $2:" >&2
+  tail -n 20 "$2" >&2
+  exit 1
+}
+
 [ -n "${DEMO_ARGS+set}" ] || DEMO_ARGS="--stateless --json-response"
 # shellcheck disable=SC2086  # DEMO_ARGS is a word list
-"$python" demo/proxmox_server.py --port 8000 $DEMO_ARGS &
+"$python" demo/proxmox_server.py --port "$demo_port" $DEMO_ARGS >"$run_dir/demo-server.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break
+  (exec 3<>"/dev/tcp/127.0.0.1/$demo_port") 2>/dev/null && break
   sleep 0.1
 done
 
 mkdir -p "$(dirname "$approvals_db")"
-"$approvals" --listen 127.0.0.1:8095 --check-listen 127.0.0.1:8096 --db "$approvals_db" --public-url http://127.0.0.1:8095 \
-  --approver "$approver=$approver_token" &
+"$approvals" --listen "127.0.0.1:$approvals_port" --check-listen "127.0.0.1:$check_port" --db "$approvals_db" \
+  --public-url "http://127.0.0.1:$approvals_port" \
+  --approver "$approver=$approver_token" >"$run_dir/approvals.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:8095/healthz 2>/dev/null)" = ok ] && break
+  [ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] && break
   sleep 0.1
 done
-[ "$(curl -s http://127.0.0.1:8095/healthz 2>/dev/null)" = ok ] || { echo "run: mcp-approvals did not come up" >&2; exit 1; }
+[ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
 
-"$envoy" -c envoy/envoy.yaml --disable-hot-restart --concurrency 2 &
+# Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log,
+# flushed every 200 ms (Envoy's default is 1 s) so that decisions show up at once.
+: >"$run_dir/access.log"
+"$envoy" -c "$bootstrap" --disable-hot-restart --concurrency 2 --file-flush-interval-msec 200 \
+  >"$run_dir/access.log" 2>"$run_dir/envoy.log" &
 pids+=($!)
+echo $! >"$run_dir/envoy.pid"
 for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:9901/ready 2>/dev/null)" = LIVE ] && break
+  [ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] && break
   sleep 0.1
 done
-[ "$(curl -s http://127.0.0.1:9901/ready 2>/dev/null)" = LIVE ] || { echo "run: Envoy did not come up" >&2; exit 1; }
+[ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] || not_up Envoy "$run_dir/envoy.log"
 
+reload="make reload"
+[ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
+[ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
-MCP endpoint (through the policy filter): http://127.0.0.1:10000/mcp
-Envoy admin:                              http://127.0.0.1:9901  (/stats/prometheus)
-Policy:                                   envoy/policy.json (inlined in envoy/envoy.yaml)
-Approvals (start_vm needs one):           http://127.0.0.1:8095  log in as '$approver' with token '$approver_token'
+mcp-policy-filter is running (Ctrl-C stops it)
+  MCP endpoint  http://127.0.0.1:$mcp_port/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
+  Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token' (start_vm needs one)
+  Envoy admin   http://127.0.0.1:$admin_port  (/stats/prometheus)
+  Policy        $run_dir/policy.json ($seeded)
+  Live edit     edit that file, then: $reload
+  Logs          $run_dir/envoy.log $run_dir/access.log $run_dir/demo-server.log $run_dir/approvals.log
 
-Try (allowed by envoy/policy.json):
-  curl -s http://127.0.0.1:10000/mcp \\
-    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\
-    -H 'authorization: Bearer demo-token' \\
+Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001):
+  curl -s http://127.0.0.1:$mcp_port/mcp -H 'content-type: application/json' \\
+    -H 'accept: application/json, text/event-stream' -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}'
-and (denied by default, JSON-RPC error -31001):
-  curl -s http://127.0.0.1:10000/mcp \\
-    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\
-    -H 'authorization: Bearer demo-token' \\
-    -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_vm","arguments":{"node":"pve1","vmid":102}}}'
-and (needs an approval, JSON-RPC error -31007 with an approval_url: open it, approve, send it again):
-  curl -s http://127.0.0.1:10000/mcp \\
-    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \\
-    -H 'authorization: Bearer demo-token' \\
-    -d '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_vm","arguments":{"node":"pve2","vmid":200}}}'
-or approve from the command line:
-  curl -s http://127.0.0.1:8095/v1/approvals -H 'authorization: Bearer $approver_token'
-  curl -s -X POST http://127.0.0.1:8095/v1/approvals/APPROVAL_ID/approve \\
-    -H 'authorization: Bearer $approver_token' -H 'content-type: application/json' -d '{"note":"ok"}'
 
-Ctrl-C stops all three.
+Decisions (time UTC, grant, tool, decision, rule):
 EOF
+"$python" scripts/decisions.py "$run_dir/access.log" --from-start &
+pids+=($!)
 status=0
 wait -n "${pids[@]}" || status=$?
+# Ctrl-C reaches the services too, and they may exit before this script's INT trap runs: give it time.
+sleep 0.3
 echo "run: a process exited (status $status); stopping the others" >&2
 exit 1

@@ -260,6 +260,10 @@ pub struct GatewaySpec {
     /// The approval service (`mcp-approvals`), required when a tool uses `require_approval`.
     #[serde(default)]
     pub approval: Option<ApprovalSpec>,
+    /// The rate limit service (Envoy RLS v3, e.g. `mcp-ratelimit`) that decides every limit across
+    /// Envoys instead of this Envoy's shared data.
+    #[serde(default)]
+    pub rate_limit_service: Option<crate::rls::RateLimitServiceSpec>,
     /// The URL of this MCP server's OAuth 2.0 protected resource metadata (RFC 9728), e.g.
     /// `https://mcp.example.com/.well-known/oauth-protected-resource`. When set, the 401 for a missing
     /// grant carries `WWW-Authenticate: Bearer resource_metadata="<url>"`, from which MCP clients
@@ -398,8 +402,9 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 /// value shape, regex), bad `gateway` values.
 pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    let doc =
-        json::parse(bytes).map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {e}"))]))?;
+    let doc = json::parse(bytes).map_err(|e| {
+        ConfigErrors(vec![err(".", format!("not a strict JSON document: {}", crate::textpos::describe(&e, bytes)))])
+    })?;
     // Arrays never stand in for objects, and enums are strings only: see `de`.
     let spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
     compile(spec)
@@ -698,6 +703,9 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             }
         }
     }
+    let rate_limit_service = gw.rate_limit_service.as_ref().and_then(|r| {
+        crate::rls::compile(r, &limits).map_err(|e| errs.extend(e.into_iter().map(|(p, m)| err(p, m)))).ok()
+    });
     let mut methods = std::collections::HashMap::new();
     for (name, a) in gw.methods {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
@@ -728,6 +736,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
             tool_modes: gw.tool_modes.into_iter().map(|(k, v)| (k, mode(v))).collect(),
             max_response_bytes: usize::try_from(max_response_bytes).unwrap_or(usize::MAX),
             approval,
+            rate_limit_service,
             resource_metadata_url: gw.resource_metadata_url,
         },
     ))

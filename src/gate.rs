@@ -210,7 +210,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn new(kind: DecisionKind) -> Self {
+    pub(crate) fn new(kind: DecisionKind) -> Self {
         Decision {
             kind,
             method: None,
@@ -300,11 +300,14 @@ pub struct Outcome {
     pub tools_list_ids: Vec<Id>,
     /// A call allowed by every rule that still needs a person's approval.
     pub approval: Option<Box<PendingApproval>>,
+    /// With `gateway.rate_limit_service`: hold the request, ask the service, finish with
+    /// [`crate::rls::on_answer`] (after approval, when both are needed).
+    pub rls: Option<Box<crate::rls::Pending>>,
 }
 
 impl Outcome {
-    fn new(decision: Decision, reply: Option<Reply>) -> Self {
-        Outcome { decision, reply, tools_list_ids: Vec::new(), approval: None }
+    pub(crate) fn new(decision: Decision, reply: Option<Reply>) -> Self {
+        Outcome { decision, reply, tools_list_ids: Vec::new(), approval: None, rls: None }
     }
 }
 
@@ -325,6 +328,9 @@ pub struct PendingApproval {
     pub reason: Option<String>,
     pub id: Id,
     pub admission: Option<Admission>,
+    /// With `gateway.rate_limit_service`: the limits (indices into `Policy::limits`) the service
+    /// counts once the call is approved. Asked after approval, so waiting calls consume nothing.
+    pub rls_limits: Vec<usize>,
     pub decision: Decision,
 }
 
@@ -357,13 +363,18 @@ pub fn on_approval_answer(
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> Outcome {
-    let PendingApproval { tool, id, admission, mut decision, reason, .. } = pending;
+    let PendingApproval { tool, id, admission, mut decision, reason, grant_id, rls_limits, .. } = pending;
     let subject = format!("tool '{tool}'");
     let (kind, err, headers) = match answer {
         Answer::Approved { approval_id, approver: _ } => {
             decision.kind = DecisionKind::Approved;
             decision.approval_id = Some(approval_id);
-            return Outcome::new(decision, None);
+            // The approval is used up; the service counts the call now (it cannot be given back).
+            let rls = crate::rls::Pending::single(policy, grant_id, id, Some(tool), &rls_limits);
+            return Outcome {
+                rls: rls.map(|p| Box::new(crate::rls::Pending { decision: decision.clone(), ..p })),
+                ..Outcome::new(decision, None)
+            };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
             let why = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
@@ -565,7 +576,8 @@ fn header_mismatch(head: &RequestHead, msg: &Message) -> Option<&'static str> {
 
 /// How one message fared.
 enum Judged {
-    Forward(Decision, Option<Admission>),
+    /// Forward; with the rate limit service, after it admits the limits listed (indices).
+    Forward(Decision, Option<Admission>, Vec<usize>),
     Refused(DecisionKind, u16, RpcError, Vec<(&'static str, String)>),
     /// Allowed by every rule, quota reserved; a person must approve it.
     Ask(Box<PendingApproval>),
@@ -578,7 +590,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
         if let Message::Notification { method } = msg {
             d.method = Some(method.name().to_owned());
         }
-        return Judged::Forward(d, None);
+        return Judged::Forward(d, None, Vec::new());
     };
     let tool = match call {
         Call::Tool(t) => Some(t.name.clone()),
@@ -594,7 +606,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
         None => format!("method {}", d.method.as_deref().unwrap_or("")),
     };
     match policy.judge(call) {
-        Verdict::Pass => Judged::Forward(d, None),
+        Verdict::Pass => Judged::Forward(d, None, Vec::new()),
         Verdict::Deny { rule, reason } => {
             let mut e = RpcError::new(code::DENIED, "denied", format!("{subject} denied: {reason}"), reason);
             e.tool = tool;
@@ -604,8 +616,8 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
         Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
-            let ask = |d: Decision, adm: Option<Admission>, need: NeedsApproval<'_>| {
-                let Call::Tool(t) = call else { return Judged::Forward(d, adm) };
+            let ask = |d: Decision, adm: Option<Admission>, counted: Vec<usize>, need: NeedsApproval<'_>| {
+                let Call::Tool(t) = call else { return Judged::Forward(d, adm, counted) };
                 let args = t.arguments.as_ref();
                 let value = args.and_then(crate::mcp::Arguments::value);
                 Judged::Ask(Box::new(PendingApproval {
@@ -618,19 +630,23 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     reason: need.reason.map(str::to_owned),
                     id: msg.id(),
                     admission: adm,
+                    rls_limits: counted,
                     decision: d,
                 }))
             };
-            if limits.is_empty() {
+            let service = policy.gateway.rate_limit_service.is_some();
+            if limits.is_empty() || service {
+                // With the rate limit service, shared data counts nothing: the limits travel with the call.
+                let counted = if service { crate::rls::limit_indices(policy, &limits) } else { Vec::new() };
                 return match approval {
-                    Some(need) => ask(d, None, need),
-                    None => Judged::Forward(d, None),
+                    Some(need) => ask(d, None, counted, need),
+                    None => Judged::Forward(d, None, counted),
                 };
             }
             match limiter.admit(&limits, &grant.id) {
                 Ok(adm) => match approval {
-                    Some(need) => ask(d, Some(adm), need),
-                    None => Judged::Forward(d, Some(adm)),
+                    Some(need) => ask(d, Some(adm), Vec::new(), need),
+                    None => Judged::Forward(d, Some(adm), Vec::new()),
                 },
                 Err(Refusal::Limited { limit, retry_after_seconds }) => {
                     let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
@@ -702,12 +718,21 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
             }
             if out.approval.is_some() && policy.mode_for(tool) == Mode::DryRun {
                 // Shadow mode asks nobody: the call goes on, logged as one that would wait for approval.
-                out.approval = None;
+                if let Some(p) = out.approval.take() {
+                    // As with local limits, the call still counts: the service is asked.
+                    out.rls = crate::rls::Pending::single(policy, p.grant_id, p.id, Some(p.tool), &p.rls_limits)
+                        .map(Box::new);
+                }
                 out.decision.kind = DecisionKind::ApprovalRequired;
                 out.decision.dry_run = true;
             }
             if out.reply.is_none() {
                 out.tools_list_ids.extend(tools_list_id(&msg));
+            }
+            if let Some(r) = out.rls.as_mut() {
+                r.decision = out.decision.clone();
+                r.tools_list_ids = out.tools_list_ids.clone();
+                r.dry_run = policy.mode_for(tool) == Mode::DryRun;
             }
             out
         }
@@ -726,7 +751,10 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
         Err(why) => return no_grant(policy, &id, why),
     };
     match judge_message(policy, msg, &grant, limiter) {
-        Judged::Forward(d, _) => Outcome::new(d, None),
+        Judged::Forward(d, _, counted) => {
+            let rls = crate::rls::Pending::single(policy, grant.id, id, d.tool.clone(), &counted);
+            Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
+        }
         Judged::Ask(pending) => {
             let mut out = Outcome::new(pending.decision.clone(), None);
             out.approval = Some(pending);
@@ -791,6 +819,8 @@ fn on_batch(
     let mut worst: Option<(DecisionKind, RpcError)> = None;
     let mut invalid = false;
     let mut first_allowed: Option<Decision> = None;
+    // With the rate limit service: what the whole batch counts, asked once it is allowed.
+    let mut service = crate::rls::Pending::new(grant.id, true);
     for item in items {
         match item {
             Err(e) => {
@@ -806,7 +836,8 @@ fn on_batch(
                 };
                 list_ids.extend(tools_list_id(&msg));
                 match judge_message(policy, &msg, &grant, limiter) {
-                    Judged::Forward(d, adm) => {
+                    Judged::Forward(d, adm, counted) => {
+                        service.add(policy, id.clone(), d.tool.clone(), &counted);
                         admissions.extend(adm);
                         first_allowed.get_or_insert(d);
                         slots.push(Slot::Ok(id));
@@ -838,6 +869,11 @@ fn on_batch(
         d.grant = Some(grant.label());
         let mut out = Outcome::new(d, None);
         out.tools_list_ids = list_ids;
+        if !service.is_empty() {
+            service.decision = out.decision.clone();
+            service.tools_list_ids = out.tools_list_ids.clone();
+            out.rls = Some(Box::new(service));
+        }
         return out;
     };
     for adm in &admissions {

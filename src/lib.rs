@@ -8,6 +8,7 @@
 //! - [`policy`]: the compiled policy and its precedence;
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
+//! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
 //! - [`grant`]: credentials, hashed;
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
@@ -15,6 +16,8 @@
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`series`]: which per-tool decision counters a policy needs;
+//! - [`textpos`]: byte offsets as line and column, for policy syntax errors;
 //! - [`toolslist`]: removing hidden tools from `tools/list` results (JSON and SSE);
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
@@ -31,6 +34,9 @@ pub mod mcp;
 pub mod policy;
 pub mod ratelimit;
 pub mod reply;
+pub mod rls;
+pub mod series;
+pub mod textpos;
 pub mod toolslist;
 
 #[cfg(target_arch = "wasm32")]

@@ -10,6 +10,8 @@
 //! 6. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
 //!    asked only once every rule above allows it, with the quota reserved meanwhile and given back
 //!    unless the call goes upstream.
+//!    With `gateway.rate_limit_service` (see `rls`) the order of 5 and 6 is reversed: the approval
+//!    is asked first and the service counts only approved calls, since it cannot give quota back.
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
 //! methods MCP does not define are denied unless `gateway.methods` allows them.
@@ -140,6 +142,8 @@ pub struct Gateway {
     pub tool_modes: HashMap<String, Mode>,
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
+    /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
+    pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,
@@ -278,6 +282,16 @@ impl Policy {
     /// Tool names whose calls need a person's approval (`action: "require_approval"`).
     pub fn approval_tools(&self) -> impl Iterator<Item = &str> {
         self.tools.iter().filter(|(_, r)| r.approval_timeout_seconds.is_some()).map(|(n, _)| n.as_str())
+    }
+
+    /// The rule of a tool listed under `tools`.
+    pub fn tool_rule(&self, tool: &str) -> Option<&ToolRule> {
+        self.tools.get(tool)
+    }
+
+    /// Does `all_tools.limits` hold a limit (one every tool call counts against)?
+    pub fn has_all_tools_limits(&self) -> bool {
+        !self.all_tools.is_empty()
     }
 
     /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of

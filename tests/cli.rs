@@ -143,6 +143,29 @@ fn check_several_files_valid_and_invalid() {
 }
 
 #[test]
+fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
+    let p = scratch("syntax.json", "{\n  \"version\": \"1\",\n  \"tools\": {\n    \"list_vms\": {},\n  }\n}\n");
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at .: not a strict JSON document: unexpected character at line 5, column 3\n   5 |   }}\n     |   ^\n"
+            )
+        )
+    );
+    // Columns count characters (the é is one), and a missing end names the line after the last.
+    let p = scratch("syntax-utf8.json", "{\"version\":\"1\",\"tools\":{\"d\u{e9}l\":{\"action\":\"deny\",}}}");
+    let (status, _, err) = run(&["check", &p]);
+    assert_eq!(status, 1);
+    assert!(err.contains("unexpected character at line 1, column 48\n"), "{err}");
+    let p = scratch("syntax-end.json", "{\"version\":\"1\",\n");
+    let (_, _, err) = run(&["check", &p]);
+    assert!(err.ends_with("unexpected end of input at line 2, column 1\n   2 | \n     | ^\n"), "{err}");
+}
+
+#[test]
 fn unreadable_files_exit_2() {
     assert_eq!(
         run(&["check", "no/such/policy.json"]),

@@ -13,7 +13,8 @@ Plain Python on top of `harness` (no pytest dependency):
   a set of hidden names.
 - `proxmox_catalog`: a deterministic Proxmox-VE-shaped catalogue of tool objects (names generated).
 - `render_ecds_config`: envoy/envoy-ecds.yaml with test ports and its ECDS file moved to a temp
-  directory; `set_policy` writes a policy there with scripts/set-policy.py (atomic replace).
+  directory; `set_policy` writes a policy there (envoy/ecds/mcp_policy.yaml with the policy, wasm path
+  and vm_id replaced; atomic replace). `mcp-policy apply` is tested on its own (test_run.py).
 - `admin_counter`: one counter from Envoy's admin /stats.
 """
 
@@ -23,7 +24,6 @@ import http.client
 import json
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -39,7 +39,6 @@ import harness
 
 ENVOY_ECDS_YAML = harness.REPO_ROOT / "envoy" / "envoy-ecds.yaml"
 ECDS_FILE = harness.REPO_ROOT / "envoy" / "ecds" / "mcp_policy.yaml"
-SET_POLICY = harness.REPO_ROOT / "scripts" / "set-policy.py"
 CONDITIONS_POLICY = harness.REPO_ROOT / "envoy" / "policy-conditions.json"
 ACCEPT = "application/json, text/event-stream"
 
@@ -423,9 +422,10 @@ class EcdsSetup:
 
 
 def render_ecds_config(log_dir: Path, upstream_port: int, *, listen_port: int | None = None,
-                       admin_port: int | None = None) -> EcdsSetup:
-    """envoy/envoy-ecds.yaml with fresh listener/admin ports, the upstream port, and
-    path_config_source pointing at a copy of envoy/ecds/mcp_policy.yaml in `log_dir`."""
+                       admin_port: int | None = None, approvals_port: int | None = None) -> EcdsSetup:
+    """envoy/envoy-ecds.yaml with fresh listener/admin ports, the upstream port (and the approvals
+    cluster's, when given), and path_config_source pointing at a copy of envoy/ecds/mcp_policy.yaml
+    in `log_dir`."""
     log_dir.mkdir(parents=True, exist_ok=True)
     ecds_dir = log_dir / "ecds"
     ecds_dir.mkdir(exist_ok=True)
@@ -435,10 +435,9 @@ def render_ecds_config(log_dir: Path, upstream_port: int, *, listen_port: int | 
     cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port or harness.free_port()
     (listener,) = cfg["static_resources"]["listeners"]
     listener["address"]["socket_address"]["port_value"] = listen_port or harness.free_port()
-    (cluster,) = cfg["static_resources"]["clusters"]
-    (endpoints,) = cluster["load_assignment"]["endpoints"]
-    (lb,) = endpoints["lb_endpoints"]
-    lb["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
+    harness.cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
+    if approvals_port is not None:
+        harness.cluster_endpoint(cfg, harness.APPROVALS_CLUSTER)["port_value"] = approvals_port
     filters = harness.hcm(cfg)["http_filters"]
     (entry,) = [f for f in filters if "config_discovery" in f]
     entry["config_discovery"]["config_source"]["path_config_source"]["path"] = str(ecds_file)
@@ -446,12 +445,17 @@ def render_ecds_config(log_dir: Path, upstream_port: int, *, listen_port: int | 
 
 
 def set_policy(policy: dict | str, ecds_file: Path, *, wasm: Path | None = None, vm_id: str = "mcp_policy") -> None:
-    """scripts/set-policy.py: render `policy` into `ecds_file` and atomically replace it."""
-    src = ecds_file.parent / f"policy-{time.monotonic_ns()}.json"
-    src.write_text(harness.policy_text(policy), encoding="utf-8")
-    subprocess.run([sys.executable, str(SET_POLICY), str(src), str(ecds_file),
-                    "--wasm", str(wasm or harness.wasm_path()), "--vm-id", vm_id],
-                   check=True, cwd=harness.REPO_ROOT, timeout=30)
+    """Write `policy` into `ecds_file` (envoy/ecds/mcp_policy.yaml with the policy, the wasm path and
+    the vm_id replaced): a temp file in the same directory, then a rename, which Envoy reloads."""
+    doc = json.loads(ECDS_FILE.read_text(encoding="utf-8"))
+    (res,) = doc["resources"]
+    cfg = res["typed_config"]["config"]
+    cfg["vm_config"]["vm_id"] = vm_id
+    cfg["vm_config"]["code"]["local"]["filename"] = str(wasm or harness.wasm_path())
+    cfg["configuration"]["value"] = harness.policy_text(policy)
+    tmp = ecds_file.parent / f".mcp_policy-{time.monotonic_ns()}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    tmp.replace(ecds_file)
 
 
 def admin_counter(envoy: harness.Envoy, name: str) -> int:

@@ -1,5 +1,5 @@
 """Tier 1 (no Envoy), deploy (issue 17): every manifest under deploy/ is valid, consistent and
-listed in its kustomization; the mcp-approvals Dockerfile passes hadolint.
+listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pass hadolint.
 
 - Custom resources: tools/deploy-validate/validate.mjs, against the CRD schemas of pinned npm
   packages (@kubernetes-models/istio 3.0.1 = Istio 1.29.2's CRDs, @kubernetes-models/envoy-gateway
@@ -74,7 +74,7 @@ def run_validator(paths: list[Path]) -> subprocess.CompletedProcess:
 def test_kustomization_lists_every_manifest_of_its_folder(d):
     files = listed(d)
     assert all(p.is_file() for p in files), files
-    on_disk = {p for p in (DEPLOY / d).glob("*.yaml") if p.name != "kustomization.yaml"}
+    on_disk = {p for p in (DEPLOY / d).rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert set(files) == on_disk
 
 
@@ -128,17 +128,20 @@ def test_kubernetes_resources_match_the_openapi_schemas_strictly(version):
     for path, d in core_docs():
         kubernetes_validate.validate(d, version, strict=True)  # raises ValidationError
         checked.append(f"{d['kind']}/{d['metadata']['name']}")
-    assert sorted(checked) == ["Deployment/mcp-approvals", "Namespace/mcp-system",
-                               "NetworkPolicy/mcp-approvals", "PersistentVolumeClaim/mcp-approvals-data",
-                               "Service/mcp-approvals", "Service/mcp-approvals-check"]
+    assert sorted(checked) == ["Deployment/mcp-approvals", "Deployment/mcp-ratelimit",
+                               "Deployment/mcp-ratelimit-redis", "Namespace/mcp-system",
+                               "NetworkPolicy/mcp-approvals", "NetworkPolicy/mcp-ratelimit",
+                               "NetworkPolicy/mcp-ratelimit-redis", "PersistentVolumeClaim/mcp-approvals-data",
+                               "PersistentVolumeClaim/mcp-ratelimit-redis-data", "Service/mcp-approvals",
+                               "Service/mcp-approvals-check", "Service/mcp-ratelimit", "Service/mcp-ratelimit-redis"]
 
 
 def test_kubernetes_validator_refuses_unknown_fields_and_bad_types():
-    dep = json.loads(json.dumps(by_kind("Deployment")))
+    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals")))
     dep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["runAsNonroot"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, K8S_VERSIONS[-1], strict=True)
-    dep = json.loads(json.dumps(by_kind("Deployment")))
+    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals")))
     dep["spec"]["replicas"] = "one"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, K8S_VERSIONS[-1], strict=True)
@@ -169,11 +172,11 @@ def test_manifests_carry_the_seed_policy_and_name_the_check_service():
 
 
 def test_check_port_is_reachable_only_from_the_gateway_pods():
-    dep = by_kind("Deployment")
+    dep = by_kind("Deployment", "mcp-approvals")
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert f"--check-listen=0.0.0.0:{ports['check']}" in c["args"] and f"--listen=0.0.0.0:{ports['page']}" in c["args"]
-    np = by_kind("NetworkPolicy")
+    np = by_kind("NetworkPolicy", "mcp-approvals")
     assert np["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     assert np["spec"]["policyTypes"] == ["Ingress"]
     (check_rule,) = [r for r in np["spec"]["ingress"] if r["ports"] == [{"protocol": "TCP", "port": ports["check"]}]]
@@ -187,7 +190,7 @@ def test_check_port_is_reachable_only_from_the_gateway_pods():
 
 
 def test_approvals_pod_runs_non_root_with_probes_and_resources():
-    spec = by_kind("Deployment")["spec"]["template"]["spec"]
+    spec = by_kind("Deployment", "mcp-approvals")["spec"]["template"]["spec"]
     (c,) = spec["containers"]
     assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
     sc = c["securityContext"]
@@ -231,7 +234,7 @@ def test_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
     assert froms[1] == "FROM gcr.io/distroless/cc-debian12:nonroot"
     final = lines[lines.index(froms[1]):]
     assert "USER 65532:65532" in final
-    uid = by_kind("Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    uid = by_kind("Deployment", "mcp-approvals")["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
     assert uid == 65532
 
 
@@ -241,3 +244,48 @@ def test_hadolint_refuses_a_bad_dockerfile(tmp_path):
     done = hadolint(bad)
     assert done.returncode == 1
     assert "DL3007" in done.stdout and "DL3008" in done.stdout, done.stdout
+
+
+# ----------------------------------------------------------------------------------- rate limit service (issue 14)
+
+RATELIMIT_DOCKERFILE = harness.REPO_ROOT / "ratelimit" / "Dockerfile"
+
+
+def test_ratelimit_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
+    done = hadolint(RATELIMIT_DOCKERFILE)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    lines = [ln.strip() for ln in RATELIMIT_DOCKERFILE.read_text(encoding="utf-8").splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    froms = [ln for ln in lines if ln.startswith("FROM ")]
+    assert len(froms) == 2 and froms[0].endswith(" AS build")
+    assert "USER 65532:65532" in lines[lines.index(froms[1]):]
+
+
+def test_ratelimit_wiring_ports_redis_and_network_policies():
+    dep = by_kind("Deployment", "mcp-ratelimit")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert spec["securityContext"]["runAsUser"] == 65532 and spec["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    assert dep["spec"]["replicas"] >= 2
+    assert f"--listen=0.0.0.0:{ports['grpc']}" in c["args"] and f"--metrics-listen=0.0.0.0:{ports['metrics']}" in c["args"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert "tcpSocket" in c["livenessProbe"], "a Redis outage must not restart the service"
+    redis_svc = by_kind("Service", "mcp-ratelimit-redis")
+    fqdn = f"{redis_svc['metadata']['name']}.{redis_svc['metadata']['namespace']}.svc.cluster.local"
+    assert f"--redis=redis://{fqdn}:{redis_svc['spec']['ports'][0]['port']}/0" in c["args"]
+    svc = by_kind("Service", "mcp-ratelimit")
+    (port,) = svc["spec"]["ports"]
+    assert port["name"].startswith("grpc") and port["appProtocol"] == "kubernetes.io/h2c"
+    assert port["targetPort"] == "grpc" and svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    # gRPC only from the gateway pods (the same sources as the approvals check port); Redis only from the service.
+    np = by_kind("NetworkPolicy", "mcp-ratelimit")
+    (grpc_rule,) = [r for r in np["spec"]["ingress"] if r["ports"] == [{"protocol": "TCP", "port": ports["grpc"]}]]
+    approvals_np = by_kind("NetworkPolicy", "mcp-approvals")
+    (check_rule,) = [r for r in approvals_np["spec"]["ingress"] if "from" in r]
+    assert grpc_rule["from"] == check_rule["from"]
+    rnp = by_kind("NetworkPolicy", "mcp-ratelimit-redis")
+    assert rnp["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6379}],
+                                       "from": [{"podSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]}}]}]

@@ -4,13 +4,20 @@
 //! filter does in Envoy (with a fresh in-memory rate-limit store and the current time).
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[path = "../cli/apply.rs"]
+mod apply;
+#[path = "../cli/grant_id.rs"]
+mod grant_id;
 
 use mcp_policy_filter::config::{self, PolicySpec};
 use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::policy::{Action, ApprovalMode, GrantSource, Mode, Policy};
 use mcp_policy_filter::ratelimit::MemoryStore;
+use mcp_policy_filter::{json, textpos};
 
 const USAGE: &str = "\
 mcp-policy: check and explain mcp-policy-filter policies (PolicyLayer policy.json)
@@ -18,13 +25,17 @@ mcp-policy: check and explain mcp-policy-filter policies (PolicyLayer policy.jso
 Usage:
   mcp-policy check POLICY.json...
   mcp-policy explain POLICY.json REQUEST.json [--grant LABEL]
+  mcp-policy apply POLICY.json [--ecds FILE] [--admin URL] [--envoy-log FILE] [--timeout SECONDS]
+                   [--no-check] [--no-wait]
+  mcp-policy grant-id [--header] [--label LABEL]   (reads the token from standard input)
   mcp-policy schema
   mcp-policy --help | --version
 
 Commands:
   check    Load each policy exactly as the Envoy filter does. Prints a one-line summary per valid
            file; for an invalid one prints every error, one per line, as
-           `FILE: invalid policy at JSON.PATH: MESSAGE` (on stderr).
+           `FILE: invalid policy at JSON.PATH: MESSAGE` (on stderr). A JSON syntax error gives its
+           line and column and shows the line with a caret under the column.
   explain  Decide REQUEST.json, a JSON-RPC body as an agent would POST it (`-` reads standard
            input), under POLICY.json, with the filter's own decision code. The request is a POST
            with `content-type: application/json` and the grant below. Prints the decision, the rule
@@ -33,6 +44,21 @@ Commands:
            `require_approval` shows the approval key the filter would send to the approval service
            (the call waits for a person's decision; explain does not contact the service).
   schema   Print the JSON Schema of the policy file (generated from the filter's config types).
+  apply    Put POLICY.json live in a running Envoy that reads the filter's configuration through
+           ECDS from a file (envoy/envoy-ecds.yaml; `make reload` runs this for `make run`).
+           Checks the policy as `check` does (an invalid one is never written), writes it into the
+           ECDS file (--ecds, default .run/mcp_policy.yaml) by an atomic rename, then reads Envoy's
+           stats update_success / update_rejected from the admin endpoint (--admin, default
+           http://127.0.0.1:9901) and prints `applied` only once Envoy loaded it; if Envoy refused
+           it, prints `rejected`, and the lines Envoy logged about it when --envoy-log names its log.
+           --timeout (default 10) bounds the wait in seconds; --no-check sends the policy to Envoy
+           even if the local check fails (Envoy's filter decides); --no-wait only writes the file
+           (before Envoy starts).
+  grant-id Print the grant id of a token read from standard input (one trailing newline is
+           dropped): the SHA-256 in hex that `gateway.grants[].sha256` lists. The token stays out of
+           the shell history and the process list. A bearer token's trailing `=` padding is ignored,
+           as the filter does; with --header the value of `gateway.grant_header` is hashed instead
+           (surrounding whitespace trimmed). --label LABEL prints the `gateway.grants` entry.
 
 Options:
   --grant LABEL  The agent's credential (default `cli`): sent as `Authorization: Bearer LABEL`, or
@@ -47,6 +73,7 @@ Exit status:
   2  usage error, or a file cannot be read
   3  explain: the filter would refuse the request (it answers the agent itself)
   4  explain: the request would be held until a person approves it (require_approval)
+  5  apply: Envoy refused the policy, or did not confirm it in time (the previous one serves)
 ";
 
 /// Exit statuses (see `USAGE`).
@@ -93,7 +120,11 @@ fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
 fn load_policy(path: &str) -> Result<Policy, Failure> {
     let bytes = read_input(path)?;
     config::load(&bytes).map_err(|errors| {
-        let lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
+        let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
+        // A syntax error: show the line and a caret under the column.
+        if let Err(e) = json::parse(&bytes) {
+            lines.push(textpos::excerpt(&bytes, e.offset));
+        }
         Failure { status: INVALID_POLICY, message: lines.join("\n") }
     })
 }
@@ -288,6 +319,74 @@ fn render(policy: &Policy, o: &Outcome) -> String {
     out
 }
 
+fn apply(args: &[String]) -> Result<Report, Failure> {
+    let mut policy_file = None;
+    let (mut ecds, mut admin, mut log, mut timeout) = (None, None, None, None);
+    let (mut check, mut wait) = (true, true);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (a.as_str(), None),
+        };
+        let slot = match flag {
+            "--no-check" => {
+                check = false;
+                continue;
+            }
+            "--no-wait" => {
+                wait = false;
+                continue;
+            }
+            "--ecds" => &mut ecds,
+            "--admin" => &mut admin,
+            "--envoy-log" => &mut log,
+            "--timeout" => &mut timeout,
+            s if s.starts_with("--") => return Err(usage_error(format!("unknown option {s}"))),
+            _ if policy_file.is_none() => {
+                policy_file = Some(a.clone());
+                continue;
+            }
+            _ => return Err(usage_error("apply takes one POLICY.json")),
+        };
+        let value =
+            inline.or_else(|| it.next().cloned()).ok_or_else(|| usage_error(format!("{flag} needs a value")))?;
+        if slot.replace(value).is_some() {
+            return Err(usage_error(format!("{flag} given twice")));
+        }
+    }
+    let policy_file = policy_file.ok_or_else(|| usage_error("apply needs POLICY.json"))?;
+    let timeout = match timeout {
+        None => Duration::from_secs(10),
+        Some(t) => match t.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Duration::from_secs_f64(s),
+            _ => return Err(usage_error(format!("--timeout {t:?}: expected seconds, above 0, at most 3600"))),
+        },
+    };
+    let bytes = read_input(&policy_file)?;
+    if check {
+        load_policy(&policy_file).map_err(|f| Failure {
+            status: f.status,
+            message: format!("{}\nnot applied: the ECDS file is unchanged and Envoy keeps its policy", f.message),
+        })?;
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Failure { status: INVALID_POLICY, message: format!("{policy_file}: not UTF-8; not applied") })?;
+    let ecds = ecds.unwrap_or_else(|| ".run/mcp_policy.yaml".to_owned());
+    let admin = admin.unwrap_or_else(|| "http://127.0.0.1:9901".to_owned());
+    let target = apply::Target {
+        ecds: Path::new(&ecds),
+        admin: wait.then_some(admin.as_str()),
+        envoy_log: log.as_deref().map(Path::new),
+        timeout,
+    };
+    match apply::apply(&text, &target) {
+        Ok(line) => Ok(Report::out(format!("{policy_file}: {line}\n"), OK)),
+        Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
+        Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),
+    }
+}
+
 fn schema() -> Result<String, Failure> {
     let mut schema = schemars::schema_for!(PolicySpec);
     schema.insert("title".into(), "mcp-policy-filter policy.json".into());
@@ -304,9 +403,20 @@ fn run(args: &[String]) -> Result<Report, Failure> {
     match command.as_str() {
         "-h" | "--help" | "help" => Ok(Report::out(USAGE.to_owned(), OK)),
         "-V" | "--version" => Ok(Report::out(format!("mcp-policy {}\n", mcp_policy_filter::VERSION), OK)),
-        "check" | "explain" | "schema" if help => Ok(Report::out(USAGE.to_owned(), OK)),
+        "check" | "explain" | "schema" | "apply" | "grant-id" if help => Ok(Report::out(USAGE.to_owned(), OK)),
         "check" => check(rest),
         "explain" => explain(rest),
+        "apply" => apply(rest),
+        "grant-id" => {
+            let mut stdin = Vec::new();
+            std::io::stdin().read_to_end(&mut stdin).map_err(|e| Failure {
+                status: USAGE_OR_IO,
+                message: format!("mcp-policy: cannot read the token: {e}"),
+            })?;
+            grant_id::run(rest, &stdin)
+                .map(|out| Report::out(out, OK))
+                .map_err(|m| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: {m}") })
+        }
         "schema" if rest.is_empty() => schema().map(|out| Report::out(out, OK)),
         "schema" => Err(usage_error("schema takes no arguments")),
         other => Err(usage_error(format!("unknown command {other:?}"))),

@@ -4,8 +4,11 @@
 //! `/stats/prometheus`. Per-tool counters are named `mcp_policy_tool_decisions_total.<tool>.<decision>`; the
 //! `stats_config.stats_tags` of `envoy/envoy.yaml` turn the two name parts into the tags `mcp_tool` and
 //! `mcp_decision`. Only tools named in the policy get their own counters; every other name falls into
-//! `other`, so attacker-chosen tool names cannot grow the number of stats.
+//! `other`, so attacker-chosen tool names cannot grow the number of stats. Each tool (and `other`)
+//! gets counters only for the decisions its rule can produce (`series::possible`); a decision outside
+//! that set defines its counter when it first occurs.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use proxy_wasm::hostcalls;
@@ -14,25 +17,12 @@ use proxy_wasm::types::MetricType;
 use crate::gate::{Decision, DecisionKind};
 use crate::policy::Policy;
 use crate::ratelimit::Unavailable;
+use crate::series;
 
-/// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`;
-/// `would_deny` a call refused in dry-run mode and forwarded; `approved` a call forwarded after a
-/// person approved it; `approval_*` the refusals of `require_approval` tools.
-const LABELS: [&str; 13] = [
-    "allowed",
-    "approved",
-    "approval_required",
-    "approval_denied",
-    "approval_unavailable",
-    "passed",
-    "denied",
-    "hidden",
-    "rate_limited",
-    "no_grant",
-    "invalid",
-    "limiter_unavailable",
-    "would_deny",
-];
+// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
+// call refused in dry-run mode and forwarded; `approved` a call forwarded after a person approved it;
+// `approval_*` the refusals of `require_approval` tools.
+use crate::series::LABELS;
 
 /// The label a decision is counted under.
 fn label(d: &Decision) -> &'static str {
@@ -53,8 +43,8 @@ fn stat_safe(tool: &str) -> String {
 
 pub struct Metrics {
     totals: HashMap<&'static str, u32>,
-    per_tool: HashMap<String, HashMap<&'static str, u32>>,
-    other_tool: HashMap<&'static str, u32>,
+    per_tool: RefCell<HashMap<String, HashMap<&'static str, u32>>>,
+    other_tool: RefCell<HashMap<&'static str, u32>>,
     tracked_grants: Option<u32>,
     tools_list_removed: Option<u32>,
     cas_retries_exhausted: Option<u32>,
@@ -65,8 +55,13 @@ fn counter(name: &str) -> Option<u32> {
     hostcalls::define_metric(MetricType::Counter, name).ok()
 }
 
-fn per_label(prefix: &str) -> HashMap<&'static str, u32> {
-    LABELS.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
+/// The per-tool counter name prefix of `tool` (`None`: `other`).
+fn tool_prefix(tool: Option<&str>) -> String {
+    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
+}
+
+fn per_label(prefix: &str, labels: &[&'static str]) -> HashMap<&'static str, u32> {
+    labels.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
 }
 
 impl Metrics {
@@ -74,8 +69,8 @@ impl Metrics {
     pub fn none() -> Self {
         Metrics {
             totals: HashMap::new(),
-            per_tool: HashMap::new(),
-            other_tool: HashMap::new(),
+            per_tool: RefCell::new(HashMap::new()),
+            other_tool: RefCell::new(HashMap::new()),
             tracked_grants: None,
             tools_list_removed: None,
             cas_retries_exhausted: None,
@@ -91,12 +86,12 @@ impl Metrics {
         let per_tool = policy
             .named_tools()
             .into_iter()
-            .map(|t| (t.to_owned(), per_label(&format!("mcp_policy_tool_decisions_total.{}", stat_safe(t)))))
+            .map(|t| (t.to_owned(), per_label(&tool_prefix(Some(t)), &series::possible(policy, Some(t)))))
             .collect();
         Metrics {
             totals,
-            per_tool,
-            other_tool: per_label("mcp_policy_tool_decisions_total.other"),
+            per_tool: RefCell::new(per_tool),
+            other_tool: RefCell::new(per_label(&tool_prefix(None), &series::possible(policy, None))),
             tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
             cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
@@ -115,7 +110,18 @@ impl Metrics {
         let l = label(d);
         Self::bump(self.totals.get(l), 1);
         if let Some(tool) = &d.tool {
-            let bucket = self.per_tool.get(tool).unwrap_or(&self.other_tool);
+            let mut named = self.per_tool.borrow_mut();
+            let mut other = self.other_tool.borrow_mut();
+            let (bucket, name) = match named.get_mut(tool) {
+                Some(b) => (b, Some(tool.as_str())),
+                None => (&mut *other, None),
+            };
+            if !bucket.contains_key(l) {
+                // A decision outside `series::possible`: count it all the same.
+                if let Some(id) = counter(&format!("{}.{l}", tool_prefix(name))) {
+                    bucket.insert(l, id);
+                }
+            }
             Self::bump(bucket.get(l), 1);
         }
         if d.kind == DecisionKind::LimiterUnavailable {

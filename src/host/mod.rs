@@ -19,6 +19,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType, Status};
 
 mod metrics;
+mod rls;
 use metrics::Metrics;
 
 use crate::approval::{self, Answer};
@@ -127,7 +128,14 @@ impl RootContext for Root {
                 true
             }
             Err(e) => {
-                error!("[root {}] {e}", self.id);
+                // Envoy follows this with its own `[critical] Plugin configured to fail closed failed to
+                // load` lines: say first what they mean for traffic.
+                error!(
+                    "[root {}] policy not loaded: {e}. Envoy refuses this configuration: on a reload the \
+                     previous policy keeps serving, at startup Envoy exits; its next lines (\"Plugin ... \
+                     failed to load\") are about this refusal",
+                    self.id
+                );
                 false
             }
         }
@@ -148,6 +156,7 @@ impl RootContext for Root {
             request_id: None,
             approval: None,
             held: None,
+            rls: None,
         }))
     }
 
@@ -180,6 +189,8 @@ struct Filter {
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
+    /// The request held while the rate limit service is asked, with the callout's token.
+    rls: Option<(u32, crate::rls::Pending)>,
 }
 
 /// Largest approval-service answer read, in bytes; a longer one is a bad answer.
@@ -203,6 +214,10 @@ enum ListMode {
 }
 
 impl Context for Filter {
+    fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        self.on_rls_response(token_id, status_code, response_size);
+    }
+
     fn on_http_call_response(&mut self, token_id: u32, _num_headers: usize, body_size: usize, _num_trailers: usize) {
         let Some((token, pending)) = self.approval.take() else { return };
         if token != token_id {
@@ -320,6 +335,9 @@ impl Filter {
     fn finish(&mut self, mut outcome: Outcome) -> Action {
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
+        }
+        if let Some(pending) = outcome.rls.take() {
+            return self.ask_rls(*pending);
         }
         self.decided = true;
         self.head = None;

@@ -1,8 +1,9 @@
 """Tier 2: hot policy reload through ECDS from a file (envoy/envoy-ecds.yaml), without restarting Envoy.
 
 Each test renders envoy/envoy-ecds.yaml with its own ports, copies envoy/ecds/mcp_policy.yaml into its
-temp dir and points path_config_source at the copy; policies are written with scripts/set-policy.py
-(render, then atomic rename). README / ENVOY-NOTES promise:
+temp dir and points path_config_source at the copy; policies are written with
+`harness_lists.set_policy` (render, then atomic rename). `make run` / `make reload` (mcp-policy apply)
+on the same bootstrap: test_run.py. README / ENVOY-NOTES promise:
 - a valid new policy applies in about 0.1 s, without a restart (same PID);
 - requests in flight finish on the old config;
 - a policy the filter rejects is refused (`extension_config_discovery.http_filter.mcp_policy.update_rejected`

@@ -1,0 +1,152 @@
+"""Cluster-wide limits: what an RLS decision costs (make bench; printed, recorded by hand in
+BENCHMARKS.md).
+
+    .venv/bin/python bench/rls_bench.py [--calls 2000] [--seconds 5] [--concurrency 64]
+
+1. Latency an RLS decision adds to an allowed call: two Envoys (1 worker each) in front of the fast
+   direct_response upstream of bench/envoy/upstream.yaml, the same policy (vm_agent_exec, one
+   `grant` limit of 1,000,000 per hour), one counting in shared data, the other through
+   gateway.rate_limit_service -> mcp-ratelimit -> Redis. Calls alternate between the two on one
+   keep-alive connection each, so machine load hits both alike; p50 and p99 of each and the
+   difference.
+2. The service's decisions per second with Redis, for 1 and 2 instances on one Redis
+   (target/release/examples/rls_load, gRPC, 64 concurrent requests over 4 HTTP/2 connections per
+   instance, 1000 grants), and per CPU-second the service processes used (/proc/PID/stat), the
+   "per core" figure: Redis and the load generator run on the same cores.
+3. Redis memory per counter: used_memory growth over 20,000 new counters, divided by their number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import string
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import harness  # noqa: E402
+import harness_rls as hr  # noqa: E402
+
+LOAD = ROOT / "target" / "release" / "examples" / "rls_load"
+LIMIT = {"counter": "exec_rate", "window": "hour", "max": 1_000_000, "scope": "grant"}
+
+
+def body(i: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                       "params": {"name": "vm_agent_exec", "arguments": {"node": "pve1", "vmid": 100}}}).encode()
+
+
+class Client:
+    def __init__(self, port: int):
+        self.conn = http.client.HTTPConnection(harness.HOST, port, timeout=10)
+        self.headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                        "authorization": f"Bearer bench-{os.getpid()}"}
+
+    def post(self, data: bytes) -> float:
+        t0 = time.perf_counter()
+        self.conn.request("POST", "/mcp", body=data, headers=self.headers)
+        raw = self.conn.getresponse().read()
+        elapsed = (time.perf_counter() - t0) * 1e6
+        assert b'"result"' in raw, raw[:200]
+        return elapsed
+
+
+def p99(xs: list[float]) -> float:
+    return sorted(xs)[max(0, int(len(xs) * 0.99) - 1)]
+
+
+def redis_info(port: int, field: str) -> int:
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "memory"], capture_output=True, text=True).stdout
+    return int(next(line.split(":")[1] for line in out.splitlines() if line.startswith(field + ":")))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(targets: list[int], seconds: int, concurrency: int, distinct: int) -> dict:
+    argv = [str(LOAD), "--seconds", str(seconds), "--concurrency", str(concurrency), "--distinct", str(distinct)]
+    for p in targets:
+        argv += ["--target", f"http://127.0.0.1:{p}"]
+    return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--concurrency", type=int, default=64)
+    args = ap.parse_args()
+    with harness.Stack() as stack:
+        _, redis_port = hr.start_redis(stack)
+        rls = [hr.start_rls(stack, redis_port, name="rls-1"), hr.start_rls(stack, redis_port, name="rls-2")]
+        rport = harness.free_port()
+        template = (ROOT / "bench" / "envoy" / "upstream.yaml").read_text()
+        upstream = harness.start_envoy(string.Template(template).substitute(PORT=rport, ADMIN_PORT=harness.free_port()),
+                                       concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
+        stack.envoys.append(upstream)
+        tools = {"vm_agent_exec": {"limits": [LIMIT]}}
+        local_policy = {"version": "1", "default": "deny", "tools": tools}
+        service_policy = hr.cluster_policy(tools, timeout="100ms")
+        local = harness.start_envoy(hr.render(stack, local_policy, rport, [rls[0].port]), concurrency=1,
+                                    log_dir=stack.log_dir, name="envoy-local", log_level="warning")
+        service = harness.start_envoy(hr.render(stack, service_policy, rport, [rls[0].port]), concurrency=1,
+                                      log_dir=stack.log_dir, name="envoy-rls", log_level="warning")
+        stack.envoys += [local, service]
+        a, b = Client(local.listen_port), Client(service.listen_port)
+        for i in range(200):  # warm up both paths (connections, V8, Redis script cache)
+            a.post(body(i))
+            b.post(body(i))
+        la, lb = [], []
+        for i in range(args.calls):
+            la.append(a.post(body(i)))
+            lb.append(b.post(body(i)))
+        a50, b50 = statistics.median(la), statistics.median(lb)
+        print(f"latency, {args.calls} allowed calls each, alternating, 1 worker per Envoy:")
+        print(f"  local shared-data limit     p50 {a50:7.0f} us   p99 {p99(la):7.0f} us")
+        print(f"  rate limit service (Redis)  p50 {b50:7.0f} us   p99 {p99(lb):7.0f} us")
+        print(f"  added by the RLS decision   p50 {b50 - a50:+7.0f} us   p99 {p99(lb) - p99(la):+7.0f} us")
+
+        pids = [r.proc.pid for r in rls]
+        runs = []
+        for targets in ([rls[0].port], [r.port for r in rls]):
+            cpu0 = sum(cpu_seconds(p) for p in pids)
+            r = load(targets, args.seconds, args.concurrency, 1000)
+            r["service_cpu_s"] = sum(cpu_seconds(p) for p in pids) - cpu0
+            runs.append(r)
+        one, two = runs
+        print(f"service decisions/s with Redis ({args.concurrency} concurrent, {args.seconds} s, "
+              f"{os.cpu_count()} cores shared by service, Redis and load generator):")
+        for name, r in (("1 instance ", one), ("2 instances", two)):
+            per_core = r["decisions"] / r["service_cpu_s"] if r["service_cpu_s"] else float("nan")
+            print(f"  {name}  {r['per_second']:8.0f}/s   errors {r['errors']}   p50 {r['p50_us']} us   p99 {r['p99_us']} us"
+                  f"   service CPU {r['service_cpu_s']:.2f} s = {per_core:.0f} decisions per CPU-second")
+
+        subprocess.run(["redis-cli", "-p", str(redis_port), "FLUSHALL"], capture_output=True, check=True)
+        before = redis_info(redis_port, "used_memory")
+        n = 20_000
+        argv = [str(LOAD), "--seconds", "3", "--concurrency", "16", "--distinct", str(n), "--target",
+                f"http://127.0.0.1:{rls[0].port}"]
+        # Run until every distinct counter exists (each request creates at most one).
+        while int(subprocess.run(["redis-cli", "-p", str(redis_port), "DBSIZE"], capture_output=True,
+                                 text=True).stdout.strip() or 0) < n:
+            subprocess.run(argv, capture_output=True, check=True)
+        keys = int(subprocess.run(["redis-cli", "-p", str(redis_port), "DBSIZE"], capture_output=True,
+                                  text=True).stdout.strip())
+        grown = redis_info(redis_port, "used_memory") - before
+        print(f"Redis memory: {grown} bytes for {keys} counters = {grown / keys:.0f} bytes per counter")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+//! From an RLS v3 `RateLimitRequest` to the counters one decision touches.
+//!
+//! Each descriptor is one counter: its key is a hash of the domain, the descriptor's entries (in
+//! order) and the window length, so every instance sharing a store derives the same key. The limit
+//! comes from the descriptor's `limit` override (`requests_per_unit`, `unit`); a descriptor without
+//! one is refused (`INVALID_ARGUMENT`): this service has no limits file, the caller's policy is the
+//! one source of truth. Source: envoy/service/ratelimit/v3/rls.proto and
+//! envoy/extensions/common/ratelimit/v3/ratelimit.proto.
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use sha2::{Digest, Sha256};
+
+/// Most descriptors in one request.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// Most entries in one descriptor.
+pub const MAX_ENTRIES: usize = 16;
+/// Longest domain, entry key or entry value, in bytes.
+pub const MAX_TEXT_BYTES: usize = 256;
+
+/// One counter a request counts against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counter {
+    /// Store key: `PREFIX` + 32 hex digits of SHA-256 over (domain, entries, window).
+    pub key: String,
+    /// Most hits admitted per window (`requests_per_unit`).
+    pub limit: u64,
+    /// Hits this request adds: the descriptor's `hits_addend`, else the request's, else 1.
+    pub hits: u64,
+    /// Window length in milliseconds; windows are aligned to the Unix epoch (UTC).
+    pub window_ms: u64,
+}
+
+/// Window length of an RLS unit, in milliseconds. Month and year have no fixed length: refused.
+pub fn unit_ms(unit: i32) -> Option<u64> {
+    match RateLimitUnit::try_from(unit).ok()? {
+        RateLimitUnit::Second => Some(1_000),
+        RateLimitUnit::Minute => Some(60_000),
+        RateLimitUnit::Hour => Some(3_600_000),
+        RateLimitUnit::Day => Some(86_400_000),
+        RateLimitUnit::Unknown | RateLimitUnit::Month | RateLimitUnit::Year => None,
+    }
+}
+
+fn push_field(h: &mut Sha256, bytes: &[u8]) {
+    // Length-prefixed: ("a=b","c") and ("a","b=c") never hash alike.
+    h.update((bytes.len() as u64).to_be_bytes());
+    h.update(bytes);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The store key of one descriptor.
+pub fn key(prefix: &str, domain: &str, d: &RateLimitDescriptor, window_ms: u64) -> String {
+    let mut h = Sha256::new();
+    push_field(&mut h, domain.as_bytes());
+    push_field(&mut h, &(d.entries.len() as u64).to_be_bytes());
+    for e in &d.entries {
+        push_field(&mut h, e.key.as_bytes());
+        push_field(&mut h, e.value.as_bytes());
+    }
+    push_field(&mut h, &window_ms.to_be_bytes());
+    let digest = h.finalize();
+    format!("{prefix}{}", hex(digest.get(..16).unwrap_or(&[])))
+}
+
+/// The counters of `req`, or why the request is invalid (answered `INVALID_ARGUMENT`).
+pub fn counters(prefix: &str, req: &RateLimitRequest) -> Result<Vec<Counter>, String> {
+    if req.domain.is_empty() || req.domain.len() > MAX_TEXT_BYTES {
+        return Err(format!("domain must be 1 to {MAX_TEXT_BYTES} bytes"));
+    }
+    if req.descriptors.is_empty() || req.descriptors.len() > MAX_DESCRIPTORS {
+        return Err(format!("a request needs 1 to {MAX_DESCRIPTORS} descriptors"));
+    }
+    let request_hits = if req.hits_addend == 0 { 1 } else { u64::from(req.hits_addend) };
+    let mut out = Vec::with_capacity(req.descriptors.len());
+    for (i, d) in req.descriptors.iter().enumerate() {
+        if d.entries.is_empty() || d.entries.len() > MAX_ENTRIES {
+            return Err(format!("descriptors[{i}]: needs 1 to {MAX_ENTRIES} entries"));
+        }
+        if d.entries.iter().any(|e| e.key.is_empty() || e.key.len() > MAX_TEXT_BYTES || e.value.len() > MAX_TEXT_BYTES)
+        {
+            return Err(format!(
+                "descriptors[{i}]: entry keys must be 1 to {MAX_TEXT_BYTES} bytes, values at most that"
+            ));
+        }
+        if d.is_negative_hits {
+            return Err(format!("descriptors[{i}]: is_negative_hits is not supported (quota is never given back)"));
+        }
+        let Some(limit) = d.limit.as_ref() else {
+            return Err(format!(
+                "descriptors[{i}]: no limit override; mcp-ratelimit takes every limit from the request"
+            ));
+        };
+        let Some(window_ms) = unit_ms(limit.unit) else {
+            return Err(format!("descriptors[{i}]: limit unit must be SECOND, MINUTE, HOUR or DAY"));
+        };
+        let hits = d.hits_addend.as_ref().map_or(request_hits, |h| h.value);
+        if hits > 1_000_000 {
+            return Err(format!("descriptors[{i}]: hits_addend above 1000000"));
+        }
+        let counter = Counter {
+            key: key(prefix, &req.domain, d, window_ms),
+            limit: u64::from(limit.requests_per_unit),
+            hits,
+            window_ms,
+        };
+        if out.iter().any(|c: &Counter| c.key == counter.key) {
+            return Err(format!("descriptors[{i}]: the same descriptor twice in one request"));
+        }
+        out.push(counter);
+    }
+    Ok(out)
+}

@@ -1,0 +1,248 @@
+//! Where counts live: Redis (shared by any number of instances) or this process's memory.
+//!
+//! One decision is one atomic step: every counter is checked first; if every one has room for its
+//! hits, all are incremented, otherwise none is. So a refused request consumes nothing (unlike
+//! envoyproxy/ratelimit's default, which increments over-limit and sibling descriptors), and
+//! concurrent requests on any number of instances can never admit more than the limit.
+//!
+//! Windows are fixed and aligned to the Unix epoch in UTC (a minute window runs :00 to :59), as in
+//! envoyproxy/ratelimit. A counter's key expires at the end of its window, so a new window starts
+//! from zero; a caller can get up to 2 × limit within one window length across an edge. With Redis,
+//! the clock is Redis's own (`TIME` inside the script): every instance agrees on the window.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::counters::Counter;
+
+/// The result of one decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Every counter had room: all were incremented.
+    pub admitted: bool,
+    /// The store's clock, milliseconds since the Unix epoch.
+    pub now_ms: u64,
+    /// Each counter's count before this request (in request order).
+    pub before: Vec<u64>,
+}
+
+impl Applied {
+    /// Is counter `i` (with `c`) over its limit with this request's hits?
+    pub fn over(&self, i: usize, c: &Counter) -> bool {
+        self.before.get(i).copied().unwrap_or(u64::MAX).saturating_add(c.hits) > c.limit
+    }
+
+    /// Hits left in counter `i`'s window after this decision.
+    pub fn remaining(&self, i: usize, c: &Counter) -> u64 {
+        let before = self.before.get(i).copied().unwrap_or(u64::MAX);
+        let used = if self.admitted { before.saturating_add(c.hits) } else { before };
+        c.limit.saturating_sub(used)
+    }
+
+    /// Milliseconds until counter `c`'s window ends.
+    pub fn until_reset_ms(&self, c: &Counter) -> u64 {
+        c.window_ms - self.now_ms % c.window_ms.max(1)
+    }
+}
+
+/// The store could not decide (Redis unreachable, timed out, or answered something unexpected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+/// The check-then-increment-all-or-none script. KEYS: the counters. ARGV: per counter, its
+/// limit, hits and window length in ms. Returns {admitted (0/1), now_ms, before_1, …, before_n}.
+/// A counter's key expires at the end of its window (PEXPIREAT, Redis's clock).
+pub const SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS
+local out = {1, now}
+for i = 1, n do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
+  out[i + 2] = c
+  if c + tonumber(ARGV[3 * i - 1]) > tonumber(ARGV[3 * i - 2]) then
+    out[1] = 0
+  end
+end
+if out[1] == 1 then
+  for i = 1, n do
+    local hits = tonumber(ARGV[3 * i - 1])
+    if hits > 0 then
+      local w = tonumber(ARGV[3 * i])
+      redis.call('INCRBY', KEYS[i], hits)
+      redis.call('PEXPIREAT', KEYS[i], now - (now % w) + w)
+    end
+  end
+end
+return out
+"#;
+
+/// Counters in Redis or Valkey, through one script call per decision.
+pub struct RedisStore {
+    conn: redis::aio::ConnectionManager,
+    script: redis::Script,
+}
+
+impl RedisStore {
+    /// A store for `url` (`redis://HOST:PORT/DB`). Connects lazily and reconnects by itself: while
+    /// Redis is away every decision fails with [`StoreError`] after at most `timeout`.
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("--redis {url}: {e}"))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100));
+        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("--redis {url}: {e}"))?;
+        Ok(RedisStore { conn, script: redis::Script::new(SCRIPT) })
+    }
+
+    pub async fn apply(&self, counters: &[Counter]) -> Result<Applied, StoreError> {
+        let mut inv = self.script.prepare_invoke();
+        for c in counters {
+            inv.key(&c.key).arg(c.limit).arg(c.hits).arg(c.window_ms);
+        }
+        let mut conn = self.conn.clone();
+        let out: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(|e| StoreError(format!("redis: {e}")))?;
+        let num = |v: Option<&i64>| v.and_then(|x| u64::try_from(*x).ok());
+        let (Some(flag), Some(now_ms)) = (num(out.first()), num(out.get(1))) else {
+            return Err(StoreError("redis: unexpected script result".into()));
+        };
+        let before: Option<Vec<u64>> = out.iter().skip(2).map(|v| num(Some(v))).collect();
+        match before {
+            Some(before) if before.len() == counters.len() => Ok(Applied { admitted: flag == 1, now_ms, before }),
+            _ => Err(StoreError("redis: unexpected script result".into())),
+        }
+    }
+
+    /// `PING`, for the health status.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError(format!("redis: {e}")))
+    }
+}
+
+/// Counters in this process: the single-instance default (lost on restart, not shared).
+#[derive(Default)]
+pub struct MemoryStore {
+    /// key → (window end in ms since the epoch, count).
+    counts: Mutex<HashMap<String, (u64, u64)>>,
+    decisions: AtomicU64,
+}
+
+/// Expired counters are swept every this many decisions.
+const SWEEP_EVERY: u64 = 4096;
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn apply_at(&self, counters: &[Counter], now_ms: u64) -> Result<Applied, StoreError> {
+        let mut map = self.counts.lock().map_err(|_| StoreError("memory store poisoned".into()))?;
+        if self.decisions.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            map.retain(|_, (end, _)| *end > now_ms);
+        }
+        let before: Vec<u64> = counters
+            .iter()
+            .map(|c| match map.get(&c.key) {
+                Some((end, n)) if *end > now_ms => *n,
+                _ => 0,
+            })
+            .collect();
+        let admitted = counters.iter().zip(&before).all(|(c, b)| b.saturating_add(c.hits) <= c.limit);
+        if admitted {
+            for (c, b) in counters.iter().zip(&before) {
+                if c.hits > 0 {
+                    let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
+                    map.insert(c.key.clone(), (end, b + c.hits));
+                }
+            }
+        }
+        Ok(Applied { admitted, now_ms, before })
+    }
+
+    /// Counters held (expired ones until the next sweep included).
+    pub fn len(&self) -> usize {
+        self.counts.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The configured store.
+pub enum Store {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+}
+
+impl Store {
+    /// Decide one request: check every counter, then increment all or none.
+    pub async fn apply(&self, counters: &[Counter]) -> Result<Applied, StoreError> {
+        match self {
+            Store::Memory(m) => m.apply_at(counters, now_ms()),
+            Store::Redis(r) => r.apply(counters).await,
+        }
+    }
+
+    /// Can the store decide right now?
+    pub async fn healthy(&self) -> bool {
+        match self {
+            Store::Memory(_) => true,
+            Store::Redis(r) => r.ping().await.is_ok(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Store::Memory(_) => "memory",
+            Store::Redis(_) => "redis",
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn c(key: &str, limit: u64, hits: u64) -> Counter {
+        Counter { key: key.into(), limit, hits, window_ms: 60_000 }
+    }
+
+    const T0: u64 = 1_700_000_040_000;
+
+    #[test]
+    fn memory_all_or_none_and_windows() {
+        let m = MemoryStore::new();
+        let a = m.apply_at(&[c("a", 10, 10)], T0).unwrap();
+        assert!(a.admitted);
+        assert_eq!(a.remaining(0, &c("a", 10, 10)), 0);
+        // b has room, a does not: neither is incremented.
+        let r = m.apply_at(&[c("b", 5, 1), c("a", 10, 1)], T0 + 1).unwrap();
+        assert!(!r.admitted);
+        assert_eq!(r.before, vec![0, 10]);
+        assert!(!r.over(0, &c("b", 5, 1)) && r.over(1, &c("a", 10, 1)));
+        assert_eq!(m.apply_at(&[c("b", 5, 5)], T0 + 2).unwrap().before, vec![0]);
+        assert_eq!(r.until_reset_ms(&c("a", 10, 1)), 59_999);
+        // The next window starts from zero.
+        assert_eq!(m.apply_at(&[c("a", 10, 1)], T0 + 60_000).unwrap().before, vec![0]);
+        // A batch above the limit is refused whole.
+        assert!(!m.apply_at(&[c("z", 10, 11)], T0).unwrap().admitted);
+        assert_eq!(m.apply_at(&[c("z", 10, 10)], T0).unwrap().before, vec![0]);
+    }
+}

@@ -1,0 +1,351 @@
+//! `mcp-policy apply`: put a policy live in a running Envoy that takes the filter's configuration
+//! through ECDS from a file (`envoy/envoy-ecds.yaml`, `make run`), and report Envoy's verdict.
+//!
+//! 1. The policy is loaded with the filter's own code; an invalid one is never written.
+//! 2. The ECDS file (a JSON discovery response holding one `TypedExtensionConfig` with the Wasm
+//!    config) gets the policy as its `configuration.value`, everything else kept, and replaces the old
+//!    file by a rename in the same directory: Envoy reloads a path config source only on a move.
+//! 3. The verdict comes from Envoy's stats `extension_config_discovery.http_filter.<name>.update_success`
+//!    and `update_rejected` on the admin endpoint. Envoy counts a file identical to its last update as
+//!    a success without loading it, even when that update was rejected; so when the new file would
+//!    equal the old one byte for byte, the policy text's trailing newline is toggled (JSON whitespace)
+//!    and Envoy really loads it again.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How a failed apply ends: exit status 1 (the policy is invalid, nothing written), 2 (usage, files,
+/// admin endpoint), 5 (written, but Envoy refused it or did not answer).
+pub struct ApplyError {
+    pub status: u8,
+    pub message: String,
+}
+
+fn fail(status: u8, message: impl Into<String>) -> ApplyError {
+    ApplyError { status, message: message.into() }
+}
+
+/// Exit status when Envoy refused the new configuration or gave no verdict in time.
+pub const NOT_APPLIED: u8 = 5;
+
+/// The ECDS file with `policy` as the Wasm plugin's `configuration.value`. Returns the new file text
+/// and the resource's name (the filter name in the stats).
+pub fn render(ecds: &[u8], policy: &str) -> Result<(String, String), String> {
+    let mut doc: Value =
+        serde_json::from_slice(ecds).map_err(|e| format!("not the JSON ECDS file `apply` writes: {e}"))?;
+    let resources = doc.get_mut("resources").and_then(Value::as_array_mut).ok_or("no `resources` array")?;
+    let [resource] = resources.as_mut_slice() else {
+        return Err(format!("{} resources; expected exactly one (the mcp_policy filter)", resources.len()));
+    };
+    let name = resource.get("name").and_then(Value::as_str).ok_or("the resource has no `name`")?.to_owned();
+    let value = resource
+        .pointer_mut("/typed_config/config/configuration/value")
+        .ok_or("the resource has no typed_config.config.configuration.value (the Wasm plugin configuration)")?;
+    *value = Value::String(policy.to_owned());
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
+    Ok((text, name))
+}
+
+/// `policy` with its trailing newline toggled: the same JSON document, different bytes.
+pub fn toggle_trailing_newline(policy: &str) -> String {
+    match policy.strip_suffix('\n') {
+        Some(p) => p.to_owned(),
+        None => format!("{policy}\n"),
+    }
+}
+
+/// `host:port` of an admin address given as `http://host:port`, `host:port` (a trailing `/` allowed).
+fn admin_authority(admin: &str) -> Result<String, ApplyError> {
+    let a = admin.strip_prefix("http://").unwrap_or(admin).trim_end_matches('/');
+    if a.is_empty() || a.contains('/') || admin.starts_with("https://") {
+        return Err(fail(2, format!("mcp-policy: --admin {admin:?}: expected http://HOST:PORT")));
+    }
+    Ok(a.to_owned())
+}
+
+/// GET `path` from Envoy's admin endpoint (plain HTTP/1.0 on the local admin port; 2 s timeouts).
+fn admin_get(authority: &str, path: &str) -> Result<String, String> {
+    let addr = authority.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
+    let timeout = Duration::from_secs(2);
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    // Envoy's admin answers HTTP/1.0 with 426; HTTP/1.1 with `connection: close` ends at EOF.
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("no HTTP response")?;
+    let status = head.split(' ').nth(1).unwrap_or("");
+    if status != "200" {
+        return Err(format!("HTTP {status} for {path}"));
+    }
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked")
+        })
+    });
+    if chunked {
+        dechunk(body).ok_or_else(|| "malformed chunked response".to_owned())
+    } else {
+        Ok(body.to_owned())
+    }
+}
+
+/// The payload of an HTTP/1.1 chunked body (RFC 9112 §7.1; extensions and trailers ignored).
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size_line, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size_line.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}
+
+/// The ECDS update counters of filter `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    pub success: u64,
+    pub rejected: u64,
+}
+
+/// Read `update_success` and `update_rejected` from `/stats` text (absent counters are 0).
+pub fn parse_counters(stats: &str, name: &str) -> Counters {
+    let prefix = format!("extension_config_discovery.http_filter.{name}.");
+    let get = |stat: &str| {
+        stats
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .find(|(k, _)| k.strip_prefix(&prefix) == Some(stat))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Counters { success: get("update_success"), rejected: get("update_rejected") }
+}
+
+fn counters(authority: &str, name: &str) -> Result<Counters, String> {
+    let filter = format!("^extension_config_discovery\\.http_filter\\.{}\\.update_", name.replace('.', "\\."));
+    let query: String = filter
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"_-".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    admin_get(authority, &format!("/stats?filter={query}")).map(|body| parse_counters(&body, name))
+}
+
+/// Write `text` next to `target` and rename it over `target` (atomic on one file system).
+fn replace_file(target: &Path, text: &str) -> std::io::Result<()> {
+    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file = target.file_name().and_then(|n| n.to_str()).unwrap_or("ecds");
+    let tmp = dir.join(format!(".{file}.{}.tmp", std::process::id()));
+    let write = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    match write.and_then(|()| std::fs::rename(&tmp, target)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// The lines of Envoy's log `text` about a rejected update, shortened to `[level] message`: its
+/// `[wasm]` errors (the filter's own `invalid policy at PATH: MESSAGE` first) and `config update
+/// rejected`. Repeated messages (one per worker thread) are shown once with their count.
+pub fn rejection_lines(text: &str) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for l in text.lines() {
+        // `[time][thread][level][component] [source:line] message`
+        let mut brackets = l.split(']');
+        let level = brackets.nth(2).map(|b| b.trim_start_matches('[')).unwrap_or("");
+        let message = l.split_once("] ").and_then(|(_, rest)| rest.split_once("] ")).map_or(l, |(_, m)| m);
+        let relevant =
+            (l.contains("][wasm]") && matches!(level, "error" | "critical")) || l.contains("config update rejected");
+        if !relevant {
+            continue;
+        }
+        let shown: String = format!("[{level}] {message}").chars().take(400).collect();
+        match out.iter_mut().find(|(m, _)| *m == shown) {
+            Some((_, n)) => *n += 1,
+            None => out.push((shown, 1)),
+        }
+    }
+    out.into_iter().map(|(m, n)| if n > 1 { format!("{m} (x{n})") } else { m }).collect()
+}
+
+/// What `apply` does besides loading the policy (already done by the caller).
+pub struct Target<'a> {
+    /// The ECDS file Envoy watches.
+    pub ecds: &'a Path,
+    /// Envoy's admin address; `None`: only write the file (before Envoy starts).
+    pub admin: Option<&'a str>,
+    /// Envoy's log file, to quote why an update was refused.
+    pub envoy_log: Option<&'a Path>,
+    /// How long to wait for Envoy's verdict.
+    pub timeout: Duration,
+}
+
+/// Write `policy` into the ECDS file and wait for Envoy's verdict. Returns the line to print.
+pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
+    let shown = t.ecds.display();
+    let old = std::fs::read(t.ecds).map_err(|e| fail(2, format!("mcp-policy: cannot read {shown}: {e}")))?;
+    let (mut text, name) = render(&old, policy).map_err(|e| fail(2, format!("mcp-policy: {shown}: {e}")))?;
+    if text.as_bytes() == old.as_slice() {
+        // Envoy would count it as a success without loading it (see the module docs).
+        text = render(&old, &toggle_trailing_newline(policy)).map_err(|e| fail(2, e))?.0;
+    }
+    let Some(admin) = t.admin else {
+        replace_file(t.ecds, &text).map_err(|e| fail(2, format!("mcp-policy: cannot write {shown}: {e}")))?;
+        return Ok(format!("written: {shown} (Envoy not asked)"));
+    };
+    let authority = admin_authority(admin)?;
+    let before = counters(&authority, &name)
+        .map_err(|e| fail(2, format!("mcp-policy: cannot read Envoy's stats at {admin}: {e}; nothing written")))?;
+    let log_from = t.envoy_log.and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
+    replace_file(t.ecds, &text).map_err(|e| fail(2, format!("mcp-policy: cannot write {shown}: {e}")))?;
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = counters(&authority, &name).unwrap_or(before);
+        if now.rejected > before.rejected {
+            let mut msg = format!(
+                "rejected: Envoy refused the new configuration of {name} (update_rejected {} -> {}); \
+                 the previous policy keeps serving",
+                before.rejected, now.rejected
+            );
+            // Envoy remembers a plugin configuration that failed and refuses it again without
+            // running the filter, so its log may not say why: the filter's own code does.
+            match mcp_policy_filter::config::load(policy.as_bytes()) {
+                Err(errors) => {
+                    msg.push_str("\nthe filter's check of this policy:");
+                    for e in errors.0 {
+                        msg.push_str(&format!("\n  {e}"));
+                    }
+                }
+                Ok(_) => msg.push_str("\nthis policy passes `mcp-policy check`: the cause is in Envoy's log"),
+            }
+            if let Some(log) = t.envoy_log {
+                std::thread::sleep(Duration::from_millis(100)); // let the log lines land
+                let new = std::fs::read(log)
+                    .ok()
+                    .and_then(|b| b.get(usize::try_from(log_from).unwrap_or(0)..).map(<[u8]>::to_vec));
+                let lines = rejection_lines(&String::from_utf8_lossy(&new.unwrap_or_default()));
+                msg.push_str(&format!("\nEnvoy's log ({}) about it:", log.display()));
+                for l in lines {
+                    msg.push_str("\n  ");
+                    msg.push_str(&l);
+                }
+            }
+            return Err(fail(NOT_APPLIED, msg));
+        }
+        if now.success > before.success {
+            let ms = started.elapsed().as_millis();
+            return Ok(format!(
+                "applied: Envoy loaded the new policy for {name} in {ms} ms (update_success {} -> {})",
+                before.success, now.success
+            ));
+        }
+        if started.elapsed() >= t.timeout {
+            return Err(fail(
+                NOT_APPLIED,
+                format!(
+                    "not confirmed: {shown} was replaced, but Envoy at {admin} counted no update of {name} within {} s \
+                     (is it running with this ECDS file?)",
+                    t.timeout.as_secs_f64()
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ECDS: &str = r#"{"resources":[{"@type":"type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig","name":"mcp_policy",
+        "typed_config":{"@type":"type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm","config":{"name":"mcp_policy",
+        "vm_config":{"vm_id":"mcp_policy"},"configuration":{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"{}"}}}}]}"#;
+
+    #[test]
+    fn render_replaces_only_the_policy() {
+        let (text, name) = render(ECDS.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
+        assert_eq!(name, "mcp_policy");
+        let mut got: Value = serde_json::from_str(&text).unwrap();
+        let want: Value = serde_json::from_str(ECDS).unwrap();
+        assert_eq!(
+            got.pointer("/resources/0/typed_config/config/configuration/value").unwrap(),
+            "{\"version\":\"1\"}\n"
+        );
+        *got.pointer_mut("/resources/0/typed_config/config/configuration/value").unwrap() = "{}".into();
+        assert_eq!(got, want);
+        assert!(render(b"resources: []", "{}").unwrap_err().starts_with("not the JSON ECDS file"));
+        assert_eq!(
+            render(br#"{"resources":[]}"#, "{}").unwrap_err(),
+            "0 resources; expected exactly one (the mcp_policy filter)"
+        );
+    }
+
+    #[test]
+    fn trailing_newline_toggles() {
+        assert_eq!(toggle_trailing_newline("{}\n"), "{}");
+        assert_eq!(toggle_trailing_newline("{}"), "{}\n");
+    }
+
+    #[test]
+    fn counters_from_stats() {
+        let stats = "extension_config_discovery.http_filter.mcp_policy.update_rejected: 2\n\
+                     extension_config_discovery.http_filter.mcp_policy.update_success: 7\n\
+                     extension_config_discovery.http_filter.other.update_success: 9\n";
+        assert_eq!(parse_counters(stats, "mcp_policy"), Counters { success: 7, rejected: 2 });
+        assert_eq!(parse_counters("", "mcp_policy"), Counters { success: 0, rejected: 0 });
+    }
+
+    #[test]
+    fn rejection_lines_from_envoys_log() {
+        let log = "\
+[2026-11-30 22:58:00.122][1][info][wasm] [source/extensions/common/wasm/context.cc:1151] wasm log mcp_policy mcp_policy: [root 1] mcp-policy-filter 0.1.0 starting
+[2026-11-30 22:58:00.122][1][error][wasm] [source/extensions/common/wasm/context.cc:1157] wasm log mcp_policy mcp_policy: [root 1] invalid policy at tools.x.acton: unknown field `acton`
+[2026-11-30 22:58:00.122][2][critical][wasm] [source/extensions/common/wasm/wasm.cc:479] Plugin configured to fail closed failed to load
+[2026-11-30 22:58:00.122][3][critical][wasm] [source/extensions/common/wasm/wasm.cc:479] Plugin configured to fail closed failed to load
+[2026-11-30 22:58:00.124][1][warning][config] [source/extensions/config_subscription/filesystem/filesystem_subscription_impl.cc:81] Filesystem config update rejected: Unable to create Wasm plugin mcp_policy
+";
+        assert_eq!(
+            rejection_lines(log),
+            [
+                "[error] wasm log mcp_policy mcp_policy: [root 1] invalid policy at tools.x.acton: unknown field `acton`",
+                "[critical] Plugin configured to fail closed failed to load (x2)",
+                "[warning] Filesystem config update rejected: Unable to create Wasm plugin mcp_policy",
+            ]
+        );
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        assert_eq!(dechunk("5\r\nhello\r\n7;x=1\r\n, world\r\n0\r\n\r\n").unwrap(), "hello, world");
+        assert_eq!(dechunk("5\r\nhel"), None);
+    }
+
+    #[test]
+    fn admin_addresses() {
+        assert_eq!(admin_authority("http://127.0.0.1:9901/").ok().unwrap(), "127.0.0.1:9901");
+        assert_eq!(admin_authority("127.0.0.1:9901").ok().unwrap(), "127.0.0.1:9901");
+        assert!(admin_authority("https://127.0.0.1:9901").is_err());
+        assert!(admin_authority("http://h:1/x").is_err());
+    }
+}

@@ -1,0 +1,137 @@
+"""Cluster-wide limits: Redis, mcp-ratelimit instances and Envoys rendered from
+envoy/envoy-cluster.yaml (cluster `mcp_ratelimit`), as plain processes on free 127.0.0.1 ports."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+import harness
+
+CLUSTER_YAML = harness.REPO_ROOT / "envoy" / "envoy-cluster.yaml"
+RLS_BIN = harness.REPO_ROOT / "target" / "release" / "mcp-ratelimit"
+RLS_CLUSTER = "mcp_ratelimit"
+
+
+def redis_server() -> str:
+    path = shutil.which("redis-server")
+    if not path:
+        raise RuntimeError("redis-server is missing (make test installs Debian's redis-server when run as root)")
+    return path
+
+
+def start_redis(stack: harness.Stack, port: int | None = None, name: str = "redis") -> tuple[harness.ManagedProcess, int]:
+    """redis-server on 127.0.0.1:`port` (free if None), no persistence: (process, port)."""
+    port = port or harness.free_port()
+    data = stack.log_dir / f"redis-{port}"
+    data.mkdir(exist_ok=True)
+    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--dir", str(data)]
+    proc = harness.spawn(name, argv, stack.log_dir / f"{stack._unique(name)}.log")
+    proc.wait_until(lambda: harness.port_open(port), 10, "listening")
+    stack.procs.append(proc)
+    return proc, port
+
+
+@dataclass
+class Rls:
+    """One mcp-ratelimit instance: gRPC on `port`, /metrics and /healthz on `metrics_port`."""
+
+    proc: harness.ManagedProcess
+    port: int
+    metrics_port: int
+    redis_port: int | None
+
+    def metrics(self) -> str:
+        return harness._http_get(f"http://{harness.HOST}:{self.metrics_port}/metrics", 2.0)[1]
+
+
+def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None = None,
+              metrics_port: int | None = None, name: str = "rls") -> Rls:
+    """mcp-ratelimit with `--redis redis://127.0.0.1:redis_port/0` (memory without), waited for
+    until /healthz answers 200."""
+    if not RLS_BIN.is_file():
+        raise RuntimeError(f"{RLS_BIN} is missing (make ratelimit)")
+    port = port or harness.free_port()
+    metrics_port = metrics_port or harness.free_port()
+    argv = [str(RLS_BIN), "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}"]
+    if redis_port is not None:
+        argv += ["--redis", f"redis://127.0.0.1:{redis_port}/0"]
+    proc = harness.spawn(name, argv, stack.log_dir / f"{stack._unique(name)}.log")
+    url = f"http://{harness.HOST}:{metrics_port}/healthz"
+
+    def healthy() -> bool:
+        try:
+            return harness._http_get(url, 0.5)[0] == 200
+        except OSError:
+            return False
+
+    proc.wait_until(healthy, 15, "healthy")
+    stack.procs.append(proc)
+    return Rls(proc, port, metrics_port, redis_port)
+
+
+def render(stack: harness.Stack, policy: dict | str, upstream_port: int, rls_ports: list[int], *,
+           approvals_port: int | None = None) -> str:
+    """envoy/envoy-cluster.yaml for `policy` with fresh listener/admin ports, the upstream, and
+    cluster `mcp_ratelimit` holding exactly the endpoints 127.0.0.1:`rls_ports` (may be none); and,
+    if given, cluster `mcp_approvals` on 127.0.0.1:`approvals_port`."""
+    text = harness.render_envoy_config(policy, stack.wasm, harness.free_port(), harness.free_port(), upstream_port,
+                                       source=CLUSTER_YAML, approvals_port=approvals_port)
+    cfg = yaml.safe_load(text)
+    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == RLS_CLUSTER]
+    cluster["load_assignment"]["endpoints"] = [{"lb_endpoints": [
+        {"endpoint": {"address": {"socket_address": {"address": harness.HOST, "port_value": p}}}} for p in rls_ports]}]
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
+
+
+def start_envoy(stack: harness.Stack, config: str, name: str = "envoy", concurrency: int = 2) -> harness.Envoy:
+    env = harness.start_envoy(config, concurrency=concurrency, log_dir=stack.log_dir, name=stack._unique(name))
+    stack.envoys.append(env)
+    return env
+
+
+class SilentServer:
+    """Accepts TCP connections and never answers (an RLS endpoint that hangs)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind((harness.HOST, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        self.closed = True
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def cluster_policy(tools: dict, *, cluster: str = RLS_CLUSTER, timeout: str = "200ms", failure_mode: str = "deny",
+                   all_tools: dict | None = None, **gateway) -> dict:
+    p = {"version": "1", "default": "deny", "tools": {"list_vms": {}, **tools},
+         "gateway": {"rate_limit_service": {"cluster": cluster, "domain": "mcp", "timeout": timeout,
+                                            "failure_mode": failure_mode}, **gateway}}
+    if all_tools:
+        p["all_tools"] = all_tools
+    return p
+
+
+def write_policy(path: Path, policy: dict) -> None:
+    path.write_text(harness.policy_text(policy), encoding="utf-8")
