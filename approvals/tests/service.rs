@@ -74,15 +74,6 @@ fn svc() -> Svc {
     svc_with(config())
 }
 
-/// A service on SQLite whatever the run's database.
-fn svc_sqlite(config: Config) -> Svc {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Location::Sqlite(dir.path().join("approvals.sqlite"));
-    let clock = ManualClock::new(T0);
-    let app = App::open(db.clone(), config, clock.clone()).unwrap();
-    Svc { router: router(app.clone()), app, clock, db, _dir: dir }
-}
-
 fn svc_with(config: Config) -> Svc {
     let dir = tempfile::tempdir().unwrap();
     let db = new_db(dir.path());
@@ -1297,63 +1288,6 @@ async fn a_schema_1_file_is_migrated() {
         })
         .unwrap();
     assert_eq!((v, gid.as_str()), (3, ""));
-}
-
-#[derive(Clone, Default)]
-struct LogBuf(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn request_values_cannot_forge_log_lines() {
-    let buf = LogBuf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // Always on SQLite: this test is about log lines, not storage, and the PostgreSQL store's
-    // threads (pool, LISTEN) log with no subscriber, which races with this thread-local one.
-    let s = svc_sqlite(config());
-    let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
-    let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
-    b["tool"] = json!(forged);
-    b["grant"] = json!("g\r\nINFO forged");
-    b["request_id"] = json!("r\nINFO forged");
-    let r = check_raw(&s, sign(b)).await;
-    let id = id_of(&r.json());
-    assert_eq!(approve(&s, &id, "ok\nINFO approval decided note=forged").await.status, StatusCode::OK);
-    let mut bad = check_body(&grant(62), json!({}), 600, 0);
-    bad["tool"] = json!("");
-    check_raw(&s, bad).await;
-    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines,
-        vec![
-            format!(
-                " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
-            ),
-            format!(
-                " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
-            ),
-            " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
-        ]
-    );
 }
 
 // ---- second red-team pass: click-jacking window, numbers, whitespace, flooding ----
