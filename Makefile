@@ -39,10 +39,12 @@ $(VENV)/.installed: tests/requirements.txt
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
 test: lint test-unit build venv test-envoy
 
-test-unit: redis-deps
+test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked --all-targets --features cli
 	$(CARGO) test --locked -p mcp-approvals
 	$(CARGO) test --locked -p mcp-ratelimit
+	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
+	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals --test service
 
 ## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
 ##             service's tests, the cluster tests and make run-cluster
@@ -51,7 +53,15 @@ redis-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  { echo "needs redis-server: sudo apt-get install redis-server" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps cli venv browser-deps oauth-deps ts-client-deps
+## postgres-deps: Debian's postgresql (installed when missing and run as root) for the approval
+##                service's PostgreSQL tests (tests/harness_pg.py starts a throwaway server)
+.PHONY: postgres-deps
+postgres-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
+
+test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core

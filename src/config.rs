@@ -345,6 +345,11 @@ pub struct ApprovalSpec {
     /// `hold`: the call waits while the service long-polls for a decision.
     #[serde(default)]
     pub mode: Option<ApprovalModeSpec>,
+    /// Hold mode: most calls of one grant waiting for a decision at once, per Envoy process
+    /// (default 8, 1 to 10000). More calls are asked without waiting (`approval_required`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 10000)))]
+    pub max_held_per_grant: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -615,7 +620,18 @@ fn compile_approval(a: &ApprovalSpec, errs: &mut Vec<ConfigError>) -> Option<App
             0
         }
     };
-    (errs.len() == before).then_some(ApprovalService { cluster: a.cluster.clone(), path, authority, timeout_ms, mode })
+    let max_held_per_grant = a.max_held_per_grant.unwrap_or(crate::held::DEFAULT_MAX_HELD_PER_GRANT);
+    if !(1..=crate::held::MAX_MAX_HELD_PER_GRANT).contains(&max_held_per_grant) {
+        errs.push(err("gateway.approval.max_held_per_grant", "must be an integer from 1 to 10000"));
+    }
+    (errs.len() == before).then_some(ApprovalService {
+        cluster: a.cluster.clone(),
+        path,
+        authority,
+        timeout_ms,
+        mode,
+        max_held_per_grant,
+    })
 }
 
 /// Lifecycle methods always pass, so `gateway.methods` may not name them; `tools/call` is governed

@@ -19,6 +19,7 @@
 //! - [`b64`]: Base64 (RFC 4648) for short header values;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
+//! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
 //! - [`sse`]: which SSE events can carry a JSON-RPC message;
@@ -35,6 +36,7 @@ pub mod config;
 pub mod fold;
 pub mod gate;
 pub mod grant;
+pub mod held;
 pub mod http;
 pub mod json;
 pub mod mcp;

@@ -178,6 +178,8 @@ pub struct ApprovalService {
     /// Callout timeout in milliseconds (default 5000 in retry mode, 30000 in hold mode).
     pub timeout_ms: u64,
     pub mode: ApprovalMode,
+    /// Hold mode: most held callouts of one grant at once, per Envoy process (`crate::held`).
+    pub max_held_per_grant: u32,
 }
 
 impl ApprovalService {

@@ -109,7 +109,7 @@ impl SharedStore for MemoryStore {
 pub type GrantId = [u8; 32];
 
 /// Key prefix of everything this filter stores; bump on any layout change.
-const PREFIX: &str = "mcpf1:";
+pub const PREFIX: &str = "mcpf1:";
 /// The creation lock: value is the lease expiry in ms since the epoch (0: free).
 pub const LOCK_KEY: &str = "mcpf1:lock";
 /// The number of distinct grants tracked so far (u64 LE).

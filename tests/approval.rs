@@ -72,6 +72,7 @@ fn policy_keys_and_defaults() {
             authority: "mcp_approvals".into(),
             timeout_ms: 5000,
             mode: ApprovalMode::Retry,
+            max_held_per_grant: 8,
         })
     );
     assert_eq!(p.gateway.approval.as_ref().unwrap().wait_seconds(), 0);
@@ -339,4 +340,22 @@ fn a_batch_cannot_carry_a_call_that_needs_approval() {
         assert_eq!(decide(&p, &store, "a", &call(i, "list_vms", "{}")).decision.kind, DecisionKind::Allowed);
     }
     assert_eq!(decide(&p, &store, "a", &call(9, "list_vms", "{}")).decision.kind, DecisionKind::RateLimited);
+}
+
+#[test]
+fn max_held_per_grant_is_checked() {
+    let p = policy(
+        r#""start_vm":{"action":"require_approval"}"#,
+        r#""approval":{"cluster":"c","mode":"hold","max_held_per_grant":2}"#,
+    );
+    assert_eq!(p.gateway.approval.as_ref().unwrap().max_held_per_grant, 2);
+    for bad in ["0", "10001"] {
+        let text = format!(
+            r#"{{"version":"1","default":"deny","tools":{{"start_vm":{{"action":"require_approval"}}}},"gateway":{{"approval":{{"cluster":"c","max_held_per_grant":{bad}}}}}}}"#
+        );
+        assert_eq!(
+            load_errors(&text),
+            vec![("gateway.approval.max_held_per_grant".to_string(), "must be an integer from 1 to 10000".to_string())]
+        );
+    }
 }

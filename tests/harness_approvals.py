@@ -88,7 +88,7 @@ class Approvals:
 
     proc: harness.ManagedProcess
     port: int
-    db: Path
+    db: Path | str
     token: str = APPROVER_TOKEN
     approver: str = APPROVER
     check_port: int = 0
@@ -169,11 +169,13 @@ def _healthy(port: int) -> bool:
     return status == 200 and body.strip() == "ok"
 
 
-def start_approvals(port: int, db: Path, *, log_dir: Path, name: str = "approvals",
+def start_approvals(port: int, db: Path | str, *, log_dir: Path, name: str = "approvals",
                     approvers: dict[str, str] | None = None, public_url: str | None = None,
-                    check_port: int | None = None, timeout: float = 20.0) -> Approvals:
+                    check_port: int | None = None, timeout: float = 20.0,
+                    extra_args: list[str] | None = None) -> Approvals:
     """mcp-approvals on 127.0.0.1:`port` (page and API) and `check_port` (/v1/check only, for
-    Envoy; a free port unless given) with SQLite file `db`, waited for until /healthz says ok."""
+    Envoy; a free port unless given) with `db` (a SQLite file, or a postgres:// URL), waited for
+    until /healthz says ok. `extra_args` are appended to its command line."""
     binary = approvals_binary()
     if not binary.is_file():
         raise harness.ProcessFailed(f"{binary} is missing (make approvals, or set MCP_APPROVALS_BIN)")
@@ -184,14 +186,15 @@ def start_approvals(port: int, db: Path, *, log_dir: Path, name: str = "approval
             "--public-url", public_url or f"http://{harness.HOST}:{port}"]
     for who, token in approvers.items():
         argv += ["--approver", f"{who}={token}"]
-    env = {k: v for k, v in os.environ.items() if k != "MCP_APPROVALS_APPROVERS"}
+    argv += extra_args or []
+    env = {k: v for k, v in os.environ.items() if k not in ("MCP_APPROVALS_APPROVERS", "MCP_APPROVALS_DB")}
     proc = harness.spawn(name, argv, log_dir / f"{name}.log", cwd=harness.REPO_ROOT, env=env)
     proc.wait_until(lambda: _healthy(port) and _healthy(check_port), timeout, "healthy")
     (who, token), = list(approvers.items())[:1]
     return Approvals(proc, port, db, token=token, approver=who, check_port=check_port)
 
 
-def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | None = None,
+def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | str | None = None,
               name: str = "approvals", **kw) -> Approvals:
     """mcp-approvals as part of `stack` (stopped with it), on a free port with a DB in its log dir."""
     uniq = stack._unique(name)
@@ -201,10 +204,10 @@ def approvals(stack: harness.Stack, *, port: int | None = None, db: Path | None 
     return svc
 
 
-def restart(stack: harness.Stack, svc: Approvals, name: str = "approvals") -> Approvals:
+def restart(stack: harness.Stack, svc: Approvals, name: str = "approvals", **kw) -> Approvals:
     """Start mcp-approvals again on the same port and DB (after `svc.stop()`)."""
     return approvals(stack, port=svc.port, db=svc.db, name=name, approvers={svc.approver: svc.token},
-                     check_port=svc.check_port)
+                     check_port=svc.check_port, **kw)
 
 
 # ----------------------------------------------------------------------------------- stub service

@@ -106,6 +106,8 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
     };
     let string = |name: &str, max: usize| -> Result<String, String> {
         match obj.get(name) {
+            // U+0000 fits no PostgreSQL text: refused alike on every store.
+            Some(Value::String(s)) if s.contains('\0') => Err(format!("{name}: must not contain U+0000")),
             Some(Value::String(s)) if s.len() <= max => Ok(s.clone()),
             Some(Value::String(_)) => Err(format!("{name}: longer than {max} bytes")),
             Some(_) => Err(format!("{name}: must be a string")),
@@ -440,6 +442,7 @@ fn parse_note(body: &[u8]) -> Result<String, String> {
     };
     match obj.get("note") {
         None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) if s.contains('\0') => Err("note: must not contain U+0000".into()),
         Some(Value::String(s)) if s.len() <= MAX_NOTE => Ok(s.clone()),
         Some(Value::String(_)) => Err(format!("note: longer than {MAX_NOTE} bytes")),
         Some(_) => Err("note: must be a string".into()),

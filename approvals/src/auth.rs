@@ -1,9 +1,7 @@
 //! Approvers (name + token, kept as SHA-256 digests and compared in constant time), random ids,
-//! and the web sessions.
+//! and the web session type.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -145,62 +143,15 @@ pub fn is_approval_id(s: &str) -> bool {
     s.len() == 30 && s.starts_with("apr_") && s.bytes().skip(4).all(|b| BASE32.contains(&b))
 }
 
-/// A logged-in approver's web session.
+/// A logged-in approver's web session ([`crate::sessions`]).
 #[derive(Clone, Debug)]
 pub struct Session {
     pub approver: String,
     pub csrf: String,
-    pub expires: Instant,
+    /// Unix seconds.
+    pub expires_at: i64,
     /// A one-shot message shown on the next page.
     pub flash: Option<String>,
-}
-
-#[derive(Default)]
-pub struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
-}
-
-impl Sessions {
-    /// Creates a session; returns its id (the cookie value).
-    pub fn create(&self, approver: &str) -> Result<String, String> {
-        let id = hex(&random_bytes::<32>()?);
-        let csrf = hex(&random_bytes::<32>()?);
-        let now = Instant::now();
-        let session = Session { approver: approver.to_string(), csrf, expires: now + SESSION_TTL, flash: None };
-        let mut map = self.map.lock().map_err(|_| "sessions lock".to_string())?;
-        map.retain(|_, s| s.expires > now);
-        map.insert(id.clone(), session);
-        Ok(id)
-    }
-
-    /// The session for a cookie value, if valid. Takes its flash message.
-    pub fn get(&self, id: &str, take_flash: bool) -> Option<Session> {
-        let mut map = self.map.lock().ok()?;
-        let s = map.get_mut(id)?;
-        if s.expires <= Instant::now() {
-            map.remove(id);
-            return None;
-        }
-        let copy = s.clone();
-        if take_flash {
-            s.flash = None;
-        }
-        Some(copy)
-    }
-
-    pub fn set_flash(&self, id: &str, msg: String) {
-        if let Ok(mut map) = self.map.lock() {
-            if let Some(s) = map.get_mut(id) {
-                s.flash = Some(msg);
-            }
-        }
-    }
-
-    pub fn remove(&self, id: &str) {
-        if let Ok(mut map) = self.map.lock() {
-            map.remove(id);
-        }
-    }
 }
 
 /// Constant-time equality of two strings (CSRF tokens).

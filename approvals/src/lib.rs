@@ -3,20 +3,24 @@
 //! The Envoy filter asks `POST /v1/check` before letting a tool call that needs approval through;
 //! approvers decide on a web page or through a JSON API. The contract is `approvals/API.md`.
 //!
-//! - [`store`]: SQLite, one transaction per state change (single use, one pending per key);
-//! - [`auth`]: approvers, tokens, random ids, web sessions;
+//! - [`store`]: SQLite or PostgreSQL behind one trait, one transaction per state change (single
+//!   use, one pending per key, across instances on PostgreSQL);
+//! - [`auth`]: approvers, tokens, random ids;
+//! - [`sessions`]: the approvers' web sessions, stored in the database;
+//! - [`notify`]: webhooks when an approval opens or is decided;
 //! - [`api`]: `/v1/check` and the approvers' JSON API;
 //! - [`web`]: the approvers' HTML pages;
 //! - this module: the shared state, the clock, metrics and the router.
 
 pub mod api;
 pub mod auth;
+pub mod notify;
+pub mod sessions;
 pub mod store;
 pub mod web;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::DefaultBodyLimit;
@@ -25,8 +29,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::watch;
 
-use crate::auth::{Approvers, Sessions};
-use crate::store::{Changes, Store, StoreError};
+use crate::auth::Approvers;
+use crate::notify::{Notifier, NotifyConfig};
+use crate::store::{Backend, Changes, Location, Storage, StoreError};
 
 /// Largest request body accepted (`/v1/check`, forms, API).
 pub const MAX_BODY: usize = 1 << 20;
@@ -82,6 +87,10 @@ pub struct Config {
     pub max_arguments_bytes: usize,
     /// Days consumed, denied and expired approvals are kept (`--retain-days`; 0 = forever).
     pub retain_days: u32,
+    /// Most PostgreSQL connections of this instance (`--db-pool-size`; SQLite has one).
+    pub db_pool_size: u32,
+    /// Webhooks told when an approval opens or is decided (`--notify-webhook`).
+    pub notify: NotifyConfig,
 }
 
 /// `--max-pending-per-grant` default.
@@ -92,6 +101,8 @@ pub const DEFAULT_MAX_PENDING: u32 = 1000;
 pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 65_536;
 /// `--retain-days` default.
 pub const DEFAULT_RETAIN_DAYS: u32 = 90;
+/// `--db-pool-size` default.
+pub const DEFAULT_DB_POOL_SIZE: u32 = 10;
 
 impl Config {
     /// A config with the default limits.
@@ -103,6 +114,8 @@ impl Config {
             max_pending: DEFAULT_MAX_PENDING,
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             retain_days: DEFAULT_RETAIN_DAYS,
+            db_pool_size: DEFAULT_DB_POOL_SIZE,
+            notify: NotifyConfig::default(),
         }
     }
 }
@@ -146,13 +159,14 @@ impl From<StoreError> for Error {
 }
 
 pub struct Inner {
-    store: Arc<Mutex<Store>>,
+    store: Backend,
     pub clock: Arc<dyn Clock>,
     pub config: Config,
     pub metrics: Metrics,
-    pub sessions: Sessions,
-    /// Bumped whenever an approval is opened, decided, consumed or expired: wakes hold-mode
-    /// checks and is `/ui/version`.
+    /// The webhooks' queue (none configured: `None`).
+    pub notifier: Option<Notifier>,
+    /// Bumped whenever an approval is opened, decided, consumed or expired, here or (PostgreSQL)
+    /// on another instance: wakes hold-mode checks and is `/ui/version`.
     version: watch::Sender<u64>,
     /// Set on shutdown: hold-mode checks answer at once.
     shutdown: watch::Sender<bool>,
@@ -170,23 +184,45 @@ impl std::ops::Deref for App {
 }
 
 impl App {
-    /// Opens the database and builds the state.
-    pub fn open(db: &Path, config: Config, clock: Arc<dyn Clock>) -> Result<App, Error> {
-        let store = Store::open(db)?;
+    /// Opens the database (running its migrations) and builds the state. On PostgreSQL, also
+    /// starts the thread that listens for changes made by other instances (it ends when the
+    /// last clone of the `App` is dropped or on shutdown).
+    pub fn open(db: impl Into<Location>, config: Config, clock: Arc<dyn Clock>) -> Result<App, Error> {
+        let location = db.into();
+        let store = Backend::open(&location, config.db_pool_size)?;
         // Starts from the wall clock in milliseconds so a restarted service never repeats a
         // version an open page has seen.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let (version, _) = watch::channel(start);
         let (shutdown, _) = watch::channel(false);
-        Ok(App(Arc::new(Inner {
-            store: Arc::new(Mutex::new(store)),
-            clock,
-            config,
-            metrics: Metrics::default(),
-            sessions: Sessions::default(),
-            version,
-            shutdown,
-        })))
+        let notifier = Notifier::start(&config.notify);
+        let app =
+            App(Arc::new(Inner { store, clock, config, metrics: Metrics::default(), notifier, version, shutdown }));
+        if let Location::Postgres(url) = location {
+            app.start_listener(url)?;
+        }
+        Ok(app)
+    }
+
+    /// `LISTEN` on its own connection and thread: every change on any instance bumps the version.
+    fn start_listener(&self, url: String) -> Result<(), Error> {
+        let weak = Arc::downgrade(&self.0);
+        let stop_weak = weak.clone();
+        std::thread::Builder::new()
+            .name("pg-listen".into())
+            .spawn(move || {
+                store::postgres::listen(
+                    &url,
+                    || {
+                        if let Some(inner) = weak.upgrade() {
+                            inner.version.send_modify(|v| *v = v.wrapping_add(1));
+                        }
+                    },
+                    || stop_weak.upgrade().is_none_or(|inner| *inner.shutdown.borrow()),
+                )
+            })
+            .map(|_| ())
+            .map_err(|e| Error::Internal(format!("listen thread: {e}")))
     }
 
     pub fn now(&self) -> i64 {
@@ -196,16 +232,13 @@ impl App {
     /// Runs `f` on the store in a blocking thread, then records what changed.
     pub async fn db<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store, i64) -> Result<(T, Changes), StoreError> + Send + 'static,
+        f: impl FnOnce(&mut dyn Storage, i64) -> Result<(T, Changes), StoreError> + Send + 'static,
     ) -> Result<T, Error> {
         let store = self.store.clone();
         let now = self.now();
-        let (value, changes) = tokio::task::spawn_blocking(move || {
-            let mut guard = store.lock().map_err(|_| Error::Internal("store lock poisoned".into()))?;
-            f(&mut guard, now).map_err(Error::from)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("store task: {e}")))??;
+        let (value, changes) = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)))
+            .await
+            .map_err(|e| Error::Internal(format!("store task: {e}")))??;
         self.record(&changes);
         Ok(value)
     }
@@ -223,6 +256,11 @@ impl App {
         m.denied.fetch_add(changes.denied, Ordering::Relaxed);
         if changes.any() {
             self.version.send_modify(|v| *v = v.wrapping_add(1));
+        }
+        if let Some(n) = &self.notifier {
+            for a in &changes.events {
+                n.send(a, &self.approval_url(&a.id));
+            }
         }
     }
 
@@ -302,6 +340,9 @@ impl App {
             "# HELP mcp_approvals_bad_requests_total Refused /v1/check requests (400, 413, 415).\n# TYPE mcp_approvals_bad_requests_total counter\nmcp_approvals_bad_requests_total {}\n",
             m.bad_requests.load(Ordering::Relaxed)
         ));
+        if let Some(n) = &self.notifier {
+            out.push_str(&n.metrics_text());
+        }
         Ok(out)
     }
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use mcp_approvals::auth::Approvers;
+use mcp_approvals::notify::NotifyConfig;
+use mcp_approvals::store::Location;
 use mcp_approvals::{check_router, page_router, router, App, Config, SystemClock};
 
 /// Human approval service for mcp-policy-filter: the Envoy filter asks POST /v1/check; approvers
@@ -38,9 +40,27 @@ struct Args {
     /// Days consumed, denied and expired approvals are kept after their last timestamp (0: forever).
     #[arg(long, default_value_t = mcp_approvals::DEFAULT_RETAIN_DAYS)]
     retain_days: u32,
-    /// SQLite database file (created if missing).
-    #[arg(long, default_value = "approvals.sqlite")]
-    db: PathBuf,
+    /// The database: a SQLite file (created if missing; one instance), or a PostgreSQL URL
+    /// postgres://USER:PASSWORD@HOST:PORT/DB (any number of instances on one database).
+    /// Migrations run at start. Also MCP_APPROVALS_DB (keeps a password out of `ps`).
+    #[arg(long, env = "MCP_APPROVALS_DB", default_value = "approvals.sqlite", hide_env_values = true)]
+    db: String,
+    /// Most PostgreSQL connections this instance opens (hold-mode waits hold none).
+    #[arg(long, default_value_t = mcp_approvals::DEFAULT_DB_POOL_SIZE, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    db_pool_size: u32,
+    /// POST a JSON event (Slack-compatible: a `text` field) to URL when an approval opens and when
+    /// it is decided (repeatable). Never blocks a check.
+    #[arg(long = "notify-webhook", value_name = "URL", value_parser = mcp_approvals::notify::parse_webhook)]
+    notify_webhooks: Vec<String>,
+    /// Put the call's arguments into webhook events (left out by default: they may hold secrets).
+    #[arg(long)]
+    notify_include_arguments: bool,
+    /// Timeout of one webhook attempt (3 retries with backoff follow a failure).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    notify_timeout: Duration,
+    /// Delay before the first webhook retry; doubled for each next one (3 retries).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    notify_backoff: Duration,
     /// Base URL approvers open (approval_url = PUBLIC_URL/approvals/ID). Default: http://LISTEN.
     #[arg(long)]
     public_url: Option<String>,
@@ -145,10 +165,18 @@ async fn run(args: Args) -> Result<(), String> {
         max_pending: args.max_pending,
         max_arguments_bytes: args.max_arguments_bytes,
         retain_days: args.retain_days,
+        db_pool_size: args.db_pool_size,
+        notify: NotifyConfig {
+            webhooks: args.notify_webhooks.clone(),
+            include_arguments: args.notify_include_arguments,
+            timeout: args.notify_timeout,
+            backoff: args.notify_backoff,
+        },
         ..Config::new(public_url.clone(), approvers.clone())
     };
-    let app =
-        App::open(&args.db, config, Arc::new(SystemClock)).map_err(|e| format!("--db {}: {e}", args.db.display()))?;
+    let location = Location::parse(&args.db);
+    let db_shown = location.redacted();
+    let app = App::open(location, config, Arc::new(SystemClock)).map_err(|e| format!("--db {db_shown}: {e}"))?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let check_listener = match args.check_listen {
@@ -158,7 +186,7 @@ async fn run(args: Args) -> Result<(), String> {
         None => None,
     };
     tracing::info!(
-        listen = %args.listen, check_listen = ?args.check_listen, db = %args.db.display(), public_url = %public_url,
+        listen = %args.listen, check_listen = ?args.check_listen, db = %db_shown, webhooks = args.notify_webhooks.len(), public_url = %public_url,
         approvers = ?names, max_pending_per_grant = args.max_pending_per_grant,
         max_pending = args.max_pending, max_arguments_bytes = args.max_arguments_bytes, retain_days = args.retain_days,
         "mcp-approvals {} started", env!("CARGO_PKG_VERSION")

@@ -43,9 +43,9 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-fn session(app: &App, headers: &HeaderMap, take_flash: bool) -> Option<(String, Session)> {
+async fn session(app: &App, headers: &HeaderMap, take_flash: bool) -> Option<(String, Session)> {
     let id = session_id(headers)?;
-    let s = app.sessions.get(&id, take_flash)?;
+    let s = app.session_get(&id, take_flash).await?;
     Some((id, s))
 }
 
@@ -603,7 +603,7 @@ pub const GRANTS_SHOWN: u32 = 10;
 /// [`LIST_ARGUMENTS_MAX`] bytes of each card's arguments; the page is rendered after the store is
 /// released, on a blocking thread.
 pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
-    let Some((_, s)) = session(&app, &headers, true) else {
+    let Some((_, s)) = session(&app, &headers, true).await else {
         return redirect("/login");
     };
     let version = app.version();
@@ -689,7 +689,7 @@ fn index_body(s: &Session, pending: &PendingPage, recent: &[Approval], now: i64)
 
 /// `GET /approvals/{id}`: one approval (the `approval_url`).
 pub async fn one(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let Some((_, s)) = session(&app, &headers, true) else {
+    let Some((_, s)) = session(&app, &headers, true).await else {
         let next = if is_approval_id(&id) { format!("/login?next=/approvals/{id}") } else { "/login".into() };
         return redirect(&next);
     };
@@ -745,7 +745,7 @@ fn login_page(next: &str, error: Option<&str>, status: StatusCode) -> Response {
 
 /// `GET /login`.
 pub async fn login_form(State(app): State<App>, headers: HeaderMap, Query(q): Query<NextQuery>) -> Response {
-    if session(&app, &headers, false).is_some() {
+    if session(&app, &headers, false).await.is_some() {
         return redirect(safe_back(&q.next));
     }
     login_page(&q.next, None, StatusCode::OK)
@@ -777,9 +777,9 @@ pub async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<Log
         tokio::time::sleep(Duration::from_millis(300)).await;
         return login_page(&f.next, Some("Wrong name or token."), StatusCode::UNAUTHORIZED);
     };
-    let id = match app.sessions.create(&name) {
+    let id = match app.session_create(&name).await {
         Ok(id) => id,
-        Err(e) => return Error::Internal(e).into_response(),
+        Err(e) => return e.into_response(),
     };
     tracing::info!(approver = ?name, "login");
     let mut res = redirect(safe_back(&f.next));
@@ -797,13 +797,15 @@ pub struct CsrfForm {
 
 /// `POST /logout`.
 pub async fn logout(State(app): State<App>, headers: HeaderMap, Form(f): Form<CsrfForm>) -> Response {
-    let Some((id, s)) = session(&app, &headers, false) else {
+    let Some((id, s)) = session(&app, &headers, false).await else {
         return redirect("/login");
     };
     if !origin_ok(&app, &headers) || !ct_str_eq(&f.csrf, &s.csrf) {
         return forbidden("bad or missing CSRF token");
     }
-    app.sessions.remove(&id);
+    if let Err(e) = app.session_remove(&id).await {
+        return e.into_response();
+    }
     let mut res = redirect("/login");
     if let Ok(v) = HeaderValue::from_str(&cookie(&app, "", 0)) {
         res.headers_mut().insert(header::SET_COOKIE, v);
@@ -830,7 +832,7 @@ pub async fn decision(
     Path(id): Path<String>,
     Form(f): Form<DecisionForm>,
 ) -> Response {
-    let Some((sid, s)) = session(&app, &headers, false) else {
+    let Some((sid, s)) = session(&app, &headers, false).await else {
         return redirect("/login");
     };
     if !origin_ok(&app, &headers) {
@@ -847,6 +849,9 @@ pub async fn decision(
     let note = f.note.trim().to_string();
     if note.len() > MAX_NOTE {
         return (StatusCode::BAD_REQUEST, "note too long").into_response();
+    }
+    if note.contains('\0') {
+        return (StatusCode::BAD_REQUEST, "note must not contain U+0000").into_response();
     }
     let back = safe_back(&f.back).to_string();
     if !is_approval_id(&id) {
@@ -872,13 +877,13 @@ pub async fn decision(
         Ok(Decided::NotFound) => return (StatusCode::NOT_FOUND, "no such approval").into_response(),
         Err(e) => return e.into_response(),
     };
-    app.sessions.set_flash(&sid, msg);
+    app.session_set_flash(&sid, msg).await;
     redirect(&back)
 }
 
 /// `GET /ui/version`: changes whenever an approval is opened, decided, consumed or expired.
 pub async fn version(State(app): State<App>, headers: HeaderMap) -> Response {
-    if session(&app, &headers, false).is_none() {
+    if session(&app, &headers, false).await.is_none() {
         return (StatusCode::UNAUTHORIZED, "login required").into_response();
     }
     // Lazy expiry here too, so pages notice approvals running out.

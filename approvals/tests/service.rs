@@ -1,8 +1,10 @@
 //! The service driven in-process through its axum Router, on a temp-file SQLite database and a
-//! manual clock.
+//! manual clock; or, with `MCP_APPROVALS_TEST_PG` set to a PostgreSQL URL (`make test` runs the
+//! suite both ways, through tests/harness_pg.py), on a fresh PostgreSQL database per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use mcp_approvals::auth::Approvers;
+use mcp_approvals::store::Location;
 use mcp_approvals::{router, App, Config, ManualClock};
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -24,8 +27,40 @@ struct Svc {
     app: App,
     router: Router,
     clock: Arc<ManualClock>,
-    db: PathBuf,
+    db: Location,
     _dir: tempfile::TempDir,
+}
+
+/// The PostgreSQL server of this run (`MCP_APPROVALS_TEST_PG`), if any.
+fn pg_base() -> Option<String> {
+    std::env::var("MCP_APPROVALS_TEST_PG").ok().filter(|s| !s.is_empty())
+}
+
+/// Runs `f` with a client of the server on a thread of its own (the synchronous client must not
+/// run inside the tests' async runtime).
+fn with_pg<T: Send + 'static>(url: String, f: impl FnOnce(&mut postgres::Client) -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        f(&mut c)
+    })
+    .join()
+    .unwrap()
+}
+
+/// A fresh database for one test: a new PostgreSQL database when the run has a server, else a
+/// SQLite file in `dir`.
+fn new_db(dir: &Path) -> Location {
+    static N: AtomicU64 = AtomicU64::new(0);
+    match pg_base() {
+        Some(base) => {
+            let name = format!("t{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+            let create = format!("CREATE DATABASE {name}");
+            with_pg(base.clone(), move |c| c.batch_execute(&create).unwrap());
+            let (prefix, _) = base.rsplit_once('/').unwrap();
+            Location::Postgres(format!("{prefix}/{name}"))
+        }
+        None => Location::Sqlite(dir.join("approvals.sqlite")),
+    }
 }
 
 fn config() -> Config {
@@ -41,9 +76,9 @@ fn svc() -> Svc {
 
 fn svc_with(config: Config) -> Svc {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("approvals.sqlite");
+    let db = new_db(dir.path());
     let clock = ManualClock::new(T0);
-    let app = App::open(&db, config, clock.clone()).unwrap();
+    let app = App::open(db.clone(), config, clock.clone()).unwrap();
     Svc { router: router(app.clone()), app, clock, db, _dir: dir }
 }
 
@@ -397,7 +432,7 @@ async fn approvals_survive_a_restart() {
     drop(old_router);
     drop(app);
     let clock = ManualClock::new(T0 + 10);
-    let app = App::open(&db, config(), clock.clone()).unwrap();
+    let app = App::open(db.clone(), config(), clock.clone()).unwrap();
     let s2 = Svc { router: router(app.clone()), app, clock, db, _dir };
     assert_eq!(
         check(&s2, &k).await,
@@ -412,19 +447,44 @@ async fn approvals_survive_a_restart() {
 async fn one_pending_per_key_in_the_schema() {
     let s = svc();
     check(&s, &grant(16)).await;
-    let conn = rusqlite::Connection::open(&s.db).unwrap();
-    let err = conn
-        .execute(
-            "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, expires_in, \
-             expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
-            [key_of(&grant(16), "start_vm", r#"{"vmid":100}"#)],
-        )
-        .unwrap_err();
-    assert!(err.to_string().contains("UNIQUE"), "{err}");
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-    assert_eq!(mode, "wal");
+    let key = key_of(&grant(16), "start_vm", r#"{"vmid":100}"#);
+    match &s.db {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            let err = conn
+                .execute(
+                    "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, \
+                     expires_in, expires_at) VALUES ('apr_x', ?1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
+                    [key],
+                )
+                .unwrap_err();
+            assert!(err.to_string().contains("UNIQUE"), "{err}");
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+            assert_eq!(version, 3);
+            let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+            assert_eq!(mode, "wal");
+        }
+        Location::Postgres(url) => {
+            let (err, versions) = with_pg(url.clone(), move |c| {
+                let err = c
+                    .execute(
+                        "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, created_at, \
+                         expires_in, expires_at) VALUES ('apr_x', $1, 'pending', 'g', 't', '{}', '', 0, 1, 1)",
+                        &[&key],
+                    )
+                    .unwrap_err();
+                let versions: Vec<i64> = c
+                    .query("SELECT version FROM mcp_approvals_migrations ORDER BY version", &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                (err.as_db_error().unwrap().constraint().map(str::to_string), versions)
+            });
+            assert_eq!(err.as_deref(), Some("approvals_one_pending_per_key"));
+            assert_eq!(versions, vec![2, 3]);
+        }
+    }
 }
 
 #[tokio::test]
@@ -1227,65 +1287,7 @@ async fn a_schema_1_file_is_migrated() {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((v, gid.as_str()), (2, ""));
-}
-
-#[derive(Clone, Default)]
-struct LogBuf(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuf {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn request_values_cannot_forge_log_lines() {
-    let buf = LogBuf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // Other tests, on other threads and with no subscriber, may have cached "never" for these
-    // callsites; recompute their interest now that this thread has one (else lines go missing).
-    tracing::callsite::rebuild_interest_cache();
-    let s = svc();
-    let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
-    let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
-    b["tool"] = json!(forged);
-    b["grant"] = json!("g\r\nINFO forged");
-    b["request_id"] = json!("r\nINFO forged");
-    let r = check_raw(&s, sign(b)).await;
-    let id = id_of(&r.json());
-    assert_eq!(approve(&s, &id, "ok\nINFO approval decided note=forged").await.status, StatusCode::OK);
-    let mut bad = check_body(&grant(62), json!({}), 600, 0);
-    bad["tool"] = json!("");
-    check_raw(&s, bad).await;
-    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines,
-        vec![
-            format!(
-                " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
-            ),
-            format!(
-                " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
-            ),
-            " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
-        ]
-    );
+    assert_eq!((v, gid.as_str()), (3, ""));
 }
 
 // ---- second red-team pass: click-jacking window, numbers, whitespace, flooding ----
@@ -1510,9 +1512,9 @@ async fn arguments_over_the_limit_are_413() {
 
 #[test]
 fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
-    use mcp_approvals::store::{CheckInput, Store};
+    use mcp_approvals::store::{Backend, CheckInput};
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("a.sqlite")).unwrap();
+    let backend = Backend::open(&new_db(dir.path()), 2).unwrap();
     // 4094 ASCII bytes then 3-byte characters: byte 4096 is inside the first one.
     let long = format!("[\"{}{}\"]", "x".repeat(4092), "\u{2028}".repeat(40_000));
     let short = "{\"vmid\":1}".to_string();
@@ -1527,9 +1529,9 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             expires_in: 600,
             reason: String::new(),
         };
-        store.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000).unwrap();
+        backend.with(|st| st.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000)).unwrap();
     }
-    let (page, _) = store.pending(T0 + 2, 200, 4096, 10).unwrap();
+    let (page, _) = backend.with(|st| st.pending(T0 + 2, 200, 4096, 10)).unwrap();
     let got: Vec<(&str, usize)> =
         page.list.iter().map(|l| (l.approval.arguments.as_str(), l.arguments_bytes)).collect();
     let cut = format!("[\"{}", "x".repeat(4092));
@@ -1630,4 +1632,147 @@ async fn the_heading_counts_pending_approvals_per_grant() {
         tail[..8].join(" · ")
     );
     assert!(html.contains(&want), "{html}");
+}
+
+/// A second instance on the same database (PostgreSQL) or file (SQLite), sharing the clock.
+fn second_instance(s: &Svc) -> Svc {
+    let app = App::open(s.db.clone(), config(), s.clock.clone()).unwrap();
+    Svc {
+        router: router(app.clone()),
+        app,
+        clock: s.clock.clone(),
+        db: s.db.clone(),
+        _dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_stored_hashed_survive_a_restart_and_end_at_logout() {
+    let s = svc();
+    let cookie = login(&s, "alice", ALICE).await;
+    let sid = cookie.split_once('=').unwrap().1.to_string();
+    let page = send(&s.router, get("/", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let csrf = csrf_of(&page.body);
+    // The id itself is not stored, only its SHA-256.
+    let stored_hash = {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(sid.as_bytes());
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let stored: Vec<String> = match &s.db {
+        Location::Sqlite(p) => {
+            let c = rusqlite::Connection::open(p).unwrap();
+            let mut st = c.prepare("SELECT id_hash FROM sessions").unwrap();
+            st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        }
+        Location::Postgres(url) => with_pg(url.clone(), |c| {
+            c.query("SELECT id_hash FROM sessions", &[]).unwrap().iter().map(|r| r.get(0)).collect()
+        }),
+    };
+    assert_eq!(stored, vec![stored_hash]);
+    // A restart keeps the session (and its CSRF token).
+    let db = s.db.clone();
+    let clock = s.clock.clone();
+    let Svc { app, router: old, _dir, .. } = s;
+    drop(old);
+    drop(app);
+    let app = App::open(db.clone(), config(), clock.clone()).unwrap();
+    let s = Svc { router: router(app.clone()), app, clock, db, _dir };
+    let r = send(&s.router, get("/", Some(&cookie))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(csrf_of(&r.body), csrf);
+    // A second instance on the same database accepts it too; logout there ends it everywhere.
+    let b = second_instance(&s);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::OK);
+    let out = send(&b.router, form("/logout", Some(&cookie), &[("csrf", &csrf)])).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(send(&s.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+    // Sessions expire after 12 hours.
+    let cookie = login(&s, "alice", ALICE).await;
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::OK);
+    s.clock.advance(12 * 3600);
+    assert_eq!(send(&b.router, get("/ui/version", Some(&cookie))).await.status, StatusCode::UNAUTHORIZED);
+}
+
+/// PostgreSQL only: a hold-mode check waiting on one instance is woken by a decision made on
+/// another (LISTEN/NOTIFY), not by its own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
+    if pg_base().is_none() {
+        // One SQLite file serves one instance: nothing to wake across processes.
+        return;
+    }
+    let a = svc();
+    let b = second_instance(&a);
+    let k = grant(70);
+    let id = id_of(&check(&a, &k).await);
+    let router = a.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
+    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!held.is_finished());
+    let decided = std::time::Instant::now();
+    assert_eq!(approve(&b, &id, "from b").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
+    let waited = decided.elapsed();
+    assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
+    assert!(waited < Duration::from_secs(3), "woken {waited:?} after the decision");
+}
+
+#[tokio::test]
+async fn nul_characters_are_refused_on_every_store() {
+    let s = svc();
+    let mut b = check_body(&grant(71), json!({"vmid": 100}), 600, 0);
+    b["tool"] = json!("start\u{0}vm");
+    let r = check_raw(&s, sign(b)).await;
+    assert_eq!((r.status, r.json()), (StatusCode::BAD_REQUEST, json!({"error": "tool: must not contain U+0000"})));
+    let mut b = check_body(&grant(71), json!({"vmid": 100}), 600, 0);
+    b["reason"] = json!("a\u{0}");
+    assert_eq!(check_raw(&s, b).await.status, StatusCode::BAD_REQUEST);
+    // In the arguments it is an escape sequence, kept verbatim.
+    let r = check_raw(&s, check_body(&grant(71), json!({"s": "a\u{0}b"}), 600, 0)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let id = id_of(&r.json());
+    let r = approve(&s, &id, "x\u{0}").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(all_approvals(&s).await["approvals"][0]["arguments"], json!({"s": "a\u{0}b"}));
+}
+
+/// PostgreSQL only: the LISTEN connection is killed by the server; the instance reconnects and
+/// cross-instance wake-ups keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_mode_wakeups_survive_a_lost_listen_connection() {
+    let Some(base) = pg_base() else {
+        return;
+    };
+    let a = svc();
+    let b = second_instance(&a);
+    let Location::Postgres(url) = a.db.clone() else { unreachable!() };
+    let db = url.rsplit_once('/').unwrap().1.to_string();
+    let killed = with_pg(base, move |c| {
+        c.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'mcp-approvals listen' AND datname = $1",
+            &[&db],
+        )
+        .unwrap()
+        .len()
+    });
+    assert_eq!(killed, 2, "one LISTEN connection per instance");
+    // Reconnects after 0.1 s (the first backoff step); give it time.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let k = grant(72);
+    let id = id_of(&check(&a, &k).await);
+    let router = a.router.clone();
+    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
+    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!held.is_finished());
+    let decided = std::time::Instant::now();
+    assert_eq!(approve(&b, &id, "after reconnect").await.status, StatusCode::OK);
+    let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
+    assert_eq!(v["status"], "approved");
+    assert!(decided.elapsed() < Duration::from_secs(3), "woken {:?} after the decision", decided.elapsed());
 }

@@ -25,10 +25,11 @@ use metrics::Metrics;
 use crate::approval::{self, Answer};
 use crate::config;
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
+use crate::held;
 use crate::http;
 use crate::json::Json;
-use crate::policy::Policy;
-use crate::ratelimit::{self, Limiter, SharedStore, StoreError};
+use crate::policy::{ApprovalService, Policy};
+use crate::ratelimit::{self, GrantId, Limiter, SharedStore, StoreError};
 use crate::reply::{code, Reply, RpcError};
 use crate::toolslist;
 
@@ -156,6 +157,7 @@ impl RootContext for Root {
             request_id: None,
             approval: None,
             session_grant: None,
+            held: None,
             rls: None,
         }))
     }
@@ -188,6 +190,9 @@ struct Filter {
     approval: Option<(u32, PendingApproval)>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
     session_grant: Option<crate::ratelimit::GrantId>,
+    /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
+    /// count's lease in ms; given back when the callout answers or the stream ends.
+    held: Option<(GrantId, u64)>,
     /// The request held while the rate limit service is asked, with the callout's token.
     rls: Option<(u32, crate::rls::Pending)>,
 }
@@ -223,6 +228,7 @@ impl Context for Filter {
             self.approval = Some((token, pending));
             return;
         }
+        self.release_held();
         let Some(policy) = self.policy.clone() else {
             self.unconfigured();
             return;
@@ -248,6 +254,45 @@ impl Context for Filter {
 }
 
 impl Filter {
+    /// The `wait_seconds` of a callout: in hold mode, the service's wait when the grant holds fewer
+    /// than `max_held_per_grant` callouts (the slot is taken), else 0 (asked without waiting, so
+    /// the call gets `approval_required` or its decision at once).
+    fn hold_slot(&mut self, svc: &ApprovalService, pending: &PendingApproval) -> u64 {
+        let wait = svc.wait_seconds();
+        if wait == 0 {
+            return 0;
+        }
+        let lease = svc.timeout_ms.saturating_add(5_000);
+        match held::reserve(&HostStore, &pending.grant_id, svc.max_held_per_grant, now_ms(), lease) {
+            held::Reserve::Held => {
+                self.held = Some((pending.grant_id, lease));
+                wait
+            }
+            r => {
+                info!(
+                    "[ctx {}] approval of tool '{}' asked without waiting: grant {} ({r:?}, max_held_per_grant {})",
+                    self.id,
+                    gate::log_safe(&pending.tool),
+                    pending.grant_label,
+                    svc.max_held_per_grant
+                );
+                0
+            }
+        }
+    }
+
+    /// Gives back the held-callout slot this stream took, if any.
+    fn release_held(&mut self) {
+        if let Some((grant, lease)) = self.held.take() {
+            if !held::release(&HostStore, &grant, now_ms(), lease) {
+                warn!(
+                    "[ctx {}] could not give back a held approval slot (shared data); it heals after {lease} ms",
+                    self.id
+                );
+            }
+        }
+    }
+
     /// Hold the request and ask the approval service (`dispatch_http_call` to `gateway.approval`'s
     /// cluster); [`Context::on_http_call_response`] finishes it. A callout that cannot start refuses
     /// the call (`approval_unavailable`).
@@ -258,7 +303,8 @@ impl Filter {
             let answer = Answer::Unavailable("no approval service is configured".into());
             return self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
         };
-        let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), svc.wait_seconds());
+        let wait = self.hold_slot(svc, &pending);
+        let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), wait);
         let length = body.len().to_string();
         let mut headers: Vec<(&str, &str)> = vec![
             (":method", "POST"),
@@ -280,6 +326,7 @@ impl Filter {
                 Action::Pause
             }
             Err(s) => {
+                self.release_held();
                 let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
                 warn!("[ctx {}] approval callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
                 self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()))
@@ -629,6 +676,7 @@ impl HttpContext for Filter {
         // The stream ended while its approval was being asked (client gone): the call never goes
         // upstream, so its reserved quota goes back.
         if let Some((_, pending)) = self.approval.take() {
+            self.release_held();
             if let (Some(policy), Some(adm)) = (self.policy.as_ref(), pending.admission.as_ref()) {
                 let max_tracked_grants = policy.gateway.max_tracked_grants;
                 Limiter { store: &HostStore, now_ms: now_ms(), max_tracked_grants }.give_back(adm);

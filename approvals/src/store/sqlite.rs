@@ -1,15 +1,14 @@
-//! The SQLite store: one table of approvals, every state change in one transaction.
-//!
-//! All functions take `now` (Unix seconds) from the caller's [`crate::Clock`], so tests control
-//! time. Expiry is applied lazily at the start of every transaction ([`Store::expire`]), so
-//! correctness never depends on the background task that also calls it.
+//! The SQLite store (`--db PATH`): one file, every state change in one `BEGIN IMMEDIATE`
+//! transaction, so checks and decisions are serialized by SQLite itself.
 
 use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
-/// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+use super::{
+    utf8_prefix, Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, Listed, PendingPage, Result, State,
+    Storage, StoreError, StoredSession, SCHEMA_VERSION,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -42,6 +41,19 @@ CREATE INDEX IF NOT EXISTS approvals_by_decided ON approvals (decided_at);
 CREATE INDEX IF NOT EXISTS approvals_pending_by_grant ON approvals (grant_id) WHERE state = 'pending';
 ";
 
+/// Schema 3: approver sessions, stored under the SHA-256 of their id.
+const SESSIONS: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    id_hash    TEXT PRIMARY KEY,
+    approver   TEXT NOT NULL,
+    csrf       TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    flash      TEXT
+) STRICT;
+CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
+";
+
 const COLUMNS: &str = "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
                        expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id";
 
@@ -62,243 +74,52 @@ fn listed_columns(prefix: usize) -> String {
     )
 }
 
-/// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
-fn utf8_prefix(bytes: Vec<u8>) -> String {
-    match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            String::from_utf8(bytes).unwrap_or_default()
-        }
-    }
+fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
+    approval_row_with(row, row.get(5)?)
 }
 
-/// The lifecycle of an approval (API.md, "States").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Pending,
-    Approved,
-    Denied,
-    Consumed,
-    Expired,
+fn approval_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Approval> {
+    let state: String = row.get(2)?;
+    let state = State::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
+    })?;
+    Ok(Approval {
+        id: row.get(0)?,
+        key: row.get(1)?,
+        state,
+        grant: row.get(3)?,
+        tool: row.get(4)?,
+        arguments,
+        request_id: row.get(6)?,
+        reason: row.get(7)?,
+        created_at: row.get(8)?,
+        expires_in: row.get(9)?,
+        expires_at: row.get(10)?,
+        decided_at: row.get(11)?,
+        approver: row.get(12)?,
+        note: row.get(13)?,
+        consumed_at: row.get(14)?,
+        consumed_request_id: row.get(15)?,
+        grant_id: row.get(16)?,
+    })
+}
+fn listed_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
+    let prefix: Vec<u8> = row.get(5)?;
+    let bytes: i64 = row.get(17)?;
+    Ok(Listed {
+        approval: approval_row_with(row, utf8_prefix(prefix))?,
+        arguments_bytes: usize::try_from(bytes).unwrap_or(0),
+    })
 }
 
-impl State {
-    pub const ALL: [State; 5] = [State::Pending, State::Approved, State::Denied, State::Consumed, State::Expired];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "pending",
-            State::Approved => "approved",
-            State::Denied => "denied",
-            State::Consumed => "consumed",
-            State::Expired => "expired",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<State> {
-        State::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-}
-
-/// One row of the approvals table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Approval {
-    pub id: String,
-    pub key: String,
-    pub state: State,
-    pub grant: String,
-    pub tool: String,
-    /// The call's arguments as JSON text.
-    pub arguments: String,
-    /// The request id of the check that opened it.
-    pub request_id: String,
-    pub reason: String,
-    pub created_at: i64,
-    pub expires_in: i64,
-    pub expires_at: i64,
-    pub decided_at: Option<i64>,
-    pub approver: Option<String>,
-    pub note: String,
-    pub consumed_at: Option<i64>,
-    pub consumed_request_id: Option<String>,
-    /// Hex SHA-256 of the agent's credential ("" for rows written before schema 2).
-    pub grant_id: String,
-}
-
-impl Approval {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
-        Approval::from_row_with(row, row.get(5)?)
-    }
-
-    fn from_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Approval> {
-        let state: String = row.get(2)?;
-        let state = State::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
-        })?;
-        Ok(Approval {
-            id: row.get(0)?,
-            key: row.get(1)?,
-            state,
-            grant: row.get(3)?,
-            tool: row.get(4)?,
-            arguments,
-            request_id: row.get(6)?,
-            reason: row.get(7)?,
-            created_at: row.get(8)?,
-            expires_in: row.get(9)?,
-            expires_at: row.get(10)?,
-            decided_at: row.get(11)?,
-            approver: row.get(12)?,
-            note: row.get(13)?,
-            consumed_at: row.get(14)?,
-            consumed_request_id: row.get(15)?,
-            grant_id: row.get(16)?,
-        })
-    }
-}
-
-/// An approval as a list page shows it: at most a prefix of its arguments, and their size.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    /// The row; `arguments` holds only the first bytes asked for (cut at a character boundary).
-    pub approval: Approval,
-    /// Size of the arguments in all, in bytes.
-    pub arguments_bytes: usize,
-}
-
-impl Listed {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
-        let prefix: Vec<u8> = row.get(5)?;
-        let bytes: i64 = row.get(17)?;
-        Ok(Listed {
-            approval: Approval::from_row_with(row, utf8_prefix(prefix))?,
-            arguments_bytes: usize::try_from(bytes).unwrap_or(0),
-        })
-    }
-
-    /// Whether `approval.arguments` holds all of them.
-    pub fn complete(&self) -> bool {
-        self.approval.arguments.len() == self.arguments_bytes
-    }
-}
-
-/// How many pending approvals one grant has open.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GrantCount {
-    pub grant_id: String,
-    /// A grant label of its pending approvals (the greatest, should the filter have sent several).
-    pub grant: String,
-    pub pending: i64,
-}
-
-/// The approvers' queue (`GET /`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingPage {
-    /// The oldest pending approvals, oldest first, arguments cut to a prefix.
-    pub list: Vec<Listed>,
-    /// Pending approvals in all.
-    pub total: i64,
-    /// The grants with the most pending approvals, most first (at most the number asked for).
-    pub grants: Vec<GrantCount>,
-    /// Grants with pending approvals in all.
-    pub grants_total: i64,
-}
-
-/// A validated `/v1/check` request.
-#[derive(Clone, Debug)]
-pub struct CheckInput {
-    /// Recomputed from `grant_id`, `tool` and `arguments` by the service (never trusted as sent).
-    pub key: String,
-    /// Hex SHA-256 of the agent's credential.
-    pub grant_id: String,
-    pub grant: String,
-    pub tool: String,
-    /// JSON text of the arguments.
-    pub arguments: String,
-    pub request_id: String,
-    pub expires_in: i64,
-    pub reason: String,
-}
-
-/// The answer to a check (API.md steps 1-4).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CheckOutcome {
-    /// Step 1: an approved approval was consumed by this check.
-    Approved { approval: Approval },
-    /// Step 2: a current denial.
-    Denied { approval: Approval },
-    /// Steps 3-4: pending (`opened` when this check opened it).
-    Pending { approval: Approval, opened: bool },
-    /// Step 4 refused: the grant already has `pending` open approvals (the per-grant cap).
-    TooManyPending { pending: i64 },
-    /// Step 4 refused: `pending` approvals are open in all (the global cap).
-    TooManyPendingInAll { pending: i64 },
-}
-
-/// What changed in one transaction, for metrics, logs and the UI version.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    pub expired: Vec<Approval>,
-    pub opened: u64,
-    pub consumed: u64,
-    pub approved: u64,
-    pub denied: u64,
-}
-
-impl Changes {
-    pub fn any(&self) -> bool {
-        !self.expired.is_empty() || self.opened + self.consumed + self.approved + self.denied > 0
-    }
-}
-
-/// The result of an approver's decision.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decided {
-    Ok(Approval),
-    NotFound,
-    /// Not pending (already decided, consumed or expired): the row as it is.
-    NotPending(Approval),
-}
-
-pub struct Store {
+pub struct SqliteStore {
     conn: Connection,
 }
 
-#[derive(Debug)]
-pub enum StoreError {
-    Sqlite(rusqlite::Error),
-    /// The file was written by a newer mcp-approvals.
-    NewerSchema(i64),
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
-            StoreError::NewerSchema(v) => write!(
-                f,
-                "database schema version {v} is newer than this mcp-approvals supports ({SCHEMA_VERSION}); upgrade mcp-approvals"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sqlite(e)
-    }
-}
-
-pub type Result<T> = std::result::Result<T, StoreError>;
-
-impl Store {
-    /// Opens (creating if needed) the database file: WAL mode, schema created or checked.
-    pub fn open(path: &Path) -> Result<Store> {
+impl SqliteStore {
+    /// Opens (creating if needed) the database file: WAL mode, then the migrations it lacks,
+    /// in one transaction (`PRAGMA user_version` is the schema version).
+    pub fn open(path: &Path) -> Result<SqliteStore> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // The journal mode pragma answers with the mode in force.
@@ -308,15 +129,21 @@ impl Store {
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema(version));
         }
-        // Schema 1 -> 2: the grant id column (the new index needs it before SCHEMA runs).
-        let migrate =
-            if version == 1 { "ALTER TABLE approvals ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';" } else { "" };
-        conn.execute_batch(&format!("BEGIN; {migrate} {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
-        Ok(Store { conn })
-    }
-
-    pub fn schema_version(&self) -> Result<i64> {
-        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        let mut steps = String::new();
+        // 0 -> 2: the approvals table as of schema 2 (a new file). 1 -> 2: the grant id column
+        // (the new index needs it before SCHEMA runs).
+        if version == 1 {
+            steps.push_str("ALTER TABLE approvals ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';");
+        }
+        if version < 2 {
+            steps.push_str(SCHEMA);
+        }
+        // 2 -> 3: approver sessions.
+        if version < 3 {
+            steps.push_str(SESSIONS);
+        }
+        conn.execute_batch(&format!("BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
+        Ok(SqliteStore { conn })
     }
 
     /// Marks pending and approved approvals past their expiry as `expired`.
@@ -325,30 +152,36 @@ impl Store {
             "UPDATE approvals SET state = 'expired' WHERE state IN ('pending', 'approved') AND expires_at <= ?1 \
              RETURNING {COLUMNS_NO_ARGUMENTS}"
         ))?;
-        let rows = stmt.query_map([now], Approval::from_row)?;
+        let rows = stmt.query_map([now], approval_row)?;
         let mut expired = rows.collect::<rusqlite::Result<Vec<_>>>()?;
         // RETURNING gives the new state already; keep the order stable for logs.
         expired.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(expired)
     }
 
+    fn find(tx: &Connection, sql_where: &str, params: impl rusqlite::Params) -> rusqlite::Result<Option<Approval>> {
+        let mut stmt = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE {sql_where}"))?;
+        stmt.query_row(params, approval_row).optional()
+    }
+}
+
+impl Storage for SqliteStore {
+    fn schema_version(&mut self) -> Result<i64> {
+        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
     /// The background expiry and the lazy one before reads.
-    pub fn expire(&mut self, now: i64) -> Result<Changes> {
+    fn expire(&mut self, now: i64) -> Result<Changes> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let expired = Self::expire_in(&tx, now)?;
         tx.commit()?;
         Ok(Changes { expired, ..Changes::default() })
     }
 
-    fn find(tx: &Connection, sql_where: &str, params: impl rusqlite::Params) -> rusqlite::Result<Option<Approval>> {
-        let mut stmt = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE {sql_where}"))?;
-        stmt.query_row(params, Approval::from_row).optional()
-    }
-
     /// API.md `/v1/check` steps 1-4 in one transaction. `new_id` is used only when a new pending
     /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending
     /// and fewer than `max_pending` are pending in all.
-    pub fn check(
+    fn check(
         &mut self,
         input: &CheckInput,
         now: i64,
@@ -456,19 +289,13 @@ impl Store {
         )?;
         tx.commit()?;
         changes.opened = 1;
+        changes.events.push(approval.clone());
         Ok((CheckOutcome::Pending { approval, opened: true }, changes))
     }
 
     /// An approver approves (`approve`) or denies a pending approval. The decision stays current
     /// for `expires_in` seconds from now.
-    pub fn decide(
-        &mut self,
-        id: &str,
-        approve: bool,
-        approver: &str,
-        note: &str,
-        now: i64,
-    ) -> Result<(Decided, Changes)> {
+    fn decide(&mut self, id: &str, approve: bool, approver: &str, note: &str, now: i64) -> Result<(Decided, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut changes = Changes { expired: Self::expire_in(&tx, now)?, ..Changes::default() };
         let Some(approval) = Self::find(&tx, "id = ?1", [id])? else {
@@ -494,6 +321,7 @@ impl Store {
                 } else {
                     changes.denied = 1;
                 }
+                changes.events.push(a.clone());
                 Ok((Decided::Ok(a), changes))
             }
             Some(a) => Ok((Decided::NotPending(a), changes)),
@@ -502,7 +330,7 @@ impl Store {
     }
 
     /// One approval (expiry applied first).
-    pub fn get(&mut self, id: &str, now: i64) -> Result<(Option<Approval>, Changes)> {
+    fn get(&mut self, id: &str, now: i64) -> Result<(Option<Approval>, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let expired = Self::expire_in(&tx, now)?;
         let a = Self::find(&tx, "id = ?1", [id])?;
@@ -511,7 +339,7 @@ impl Store {
     }
 
     /// Approvals in `state` (all when `None`), newest first, at most `limit`.
-    pub fn list(&mut self, state: Option<State>, limit: u32, now: i64) -> Result<(Vec<Approval>, Changes)> {
+    fn list(&mut self, state: Option<State>, limit: u32, now: i64) -> Result<(Vec<Approval>, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let expired = Self::expire_in(&tx, now)?;
         let list = {
@@ -519,7 +347,7 @@ impl Store {
                 "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) \
                  ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             ))?;
-            let rows = stmt.query_map(params![state.map(State::as_str), limit], Approval::from_row)?;
+            let rows = stmt.query_map(params![state.map(State::as_str), limit], approval_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()?
         };
         tx.commit()?;
@@ -530,7 +358,7 @@ impl Store {
     /// the bottom), each with at most the first `prefix` bytes of its arguments; how many are
     /// pending in all; and the `top_grants` grants with the most pending approvals. Never reads
     /// more than `prefix` bytes of arguments per row.
-    pub fn pending(&mut self, now: i64, limit: u32, prefix: usize, top_grants: u32) -> Result<(PendingPage, Changes)> {
+    fn pending(&mut self, now: i64, limit: u32, prefix: usize, top_grants: u32) -> Result<(PendingPage, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let expired = Self::expire_in(&tx, now)?;
         let list = {
@@ -539,7 +367,7 @@ impl Store {
                  ORDER BY created_at ASC, rowid ASC LIMIT ?2",
                 listed_columns(prefix)
             ))?;
-            let rows = stmt.query_map(params![now, limit], Listed::from_row)?;
+            let rows = stmt.query_map(params![now, limit], listed_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()?
         };
         let (total, grants_total): (i64, i64) = tx.query_row(
@@ -563,19 +391,20 @@ impl Store {
 
     /// The most recent `limit` decided approvals (by an approver: `decided_at` set; approvals that
     /// expired undecided are not decisions), newest first. Their arguments are not read (`""`).
-    pub fn recent(&mut self, limit: u32) -> Result<Vec<Approval>> {
+    fn recent(&mut self, limit: u32) -> Result<Vec<Approval>> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {COLUMNS_NO_ARGUMENTS} FROM approvals WHERE decided_at IS NOT NULL \
              ORDER BY COALESCE(consumed_at, decided_at) DESC, rowid DESC LIMIT ?1"
         ))?;
-        let rows = stmt.query_map([limit], Approval::from_row)?;
+        let rows = stmt.query_map([limit], approval_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Retention: deletes consumed, denied and expired approvals whose last timestamp (the latest
     /// of opened, decided, used and expiry) is more than `retain_days` days before `now`.
     /// `retain_days` 0 keeps everything. Returns the number of rows deleted.
-    pub fn purge(&mut self, now: i64, retain_days: u32) -> Result<usize> {
+    fn purge(&mut self, now: i64, retain_days: u32) -> Result<usize> {
+        self.conn.execute("DELETE FROM sessions WHERE expires_at <= ?1", [now])?;
         if retain_days == 0 {
             return Ok(0);
         }
@@ -589,7 +418,7 @@ impl Store {
     }
 
     /// Count of unexpired pending approvals (the metrics gauge).
-    pub fn pending_count(&self, now: i64) -> Result<i64> {
+    fn pending_count(&mut self, now: i64) -> Result<i64> {
         Ok(self.conn.query_row(
             "SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > ?1",
             [now],
@@ -598,8 +427,42 @@ impl Store {
     }
 
     /// A cheap liveness probe of the database.
-    pub fn ping(&self) -> Result<()> {
+    fn ping(&mut self) -> Result<()> {
         let _: i64 = self.conn.query_row("SELECT 1", [], |r| r.get(0))?;
+        Ok(())
+    }
+
+    fn session_create(&mut self, id_hash: &str, session: &StoredSession, now: i64) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO sessions (id_hash, approver, csrf, created_at, expires_at, flash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![id_hash, session.approver, session.csrf, now, session.expires_at, session.flash],
+        )?;
+        Ok(())
+    }
+
+    fn session_get(&mut self, id_hash: &str, now: i64, take_flash: bool) -> Result<Option<StoredSession>> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found = tx
+            .query_row(
+                "SELECT approver, csrf, expires_at, flash FROM sessions WHERE id_hash = ?1 AND expires_at > ?2",
+                params![id_hash, now],
+                |r| Ok(StoredSession { approver: r.get(0)?, csrf: r.get(1)?, expires_at: r.get(2)?, flash: r.get(3)? }),
+            )
+            .optional()?;
+        if take_flash && found.as_ref().is_some_and(|s| s.flash.is_some()) {
+            tx.execute("UPDATE sessions SET flash = NULL WHERE id_hash = ?1", [id_hash])?;
+        }
+        tx.commit()?;
+        Ok(found)
+    }
+
+    fn session_set_flash(&mut self, id_hash: &str, flash: &str) -> Result<()> {
+        self.conn.execute("UPDATE sessions SET flash = ?2 WHERE id_hash = ?1", params![id_hash, flash])?;
+        Ok(())
+    }
+
+    fn session_remove(&mut self, id_hash: &str) -> Result<()> {
+        self.conn.execute("DELETE FROM sessions WHERE id_hash = ?1", [id_hash])?;
         Ok(())
     }
 }

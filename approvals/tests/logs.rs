@@ -1,0 +1,122 @@
+//! Log lines of the service: request-derived values cannot forge a line. A test binary of its
+//! own: it installs a thread-local tracing subscriber, and tracing's callsite interest is
+//! process-wide, so tests logging on other threads at the same time made it flaky.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use mcp_approvals::auth::Approvers;
+use mcp_approvals::{router, App, Config, ManualClock};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const ALICE: &str = "alice-token-0123456789";
+
+fn grant(n: u8) -> String {
+    format!("{:02x}", n).repeat(32)
+}
+
+fn sign(mut b: Value) -> Value {
+    let grant_id = b["grant_id"].as_str().unwrap().to_string();
+    let mut g = [0u8; 32];
+    for (i, x) in g.iter_mut().enumerate() {
+        *x = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let args = mcp_policy_filter::json::parse(b["arguments"].to_string().as_bytes()).unwrap();
+    b["key"] = json!(mcp_policy_filter::approval::key(&g, b["tool"].as_str().unwrap(), Some(&args)));
+    b
+}
+
+fn check_body(grant_id: &str, arguments: Value, expires: i64, wait: i64) -> Value {
+    sign(json!({
+        "grant_id": grant_id, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
+        "request_id": "req-1", "expires_in_seconds": expires, "wait_seconds": wait, "reason": "needs a human"
+    }))
+}
+
+async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let res = router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn check_raw(r: &Router, body: Value) -> Value {
+    let req = Request::post("/v1/check").header(header::CONTENT_TYPE, "application/json").body(body.to_string().into());
+    send(r, req.unwrap()).await.1
+}
+
+async fn approve(r: &Router, id: &str, note: &str) -> StatusCode {
+    let req = Request::post(format!("/v1/approvals/{id}/approve"))
+        .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
+        .body(Body::from(json!({"note": note}).to_string()))
+        .unwrap();
+    send(r, req).await.0
+}
+
+#[derive(Clone, Default)]
+struct LogBuf(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn request_values_cannot_forge_log_lines() {
+    let buf = LogBuf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let dir = tempfile::tempdir().unwrap();
+    let mut approvers = Approvers::default();
+    approvers.add_spec(&format!("alice={ALICE}")).unwrap();
+    let app = App::open(
+        &dir.path().join("a.sqlite"),
+        Config::new("http://approvals.test", approvers),
+        ManualClock::new(1_764_500_000),
+    )
+    .unwrap();
+    let r = router(app);
+    let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
+    let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
+    b["tool"] = json!(forged);
+    b["grant"] = json!("g\r\nINFO forged");
+    b["request_id"] = json!("r\nINFO forged");
+    let id = check_raw(&r, sign(b)).await["approval_id"].as_str().unwrap().to_string();
+    assert_eq!(approve(&r, &id, "ok\nINFO approval decided note=forged").await, StatusCode::OK);
+    let mut bad = check_body(&grant(62), json!({}), 600, 0);
+    bad["tool"] = json!("");
+    check_raw(&r, bad).await;
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!(
+                " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
+                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
+            ),
+            format!(
+                " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
+                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
+            ),
+            " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
+        ]
+    );
+}

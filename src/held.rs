@@ -1,0 +1,158 @@
+//! The per-grant cap on held approval callouts (hold mode, `gateway.approval.max_held_per_grant`).
+//!
+//! In hold mode every waiting call holds one callout to the approval service. Without a cap, one
+//! grant that opens thousands of waiting calls (or opens and resets HTTP/2 streams fast) fills the
+//! approvals cluster's circuit breaker and the service's waiters for every other grant. The count
+//! of one grant's held callouts lives in proxy-wasm shared data (one key per grant, per Envoy
+//! process and `vm_id`, shared by all workers), changed by compare-and-swap:
+//!
+//! - [`reserve`] before a hold-mode callout: under the cap the count goes up and the callout may
+//!   hold; at the cap the call is asked without waiting (the service answers at once, so the call
+//!   gets `approval_required` or its decision, never a held slot);
+//! - [`release`] when the callout answers, or when the stream ends first (a reset cancels the
+//!   callout): the count goes down.
+//!
+//! A value also records when it last changed. Every held callout ends within the callout timeout,
+//! so a count untouched for longer than `lease_ms` is stale (a VM that crashed or was reloaded while
+//! holding) and counts as 0. The first reservation of a grant races with one on another worker
+//! (creating a key cannot be a compare-and-swap): at most one increment per worker can be lost
+//! then, so the cap may be passed by the number of workers minus one for that grant, once.
+
+use crate::ratelimit::{hex, GrantId, SharedStore, StoreError, PREFIX};
+
+/// `gateway.approval.max_held_per_grant` default.
+pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;
+/// Largest `gateway.approval.max_held_per_grant`.
+pub const MAX_MAX_HELD_PER_GRANT: u32 = 10_000;
+/// Compare-and-swap attempts before giving up (then: not held).
+const TRIES: usize = 64;
+
+/// The shared-data key of a grant's held callouts (with the filter's prefix, like every key it
+/// touches: plugins without a `vm_id` share one namespace).
+pub fn key(grant: &GrantId) -> String {
+    format!("{PREFIX}h:{}", hex(grant.get(..16).unwrap_or(&[])))
+}
+
+fn encode(count: u64, updated_ms: u64) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&count.to_le_bytes());
+    v[8..].copy_from_slice(&updated_ms.to_le_bytes());
+    v
+}
+
+fn decode(v: &[u8], now_ms: u64, lease_ms: u64) -> u64 {
+    let (Some(c), Some(t)) = (v.get(..8), v.get(8..16)) else { return 0 };
+    let (Ok(c), Ok(t)) = (<[u8; 8]>::try_from(c), <[u8; 8]>::try_from(t)) else { return 0 };
+    let (count, updated) = (u64::from_le_bytes(c), u64::from_le_bytes(t));
+    if now_ms.saturating_sub(updated) > lease_ms {
+        0
+    } else {
+        count
+    }
+}
+
+/// What [`reserve`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// Counted: the callout may hold; [`release`] it when it ends.
+    Held,
+    /// The grant already holds `cap` callouts: ask without waiting.
+    OverCap,
+    /// Shared data failed or stayed contended: ask without waiting (fail closed: no hold).
+    Unavailable,
+}
+
+/// Counts one more held callout for `grant` if it holds fewer than `cap`.
+pub fn reserve(store: &dyn SharedStore, grant: &GrantId, cap: u32, now_ms: u64, lease_ms: u64) -> Reserve {
+    let key = key(grant);
+    for _ in 0..TRIES {
+        let (count, cas) = match store.get(&key) {
+            Ok(Some((v, cas))) => (decode(&v, now_ms, lease_ms), cas),
+            Ok(None) => (0, 0),
+            Err(_) => return Reserve::Unavailable,
+        };
+        if count >= u64::from(cap) {
+            return Reserve::OverCap;
+        }
+        match store.set(&key, &encode(count + 1, now_ms), cas) {
+            Ok(()) => return Reserve::Held,
+            Err(StoreError::CasMismatch) => continue,
+            Err(StoreError::Host(_)) => return Reserve::Unavailable,
+        }
+    }
+    Reserve::Unavailable
+}
+
+/// Gives one held callout of `grant` back. Returns false if shared data failed (the lease then
+/// heals the count).
+pub fn release(store: &dyn SharedStore, grant: &GrantId, now_ms: u64, lease_ms: u64) -> bool {
+    let key = key(grant);
+    for _ in 0..TRIES {
+        let (count, cas) = match store.get(&key) {
+            Ok(Some((v, cas))) => (decode(&v, now_ms, lease_ms), cas),
+            Ok(None) => return true,
+            Err(_) => return false,
+        };
+        match store.set(&key, &encode(count.saturating_sub(1), now_ms), cas) {
+            Ok(()) => return true,
+            Err(StoreError::CasMismatch) => continue,
+            Err(StoreError::Host(_)) => return false,
+        }
+    }
+    false
+}
+
+/// The count a grant holds now (tests, metrics).
+pub fn held(store: &dyn SharedStore, grant: &GrantId, now_ms: u64, lease_ms: u64) -> u64 {
+    match store.get(&key(grant)) {
+        Ok(Some((v, _))) => decode(&v, now_ms, lease_ms),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::ratelimit::MemoryStore;
+
+    const LEASE: u64 = 31_000;
+
+    #[test]
+    fn reserve_up_to_the_cap_then_release() {
+        let store = MemoryStore::new();
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        for _ in 0..3 {
+            assert_eq!(reserve(&store, &a, 3, 1_000, LEASE), Reserve::Held);
+        }
+        assert_eq!(reserve(&store, &a, 3, 1_000, LEASE), Reserve::OverCap);
+        // Another grant is not affected.
+        assert_eq!(reserve(&store, &b, 3, 1_000, LEASE), Reserve::Held);
+        assert_eq!(held(&store, &a, 1_000, LEASE), 3);
+        assert!(release(&store, &a, 2_000, LEASE));
+        assert_eq!(held(&store, &a, 2_000, LEASE), 2);
+        assert_eq!(reserve(&store, &a, 3, 2_000, LEASE), Reserve::Held);
+        for _ in 0..5 {
+            assert!(release(&store, &a, 3_000, LEASE));
+        }
+        // Never below 0.
+        assert_eq!(held(&store, &a, 3_000, LEASE), 0);
+        assert_eq!(held(&store, &b, 3_000, LEASE), 1);
+    }
+
+    #[test]
+    fn a_stale_count_heals_after_the_lease() {
+        let store = MemoryStore::new();
+        let a = [7u8; 32];
+        assert_eq!(reserve(&store, &a, 1, 1_000, LEASE), Reserve::Held);
+        assert_eq!(reserve(&store, &a, 1, 1_000 + LEASE, LEASE), Reserve::OverCap);
+        assert_eq!(reserve(&store, &a, 1, 1_001 + LEASE, LEASE), Reserve::Held);
+    }
+
+    #[test]
+    fn keys_and_encoding() {
+        assert_eq!(key(&[0xab; 32]), format!("mcpf1:h:{}", "ab".repeat(16)));
+        assert_eq!(decode(&encode(5, 100), 100, 10), 5);
+        assert_eq!(decode(b"short", 0, 10), 0);
+    }
+}
