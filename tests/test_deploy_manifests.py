@@ -439,7 +439,8 @@ def test_init_script_role_database_and_the_documented_url_agree():
     assert script.startswith("#!/bin/bash\n") and "set -euo pipefail" in script
     assert "CREATE ROLE mcp_approvals LOGIN PASSWORD :'pw';" in script
     assert "CREATE DATABASE mcp_approvals OWNER mcp_approvals ENCODING 'UTF8' TEMPLATE template0;" in script
-    assert '--set pw="$MCP_APPROVALS_DB_PASSWORD"' in script and "SUPERUSER" not in script.upper().replace("NOSUPERUSER", "")
+    assert "\\getenv pw MCP_APPROVALS_DB_PASSWORD\n" in script and "SUPERUSER" not in script.upper()
+    assert "MCP_APPROVALS_DB_PASSWORD" not in script.split("<<'SQL'")[0]  # on no command line
     url = f"postgres://mcp_approvals:$PW@{fqdn(svc)}:{svc['spec']['ports'][0]['port']}/mcp_approvals"
     readme = PG_README.read_text(encoding="utf-8")
     assert f'--from-literal=url="{url}"' in readme
