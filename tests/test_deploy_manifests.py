@@ -184,6 +184,7 @@ def without_approval_cluster(policy: dict) -> dict:
     service (the seed policy counts in shared data; the manifests use mcp-ratelimit)."""
     p = json.loads(json.dumps(policy))
     p["gateway"]["approval"].pop("cluster")
+    p["gateway"]["approval"].pop("authority", None)
     p["gateway"].pop("rate_limit_service", None)
     return p
 
@@ -196,6 +197,7 @@ def test_manifests_carry_the_seed_policy_and_name_the_check_service():
     (port,) = svc["spec"]["ports"]
     fqdn = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
     assert istio["gateway"]["approval"]["cluster"] == f"outbound|{port['port']}||{fqdn}"
+    assert istio["gateway"]["approval"]["authority"] == fqdn  # Istio's cluster name is no valid host
     patch = by_kind("EnvoyPatchPolicy", "mcp-approvals-cluster")["spec"]["jsonPatches"][0]
     cluster = patch["operation"]["value"]
     assert eg["gateway"]["approval"]["cluster"] == patch["name"] == cluster["name"] == SEED["gateway"]["approval"]["cluster"]
@@ -485,8 +487,10 @@ def test_istio_rate_limit_service_is_the_http2_outbound_cluster_of_mcp_ratelimit
     (port,) = svc["spec"]["ports"]
     # pilot/pkg/model/service.go BuildSubsetKey: outbound|PORT|SUBSET|HOST; HTTP/2 options only for
     # HTTP2/GRPC ports (cluster_builder.go setUpstreamProtocol -> setH2Options).
-    assert rls == {"cluster": f"outbound|{port['port']}||{fqdn(svc)}", "domain": "mcp", "timeout": "250ms",
-                   "failure_mode": "deny"}
+    # The authority is the Service's host: '|' is not valid in an :authority (HTTP/2 servers reset
+    # the stream; tests/integration/test_deploy_istio.py shows both).
+    assert rls == {"cluster": f"outbound|{port['port']}||{fqdn(svc)}", "authority": fqdn(svc), "domain": "mcp",
+                   "timeout": "250ms", "failure_mode": "deny"}
     assert rls["cluster"] == "outbound|8081||mcp-ratelimit.mcp-system.svc.cluster.local"
     assert istio_protocol(port) in ("HTTP2", "GRPC")
     dep = by_kind("Deployment", "mcp-ratelimit")

@@ -50,6 +50,12 @@ pub struct RateLimitServiceSpec {
     /// `explicit_http_config.http2_protocol_options`).
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
     pub cluster: String,
+    /// `:authority` of the gRPC callout, a host or `host:port` (default: the cluster name). Set it
+    /// when the cluster name is not a valid host, e.g. Istio's `outbound|PORT||HOST` (give `HOST`):
+    /// HTTP/2 servers reset a stream whose `:authority` holds `|` (tonic/hyper do).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[A-Za-z0-9._~!$&'()*+,;=:%\\[\\]-]{1,256}$")))]
+    pub authority: Option<String>,
     /// The RLS `domain` (default `"mcp"`).
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
@@ -82,10 +88,36 @@ pub enum FailureMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitService {
     pub cluster: String,
+    /// `:authority` of the callout; `None`: the cluster name (Envoy's default).
+    pub authority: Option<String>,
     pub domain: String,
     /// Milliseconds.
     pub timeout_ms: u64,
     pub failure_mode: FailureMode,
+}
+
+/// Longest cluster name plus authority, in bytes: the serialized `GrpcService` then has only
+/// one-byte lengths, so it is ASCII, as the SDK's `dispatch_grpc_call` (a `&str`) needs.
+pub const MAX_CLUSTER_AND_AUTHORITY: usize = 123;
+
+/// Whether `s` can be an HTTP `:authority` (RFC 3986 `host [":" port]`: reg-name, IP literal or
+/// IPv4 address characters), 1 to 256 bytes.
+fn is_authority(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 256
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:%[]".contains(&b))
+}
+
+impl RateLimitService {
+    /// What the filter passes to `dispatch_grpc_call` as the upstream: the cluster name, or, with
+    /// an `authority`, a serialized `envoy.config.core.v3.GrpcService` naming both (Envoy's wasm
+    /// host accepts either: `Context::grpcCall`).
+    pub fn upstream(&self) -> Vec<u8> {
+        match &self.authority {
+            Some(a) => proto::grpc_service(&self.cluster, a),
+            None => self.cluster.clone().into_bytes(),
+        }
+    }
 }
 
 /// Compile the spec; errors are (JSON path, message). Every limit must be sayable in the protocol:
@@ -99,6 +131,22 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
             format!("{base}.cluster"),
             "must be 1 to 256 printable ASCII characters (an Envoy cluster name)".into(),
         ));
+    }
+    if let Some(a) = &spec.authority {
+        if !is_authority(a) {
+            errs.push((
+                format!("{base}.authority"),
+                "must be a host or host:port of 1 to 256 characters (letters, digits, -._~!$&'()*+,;=:%[])".into(),
+            ));
+        } else if spec.cluster.len() + a.len() > MAX_CLUSTER_AND_AUTHORITY {
+            errs.push((
+                format!("{base}.authority"),
+                format!(
+                    "cluster and authority together must be at most {MAX_CLUSTER_AND_AUTHORITY} bytes (they are {}):                      proxy-wasm passes them to Envoy as one text, a serialized GrpcService",
+                    spec.cluster.len() + a.len()
+                ),
+            ));
+        }
     }
     let domain = spec.domain.clone().unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
     if !printable(&domain) {
@@ -141,7 +189,13 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
         Some(FailureModeSpec::Deny) | None => FailureMode::Deny,
     };
     if errs.is_empty() {
-        Ok(RateLimitService { cluster: spec.cluster.clone(), domain, timeout_ms, failure_mode })
+        Ok(RateLimitService {
+            cluster: spec.cluster.clone(),
+            authority: spec.authority.clone(),
+            domain,
+            timeout_ms,
+            failure_mode,
+        })
     } else {
         Err(errs)
     }
