@@ -27,6 +27,7 @@ use crate::ratelimit::{hex, GrantId};
 use crate::reply::{code, Reply, RpcError};
 
 pub mod proto;
+pub mod upstream;
 
 /// gRPC service and method of the rate limit service (Envoy API v3).
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -96,30 +97,6 @@ pub struct RateLimitService {
     pub failure_mode: FailureMode,
 }
 
-/// Longest cluster name plus authority, in bytes: the serialized `GrpcService` then has only
-/// one-byte lengths, so it is ASCII, as the SDK's `dispatch_grpc_call` (a `&str`) needs.
-pub const MAX_CLUSTER_AND_AUTHORITY: usize = 123;
-
-/// Whether `s` can be an HTTP `:authority` (RFC 3986 `host [":" port]`: reg-name, IP literal or
-/// IPv4 address characters), 1 to 256 bytes.
-fn is_authority(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 256
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:%[]".contains(&b))
-}
-
-impl RateLimitService {
-    /// What the filter passes to `dispatch_grpc_call` as the upstream: the cluster name, or, with
-    /// an `authority`, a serialized `envoy.config.core.v3.GrpcService` naming both (Envoy's wasm
-    /// host accepts either: `Context::grpcCall`).
-    pub fn upstream(&self) -> Vec<u8> {
-        match &self.authority {
-            Some(a) => proto::grpc_service(&self.cluster, a),
-            None => self.cluster.clone().into_bytes(),
-        }
-    }
-}
-
 /// Compile the spec; errors are (JSON path, message). Every limit must be sayable in the protocol:
 /// fixed windows only, `max` at most 2^32 − 1.
 pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimitService, Vec<(String, String)>> {
@@ -133,19 +110,8 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
         ));
     }
     if let Some(a) = &spec.authority {
-        if !is_authority(a) {
-            errs.push((
-                format!("{base}.authority"),
-                "must be a host or host:port of 1 to 256 characters (letters, digits, -._~!$&'()*+,;=:%[])".into(),
-            ));
-        } else if spec.cluster.len() + a.len() > MAX_CLUSTER_AND_AUTHORITY {
-            errs.push((
-                format!("{base}.authority"),
-                format!(
-                    "cluster and authority together must be at most {MAX_CLUSTER_AND_AUTHORITY} bytes (they are {}):                      proxy-wasm passes them to Envoy as one text, a serialized GrpcService",
-                    spec.cluster.len() + a.len()
-                ),
-            ));
+        if let Err(why) = upstream::check_authority(&spec.cluster, a) {
+            errs.push((format!("{base}.authority"), why));
         }
     }
     let domain = spec.domain.clone().unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
