@@ -14,6 +14,7 @@ Plain Python with no pytest dependency, so `scripts/demo.py` can use it too.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import re
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from upstream import Responder, StubUpstream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = REPO_ROOT / "tests"
@@ -236,18 +239,25 @@ def cluster_endpoint(cfg: dict, name: str) -> dict:
     return lb["endpoint"]["address"]["socket_address"]
 
 
-def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
-                        upstream_port: int, *, source: Path = ENVOY_YAML, approvals_port: int | None = None) -> str:
-    """envoy/envoy.yaml with the listener, admin and upstream (cluster `mcp_upstream`) ports, the wasm
-    file (made absolute) and the plugin's `configuration.value` (the policy JSON text) replaced, and,
-    when `approvals_port` is given, the port of cluster `mcp_approvals`; everything else as shipped."""
-    cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+def set_ports(cfg: dict, listen_port: int, admin_port: int, upstream_port: int, *,
+              approvals_port: int | None = None) -> None:
+    """Point a parsed single-listener bootstrap at test ports: admin, listener, cluster
+    `mcp_upstream` and, when `approvals_port` is given, cluster `mcp_approvals` (all on 127.0.0.1)."""
     cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
     (listener,) = cfg["static_resources"]["listeners"]
     listener["address"]["socket_address"]["port_value"] = listen_port
     cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
     if approvals_port is not None:
         cluster_endpoint(cfg, APPROVALS_CLUSTER)["port_value"] = approvals_port
+
+
+def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
+                        upstream_port: int, *, source: Path = ENVOY_YAML, approvals_port: int | None = None) -> str:
+    """envoy/envoy.yaml with the listener, admin and upstream (cluster `mcp_upstream`) ports, the wasm
+    file (made absolute) and the plugin's `configuration.value` (the policy JSON text) replaced, and,
+    when `approvals_port` is given, the port of cluster `mcp_approvals`; everything else as shipped."""
+    cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+    set_ports(cfg, listen_port, admin_port, upstream_port, approvals_port=approvals_port)
     wasm = wasm_filter(cfg)["config"]
     wasm["vm_config"]["code"]["local"]["filename"] = str(Path(wasm_path).resolve())
     wasm["configuration"]["value"] = policy_text(policy)
@@ -327,12 +337,18 @@ def _http_get(url: str, timeout: float) -> tuple[int, str]:
         return e.code, e.read().decode("utf-8", "replace")
 
 
-def _admin_live(admin_port: int) -> bool:
+def answers(url: str, body: str | None = None, timeout: float = 0.5) -> bool:
+    """Whether GET `url` answers 200 (with `body`, surrounding white space aside, when given); a
+    connection error is False. The readiness probe of every service the tests start."""
     try:
-        status, body = _http_get(f"http://{HOST}:{admin_port}/ready", 0.5)
+        status, text = _http_get(url, timeout)
     except OSError:
         return False
-    return status == 200 and body.strip() == "LIVE"
+    return status == 200 and (body is None or text.strip() == body)
+
+
+def _admin_live(admin_port: int) -> bool:
+    return answers(f"http://{HOST}:{admin_port}/ready", "LIVE")
 
 
 def _envoy_argv(config_path: Path, concurrency: int, base_id: int, log_level: str) -> list[str]:
@@ -384,24 +400,34 @@ def run_envoy_expect_failure(config: str, *, concurrency: int = 2, base_id: int 
 # ----------------------------------------------------------------------------------- upstreams
 
 
-def start_recorder(port: int, log: Path, *, log_dir: Path | None = None, timeout: float = 10.0) -> ManagedProcess:
-    """tests/cases/recorder.py on 127.0.0.1:`port`, recording requests to the JSONL file `log`."""
-    log_dir = log_dir or Path(log).parent
-    argv = [sys.executable, str(CASES_DIR / "recorder.py"), "--port", str(port), "--log", str(log)]
-    proc = spawn("recorder", argv, log_dir / f"{Path(log).stem}.out", cwd=REPO_ROOT)
-    proc.wait_until(lambda: port_open(port), timeout, "listening")
-    return proc
+def demo_module():
+    """demo/proxmox_server.py imported (once) as module `proxmox_server`: its `build_server`,
+    `catalog_names`, `Cluster`... (importing it loads the MCP SDK)."""
+    module = sys.modules.get("proxmox_server")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("proxmox_server", DEMO_SERVER)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["proxmox_server"] = module
+        spec.loader.exec_module(module)
+    return module
 
 
-def start_demo_server(port: int, json_response: bool, *, log_dir: Path | None = None, name: str | None = None,
-                      timeout: float = 20.0) -> ManagedProcess:
-    """demo/proxmox_server.py on 127.0.0.1:`port`, waited for until it accepts connections."""
+def start_demo_server(port: int, json_response: bool, *, catalog: int | None = None, log_dir: Path | None = None,
+                      name: str | None = None, timeout: float = 20.0) -> ManagedProcess:
+    """demo/proxmox_server.py (with `--catalog N` when `catalog` is given) on 127.0.0.1:`port`,
+    waited for until it accepts connections."""
     log_dir = log_dir or new_log_dir()
-    argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)] + (["--json-response"] if json_response else [])
-    name = name or ("demo-json" if json_response else "demo-sse")
+    argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)]
+    argv += ["--json-response"] if json_response else []
+    argv += ["--catalog", str(catalog)] if catalog else []
+    name = name or demo_server_name(json_response, catalog)
     proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
     proc.wait_until(lambda: port_open(port), timeout, "accepting connections")
     return proc
+
+
+def demo_server_name(json_response: bool, catalog: int | None = None) -> str:
+    return ("demo-json" if json_response else "demo-sse") + (f"-catalog{catalog}" if catalog else "")
 
 
 def recorder_lines(log: Path, settle: float = 0.0) -> list[dict[str, Any]]:
@@ -433,6 +459,7 @@ class Stack:
     wasm: Path = field(default_factory=wasm_path)
     procs: list[ManagedProcess] = field(default_factory=list)
     envoys: list[Envoy] = field(default_factory=list)
+    upstreams: list[StubUpstream] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
 
     def _unique(self, name: str) -> str:
@@ -450,19 +477,23 @@ class Stack:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def recorder(self, name: str = "received") -> tuple[ManagedProcess, int, Path]:
-        """A recorder on a free port: (process, port, JSONL log path)."""
-        port = free_port()
-        log = self.log_dir / f"{self._unique(name)}.jsonl"
-        proc = start_recorder(port, log, log_dir=self.log_dir)
-        self.procs.append(proc)
-        return proc, port, log
+    def upstream(self, name: str = "upstream", responder: Responder | None = None) -> StubUpstream:
+        """The stub upstream (tests/upstream.py) on a port of its own, logging to `<name>.jsonl` in
+        the log dir; `responder(seen)` may answer instead of the recorder (None: the recorder)."""
+        stub = StubUpstream(self.log_dir / f"{self._unique(name)}.jsonl", responder)
+        self.upstreams.append(stub)
+        return stub
 
-    def demo_server(self, json_response: bool) -> tuple[ManagedProcess, int]:
-        """The demo MCP server on a free port: (process, port)."""
+    def recorder(self, name: str = "received") -> tuple[StubUpstream, int, Path]:
+        """The recorder (tests/cases/recorder.py's handler, in process): (stub, port, JSONL log path)."""
+        stub = self.upstream(name)
+        return stub, stub.port, stub.log
+
+    def demo_server(self, json_response: bool, catalog: int | None = None) -> tuple[ManagedProcess, int]:
+        """The demo MCP server (with `--catalog N` when `catalog` is given) on a free port: (process, port)."""
         port = free_port()
-        name = self._unique("demo-json" if json_response else "demo-sse")
-        proc = start_demo_server(port, json_response, log_dir=self.log_dir, name=name)
+        name = self._unique(demo_server_name(json_response, catalog))
+        proc = start_demo_server(port, json_response, catalog=catalog, log_dir=self.log_dir, name=name)
         self.procs.append(proc)
         return proc, port
 
@@ -475,8 +506,14 @@ class Stack:
               approvals_port: int | None = None, log_level: str = "info") -> Envoy:
         """Envoy with `policy` in front of 127.0.0.1:`upstream_port` (and, if given, cluster
         `mcp_approvals` pointing at 127.0.0.1:`approvals_port`), LIVE."""
-        env = start_envoy(self.render(policy, upstream_port, approvals_port=approvals_port), concurrency=concurrency,
-                          log_dir=self.log_dir, name=self._unique(name), log_level=log_level)
+        return self.start_envoy(self.render(policy, upstream_port, approvals_port=approvals_port),
+                                concurrency=concurrency, name=name, log_level=log_level)
+
+    def start_envoy(self, config: str, name: str = "envoy", *, concurrency: int = 2,
+                    log_level: str = "info") -> Envoy:
+        """Envoy on a rendered bootstrap (any of the shipped variants), LIVE, stopped with the stack."""
+        env = start_envoy(config, concurrency=concurrency, log_dir=self.log_dir, name=self._unique(name),
+                          log_level=log_level)
         self.envoys.append(env)
         return env
 
@@ -492,6 +529,8 @@ class Stack:
         """Stop Envoys first (so no request reaches a half-stopped upstream), then the rest."""
         for proc in self.all_processes():
             proc.stop()
+        for stub in self.upstreams:
+            stub.close()
 
 
 # ----------------------------------------------------------------------------------- time

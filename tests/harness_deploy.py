@@ -113,14 +113,7 @@ def start_registry(stack: harness.Stack) -> tuple[harness.ManagedProcess, int]:
     proc = harness.spawn(stack._unique("registry"), [tool("docker-registry"), "serve", str(config)],
                          stack.log_dir / "registry.log")
     stack.procs.append(proc)
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"http://{harness.HOST}:{port}/v2/", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    proc.wait_until(ready, 20, "serving /v2/")
+    proc.wait_until(lambda: harness.answers(f"http://{harness.HOST}:{port}/v2/"), 20, "serving /v2/")
     return proc, port
 
 

@@ -63,15 +63,7 @@ def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None 
     if redis_port is not None:
         argv += ["--redis", f"redis://127.0.0.1:{redis_port}/0"]
     proc = harness.spawn(name, argv, stack.log_dir / f"{stack._unique(name)}.log")
-    url = f"http://{harness.HOST}:{metrics_port}/healthz"
-
-    def healthy() -> bool:
-        try:
-            return harness._http_get(url, 0.5)[0] == 200
-        except OSError:
-            return False
-
-    proc.wait_until(healthy, 15, "healthy")
+    proc.wait_until(lambda: harness.answers(f"http://{harness.HOST}:{metrics_port}/healthz"), 15, "healthy")
     stack.procs.append(proc)
     return Rls(proc, port, metrics_port, redis_port)
 
@@ -90,10 +82,8 @@ def render(stack: harness.Stack, policy: dict | str, upstream_port: int, rls_por
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)
 
 
-def start_envoy(stack: harness.Stack, config: str, name: str = "envoy", concurrency: int = 2) -> harness.Envoy:
-    env = harness.start_envoy(config, concurrency=concurrency, log_dir=stack.log_dir, name=stack._unique(name))
-    stack.envoys.append(env)
-    return env
+# Envoy on a rendered config, stopped with the stack: start_envoy(stack, config, name, concurrency=...).
+start_envoy = harness.Stack.start_envoy
 
 
 class SilentServer:

@@ -54,9 +54,7 @@ def start(stack: harness.Stack, stub: StubUpstream, policy: dict | None = None, 
         shutil.move(tmp, setup.ecds_file)
     else:
         set_policy(policy, setup.ecds_file, wasm=stack.wasm)
-    envoy = harness.start_envoy(setup.config, log_dir=stack.log_dir, name=stack._unique(name))
-    stack.envoys.append(envoy)
-    return envoy, setup.ecds_file
+    return stack.start_envoy(setup.config, name), setup.ecds_file
 
 
 def call(envoy, tool: str, token: str = "reload-grant", args: dict | None = None, id_: int = 1, path: str = "/mcp"):

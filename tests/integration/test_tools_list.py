@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import importlib.util
 import json
-import sys
 import zlib
 
 import anyio
@@ -44,11 +42,7 @@ TOO_BIG_REASON = "the tools/list response exceeds gateway.max_response_bytes"
 
 def _demo_tools() -> list[dict]:
     """The demo server's eight tools exactly as the MCP SDK lists them (its `list_tools`, dumped)."""
-    spec = importlib.util.spec_from_file_location("proxmox_server_for_lists", harness.DEMO_SERVER)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    tools = anyio.run(mod.build_server().list_tools)
+    tools = anyio.run(harness.demo_module().build_server().list_tools)
     return [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
 
 
