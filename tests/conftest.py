@@ -4,6 +4,7 @@
   a missing file FAILS the tests that need it, it never skips them.
 - `stack` / `module_stack`: a `harness.Stack` logging under a tmp dir; everything it started is
   stopped at teardown, and a failed test's report carries the tail of every process log.
+- `stub`: the stub upstream (tests/upstream.py) of a test module.
 - Tests under integration/ and e2e/ get the `integration` / `e2e` markers.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from upstream import StubUpstream
 
 TESTS = Path(__file__).resolve().parent
 
@@ -47,6 +49,14 @@ def wasm() -> Path:
 @pytest.fixture
 def stack(tmp_path, wasm):
     with harness.Stack(log_dir=tmp_path, wasm=wasm) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    """The stub upstream (tests/upstream.py), shared by the tests of one module: `route()` canned
+    answers on paths of its own; other paths get the recorder's answer."""
+    with StubUpstream(tmp_path_factory.mktemp("stub") / "received.jsonl") as s:
         yield s
 
 

@@ -14,7 +14,6 @@ Plain Python with no pytest dependency, so `scripts/demo.py` can use it too.
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import json
 import os
 import re
@@ -22,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -32,21 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from demo_server import (DEMO_SERVER, DEMO_TOOLS, DEMO_VMS, demo_argv, demo_module,  # noqa: F401 - re-exported
+                         demo_server_name)
+from clock import avoid_minute_boundary, boundary_wait, seconds_to_next_minute  # noqa: F401 - re-exported
+from envoy_config import (APPROVALS_CLUSTER, ENVOY_YAML, HCM_TYPE, POLICY_JSON, REPO_ROOT,  # noqa: F401 - re-exported
+                          WASM_FILTER_TYPE, cluster_endpoint, config_ports, hcm, http_filters, load_policy, policy_text,
+                          render_envoy_config, set_ports, shipped_config, shipped_policy_text, wasm_filter)
 from upstream import Responder, StubUpstream
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = REPO_ROOT / "tests"
 CASES_DIR = TESTS_DIR / "cases"
-ENVOY_YAML = REPO_ROOT / "envoy" / "envoy.yaml"
-POLICY_JSON = REPO_ROOT / "envoy" / "policy.json"
-DEMO_SERVER = REPO_ROOT / "demo" / "proxmox_server.py"
 DEFAULT_WASM = REPO_ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
-HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 HOST = "127.0.0.1"
-APPROVALS_CLUSTER = "mcp_approvals"  # the cluster of envoy/envoy.yaml the filter asks for approvals
 
 _handed_out: set[int] = set()
 _live: list["ManagedProcess"] = []
@@ -189,89 +184,6 @@ def _stop_leftovers() -> None:
         proc.stop(timeout=2.0)
 
 
-# ----------------------------------------------------------------------------------- Envoy config
-
-
-def policy_text(policy: dict | str) -> str:
-    """The policy as the JSON text the plugin receives (a str is passed through unchanged)."""
-    return policy if isinstance(policy, str) else json.dumps(policy, indent=2) + "\n"
-
-
-def load_policy(path: Path = POLICY_JSON) -> dict:
-    """A policy file parsed, for tests that derive a variant of it."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def wasm_filter(cfg: dict) -> dict:
-    """The `typed_config` of the one wasm HTTP filter of the shipped bootstrap."""
-    found = [f["typed_config"] for f in http_filters(cfg) if f.get("typed_config", {}).get("@type") == WASM_FILTER_TYPE]
-    if len(found) != 1:
-        raise ValueError(f"{ENVOY_YAML} must have exactly one wasm HTTP filter, found {len(found)}")
-    return found[0]
-
-
-def http_filters(cfg: dict) -> list[dict]:
-    return hcm(cfg)["http_filters"]
-
-
-def hcm(cfg: dict) -> dict:
-    (listener,) = cfg["static_resources"]["listeners"]
-    (chain,) = listener["filter_chains"]
-    (hcm,) = [f["typed_config"] for f in chain["filters"] if f["typed_config"]["@type"] == HCM_TYPE]
-    return hcm
-
-
-def shipped_config() -> dict:
-    """envoy/envoy.yaml parsed."""
-    return yaml.safe_load(ENVOY_YAML.read_text(encoding="utf-8"))
-
-
-def shipped_policy_text() -> str:
-    """The policy text inlined in envoy/envoy.yaml."""
-    return wasm_filter(shipped_config())["config"]["configuration"]["value"]
-
-
-def cluster_endpoint(cfg: dict, name: str) -> dict:
-    """The `socket_address` of the one endpoint of static cluster `name`."""
-    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == name]
-    (endpoints,) = cluster["load_assignment"]["endpoints"]
-    (lb,) = endpoints["lb_endpoints"]
-    return lb["endpoint"]["address"]["socket_address"]
-
-
-def set_ports(cfg: dict, listen_port: int, admin_port: int, upstream_port: int, *,
-              approvals_port: int | None = None) -> None:
-    """Point a parsed single-listener bootstrap at test ports: admin, listener, cluster
-    `mcp_upstream` and, when `approvals_port` is given, cluster `mcp_approvals` (all on 127.0.0.1)."""
-    cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
-    (listener,) = cfg["static_resources"]["listeners"]
-    listener["address"]["socket_address"]["port_value"] = listen_port
-    cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
-    if approvals_port is not None:
-        cluster_endpoint(cfg, APPROVALS_CLUSTER)["port_value"] = approvals_port
-
-
-def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
-                        upstream_port: int, *, source: Path = ENVOY_YAML, approvals_port: int | None = None) -> str:
-    """envoy/envoy.yaml with the listener, admin and upstream (cluster `mcp_upstream`) ports, the wasm
-    file (made absolute) and the plugin's `configuration.value` (the policy JSON text) replaced, and,
-    when `approvals_port` is given, the port of cluster `mcp_approvals`; everything else as shipped."""
-    cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-    set_ports(cfg, listen_port, admin_port, upstream_port, approvals_port=approvals_port)
-    wasm = wasm_filter(cfg)["config"]
-    wasm["vm_config"]["code"]["local"]["filename"] = str(Path(wasm_path).resolve())
-    wasm["configuration"]["value"] = policy_text(policy)
-    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
-
-
-def config_ports(config: str) -> tuple[int, int]:
-    """(listener port, admin port) of a rendered single-listener bootstrap."""
-    cfg = yaml.safe_load(config)
-    (listener,) = cfg["static_resources"]["listeners"]
-    return (listener["address"]["socket_address"]["port_value"],
-            cfg["admin"]["address"]["socket_address"]["port_value"])
-
-
 # ----------------------------------------------------------------------------------- Envoy
 
 
@@ -400,34 +312,15 @@ def run_envoy_expect_failure(config: str, *, concurrency: int = 2, base_id: int 
 # ----------------------------------------------------------------------------------- upstreams
 
 
-def demo_module():
-    """demo/proxmox_server.py imported (once) as module `proxmox_server`: its `build_server`,
-    `catalog_names`, `Cluster`... (importing it loads the MCP SDK)."""
-    module = sys.modules.get("proxmox_server")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("proxmox_server", DEMO_SERVER)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["proxmox_server"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def start_demo_server(port: int, json_response: bool, *, catalog: int | None = None, log_dir: Path | None = None,
                       name: str | None = None, timeout: float = 20.0) -> ManagedProcess:
     """demo/proxmox_server.py (with `--catalog N` when `catalog` is given) on 127.0.0.1:`port`,
     waited for until it accepts connections."""
     log_dir = log_dir or new_log_dir()
-    argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)]
-    argv += ["--json-response"] if json_response else []
-    argv += ["--catalog", str(catalog)] if catalog else []
     name = name or demo_server_name(json_response, catalog)
-    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc = spawn(name, demo_argv(port, json_response, catalog), log_dir / f"{name}.log", cwd=REPO_ROOT)
     proc.wait_until(lambda: port_open(port), timeout, "accepting connections")
     return proc
-
-
-def demo_server_name(json_response: bool, catalog: int | None = None) -> str:
-    return ("demo-json" if json_response else "demo-sse") + (f"-catalog{catalog}" if catalog else "")
 
 
 def recorder_lines(log: Path, settle: float = 0.0) -> list[dict[str, Any]]:
@@ -531,26 +424,3 @@ class Stack:
             proc.stop()
         for stub in self.upstreams:
             stub.close()
-
-
-# ----------------------------------------------------------------------------------- time
-
-
-def seconds_to_next_minute(now: float | None = None) -> float:
-    """Seconds until the next UTC minute boundary (the rate limiter's fixed window edge)."""
-    now = time.time() if now is None else now
-    return 60.0 - (now % 60.0)
-
-
-def boundary_wait(margin: float = 4.0) -> float:
-    """How long to sleep so that a burst of calls starting afterwards falls into one fixed UTC
-    minute window: past the next boundary if it is less than `margin` s away, else 0."""
-    left = seconds_to_next_minute()
-    return left + 0.1 if left < margin else 0.0
-
-
-def avoid_minute_boundary(margin: float = 4.0) -> float:
-    """Sleep for `boundary_wait(margin)` seconds; returns the time slept."""
-    wait = boundary_wait(margin)
-    time.sleep(wait)
-    return wait

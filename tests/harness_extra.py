@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 import harness
+from clock import avoid_boundary, sleep_to_next_second, window_index  # noqa: F401 - re-exported
 from jsonrpc import Reply, headers_for, post
 from upstream import Canned, Seen, StubUpstream, rpc_request
 
@@ -153,31 +154,6 @@ def render(stack: harness.Stack, policy: dict | str, upstream_port: int, *, wasm
 
 # Start Envoy on a rendered config as part of the stack (stopped with it): start(stack, config, ...).
 start = harness.Stack.start_envoy
-
-
-# ----------------------------------------------------------------------------------- time
-
-
-def sleep_to_next_second(offset: float = 0.02) -> float:
-    """Sleep until `offset` s past the next whole UTC second; returns that second (epoch s)."""
-    now = time.time()
-    target = int(now) + 1
-    time.sleep(target + offset - now)
-    return target
-
-
-def avoid_boundary(window_seconds: int, margin: float) -> float:
-    """If the next UTC boundary of a fixed window of `window_seconds` is less than `margin` s away,
-    sleep past it; returns the time slept."""
-    left = window_seconds - (time.time() % window_seconds)
-    if left < margin:
-        time.sleep(left + 0.1)
-        return left + 0.1
-    return 0.0
-
-
-def window_index(window_seconds: int, t: float | None = None) -> int:
-    return int((time.time() if t is None else t) // window_seconds)
 
 
 # ----------------------------------------------------------------------------------- upstream

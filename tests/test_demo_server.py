@@ -14,14 +14,8 @@ from mcp_session import open_session, result_json
 
 proxmox_server = harness.demo_module()
 
-TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-         "vm_agent_exec", "vm_agent_exec_status"}
-VMS = [
-    {"node": "pve1", "vmid": 100, "name": "web-01", "status": "running"},
-    {"node": "pve1", "vmid": 101, "name": "db-01", "status": "running"},
-    {"node": "pve1", "vmid": 102, "name": "build-runner", "status": "stopped"},
-    {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "stopped"},
-]
+TOOLS = set(harness.DEMO_TOOLS)
+VMS = harness.DEMO_VMS
 
 
 def in_process(scenario):

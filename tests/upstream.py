@@ -80,6 +80,7 @@ class StubUpstream:
     (or use it as a context manager)."""
 
     def __init__(self, log: Path | str | None = None, responder: Responder | None = None) -> None:
+        self._own_log = log is None
         if log is None:
             fd, name = tempfile.mkstemp(prefix="stub-upstream-", suffix=".jsonl")
             io.open(fd).close()
@@ -172,6 +173,8 @@ class StubUpstream:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self._own_log:
+            self.log.unlink(missing_ok=True)
 
     stop = close
 

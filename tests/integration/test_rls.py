@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import threading
 import time
 import uuid
 
