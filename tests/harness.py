@@ -370,6 +370,16 @@ class Stack:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def spawn(self, name: str, argv: list[str], ready, what: str, *, timeout: float = 20.0,
+              cwd: Path | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
+        """Start `argv` as process `name` (made unique) logging to `<name>.log` in the log dir, owned by
+        the stack, and wait until `ready()` (see `ManagedProcess.wait_until`; `what` names the state)."""
+        uniq = self._unique(name)
+        proc = spawn(uniq, argv, self.log_dir / f"{uniq}.log", cwd=cwd, env=env)
+        self.procs.append(proc)
+        proc.wait_until(ready, timeout, what)
+        return proc
+
     def upstream(self, name: str = "upstream", responder: Responder | None = None) -> StubUpstream:
         """The stub upstream (tests/upstream.py) on a port of its own, logging to `<name>.jsonl` in
         the log dir; `responder(seen)` may answer instead of the recorder (None: the recorder)."""

@@ -119,14 +119,11 @@ def start_authorization_server(stack: harness.Stack, port: int, resource: str, k
         raise RuntimeError("oidc-provider is not installed: run make oauth-deps")
     key_path = stack.log_dir / "as-key.jwk.json"
     key_path.write_text(json.dumps(key.jwk), encoding="utf-8")
-    name = stack._unique("oidc-provider")
-    proc = harness.spawn(name, [node_binary(), str(OAUTH_DIR / "server.mjs"), "--port", str(port),
-                                "--resource", resource, "--key", str(key_path)],
-                         stack.log_dir / f"{name}.log", cwd=OAUTH_DIR)
-    stack.procs.append(proc)
-    proc.wait_until(lambda: harness.answers(f"http://{harness.HOST}:{port}/.well-known/openid-configuration"),
-                    timeout, "serving its discovery document")
-    return proc
+    argv = [node_binary(), str(OAUTH_DIR / "server.mjs"), "--port", str(port), "--resource", resource,
+            "--key", str(key_path)]
+    return stack.spawn("oidc-provider", argv,
+                       lambda: harness.answers(f"http://{harness.HOST}:{port}/.well-known/openid-configuration"),
+                       "serving its discovery document", timeout=timeout, cwd=OAUTH_DIR)
 
 
 # ----------------------------------------------------------------------------------- the SDK client

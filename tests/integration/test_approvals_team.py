@@ -202,17 +202,14 @@ class Receiver(StubUpstream):
 
 
 @pytest.fixture
-def receivers():
-    made: list[Receiver] = []
-
+def receivers(stack):
+    """Makes webhook receivers, stopped with the stack (after the approval service)."""
     def make(mode: str = "ok") -> Receiver:
         r = Receiver(mode)
-        made.append(r)
+        stack.upstreams.append(r)
         return r
 
-    yield make
-    for r in made:
-        r.close()
+    return make
 
 
 def test_webhooks_get_open_and_decide_events_without_arguments(stack, pg, receivers):
