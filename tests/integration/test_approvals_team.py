@@ -194,8 +194,14 @@ class Receiver(StubUpstream):
     def url(self) -> str:
         return f"{super().url}/hook"
 
+    @property
+    def events(self) -> list[dict]:
+        """Every POST received: its body text and content-type."""
+        return [{"body": s.body.decode(), "content-type": s.headers.get("content-type")}
+                for s in self.requests() if s.method == "POST"]
+
     def parsed(self) -> list[dict]:
-        return [json.loads(s.body) for s in self.requests() if s.method == "POST"]
+        return [json.loads(e["body"]) for e in self.events]
 
     def wait(self, n: int, timeout: float = 15.0) -> list[dict]:
         return hx.wait_for(lambda: len(self.parsed()) >= n and self.parsed(), timeout, what=f"{n} webhook posts")
