@@ -29,7 +29,7 @@ from typing import Any, Callable
 import yaml
 
 import harness
-from jsonrpc import Reply, headers_for, post, rpc  # noqa: F401 - re-exported
+from jsonrpc import ACCEPT, Reply, headers_for, post, rpc  # noqa: F401 - re-exported
 from upstream import Canned, Seen, StubUpstream, compact, json_canned, sse_canned  # noqa: F401 - re-exported
 
 ENVOY_ECDS_YAML = harness.REPO_ROOT / "envoy" / "envoy-ecds.yaml"
