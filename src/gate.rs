@@ -1,8 +1,8 @@
 //! The request pipeline: from HTTP headers and the whole body to "forward" or a local reply.
 //!
 //! Pure: the host adapter hands in header bytes, the body, a [`SharedStore`] and the clock, and acts on
-//! the [`Outcome`]. The order of checks is documented in `docs/BEHAVIOUR.md` and the README; this is
-//! the code of that table.
+//! the [`Outcome`]. The order of checks is the table of the README's "What the filter answers"
+//! section; this is the code of that table.
 
 use crate::approval::{self, Answer, CheckRequest};
 use crate::grant::{self, Grant};

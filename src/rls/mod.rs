@@ -21,9 +21,10 @@
 use serde::Deserialize;
 
 use crate::gate::{Decision, DecisionKind, Outcome};
+use crate::grant::hex;
 use crate::mcp::Id;
 use crate::policy::{Algorithm, Limit, Policy, Scope, Window};
-use crate::ratelimit::{hex, GrantId};
+use crate::ratelimit::GrantId;
 use crate::reply::{code, Reply, RpcError};
 
 pub mod proto;
