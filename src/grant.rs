@@ -51,23 +51,16 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The 32 bytes written as exactly 64 lower-case hex digits (a grant id or an approval key, as
 /// [`hex`] writes them); `None` for any other text, upper-case digits included.
 pub fn from_hex32(s: &str) -> Option<[u8; 32]> {
-    let nibble = |c: u8| match c {
+    let mut digits = s.bytes().map(|c| match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
         _ => None,
-    };
-    let pairs = s.as_bytes();
-    if pairs.len() != 64 {
-        return None;
-    }
+    });
     let mut out = [0u8; 32];
-    for (o, pair) in out.iter_mut().zip(pairs.chunks_exact(2)) {
-        *o = match pair {
-            [hi, lo] => (nibble(*hi)? << 4) | nibble(*lo)?,
-            _ => return None,
-        };
+    for o in &mut out {
+        *o = (digits.next()?? << 4) | digits.next()??;
     }
-    Some(out)
+    digits.next().is_none().then_some(out)
 }
 
 /// RFC 6750 §2.1 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
