@@ -165,6 +165,7 @@ impl DecisionKind {
         )
     }
 
+    /// Every kind, once, in declaration order. `series` checks its metric labels against it.
     pub const ALL: [DecisionKind; 11] = [
         DecisionKind::Allowed,
         DecisionKind::Passed,
