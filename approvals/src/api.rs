@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+// 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder.
+use mcp_policy_filter::grant::from_hex32 as hex32;
+
 use crate::auth::{self, is_approval_id};
 use crate::store::{Approval, CheckInput, CheckOutcome, Decided, State as St};
 use crate::{App, Error};
@@ -39,17 +42,6 @@ impl IntoResponse for Error {
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
-
-fn hex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
 
 /// Parses and validates a `/v1/check` body; the message is the 400 answer.
 ///
