@@ -135,12 +135,22 @@ def buffer_filter_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-buffer.
     return patch["patch"]["value"]
 
 
+# What Istio adds to the outbound cluster of a Service port whose protocol is HTTP2 or GRPC (port
+# name `grpc-*`/`http2-*`, or appProtocol `kubernetes.io/h2c`/`grpc`/`http2`):
+# pilot/pkg/networking/core/cluster_builder.go, setUpstreamProtocol -> setH2Options.
+H2_OPTIONS = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+    "explicit_http_config": {"http2_protocol_options": {}}}}
+
+
 def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int, admin_port: int,
-              upstream_port: int, *, clusters: dict[str, int] | None = None) -> str:
+              upstream_port: int, *, clusters: dict[str, int] | None = None,
+              h2_clusters: dict[str, int] | None = None) -> str:
     """A bootstrap shaped like an Istio inbound sidecar listener: the wasm plugins `plugins`
     ((name, Wasm config) in chain order, each from its own ECDS file), then the buffer filter of
     envoyfilter-buffer.yaml, then the router to cluster `inbound|8000||` on `upstream_port`.
-    `clusters` adds static clusters (name -> port on 127.0.0.1), e.g. the approval service's."""
+    `clusters` adds static clusters (name -> port on 127.0.0.1), e.g. the approval service's;
+    `h2_clusters` the same with Istio's HTTP/2 options (H2_OPTIONS), e.g. the rate limit service's."""
     ecds_dir.mkdir(parents=True, exist_ok=True)
     http_filters = []
     for name, wasm in plugins:
@@ -170,7 +180,8 @@ def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int,
                         "routes": [{"match": {"prefix": "/"}, "route": {"cluster": INBOUND_CLUSTER, "timeout": "0s"}}]}]},
                     "http_filters": http_filters}}]}]}],
             "clusters": [cluster(INBOUND_CLUSTER, upstream_port)]
-            + [cluster(n, p) for n, p in (clusters or {}).items()],
+            + [cluster(n, p) for n, p in (clusters or {}).items()]
+            + [{**cluster(n, p), "typed_extension_protocol_options": H2_OPTIONS} for n, p in (h2_clusters or {}).items()],
         },
     }
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)

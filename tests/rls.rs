@@ -65,6 +65,7 @@ fn the_policy_key_and_its_errors() {
         p.gateway.rate_limit_service,
         Some(RateLimitService {
             cluster: "mcp_ratelimit".into(),
+            authority: None,
             domain: "mcp".into(),
             timeout_ms: 100,
             failure_mode: FailureMode::Deny
@@ -91,6 +92,52 @@ fn the_policy_key_and_its_errors() {
     let e = errors(r#"{"version":"1","gateway":{"rate_limit_service":{"cluster":"","timeout":"2m"}}}"#);
     let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(paths, ["gateway.rate_limit_service.cluster", "gateway.rate_limit_service.timeout"]);
+}
+
+#[test]
+fn the_authority_makes_the_upstream_a_grpc_service() {
+    // Without it the upstream is the cluster name, as Envoy's wasm host reads a plain name.
+    let p = policy(EXEC, RLS);
+    assert_eq!(p.gateway.rate_limit_service.unwrap().upstream(), b"mcp_ratelimit");
+    // Istio's cluster name is no valid :authority; the Service host is.
+    let cluster = "outbound|8081||mcp-ratelimit.mcp-system.svc.cluster.local";
+    let host = "mcp-ratelimit.mcp-system.svc.cluster.local";
+    let p = policy(EXEC, &format!(r#""rate_limit_service":{{"cluster":"{cluster}","authority":"{host}"}}"#));
+    let s = p.gateway.rate_limit_service.unwrap();
+    assert_eq!(s.authority.as_deref(), Some(host));
+    let mut want = vec![0x0a, (2 + cluster.len() + 2 + host.len()) as u8, 0x0a, cluster.len() as u8];
+    want.extend_from_slice(cluster.as_bytes());
+    want.extend_from_slice(&[0x12, host.len() as u8]);
+    want.extend_from_slice(host.as_bytes());
+    assert_eq!(s.upstream(), want);
+    assert_eq!(s.upstream(), proto::grpc_service(cluster, host));
+    for bad in ["a|b", "", "host name", "h\\u00e9"] {
+        let e = errors(&format!(
+            r#"{{"version":"1","gateway":{{"rate_limit_service":{{"cluster":"c","authority":"{bad}"}}}}}}"#
+        ));
+        let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["gateway.rate_limit_service.authority"], "{bad:?}");
+    }
+    // Together at most 123 bytes: the serialized GrpcService stays ASCII (the SDK takes a &str).
+    let long = |c: usize, a: usize| {
+        format!(
+            r#"{{"version":"1","gateway":{{"rate_limit_service":{{"cluster":"{}","authority":"{}"}}}}}}"#,
+            "c".repeat(c),
+            "a".repeat(a)
+        )
+    };
+    let p = config::load(long(100, 23).as_bytes()).unwrap();
+    assert!(p.gateway.rate_limit_service.unwrap().upstream().is_ascii());
+    let e = errors(&long(100, 24));
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].0, "gateway.rate_limit_service.authority");
+    assert_eq!(
+        e[0].1,
+        "cluster and authority together must be at most 123 bytes (they are 124): proxy-wasm hands them to \
+         Envoy as one text, a serialized GrpcService"
+    );
+    let ok = policy(EXEC, r#""rate_limit_service":{"cluster":"c","authority":"[::1]:8081"}"#);
+    assert_eq!(ok.gateway.rate_limit_service.unwrap().authority.as_deref(), Some("[::1]:8081"));
 }
 
 #[test]

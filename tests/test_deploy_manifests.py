@@ -29,16 +29,30 @@ VALIDATOR = harness.REPO_ROOT / "tools" / "deploy-validate" / "validate.mjs"
 DOCKERFILE = harness.REPO_ROOT / "approvals" / "Dockerfile"
 HADOLINT = harness.REPO_ROOT / ".venv" / "bin" / "hadolint"
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
-DIRS = ["istio", "envoy-gateway", "kubernetes"]
+# The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
+# deploy/kubernetes/postgres (on PostgreSQL), then deploy/istio or deploy/envoy-gateway.
+DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres"]
+SQLITE, POSTGRES = "kubernetes", "kubernetes/postgres"
 SEED = harness.load_policy(harness.POLICY_JSON)
 
 
 def listed(d: str) -> list[Path]:
-    """The files the kustomization of deploy/`d` lists."""
-    k = yaml.safe_load((DEPLOY / d / "kustomization.yaml").read_text(encoding="utf-8"))
+    """The files the kustomization of deploy/`d` lists, through the directories it lists (each a
+    kustomization of its own, as kustomize reads them), in order."""
+    root = (DEPLOY / d).resolve()
+    k = yaml.safe_load((root / "kustomization.yaml").read_text(encoding="utf-8"))
     assert k["apiVersion"] == "kustomize.config.k8s.io/v1beta1" and k["kind"] == "Kustomization"
     assert set(k) == {"apiVersion", "kind", "resources"}, "only plain resources: no generators or patches to check"
-    return [DEPLOY / d / r for r in k["resources"]]
+    out: list[Path] = []
+    for r in k["resources"]:
+        p = (root / r).resolve()
+        if p.is_dir():
+            out += listed(str(p.relative_to(DEPLOY.resolve())))
+        else:
+            # kustomize loads files only from the kustomization's own directory tree.
+            assert p.is_relative_to(root), f"{d}: {r} is outside its kustomization root"
+            out.append(p)
+    return out
 
 
 def docs(paths: list[Path]) -> list[tuple[Path, dict]]:
@@ -46,12 +60,15 @@ def docs(paths: list[Path]) -> list[tuple[Path, dict]]:
 
 
 def all_docs() -> list[tuple[Path, dict]]:
-    return docs([p for d in DIRS for p in listed(d)])
+    """Every document of every kustomization, each file once (the variants share files)."""
+    return docs(list(dict.fromkeys(p for d in DIRS for p in listed(d))))
 
 
-def by_kind(kind: str, name: str | None = None) -> dict:
-    found = [d for _, d in all_docs() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, (kind, name, len(found))
+def by_kind(kind: str, name: str | None = None, variant: str | None = None) -> dict:
+    """The one resource of `kind` (and `name`), among the files of kustomization `variant` if given."""
+    pool = docs(listed(variant)) if variant else all_docs()
+    found = [d for _, d in pool if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, variant, len(found))
     return found[0]
 
 
@@ -70,12 +87,19 @@ def run_validator(paths: list[Path]) -> subprocess.CompletedProcess:
 # ----------------------------------------------------------------------------------- kustomizations
 
 
-@pytest.mark.parametrize("d", DIRS)
+@pytest.mark.parametrize("d", ["istio", "envoy-gateway", "kubernetes"])
 def test_kustomization_lists_every_manifest_of_its_folder(d):
-    files = listed(d)
+    files = [p for v in DIRS if v.split("/")[0] == d for p in listed(v)]
     assert all(p.is_file() for p in files), files
-    on_disk = {p for p in (DEPLOY / d).rglob("*.yaml") if p.name != "kustomization.yaml"}
+    on_disk = {p.resolve() for p in (DEPLOY / d).rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert set(files) == on_disk
+
+
+@pytest.mark.parametrize("d", DIRS)
+def test_no_resource_twice_in_a_kustomization(d):
+    """kustomize refuses two resources with one kind, namespace and name in one build."""
+    ids = [(x["kind"], x["metadata"].get("namespace"), x["metadata"]["name"]) for _, x in docs(listed(d))]
+    assert len(ids) == len(set(ids)), ids
 
 
 def test_every_resource_names_its_namespace():
@@ -99,7 +123,7 @@ def test_custom_resources_match_the_pinned_crd_schemas():
     done = run_validator(paths)
     assert done.returncode == 0, done.stdout + done.stderr
     oks = [line for line in done.stdout.splitlines() if line.startswith("ok   ")]
-    assert len(oks) == len(crds) == 9, done.stdout
+    assert len(oks) == len(crds) == 10, done.stdout
     assert done.stdout.splitlines()[-1] == f"deploy-validate: {len(crds)} of {len(crds)} resources valid"
 
 
@@ -128,20 +152,25 @@ def test_kubernetes_resources_match_the_openapi_schemas_strictly(version):
     for path, d in core_docs():
         kubernetes_validate.validate(d, version, strict=True)  # raises ValidationError
         checked.append(f"{d['kind']}/{d['metadata']['name']}")
-    assert sorted(checked) == ["Deployment/mcp-approvals", "Deployment/mcp-ratelimit",
+    assert sorted(checked) == ["ConfigMap/mcp-approvals-postgres-init",
+                               "Deployment/mcp-approvals", "Deployment/mcp-approvals",  # SQLite, PostgreSQL
+                               "Deployment/mcp-ratelimit",
                                "Deployment/mcp-ratelimit-redis", "Namespace/mcp-system",
-                               "NetworkPolicy/mcp-approvals", "NetworkPolicy/mcp-ratelimit",
+                               "NetworkPolicy/mcp-approvals", "NetworkPolicy/mcp-approvals-postgres",
+                               "NetworkPolicy/mcp-ratelimit",
                                "NetworkPolicy/mcp-ratelimit-redis", "PersistentVolumeClaim/mcp-approvals-data",
-                               "PersistentVolumeClaim/mcp-ratelimit-redis-data", "Service/mcp-approvals",
-                               "Service/mcp-approvals-check", "Service/mcp-ratelimit", "Service/mcp-ratelimit-redis"]
+                               "PersistentVolumeClaim/mcp-ratelimit-redis-data", "PodDisruptionBudget/mcp-approvals",
+                               "Service/mcp-approvals", "Service/mcp-approvals-check",
+                               "Service/mcp-approvals-postgres", "Service/mcp-ratelimit", "Service/mcp-ratelimit-redis",
+                               "StatefulSet/mcp-approvals-postgres"]
 
 
 def test_kubernetes_validator_refuses_unknown_fields_and_bad_types():
-    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals")))
+    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals", SQLITE)))
     dep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["runAsNonroot"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, K8S_VERSIONS[-1], strict=True)
-    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals")))
+    dep = json.loads(json.dumps(by_kind("Deployment", "mcp-approvals", SQLITE)))
     dep["spec"]["replicas"] = "one"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(dep, K8S_VERSIONS[-1], strict=True)
@@ -151,8 +180,12 @@ def test_kubernetes_validator_refuses_unknown_fields_and_bad_types():
 
 
 def without_approval_cluster(policy: dict) -> dict:
+    """`policy` without the platform's cluster names: the approval cluster, and the rate limit
+    service (the seed policy counts in shared data; the manifests use mcp-ratelimit)."""
     p = json.loads(json.dumps(policy))
     p["gateway"]["approval"].pop("cluster")
+    p["gateway"]["approval"].pop("authority", None)
+    p["gateway"].pop("rate_limit_service", None)
     return p
 
 
@@ -164,19 +197,21 @@ def test_manifests_carry_the_seed_policy_and_name_the_check_service():
     (port,) = svc["spec"]["ports"]
     fqdn = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
     assert istio["gateway"]["approval"]["cluster"] == f"outbound|{port['port']}||{fqdn}"
-    patch = by_kind("EnvoyPatchPolicy")["spec"]["jsonPatches"][0]
+    assert istio["gateway"]["approval"]["authority"] == fqdn  # Istio's cluster name is no valid host
+    patch = by_kind("EnvoyPatchPolicy", "mcp-approvals-cluster")["spec"]["jsonPatches"][0]
     cluster = patch["operation"]["value"]
     assert eg["gateway"]["approval"]["cluster"] == patch["name"] == cluster["name"] == SEED["gateway"]["approval"]["cluster"]
     (ep,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
     assert ep["endpoint"]["address"]["socket_address"] == {"address": fqdn, "port_value": port["port"]}
 
 
-def test_check_port_is_reachable_only_from_the_gateway_pods():
-    dep = by_kind("Deployment", "mcp-approvals")
+@pytest.mark.parametrize("variant", [SQLITE, POSTGRES])
+def test_check_port_is_reachable_only_from_the_gateway_pods(variant):
+    dep = by_kind("Deployment", "mcp-approvals", variant)
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert f"--check-listen=0.0.0.0:{ports['check']}" in c["args"] and f"--listen=0.0.0.0:{ports['page']}" in c["args"]
-    np = by_kind("NetworkPolicy", "mcp-approvals")
+    np = by_kind("NetworkPolicy", "mcp-approvals", variant)
     assert np["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     assert np["spec"]["policyTypes"] == ["Ingress"]
     (check_rule,) = [r for r in np["spec"]["ingress"] if r["ports"] == [{"protocol": "TCP", "port": ports["check"]}]]
@@ -189,13 +224,23 @@ def test_check_port_is_reachable_only_from_the_gateway_pods():
     assert all(r["ports"] == [{"protocol": "TCP", "port": ports["page"]}] for r in np["spec"]["ingress"] if r is not check_rule)
 
 
-def test_approvals_pod_runs_non_root_with_probes_and_resources():
-    spec = by_kind("Deployment", "mcp-approvals")["spec"]["template"]["spec"]
+@pytest.mark.parametrize("variant", [SQLITE, POSTGRES])
+def test_approvals_pod_runs_non_root_with_probes_and_resources(variant):
+    spec = by_kind("Deployment", "mcp-approvals", variant)["spec"]["template"]["spec"]
     (c,) = spec["containers"]
-    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 65532
+    # The approvers' Secret is mounted 0440: readable by the pod's uid only through fsGroup.
+    assert spec["securityContext"]["fsGroup"] == 65532
+    (approvers,) = [v for v in spec["volumes"] if v["name"] == "approvers"]
+    assert approvers["secret"] == {"secretName": "mcp-approvals-approvers", "defaultMode": 0o440}
     sc = c["securityContext"]
     assert sc == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
-    assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "check"}
+    if variant == SQLITE:
+        assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    else:  # a database outage must not restart every replica (readiness takes them out)
+        assert c["livenessProbe"] == {"tcpSocket": {"port": "page"}, "initialDelaySeconds": 5, "periodSeconds": 10,
+                                      "failureThreshold": 3}
     assert set(c["resources"]["requests"]) == {"cpu", "memory"} and "memory" in c["resources"]["limits"]
 
 
@@ -234,7 +279,7 @@ def test_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
     assert froms[1] == "FROM gcr.io/distroless/cc-debian12:nonroot"
     final = lines[lines.index(froms[1]):]
     assert "USER 65532:65532" in final
-    uid = by_kind("Deployment", "mcp-approvals")["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    uid = by_kind("Deployment", "mcp-approvals", SQLITE)["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
     assert uid == 65532
 
 
@@ -289,3 +334,185 @@ def test_ratelimit_wiring_ports_redis_and_network_policies():
     rnp = by_kind("NetworkPolicy", "mcp-ratelimit-redis")
     assert rnp["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6379}],
                                        "from": [{"podSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]}}]}]
+
+
+# ----------------------------------------------------------------------------------- PostgreSQL variant (issue 18)
+
+PG_README = DEPLOY / "kubernetes" / "postgres" / "README.md"
+
+
+def fqdn(svc: dict) -> str:
+    return f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_variants_share_everything_but_the_approvals_workload():
+    sqlite, pg = set(listed(SQLITE)), set(listed(POSTGRES))
+    k8s = (DEPLOY / "kubernetes").resolve()
+    assert sorted(p.relative_to(k8s).as_posix() for p in sqlite - pg) == [
+        "approvals-deployment.yaml", "approvals-pvc.yaml"]
+    assert sorted(p.relative_to(k8s).as_posix() for p in pg - sqlite) == [
+        "postgres/approvals-deployment.yaml", "postgres/approvals-pdb.yaml", "postgres/postgres-networkpolicy.yaml",
+        "postgres/postgres.yaml"]
+    # The same pods for the shared Services and NetworkPolicy, the same ports, image and approvers.
+    a, b = by_kind("Deployment", "mcp-approvals", SQLITE), by_kind("Deployment", "mcp-approvals", POSTGRES)
+    assert a["spec"]["selector"] == b["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "mcp-approvals"}}
+    (ca,), (cb,) = a["spec"]["template"]["spec"]["containers"], b["spec"]["template"]["spec"]["containers"]
+    assert (ca["image"], ca["ports"]) == (cb["image"], cb["ports"])
+    assert [x for x in ca["args"] if not x.startswith("--db")] == [x for x in cb["args"] if not x.startswith("--db")]
+
+
+def test_postgres_variant_runs_replicas_on_the_database_url_from_the_secret():
+    dep = by_kind("Deployment", "mcp-approvals", POSTGRES)
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    pod = spec["template"]["spec"]
+    (c,) = pod["containers"]
+    # No --db flag (a password would show in the process list): the URL is MCP_APPROVALS_DB, from the Secret.
+    assert not [x for x in c["args"] if x.startswith("--db=")]
+    assert "--db-pool-size=10" in c["args"]
+    assert env_of(c) == {"MCP_APPROVALS_DB": {"name": "MCP_APPROVALS_DB", "valueFrom": {
+        "secretKeyRef": {"name": "mcp-approvals-db", "key": "url"}}}}
+    # No volume for a database file: state is in PostgreSQL.
+    assert [v["name"] for v in pod["volumes"]] == ["approvers"]
+    assert c["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["terminationGracePeriodSeconds"] > 5
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["labelSelector"] == spec["selector"] and spread["topologyKey"] == "kubernetes.io/hostname"
+    pdb = by_kind("PodDisruptionBudget", "mcp-approvals", POSTGRES)
+    assert pdb["spec"] == {"minAvailable": 1, "selector": spec["selector"]}
+    assert pdb["spec"]["minAvailable"] < spec["replicas"]
+
+
+def pg_parts() -> tuple[dict, dict, dict, dict]:
+    return (by_kind("StatefulSet", "mcp-approvals-postgres", POSTGRES),
+            by_kind("Service", "mcp-approvals-postgres", POSTGRES),
+            by_kind("NetworkPolicy", "mcp-approvals-postgres", POSTGRES),
+            by_kind("ConfigMap", "mcp-approvals-postgres-init", POSTGRES))
+
+
+def test_bundled_postgres_statefulset_service_and_network_policy():
+    sts, svc, np, init = pg_parts()
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["replicas"] == 1 and sts["spec"]["serviceName"] == svc["metadata"]["name"]
+    assert sts["spec"]["selector"]["matchLabels"] == labels == svc["spec"]["selector"]
+    pod = sts["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "docker.io/library/postgres:15-bookworm"
+    assert pod["securityContext"]["runAsUser"] == pod["securityContext"]["fsGroup"] == 999
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    (port,) = svc["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (5432, "postgres") and c["ports"] == [
+        {"name": "postgres", "containerPort": 5432}]
+    env = env_of(c)
+    assert env["POSTGRES_PASSWORD"]["valueFrom"] == {"secretKeyRef": {"name": "mcp-approvals-db", "key": "postgres-password"}}
+    assert env["MCP_APPROVALS_DB_PASSWORD"]["valueFrom"] == {"secretKeyRef": {"name": "mcp-approvals-db", "key": "password"}}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert env["PGDATA"]["value"].startswith(mounts["data"] + "/")  # a subdirectory (lost+found)
+    assert mounts["init"] == "/docker-entrypoint-initdb.d" and mounts["run"] == "/var/run/postgresql"
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data" and claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    (cm_vol,) = [v for v in pod["volumes"] if v["name"] == "init"]
+    assert cm_vol["configMap"] == {"name": init["metadata"]["name"], "defaultMode": 0o555}
+    assert list(init["data"]) == ["10-mcp-approvals.sh"]
+    # The startup probe holds liveness off while initdb runs on the Unix socket only.
+    isready = ["pg_isready", "--host=127.0.0.1", "--port=5432", "--username=postgres"]
+    assert c["startupProbe"]["exec"]["command"] == c["readinessProbe"]["exec"]["command"] == isready
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] == 300
+    assert c["livenessProbe"]["tcpSocket"] == {"port": "postgres"}
+    # 5432 only from the approval pods.
+    approvals = by_kind("Deployment", "mcp-approvals", POSTGRES)
+    assert np["spec"]["podSelector"]["matchLabels"] == labels and np["spec"]["policyTypes"] == ["Ingress"]
+    assert np["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 5432}],
+                                      "from": [{"podSelector": approvals["spec"]["selector"]}]}]
+
+
+def test_init_script_role_database_and_the_documented_url_agree():
+    """The README's Secret command builds the URL from the Service, the role and the database the
+    init script creates; the approval pods read that URL."""
+    sts, svc, _, init = pg_parts()
+    script = init["data"]["10-mcp-approvals.sh"]
+    assert script.startswith("#!/bin/bash\n") and "set -euo pipefail" in script
+    assert "CREATE ROLE mcp_approvals LOGIN PASSWORD :'pw';" in script
+    assert "CREATE DATABASE mcp_approvals OWNER mcp_approvals ENCODING 'UTF8' TEMPLATE template0;" in script
+    assert "\\getenv pw MCP_APPROVALS_DB_PASSWORD\n" in script and "SUPERUSER" not in script.upper()
+    assert "MCP_APPROVALS_DB_PASSWORD" not in script.split("<<'SQL'")[0]  # on no command line
+    url = f"postgres://mcp_approvals:$PW@{fqdn(svc)}:{svc['spec']['ports'][0]['port']}/mcp_approvals"
+    readme = PG_README.read_text(encoding="utf-8")
+    assert f'--from-literal=url="{url}"' in readme
+    assert '--from-literal=password="$PW"' in readme and "--from-literal=postgres-password=" in readme
+    assert "kubectl -n mcp-system create secret generic mcp-approvals-db" in readme
+
+
+# ----------------------------------------------------------------------------------- the rate limit service's cluster (issue 14)
+
+
+def istio_protocol(port: dict) -> str:
+    """The protocol Istio gives a Service port (pkg/config/kube/conversion.go, ConvertProtocol, Istio
+    1.29): appProtocol first (kubernetes.io/h2c is HTTP2), else the port name's prefix before '-'."""
+    app = port.get("appProtocol")
+    if app is not None:
+        if app == "kubernetes.io/h2c":
+            return "HTTP2"
+        if app in ("kubernetes.io/ws", "kubernetes.io/wss"):
+            return {"kubernetes.io/ws": "HTTP", "kubernetes.io/wss": "HTTPS"}[app]
+        name = app
+    else:
+        name = port.get("name", "")
+    if name.lower().startswith("grpc-web"):
+        return "GRPC-Web"
+    prefix = name.split("-", 1)[0].lower()
+    return {"grpc": "GRPC", "http2": "HTTP2", "http": "HTTP", "tcp": "TCP", "https": "HTTPS",
+            "tls": "TLS"}.get(prefix, "UnsupportedProtocol")
+
+
+def test_istio_protocol_rule_tells_http2_from_the_rest():
+    assert istio_protocol({"name": "grpc-rls", "appProtocol": "kubernetes.io/h2c"}) == "HTTP2"
+    assert istio_protocol({"name": "tcp-rls", "appProtocol": "grpc"}) == "GRPC"
+    assert istio_protocol({"name": "grpc-rls"}) == "GRPC"
+    assert istio_protocol({"name": "http-rls"}) == "HTTP"        # HTTP/1.1: a gRPC callout would fail
+    assert istio_protocol({"name": "rls"}) == "UnsupportedProtocol"  # sniffed: not HTTP/2 either
+    assert istio_protocol({"name": "grpc-x", "appProtocol": "http"}) == "HTTP"  # appProtocol wins
+
+
+def test_istio_rate_limit_service_is_the_http2_outbound_cluster_of_mcp_ratelimit():
+    rls = by_kind("WasmPlugin")["spec"]["pluginConfig"]["gateway"]["rate_limit_service"]
+    svc = by_kind("Service", "mcp-ratelimit")
+    (port,) = svc["spec"]["ports"]
+    # pilot/pkg/model/service.go BuildSubsetKey: outbound|PORT|SUBSET|HOST; HTTP/2 options only for
+    # HTTP2/GRPC ports (cluster_builder.go setUpstreamProtocol -> setH2Options).
+    # The authority is the Service's host: '|' is not valid in an :authority (HTTP/2 servers reset
+    # the stream; tests/integration/test_deploy_istio.py shows both).
+    assert rls == {"cluster": f"outbound|{port['port']}||{fqdn(svc)}", "authority": fqdn(svc), "domain": "mcp",
+                   "timeout": "250ms", "failure_mode": "deny"}
+    assert rls["cluster"] == "outbound|8081||mcp-ratelimit.mcp-system.svc.cluster.local"
+    assert istio_protocol(port) in ("HTTP2", "GRPC")
+    dep = by_kind("Deployment", "mcp-ratelimit")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}[port["targetPort"]] == 8081
+
+
+def test_envoy_gateway_rate_limit_cluster_is_http2_and_points_at_mcp_ratelimit():
+    rls = by_kind("EnvoyExtensionPolicy")["spec"]["wasm"][0]["config"]["gateway"]["rate_limit_service"]
+    assert rls == {"cluster": "mcp_ratelimit", "domain": "mcp", "timeout": "250ms", "failure_mode": "deny"}
+    epp = by_kind("EnvoyPatchPolicy", "mcp-ratelimit-cluster")
+    assert epp["spec"]["targetRef"] == {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                        "name": by_kind("Gateway")["metadata"]["name"]}
+    (patch,) = epp["spec"]["jsonPatches"]
+    assert (patch["type"], patch["name"]) == ("type.googleapis.com/envoy.config.cluster.v3.Cluster", rls["cluster"])
+    assert (patch["operation"]["op"], patch["operation"]["path"]) == ("add", "")
+    cluster = patch["operation"]["value"]
+    assert cluster["name"] == cluster["load_assignment"]["cluster_name"] == rls["cluster"]
+    assert cluster["typed_extension_protocol_options"] == {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicit_http_config": {"http2_protocol_options": {}}}}
+    svc = by_kind("Service", "mcp-ratelimit")
+    (ep,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    assert ep["endpoint"]["address"]["socket_address"] == {"address": fqdn(svc), "port_value": svc["spec"]["ports"][0]["port"]}
+    assert cluster["type"] == "STRICT_DNS"

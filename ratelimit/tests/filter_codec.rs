@@ -130,3 +130,24 @@ fn the_services_own_answers_read_back() {
         ]
     );
 }
+
+/// The upstream the filter hands `dispatch_grpc_call` when `gateway.rate_limit_service.authority`
+/// is set: prost reads it as the `GrpcService` Envoy's wasm host parses (Context::grpcCall).
+#[test]
+fn grpc_service_upstream_decodes_as_envoy_reads_it() {
+    use envoy_types::pb::envoy::config::core::v3::grpc_service::{EnvoyGrpc, TargetSpecifier};
+    use envoy_types::pb::envoy::config::core::v3::GrpcService;
+    for (cluster, authority) in [
+        ("outbound|8081||mcp-ratelimit.mcp-system.svc.cluster.local", "mcp-ratelimit.mcp-system.svc.cluster.local"),
+        (&*"c".repeat(256), &*"a".repeat(256)),
+    ] {
+        let g = GrpcService::decode(proto::grpc_service(cluster, authority).as_slice()).unwrap();
+        let Some(TargetSpecifier::EnvoyGrpc(EnvoyGrpc { cluster_name, authority: got, .. })) = g.target_specifier
+        else {
+            panic!("not envoy_grpc: {g:?}")
+        };
+        assert_eq!((cluster_name.as_str(), got.as_str()), (cluster, authority));
+        assert_eq!(g.timeout, None);
+        assert!(g.initial_metadata.is_empty());
+    }
+}

@@ -31,7 +31,14 @@ impl Filter {
             }
         };
         let timeout = Duration::from_millis(svc.timeout_ms);
-        match hostcalls::dispatch_grpc_call(&svc.cluster, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
+        // The cluster name, or a serialized GrpcService when an authority is set: ASCII either way
+        // (rls::compile bounds the lengths so that no varint byte reaches 0x80).
+        let upstream = svc.upstream();
+        let Ok(upstream) = std::str::from_utf8(&upstream) else {
+            let answer = Answer::Unavailable("the rate limit upstream is not ASCII".into());
+            return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
+        };
+        match hostcalls::dispatch_grpc_call(upstream, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
             Ok(token) => {
                 self.decided = true;
                 self.head = None;

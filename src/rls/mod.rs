@@ -28,6 +28,7 @@ use crate::ratelimit::GrantId;
 use crate::reply::{code, Reply, RpcError};
 
 pub mod proto;
+pub mod upstream;
 
 /// gRPC service and method of the rate limit service (Envoy API v3).
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -51,6 +52,12 @@ pub struct RateLimitServiceSpec {
     /// `explicit_http_config.http2_protocol_options`).
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
     pub cluster: String,
+    /// `:authority` of the gRPC callout, a host or `host:port` (default: the cluster name). Set it
+    /// when the cluster name is not a valid host, e.g. Istio's `outbound|PORT||HOST` (give `HOST`):
+    /// HTTP/2 servers reset a stream whose `:authority` holds `|` (tonic/hyper do).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[A-Za-z0-9._~!$&'()*+,;=:%\\[\\]-]{1,256}$")))]
+    pub authority: Option<String>,
     /// The RLS `domain` (default `"mcp"`).
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
@@ -83,6 +90,8 @@ pub enum FailureMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitService {
     pub cluster: String,
+    /// `:authority` of the callout; `None`: the cluster name (Envoy's default).
+    pub authority: Option<String>,
     pub domain: String,
     /// Milliseconds.
     pub timeout_ms: u64,
@@ -100,6 +109,11 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
             format!("{base}.cluster"),
             "must be 1 to 256 printable ASCII characters (an Envoy cluster name)".into(),
         ));
+    }
+    if let Some(a) = &spec.authority {
+        if let Err(why) = upstream::check_authority(&spec.cluster, a) {
+            errs.push((format!("{base}.authority"), why));
+        }
     }
     let domain = spec.domain.clone().unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
     if !printable(&domain) {
@@ -142,7 +156,13 @@ pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimi
         Some(FailureModeSpec::Deny) | None => FailureMode::Deny,
     };
     if errs.is_empty() {
-        Ok(RateLimitService { cluster: spec.cluster.clone(), domain, timeout_ms, failure_mode })
+        Ok(RateLimitService {
+            cluster: spec.cluster.clone(),
+            authority: spec.authority.clone(),
+            domain,
+            timeout_ms,
+            failure_mode,
+        })
     } else {
         Err(errs)
     }

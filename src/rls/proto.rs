@@ -81,6 +81,17 @@ fn varint_field(out: &mut Vec<u8>, field: u32, v: u64) {
     }
 }
 
+/// `envoy.config.core.v3.GrpcService{envoy_grpc: {cluster_name, authority}}` (grpc_service.proto:
+/// GrpcService 1 envoy_grpc; EnvoyGrpc 1 cluster_name, 2 authority), serialized.
+pub fn grpc_service(cluster: &str, authority: &str) -> Vec<u8> {
+    let mut inner = Vec::with_capacity(cluster.len() + authority.len() + 6);
+    bytes_field(&mut inner, 1, cluster.as_bytes());
+    bytes_field(&mut inner, 2, authority.as_bytes());
+    let mut out = Vec::with_capacity(inner.len() + 3);
+    bytes_field(&mut out, 1, &inner);
+    out
+}
+
 impl Request {
     /// The wire bytes (the gRPC message, without the 5-byte gRPC frame header: Envoy adds it).
     pub fn encode(&self) -> Vec<u8> {
@@ -268,6 +279,16 @@ mod tests {
         }
         assert!(Reader { buf: &[0x80] }.varint().is_err());
         assert!(Reader { buf: &[0xff; 11] }.varint().is_err());
+    }
+
+    #[test]
+    fn grpc_service_names_cluster_and_authority() {
+        assert_eq!(grpc_service("c|1", "h"), [0x0a, 0x08, 0x0a, 0x03, b'c', b'|', b'1', 0x12, 0x01, b'h']);
+        // Lengths from 128 on take two varint bytes, which are not ASCII (rls::compile refuses them).
+        let long = grpc_service(&"c".repeat(200), "h");
+        assert_eq!(&long[..5], &[0x0a, 0xce, 0x01, 0x0a, 0xc8]);
+        assert!(grpc_service(&"c".repeat(100), &"h".repeat(23)).is_ascii());
+        assert!(!grpc_service(&"c".repeat(100), &"h".repeat(24)).is_ascii());
     }
 
     #[test]

@@ -9,8 +9,10 @@ from the manifests:
 - BackendTrafficPolicy requestBuffer -> envoy.filters.http.buffer, placed after the wasm filter by
   the EnvoyProxy's filterOrder (Envoy Gateway's default order puts it before);
 - HTTPRoute timeouts.request 0s -> route timeout 0s;
-- EnvoyPatchPolicy (op add, empty path) -> the cluster `mcp_approvals` as written (its DNS name
-  replaced by 127.0.0.1 here).
+- EnvoyPatchPolicy (op add, empty path) -> the clusters `mcp_approvals` and `mcp_ratelimit` (HTTP/2,
+  for the filter's gRPC callout to mcp-ratelimit) as written (their DNS names replaced by 127.0.0.1
+  here). With the real mcp-ratelimit behind `mcp_ratelimit`, the policy's limit (10 a minute per
+  grant) is decided by the service: 10 of 12 calls admitted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import yaml
 import harness
 import harness_approvals as ha
 import harness_extra as hx
+import harness_rls as hr
 from jsonrpc import call_tool
 
 EG = harness.REPO_ROOT / "deploy" / "envoy-gateway"
@@ -33,7 +36,18 @@ def load(name: str) -> dict:
     return yaml.safe_load((EG / name).read_text(encoding="utf-8"))
 
 
-def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, approvals_check_port: int) -> str:
+def patched_cluster(file: str, port: int) -> dict:
+    """The Cluster an EnvoyPatchPolicy adds (op add, empty path), its one endpoint on 127.0.0.1:`port`."""
+    (patch,) = load(file)["spec"]["jsonPatches"]
+    assert (patch["operation"]["op"], patch["operation"]["path"]) == ("add", "")
+    cluster = json.loads(json.dumps(patch["operation"]["value"]))
+    (ep,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    ep["endpoint"]["address"]["socket_address"] = {"address": harness.HOST, "port_value": port}
+    return cluster
+
+
+def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, approvals_check_port: int,
+           rls_port: int | None = None) -> str:
     policy = load("envoyextensionpolicy.yaml")
     (ext,) = policy["spec"]["wasm"]
     ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
@@ -66,11 +80,8 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
              "route": {"cluster": "httproute/mcp/mcp/rule/0", "timeout": rule["timeouts"]["request"]},
              "typed_per_filter_config": {filter_name: {
                  "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}}}
-    (patch,) = load("envoypatchpolicy-approvals.yaml")["spec"]["jsonPatches"]
-    assert (patch["operation"]["op"], patch["operation"]["path"]) == ("add", "")
-    approvals = json.loads(json.dumps(patch["operation"]["value"]))
-    (ep,) = approvals["load_assignment"]["endpoints"][0]["lb_endpoints"]
-    ep["endpoint"]["address"]["socket_address"] = {"address": harness.HOST, "port_value": approvals_check_port}
+    approvals = patched_cluster("envoypatchpolicy-approvals.yaml", approvals_check_port)
+    ratelimit = patched_cluster("envoypatchpolicy-ratelimit.yaml", rls_port or harness.free_port())
     upstream = {"name": "httproute/mcp/mcp/rule/0", "type": "STATIC", "connect_timeout": "2s",
                 "load_assignment": {"cluster_name": "httproute/mcp/mcp/rule/0", "endpoints": [{"lb_endpoints": [
                     {"endpoint": {"address": {"socket_address": {"address": harness.HOST, "port_value": upstream_port}}}}]}]}}
@@ -84,7 +95,7 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
                     "route_config": {"name": "mcp/mcp-gateway/http", "virtual_hosts": [
                         {"name": "mcp/mcp-gateway/http/*", "domains": ["*"], "routes": [route]}]},
                     "http_filters": [wasm_filter, buffer_filter, router]}}]}]}],
-            "clusters": [upstream, approvals],
+            "clusters": [upstream, approvals, ratelimit],
         },
     }
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)
@@ -92,7 +103,29 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
 
 def test_config_is_the_seed_policy_as_written():
     (ext,) = load("envoyextensionpolicy.yaml")["spec"]["wasm"]
-    assert ext["config"] == SEED
+    config = json.loads(json.dumps(ext["config"]))
+    assert config["gateway"].pop("rate_limit_service") == {"cluster": "mcp_ratelimit", "domain": "mcp",
+                                                           "timeout": "250ms", "failure_mode": "deny"}
+    assert config == SEED
+
+
+def test_rate_limit_cluster_of_the_patch_policy_reaches_mcp_ratelimit(stack, wasm):
+    """12 calls of vm_agent_exec (max 10 a minute per grant): the real mcp-ratelimit behind the
+    patched HTTP/2 cluster decides; 10 reach the server, 2 are rate_limited."""
+    svc = ha.approvals(stack)
+    rls = hr.start_rls(stack, None)
+    _, upstream_port, log = stack.recorder()
+    config = render(wasm, harness.free_port(), harness.free_port(), upstream_port, svc.check_port, rls.port)
+    envoy = hx.start(stack, config, name="envoy-eg")
+    harness.avoid_minute_boundary(margin=10)
+    args = {"node": "pve1", "vmid": 100, "command": "uptime"}
+    replies = [call_tool(envoy.mcp_url, "vm_agent_exec", "grant-eg-rls", args, id=i) for i in range(12)]
+    kinds = [r.error["data"]["kind"] if b'"error"' in r.body else "ok" for r in replies]
+    assert kinds == ["ok"] * 10 + ["rate_limited"] * 2, [r.body[:160] for r in replies]
+    assert len(harness.recorder_lines(log, settle=0.3)) == 10
+    metrics = rls.metrics()
+    assert 'mcp_ratelimit_decisions_total{code="ok"} 10' in metrics, metrics
+    assert 'mcp_ratelimit_decisions_total{code="over_limit"} 2' in metrics, metrics
 
 
 def test_envoy_gateway_rendering_filters_buffers_and_reaches_mcp_approvals(stack, wasm):

@@ -11,6 +11,13 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
 - Shared data: a second wasm plugin (tests/wasm-neighbour) in the same namespace writes the
   filter's key names without its prefix and counts requests; both stay exact.
 - Numbers: an integer beyond 2^53 in pluginConfig reaches the module rounded; 1e21 is refused.
+- Cluster-wide limits (issue 14): the pluginConfig's `rate_limit_service.cluster` is the outbound
+  cluster Istio builds for the h2c Service port of mcp-ratelimit (HTTP/2 options as Istio sets
+  them); the filter's gRPC callout reaches the real mcp-ratelimit through it (exactly 10 of 12
+  calls of one grant admitted). Two controls fail as they must: the same cluster without HTTP/2
+  (what a Service port Istio reads as HTTP/1.1 gets), and without `authority` (the `:authority` is
+  then the cluster name, whose '|' makes mcp-ratelimit's HTTP/2 server reset the stream): every
+  limited call is refused with `limiter_unavailable`.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import harness
 import harness_approvals as ha
 import harness_deploy as hd
 import harness_extra as hx
+import harness_rls as hr
 import istio_render as ir
 from jsonrpc import call_tool, get, tool_call
 
@@ -37,6 +45,14 @@ SEED = harness.load_policy(harness.POLICY_JSON)
 PLUGIN = ir.load_manifest()
 FILTER_NAME = f"{PLUGIN['metadata']['namespace']}.{PLUGIN['metadata']['name']}"
 APPROVAL_CLUSTER = PLUGIN["spec"]["pluginConfig"]["gateway"]["approval"]["cluster"]
+RLS_CLUSTER = PLUGIN["spec"]["pluginConfig"]["gateway"]["rate_limit_service"]["cluster"]
+
+
+def local_limits(plugin_config: dict) -> dict:
+    """The manifest's pluginConfig counting in shared data (without rate_limit_service)."""
+    p = json.loads(json.dumps(plugin_config))
+    p["gateway"].pop("rate_limit_service")
+    return p
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +70,10 @@ def neighbour():
 
 
 def istio_envoy(stack: harness.Stack, wasm, upstream_port: int, *, plugin_config=None, neighbour=None,
-                concurrency: int = 2, approvals_port: int | None = None) -> harness.Envoy:
-    """Envoy on the Istio rendering of deploy/istio (the neighbour plugin first when given)."""
+                concurrency: int = 2, approvals_port: int | None = None, rls_port: int | None = None,
+                rls_http2: bool = True) -> harness.Envoy:
+    """Envoy on the Istio rendering of deploy/istio (the neighbour plugin first when given); the
+    rate limit service's outbound cluster on `rls_port` (HTTP/2 unless `rls_http2` is false)."""
     plugins = []
     if neighbour is not None:
         plugins.append(("mcp.shared-data-neighbour", {"config": {
@@ -63,8 +81,11 @@ def istio_envoy(stack: harness.Stack, wasm, upstream_port: int, *, plugin_config
             "vm_config": {"runtime": "envoy.wasm.runtime.v8", "code": {"local": {"filename": str(neighbour)}}},
             "failure_policy": "FAIL_CLOSED"}}))
     plugins.append((FILTER_NAME, ir.wasm_filter_config(PLUGIN, wasm, plugin_config=plugin_config)))
+    rls = {RLS_CLUSTER: rls_port or harness.free_port()}
     config = ir.bootstrap(plugins, stack.log_dir / stack._unique("ecds"), harness.free_port(), harness.free_port(),
-                          upstream_port, clusters={APPROVAL_CLUSTER: approvals_port or harness.free_port()})
+                          upstream_port, clusters={APPROVAL_CLUSTER: approvals_port or harness.free_port(),
+                                                   **({} if rls_http2 else rls)},
+                          h2_clusters=rls if rls_http2 else None)
     return hx.start(stack, config, concurrency=concurrency, name="envoy-istio")
 
 
@@ -137,6 +158,9 @@ def test_plugin_config_is_the_seed_policy_as_struct_json():
     assert '"max":10,' in text and "10.0" not in text
     seed = json.loads(json.dumps(SEED))
     seed["gateway"]["approval"]["cluster"] = APPROVAL_CLUSTER
+    seed["gateway"]["approval"]["authority"] = "mcp-approvals-check.mcp-system.svc.cluster.local"
+    seed["gateway"]["rate_limit_service"] = {"cluster": RLS_CLUSTER, "authority": "mcp-ratelimit.mcp-system.svc.cluster.local",
+                                             "domain": "mcp", "timeout": "250ms", "failure_mode": "deny"}
     assert json.loads(text) == seed
     assert "vm_id" not in json.dumps(ir.wasm_filter_config(PLUGIN, "/x.wasm"))
     assert ir.wasm_filter_config(PLUGIN, "/x.wasm")["config"]["failure_policy"] == "FAIL_CLOSED"
@@ -184,7 +208,8 @@ def test_neighbour_plugin_shares_the_namespace_without_collisions(stack, wasm, n
     filter's names without prefix) stay junk, its request count stays exact, and the filter's rate
     limit stays exact (10 of 14 calls of one grant admitted, the rest rate_limited)."""
     _, upstream_port, log = stack.recorder()
-    envoy = istio_envoy(stack, wasm, upstream_port, neighbour=neighbour)
+    envoy = istio_envoy(stack, wasm, upstream_port, neighbour=neighbour,
+                        plugin_config=local_limits(PLUGIN["spec"]["pluginConfig"]))
     before = get(f"{envoy.url}/neighbour", {}).json()
     assert before == {"count": 0, "lock": "junk", "grants": "junk", "filter_grants": None}, before
     harness.avoid_minute_boundary(margin=10)
@@ -235,3 +260,44 @@ def test_integer_at_1e21_becomes_an_exponent_and_the_plugin_fails_closed(stack, 
     assert "invalid policy at tools.x.limits[0].max: invalid type: floating point `1e+21`, expected u64" in envoy.log_text()
     stat = f"extension_config_discovery.http_filter.{FILTER_NAME}.update_rejected"
     assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 1"
+
+
+# ----------------------------------------------------------------------------------- cluster-wide limits
+
+
+def test_rate_limit_service_cluster_reaches_mcp_ratelimit_over_http2(stack, wasm):
+    """12 calls of vm_agent_exec (max 10 a minute per grant) through the Istio rendering: the real
+    mcp-ratelimit decides; 10 reach the server, 2 are rate_limited; a second grant has its own."""
+    rls = hr.start_rls(stack, None)
+    _, upstream_port, log = stack.recorder()
+    envoy = istio_envoy(stack, wasm, upstream_port, rls_port=rls.port)
+    harness.avoid_minute_boundary(margin=10)
+    replies = [call_tool(envoy.mcp_url, "vm_agent_exec", "grant-rls", EXEC, id=i) for i in range(12)]
+    kinds = [r.error["data"]["kind"] if b'"error"' in r.body else "ok" for r in replies]
+    assert kinds == ["ok"] * 10 + ["rate_limited"] * 2, [r.body[:160] for r in replies]
+    other = call_tool(envoy.mcp_url, "vm_agent_exec", "grant-other", EXEC, id=99)
+    assert (other.status, other.body) == (200, harness.recorder_reply(99))
+    assert len(harness.recorder_lines(log, settle=0.3)) == 11
+    metrics = rls.metrics()
+    assert 'mcp_ratelimit_decisions_total{code="ok"} 11' in metrics, metrics
+    assert 'mcp_ratelimit_decisions_total{code="over_limit"} 2' in metrics, metrics
+
+
+@pytest.mark.parametrize("broken", ["no HTTP/2", "no authority"])
+def test_rate_limit_service_cluster_without_http2_or_authority_refuses_limited_calls(stack, wasm, broken):
+    """The same cluster as Istio builds it for a port it reads as HTTP/1.1 (e.g. named `http-rls`),
+    or the manifest without `authority`: the gRPC callout cannot work, every limited call is refused
+    (failure_mode deny), nothing is counted and nothing forwarded; calls without limits pass."""
+    rls = hr.start_rls(stack, None)
+    _, upstream_port, log = stack.recorder()
+    config = json.loads(json.dumps(PLUGIN["spec"]["pluginConfig"]))
+    if broken == "no authority":
+        config["gateway"]["rate_limit_service"].pop("authority")
+    envoy = istio_envoy(stack, wasm, upstream_port, rls_port=rls.port, rls_http2=broken != "no HTTP/2",
+                        plugin_config=config)
+    r = call_tool(envoy.mcp_url, "vm_agent_exec", "grant-h1", EXEC, id=1)
+    assert r.error["data"]["kind"] == "limiter_unavailable", r.body
+    ok = call_tool(envoy.mcp_url, "list_vms", "grant-h1", id=2)
+    assert (ok.status, ok.body) == (200, harness.recorder_reply(2))
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    assert 'mcp_ratelimit_decisions_total{code="ok"} 0' in rls.metrics()

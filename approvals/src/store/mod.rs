@@ -217,7 +217,17 @@ impl std::fmt::Display for StoreError {
             StoreError::Sqlite(e) => write!(f, "sqlite: {e}"),
             StoreError::Postgres(e) => match e.as_db_error() {
                 Some(db) => write!(f, "postgres: {} ({})", db.message(), db.code().code()),
-                None => write!(f, "postgres: {e}"),
+                // The client's Display leaves out the cause ("error connecting to server"): add
+                // the chain ("...: Connection refused (os error 111)").
+                None => {
+                    write!(f, "postgres: {e}")?;
+                    let mut cause = std::error::Error::source(e);
+                    while let Some(c) = cause {
+                        write!(f, ": {c}")?;
+                        cause = c.source();
+                    }
+                    Ok(())
+                }
             },
             StoreError::Pool(e) => write!(f, "postgres pool: {e}"),
             StoreError::Conflict => write!(f, "postgres: concurrent change, try again"),

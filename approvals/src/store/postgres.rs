@@ -149,6 +149,9 @@ fn open_blocking(url: &str, size: u32) -> Result<Pool> {
         config.connect_timeout(Duration::from_secs(5));
     }
     config.application_name("mcp-approvals");
+    // One direct connection first: a wrong password, host or TLS setting fails here at once with
+    // PostgreSQL's own reason (the pool would wait its 5 s and report only a timeout).
+    config.connect(NoTls)?.close()?;
     let manager = PostgresConnectionManager::new(config, NoTls);
     let pool = r2d2::Pool::builder()
         .max_size(size.max(1))
