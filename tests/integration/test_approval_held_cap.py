@@ -193,17 +193,25 @@ def test_rapid_reset_of_one_grant_starves_no_other_and_leaks_nothing(stack):
     # Memory: the first flood raises high-water marks (Envoy's wasm VMs' linear memory and
     # connection pools, the service's allocator arenas) that are kept; a second flood of the same
     # size must add next to nothing (no memory per stream kept), and the first stays bounded.
+    def flood_again() -> tuple[int, int, int]:
+        assert _flood(envoy.listen_port, FLOODER, 2000) == 2000
+        deadline = time.monotonic() + 30
+        while _active_requests(envoy) > 0:
+            assert time.monotonic() < deadline, _active_requests(envoy)
+            time.sleep(0.1)
+        for p in svc.pending():
+            svc.deny(p["id"], "flood")
+        time.sleep(1.0)
+        return (_envoy_heap(envoy), _rss_kb(envoy.proc.pid), _rss_kb(svc.proc.pid))
+
     time.sleep(1.0)
     m1 = (_envoy_heap(envoy), _rss_kb(envoy.proc.pid), _rss_kb(svc.proc.pid))
-    assert _flood(envoy.listen_port, FLOODER, 2000) == 2000
-    deadline = time.monotonic() + 30
-    while _active_requests(envoy) > 0:
-        assert time.monotonic() < deadline, _active_requests(envoy)
-        time.sleep(0.1)
-    for p in svc.pending():
-        svc.deny(p["id"], "flood")
-    time.sleep(1.0)
-    m2 = (_envoy_heap(envoy), _rss_kb(envoy.proc.pid), _rss_kb(svc.proc.pid))
+    m2 = flood_again()
+    if m2[0] - m1[0] >= 4 * 1024 * 1024:
+        # On a loaded machine more streams are in flight at once, which can raise the heap's
+        # high-water mark once more. Memory kept per stream would grow again with the next flood
+        # of the same size; a high-water mark would not.
+        m1, m2 = m2, flood_again()
     print(f"flood {flood_s:.2f} s; envoy heap B {heap0} -> {m1[0]} -> {m2[0]}; envoy rss kB {envoy_rss0} -> "
           f"{m1[1]} -> {m2[1]}; service rss kB {svc_rss0} -> {m1[2]} -> {m2[2]}")
     assert m2[0] - m1[0] < 4 * 1024 * 1024, (m1, m2)  # Envoy heap: < 4 MiB for 2,000 more streams
