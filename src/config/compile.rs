@@ -51,10 +51,12 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let methods_spec = std::mem::take(&mut gw.methods);
     let gateway = gateway(gw, &spec.tools, &limits, &mut errs);
     let methods = methods(methods_spec, &mut errs);
+    let policy =
+        Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway);
     if !errs.is_empty() {
         return Err(ConfigErrors(errs));
     }
-    Ok(Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway))
+    Ok(policy)
 }
 
 /// `hide`: tool names, none empty.
