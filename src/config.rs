@@ -1,6 +1,6 @@
 //! The policy file: PolicyLayer's `policy.json`, plus one extra top-level key, `gateway`, for
 //! deployment settings. Read once, in `on_configure`: the strict parser ([`crate::json`]) checks the
-//! text, [`de`] reads its tree into the shapes of [`spec`], and [`compile()`] turns them into a
+//! text, `de` reads its tree into the shapes of `spec`, and [`compile()`] turns them into a
 //! [`Policy`].
 //!
 //! Every object rejects unknown fields (`deny_unknown_fields`): a misspelt key in a security policy

@@ -9,7 +9,7 @@
 //!
 //! `schema/policy.schema.json` is generated from these types (`make schema`). It names the enums as
 //! they were named when they had `…Spec` twins (`ActionSpec`, …), in its `$defs` (`schemars(rename)`)
-//! and in serde's messages (`serde(expecting)`), and lists their values only ([`names_only`]): the
+//! and in serde's messages (`serde(expecting)`), and lists their values only (`names_only`): the
 //! published schema and the error texts stay as they were.
 
 use std::collections::BTreeMap;

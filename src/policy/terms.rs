@@ -3,7 +3,7 @@
 //! [`super::Policy`] uses the same types.
 //!
 //! Their schema and serde's messages keep the names the published schema gave them (`ActionSpec`,
-//! …) and list only the names ([`crate::config::spec`] explains why).
+//! …) and list only the names (`config::spec` explains why).
 
 use serde::Deserialize;
 
