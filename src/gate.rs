@@ -675,7 +675,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
         Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
-            let ask = |d: Decision, adm: Option<Admission>, counted: Vec<usize>, need: NeedsApproval<'_>| {
+            let ask = |d: Decision, adm: Option<Admission>, counted: Vec<usize>, need: &NeedsApproval| {
                 let Call::Tool(t) = call else { return Judged::Forward(d, adm, counted) };
                 let args = t.arguments.as_ref();
                 let value = args.and_then(crate::mcp::Arguments::value);
@@ -686,7 +686,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     tool: t.name.clone(),
                     arguments: args.map(|a| a.raw().to_owned()),
                     expires_in_seconds: need.timeout_seconds,
-                    reason: need.reason.map(str::to_owned),
+                    reason: need.reason.clone(),
                     id: msg.id(),
                     admission: adm,
                     rls_limits: counted,

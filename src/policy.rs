@@ -22,73 +22,9 @@ use crate::conditions::{self, Condition};
 use crate::fold::FoldedNames;
 use crate::mcp::{Arguments, Call, McpMethod};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Allow,
-    Deny,
-}
+mod terms;
 
-/// A fixed, UTC-aligned window (PolicyLayer semantics): minute windows start at :00 of each minute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Window {
-    Second,
-    Minute,
-    Hour,
-    Day,
-}
-
-impl Window {
-    /// Length in seconds.
-    pub fn seconds(self) -> u64 {
-        match self {
-            Window::Second => 1,
-            Window::Minute => 60,
-            Window::Hour => 3600,
-            Window::Day => 86_400,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Window::Second => "second",
-            Window::Minute => "minute",
-            Window::Hour => "hour",
-            Window::Day => "day",
-        }
-    }
-}
-
-/// Enforce decisions, or only log and count them ("would deny") and forward the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Enforce,
-    DryRun,
-}
-
-/// Who shares a counter: each grant its own, or everyone one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    Grant,
-    Global,
-}
-
-/// How a limit counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// At most `max` per UTC-aligned window (PolicyLayer); up to 2×max across a window edge.
-    Fixed,
-    /// At most `max` in any rolling window of the window's length.
-    Sliding,
-}
-
-impl Algorithm {
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Fixed => "fixed",
-            Algorithm::Sliding => "sliding",
-        }
-    }
-}
+pub use terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 
 /// A compiled rate limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,11 +41,13 @@ pub struct Limit {
 /// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
 #[derive(Debug, Clone)]
 pub struct ToolRule {
-    /// `require_approval` compiles to `Allow` plus `approval`.
+    /// The tool by name: `Deny` for `action: "deny"`, else `Allow` (`require_approval` included:
+    /// its calls are judged like allowed ones, then `approval` applies).
     pub action: Action,
+    /// The rule's `reason`: shown to the agent when the tool is denied.
     pub reason: Option<String>,
-    /// `action: "require_approval"`: how long an approval request stays open, in seconds.
-    pub approval_timeout_seconds: Option<u64>,
+    /// `action: "require_approval"`: each call the other rules allow needs a person's approval.
+    pub approval: Option<NeedsApproval>,
     pub limits: Vec<usize>,
     pub require: Vec<Condition>,
     pub deny_if: Vec<Condition>,
@@ -157,15 +95,6 @@ pub struct Gateway {
     pub resource_metadata_url: Option<String>,
 }
 
-/// How the filter waits for a person's decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApprovalMode {
-    /// Ask once; a pending approval is answered at once with `approval_required` and the agent retries.
-    Retry,
-    /// The service holds the callout (long poll) until a decision or the callout timeout.
-    Hold,
-}
-
 /// `gateway.approval` after defaults: where the filter asks for approvals (an Envoy cluster).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalService {
@@ -193,13 +122,15 @@ impl ApprovalService {
     }
 }
 
-/// A call that needs a person's approval before it may go upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NeedsApproval<'p> {
-    /// Seconds the approval request stays open (`approval_timeout`).
+/// `action: "require_approval"` of a tool: its calls need a person's approval before they may go
+/// upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeedsApproval {
+    /// Seconds an approval request stays open, and an approval stays usable (`approval_timeout`,
+    /// default 10 minutes, 1 s to 7 days).
     pub timeout_seconds: u64,
     /// The rule's `reason`, shown to the approver and the agent.
-    pub reason: Option<&'p str>,
+    pub reason: Option<String>,
 }
 
 /// The runtime policy, built once per plugin configuration.
@@ -228,7 +159,7 @@ pub enum Verdict<'p> {
     Allow {
         rule: String,
         limits: Vec<&'p Limit>,
-        approval: Option<NeedsApproval<'p>>,
+        approval: Option<&'p NeedsApproval>,
     },
     Deny {
         rule: String,
@@ -308,7 +239,7 @@ impl Policy {
 
     /// Tool names whose calls need a person's approval (`action: "require_approval"`).
     pub fn approval_tools(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().filter(|(_, r)| r.approval_timeout_seconds.is_some()).map(|(n, _)| n.as_str())
+        self.tools.iter().filter(|(_, r)| r.approval.is_some()).map(|(n, _)| n.as_str())
     }
 
     /// The rule of a tool listed under `tools`.
@@ -372,10 +303,7 @@ impl Policy {
             Action::Allow => Verdict::Allow {
                 rule,
                 limits: self.limits_for(own),
-                approval: tool_rule.and_then(|r| {
-                    r.approval_timeout_seconds
-                        .map(|t| NeedsApproval { timeout_seconds: t, reason: r.reason.as_deref() })
-                }),
+                approval: tool_rule.and_then(|r| r.approval.as_ref()),
             },
         }
     }

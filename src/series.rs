@@ -59,7 +59,7 @@ pub fn possible(policy: &Policy, tool: Option<&str>) -> Vec<&'static str> {
             can.push("denied");
         }
         if action == Action::Allow {
-            let approval = rule.is_some_and(|r| r.approval_timeout_seconds.is_some());
+            let approval = rule.is_some_and(|r| r.approval.is_some());
             if approval {
                 can.extend(["approved", "approval_required", "approval_denied", "approval_unavailable"]);
             } else {

@@ -1,5 +1,5 @@
 //! A serde `Deserializer` over an already parsed [`Json`] tree, so the policy is read into its
-//! `…Spec` types from the strict parser's output (duplicate keys, lone surrogates, trailing data are
+//! types (`spec`) from the strict parser's output (duplicate keys, lone surrogates, trailing data are
 //! refused there) without a second JSON parser in the module.
 //!
 //! Beyond serde's usual reading of JSON:

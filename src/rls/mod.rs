@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::gate::{Decision, DecisionKind, Outcome};
 use crate::grant::hex;
 use crate::mcp::Id;
-use crate::policy::{Algorithm, Limit, Policy, Scope, Window};
+use crate::policy::{Limit, Policy, Scope, Window};
 use crate::ratelimit::GrantId;
 use crate::reply::{code, Reply, RpcError};
 
@@ -43,44 +43,11 @@ pub const MAX_TIMEOUT_MS: u64 = 60_000;
 pub const COUNTER_KEY: &str = "mcp_counter";
 pub const GRANT_KEY: &str = "mcp_grant";
 
-/// `gateway.rate_limit_service`: the rate limit service that decides every limit of the policy.
-#[derive(Debug, Deserialize)]
+/// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitServiceSpec {
-    /// The Envoy cluster of the service (HTTP/2: `typed_extension_protocol_options` with
-    /// `explicit_http_config.http2_protocol_options`).
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
-    pub cluster: String,
-    /// `:authority` of the gRPC callout, a host or `host:port` (default: the cluster name). Set it
-    /// when the cluster name is not a valid host, e.g. Istio's `outbound|PORT||HOST` (give `HOST`):
-    /// HTTP/2 servers reset a stream whose `:authority` holds `|` (tonic/hyper do).
-    #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[A-Za-z0-9._~!$&'()*+,;=:%\\[\\]-]{1,256}$")))]
-    pub authority: Option<String>,
-    /// The RLS `domain` (default `"mcp"`).
-    #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 256)))]
-    pub domain: Option<String>,
-    /// The longest wait for an answer, e.g. `"100ms"` (default; 1 ms to 60 s).
-    #[serde(default)]
-    pub timeout: Option<String>,
-    /// `deny` (default): a service that cannot answer refuses the call (`limiter_unavailable`);
-    /// `allow`: the call is forwarded and counted as `limiter_unavailable`.
-    #[serde(default)]
-    pub failure_mode: Option<FailureModeSpec>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum FailureModeSpec {
-    Deny,
-    Allow,
-}
-
-/// What happens when the service cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", schemars(rename = "FailureModeSpec", transform = crate::config::names_only))]
+#[serde(rename_all = "snake_case", expecting = "enum FailureModeSpec")]
 pub enum FailureMode {
     Deny,
     Allow,
@@ -96,76 +63,6 @@ pub struct RateLimitService {
     /// Milliseconds.
     pub timeout_ms: u64,
     pub failure_mode: FailureMode,
-}
-
-/// Compile the spec; errors are (JSON path, message). Every limit must be sayable in the protocol:
-/// fixed windows only, `max` at most 2^32 − 1.
-pub fn compile(spec: &RateLimitServiceSpec, limits: &[Limit]) -> Result<RateLimitService, Vec<(String, String)>> {
-    let mut errs = Vec::new();
-    let base = "gateway.rate_limit_service";
-    let printable = |s: &str| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic());
-    if !printable(&spec.cluster) {
-        errs.push((
-            format!("{base}.cluster"),
-            "must be 1 to 256 printable ASCII characters (an Envoy cluster name)".into(),
-        ));
-    }
-    if let Some(a) = &spec.authority {
-        if let Err(why) = upstream::check_authority(&spec.cluster, a) {
-            errs.push((format!("{base}.authority"), why));
-        }
-    }
-    let domain = spec.domain.clone().unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
-    if !printable(&domain) {
-        errs.push((format!("{base}.domain"), "must be 1 to 256 printable ASCII characters".into()));
-    }
-    let text = spec.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT);
-    let timeout_ms = match humantime::parse_duration(text) {
-        Ok(d) => {
-            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-            if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
-                errs.push((format!("{base}.timeout"), format!("must be between 1 ms and {} s", MAX_TIMEOUT_MS / 1000)));
-            }
-            ms
-        }
-        Err(e) => {
-            errs.push((format!("{base}.timeout"), format!("not a duration like \"100ms\": {e}")));
-            0
-        }
-    };
-    for l in limits {
-        if l.algorithm == Algorithm::Sliding {
-            errs.push((
-                format!("{}.algorithm", l.path),
-                format!(
-                    "limit '{}' is sliding, which the rate limit service protocol cannot express (fixed windows \
-                     only); use \"fixed\" or remove gateway.rate_limit_service",
-                    l.counter
-                ),
-            ));
-        }
-        if l.max > u64::from(u32::MAX) {
-            errs.push((
-                format!("{}.max", l.path),
-                format!("must be at most {} with gateway.rate_limit_service", u32::MAX),
-            ));
-        }
-    }
-    let failure_mode = match spec.failure_mode {
-        Some(FailureModeSpec::Allow) => FailureMode::Allow,
-        Some(FailureModeSpec::Deny) | None => FailureMode::Deny,
-    };
-    if errs.is_empty() {
-        Ok(RateLimitService {
-            cluster: spec.cluster.clone(),
-            authority: spec.authority.clone(),
-            domain,
-            timeout_ms,
-            failure_mode,
-        })
-    } else {
-        Err(errs)
-    }
 }
 
 /// Indices in [`Policy::limits`] of `limits` (references into it). A limit not found there gets
