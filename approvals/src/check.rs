@@ -26,6 +26,9 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
     let strict = |e: mcp_policy_filter::json::ParseError| CheckError::Bad(format!("body is not strict JSON: {e}"));
     let mut p = Parser::new(body).map_err(strict)?;
     if p.peek_non_ws() != Some(b'{') {
+        // Not strict JSON at all is told as such; strict JSON of another type is not an object.
+        p.skip_value().map_err(strict)?;
+        p.finish().map_err(strict)?;
         return Err("body must be a JSON object".into());
     }
     // Keys that clash only after case folding are not refused here: the filter refuses such calls
