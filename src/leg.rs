@@ -11,7 +11,7 @@
 //! them. An approval of the first leg never covers a continuation, and an approval of answers X
 //! never covers answers Y.
 
-use crate::json::{self, Json, Parser, ParseError};
+use crate::json::{self, Json, ParseError, Parser};
 
 /// `params.inputResponses` and `params.requestState` of a retried request, as sent.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

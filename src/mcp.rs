@@ -543,8 +543,11 @@ fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Result<Call, 
                 Some(_) => return Err(bad("\"params.name\" must be a string")),
                 None => return Err(bad("tools/call needs \"params.name\"")),
             };
-            let leg = crate::leg::leg_of(std::mem::take(&mut params.input_responses), std::mem::take(&mut params.request_state))
-                .map_err(bad)?;
+            let leg = crate::leg::leg_of(
+                std::mem::take(&mut params.input_responses),
+                std::mem::take(&mut params.request_state),
+            )
+            .map_err(bad)?;
             match params.arguments {
                 None => Ok(Call::Tool(ToolCall { name, arguments: None, leg })),
                 Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments), leg })),

@@ -532,7 +532,11 @@ mod tests {
         )
         .unwrap();
         let call = |name: &str, args: &str| {
-            Call::Tool(ToolCall { name: name.into(), arguments: Some(Arguments::from_json_text(args).unwrap()), leg: Default::default() })
+            Call::Tool(ToolCall {
+                name: name.into(),
+                arguments: Some(Arguments::from_json_text(args).unwrap()),
+                leg: Default::default(),
+            })
         };
         let Verdict::Allow { rule, limits, .. } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
         else {

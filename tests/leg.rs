@@ -33,7 +33,9 @@ fn decide(p: &Policy, body: &str) -> Outcome {
 }
 
 fn call(params_tail: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"delete_vm","arguments":{{"vmid":100}}{params_tail}}}}}"#)
+    format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"delete_vm","arguments":{{"vmid":100}}{params_tail}}}}}"#
+    )
 }
 
 fn single(body: &str) -> Result<Message, mcp::ProtocolError> {
@@ -72,7 +74,11 @@ fn wrong_types_and_look_alike_names_are_refused() {
         (r#","requestState":null"#, "\"params.requestState\" must be a string"),
     ] {
         let e = single(&call(tail)).unwrap_err();
-        assert_eq!((e.kind, e.detail.as_str(), e.id.raw()), (mcp::ProtocolErrorKind::InvalidParams, want, "9"), "{tail}");
+        assert_eq!(
+            (e.kind, e.detail.as_str(), e.id.raw()),
+            (mcp::ProtocolErrorKind::InvalidParams, want, "9"),
+            "{tail}"
+        );
     }
     // Duplicates and case-insensitive look-alikes (a Go server's decoder) never slip past the key.
     for tail in [
@@ -99,9 +105,18 @@ fn the_key_is_sha256_of_the_documented_text() {
         hex(&Sha256::digest(text.as_bytes()))
     );
     // A first leg keeps the key of an ordinary call.
-    assert_eq!(approval::key_with(&g, "delete_vm", Some(&args), None, None), approval::key(&g, "delete_vm", Some(&args)));
-    let only_state = format!(r#"{{"arguments":{{"vmid":100}},"grant":"{}","requestState":"s","tool":"delete_vm"}}"#, "ab".repeat(32));
-    assert_eq!(approval::key_with(&g, "delete_vm", Some(&args), None, Some("s")), hex(&Sha256::digest(only_state.as_bytes())));
+    assert_eq!(
+        approval::key_with(&g, "delete_vm", Some(&args), None, None),
+        approval::key(&g, "delete_vm", Some(&args))
+    );
+    let only_state = format!(
+        r#"{{"arguments":{{"vmid":100}},"grant":"{}","requestState":"s","tool":"delete_vm"}}"#,
+        "ab".repeat(32)
+    );
+    assert_eq!(
+        approval::key_with(&g, "delete_vm", Some(&args), None, Some("s")),
+        hex(&Sha256::digest(only_state.as_bytes()))
+    );
 }
 
 #[test]
@@ -109,9 +124,8 @@ fn each_leg_and_each_set_of_answers_has_its_own_key() {
     let key = |tail: &str| gate_key(&call(tail));
     let first = key("");
     let leg2 = key(&format!(r#","inputResponses":{ANSWERS},"requestState":"s1""#));
-    let same = key(&format!(
-        r#","requestState":"s1","inputResponses":{{ "confirm" : {{"content":{{"name":"web-01"}},"action":"accept"}} }}"#
-    ));
+    let same =
+        key(r#","requestState":"s1","inputResponses":{ "confirm" : {"content":{"name":"web-01"},"action":"accept"} }"#);
     assert_eq!(leg2, same, "the same answers written differently");
     let others = [
         first.clone(),
@@ -145,7 +159,10 @@ fn the_check_body_carries_the_answers_as_sent() {
     let body: Value = serde_json::from_str(&text).unwrap();
     let answers = json::parse(ANSWERS.as_bytes()).unwrap();
     let args = json::parse(br#"{"vmid":100}"#).unwrap();
-    assert_eq!(body["key"], json!(approval::key_with(&grant_id(), "delete_vm", Some(&args), Some(&answers), Some("s1"))));
+    assert_eq!(
+        body["key"],
+        json!(approval::key_with(&grant_id(), "delete_vm", Some(&args), Some(&answers), Some("s1")))
+    );
     assert_eq!(body["input_responses"], json!({"confirm":{"action":"accept","content":{"name":"web-01"}}}));
     // A first leg sends neither member.
     let first = *decide(&p, &call("")).approval.unwrap();

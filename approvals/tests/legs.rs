@@ -192,10 +192,16 @@ async fn leg_fields_are_checked() {
     };
     // The key must cover the answers: the key of leg 1 with leg 2's answers is refused.
     let r = send(&s, post(body(Some(ANSWERS), Some("st-1"), &key_of(r#"{"vmid":100}"#, None, None)))).await;
-    assert_eq!((r.status, r.body.as_str()), (StatusCode::BAD_REQUEST, r#"{"error":"key does not match grant_id, tool and arguments"}"#));
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (StatusCode::BAD_REQUEST, r#"{"error":"key does not match grant_id, tool and arguments"}"#)
+    );
     for (b, want) in [
         (body(Some("[]"), Some("st-1"), &key), "input_responses: must be an object"),
-        (body(Some(ANSWERS), None, &key).replace("}}}}", "}}},\"request_state\":5}"), "request_state: must be a string"),
+        (
+            body(Some(ANSWERS), None, &key).replace("}}}}", "}}},\"request_state\":5}"),
+            "request_state: must be a string",
+        ),
         (body(Some(r#"{"a":1,"a":2}"#), None, &key), "body is not strict JSON: duplicate object key at byte "),
     ] {
         let r = send(&s, post(b)).await;
