@@ -93,9 +93,17 @@ screenshot: build approvals venv browser-deps
 	cd tests && MCP_SCREENSHOT_OUT=$(CURDIR)/docs/approvals-page.png ../$(PY) -m pytest -q -p no:cacheprovider \
 	  e2e/test_browser_approval.py -k screenshot
 
-## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm
+## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm; and
+##       serde_json kept out of the .wasm: the filter reads every JSON text (bodies, policy) through
+##       src/json.rs and src/config/de.rs, whose guarantees serde_json lacks (see src/json.rs)
 lint: wasm-target
 	$(CARGO) fmt --check
+	@deps=$$($(CARGO) tree --locked --target $(WASM_TARGET) -e normal -p mcp-policy-filter --prefix none --format '{p}') && \
+	  if grep -q '^serde_json ' <<<"$$deps"; then \
+	    echo "lint: serde_json is in the wasm32 dependency tree of mcp-policy-filter (cargo tree --target $(WASM_TARGET) -e normal -i serde_json);" \
+	      "the filter must read JSON only through src/json.rs and src/config/de.rs: see src/json.rs for why" >&2; \
+	    exit 1; \
+	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
 	$(CARGO) clippy --locked --all-targets --features cli -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets -- -D warnings
 	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets -- -D warnings

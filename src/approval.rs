@@ -8,8 +8,9 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::grant::hex;
 use crate::json::{self, write_str, Json};
-use crate::ratelimit::{hex, GrantId};
+use crate::ratelimit::GrantId;
 
 /// Canonical JSON text of `v`: object members sorted by key (Unicode code point order, which is the
 /// byte order of their UTF-8), no insignificant whitespace, strings unescaped and re-escaped one way

@@ -745,17 +745,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let mut registry = std::collections::HashMap::new();
     for (i, g) in gw.grants.iter().enumerate() {
         let path = format!("gateway.grants[{i}]");
-        let hex = g.sha256.to_ascii_lowercase();
-        let mut id = [0u8; 32];
-        let ok = hex.len() == 64
-            && hex.bytes().all(|b| b.is_ascii_hexdigit())
-            && id.iter_mut().enumerate().all(|(j, b)| {
-                hex.get(2 * j..2 * j + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).map(|v| *b = v).is_some()
-            });
-        if !ok {
+        let Some(id) = crate::grant::from_hex32(&g.sha256.to_ascii_lowercase()) else {
             errs.push(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
             continue;
-        }
+        };
         if g.label.is_empty() || g.label.len() > 64 || !g.label.bytes().all(|b| b.is_ascii_graphic()) {
             errs.push(err(format!("{path}.label"), "must be 1 to 64 printable ASCII characters"));
         }

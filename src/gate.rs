@@ -1,8 +1,8 @@
 //! The request pipeline: from HTTP headers and the whole body to "forward" or a local reply.
 //!
 //! Pure: the host adapter hands in header bytes, the body, a [`SharedStore`] and the clock, and acts on
-//! the [`Outcome`]. The order of checks is documented in `docs/BEHAVIOUR.md` and the README; this is
-//! the code of that table.
+//! the [`Outcome`]. The order of checks is the table of the README's "What the filter answers"
+//! section; this is the code of that table.
 
 use crate::approval::{self, Answer, CheckRequest};
 use crate::grant::{self, Grant};
@@ -165,6 +165,7 @@ impl DecisionKind {
         )
     }
 
+    /// Every kind, once, in declaration order. `series` checks its metric labels against it.
     pub const ALL: [DecisionKind; 11] = [
         DecisionKind::Allowed,
         DecisionKind::Passed,
@@ -718,17 +719,8 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     None => Judged::Forward(d, Some(adm), Vec::new()),
                 },
                 Err(Refusal::Limited { limit, retry_after_seconds }) => {
-                    let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
-                    let mut e = RpcError::new(
-                        code::RATE_LIMITED,
-                        "rate_limited",
-                        format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s"),
-                        reason,
-                    );
+                    let mut e = RpcError::rate_limited(&subject, limit, retry_after_seconds);
                     e.tool = tool;
-                    e.rule = Some(limit.path.clone());
-                    e.retry_after_seconds = Some(retry_after_seconds);
-                    e.counter = Some(limit.counter.clone());
                     Judged::Refused(
                         DecisionKind::RateLimited,
                         200,
@@ -737,15 +729,8 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     )
                 }
                 Err(Refusal::Unavailable(u)) => {
-                    let reason = u.reason();
-                    let mut e = RpcError::new(
-                        code::LIMITER_UNAVAILABLE,
-                        "limiter_unavailable",
-                        format!("{subject} refused: {reason}"),
-                        reason,
-                    );
+                    let mut e = RpcError::limiter_unavailable(&subject, u.reason());
                     e.tool = tool;
-                    e.retry_after_seconds = Some(1);
                     Judged::Refused(DecisionKind::LimiterUnavailable, 200, e, vec![("retry-after", "1".into())])
                 }
             }

@@ -32,8 +32,35 @@ impl Grant {
         if let Some(l) = &self.registered {
             return l.clone();
         }
-        format!("sha256:{}", crate::ratelimit::hex(self.id.get(..6).unwrap_or(&[])))
+        format!("sha256:{}", hex(self.id.get(..6).unwrap_or(&[])))
     }
+}
+
+/// Lower-case hex of `bytes`, two digits a byte: grant ids, approval keys, shared-data and counter
+/// keys, session ids. The one hex encoder of the workspace (`approvals/` and `ratelimit/` use it too).
+pub fn hex(bytes: &[u8]) -> String {
+    let digit = |n: u8| char::from_digit(u32::from(n), 16).unwrap_or('0');
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(digit(b >> 4));
+        s.push(digit(b & 0xf));
+    }
+    s
+}
+
+/// The 32 bytes written as exactly 64 lower-case hex digits (a grant id or an approval key, as
+/// [`hex`] writes them); `None` for any other text, upper-case digits included.
+pub fn from_hex32(s: &str) -> Option<[u8; 32]> {
+    let mut digits = s.bytes().map(|c| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    });
+    let mut out = [0u8; 32];
+    for o in &mut out {
+        *o = (digits.next()?? << 4) | digits.next()??;
+    }
+    digits.next().is_none().then_some(out)
 }
 
 /// RFC 6750 §2.1 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
@@ -95,6 +122,21 @@ mod tests {
         ] {
             assert_eq!(from_authorization(v), None, "{:?}", String::from_utf8_lossy(v));
         }
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0, 0x0f, 0xab, 0xff]), "000fabff");
+        let id = Grant::from_credential(b"abc").id;
+        let text = hex(&id);
+        assert_eq!(text, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(from_hex32(&text), Some(id));
+        for bad in [&text[..62], &text.to_uppercase(), &format!("{}g", &text[..63]), &format!("{text}00"), ""] {
+            assert_eq!(from_hex32(bad), None, "{bad}");
+        }
+        // 64 bytes but not 64 ASCII characters.
+        assert_eq!(from_hex32(&format!("é{}", &text[..62])), None);
     }
 
     #[test]

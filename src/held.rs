@@ -18,7 +18,8 @@
 //! (creating a key cannot be a compare-and-swap): at most one increment per worker can be lost
 //! then, so the cap may be passed by the number of workers minus one for that grant, once.
 
-use crate::ratelimit::{hex, GrantId, SharedStore, StoreError, PREFIX};
+use crate::grant::hex;
+use crate::ratelimit::{GrantId, SharedStore, StoreError, PREFIX};
 
 /// `gateway.approval.max_held_per_grant` default.
 pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;

@@ -19,6 +19,31 @@
 //!
 //! Numbers are kept as their exact source text, so a JSON-RPC id such as `123456789012345678901234567890`
 //! is echoed unchanged and argument conditions compare big integers without rounding through `f64`.
+//!
+//! # Why not serde_json
+//!
+//! The guide prefers a well-kept library to own code; this module (with `config::de`) is the
+//! exception, because serde_json 1.0 (checked against 1.0.154, `from_slice`) reads differently on
+//! exactly the points a gateway must not get wrong:
+//!
+//! | input | serde_json | here | test |
+//! |---|---|---|---|
+//! | `{"a":1,"a":2}`, at any depth | `Value` and maps keep the last (`{"a":2}`); derived structs refuse a repeated field, maps inside them still keep the last | [`ParseErrorKind::DuplicateKey`] | `refuses_what_parsers_disagree_on`, `duplicate_keys_found_in_large_objects` |
+//! | `{"id":1,"ID":2}` and other names equal after folding | two different keys | refused by [`parse`], counted by [`Parser::folded_clashes`] (−32600 with the id) | `mcp::tests::folded_member_names_are_refused_with_the_id` |
+//! | `123456789012345678901234567890`, `-0`, `1e400` | rounded to `1.2345678901234568e+29`, read as `-0.0`, refused as out of range (without the crate-wide `arbitrary_precision` feature) | the exact text, for id echo and condition comparison | `numbers_keep_their_exact_text`, `mcp::tests::ids_are_echoed_exactly` |
+//! | nesting | a fixed limit of 128 (127 levels read), not settable | [`MAX_DEPTH`] = 64, as the README documents | `depth_limit_is_exact_and_deep_input_is_refused_cleanly` |
+//! | where an error is | line and column | the exact byte offset ([`ParseError::offset`]; `textpos` makes line, column and a caret line of it for policy errors) | `depth_limit_…` (offset 64), `textpos::tests` |
+//!
+//! serde_json refuses, as this parser does, a byte order mark, trailing data, `NaN`, leading zeros,
+//! control characters in strings, invalid UTF-8 and lone surrogate escapes; a replacement must keep
+//! those too.
+//!
+//! Size: measured on the tree of issue 13 (`make build`, 573,512 B): reading the policy with
+//! `serde_json::from_slice` instead of `config::de` made the module 602,375 B (+28,863 B); also
+//! reading bodies through `serde_json::Value` made it 612,807 B (+39,295 B), with this parser still
+//! linked for the message layer. `make lint` fails when `serde_json` enters the wasm32 dependency
+//! tree (`cargo tree --target wasm32-wasip1 -e normal`), so a well-meant switch cannot weaken
+//! parsing unnoticed. (Native code, the CLI, the schema and the tests use serde_json freely.)
 
 use std::borrow::Cow;
 use std::fmt;

@@ -11,7 +11,7 @@
 //! - [`conditions`]: argument conditions (`require`, `deny_if`);
 //! - [`ratelimit`]: counters over proxy-wasm shared data, by compare-and-swap;
 //! - [`rls`]: cluster-wide limits through Envoy's rate limit service protocol (RLS v3);
-//! - [`grant`]: credentials, hashed;
+//! - [`grant`]: credentials, hashed; the hex encoder and decoder of the whole workspace;
 //! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);

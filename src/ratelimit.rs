@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use crate::grant::hex;
 use crate::policy::{Algorithm, Limit, Scope};
 
 /// A shared-data failure other than a CAS mismatch.
@@ -120,16 +121,6 @@ const LOCK_LEASE_MS: u64 = 1000;
 pub const MAX_CAS_RETRIES: u32 = 128;
 /// Bounded spins waiting for the creation lock.
 const LOCK_SPINS: u32 = 50_000;
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
 
 fn push_field(h: &mut Sha256, bytes: &[u8]) {
     // Length-prefixed, so ("a_b","c") and ("a","b_c") can never hash the same input.

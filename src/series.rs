@@ -83,6 +83,36 @@ mod tests {
     }
 
     #[test]
+    fn every_decision_kind_has_a_label() {
+        use crate::gate::DecisionKind::{self, *};
+        // Exhaustive: a new `DecisionKind` stops compiling here; number it, and add it to
+        // `DecisionKind::ALL` (in this order) and to `LABELS`.
+        let position = |k: DecisionKind| match k {
+            Allowed => 0,
+            Passed => 1,
+            Denied => 2,
+            RateLimited => 3,
+            NoGrant => 4,
+            Invalid => 5,
+            LimiterUnavailable => 6,
+            Approved => 7,
+            ApprovalRequired => 8,
+            ApprovalDenied => 9,
+            ApprovalUnavailable => 10,
+        };
+        let positions: Vec<usize> = DecisionKind::ALL.iter().map(|k| position(*k)).collect();
+        assert_eq!(positions, (0..11).collect::<Vec<_>>());
+        // The host defines the `mcp_policy_<label>_total` counters from LABELS only: a kind missing
+        // there would go uncounted. LABELS is the kinds plus the two labels that are no kind.
+        let mut kinds: Vec<&str> = DecisionKind::ALL.iter().map(|k| k.as_str()).collect();
+        kinds.extend(["hidden", "would_deny"]);
+        kinds.sort_unstable();
+        let mut labels = LABELS.to_vec();
+        labels.sort_unstable();
+        assert_eq!(kinds, labels);
+    }
+
+    #[test]
     fn the_shipped_policy() {
         let p = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/envoy/policy.json")).unwrap();
         assert_eq!(labels(&p, Some("list_vms")), ["allowed", "no_grant", "invalid"]);

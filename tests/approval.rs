@@ -143,7 +143,7 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     assert_eq!(
         body,
         json!({"key": expected_key, "grant": pending.grant_label,
-               "grant_id": mcp_policy_filter::ratelimit::hex(&grant_id("agent-a")), "tool": "start_vm",
+               "grant_id": mcp_policy_filter::grant::hex(&grant_id("agent-a")), "tool": "start_vm",
                "arguments": {"vmid": 100, "node": "pve1"}, "request_id": "req-1",
                "expires_in_seconds": 600, "wait_seconds": 0, "reason": "costs money"})
     );

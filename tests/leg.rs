@@ -7,11 +7,12 @@ use mcp_policy_filter::approval;
 use mcp_policy_filter::config;
 use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::grant;
+use mcp_policy_filter::grant::hex;
 use mcp_policy_filter::json;
 use mcp_policy_filter::leg::Leg;
 use mcp_policy_filter::mcp::{self, Call, Message};
 use mcp_policy_filter::policy::Policy;
-use mcp_policy_filter::ratelimit::{hex, MemoryStore};
+use mcp_policy_filter::ratelimit::MemoryStore;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

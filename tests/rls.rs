@@ -10,7 +10,7 @@ use mcp_policy_filter::config;
 use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::grant;
 use mcp_policy_filter::policy::Policy;
-use mcp_policy_filter::ratelimit::{hex, MemoryStore};
+use mcp_policy_filter::ratelimit::MemoryStore;
 use mcp_policy_filter::rls::{self, proto, Answer, FailureMode, Pending, RateLimitService};
 use serde_json::Value;
 
@@ -103,7 +103,7 @@ fn one_descriptor_per_limit_with_override_and_hits() {
     let pending = held(decide(&p, &store, "tok-a", &call(1, "exec")));
     assert!(store.is_empty(), "shared data counts nothing with the service");
     let req = pending.request(&p, "mcp").unwrap();
-    let g = hex(&grant::from_authorization(b"Bearer tok-a").unwrap().id);
+    let g = grant::hex(&grant::from_authorization(b"Bearer tok-a").unwrap().id);
     assert_eq!(req.domain, "mcp");
     let shapes: Vec<_> = req.descriptors.iter().map(|d| (d.entries.clone(), d.limit, d.hits_addend)).collect();
     assert_eq!(

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+// 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder (the check body is
+// read in crate::check; the tests here use it).
+#[cfg(test)]
+use mcp_policy_filter::grant::from_hex32 as hex32;
+
 use crate::auth::{self, is_approval_id};
 use crate::store::{Approval, CheckInput, CheckOutcome, Decided, State as St};
 use crate::{App, Error};
@@ -39,9 +44,6 @@ impl IntoResponse for Error {
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
-
-#[cfg(test)]
-use crate::check::hex32;
 
 /// Parses and validates a `/v1/check` body; the message is the 400 answer.
 ///

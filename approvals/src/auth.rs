@@ -114,16 +114,8 @@ pub fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
     Ok(b)
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        for nibble in [b >> 4, b & 15] {
-            s.push(HEX.get(usize::from(nibble)).map_or('0', |&c| char::from(c)));
-        }
-    }
-    s
-}
+/// Lower-case hex: the filter's encoder, so session ids, grant ids and keys are written alike.
+pub use mcp_policy_filter::grant::hex;
 
 const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use mcp_policy_filter::grant::from_hex32 as hex32;
 use mcp_policy_filter::json::{Json, Parser};
 
 use crate::api::{CheckError, KEY_MISMATCH, MAX_EXPIRES_IN, MAX_GRANT, MAX_REASON, MAX_REQUEST_ID, MAX_TOOL, MAX_WAIT};
@@ -127,16 +128,4 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
         request_state,
     };
     Ok((input, wait))
-}
-
-/// 32 bytes from 64 lowercase hex characters.
-pub(crate) fn hex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }

@@ -10,6 +10,7 @@
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use mcp_policy_filter::grant::hex;
 use sha2::{Digest, Sha256};
 
 /// Most descriptors in one request.
@@ -47,14 +48,6 @@ fn push_field(h: &mut Sha256, bytes: &[u8]) {
     // Length-prefixed: ("a=b","c") and ("a","b=c") never hash alike.
     h.update((bytes.len() as u64).to_be_bytes());
     h.update(bytes);
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// The store key of one descriptor.

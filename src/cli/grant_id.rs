@@ -2,7 +2,7 @@
 //! with the filter's own code (`grant::from_authorization` / `grant::from_trusted_header`).
 
 use mcp_policy_filter::grant;
-use mcp_policy_filter::ratelimit::hex;
+use mcp_policy_filter::grant::hex;
 
 /// The token read from standard input, without one trailing `\n` or `\r\n` (what `echo` and editors
 /// add).

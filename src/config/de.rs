@@ -15,6 +15,27 @@
 //! Every error carries the JSON path of the value it is about (`tools.x.limits[0].max`, `.` for the
 //! root), written as `serde_path_to_error` writes it: the innermost value at which the error
 //! surfaced, or the key for an unknown field.
+//!
+//! # Why not serde_json
+//!
+//! The policy used to be read with `serde_json::from_slice` and `serde_path_to_error`. This module
+//! replaced them because serde_json, reading the same `…Spec` types:
+//! - reads an array as a struct, fields by position (`[5]` loads as `{"a":5}`), and `{"deny":null}`
+//!   as an enum variant;
+//! - keeps the last of two equal keys in a map (`tools`, `gateway.methods`): the strict parser
+//!   underneath refuses them at any depth;
+//! - prints numbers through `f64` in errors (`1e2` as `floating point 100.0`,
+//!   `18446744073709551616` as `1.8446744073709552e+19`) where this quotes the text as written,
+//!   and would round a condition's `value` (`123456789012345678901234567890`) before comparing;
+//! - says where only as line and column: the JSON path (`tools.x.limits[0]`) needs
+//!   `serde_path_to_error` on top.
+//!
+//! Tests: `where_it_differs_from_serde_json`, `condition_values_keep_their_exact_text`, and
+//! `same_paths_and_messages_as_serde_json` (where both read alike, paths and messages are
+//! serde_path_to_error's). Size: switching the policy back to `serde_json::from_slice` makes the
+//! `.wasm` 28,863 B larger (573,512 → 602,375 B, `make build`; when this module replaced serde_json
+//! and serde_path_to_error, the module lost 68.6 KB, see BENCHMARKS.md). `make lint` keeps serde_json out of the
+//! wasm32 dependency tree; see `crate::json` for the parser's side.
 
 use std::fmt;
 

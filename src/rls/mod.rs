@@ -21,9 +21,10 @@
 use serde::Deserialize;
 
 use crate::gate::{Decision, DecisionKind, Outcome};
+use crate::grant::hex;
 use crate::mcp::Id;
 use crate::policy::{Algorithm, Limit, Policy, Scope, Window};
-use crate::ratelimit::{hex, GrantId};
+use crate::ratelimit::GrantId;
 use crate::reply::{code, Reply, RpcError};
 
 pub mod proto;
@@ -334,16 +335,7 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
         out.tools_list_ids = pending.tools_list_ids;
         return out;
     }
-    let make = |subject: &str| {
-        let mut e = RpcError::new(
-            code::LIMITER_UNAVAILABLE,
-            "limiter_unavailable",
-            format!("{subject} refused: {why}"),
-            why.clone(),
-        );
-        e.retry_after_seconds = Some(1);
-        e
-    };
+    let make = |subject: &str| RpcError::limiter_unavailable(subject, why.clone());
     refuse(pending, DecisionKind::LimiterUnavailable, None, "1".into(), |_| true, &make)
 }
 
@@ -362,19 +354,7 @@ fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, 
     let len_ms = limit.window.seconds() * 1000;
     let until_ms = r.statuses.get(d).and_then(|s| s.until_reset_ms).unwrap_or(len_ms - now_ms % len_ms);
     let retry = until_ms.div_ceil(1000).max(1);
-    let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
-    let make = |subject: &str| {
-        let mut e = RpcError::new(
-            code::RATE_LIMITED,
-            "rate_limited",
-            format!("{subject} rate limited: {reason}; retry in {retry} s"),
-            reason.clone(),
-        );
-        e.rule = Some(limit.path.clone());
-        e.retry_after_seconds = Some(retry);
-        e.counter = Some(limit.counter.clone());
-        e
-    };
+    let make = |subject: &str| RpcError::rate_limited(subject, limit, retry);
     refuse(
         pending,
         DecisionKind::RateLimited,

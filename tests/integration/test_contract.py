@@ -1,4 +1,4 @@
-"""Tier 2: docs/BEHAVIOUR.md row by row, against the built filter in real Envoy.
+"""Tier 2: the README's "What the filter answers" table row by row, against the built filter in real Envoy.
 
 One Envoy under the shipped envoy/policy.json serves the table-driven tests (each request uses its
 own grant, so nothing they do affects another); the body-limit tests get their own Envoy.

@@ -1,7 +1,8 @@
 """Tier 2: the built filter in real Envoy (--concurrency 2) in front of tests/cases/recorder.py.
 
 Policies: the shipped envoy/policy.json (default deny; list_vms allowed; vm_agent_exec limited to
-10 per UTC minute per grant) and variants of it. Expectations come from docs/BEHAVIOUR.md.
+10 per UTC minute per grant) and variants of it. Expectations come from the README
+("What the filter answers").
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_id_is_echoed_byte_for_byte(seeded):
 
 
 def test_denial_body_matches_documented_example(seeded):
-    """docs/BEHAVIOUR.md: the denial body example, verbatim."""
+    """The README's denial body example ("Try it"), verbatim but for the id."""
     envoy, _ = seeded
     r = call_tool(envoy.mcp_url, "delete_vm", "grant-a", id=7)
     assert r.json() == {"jsonrpc": "2.0", "id": 7, "error": {
@@ -201,7 +202,7 @@ def test_eleventh_call_in_a_minute_is_rate_limited_per_grant(seeded):
 
 
 def test_rate_limited_body_matches_documented_example(seeded):
-    """docs/BEHAVIOUR.md: the rate-limited body example, verbatim but for the retry time."""
+    """The whole rate-limited body, but for the retry time (README, "What the filter answers", row 12)."""
     envoy, _ = seeded
     limited = _burst(envoy, "grant-doc", 11)[10].json()
     retry = limited["error"]["data"]["retry_after_seconds"]
