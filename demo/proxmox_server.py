@@ -164,6 +164,8 @@ _CATALOG_AREAS = [
     ("lxc", "config"), ("lxc", "snapshots"), ("lxc", "firewall_rules"), ("lxc", "migrate"),
     ("access", "users"), ("access", "groups"), ("access", "roles"), ("access", "tokens"), ("access", "domains"),
     ("pool", "members"), ("storage", "content"),
+    # Appended last, so that `--catalog N` lists the same tools as before they were added, for every N.
+    ("cluster", "notification_targets"), ("cluster", "mapping_pci"), ("cluster", "mapping_usb"),
 ]
 _CATALOG_VERBS = ("list", "get", "create", "update", "delete", "status")
 

@@ -3,7 +3,9 @@
 - `wasm`: the filter under test (`$MCP_POLICY_WASM`, default target/wasm32-wasip1/release/mcp_policy_filter.wasm);
   a missing file FAILS the tests that need it, it never skips them.
 - `stack` / `module_stack`: a `harness.Stack` logging under a tmp dir; everything it started is
-  stopped at teardown, and a failed test's report carries the tail of every process log.
+  stopped at teardown, and a failed test's report carries the tail of every process log and of
+  every stub upstream's request log.
+- `stub`: the stub upstream (tests/upstream.py) of a test module.
 - Tests under integration/ and e2e/ get the `integration` / `e2e` markers.
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from upstream import StubUpstream
 
 TESTS = Path(__file__).resolve().parent
 
@@ -34,6 +37,9 @@ def pytest_runtest_makereport(item, call):
         for s in [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, harness.Stack)]:
             for proc in s.all_processes():
                 rep.sections.append((f"{proc.name} log {proc.log_path} (tail)", proc.log_tail()))
+            for stub in s.upstreams:
+                lines = stub.log.read_text(encoding="utf-8", errors="replace").splitlines() if stub.log.exists() else []
+                rep.sections.append((f"upstream requests {stub.log} (last 10)", "\n".join(lines[-10:])))
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +53,14 @@ def wasm() -> Path:
 @pytest.fixture
 def stack(tmp_path, wasm):
     with harness.Stack(log_dir=tmp_path, wasm=wasm) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    """The stub upstream (tests/upstream.py), shared by the tests of one module: `route()` canned
+    answers on paths of its own; other paths get the recorder's answer."""
+    with StubUpstream(tmp_path_factory.mktemp("stub") / "received.jsonl") as s:
         yield s
 
 

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -31,19 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from demo_server import (DEMO_SERVER, DEMO_TOOLS, DEMO_VMS, demo_argv, demo_module,  # noqa: F401 - re-exported
+                         demo_server_name)
+from clock import avoid_minute_boundary, boundary_wait, seconds_to_next_minute  # noqa: F401 - re-exported
+from envoy_config import (APPROVALS_CLUSTER, ENVOY_YAML, HCM_TYPE, POLICY_JSON, REPO_ROOT,  # noqa: F401 - re-exported
+                          WASM_FILTER_TYPE, cluster_endpoint, config_ports, hcm, http_filters, load_policy, policy_text,
+                          render_envoy_config, set_ports, shipped_config, shipped_policy_text, wasm_filter)
+from upstream import Responder, StubUpstream
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = REPO_ROOT / "tests"
 CASES_DIR = TESTS_DIR / "cases"
-ENVOY_YAML = REPO_ROOT / "envoy" / "envoy.yaml"
-POLICY_JSON = REPO_ROOT / "envoy" / "policy.json"
-DEMO_SERVER = REPO_ROOT / "demo" / "proxmox_server.py"
 DEFAULT_WASM = REPO_ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
-HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 HOST = "127.0.0.1"
-APPROVALS_CLUSTER = "mcp_approvals"  # the cluster of envoy/envoy.yaml the filter asks for approvals
 
 _handed_out: set[int] = set()
 _live: list["ManagedProcess"] = []
@@ -186,82 +184,6 @@ def _stop_leftovers() -> None:
         proc.stop(timeout=2.0)
 
 
-# ----------------------------------------------------------------------------------- Envoy config
-
-
-def policy_text(policy: dict | str) -> str:
-    """The policy as the JSON text the plugin receives (a str is passed through unchanged)."""
-    return policy if isinstance(policy, str) else json.dumps(policy, indent=2) + "\n"
-
-
-def load_policy(path: Path = POLICY_JSON) -> dict:
-    """A policy file parsed, for tests that derive a variant of it."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def wasm_filter(cfg: dict) -> dict:
-    """The `typed_config` of the one wasm HTTP filter of the shipped bootstrap."""
-    found = [f["typed_config"] for f in http_filters(cfg) if f.get("typed_config", {}).get("@type") == WASM_FILTER_TYPE]
-    if len(found) != 1:
-        raise ValueError(f"{ENVOY_YAML} must have exactly one wasm HTTP filter, found {len(found)}")
-    return found[0]
-
-
-def http_filters(cfg: dict) -> list[dict]:
-    return hcm(cfg)["http_filters"]
-
-
-def hcm(cfg: dict) -> dict:
-    (listener,) = cfg["static_resources"]["listeners"]
-    (chain,) = listener["filter_chains"]
-    (hcm,) = [f["typed_config"] for f in chain["filters"] if f["typed_config"]["@type"] == HCM_TYPE]
-    return hcm
-
-
-def shipped_config() -> dict:
-    """envoy/envoy.yaml parsed."""
-    return yaml.safe_load(ENVOY_YAML.read_text(encoding="utf-8"))
-
-
-def shipped_policy_text() -> str:
-    """The policy text inlined in envoy/envoy.yaml."""
-    return wasm_filter(shipped_config())["config"]["configuration"]["value"]
-
-
-def cluster_endpoint(cfg: dict, name: str) -> dict:
-    """The `socket_address` of the one endpoint of static cluster `name`."""
-    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == name]
-    (endpoints,) = cluster["load_assignment"]["endpoints"]
-    (lb,) = endpoints["lb_endpoints"]
-    return lb["endpoint"]["address"]["socket_address"]
-
-
-def render_envoy_config(policy: dict | str, wasm_path: str | os.PathLike, listen_port: int, admin_port: int,
-                        upstream_port: int, *, source: Path = ENVOY_YAML, approvals_port: int | None = None) -> str:
-    """envoy/envoy.yaml with the listener, admin and upstream (cluster `mcp_upstream`) ports, the wasm
-    file (made absolute) and the plugin's `configuration.value` (the policy JSON text) replaced, and,
-    when `approvals_port` is given, the port of cluster `mcp_approvals`; everything else as shipped."""
-    cfg = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-    cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
-    (listener,) = cfg["static_resources"]["listeners"]
-    listener["address"]["socket_address"]["port_value"] = listen_port
-    cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
-    if approvals_port is not None:
-        cluster_endpoint(cfg, APPROVALS_CLUSTER)["port_value"] = approvals_port
-    wasm = wasm_filter(cfg)["config"]
-    wasm["vm_config"]["code"]["local"]["filename"] = str(Path(wasm_path).resolve())
-    wasm["configuration"]["value"] = policy_text(policy)
-    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
-
-
-def config_ports(config: str) -> tuple[int, int]:
-    """(listener port, admin port) of a rendered single-listener bootstrap."""
-    cfg = yaml.safe_load(config)
-    (listener,) = cfg["static_resources"]["listeners"]
-    return (listener["address"]["socket_address"]["port_value"],
-            cfg["admin"]["address"]["socket_address"]["port_value"])
-
-
 # ----------------------------------------------------------------------------------- Envoy
 
 
@@ -327,12 +249,18 @@ def _http_get(url: str, timeout: float) -> tuple[int, str]:
         return e.code, e.read().decode("utf-8", "replace")
 
 
-def _admin_live(admin_port: int) -> bool:
+def answers(url: str, body: str | None = None, timeout: float = 0.5) -> bool:
+    """Whether GET `url` answers 200 (with `body`, surrounding white space aside, when given); a
+    connection error is False. The readiness probe of every service the tests start."""
     try:
-        status, body = _http_get(f"http://{HOST}:{admin_port}/ready", 0.5)
+        status, text = _http_get(url, timeout)
     except OSError:
         return False
-    return status == 200 and body.strip() == "LIVE"
+    return status == 200 and (body is None or text.strip() == body)
+
+
+def _admin_live(admin_port: int) -> bool:
+    return answers(f"http://{HOST}:{admin_port}/ready", "LIVE")
 
 
 def _envoy_argv(config_path: Path, concurrency: int, base_id: int, log_level: str) -> list[str]:
@@ -384,22 +312,13 @@ def run_envoy_expect_failure(config: str, *, concurrency: int = 2, base_id: int 
 # ----------------------------------------------------------------------------------- upstreams
 
 
-def start_recorder(port: int, log: Path, *, log_dir: Path | None = None, timeout: float = 10.0) -> ManagedProcess:
-    """tests/cases/recorder.py on 127.0.0.1:`port`, recording requests to the JSONL file `log`."""
-    log_dir = log_dir or Path(log).parent
-    argv = [sys.executable, str(CASES_DIR / "recorder.py"), "--port", str(port), "--log", str(log)]
-    proc = spawn("recorder", argv, log_dir / f"{Path(log).stem}.out", cwd=REPO_ROOT)
-    proc.wait_until(lambda: port_open(port), timeout, "listening")
-    return proc
-
-
-def start_demo_server(port: int, json_response: bool, *, log_dir: Path | None = None, name: str | None = None,
-                      timeout: float = 20.0) -> ManagedProcess:
-    """demo/proxmox_server.py on 127.0.0.1:`port`, waited for until it accepts connections."""
+def start_demo_server(port: int, json_response: bool, *, catalog: int | None = None, log_dir: Path | None = None,
+                      name: str | None = None, timeout: float = 20.0) -> ManagedProcess:
+    """demo/proxmox_server.py (with `--catalog N` when `catalog` is given) on 127.0.0.1:`port`,
+    waited for until it accepts connections."""
     log_dir = log_dir or new_log_dir()
-    argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)] + (["--json-response"] if json_response else [])
-    name = name or ("demo-json" if json_response else "demo-sse")
-    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    name = name or demo_server_name(json_response, catalog)
+    proc = spawn(name, demo_argv(port, json_response, catalog), log_dir / f"{name}.log", cwd=REPO_ROOT)
     proc.wait_until(lambda: port_open(port), timeout, "accepting connections")
     return proc
 
@@ -433,6 +352,7 @@ class Stack:
     wasm: Path = field(default_factory=wasm_path)
     procs: list[ManagedProcess] = field(default_factory=list)
     envoys: list[Envoy] = field(default_factory=list)
+    upstreams: list[StubUpstream] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
 
     def _unique(self, name: str) -> str:
@@ -450,19 +370,33 @@ class Stack:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def recorder(self, name: str = "received") -> tuple[ManagedProcess, int, Path]:
-        """A recorder on a free port: (process, port, JSONL log path)."""
-        port = free_port()
-        log = self.log_dir / f"{self._unique(name)}.jsonl"
-        proc = start_recorder(port, log, log_dir=self.log_dir)
+    def spawn(self, name: str, argv: list[str], ready, what: str, *, timeout: float = 20.0,
+              cwd: Path | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
+        """Start `argv` as process `name` (made unique) logging to `<name>.log` in the log dir, owned by
+        the stack, and wait until `ready()` (see `ManagedProcess.wait_until`; `what` names the state)."""
+        uniq = self._unique(name)
+        proc = spawn(uniq, argv, self.log_dir / f"{uniq}.log", cwd=cwd, env=env)
         self.procs.append(proc)
-        return proc, port, log
+        proc.wait_until(ready, timeout, what)
+        return proc
 
-    def demo_server(self, json_response: bool) -> tuple[ManagedProcess, int]:
-        """The demo MCP server on a free port: (process, port)."""
+    def upstream(self, name: str = "upstream", responder: Responder | None = None) -> StubUpstream:
+        """The stub upstream (tests/upstream.py) on a port of its own, logging to `<name>.jsonl` in
+        the log dir; `responder(seen)` may answer instead of the recorder (None: the recorder)."""
+        stub = StubUpstream(self.log_dir / f"{self._unique(name)}.jsonl", responder)
+        self.upstreams.append(stub)
+        return stub
+
+    def recorder(self, name: str = "received") -> tuple[StubUpstream, int, Path]:
+        """The recorder (tests/cases/recorder.py's handler, in process): (stub, port, JSONL log path)."""
+        stub = self.upstream(name)
+        return stub, stub.port, stub.log
+
+    def demo_server(self, json_response: bool, catalog: int | None = None) -> tuple[ManagedProcess, int]:
+        """The demo MCP server (with `--catalog N` when `catalog` is given) on a free port: (process, port)."""
         port = free_port()
-        name = self._unique("demo-json" if json_response else "demo-sse")
-        proc = start_demo_server(port, json_response, log_dir=self.log_dir, name=name)
+        name = self._unique(demo_server_name(json_response, catalog))
+        proc = start_demo_server(port, json_response, catalog=catalog, log_dir=self.log_dir, name=name)
         self.procs.append(proc)
         return proc, port
 
@@ -475,8 +409,14 @@ class Stack:
               approvals_port: int | None = None, log_level: str = "info") -> Envoy:
         """Envoy with `policy` in front of 127.0.0.1:`upstream_port` (and, if given, cluster
         `mcp_approvals` pointing at 127.0.0.1:`approvals_port`), LIVE."""
-        env = start_envoy(self.render(policy, upstream_port, approvals_port=approvals_port), concurrency=concurrency,
-                          log_dir=self.log_dir, name=self._unique(name), log_level=log_level)
+        return self.start_envoy(self.render(policy, upstream_port, approvals_port=approvals_port),
+                                concurrency=concurrency, name=name, log_level=log_level)
+
+    def start_envoy(self, config: str, name: str = "envoy", *, concurrency: int = 2,
+                    log_level: str = "info") -> Envoy:
+        """Envoy on a rendered bootstrap (any of the shipped variants), LIVE, stopped with the stack."""
+        env = start_envoy(config, concurrency=concurrency, log_dir=self.log_dir, name=self._unique(name),
+                          log_level=log_level)
         self.envoys.append(env)
         return env
 
@@ -492,26 +432,5 @@ class Stack:
         """Stop Envoys first (so no request reaches a half-stopped upstream), then the rest."""
         for proc in self.all_processes():
             proc.stop()
-
-
-# ----------------------------------------------------------------------------------- time
-
-
-def seconds_to_next_minute(now: float | None = None) -> float:
-    """Seconds until the next UTC minute boundary (the rate limiter's fixed window edge)."""
-    now = time.time() if now is None else now
-    return 60.0 - (now % 60.0)
-
-
-def boundary_wait(margin: float = 4.0) -> float:
-    """How long to sleep so that a burst of calls starting afterwards falls into one fixed UTC
-    minute window: past the next boundary if it is less than `margin` s away, else 0."""
-    left = seconds_to_next_minute()
-    return left + 0.1 if left < margin else 0.0
-
-
-def avoid_minute_boundary(margin: float = 4.0) -> float:
-    """Sleep for `boundary_wait(margin)` seconds; returns the time slept."""
-    wait = boundary_wait(margin)
-    time.sleep(wait)
-    return wait
+        for stub in self.upstreams:
+            stub.close()

@@ -8,8 +8,8 @@ dependency.
   one approver (`alice` with `APPROVER_TOKEN` unless told otherwise), and waits for `/healthz`.
 - `Approvals` is the running service: `pending()`, `listing(state)`, `get(id)`, `approve(id,
   note)`, `deny(id, note)`, `metrics()`.
-- The stub (run this file as a script: `python harness_approvals.py stub --mode M --port P --log L`)
-  logs every request it receives (method, path, headers, body text) as a JSON line and answers
+- `stub(stack, mode)` is a stub approval service (the stub upstream of tests/upstream.py): it keeps
+  every request it receives (`stub_requests`: method, path, headers, body text) and answers
   according to its mode: `pending` (a well-formed pending answer), `never` (reads the request and
   never answers), `garbage` (200 that is not JSON), `status500` (a 500 carrying a well-formed
   approved body), `half_approved` (200 `{"status":"approved"}` without the other fields),
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from upstream import Canned, StubUpstream, json_canned
 
 APPROVALS_BIN = harness.REPO_ROOT / "target" / "release" / "mcp-approvals"
 APPROVER = "alice"
@@ -162,11 +162,7 @@ class Approvals:
 
 
 def _healthy(port: int) -> bool:
-    try:
-        status, body = harness._http_get(f"http://{harness.HOST}:{port}/healthz", 0.5)
-    except OSError:
-        return False
-    return status == 200 and body.strip() == "ok"
+    return harness.answers(f"http://{harness.HOST}:{port}/healthz", "ok")
 
 
 def start_approvals(port: int, db: Path | str, *, log_dir: Path, name: str = "approvals",
@@ -213,83 +209,36 @@ def restart(stack: harness.Stack, svc: Approvals, name: str = "approvals", **kw)
 # ----------------------------------------------------------------------------------- stub service
 
 
-def stub(stack: harness.Stack, mode: str, name: str = "approvals-stub") -> tuple[harness.ManagedProcess, int, Path]:
-    """A stub approval service on a free port: (process, port, JSONL log of what it received)."""
+def stub_answer(mode: str) -> Canned:
+    """What the stub approval service answers in `mode` (see the module doc)."""
+    if mode == "never":
+        return Canned(None, delay=3600)
+    if mode == "pending":
+        reply = {"status": "pending", "approval_id": STUB_APPROVAL_ID,
+                 "approval_url": f"http://stub.invalid/approvals/{STUB_APPROVAL_ID}",
+                 "expires_at": int(time.time()) + 600, "expires_in_seconds": 600}
+        return json_canned(json.dumps(reply).encode())
+    if mode == "garbage":
+        return Canned(200, [("content-type", "text/html")], b"<html>approved</html>")
+    if mode == "status500":
+        return json_canned(json.dumps({"status": "approved", "approval_id": STUB_APPROVAL_ID, "approver": "x",
+                                       "note": ""}).encode(), status=500)
+    if mode == "half_approved":
+        return json_canned(b'{"status":"approved"}')
+    if mode == "unknown_status":
+        return json_canned(json.dumps({"status": "maybe", "approval_id": STUB_APPROVAL_ID}).encode())
+    raise ValueError(mode)
+
+
+def stub(stack: harness.Stack, mode: str, name: str = "approvals-stub") -> StubUpstream:
+    """A stub approval service (the stub upstream of tests/upstream.py) answering every request as
+    `mode` says; `.port` is its port, `stub_requests(it)` what it received."""
     if mode not in STUB_MODES:
         raise ValueError(mode)
-    port = harness.free_port()
-    uniq = stack._unique(name)
-    log = stack.log_dir / f"{uniq}.jsonl"
-    argv = [sys.executable, str(Path(__file__).resolve()), "stub", "--mode", mode, "--port", str(port),
-            "--log", str(log)]
-    proc = harness.spawn(uniq, argv, stack.log_dir / f"{uniq}.out", cwd=harness.REPO_ROOT)
-    proc.wait_until(lambda: harness.port_open(port), 10.0, "listening")
-    stack.procs.append(proc)
-    return proc, port, log
+    return stack.upstream(name, lambda seen: stub_answer(mode))
 
 
-def stub_requests(log: Path) -> list[dict[str, Any]]:
-    """What a stub has received so far: [{method, path, headers, body}] (body as text)."""
-    return harness.recorder_lines(log)
-
-
-def _serve_stub(mode: str, port: int, log_path: str) -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            n = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(n) if n else b""
-            entry = {"method": self.command, "path": self.path,
-                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                     "body": body.decode("utf-8", "replace")}
-            with lock, open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(entry) + "\n")
-            if mode == "never":
-                time.sleep(3600)
-                return
-            status, ctype = 200, "application/json"
-            if mode == "pending":
-                reply = {"status": "pending", "approval_id": STUB_APPROVAL_ID,
-                         "approval_url": f"http://stub.invalid/approvals/{STUB_APPROVAL_ID}",
-                         "expires_at": int(time.time()) + 600, "expires_in_seconds": 600}
-                out = json.dumps(reply).encode()
-            elif mode == "garbage":
-                out, ctype = b"<html>approved</html>", "text/html"
-            elif mode == "status500":
-                status = 500
-                out = json.dumps({"status": "approved", "approval_id": STUB_APPROVAL_ID, "approver": "x",
-                                  "note": ""}).encode()
-            elif mode == "half_approved":
-                out = b'{"status":"approved"}'
-            else:  # unknown_status
-                out = json.dumps({"status": "maybe", "approval_id": STUB_APPROVAL_ID}).encode()
-            self.send_response(status)
-            self.send_header("content-type", ctype)
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        do_GET = do_PUT = do_DELETE = do_POST
-
-    ThreadingHTTPServer((harness.HOST, port), Handler).serve_forever()
-
-
-if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["stub"])
-    ap.add_argument("--mode", choices=STUB_MODES, required=True)
-    ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--log", required=True)
-    a = ap.parse_args()
-    _serve_stub(a.mode, a.port, a.log)
+def stub_requests(stub: StubUpstream) -> list[dict[str, Any]]:
+    """What a stub has received so far: [{method, path, headers, body}] (headers lower-cased, body as text)."""
+    return [{"method": s.method, "path": s.path, "headers": s.headers, "body": s.body.decode("utf-8", "replace")}
+            for s in stub.requests()]

@@ -110,17 +110,8 @@ def start_registry(stack: harness.Stack) -> tuple[harness.ManagedProcess, int]:
         f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n  delete:\n    enabled: false\n"
         f"http:\n  addr: {harness.HOST}:{port}\n",
         encoding="utf-8")
-    proc = harness.spawn(stack._unique("registry"), [tool("docker-registry"), "serve", str(config)],
-                         stack.log_dir / "registry.log")
-    stack.procs.append(proc)
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"http://{harness.HOST}:{port}/v2/", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    proc.wait_until(ready, 20, "serving /v2/")
+    proc = stack.spawn("registry", [tool("docker-registry"), "serve", str(config)],
+                       lambda: harness.answers(f"http://{harness.HOST}:{port}/v2/"), "serving /v2/")
     return proc, port
 
 

@@ -5,9 +5,10 @@ bench/grants_memory.py). Plain Python, no pytest dependency.
 - The Envoy log: audit lines (`audit_records`), access-log decision fields (`access_records`).
 - Envoy variants of the shipped bootstrap: another `failure_policy`, a `direct_response` route.
 - Clock alignment for fixed windows (`sleep_to_next_second`, `avoid_boundary`).
-- A recorder that also answers `tools/list` with a tool list (run this file as a script:
-  `python harness_extra.py tools-upstream --port P --log L`), so that a forwarded `tools/list` is a
-  clean `passed` decision instead of an unfilterable response.
+- A recorder that also answers `tools/list` with a tool list (`start_tools_upstream`, the stub
+  upstream of tests/upstream.py), so that a forwarded `tools/list` is a clean `passed` decision
+  instead of an unfilterable response.
+- `parallel_posts`: a burst of POSTs from many threads released together.
 - `/proc/PID/status` readings for memory benchmarks.
 """
 
@@ -17,7 +18,6 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +26,9 @@ from typing import Any
 import yaml
 
 import harness
+from clock import avoid_boundary, sleep_to_next_second, window_index  # noqa: F401 - re-exported
 from jsonrpc import Reply, headers_for, post
+from upstream import Canned, Seen, StubUpstream, rpc_request
 
 HERE = Path(__file__).resolve().parent
 
@@ -150,38 +152,8 @@ def render(stack: harness.Stack, policy: dict | str, upstream_port: int, *, wasm
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)
 
 
-def start(stack: harness.Stack, config: str, *, concurrency: int = 2, name: str = "envoy",
-          log_level: str = "info") -> harness.Envoy:
-    """Start Envoy on a rendered config as part of `stack` (stopped with it)."""
-    env = harness.start_envoy(config, concurrency=concurrency, log_dir=stack.log_dir,
-                              name=stack._unique(name), log_level=log_level)
-    stack.envoys.append(env)
-    return env
-
-
-# ----------------------------------------------------------------------------------- time
-
-
-def sleep_to_next_second(offset: float = 0.02) -> float:
-    """Sleep until `offset` s past the next whole UTC second; returns that second (epoch s)."""
-    now = time.time()
-    target = int(now) + 1
-    time.sleep(target + offset - now)
-    return target
-
-
-def avoid_boundary(window_seconds: int, margin: float) -> float:
-    """If the next UTC boundary of a fixed window of `window_seconds` is less than `margin` s away,
-    sleep past it; returns the time slept."""
-    left = window_seconds - (time.time() % window_seconds)
-    if left < margin:
-        time.sleep(left + 0.1)
-        return left + 0.1
-    return 0.0
-
-
-def window_index(window_seconds: int, t: float | None = None) -> int:
-    return int((time.time() if t is None else t) // window_seconds)
+# Start Envoy on a rendered config as part of the stack (stopped with it): start(stack, config, ...).
+start = harness.Stack.start_envoy
 
 
 # ----------------------------------------------------------------------------------- upstream
@@ -189,58 +161,21 @@ def window_index(window_seconds: int, t: float | None = None) -> int:
 TOOLS = ["list_vms", "vm_agent_exec", "delete_vm", "stop_vm"]
 
 
-def start_tools_upstream(stack: harness.Stack, name: str = "tools-upstream") -> tuple[harness.ManagedProcess, int, Path]:
+def tools_list_answer(seen: Seen) -> Canned | None:
+    """A stub upstream responder: a `tools/list` request gets a result listing `TOOLS`; anything else
+    the recorder's answer (None)."""
+    msg = rpc_request(seen)
+    if msg is None or msg["method"] != "tools/list":
+        return None
+    result = {"tools": [{"name": t, "inputSchema": {"type": "object"}} for t in TOOLS]}
+    return Canned(200, [("content-type", "application/json")],
+                  json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode())
+
+
+def start_tools_upstream(stack: harness.Stack, name: str = "tools-upstream") -> tuple[StubUpstream, int, Path]:
     """Like `Stack.recorder()` (same JSONL log), but `tools/list` gets a result listing `TOOLS`."""
-    port = harness.free_port()
-    uniq = stack._unique(name)
-    log = stack.log_dir / f"{uniq}.jsonl"
-    argv = [sys.executable, str(Path(__file__).resolve()), "tools-upstream", "--port", str(port), "--log", str(log)]
-    proc = harness.spawn(uniq, argv, stack.log_dir / f"{uniq}.out", cwd=harness.REPO_ROOT)
-    proc.wait_until(lambda: harness.port_open(port), 10.0, "listening")
-    stack.procs.append(proc)
-    return proc, port, log
-
-
-def _serve_tools_upstream(port: int, log_path: str) -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def _handle(self):
-            n = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(n) if n else b""
-            entry = {"method": self.command, "path": self.path,
-                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                     "body_sha256": hashlib.sha256(body).hexdigest(), "body_len": len(body)}
-            with lock, open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(entry) + "\n")
-            reply, status = b"", 202
-            try:
-                msg = json.loads(body)
-                if isinstance(msg, dict) and "id" in msg and "method" in msg:
-                    if msg["method"] == "tools/list":
-                        result = {"tools": [{"name": t, "inputSchema": {"type": "object"}} for t in TOOLS]}
-                    else:
-                        result = {"content": [{"type": "text", "text": "ok"}]}
-                    reply, status = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode(), 200
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                pass
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        do_POST = do_GET = do_DELETE = _handle
-
-    ThreadingHTTPServer((harness.HOST, port), Handler).serve_forever()
+    stub = stack.upstream(name, tools_list_answer)
+    return stub, stub.port, stub.log
 
 
 # ----------------------------------------------------------------------------------- processes
@@ -265,19 +200,8 @@ def cargo_build(args: list[str], timeout: float = 900.0) -> subprocess.Completed
     return subprocess.run([cargo, *args], cwd=harness.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["tools-upstream"])
-    ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--log", required=True)
-    a = ap.parse_args()
-    _serve_tools_upstream(a.port, a.log)
-
-
-def parallel_posts(url: str, calls: list[tuple[str, bytes]], threads: int = 50) -> list[Reply]:
-    """POST each (token, body) of `calls`, from `threads` threads released together, each call on
+def spread_posts(calls: list[tuple[str, str | None, bytes]], threads: int = 40) -> list[Reply]:
+    """POST each (url, token, body) of `calls`, from `threads` threads released together, each call on
     its own connection (so the kernel spreads them over Envoy's workers). Replies in call order."""
     replies: list[Reply | None] = [None] * len(calls)
     errors: list[BaseException] = []
@@ -287,7 +211,7 @@ def parallel_posts(url: str, calls: list[tuple[str, bytes]], threads: int = 50) 
         try:
             barrier.wait(timeout=30)
             for i in range(k, len(calls), threads):
-                token, body = calls[i]
+                url, token, body = calls[i]
                 replies[i] = post(url, body, headers_for(token), timeout=30)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
@@ -300,3 +224,8 @@ def parallel_posts(url: str, calls: list[tuple[str, bytes]], threads: int = 50) 
     if errors:
         raise errors[0]
     return replies  # type: ignore[return-value]
+
+
+def parallel_posts(url: str, calls: list[tuple[str | None, bytes]], threads: int = 50) -> list[Reply]:
+    """`spread_posts` of (token, body) calls all to `url`."""
+    return spread_posts([(url, token, body) for token, body in calls], threads)

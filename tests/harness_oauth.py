@@ -50,10 +50,7 @@ def render_oauth_config(wasm: Path, listen_port: int, admin_port: int, upstream_
     text = OAUTH_YAML.read_text(encoding="utf-8")
     text = text.replace(SHIPPED_LISTENER, f"{harness.HOST}:{public_port or listen_port}").replace(SHIPPED_AS, f"{harness.HOST}:{as_port}")
     cfg = yaml.safe_load(text)
-    cfg["admin"]["address"]["socket_address"]["port_value"] = admin_port
-    (listener,) = cfg["static_resources"]["listeners"]
-    listener["address"]["socket_address"]["port_value"] = listen_port
-    harness.cluster_endpoint(cfg, "mcp_upstream")["port_value"] = upstream_port
+    harness.set_ports(cfg, listen_port, admin_port, upstream_port)
     harness.cluster_endpoint(cfg, "oauth_as")["port_value"] = as_port
     harness.wasm_filter(cfg)["config"]["vm_config"]["code"]["local"]["filename"] = str(Path(wasm).resolve())
     if not strip_grant_header:
@@ -122,20 +119,11 @@ def start_authorization_server(stack: harness.Stack, port: int, resource: str, k
         raise RuntimeError("oidc-provider is not installed: run make oauth-deps")
     key_path = stack.log_dir / "as-key.jwk.json"
     key_path.write_text(json.dumps(key.jwk), encoding="utf-8")
-    name = stack._unique("oidc-provider")
-    proc = harness.spawn(name, [node_binary(), str(OAUTH_DIR / "server.mjs"), "--port", str(port),
-                                "--resource", resource, "--key", str(key_path)],
-                         stack.log_dir / f"{name}.log", cwd=OAUTH_DIR)
-    stack.procs.append(proc)
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"http://{harness.HOST}:{port}/.well-known/openid-configuration", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    proc.wait_until(ready, timeout, "serving its discovery document")
-    return proc
+    argv = [node_binary(), str(OAUTH_DIR / "server.mjs"), "--port", str(port), "--resource", resource,
+            "--key", str(key_path)]
+    return stack.spawn("oidc-provider", argv,
+                       lambda: harness.answers(f"http://{harness.HOST}:{port}/.well-known/openid-configuration"),
+                       "serving its discovery document", timeout=timeout, cwd=OAUTH_DIR)
 
 
 # ----------------------------------------------------------------------------------- the SDK client

@@ -32,10 +32,7 @@ def start_redis(stack: harness.Stack, port: int | None = None, name: str = "redi
     data.mkdir(exist_ok=True)
     argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", str(data)]
-    proc = harness.spawn(name, argv, stack.log_dir / f"{stack._unique(name)}.log")
-    proc.wait_until(lambda: harness.port_open(port), 10, "listening")
-    stack.procs.append(proc)
-    return proc, port
+    return stack.spawn(name, argv, lambda: harness.port_open(port), "listening", timeout=10), port
 
 
 @dataclass
@@ -62,17 +59,8 @@ def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None 
     argv = [str(RLS_BIN), "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}"]
     if redis_port is not None:
         argv += ["--redis", f"redis://127.0.0.1:{redis_port}/0"]
-    proc = harness.spawn(name, argv, stack.log_dir / f"{stack._unique(name)}.log")
-    url = f"http://{harness.HOST}:{metrics_port}/healthz"
-
-    def healthy() -> bool:
-        try:
-            return harness._http_get(url, 0.5)[0] == 200
-        except OSError:
-            return False
-
-    proc.wait_until(healthy, 15, "healthy")
-    stack.procs.append(proc)
+    proc = stack.spawn(name, argv, lambda: harness.answers(f"http://{harness.HOST}:{metrics_port}/healthz"),
+                       "healthy", timeout=15)
     return Rls(proc, port, metrics_port, redis_port)
 
 
@@ -90,10 +78,8 @@ def render(stack: harness.Stack, policy: dict | str, upstream_port: int, rls_por
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)
 
 
-def start_envoy(stack: harness.Stack, config: str, name: str = "envoy", concurrency: int = 2) -> harness.Envoy:
-    env = harness.start_envoy(config, concurrency=concurrency, log_dir=stack.log_dir, name=stack._unique(name))
-    stack.envoys.append(env)
-    return env
+# Envoy on a rendered config, stopped with the stack: start_envoy(stack, config, name, concurrency=...).
+start_envoy = harness.Stack.start_envoy
 
 
 class SilentServer:

@@ -1,26 +1,48 @@
-"""Raw JSON-RPC over HTTP for the tier 2 tests: exact request bytes in, exact response bytes out.
+"""Raw JSON-RPC over HTTP for the tier 2 and 3 tests: exact request bytes in, exact response bytes out.
 
-Each call opens a new connection, so a burst of calls is spread over Envoy's workers.
+- `Reply`: the one reply type (status, headers as sent, body bytes as received).
+- `request` / `post` / `get`: one HTTP/1.1 request over `http.client` on a new connection (so a
+  burst of calls is spread over Envoy's workers). Nothing is added but Host, Content-Length (or
+  chunked transfer encoding for an iterable body) and `Accept-Encoding: identity` unless the caller
+  sends an accept-encoding; nothing is decoded but chunked transfer encoding.
+  A transport failure (reset, closed connection, timeout) raises one of `TRANSPORT_ERRORS`.
+- Bodies: `rpc` (any request), `tool_call` (a `tools/call`); headers: `headers_for`.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import urllib.parse
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 ACCEPT = "application/json, text/event-stream"
+TRANSPORT_ERRORS = (http.client.HTTPException, OSError)
 
 
 @dataclass
 class Reply:
-    """An HTTP reply: status, lower-cased headers and the raw body bytes."""
+    """An HTTP reply: status, the headers as sent (name case and order kept; a mapping given here is
+    taken as such a list) and the raw body bytes."""
 
     status: int
-    headers: dict[str, str]
+    header_list: list[tuple[str, str]] | Mapping[str, str]
     body: bytes
+
+    def __post_init__(self) -> None:
+        if isinstance(self.header_list, Mapping):
+            self.header_list = list(self.header_list.items())
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Lower-cased names; the values of a repeated header joined with ", " (RFC 9110 §5.3)."""
+        out: dict[str, str] = {}
+        for k, v in self.header_list:
+            k = k.lower()
+            out[k] = f"{out[k]}, {v}" if k in out else v
+        return out
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -36,12 +58,54 @@ class Reply:
             raise AssertionError(f"not a JSON-RPC error reply: HTTP {self.status} {self.body[:300]!r}")
         return msg["error"]
 
+    @classmethod
+    def of(cls, response) -> "Reply":
+        """An httpx response (of a keep-alive client) as a Reply: raw header list, decoded body."""
+        return cls(response.status_code, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
+                   response.content)
+
+
+def request(method: str, url: str, body: bytes | Iterable[bytes] | None = None,
+            headers: Mapping[str, str] | None = None, timeout: float = 10.0) -> Reply:
+    """One request to `url` (http://host:port/path?query) on a new connection; the reply unparsed.
+    An iterable `body` is sent with chunked transfer encoding."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http":
+        raise ValueError(f"not an http:// URL: {url}")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if not body and method.upper() not in ("POST", "PUT", "PATCH"):
+        body = None  # no Content-Length: 0 on an empty GET or DELETE
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=dict(headers or {}),
+                     encode_chunked=body is not None and not isinstance(body, (bytes, bytearray)))
+        resp = conn.getresponse()
+        return Reply(resp.status, list(resp.getheaders()), resp.read())
+    finally:
+        conn.close()
+
+
+def post(url: str, body: bytes | Iterable[bytes], headers: Mapping[str, str], timeout: float = 10.0) -> Reply:
+    """POST `body` as is and return the reply unparsed."""
+    return request("POST", url, body, headers, timeout)
+
+
+def get(url: str, headers: Mapping[str, str], timeout: float = 10.0) -> Reply:
+    """GET `url` (e.g. the Streamable HTTP SSE stream) and return the reply unparsed."""
+    return request("GET", url, None, headers, timeout)
+
+
+def rpc(method: str, id: Any, params: dict | None = None) -> bytes:
+    """A compact JSON-RPC request body (non-ASCII escaped); `params` left out when None."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return json.dumps(msg, separators=(",", ":")).encode()
+
 
 def tool_call(name: str, arguments: dict[str, Any] | None = None, id: int | str = 1) -> bytes:
     """A compact `tools/call` request body."""
-    msg = {"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": name, "arguments": {} if arguments is None else arguments}}
-    return json.dumps(msg, separators=(",", ":")).encode()
+    return rpc("tools/call", id, {"name": name, "arguments": {} if arguments is None else arguments})
 
 
 def headers_for(token: str | None, content_type: str = "application/json", **extra: str) -> dict[str, str]:
@@ -51,18 +115,6 @@ def headers_for(token: str | None, content_type: str = "application/json", **ext
         h["authorization"] = f"Bearer {token}"
     h.update(extra)
     return h
-
-
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float = 10.0) -> Reply:
-    """POST `body` as is and return the reply unparsed."""
-    r = httpx.post(url, content=body, headers=headers, timeout=timeout)
-    return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content)
-
-
-def get(url: str, headers: dict[str, str], timeout: float = 10.0) -> Reply:
-    """GET `url` (e.g. the Streamable HTTP SSE stream) and return the reply unparsed."""
-    r = httpx.get(url, headers=headers, timeout=timeout)
-    return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content)
 
 
 def call_tool(url: str, name: str, token: str | None, arguments: dict[str, Any] | None = None,

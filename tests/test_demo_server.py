@@ -6,28 +6,16 @@ check the command line and the ready line.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import anyio
 from mcp import Client
 
 import harness
 from mcp_session import open_session, result_json
 
-_spec = importlib.util.spec_from_file_location("proxmox_server", harness.DEMO_SERVER)
-proxmox_server = importlib.util.module_from_spec(_spec)
-sys.modules["proxmox_server"] = proxmox_server
-_spec.loader.exec_module(proxmox_server)
+proxmox_server = harness.demo_module()
 
-TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-         "vm_agent_exec", "vm_agent_exec_status"}
-VMS = [
-    {"node": "pve1", "vmid": 100, "name": "web-01", "status": "running"},
-    {"node": "pve1", "vmid": 101, "name": "db-01", "status": "running"},
-    {"node": "pve1", "vmid": 102, "name": "build-runner", "status": "stopped"},
-    {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "stopped"},
-]
+TOOLS = set(harness.DEMO_TOOLS)
+VMS = harness.DEMO_VMS
 
 
 def in_process(scenario):

@@ -18,14 +18,8 @@ import harness
 from jsonrpc import headers_for, post
 from mcp_session import MCPError, open_session, result_json
 
-DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-              "vm_agent_exec", "vm_agent_exec_status"}
-SEEDED_VMS = [
-    {"node": "pve1", "vmid": 100, "name": "web-01", "status": "running"},
-    {"node": "pve1", "vmid": 101, "name": "db-01", "status": "running"},
-    {"node": "pve1", "vmid": 102, "name": "build-runner", "status": "stopped"},
-    {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "stopped"},
-]
+DEMO_TOOLS = set(harness.DEMO_TOOLS)
+SEEDED_VMS = harness.DEMO_VMS
 STEP_TIMEOUT = 30
 
 

@@ -21,8 +21,7 @@ import harness
 from mcp_session import result_json
 
 HIDDEN = "vm_agent_exec_status"
-DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-              "vm_agent_exec", "vm_agent_exec_status"}
+DEMO_TOOLS = set(harness.DEMO_TOOLS)
 
 
 @pytest.fixture

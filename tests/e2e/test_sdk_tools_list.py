@@ -14,18 +14,11 @@ import anyio
 import pytest
 
 import harness
-from harness_lists import start_demo_server
 from mcp_session import MCPError, open_session, result_json
 
 HIDDEN = ["delete_vm", "vm_agent_exec_status"]
-DEMO_TOOLS = ["list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-              "vm_agent_exec", "vm_agent_exec_status"]
-SEEDED_VMS = [
-    {"node": "pve1", "vmid": 100, "name": "web-01", "status": "running"},
-    {"node": "pve1", "vmid": 101, "name": "db-01", "status": "running"},
-    {"node": "pve1", "vmid": 102, "name": "build-runner", "status": "stopped"},
-    {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "stopped"},
-]
+DEMO_TOOLS = harness.DEMO_TOOLS
+SEEDED_VMS = harness.DEMO_VMS
 STEP_TIMEOUT = 60
 
 
@@ -57,7 +50,7 @@ def mode(request):
 
 
 def test_sdk_sees_filtered_list_and_session_stays_usable(stack, mode):
-    _, port = start_demo_server(stack, json_response=mode)
+    _, port = stack.demo_server(json_response=mode)
     envoy = stack.envoy(hiding_policy(), port)
     direct = run(tools_of, f"http://{harness.HOST}:{port}/mcp", "direct")
     assert [t.name for t in direct] == DEMO_TOOLS  # the server really offers the hidden tools
@@ -87,7 +80,7 @@ def test_sdk_sees_filtered_list_and_session_stays_usable(stack, mode):
 
 def test_catalog_of_286_tools(stack):
     """SSE mode (the SDK default) with the demo server's generated 286-tool catalogue."""
-    _, port = start_demo_server(stack, json_response=False, catalog=286)
+    _, port = stack.demo_server(json_response=False, catalog=286)
     envoy = stack.envoy(hiding_policy(), port)
     direct = run(tools_of, f"http://{harness.HOST}:{port}/mcp", "direct")
     assert len(direct) == 286 and len({t.name for t in direct}) == 286

@@ -18,8 +18,7 @@ import harness
 import harness_approvals as ha
 
 CLIENT_DIR = Path(__file__).resolve().parent.parent / "ts-client"
-DEMO_TOOLS = ["delete_vm", "list_nodes", "list_vms", "start_vm", "stop_vm", "vm_agent_exec",
-              "vm_agent_exec_status", "vm_status"]
+DEMO_TOOLS = sorted(harness.DEMO_TOOLS)
 HIDDEN = "vm_agent_exec_status"
 
 

@@ -21,8 +21,7 @@ import harness_approvals as ha
 from mcp_session import MCPError, result_json
 
 STEP_TIMEOUT = 30
-DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
-              "vm_agent_exec", "vm_agent_exec_status"}
+DEMO_TOOLS = set(harness.DEMO_TOOLS)
 HIDDEN = "vm_agent_exec_status"
 MODES = {"auto": "2026-07-28", "2026-07-28": "2026-07-28", "legacy": "2025-11-25"}
 

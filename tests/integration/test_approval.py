@@ -80,8 +80,8 @@ def with_service(stack, policy: dict | None = None, **kw) -> Setup:
 
 
 def with_stub(stack, mode: str, policy: dict | None = None) -> tuple[Setup, object]:
-    _, port, stub_log = ha.stub(stack, mode)
-    return Setup(stack, policy or ha.approval_policy(), None, port), stub_log
+    stub = ha.stub(stack, mode)
+    return Setup(stack, policy or ha.approval_policy(), None, stub.port), stub
 
 
 def assert_required(r: Reply, id_, url_base: str | None, *, tool: str = "start_vm", reason: str = REASON,

@@ -23,7 +23,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
@@ -33,6 +32,7 @@ import harness_approvals as ha
 import harness_extra as hx
 import harness_pg
 from jsonrpc import headers_for, post, tool_call
+from upstream import Canned, StubUpstream
 
 AGENT = "team-agent-token-1"
 ARGS = {"node": "pve2", "vmid": 321, "secret_value": "s3cr3t-arg-value"}
@@ -179,71 +179,43 @@ def test_a_session_from_a_works_on_b_and_survives_a_restart_of_a(stack, pg):
 # ----------------------------------------------------------------------------------- webhooks
 
 
-class Receiver:
-    """A local webhook receiver that records every POST; `mode`: ok (200), fail (500), hang."""
+WEBHOOK_ANSWERS = {"ok": Canned(200, [], b"ok"), "fail": Canned(500, [], b"ok"), "hang": Canned(None, delay=30)}
+
+
+class Receiver(StubUpstream):
+    """A local webhook receiver (the stub upstream) that records every POST; `mode`: ok (200),
+    fail (500), hang (no answer for 30 s)."""
 
     def __init__(self, mode: str = "ok"):
-        self.mode = mode
-        self.events: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                with outer.lock:
-                    outer.events.append({"body": body.decode(), "content-type": self.headers.get("content-type")})
-                if outer.mode == "hang":
-                    time.sleep(30)
-                    return
-                status = 200 if outer.mode == "ok" else 500
-                self.send_response(status)
-                self.send_header("content-length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-        self.server = ThreadingHTTPServer((harness.HOST, harness.free_port()), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        answer = WEBHOOK_ANSWERS[mode]
+        super().__init__(responder=lambda seen: answer)
 
     @property
     def url(self) -> str:
-        return f"http://{harness.HOST}:{self.server.server_port}/hook"
+        return f"{super().url}/hook"
+
+    @property
+    def events(self) -> list[dict]:
+        """Every POST received: its body text and content-type."""
+        return [{"body": s.body.decode(), "content-type": s.headers.get("content-type")}
+                for s in self.requests() if s.method == "POST"]
 
     def parsed(self) -> list[dict]:
-        with self.lock:
-            return [json.loads(e["body"]) for e in self.events]
+        return [json.loads(e["body"]) for e in self.events]
 
     def wait(self, n: int, timeout: float = 15.0) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        while len(self.parsed()) < n:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(self.parsed())} webhook posts after {timeout} s, wanted {n}")
-            time.sleep(0.05)
-        return self.parsed()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        return hx.wait_for(lambda: len(self.parsed()) >= n and self.parsed(), timeout, what=f"{n} webhook posts")
 
 
 @pytest.fixture
-def receivers():
-    made: list[Receiver] = []
-
+def receivers(stack):
+    """Makes webhook receivers, stopped with the stack (after the approval service)."""
     def make(mode: str = "ok") -> Receiver:
         r = Receiver(mode)
-        made.append(r)
+        stack.upstreams.append(r)
         return r
 
-    yield make
-    for r in made:
-        r.close()
+    return make
 
 
 def test_webhooks_get_open_and_decide_events_without_arguments(stack, pg, receivers):

@@ -13,11 +13,10 @@ import itertools
 import json
 from dataclasses import dataclass, field
 
-import httpx
 import pytest
 
 import harness
-from jsonrpc import Reply, call_tool, headers_for, post, tool_call
+from jsonrpc import Reply, call_tool, headers_for, post, request, tool_call
 
 SETTLE = 0.2
 _grants = itertools.count(1)
@@ -49,8 +48,7 @@ def send(url: str, case: Case) -> Reply:
     if case.content_type is not None:
         headers["content-type"] = case.content_type
     headers.update(case.extra)
-    r = httpx.request(case.method, url, content=case.body, headers=headers, timeout=10)
-    return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content)
+    return request(case.method, url, case.body, headers)
 
 
 def rpc(**fields) -> bytes:
@@ -177,8 +175,8 @@ def test_forwarded_unchanged(seeded, name):
 def test_delete_with_grant_is_forwarded(seeded):
     envoy, log = seeded
     before = len(harness.recorder_lines(log))
-    r = httpx.delete(envoy.mcp_url, headers={"authorization": "Bearer d", "mcp-session-id": "s-1"}, timeout=10)
-    assert r.status_code == 202
+    r = request("DELETE", envoy.mcp_url, None, {"authorization": "Bearer d", "mcp-session-id": "s-1"})
+    assert r.status == 202
     (seen,) = upstream_lines(log, settle=False)[before:]
     assert (seen["method"], seen["headers"]["mcp-session-id"]) == ("DELETE", "s-1")
 
@@ -282,7 +280,6 @@ def test_body_over_the_limit_is_413(small_limit, chunked):
     before = len(harness.recorder_lines(log))
     body = padded_call(LIMIT + 1)
     content = iter([body[i:i + 100] for i in range(0, len(body), 100)]) if chunked else body
-    r = httpx.post(envoy.mcp_url, content=content, headers=headers_for("limit"), timeout=10)
-    reply = Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content)
+    reply = post(envoy.mcp_url, content, headers_for("limit"))
     assert_refusal(reply, Case(body, 413, -32600, "body_too_large", None))
     assert len(upstream_lines(log)) == before

@@ -17,13 +17,12 @@ import hashlib
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 import harness
 import harness_extra as hx
-from jsonrpc import Reply, headers_for, post, tool_call
+from jsonrpc import TRANSPORT_ERRORS, Reply, headers_for, post, tool_call
 
 PANIC_TARGET_DIR = harness.REPO_ROOT / "target" / "panic-test"
 PANIC_WASM = PANIC_TARGET_DIR / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
@@ -58,7 +57,7 @@ def send(url: str, body: bytes, **extra: str) -> Reply | Exception:
     """POST; a transport error (reset, closed connection) is returned, not raised."""
     try:
         return post(url, body, headers_for(TOKEN, **extra), timeout=10)
-    except httpx.HTTPError as e:
+    except TRANSPORT_ERRORS as e:
         return e
 
 

@@ -90,7 +90,7 @@ class Client:
     def call(self, name: str, token: str, id_, arguments=None) -> Reply:
         r = self.http.post(self.url, content=tool_call(name, EXEC_ARGS if arguments is None else arguments, id_),
                            headers=headers_for(token))
-        return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content)
+        return Reply.of(r)
 
     def close(self):
         self.http.close()

@@ -22,8 +22,9 @@ import time
 import pytest
 
 import harness
-from harness_lists import (ECDS_FILE, Canned, StubUpstream, admin_counter, compact, json_canned, mcp_headers,
-                           raw_post, render_ecds_config, rpc, set_policy)
+from harness_lists import ECDS_FILE, admin_counter, mcp_headers, render_ecds_config, set_policy
+from jsonrpc import post, rpc
+from upstream import Canned, StubUpstream, compact, json_canned
 
 STAT = "extension_config_discovery.http_filter.mcp_policy."
 RELOAD_DEADLINE = 2.0
@@ -54,14 +55,12 @@ def start(stack: harness.Stack, stub: StubUpstream, policy: dict | None = None, 
         shutil.move(tmp, setup.ecds_file)
     else:
         set_policy(policy, setup.ecds_file, wasm=stack.wasm)
-    envoy = harness.start_envoy(setup.config, log_dir=stack.log_dir, name=stack._unique(name))
-    stack.envoys.append(envoy)
-    return envoy, setup.ecds_file
+    return stack.start_envoy(setup.config, name), setup.ecds_file
 
 
 def call(envoy, tool: str, token: str = "reload-grant", args: dict | None = None, id_: int = 1, path: str = "/mcp"):
     body = rpc("tools/call", id_, {"name": tool, "arguments": args or {}})
-    return raw_post(envoy.url + path, body, mcp_headers(token))
+    return post(envoy.url + path, body, mcp_headers(token))
 
 
 def outcome(r) -> tuple:
@@ -167,7 +166,7 @@ def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
     envoy, ecds = start(stack, stub, old)
     result = {}
     worker = threading.Thread(target=lambda: result.update(
-        reply=raw_post(envoy.url + "/slow-list", rpc("tools/list", 9, {}), mcp_headers())))
+        reply=post(envoy.url + "/slow-list", rpc("tools/list", 9, {}), mcp_headers())))
     worker.start()
     deadline = time.monotonic() + 5
     while not stub.requests("/slow-list") and time.monotonic() < deadline:
@@ -180,7 +179,7 @@ def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
     assert r.json() == {"jsonrpc": "2.0", "id": 9, "result": {"tools": tools[:2]}}
     # and a tools/list decided after the reload follows the new policy
     stub.route("/list-now", json_canned({"jsonrpc": "2.0", "id": 10, "result": {"tools": tools}}))
-    r = raw_post(envoy.url + "/list-now", rpc("tools/list", 10, {}), mcp_headers())
+    r = post(envoy.url + "/list-now", rpc("tools/list", 10, {}), mcp_headers())
     assert r.json() == {"jsonrpc": "2.0", "id": 10, "result": {"tools": [tools[0], tools[2]]}}
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import threading
 import time
 import uuid
 
@@ -66,29 +65,7 @@ def upstream(log, tok: str, settle: float = 0.3) -> list[dict]:
             if e["headers"].get("authorization") == f"Bearer {tok}"]
 
 
-def spread(calls: list[tuple[str, str, bytes]], threads: int = 40) -> list[Reply]:
-    """POST each (url, token, body) from `threads` threads released together, one connection per call."""
-    replies: list[Reply | None] = [None] * len(calls)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(threads)
-
-    def worker(k: int):
-        try:
-            barrier.wait(timeout=30)
-            for i in range(k, len(calls), threads):
-                url, tok, body = calls[i]
-                replies[i] = post(url, body, headers_for(tok), timeout=30)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-    return replies  # type: ignore[return-value]
+spread = hx.spread_posts
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 import harness
-from harness_lists import ENVOY_ECDS_YAML, mcp_headers, raw_post, rpc
+from harness_lists import ENVOY_ECDS_YAML, mcp_headers
+from jsonrpc import post, rpc
 
 NAMES = ("MCP_PORT", "ADMIN_PORT", "DEMO_PORT", "APPROVALS_PORT", "APPROVALS_CHECK_PORT")
 PORTS = {name: harness.free_port() for name in NAMES}
@@ -37,7 +38,7 @@ CALLS = []  # every tools/call this module sent: each must show as one decision 
 
 def outcome(tool: str, id_: int = 1) -> tuple:
     CALLS.append(tool)
-    r = raw_post(MCP, rpc("tools/call", id_, {"name": tool, "arguments": {}}), mcp_headers("run-test-token"))
+    r = post(MCP, rpc("tools/call", id_, {"name": tool, "arguments": {}}), mcp_headers("run-test-token"))
     msg = r.json()
     if "error" in msg:
         return (r.status, msg["error"]["code"], msg["error"]["data"].get("reason"))

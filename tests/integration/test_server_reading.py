@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 import harness
-from harness_lists import StubUpstream, raw_post, sse_canned
 from jsonrpc import headers_for, post
+from upstream import sse_canned
 
 POLICY = {
     "version": "1",
@@ -37,12 +37,6 @@ POLICY = {
     },
 }
 TOKEN = "reading-grant"
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with StubUpstream() as s:
-        yield s
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +174,7 @@ def test_kind8_sse_lines_that_lenient_clients_read_as_data_never_pass(envoy, stu
     listing = '{"jsonrpc":"2.0","id":"L1","result":{"tools":[{"name":"delete_vm"},{"name":"list_vms"}]}}'
     stream = f"event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}}\n\nevent: message\n{field}: {listing}\n\n"
     path = stub.route(f"/sse-lenient-{abs(hash(field))}", sse_canned(stream.encode()))
-    r = raw_post(envoy.url + path, b'{"jsonrpc":"2.0","id":"L1","method":"tools/list"}', headers_for(TOKEN))
+    r = post(envoy.url + path, b'{"jsonrpc":"2.0","id":"L1","method":"tools/list"}', headers_for(TOKEN))
     assert b"delete_vm" not in r.body
     assert b"-31006" in r.body
 

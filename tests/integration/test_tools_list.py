@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import importlib.util
 import json
-import sys
 import zlib
 
 import anyio
 import pytest
 
 import harness
-from harness_lists import (Canned, RawReply, StubUpstream, compact, json_canned, mcp_headers, mcp_stub,
-                           proxmox_catalog, raw_post, rpc, sse_canned, sse_data, sse_events, sse_filtered)
+from harness_lists import mcp_headers, mcp_stub, proxmox_catalog, sse_data, sse_events, sse_filtered
+from jsonrpc import Reply, post, rpc
 from mcp_session import MCPError, open_session
+from upstream import Canned, StubUpstream, compact, json_canned, sse_canned
 
 HIDDEN_DEMO = ["delete_vm", "vm_agent_exec_status"]
 CATALOG = proxmox_catalog()
@@ -44,11 +43,7 @@ TOO_BIG_REASON = "the tools/list response exceeds gateway.max_response_bytes"
 
 def _demo_tools() -> list[dict]:
     """The demo server's eight tools exactly as the MCP SDK lists them (its `list_tools`, dumped)."""
-    spec = importlib.util.spec_from_file_location("proxmox_server_for_lists", harness.DEMO_SERVER)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    tools = anyio.run(mod.build_server().list_tools)
+    tools = anyio.run(harness.demo_module().build_server().list_tools)
     return [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
 
 
@@ -67,19 +62,13 @@ def assert_no_tool_names(body: bytes, names) -> None:
 
 
 @pytest.fixture(scope="module")
-def stub():
-    with StubUpstream() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def envoy(module_stack, stub):
     """Envoy hiding delete_vm, vm_agent_exec_status and 32 catalogue tools (default allow)."""
     return module_stack.envoy(POLICY, stub.port, name="envoy-lists")
 
 
-def list_via(envoy, path: str, id_, params: dict | None = None, **headers) -> RawReply:
-    return raw_post(envoy.url + path, rpc("tools/list", id_, {} if params is None else params), mcp_headers(**headers))
+def list_via(envoy, path: str, id_, params: dict | None = None, **headers) -> Reply:
+    return post(envoy.url + path, rpc("tools/list", id_, {} if params is None else params), mcp_headers(**headers))
 
 
 # ------------------------------------------------------------------------------ (a) recorded SSE stream
@@ -323,7 +312,7 @@ def test_other_methods_responses_are_not_touched(envoy, stub):
     """A tools/call result that happens to carry a `tools` array with a hidden name is not a tools/list."""
     body = compact({"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "delete_vm"}], "content": []}})
     path = stub.route("/call-with-tools", json_canned(body))
-    r = raw_post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), mcp_headers())
+    r = post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), mcp_headers())
     assert (r.status, r.body) == (200, body)
 
 
@@ -335,7 +324,7 @@ def test_other_methods_responses_are_not_touched(envoy, stub):
                                                            "clientInfo": {"name": "t", "version": "1"}})])
 def test_accept_encoding_is_not_forwarded_when_the_policy_hides_tools(envoy, stub, method, params):
     path = f"/accept-encoding-{method.replace('/', '-')}"
-    r = raw_post(envoy.url + path, rpc(method, 11, params), mcp_headers(**{"accept-encoding": "gzip, deflate, br"}))
+    r = post(envoy.url + path, rpc(method, 11, params), mcp_headers(**{"accept-encoding": "gzip, deflate, br"}))
     assert r.status == 200
     (seen,) = stub.requests(path)
     assert seen.body == rpc(method, 11, params)
@@ -463,7 +452,7 @@ def test_sdk_client_never_sees_a_hidden_tool(envoy, stub, shape):
 # ------------------------------------------------------------------------------ (h) red-team findings
 
 
-def _get(envoy, path: str, **headers) -> RawReply:
+def _get(envoy, path: str, **headers) -> Reply:
     """A GET (the Streamable HTTP SSE stream) through Envoy, read raw."""
     import http.client
     conn = http.client.HTTPConnection(harness.HOST, envoy.listen_port, timeout=10)
@@ -474,7 +463,7 @@ def _get(envoy, path: str, **headers) -> RawReply:
     resp = conn.getresponse()
     body = resp.read()
     conn.close()
-    return RawReply(resp.status, [(k.lower(), v) for k, v in resp.getheaders()], body)
+    return Reply(resp.status, [(k.lower(), v) for k, v in resp.getheaders()], body)
 
 
 @pytest.mark.parametrize("charset", ["utf-7", "UTF-16", "\"latin1\""])
@@ -519,7 +508,7 @@ def test_sse_replies_to_other_requests_are_filtered(envoy, stub):
     answer = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "ok"}]}}
     stream = b"data: " + compact(listing) + b"\n\ndata: " + compact(answer) + b"\n\n"
     path = stub.route("/call-sse", sse_canned(stream, pieces=3))
-    r = raw_post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), mcp_headers())
+    r = post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), mcp_headers())
     assert r.status == 200
     assert r.body == sse_filtered(stream, 99, HIDDEN)
     assert b"delete_vm" not in r.body
