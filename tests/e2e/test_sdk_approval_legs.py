@@ -10,8 +10,6 @@ The agent then retries that leg as it is (the SDK's `session.call_tool` with `in
 
 from __future__ import annotations
 
-import sys
-
 import anyio
 import httpx2
 import mcp
@@ -29,11 +27,10 @@ ANSWER = {"action": "accept", "content": {"name": "backup-01"}}
 
 
 def demo_confirming(stack: harness.Stack) -> int:
+    """The demo server with `--confirm-deletes` on a free port, owned by `stack`."""
     port = harness.free_port()
-    argv = [sys.executable, str(harness.DEMO_SERVER), "--port", str(port), "--confirm-deletes"]
-    proc = harness.spawn("demo-confirm", argv, stack.log_dir / "demo-confirm.log", cwd=harness.REPO_ROOT)
-    stack.procs.append(proc)
-    proc.wait_until(lambda: harness.port_open(port), 20.0, "accepting connections")
+    argv = harness.demo_argv(port, False, None) + ["--confirm-deletes"]
+    stack.spawn("demo-confirm", argv, lambda: harness.port_open(port), "accepting connections", cwd=harness.REPO_ROOT)
     return port
 
 

@@ -11,7 +11,6 @@ nothing runs upstream before its approval (the VM is still listed).
 from __future__ import annotations
 
 import json
-import sys
 
 import harness
 import harness_approvals as ha
@@ -23,12 +22,10 @@ ARGS = {"node": "pve2", "vmid": 200}  # backup-01, stopped in the demo's seed
 
 
 def demo_confirming(stack: harness.Stack) -> int:
+    """The demo server with `--confirm-deletes` on a free port, owned by `stack`."""
     port = harness.free_port()
-    argv = [sys.executable, str(harness.DEMO_SERVER), "--port", str(port), "--json-response",
-            "--confirm-deletes"]
-    proc = harness.spawn("demo-confirm", argv, stack.log_dir / "demo-confirm.log", cwd=harness.REPO_ROOT)
-    stack.procs.append(proc)
-    proc.wait_until(lambda: harness.port_open(port), 20.0, "accepting connections")
+    argv = harness.demo_argv(port, True, None) + ["--confirm-deletes"]
+    stack.spawn("demo-confirm", argv, lambda: harness.port_open(port), "accepting connections", cwd=harness.REPO_ROOT)
     return port
 
 
