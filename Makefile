@@ -44,7 +44,7 @@ test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked -p mcp-approvals
 	$(CARGO) test --locked -p mcp-ratelimit
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
-	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals --test service
+	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals --test service --test legs
 
 ## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
 ##             service's tests, the cluster tests and make run-cluster

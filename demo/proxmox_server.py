@@ -28,9 +28,9 @@ import anyio
 import uvicorn
 from pydantic import BaseModel
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, ToolAnnotations
 
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -201,9 +201,26 @@ def _add_catalog_tool(mcp: MCPServer, name: str) -> None:
                  description=description, annotations=annotations)
 
 
-def build_server(cluster: Cluster | None = None, catalog: int = 0) -> MCPServer:
+def _confirmation(answers: object) -> tuple[str, str | None]:
+    """(action, typed name) of the `confirm` answer in `inputResponses` (typed or wire-shaped)."""
+    ans = (answers or {}).get("confirm") if isinstance(answers, dict) else None
+    if ans is None:
+        return "", None
+    if isinstance(ans, dict):
+        action, content = ans.get("action", ""), ans.get("content") or {}
+    else:
+        action, content = getattr(ans, "action", ""), getattr(ans, "content", None) or {}
+    name = content.get("name") if isinstance(content, dict) else None
+    return str(action), name if isinstance(name, str) else None
+
+
+def build_server(cluster: Cluster | None = None, catalog: int = 0, confirm_deletes: bool = False) -> MCPServer:
     """An MCPServer exposing the eight Proxmox-shaped tools over `cluster`; with `catalog` N > 8,
-    generated tools (see `catalog_names`) are added so that it lists N tools in total."""
+    generated tools (see `catalog_names`) are added so that it lists N tools in total. With
+    `confirm_deletes`, `delete_vm` asks a 2026-07-28 client to type the VM's name first: it answers
+    `input_required` (an `elicitation/create` form request keyed `confirm`, MCP 2026-07-28
+    multi-round-trip requests) and deletes only on a retry whose `inputResponses.confirm` accepts
+    with `content.name` equal to the VM's name."""
     c = cluster or Cluster.seeded()
     mcp = MCPServer(
         name="proxmox-demo",
@@ -242,14 +259,36 @@ def build_server(cluster: Cluster | None = None, catalog: int = 0) -> MCPServer:
         vm.status = "stopped"
         return _status(vm)
 
-    @mcp.tool()
-    def delete_vm(node: str, vmid: int) -> DeleteResult:
-        """Destroy VM `vmid` on `node` and its disks. Irreversible. The VM must be stopped first."""
+    def _delete(node: str, vmid: int) -> DeleteResult:
         vm = c.get(node, vmid)
         if vm.status != "stopped":
             raise ToolError(f"VM {vmid} on {node} is running; stop it first")
         del c.vms[(node, vmid)]
         return DeleteResult(node=node, vmid=vmid, deleted=True)
+
+    if confirm_deletes:
+        @mcp.tool()
+        def delete_vm(node: str, vmid: int, ctx: Context) -> DeleteResult | InputRequiredResult:
+            """Destroy VM `vmid` on `node` and its disks. Irreversible. The VM must be stopped first."""
+            vm = c.get(node, vmid)
+            if ctx.protocol_version != "2026-07-28":
+                return _delete(node, vmid)
+            action, name = _confirmation(ctx.input_responses)
+            if not action:
+                schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+                ask = ElicitRequestFormParams(
+                    message=f"Type the VM name ({vm.name}) to confirm deleting VM {vmid} on {node}",
+                    requested_schema=schema)
+                return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=ask)},
+                                           request_state=f"delete:{node}:{vmid}")
+            if action != "accept" or name != vm.name:
+                raise ToolError(f"deletion of VM {vmid} not confirmed: type its name {vm.name!r}")
+            return _delete(node, vmid)
+    else:
+        @mcp.tool()
+        def delete_vm(node: str, vmid: int) -> DeleteResult:
+            """Destroy VM `vmid` on `node` and its disks. Irreversible. The VM must be stopped first."""
+            return _delete(node, vmid)
 
     @mcp.tool()
     def vm_agent_exec(node: str, vmid: int, command: str) -> ExecStarted:
@@ -283,12 +322,12 @@ def build_server(cluster: Cluster | None = None, catalog: int = 0) -> MCPServer:
 
 
 async def serve(port: int, json_response: bool, stateless: bool = False, catalog: int = 0,
-                legacy_sse: bool = False) -> None:
+                legacy_sse: bool = False, confirm_deletes: bool = False) -> None:
     """Serve until cancelled; print the ready line once the port accepts connections."""
     if legacy_sse:
-        app = build_server(catalog=catalog).sse_app(host=HOST)
+        app = build_server(catalog=catalog, confirm_deletes=confirm_deletes).sse_app(host=HOST)
     else:
-        app = build_server(catalog=catalog).streamable_http_app(
+        app = build_server(catalog=catalog, confirm_deletes=confirm_deletes).streamable_http_app(
             streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST)
     server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
@@ -315,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="serve the 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/) instead of Streamable HTTP")
     ap.add_argument("--catalog", type=int, default=0, metavar="N",
                     help="list N tools in total: the eight plus generated Proxmox-API-shaped ones (default: off)")
+    ap.add_argument("--confirm-deletes", action="store_true",
+                    help="delete_vm asks 2026-07-28 clients to type the VM name first (input_required)")
     a = ap.parse_args(argv)
     if a.catalog:
         try:
@@ -322,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             ap.error(str(e))
     try:
-        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog, a.legacy_sse)
+        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog, a.legacy_sse, a.confirm_deletes)
     except KeyboardInterrupt:
         pass
     return 0

@@ -24,12 +24,36 @@ pub fn canonical(v: &Json, out: &mut String) {
 /// `{"arguments": ARGS, "grant": "<hex SHA-256 of the credential>", "tool": NAME}`.
 /// Absent arguments count as `{}` (MCP treats them alike).
 pub fn key(grant: &GrantId, tool: &str, arguments: Option<&Json>) -> String {
+    key_with(grant, tool, arguments, None, None)
+}
+
+/// The approval key of a call that may be a continuation leg (MCP 2026-07-28, [`crate::leg`]):
+/// lower-case hex SHA-256 of the canonical JSON of `{"arguments": ARGS, "grant": "<hex>",
+/// "inputResponses": ANSWERS, "requestState": "STATE", "tool": NAME}`, where `inputResponses` and
+/// `requestState` are left out when the call does not carry them (so a first leg has exactly the
+/// [`key`] of an ordinary call, and every continuation leg another key).
+pub fn key_with(
+    grant: &GrantId,
+    tool: &str,
+    arguments: Option<&Json>,
+    input_responses: Option<&Json>,
+    request_state: Option<&str>,
+) -> String {
     let empty = Json::Object(Vec::new());
     let mut text = String::from("{\"arguments\":");
     canonical(arguments.unwrap_or(&empty), &mut text);
     text.push_str(",\"grant\":\"");
     text.push_str(&hex(grant));
-    text.push_str("\",\"tool\":");
+    text.push('"');
+    if let Some(answers) = input_responses {
+        text.push_str(",\"inputResponses\":");
+        canonical(answers, &mut text);
+    }
+    if let Some(state) = request_state {
+        text.push_str(",\"requestState\":");
+        write_str(&mut text, state);
+    }
+    text.push_str(",\"tool\":");
     write_str(&mut text, tool);
     text.push('}');
     hex(&Sha256::digest(text.as_bytes()))
@@ -54,6 +78,10 @@ pub struct CheckRequest<'a> {
     /// Seconds the service may hold the callout (hold mode); 0 in retry mode.
     pub wait_seconds: u64,
     pub reason: Option<&'a str>,
+    /// A 2026-07-28 continuation leg: `inputResponses` (JSON text as sent) and `requestState`,
+    /// sent as `input_responses` / `request_state` (left out when absent).
+    pub input_responses: Option<&'a str>,
+    pub request_state: Option<&'a str>,
 }
 
 impl CheckRequest<'_> {
@@ -80,6 +108,14 @@ impl CheckRequest<'_> {
         if let Some(r) = self.reason {
             o.push_str(",\"reason\":");
             write_str(&mut o, r);
+        }
+        if let Some(answers) = self.input_responses {
+            o.push_str(",\"input_responses\":");
+            o.push_str(answers);
+        }
+        if let Some(state) = self.request_state {
+            o.push_str(",\"request_state\":");
+            write_str(&mut o, state);
         }
         o.push('}');
         o
@@ -259,6 +295,8 @@ mod tests {
             expires_in_seconds: 600,
             wait_seconds: 0,
             reason: Some("costs \"money\""),
+            input_responses: None,
+            request_state: None,
         };
         assert_eq!(
             r.to_json(),

@@ -354,6 +354,8 @@ pub struct PendingApproval {
     /// counts once the call is approved. Asked after approval, so waiting calls consume nothing.
     pub rls_limits: Vec<usize>,
     pub decision: Decision,
+    /// A 2026-07-28 continuation leg's `inputResponses`/`requestState` (bound by `key`, shown).
+    pub leg: crate::leg::Leg,
 }
 
 impl PendingApproval {
@@ -370,6 +372,8 @@ impl PendingApproval {
             expires_in_seconds: self.expires_in_seconds,
             wait_seconds,
             reason: self.reason.as_deref(),
+            input_responses: self.leg.input_responses.as_deref(),
+            request_state: self.leg.request_state.as_deref(),
         }
         .to_json()
     }
@@ -680,7 +684,13 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                 let args = t.arguments.as_ref();
                 let value = args.and_then(crate::mcp::Arguments::value);
                 Judged::Ask(Box::new(PendingApproval {
-                    key: approval::key(&grant.id, &t.name, value.as_ref()),
+                    key: approval::key_with(
+                        &grant.id,
+                        &t.name,
+                        value.as_ref(),
+                        t.leg.input_responses_value().as_ref(),
+                        t.leg.request_state.as_deref(),
+                    ),
                     grant_label: grant.label(),
                     grant_id: grant.id,
                     tool: t.name.clone(),
@@ -691,6 +701,7 @@ fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limite
                     admission: adm,
                     rls_limits: counted,
                     decision: d,
+                    leg: t.leg.clone(),
                 }))
             };
             let service = policy.gateway.rate_limit_service.is_some();

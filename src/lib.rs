@@ -39,6 +39,7 @@ pub mod grant;
 pub mod held;
 pub mod http;
 pub mod json;
+pub mod leg;
 pub mod mcp;
 pub mod numbers;
 pub mod policy;

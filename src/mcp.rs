@@ -125,6 +125,8 @@ impl McpMethod {
 pub struct ToolCall {
     pub name: String,
     pub arguments: Option<Arguments>,
+    /// `params.inputResponses` / `params.requestState` of a 2026-07-28 continuation leg.
+    pub leg: crate::leg::Leg,
 }
 
 /// `params.arguments`, already checked strictly but kept as its source text: most calls are
@@ -303,6 +305,8 @@ struct Params {
     /// `Some(None)`: present but not an object.
     arguments: Option<Option<Arguments>>,
     meta_version: MetaVersion,
+    input_responses: crate::leg::Member<Box<str>>,
+    request_state: crate::leg::Member<String>,
 }
 
 /// The members of one message that decisions read, each strictly parsed once.
@@ -320,7 +324,7 @@ struct Parts {
 const ENVELOPE_MEMBERS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The `params` members MCP requests carry that servers act on (`server/tools`, `server/resources`,
 /// `server/prompts`, pagination, `_meta`).
-const PARAMS_MEMBERS: [&str; 5] = ["name", "arguments", "uri", "cursor", "_meta"];
+const PARAMS_MEMBERS: [&str; 7] = ["name", "arguments", "uri", "cursor", "_meta", "inputResponses", "requestState"];
 
 fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
     let mut parts = Parts {
@@ -334,6 +338,8 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
             uri: None,
             arguments: None,
             meta_version: MetaVersion::Absent,
+            input_responses: Default::default(),
+            request_state: Default::default(),
         },
         has_result_or_error: false,
         near_miss: None,
@@ -374,6 +380,8 @@ fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
         uri: None,
         arguments: None,
         meta_version: MetaVersion::Absent,
+        input_responses: Default::default(),
+        request_state: Default::default(),
     };
     match p.peek_non_ws() {
         Some(b'{') => {
@@ -384,6 +392,8 @@ fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "uri" => params.uri = Some(p.value()?),
                     "arguments" => params.arguments = Some(read_arguments(p)?),
                     "_meta" => params.meta_version = read_meta_version(p)?,
+                    "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
+                    "requestState" => params.request_state = crate::leg::read_request_state(p)?,
                     other => {
                         if params.near_miss.is_none() {
                             params.near_miss = crate::fold::near_miss(other, &PARAMS_MEMBERS);
@@ -519,7 +529,7 @@ fn check_params_shape(shape: Shape, id: Id) -> Result<(), ProtocolError> {
     }
 }
 
-fn request_call(method: McpMethod, params: Params, id: &Id) -> Result<Call, ProtocolError> {
+fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Result<Call, ProtocolError> {
     check_params_shape(params.shape, id.clone())?;
     let bad =
         |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidParams, id: id.clone(), detail: detail.into() };
@@ -533,9 +543,14 @@ fn request_call(method: McpMethod, params: Params, id: &Id) -> Result<Call, Prot
                 Some(_) => return Err(bad("\"params.name\" must be a string")),
                 None => return Err(bad("tools/call needs \"params.name\"")),
             };
+            let leg = crate::leg::leg_of(
+                std::mem::take(&mut params.input_responses),
+                std::mem::take(&mut params.request_state),
+            )
+            .map_err(bad)?;
             match params.arguments {
-                None => Ok(Call::Tool(ToolCall { name, arguments: None })),
-                Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments) })),
+                None => Ok(Call::Tool(ToolCall { name, arguments: None, leg })),
+                Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments), leg })),
                 Some(None) => Err(bad("\"params.arguments\" must be an object")),
             }
         }
@@ -590,6 +605,7 @@ mod tests {
                 call: Call::Tool(ToolCall {
                     name: "delete_vm".into(),
                     arguments: Some(Arguments { raw: r#"{"vmid":100}"#.into(), keys: vec!["vmid".into()] }),
+                    leg: Default::default(),
                 }),
             }
         );
@@ -721,7 +737,7 @@ mod tests {
             Ok(Message::Request {
                 id: Id { raw: "1".into() },
                 meta_version: MetaVersion::Absent,
-                call: Call::Tool(ToolCall { name: "a".into(), arguments: None })
+                call: Call::Tool(ToolCall { name: "a".into(), arguments: None, leg: Default::default() })
             })
         );
         assert_eq!(items[1].as_ref().unwrap_err().kind, ProtocolErrorKind::InvalidRequest);

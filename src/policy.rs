@@ -374,7 +374,7 @@ mod tests {
     use crate::mcp::ToolCall;
 
     fn tool(name: &str) -> Call {
-        Call::Tool(ToolCall { name: name.into(), arguments: None })
+        Call::Tool(ToolCall { name: name.into(), arguments: None, leg: Default::default() })
     }
 
     fn method(name: &str) -> Call {
@@ -460,7 +460,11 @@ mod tests {
         )
         .unwrap();
         let call = |name: &str, args: &str| {
-            Call::Tool(ToolCall { name: name.into(), arguments: Some(Arguments::from_json_text(args).unwrap()) })
+            Call::Tool(ToolCall {
+                name: name.into(),
+                arguments: Some(Arguments::from_json_text(args).unwrap()),
+                leg: Default::default(),
+            })
         };
         let Verdict::Allow { rule, limits, .. } = p.judge(&call("vm_agent_exec", r#"{"vmid":100,"command":"uptime"}"#))
         else {
@@ -480,7 +484,7 @@ mod tests {
             deny("tools.vm_agent_exec.deny_if[0]", "destructive command")
         );
         assert_eq!(
-            p.judge(&Call::Tool(ToolCall { name: "vm_agent_exec".into(), arguments: None })),
+            p.judge(&Call::Tool(ToolCall { name: "vm_agent_exec".into(), arguments: None, leg: Default::default() })),
             deny("tools.vm_agent_exec.require[0]", "required condition cannot be evaluated: args.vmid in")
         );
         assert_eq!(p.judge(&call("h", r#"{"x":1}"#)), deny("hide", "tool is hidden by policy"));

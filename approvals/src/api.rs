@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-// 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder.
+// 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder (the check body is
+// read in crate::check; the tests here use it).
+#[cfg(test)]
 use mcp_policy_filter::grant::from_hex32 as hex32;
 
 use crate::auth::{self, is_approval_id};
@@ -82,80 +84,7 @@ pub fn arguments_too_large(max: usize) -> String {
     format!("arguments exceed {max} bytes")
 }
 
-/// [`parse_check`] with a limit on the arguments' JSON text as sent (`--max-arguments-bytes`),
-/// applied before they are parsed again or hashed.
-pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckInput, i64), CheckError> {
-    // Keys that clash only after case folding are not refused here: the filter refuses such calls
-    // before they are held, and the page shows (and warns about) whatever it is given.
-    let strict = mcp_policy_filter::json::parse_folded_keys_allowed(body)
-        .map_err(|e| format!("body is not strict JSON: {e}"))?;
-    if !matches!(strict, mcp_policy_filter::json::Json::Object(_)) {
-        return Err("body must be a JSON object".into());
-    }
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let Value::Object(obj) = v else {
-        return Err("body must be a JSON object".into());
-    };
-    let string = |name: &str, max: usize| -> Result<String, String> {
-        match obj.get(name) {
-            // U+0000 fits no PostgreSQL text: refused alike on every store.
-            Some(Value::String(s)) if s.contains('\0') => Err(format!("{name}: must not contain U+0000")),
-            Some(Value::String(s)) if s.len() <= max => Ok(s.clone()),
-            Some(Value::String(_)) => Err(format!("{name}: longer than {max} bytes")),
-            Some(_) => Err(format!("{name}: must be a string")),
-            None => Err(format!("{name}: missing")),
-        }
-    };
-    let int = |name: &str, min: i64, max: i64| -> Result<i64, String> {
-        match obj.get(name).map(Value::as_i64) {
-            Some(Some(n)) if (min..=max).contains(&n) => Ok(n),
-            Some(_) => Err(format!("{name}: must be an integer in {min}..={max}")),
-            None => Err(format!("{name}: missing")),
-        }
-    };
-    let key = string("key", 64)?;
-    if hex32(&key).is_none() {
-        return Err("key: must be 64 lowercase hex characters".into());
-    }
-    let grant_id = string("grant_id", 64)?;
-    let Some(grant_id_bytes) = hex32(&grant_id) else {
-        return Err("grant_id: must be 64 lowercase hex characters".into());
-    };
-    let grant = string("grant", MAX_GRANT)?;
-    let tool = string("tool", MAX_TOOL)?;
-    if tool.is_empty() {
-        return Err("tool: must not be empty".into());
-    }
-    // The arguments are kept as the exact text the filter sent (numbers beyond f64 precision stay
-    // as they are: the approver sees the call's real values).
-    #[derive(Deserialize)]
-    struct Raw<'a> {
-        #[serde(borrow)]
-        arguments: Option<&'a RawValue>,
-    }
-    let raw: Raw<'_> = serde_json::from_slice(body).map_err(|e| format!("body: {e}"))?;
-    let arguments = match raw.arguments {
-        Some(a) => a.get().to_string(),
-        None => return Err("arguments: missing".into()),
-    };
-    if arguments.len() > max_arguments {
-        return Err(CheckError::ArgumentsTooLarge(max_arguments));
-    }
-    let parsed = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes())
-        .map_err(|e| format!("arguments: {e}"))?;
-    let request_id = string("request_id", MAX_REQUEST_ID)?;
-    let expires_in = int("expires_in_seconds", 1, MAX_EXPIRES_IN)?;
-    let wait = int("wait_seconds", 0, MAX_WAIT)?;
-    let reason = match obj.get("reason") {
-        None | Some(Value::Null) => String::new(),
-        Some(_) => string("reason", MAX_REASON)?,
-    };
-    let expected = mcp_policy_filter::approval::key(&grant_id_bytes, &tool, Some(&parsed));
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), key.as_bytes())) {
-        return Err(KEY_MISMATCH.into());
-    }
-    Ok((CheckInput { key, grant_id, grant, tool, arguments, request_id, expires_in, reason }, wait))
-}
+pub use crate::check::parse_check_limited;
 
 /// Whether a `content-type` header value is `application/json` (parameters such as `charset`
 /// allowed). Browsers cannot send it cross-origin without a CORS preflight, which this service
@@ -316,6 +245,13 @@ pub struct ApprovalJson<'a> {
     note: &'a str,
     consumed_at: Option<i64>,
     approval_url: String,
+    /// A continuation leg (MCP 2026-07-28 `input_required`): `true`, with its answers and state.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    continuation: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_responses: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a str>,
 }
 
 pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
@@ -337,6 +273,10 @@ pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
         note: &a.note,
         consumed_at: a.consumed_at,
         approval_url: app.approval_url(&a.id),
+        continuation: a.is_continuation(),
+        input_responses: (!a.input_responses.is_empty())
+            .then(|| RawValue::from_string(a.input_responses.clone()).unwrap_or_default()),
+        request_state: a.request_state.as_deref(),
     }
 }
 

@@ -296,6 +296,8 @@ mod tests {
             consumed_at: None,
             consumed_request_id: None,
             grant_id: "g".into(),
+            input_responses: String::new(),
+            request_state: None,
         }
     }
 

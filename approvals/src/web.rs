@@ -296,6 +296,12 @@ pub struct Rendered {
 /// filter's strict parser; should a stored text not parse (rows of an older version), it is shown
 /// as it is, every character outside printable ASCII escaped.
 pub fn render_arguments(raw: &str) -> Rendered {
+    render_json(raw, "arguments")
+}
+
+/// [`render_arguments`] for another JSON text of the call (a continuation leg's answers); `root`
+/// names it in warnings.
+pub fn render_json(raw: &str, root: &str) -> Rendered {
     use mcp_policy_filter::json::Json;
 
     fn newline(out: &mut String, depth: usize) {
@@ -394,7 +400,7 @@ pub fn render_arguments(raw: &str) -> Rendered {
     // Keys that clash only after folding are shown (and warned about below), not refused: the page
     // displays what it is asked about.
     match mcp_policy_filter::json::parse_folded_keys_allowed(raw.as_bytes()) {
-        Ok(v) => value(&v, 0, "arguments", &mut r),
+        Ok(v) => value(&v, 0, root, &mut r),
         Err(_) => r.escaped = push_visible(&mut r.text, raw, false),
     }
     r
@@ -512,6 +518,11 @@ fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str,
     } else {
         h.push_str(&format!("<pre class=\"arguments\">{}</pre>", esc(&rendered.text)));
     }
+    // A continuation leg: its answers in full on the approval's page; on the list only a notice.
+    let leg_unseen = a.is_continuation() && view == View::List;
+    if a.is_continuation() {
+        h.push_str(&crate::web_leg::section(a, view == View::Detail));
+    }
     let mut meta = format!(
         "opened <time datetime=\"{c}\" title=\"{c}\">{} ago</time>",
         span(now - a.created_at),
@@ -546,7 +557,9 @@ fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str,
         h.push_str(&format!("<p class=\"note\">note: {}</p>", esc(&a.note)));
     }
     if a.state == St::Pending {
-        let approve = if cut {
+        let approve = if leg_unseen {
+            format!("<a href=\"/approvals/{id}\" class=\"review\">Review the answers to approve</a>")
+        } else if cut {
             format!("<a href=\"/approvals/{id}\" class=\"review\">Review all arguments to approve</a>")
         } else {
             "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button>".to_string()

@@ -460,7 +460,7 @@ async fn one_pending_per_key_in_the_schema() {
                 .unwrap_err();
             assert!(err.to_string().contains("UNIQUE"), "{err}");
             let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(version, 3);
+            assert_eq!(version, 4);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         }
@@ -482,7 +482,7 @@ async fn one_pending_per_key_in_the_schema() {
                 (err.as_db_error().unwrap().constraint().map(str::to_string), versions)
             });
             assert_eq!(err.as_deref(), Some("approvals_one_pending_per_key"));
-            assert_eq!(versions, vec![2, 3]);
+            assert_eq!(versions, vec![2, 3, 4]);
         }
     }
 }
@@ -1287,7 +1287,7 @@ async fn a_schema_1_file_is_migrated() {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((v, gid.as_str()), (3, ""));
+    assert_eq!((v, gid.as_str()), (4, ""));
 }
 
 // ---- second red-team pass: click-jacking window, numbers, whitespace, flooding ----
@@ -1528,6 +1528,8 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             request_id: String::new(),
             expires_in: 600,
             reason: String::new(),
+            input_responses: String::new(),
+            request_state: None,
         };
         backend.with(|st| st.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000)).unwrap();
     }

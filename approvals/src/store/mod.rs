@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 /// The schema version this build writes (SQLite `PRAGMA user_version`; PostgreSQL
 /// `mcp_approvals_migrations`). 3 added the approver sessions.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
 pub(crate) fn utf8_prefix(bytes: Vec<u8>) -> String {
@@ -86,6 +86,18 @@ pub struct Approval {
     pub consumed_request_id: Option<String>,
     /// Hex SHA-256 of the agent's credential ("" for rows written before schema 2).
     pub grant_id: String,
+    /// MCP 2026-07-28 continuation leg: `params.inputResponses` as JSON text as the filter sent it
+    /// ("" when the call carried none; schema 4).
+    pub input_responses: String,
+    /// The leg's `params.requestState` (`None` when the call carried none; schema 4).
+    pub request_state: Option<String>,
+}
+
+impl Approval {
+    /// Whether the call is a continuation leg of a multi-round-trip request.
+    pub fn is_continuation(&self) -> bool {
+        !self.input_responses.is_empty() || self.request_state.is_some()
+    }
 }
 
 /// An approval as a list page shows it: at most a prefix of its arguments, and their size.
@@ -140,6 +152,9 @@ pub struct CheckInput {
     pub request_id: String,
     pub expires_in: i64,
     pub reason: String,
+    /// A continuation leg's `inputResponses` (JSON text as sent, "" when none) and `requestState`.
+    pub input_responses: String,
+    pub request_state: Option<String>,
 }
 
 /// The answer to a check (API.md steps 1-4).

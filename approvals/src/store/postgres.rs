@@ -63,7 +63,7 @@ const LOCK_OPEN: i32 = 0x6d63_7003;
 
 /// The versioned migrations: version, SQL. Version 2 is the approvals table as SQLite has it at
 /// schema 2 (PostgreSQL support starts there), 3 the approver sessions.
-const MIGRATIONS: [(i64, &str); 2] = [
+const MIGRATIONS: [(i64, &str); 3] = [
     (
         2,
         "CREATE TABLE approvals (
@@ -106,14 +106,21 @@ const MIGRATIONS: [(i64, &str); 2] = [
         );
         CREATE INDEX sessions_by_expiry ON sessions (expires_at);",
     ),
+    // 4: a continuation leg's `inputResponses` and `requestState` (bound by the key, shown).
+    (
+        4,
+        "ALTER TABLE approvals ADD COLUMN input_responses TEXT NOT NULL DEFAULT '';
+        ALTER TABLE approvals ADD COLUMN request_state TEXT;",
+    ),
 ];
 
 const COLUMNS: &str = "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
-                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id";
+                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
+                       input_responses, request_state";
 
 const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
                                     expires_in, expires_at, decided_at, approver, note, consumed_at, \
-                                    consumed_request_id, grant_id";
+                                    consumed_request_id, grant_id, '', NULL";
 
 /// The URL without its password, for logs.
 pub fn redact(url: &str) -> String {
@@ -210,6 +217,8 @@ fn approval_with(row: &Row, arguments: String) -> Result<Approval> {
         consumed_at: row.try_get(14)?,
         consumed_request_id: row.try_get(15)?,
         grant_id: row.try_get(16)?,
+        input_responses: row.try_get(17)?,
+        request_state: row.try_get(18)?,
     })
 }
 
@@ -361,7 +370,8 @@ fn check_in(
     let inserted = tx.query_opt(
         &format!(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
-             expires_in, expires_at, note, grant_id) VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11)
+             expires_in, expires_at, note, grant_id, input_responses, request_state) \
+             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11, $12, $13)
              ON CONFLICT (key) WHERE state = 'pending' DO NOTHING
              RETURNING {COLUMNS}"
         ),
@@ -377,6 +387,8 @@ fn check_in(
             &input.expires_in,
             &expires_at,
             &input.grant_id,
+            &input.input_responses,
+            &input.request_state,
         ],
     )?;
     match inserted {
@@ -483,7 +495,7 @@ impl Storage for PgStore {
             let list = tx.query(
                 "SELECT id, key, state, grant_label, tool, substring(convert_to(arguments, 'UTF8') FROM 1 FOR $3), \
                  request_id, reason, created_at, expires_in, expires_at, decided_at, approver, note, consumed_at, \
-                 consumed_request_id, grant_id, octet_length(arguments)::BIGINT \
+                 consumed_request_id, grant_id, input_responses, request_state, octet_length(arguments)::BIGINT \
                  FROM approvals WHERE state = 'pending' AND expires_at > $1 ORDER BY created_at ASC, seq ASC LIMIT $2",
                 &[&now, &limit, &prefix],
             )?;
@@ -491,7 +503,7 @@ impl Storage for PgStore {
                 .iter()
                 .map(|row| {
                     let prefix: Vec<u8> = row.try_get(5)?;
-                    let bytes: i64 = row.try_get(17)?;
+                    let bytes: i64 = row.try_get(19)?;
                     Ok(Listed {
                         approval: approval_with(row, utf8_prefix(prefix))?,
                         arguments_bytes: usize::try_from(bytes).unwrap_or(0),

@@ -54,14 +54,21 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
 ";
 
+/// Schema 4: a continuation leg's `inputResponses` and `requestState` (bound by the key, shown).
+const LEGS: &str = "
+ALTER TABLE approvals ADD COLUMN input_responses TEXT NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN request_state TEXT;
+";
+
 const COLUMNS: &str = "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
-                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id";
+                       expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
+                       input_responses, request_state";
 
 /// [`COLUMNS`] without the arguments (`''` in their place): for rows only logged or counted, so a
 /// batch of big arguments is never read under the store lock.
 const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
                                     expires_in, expires_at, decided_at, approver, note, consumed_at, \
-                                    consumed_request_id, grant_id";
+                                    consumed_request_id, grant_id, '', NULL";
 
 /// [`COLUMNS`] for a list page: the first `{prefix}` bytes of the arguments (as a blob, cut to a
 /// character boundary when read) and, last, their size in bytes (`octet_length` reads it from the
@@ -70,7 +77,7 @@ fn listed_columns(prefix: usize) -> String {
     format!(
         "id, key, state, grant_label, tool, substr(CAST(arguments AS BLOB), 1, {prefix}), request_id, reason, \
          created_at, expires_in, expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
-         octet_length(arguments)"
+         input_responses, request_state, octet_length(arguments)"
     )
 }
 
@@ -101,11 +108,13 @@ fn approval_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Appro
         consumed_at: row.get(14)?,
         consumed_request_id: row.get(15)?,
         grant_id: row.get(16)?,
+        input_responses: row.get(17)?,
+        request_state: row.get(18)?,
     })
 }
 fn listed_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
     let prefix: Vec<u8> = row.get(5)?;
-    let bytes: i64 = row.get(17)?;
+    let bytes: i64 = row.get(19)?;
     Ok(Listed {
         approval: approval_row_with(row, utf8_prefix(prefix))?,
         arguments_bytes: usize::try_from(bytes).unwrap_or(0),
@@ -141,6 +150,10 @@ impl SqliteStore {
         // 2 -> 3: approver sessions.
         if version < 3 {
             steps.push_str(SESSIONS);
+        }
+        // 3 -> 4: the answers of MCP 2026-07-28 continuation legs.
+        if version < 4 {
+            steps.push_str(LEGS);
         }
         conn.execute_batch(&format!("BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
         Ok(SqliteStore { conn })
@@ -269,10 +282,13 @@ impl Storage for SqliteStore {
             consumed_at: None,
             consumed_request_id: None,
             grant_id: input.grant_id.clone(),
+            input_responses: input.input_responses.clone(),
+            request_state: input.request_state.clone(),
         };
         tx.execute(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
-             expires_in, expires_at, note, grant_id) VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11)",
+             expires_in, expires_at, note, grant_id, input_responses, request_state) \
+             VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11, ?12, ?13)",
             params![
                 approval.id,
                 approval.key,
@@ -284,7 +300,9 @@ impl Storage for SqliteStore {
                 approval.created_at,
                 approval.expires_in,
                 approval.expires_at,
-                approval.grant_id
+                approval.grant_id,
+                approval.input_responses,
+                approval.request_state
             ],
         )?;
         tx.commit()?;
