@@ -309,6 +309,22 @@ struct Params {
     request_state: crate::leg::Member<String>,
 }
 
+impl Params {
+    /// `params` of the given shape with nothing read from it yet.
+    fn empty(shape: Shape) -> Self {
+        Params {
+            shape,
+            near_miss: None,
+            name: None,
+            uri: None,
+            arguments: None,
+            meta_version: MetaVersion::Absent,
+            input_responses: Default::default(),
+            request_state: Default::default(),
+        }
+    }
+}
+
 /// The members of one message that decisions read, each strictly parsed once.
 struct Parts {
     jsonrpc: Option<Json>,
@@ -331,16 +347,7 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
         jsonrpc: None,
         id: None,
         method: None,
-        params: Params {
-            shape: Shape::Absent,
-            near_miss: None,
-            name: None,
-            uri: None,
-            arguments: None,
-            meta_version: MetaVersion::Absent,
-            input_responses: Default::default(),
-            request_state: Default::default(),
-        },
+        params: Params::empty(Shape::Absent),
         has_result_or_error: false,
         near_miss: None,
     };
@@ -373,16 +380,7 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
 }
 
 fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
-    let mut params = Params {
-        shape: Shape::Other,
-        near_miss: None,
-        name: None,
-        uri: None,
-        arguments: None,
-        meta_version: MetaVersion::Absent,
-        input_responses: Default::default(),
-        request_state: Default::default(),
-    };
+    let mut params = Params::empty(Shape::Other);
     match p.peek_non_ws() {
         Some(b'{') => {
             params.shape = Shape::Object;
