@@ -9,6 +9,9 @@ listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pas
 - Each validator is shown to refuse a broken copy, so a pass means something.
 - The policy in the Istio and Envoy Gateway manifests is the seed policy (envoy/policy.json) but
   for the approval cluster, and that cluster names the Service of deploy/kubernetes.
+- Header names with '_' are refused by Envoy on both platforms (issue 12), as in envoy/envoy.yaml:
+  Envoy Gateway's ClientTrafficPolicy `withUnderscoresAction: RejectRequest` on the Gateway, Istio's
+  EnvoyFilter merging `headers_with_underscores_action: REJECT_REQUEST` into the inbound HCM.
 """
 
 from __future__ import annotations
