@@ -135,6 +135,18 @@ def buffer_filter_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-buffer.
     return patch["patch"]["value"]
 
 
+def hcm_merge_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-underscores.yaml") -> dict:
+    """The fields deploy/istio/envoyfilter-underscores.yaml merges into the inbound HTTP connection
+    manager's typed_config (without its `@type`, which must be the HCM's)."""
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    (patch,) = doc["spec"]["configPatches"]
+    assert (patch["applyTo"], patch["patch"]["operation"]) == ("NETWORK_FILTER", "MERGE")
+    assert patch["match"]["listener"]["filterChain"]["filter"]["name"] == "envoy.filters.network.http_connection_manager"
+    merged = dict(patch["patch"]["value"]["typed_config"])
+    assert merged.pop("@type") == harness.HCM_TYPE
+    return merged
+
+
 # What Istio adds to the outbound cluster of a Service port whose protocol is HTTP2 or GRPC (port
 # name `grpc-*`/`http2-*`, or appProtocol `kubernetes.io/h2c`/`grpc`/`http2`):
 # pilot/pkg/networking/core/cluster_builder.go, setUpstreamProtocol -> setH2Options.
@@ -148,7 +160,8 @@ def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int,
               h2_clusters: dict[str, int] | None = None) -> str:
     """A bootstrap shaped like an Istio inbound sidecar listener: the wasm plugins `plugins`
     ((name, Wasm config) in chain order, each from its own ECDS file), then the buffer filter of
-    envoyfilter-buffer.yaml, then the router to cluster `inbound|8000||` on `upstream_port`.
+    envoyfilter-buffer.yaml, then the router to cluster `inbound|8000||` on `upstream_port`; the
+    HTTP connection manager carries what envoyfilter-underscores.yaml merges into it.
     `clusters` adds static clusters (name -> port on 127.0.0.1), e.g. the approval service's;
     `h2_clusters` the same with Istio's HTTP/2 options (H2_OPTIONS), e.g. the rate limit service's."""
     ecds_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +188,8 @@ def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int,
             "listeners": [{"name": "virtualInbound", "address": {"socket_address": {
                 "address": harness.HOST, "port_value": listen_port}},
                 "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
-                                                "typed_config": {"@type": harness.HCM_TYPE, "stat_prefix": "inbound_0.0.0.0_8000",
+                                                "typed_config": {"@type": harness.HCM_TYPE, **hcm_merge_from_envoyfilter(),
+                                                                 "stat_prefix": "inbound_0.0.0.0_8000",
                     "route_config": {"name": "inbound|8000||", "virtual_hosts": [{"name": "inbound|http|8000", "domains": ["*"],
                         "routes": [{"match": {"prefix": "/"}, "route": {"cluster": INBOUND_CLUSTER, "timeout": "0s"}}]}]},
                     "http_filters": http_filters}}]}]}],

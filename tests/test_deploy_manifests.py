@@ -9,6 +9,9 @@ listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pas
 - Each validator is shown to refuse a broken copy, so a pass means something.
 - The policy in the Istio and Envoy Gateway manifests is the seed policy (envoy/policy.json) but
   for the approval cluster, and that cluster names the Service of deploy/kubernetes.
+- Header names with '_' are refused by Envoy on both platforms (issue 12), as in envoy/envoy.yaml:
+  Envoy Gateway's ClientTrafficPolicy `withUnderscoresAction: RejectRequest` on the Gateway, Istio's
+  EnvoyFilter merging `headers_with_underscores_action: REJECT_REQUEST` into the inbound HCM.
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ def test_custom_resources_match_the_pinned_crd_schemas():
     done = run_validator(paths)
     assert done.returncode == 0, done.stdout + done.stderr
     oks = [line for line in done.stdout.splitlines() if line.startswith("ok   ")]
-    assert len(oks) == len(crds) == 10, done.stdout
+    assert len(oks) == len(crds) == 12, done.stdout
     assert done.stdout.splitlines()[-1] == f"deploy-validate: {len(crds)} of {len(crds)} resources valid"
 
 
@@ -256,8 +259,55 @@ def test_istio_and_envoy_gateway_settings():
         {"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}]
     # Both buffers stay above the policy's default 1 MiB body limit (the filter answers oversize).
     assert by_kind("BackendTrafficPolicy")["spec"]["requestBuffer"]["limit"] == "4Mi"
-    patch = by_kind("EnvoyFilter")["spec"]["configPatches"][0]["patch"]["value"]
+    patch = by_kind("EnvoyFilter", "mcp-policy-buffer")["spec"]["configPatches"][0]["patch"]["value"]
     assert patch["typed_config"]["max_request_bytes"] == 4 * 1024 * 1024
+
+
+# ----------------------------------------------------------------------------------- header names with '_' (issue 12)
+
+
+def test_envoy_gateway_rejects_header_names_with_underscores_on_the_gateway():
+    """A request with `x_mcp_grant` or `authorization` spelled with '_' is refused by Envoy, as in
+    envoy/envoy.yaml (headers_with_underscores_action: REJECT_REQUEST), before the filter runs."""
+    ctp = by_kind("ClientTrafficPolicy", variant="envoy-gateway")
+    gw = by_kind("Gateway", variant="envoy-gateway")
+    assert ctp["metadata"] == {"name": "mcp-reject-underscore-headers", "namespace": gw["metadata"]["namespace"]}
+    assert ctp["spec"] == {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw["metadata"]["name"]}],
+        "headers": {"withUnderscoresAction": "RejectRequest"}}
+
+
+def test_istio_rejects_header_names_with_underscores_on_the_inbound_listener():
+    ef = by_kind("EnvoyFilter", "mcp-reject-underscore-headers", "istio")
+    buffer = by_kind("EnvoyFilter", "mcp-policy-buffer", "istio")
+    plugin = by_kind("WasmPlugin", variant="istio")
+    assert ef["metadata"]["namespace"] == buffer["metadata"]["namespace"] == plugin["metadata"]["namespace"]
+    # The same workloads and listener as the filter and its buffer.
+    assert ef["spec"]["workloadSelector"] == buffer["spec"]["workloadSelector"] == {
+        "labels": plugin["spec"]["selector"]["matchLabels"]}
+    buffer_listener = buffer["spec"]["configPatches"][0]["match"]["listener"]
+    assert ef["spec"]["configPatches"] == [{
+        "applyTo": "NETWORK_FILTER",
+        "match": {"context": "SIDECAR_INBOUND", "listener": {
+            "portNumber": buffer_listener["portNumber"],
+            "filterChain": {"filter": {"name": "envoy.filters.network.http_connection_manager"}}}},
+        "patch": {"operation": "MERGE", "value": {"typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"}}}}}]
+    assert buffer_listener["portNumber"] == 8000
+
+
+def test_crd_validator_refuses_a_bad_underscores_action(tmp_path):
+    ctp = (DEPLOY / "envoy-gateway" / "clienttrafficpolicy.yaml").read_text(encoding="utf-8")
+    assert "withUnderscoresAction: RejectRequest\n" in ctp
+    (tmp_path / "enum.yaml").write_text(ctp.replace("withUnderscoresAction: RejectRequest",
+                                                    "withUnderscoresAction: REJECT_REQUEST"))
+    done = run_validator([tmp_path / "enum.yaml"])
+    out = done.stdout
+    assert done.returncode == 1, out
+    assert ("enum.yaml ClientTrafficPolicy/mcp-reject-underscore-headers: schema: /spec/headers/withUnderscoresAction "
+            "must be equal to one of the allowed values") in out, out
+    assert out.splitlines()[-1] == "deploy-validate: 0 of 1 resources valid"
 
 
 # ----------------------------------------------------------------------------------- Dockerfile

@@ -9,6 +9,10 @@ from the manifests:
 - BackendTrafficPolicy requestBuffer -> envoy.filters.http.buffer, placed after the wasm filter by
   the EnvoyProxy's filterOrder (Envoy Gateway's default order puts it before);
 - HTTPRoute timeouts.request 0s -> route timeout 0s;
+- ClientTrafficPolicy headers.withUnderscoresAction on the Gateway -> the listener's HCM
+  `common_http_protocol_options.headers_with_underscores_action` (listener.go,
+  buildHeadersWithUnderscoresAction: Allow/RejectRequest/DropHeader -> ALLOW/REJECT_REQUEST/DROP_HEADER);
+  a request with a header name holding '_' (`x_mcp_grant`) is answered 400 and reaches no server;
 - EnvoyPatchPolicy (op add, empty path) -> the clusters `mcp_approvals` and `mcp_ratelimit` (HTTP/2,
   for the filter's gRPC callout to mcp-ratelimit) as written (their DNS names replaced by 127.0.0.1
   here). With the real mcp-ratelimit behind `mcp_ratelimit`, the policy's limit (10 a minute per
@@ -26,10 +30,14 @@ import harness
 import harness_approvals as ha
 import harness_extra as hx
 import harness_rls as hr
-from jsonrpc import call_tool
+from jsonrpc import call_tool, headers_for, post, tool_call
 
 EG = harness.REPO_ROOT / "deploy" / "envoy-gateway"
 SEED = harness.load_policy(harness.POLICY_JSON)
+
+
+# Envoy Gateway's translation of withUnderscoresAction (internal/xds/translator/listener.go).
+UNDERSCORES_ACTION = {"Allow": "ALLOW", "RejectRequest": "REJECT_REQUEST", "DropHeader": "DROP_HEADER"}
 
 
 def load(name: str) -> dict:
@@ -85,6 +93,10 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
     upstream = {"name": "httproute/mcp/mcp/rule/0", "type": "STATIC", "connect_timeout": "2s",
                 "load_assignment": {"cluster_name": "httproute/mcp/mcp/rule/0", "endpoints": [{"lb_endpoints": [
                     {"endpoint": {"address": {"socket_address": {"address": harness.HOST, "port_value": upstream_port}}}}]}]}}
+    ctp = load("clienttrafficpolicy.yaml")["spec"]
+    assert ctp["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                  "name": load("gateway.yaml")["metadata"]["name"]}]
+    underscores = UNDERSCORES_ACTION[ctp["headers"]["withUnderscoresAction"]]
     cfg = {
         "admin": {"address": {"socket_address": {"address": harness.HOST, "port_value": admin_port}}},
         "static_resources": {
@@ -92,6 +104,7 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
                 "address": harness.HOST, "port_value": listen_port}},
                 "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": {
                     "@type": harness.HCM_TYPE, "stat_prefix": "http-80",
+                    "common_http_protocol_options": {"headers_with_underscores_action": underscores},
                     "route_config": {"name": "mcp/mcp-gateway/http", "virtual_hosts": [
                         {"name": "mcp/mcp-gateway/http/*", "domains": ["*"], "routes": [route]}]},
                     "http_filters": [wasm_filter, buffer_filter, router]}}]}]}],
@@ -149,3 +162,25 @@ def test_envoy_gateway_rendering_filters_buffers_and_reaches_mcp_approvals(stack
     assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 1"
     assert envoy.admin_get("/stats?filter=^http.http-80.downstream_rq_total$")[1].strip() == \
         "http.http-80.downstream_rq_total: 3"
+
+
+def test_header_names_with_underscores_are_answered_400_before_any_server(stack, wasm):
+    """The ClientTrafficPolicy's RejectRequest: an allowed call carrying `x_mcp_grant` is refused
+    by Envoy (400), and neither the filter's callouts nor the MCP server see it; the same call
+    without that header passes."""
+    _, upstream_port, log = stack.recorder()
+    config = render(wasm, harness.free_port(), harness.free_port(), upstream_port, harness.free_port())
+    envoy = hx.start(stack, config, name="envoy-eg-underscores")
+    body = tool_call("list_vms", id=7)
+    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
+        r = post(envoy.mcp_url, body, {**headers_for("grant-eg"), **extra})
+        assert r.status == 400, (extra, r.status, r.body[:160])
+    assert harness.recorder_lines(log, settle=0.3) == []
+    ok = post(envoy.mcp_url, body, headers_for("grant-eg"))
+    assert (ok.status, ok.body) == (200, harness.recorder_reply(7))
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    stat = "http1.requests_rejected_with_underscores_in_headers"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"
+    assert envoy.admin_get("/stats?filter=upstream_rq_total$")[1].split() == [
+        "cluster.httproute/mcp/mcp/rule/0.upstream_rq_total:", "1", "cluster.mcp_approvals.upstream_rq_total:", "0",
+        "cluster.mcp_ratelimit.upstream_rq_total:", "0"]

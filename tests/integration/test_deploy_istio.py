@@ -18,6 +18,9 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
   (what a Service port Istio reads as HTTP/1.1 gets), and without `authority` (the `:authority` is
   then the cluster name, whose '|' makes mcp-ratelimit's HTTP/2 server reset the stream): every
   limited call is refused with `limiter_unavailable`.
+- Header names with '_' (issue 12): envoyfilter-underscores.yaml merged into the inbound HTTP
+  connection manager; an allowed call carrying `x_mcp_grant` is answered 400 by Envoy and reaches
+  no server.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import harness_deploy as hd
 import harness_extra as hx
 import harness_rls as hr
 import istio_render as ir
-from jsonrpc import call_tool, get, tool_call
+from jsonrpc import call_tool, get, headers_for, post, tool_call
 
 CASES = sorted(harness.CASES_DIR.glob("requests/*.json"))
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
@@ -301,3 +304,23 @@ def test_rate_limit_service_cluster_without_http2_or_authority_refuses_limited_c
     assert (ok.status, ok.body) == (200, harness.recorder_reply(2))
     assert len(harness.recorder_lines(log, settle=0.3)) == 1
     assert 'mcp_ratelimit_decisions_total{code="ok"} 0' in rls.metrics()
+
+
+def test_header_names_with_underscores_are_answered_400_before_any_server(stack, wasm):
+    """envoyfilter-underscores.yaml's REJECT_REQUEST: an allowed call carrying `x_mcp_grant` (or
+    `x-mcp_grant`) is refused by Envoy (400) and no upstream request is opened; the same call
+    without that header passes."""
+    _, upstream_port, log = stack.recorder()
+    envoy = istio_envoy(stack, wasm, upstream_port)
+    body = tool_call("list_vms", id=7)
+    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
+        r = post(envoy.mcp_url, body, {**headers_for("grant-istio"), **extra})
+        assert r.status == 400, (extra, r.status, r.body[:160])
+    assert harness.recorder_lines(log, settle=0.3) == []
+    ok = post(envoy.mcp_url, body, headers_for("grant-istio"))
+    assert (ok.status, ok.body) == (200, harness.recorder_reply(7))
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    stat = "http1.requests_rejected_with_underscores_in_headers"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"
+    upstream = f"cluster.{ir.INBOUND_CLUSTER}.upstream_rq_total"
+    assert envoy.admin_get(f"/stats?filter=^{upstream}$".replace("|", "[|]"))[1].strip() == f"{upstream}: 1"
