@@ -118,14 +118,21 @@ fmt:
 ##        in BENCHMARKS.md). Then the rate limit service: latency an RLS decision adds against
 ##        local limits, and decisions/s with Redis for 1 and 2 instances (bench/rls_bench.py;
 ##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 10 minutes.
-bench: build approvals ratelimit redis-deps venv
+## bench-minimal: issue 20's limit baseline, a proxy-wasm filter that only reads the credential
+##                header and the whole body (bench/minimal-filter, its own workspace)
+.PHONY: bench-minimal
+bench-minimal: wasm-target
+	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
+
+bench: build bench-minimal approvals ratelimit redis-deps venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
 	$(PY) -c 'import matplotlib' 2>/dev/null || \
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(CARGO) bench --locked --bench core
-	$(PY) bench/load.py --out BENCHMARKS.md
+	$(PY) bench/load.py --out BENCHMARKS.md \
+	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 

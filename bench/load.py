@@ -560,6 +560,9 @@ def main() -> None:
         CONFIGS[f"v:{vname}"] = (f"variant {vname}", inst, "allowed-1k.json")
         RATIOS.append((f"v:{vname}", "a", f"throughput variant {vname}/(a)"))
         names.append(f"v:{vname}")
+    if "v:minimal" in names and "b" in names:
+        # Issue 20's limit baseline (make bench passes bench/minimal-filter as --variant minimal=…).
+        RATIOS.append(("b", "v:minimal", "throughput (b)/minimal: this filter vs the minimal body-reading filter"))
     envoy_version = subprocess.run([args.envoy, "--version"], capture_output=True, text=True).stdout.strip()
     m = re.search(r"version: \S+?/(\d+\.\d+\.\d+)/", envoy_version)
     envoy_version = f"Envoy {m.group(1)}" if m else envoy_version
