@@ -21,6 +21,7 @@
 //! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
 //! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
+//! - [`audit`]: the audit record of a decision (the audit-log line, log-safe values);
 //! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
 //! - [`sse`]: which SSE events can carry a JSON-RPC message;
 //! - [`series`]: which per-tool decision counters a policy needs;
@@ -29,6 +30,7 @@
 //! - `host` (wasm32 only): the proxy-wasm adapter, the only module that talks to Envoy.
 
 pub mod approval;
+pub mod audit;
 pub mod b64;
 pub mod challenge;
 pub mod conditions;

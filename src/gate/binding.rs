@@ -1,6 +1,7 @@
 //! The request and response steps of sessions bound to their grant (`crate::session`).
 
-use super::{grant_of, refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::credential::grant_of;
+use super::{refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
 use crate::mcp::Id;
 use crate::policy::Policy;
 use crate::ratelimit::GrantId;

@@ -1,0 +1,121 @@
+//! A call held for a person's approval ([`PendingApproval`]) and how the approval service's answer
+//! finishes it ([`on_approval_answer`]).
+
+use super::{Decision, DecisionKind, Outcome};
+use crate::approval::{self, Answer, CheckRequest};
+use crate::mcp::Id;
+use crate::policy::Policy;
+use crate::ratelimit::{Admission, GrantId, Limiter, SharedStore};
+use crate::reply::{code, Reply, RpcError};
+
+/// A call held while the approval service is asked. Owns what is needed to finish it later: the
+/// quota reserved for it (given back unless it goes upstream) and the decision so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    /// SHA-256 binding key (`approval::key`).
+    pub key: String,
+    pub grant_label: String,
+    /// SHA-256 of the credential.
+    pub grant_id: GrantId,
+    pub tool: String,
+    /// The arguments' JSON text as sent.
+    pub arguments: Option<String>,
+    /// `approval_timeout`, seconds.
+    pub expires_in_seconds: u64,
+    pub reason: Option<String>,
+    pub id: Id,
+    pub admission: Option<Admission>,
+    /// With `gateway.rate_limit_service`: the limits (indices into `Policy::limits`) the service
+    /// counts once the call is approved. Asked after approval, so waiting calls consume nothing.
+    pub rls_limits: Vec<usize>,
+    pub decision: Decision,
+    /// A 2026-07-28 continuation leg's `inputResponses`/`requestState` (bound by `key`, shown).
+    pub leg: crate::leg::Leg,
+}
+
+impl PendingApproval {
+    /// The body of the callout to the approval service (approvals/API.md). `request_id` is Envoy's
+    /// `x-request-id`; anything but a plain token is sent as "" ([`approval::request_id_token`]).
+    pub fn check_body(&self, request_id: &str, wait_seconds: u64) -> String {
+        CheckRequest {
+            key: &self.key,
+            grant: &self.grant_label,
+            grant_id: &self.grant_id,
+            tool: &self.tool,
+            arguments: self.arguments.as_deref(),
+            request_id: approval::request_id_token(request_id),
+            expires_in_seconds: self.expires_in_seconds,
+            wait_seconds,
+            reason: self.reason.as_deref(),
+            input_responses: self.leg.input_responses.as_deref(),
+            request_state: self.leg.request_state.as_deref(),
+        }
+        .to_json()
+    }
+}
+
+/// Finish a held call with the approval service's answer: forward it when approved; otherwise
+/// give its reserved quota back and answer `approval_required`, `approval_denied` or
+/// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed).
+pub fn on_approval_answer(
+    policy: &Policy,
+    pending: PendingApproval,
+    answer: Answer,
+    store: &dyn SharedStore,
+    now_ms: u64,
+) -> Outcome {
+    let PendingApproval { tool, id, admission, mut decision, reason, grant_id, rls_limits, .. } = pending;
+    let subject = format!("tool '{tool}'");
+    let (kind, err, headers) = match answer {
+        Answer::Approved { approval_id, approver: _ } => {
+            decision.kind = DecisionKind::Approved;
+            decision.approval_id = Some(approval_id);
+            // The approval is used up; the service counts the call now (it cannot be given back).
+            let rls = crate::rls::Pending::single(policy, grant_id, id, Some(tool), &rls_limits);
+            return Outcome {
+                rls: rls.map(|p| Box::new(crate::rls::Pending { decision: decision.clone(), ..p })),
+                ..Outcome::new(decision, None)
+            };
+        }
+        Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
+            let why = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
+            let mut e = RpcError::new(
+                code::APPROVAL_REQUIRED,
+                "approval_required",
+                format!("{subject} requires approval: ask an approver to approve it at {approval_url}, then retry the identical call"),
+                why,
+            );
+            e.expires_in_seconds = Some(expires_in_seconds);
+            decision.approval_id = Some(approval_id.clone());
+            e.extra = vec![("approval_id", approval_id), ("approval_url", approval_url)];
+            (DecisionKind::ApprovalRequired, e, vec![])
+        }
+        Answer::Denied { approval_id, approver, note } => {
+            let why = if note.is_empty() { "denied by an approver".to_owned() } else { note.clone() };
+            let e_msg = format!("{subject} was denied by an approver: {why}");
+            let mut e = RpcError::new(code::APPROVAL_DENIED, "approval_denied", e_msg, why);
+            decision.approval_id = Some(approval_id.clone());
+            e.extra = vec![("approval_id", approval_id), ("approver", approver), ("note", note)];
+            (DecisionKind::ApprovalDenied, e, vec![])
+        }
+        Answer::Unavailable(why) => {
+            let mut e = RpcError::new(
+                code::APPROVAL_UNAVAILABLE,
+                "approval_unavailable",
+                format!("{subject} refused: approval could not be checked: {why}"),
+                why,
+            );
+            e.retry_after_seconds = Some(1);
+            (DecisionKind::ApprovalUnavailable, e, vec![("retry-after", "1".to_owned())])
+        }
+    };
+    if let Some(adm) = &admission {
+        Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
+    }
+    // The decision so far (method, tool, rule, grant, id, argument names) stays; only the outcome changes.
+    let err = RpcError { tool: Some(tool), ..err };
+    decision.kind = kind;
+    decision.error_kind = Some(err.kind);
+    decision.reason = Some(err.reason.clone());
+    Outcome::new(decision, Some(Reply { status: 200, headers, body: err.to_json(&id) }))
+}

@@ -1,0 +1,38 @@
+//! The request's grant: read from the credential header, checked against `gateway.grants`, or
+//! refused with 401 `no_grant`.
+
+use super::{refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use crate::grant::{self, Grant};
+use crate::mcp::Id;
+use crate::policy::{GrantSource, Policy};
+use crate::reply::{code, RpcError};
+
+const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
+const NOT_REGISTERED: &str = "the credential is not a registered grant";
+/// `gateway.grant_header` present more than once: `jwt_authn`'s `claim_to_headers` appends the verified
+/// claim after any copy the client sent, so neither copy can be trusted.
+const GRANT_HEADER_REPEATED: &str = "the grant header was sent more than once";
+const GRANT_HEADER_EMPTY: &str = "the grant header is empty";
+
+pub(super) fn no_grant(policy: &Policy, id: &Id, reason: &str) -> Outcome {
+    let err = RpcError::new(code::NO_GRANT, "no_grant", format!("Unauthorized: {reason}"), reason);
+    let challenge = crate::challenge::bearer(policy.gateway.resource_metadata_url.as_deref());
+    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", challenge)])
+}
+
+/// The request's grant, or why there is none.
+pub(super) fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> {
+    let v = match (&head.credential, &policy.gateway.grant) {
+        (HeaderValue::One(v), _) => v,
+        (HeaderValue::Many, GrantSource::Header(_)) => return Err(GRANT_HEADER_REPEATED),
+        _ => return Err(NO_CREDENTIAL),
+    };
+    let mut g = match policy.gateway.grant {
+        GrantSource::Bearer => grant::from_authorization(v).ok_or(NO_CREDENTIAL),
+        GrantSource::Header(_) => grant::from_trusted_header(v).ok_or(GRANT_HEADER_EMPTY),
+    }?;
+    if !policy.gateway.grants.is_empty() {
+        g.registered = Some(policy.gateway.grants.get(&g.id).ok_or(NOT_REGISTERED)?.clone());
+    }
+    Ok(g)
+}

@@ -1,0 +1,200 @@
+//! The request headers: what the filter reads of them ([`RequestHead`]) and what can be decided
+//! from them alone ([`on_headers`]), plus the HTTP-level refusals of a body.
+
+use super::credential::{grant_of, no_grant};
+use super::{http_refusal, version, Decision, DecisionKind, Outcome};
+use crate::http;
+use crate::mcp::Id;
+use crate::policy::{GrantSource, Mode, Policy};
+use crate::stray;
+
+/// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
+/// GET opens the server's SSE stream, DELETE ends a session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMethod {
+    Post,
+    Get,
+    Delete,
+    Other,
+}
+
+/// A header that matters to the decision: absent, present once, or present more than once (which
+/// is refused: the filter and the server might each read a different copy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum HeaderValue {
+    #[default]
+    Absent,
+    One(Vec<u8>),
+    Many,
+}
+
+impl HeaderValue {
+    fn add(&mut self, v: &[u8]) {
+        *self = match self {
+            HeaderValue::Absent => HeaderValue::One(v.to_vec()),
+            _ => HeaderValue::Many,
+        };
+    }
+}
+
+/// The request headers the filter reads, as bytes (values need not be UTF-8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: HttpMethod,
+    pub content_type: HeaderValue,
+    pub content_encoding: HeaderValue,
+    /// `authorization`, or `gateway.grant_header`.
+    pub credential: HeaderValue,
+    pub mcp_method: HeaderValue,
+    pub mcp_name: HeaderValue,
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: HeaderValue,
+    /// `Mcp-Session-Id`.
+    pub session_id: HeaderValue,
+    /// A credential outside the grant's one place (see `stray`), refused with 400.
+    pub stray_credential: Option<&'static str>,
+}
+
+impl RequestHead {
+    /// Collect the relevant headers from `(lower-case name, value)` pairs, e.g. Envoy's request
+    /// header map including the `:method` pseudo-header.
+    pub fn from_headers<'a>(policy: &Policy, headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Self {
+        let credential_header = match &policy.gateway.grant {
+            GrantSource::Bearer => "authorization",
+            GrantSource::Header(h) => h.as_str(),
+        };
+        let mut head = RequestHead {
+            method: HttpMethod::Other,
+            content_type: HeaderValue::Absent,
+            content_encoding: HeaderValue::Absent,
+            credential: HeaderValue::Absent,
+            mcp_method: HeaderValue::Absent,
+            mcp_name: HeaderValue::Absent,
+            protocol_version: HeaderValue::Absent,
+            session_id: HeaderValue::Absent,
+            stray_credential: None,
+        };
+        for (name, value) in headers {
+            match name {
+                ":method" => {
+                    head.method = match value {
+                        b"POST" => HttpMethod::Post,
+                        b"GET" => HttpMethod::Get,
+                        b"DELETE" => HttpMethod::Delete,
+                        _ => HttpMethod::Other,
+                    }
+                }
+                "content-type" => head.content_type.add(value),
+                "content-encoding" => head.content_encoding.add(value),
+                "mcp-method" => head.mcp_method.add(value),
+                "mcp-name" => head.mcp_name.add(value),
+                "mcp-protocol-version" => head.protocol_version.add(value),
+                "mcp-session-id" => head.session_id.add(value),
+                n if n == credential_header => head.credential.add(value),
+                ":path" if stray::query_has_access_token(value) => {
+                    head.stray_credential = Some(STRAY_QUERY);
+                }
+                n if stray::is_header_variant(n, credential_header) => head.stray_credential = Some(STRAY_HEADER),
+                _ => {}
+            }
+        }
+        head
+    }
+}
+
+/// After the headers: done already, or the body is needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadOutcome {
+    Done(Box<Outcome>),
+    NeedBody,
+}
+
+const STRAY_QUERY: &str =
+    "credentials are not accepted in the query string (access_token); send the grant as configured";
+const STRAY_HEADER: &str =
+    "a header that servers read as the grant header (differs only by '-' or '_') is not accepted";
+
+/// Decide what can be decided from the headers alone.
+pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
+    if let (Some(why), HttpMethod::Post | HttpMethod::Get | HttpMethod::Delete) = (head.stray_credential, head.method) {
+        return HeadOutcome::Done(Box::new(http_refusal(400, "stray_credential", why, vec![])));
+    }
+    match head.method {
+        HttpMethod::Other => HeadOutcome::Done(Box::new(http_refusal(
+            405,
+            "method_not_allowed",
+            "MCP Streamable HTTP uses POST, GET and DELETE only",
+            vec![("allow", "GET, POST, DELETE".into())],
+        ))),
+        HttpMethod::Get | HttpMethod::Delete => {
+            if let Err(refusal) = version::of_stream(policy, head) {
+                return HeadOutcome::Done(refusal);
+            }
+            HeadOutcome::Done(Box::new(match grant_of(policy, head) {
+                Err(why) if policy.mode_for(None) == Mode::DryRun => {
+                    // Same as POST in dry-run: counted as "would deny", forwarded.
+                    let mut out = no_grant(policy, &Id::null(), why);
+                    out.reply = None;
+                    out.decision.dry_run = true;
+                    out
+                }
+                Err(why) => no_grant(policy, &Id::null(), why),
+                Ok(g) => {
+                    let mut d = Decision::new(DecisionKind::Passed);
+                    d.grant = Some(g.label());
+                    Outcome::new(d, None)
+                }
+            }))
+        }
+        HttpMethod::Post => {
+            let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
+            let charset_ok = matches!(&head.content_type, HeaderValue::One(v) if http::request_charset_ok(v));
+            if ct_ok && !charset_ok {
+                return HeadOutcome::Done(Box::new(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "a request body is UTF-8 JSON (RFC 8259): Content-Type may declare charset=utf-8 once, no other",
+                    vec![],
+                )));
+            }
+            if !ct_ok {
+                return HeadOutcome::Done(Box::new(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "Content-Type must be application/json",
+                    vec![],
+                )));
+            }
+            let enc_ok = match &head.content_encoding {
+                HeaderValue::Absent => true,
+                HeaderValue::One(v) => http::is_identity_encoding(v),
+                HeaderValue::Many => false,
+            };
+            if !enc_ok {
+                return HeadOutcome::Done(Box::new(http_refusal(
+                    415,
+                    "unsupported_media_type",
+                    "Content-Encoding must be identity: encoded bodies cannot be checked",
+                    vec![],
+                )));
+            }
+            HeadOutcome::NeedBody
+        }
+    }
+}
+
+/// The reply for a body over `gateway.max_body_bytes`; the body is never judged on a prefix.
+pub fn body_too_large(policy: &Policy) -> Outcome {
+    http_refusal(
+        413,
+        "body_too_large",
+        &format!("request body exceeds {} bytes", policy.gateway.max_body_bytes),
+        vec![],
+    )
+}
+
+/// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,
+/// and a body the filter does not judge must not reach the server.
+pub fn unexpected_body() -> Outcome {
+    http_refusal(400, "invalid_request", "GET and DELETE requests must not carry a body", vec![])
+}

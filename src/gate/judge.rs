@@ -1,0 +1,116 @@
+//! One JSON-RPC message judged against the policy and the limits, with a known grant.
+
+use super::{Decision, DecisionKind, PendingApproval};
+use crate::approval;
+use crate::grant::Grant;
+use crate::mcp::{Call, Message};
+use crate::policy::{Action, NeedsApproval, Policy, Verdict};
+use crate::ratelimit::{Admission, Limiter, Refusal};
+use crate::reply::{code, RpcError};
+
+/// How one message fared.
+pub(super) enum Judged {
+    /// Forward; with the rate limit service, after it admits the limits listed (indices).
+    Forward(Decision, Option<Admission>, Vec<usize>),
+    Refused(DecisionKind, u16, RpcError, Vec<(&'static str, String)>),
+    /// Allowed by every rule, quota reserved; a person must approve it.
+    Ask(Box<PendingApproval>),
+}
+
+pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limiter<'_>) -> Judged {
+    let mut d = Decision::new(DecisionKind::Passed);
+    d.grant = Some(grant.label());
+    let Message::Request { call, .. } = msg else {
+        if let Message::Notification { method } = msg {
+            d.method = Some(method.name().to_owned());
+        }
+        if matches!(msg, Message::Response { .. }) && policy.gateway.client_responses == Action::Deny {
+            let reason = "responses from the client are denied by policy (gateway.client_responses)";
+            let mut e = RpcError::new(code::DENIED, "denied", format!("client response denied: {reason}"), reason);
+            e.rule = Some("gateway.client_responses".into());
+            return Judged::Refused(DecisionKind::Denied, 403, e, vec![]);
+        }
+        return Judged::Forward(d, None, Vec::new());
+    };
+    let tool = match call {
+        Call::Tool(t) => Some(t.name.clone()),
+        Call::Method { .. } => None,
+    };
+    d.method = Some(match call {
+        Call::Tool(_) => "tools/call".to_owned(),
+        Call::Method { method, .. } => method.name().to_owned(),
+    });
+    d.tool = tool.clone();
+    let subject = match &tool {
+        Some(t) => format!("tool '{t}'"),
+        None => format!("method {}", d.method.as_deref().unwrap_or("")),
+    };
+    match policy.judge(call) {
+        Verdict::Pass => Judged::Forward(d, None, Vec::new()),
+        Verdict::Deny { rule, reason } => {
+            let mut e = RpcError::new(code::DENIED, "denied", format!("{subject} denied: {reason}"), reason);
+            e.tool = tool;
+            e.rule = Some(rule);
+            Judged::Refused(DecisionKind::Denied, 200, e, vec![])
+        }
+        Verdict::Allow { rule, limits, approval } => {
+            d.kind = DecisionKind::Allowed;
+            d.rule = Some(rule);
+            let ask = |d: Decision, adm: Option<Admission>, counted: Vec<usize>, need: &NeedsApproval| {
+                let Call::Tool(t) = call else { return Judged::Forward(d, adm, counted) };
+                let args = t.arguments.as_ref();
+                let value = args.and_then(crate::mcp::Arguments::value);
+                Judged::Ask(Box::new(PendingApproval {
+                    key: approval::key_with(
+                        &grant.id,
+                        &t.name,
+                        value.as_ref(),
+                        t.leg.input_responses_value().as_ref(),
+                        t.leg.request_state.as_deref(),
+                    ),
+                    grant_label: grant.label(),
+                    grant_id: grant.id,
+                    tool: t.name.clone(),
+                    arguments: args.map(|a| a.raw().to_owned()),
+                    expires_in_seconds: need.timeout_seconds,
+                    reason: need.reason.clone(),
+                    id: msg.id(),
+                    admission: adm,
+                    rls_limits: counted,
+                    decision: d,
+                    leg: t.leg.clone(),
+                }))
+            };
+            let service = policy.gateway.rate_limit_service.is_some();
+            if limits.is_empty() || service {
+                // With the rate limit service, shared data counts nothing: the limits travel with the call.
+                let counted = if service { crate::rls::limit_indices(policy, &limits) } else { Vec::new() };
+                return match approval {
+                    Some(need) => ask(d, None, counted, need),
+                    None => Judged::Forward(d, None, counted),
+                };
+            }
+            match limiter.admit(&limits, &grant.id) {
+                Ok(adm) => match approval {
+                    Some(need) => ask(d, Some(adm), Vec::new(), need),
+                    None => Judged::Forward(d, Some(adm), Vec::new()),
+                },
+                Err(Refusal::Limited { limit, retry_after_seconds }) => {
+                    let mut e = RpcError::rate_limited(&subject, limit, retry_after_seconds);
+                    e.tool = tool;
+                    Judged::Refused(
+                        DecisionKind::RateLimited,
+                        200,
+                        e,
+                        vec![("retry-after", retry_after_seconds.to_string())],
+                    )
+                }
+                Err(Refusal::Unavailable(u)) => {
+                    let mut e = RpcError::limiter_unavailable(&subject, u.reason());
+                    e.tool = tool;
+                    Judged::Refused(DecisionKind::LimiterUnavailable, 200, e, vec![("retry-after", "1".into())])
+                }
+            }
+        }
+    }
+}
