@@ -1,6 +1,7 @@
-"""Helpers for the deploy tests (tests/integration/test_deploy_istio.py): the OCI layout that
-`make oci` writes, a local OCI registry (Debian's `docker-registry`), `skopeo`, and a pull by
-digest over the registry API the way Istio's image fetcher does it. Plain Python.
+"""Helpers for the deploy tests (tests/integration/test_deploy_istio.py, test_deploy_envoy_gateway.py):
+the OCI layout that `make oci` writes, a local OCI registry (Debian's `docker-registry`), `skopeo`, a
+pull by digest over the registry API the way Istio's image fetcher does it, and the check that an
+Envoy rendered from the manifests refuses header names with `_`. Plain Python.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 
 import harness
+from jsonrpc import headers_for, post, tool_call
 
 OCI_DIR = harness.REPO_ROOT / "target" / "oci"
 OCI_SCRIPT = harness.REPO_ROOT / "scripts" / "oci.sh"
@@ -145,3 +147,20 @@ def pull_by_digest(port: int, repository: str, digest: str) -> Pulled:
     assert b.status_code == 200, (b.status_code, b.text[:200])
     assert "sha256:" + hashlib.sha256(b.content).hexdigest() == layer_digest
     return Pulled(r.content, manifest, r.headers["content-type"], b.content)
+
+
+def assert_underscore_headers_refused(envoy: harness.Envoy, log: Path, grant: str) -> None:
+    """An allowed `list_vms` call carrying a header name with `_` (`x_mcp_grant`, `x-mcp_grant`) is
+    answered 400 by Envoy and reaches no server (`log`: the recorder's); the same call without it
+    passes, and Envoy counted the two refusals. The caller checks which upstream requests were
+    opened: the cluster names differ between renderings."""
+    body = tool_call("list_vms", id=7)
+    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
+        r = post(envoy.mcp_url, body, {**headers_for(grant), **extra})
+        assert r.status == 400, (extra, r.status, r.body[:160])
+    assert harness.recorder_lines(log, settle=0.3) == []
+    ok = post(envoy.mcp_url, body, headers_for(grant))
+    assert (ok.status, ok.body) == (200, harness.recorder_reply(7))
+    assert len(harness.recorder_lines(log, settle=0.3)) == 1
+    stat = "http1.requests_rejected_with_underscores_in_headers"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"

@@ -28,9 +28,10 @@ import yaml
 
 import harness
 import harness_approvals as ha
+import harness_deploy as hd
 import harness_extra as hx
 import harness_rls as hr
-from jsonrpc import call_tool, headers_for, post, tool_call
+from jsonrpc import call_tool
 
 EG = harness.REPO_ROOT / "deploy" / "envoy-gateway"
 SEED = harness.load_policy(harness.POLICY_JSON)
@@ -171,16 +172,7 @@ def test_header_names_with_underscores_are_answered_400_before_any_server(stack,
     _, upstream_port, log = stack.recorder()
     config = render(wasm, harness.free_port(), harness.free_port(), upstream_port, harness.free_port())
     envoy = hx.start(stack, config, name="envoy-eg-underscores")
-    body = tool_call("list_vms", id=7)
-    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
-        r = post(envoy.mcp_url, body, {**headers_for("grant-eg"), **extra})
-        assert r.status == 400, (extra, r.status, r.body[:160])
-    assert harness.recorder_lines(log, settle=0.3) == []
-    ok = post(envoy.mcp_url, body, headers_for("grant-eg"))
-    assert (ok.status, ok.body) == (200, harness.recorder_reply(7))
-    assert len(harness.recorder_lines(log, settle=0.3)) == 1
-    stat = "http1.requests_rejected_with_underscores_in_headers"
-    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"
+    hd.assert_underscore_headers_refused(envoy, log, "grant-eg")
     assert envoy.admin_get("/stats?filter=upstream_rq_total$")[1].split() == [
         "cluster.httproute/mcp/mcp/rule/0.upstream_rq_total:", "1", "cluster.mcp_approvals.upstream_rq_total:", "0",
         "cluster.mcp_ratelimit.upstream_rq_total:", "0"]

@@ -40,7 +40,7 @@ import harness_deploy as hd
 import harness_extra as hx
 import harness_rls as hr
 import istio_render as ir
-from jsonrpc import call_tool, get, headers_for, post, tool_call
+from jsonrpc import call_tool, get, tool_call
 
 CASES = sorted(harness.CASES_DIR.glob("requests/*.json"))
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
@@ -312,15 +312,6 @@ def test_header_names_with_underscores_are_answered_400_before_any_server(stack,
     without that header passes."""
     _, upstream_port, log = stack.recorder()
     envoy = istio_envoy(stack, wasm, upstream_port)
-    body = tool_call("list_vms", id=7)
-    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
-        r = post(envoy.mcp_url, body, {**headers_for("grant-istio"), **extra})
-        assert r.status == 400, (extra, r.status, r.body[:160])
-    assert harness.recorder_lines(log, settle=0.3) == []
-    ok = post(envoy.mcp_url, body, headers_for("grant-istio"))
-    assert (ok.status, ok.body) == (200, harness.recorder_reply(7))
-    assert len(harness.recorder_lines(log, settle=0.3)) == 1
-    stat = "http1.requests_rejected_with_underscores_in_headers"
-    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"
+    hd.assert_underscore_headers_refused(envoy, log, "grant-istio")
     upstream = f"cluster.{ir.INBOUND_CLUSTER}.upstream_rq_total"
     assert envoy.admin_get(f"/stats?filter=^{upstream}$".replace("|", "[|]"))[1].strip() == f"{upstream}: 1"
