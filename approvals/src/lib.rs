@@ -19,7 +19,6 @@ pub mod notify;
 pub mod sessions;
 pub mod store;
 pub mod web;
-pub mod web_leg;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;

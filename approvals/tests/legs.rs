@@ -167,7 +167,7 @@ async fn each_leg_needs_its_own_approval_and_shows_its_answers() {
     let page = |path: String| Request::get(path).header(header::COOKIE, cookie.clone()).body(Body::empty()).unwrap();
     let id3 = ids[0];
     let html = send(&s, page(format!("/approvals/{id3}"))).await.body;
-    assert!(html.contains(mcp_approvals::web_leg::CONTINUATION_BADGE.split(':').next().unwrap()), "{html}");
+    assert!(html.contains(mcp_approvals::web::leg::CONTINUATION_BADGE.split(':').next().unwrap()), "{html}");
     assert!(html.contains("<pre class=\"arguments input-responses\">{\n  &quot;confirm&quot;: {\n    &quot;action&quot;: &quot;accept&quot;,\n    &quot;content&quot;: {\n      &quot;name&quot;: &quot;db-01&quot;\n    }\n  }\n}</pre>"), "{html}");
     assert!(html.contains("<pre class=\"request-state\">st-1</pre>"), "{html}");
     assert!(html.contains("value=\"approve\""), "approved from its own page");

@@ -5,8 +5,9 @@
 //! ASCII only with the same warnings, never clipped. The list page shows only a notice and no
 //! Approve button: a continuation is approved from its own page, after reading the answers.
 
+use super::arguments::{render_json, visible, ESCAPED_BADGE, NUMBERS_BADGE, WHITESPACE_BADGE};
+use super::layout::esc;
 use crate::store::Approval;
-use crate::web::{esc, render_json, visible, ESCAPED_BADGE, NUMBERS_BADGE, WHITESPACE_BADGE};
 
 /// The badge of every continuation card.
 pub const CONTINUATION_BADGE: &str =

@@ -1,46 +1,25 @@
-//! `POST /v1/check` (the filter) and the approvers' JSON API (bearer token).
+//! `POST /v1/check`: the filter asks whether a call is approved (the body is parsed in
+//! [`crate::check`]); hold mode waits for a decision.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::json;
 
 // 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder (the check body is
 // read in crate::check; the tests here use it).
 #[cfg(test)]
 use mcp_policy_filter::grant::from_hex32 as hex32;
 
-use crate::auth::{self, is_approval_id};
-use crate::store::{Approval, CheckInput, CheckOutcome, Decided, State as St};
+use super::json_error;
+use crate::auth;
+use crate::store::{CheckInput, CheckOutcome};
 use crate::{App, Error};
-
-/// Limits on `/v1/check` fields (API.md).
-pub const MAX_TOOL: usize = 256;
-pub const MAX_GRANT: usize = 1024;
-pub const MAX_REQUEST_ID: usize = 1024;
-pub const MAX_REASON: usize = 4096;
-/// The filter accepts answer fields up to 2048 bytes (`MAX_ANSWER_FIELD` in src/approval.rs).
-pub const MAX_NOTE: usize = 2048;
-pub const MAX_EXPIRES_IN: i64 = 604_800;
-pub const MAX_WAIT: i64 = 300;
-
-pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": msg.into() }))).into_response()
-}
-
-impl IntoResponse for Error {
-    fn into_response(self) -> Response {
-        tracing::error!(error = %self, "internal error");
-        json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-    }
-}
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
@@ -227,214 +206,10 @@ pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> R
     Json(body).into_response()
 }
 
-/// The APPROVAL object of API.md (`arguments` verbatim).
-#[derive(Serialize)]
-pub struct ApprovalJson<'a> {
-    id: &'a str,
-    key: &'a str,
-    state: &'static str,
-    grant: &'a str,
-    tool: &'a str,
-    arguments: Box<RawValue>,
-    request_id: &'a str,
-    reason: &'a str,
-    created_at: i64,
-    expires_at: i64,
-    decided_at: Option<i64>,
-    approver: Option<&'a str>,
-    note: &'a str,
-    consumed_at: Option<i64>,
-    approval_url: String,
-    /// A continuation leg (MCP 2026-07-28 `input_required`): `true`, with its answers and state.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    continuation: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input_responses: Option<Box<RawValue>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request_state: Option<&'a str>,
-}
-
-pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
-    // Stored from a validated RawValue; `null` should it ever not parse.
-    let arguments = RawValue::from_string(a.arguments.clone()).unwrap_or_default();
-    ApprovalJson {
-        id: &a.id,
-        key: &a.key,
-        state: a.state.as_str(),
-        grant: &a.grant,
-        tool: &a.tool,
-        arguments,
-        request_id: &a.request_id,
-        reason: &a.reason,
-        created_at: a.created_at,
-        expires_at: a.expires_at,
-        decided_at: a.decided_at,
-        approver: a.approver.as_deref(),
-        note: &a.note,
-        consumed_at: a.consumed_at,
-        approval_url: app.approval_url(&a.id),
-        continuation: a.is_continuation(),
-        input_responses: (!a.input_responses.is_empty())
-            .then(|| RawValue::from_string(a.input_responses.clone()).unwrap_or_default()),
-        request_state: a.request_state.as_deref(),
-    }
-}
-
-#[derive(Serialize)]
-struct ApprovalList<'a> {
-    approvals: Vec<ApprovalJson<'a>>,
-}
-
-/// The approver of a bearer token, or the 401 answer.
-#[allow(clippy::result_large_err)]
-fn bearer(app: &App, headers: &HeaderMap) -> Result<String, Response> {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim());
-    match token.and_then(|t| app.config.approvers.by_token(t)) {
-        Some(name) => Ok(name.to_string()),
-        None => {
-            let mut res = json_error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-            res.headers_mut().insert(header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
-            Err(res)
-        }
-    }
-}
-
-#[derive(Deserialize)]
-pub struct ListQuery {
-    state: Option<String>,
-}
-
-/// `GET /v1/approvals?state=...` (default pending), newest first.
-pub async fn list(State(app): State<App>, headers: HeaderMap, Query(q): Query<ListQuery>) -> Response {
-    if let Err(res) = bearer(&app, &headers) {
-        return res;
-    }
-    let state = match q.state.as_deref().unwrap_or("pending") {
-        "all" => None,
-        s => match St::parse(s) {
-            Some(s) => Some(s),
-            None => {
-                return json_error(
-                    StatusCode::BAD_REQUEST,
-                    "state: one of pending, approved, denied, consumed, expired, all",
-                )
-            }
-        },
-    };
-    match app.db(move |s, now| s.list(state, 1000, now)).await {
-        Ok(list) => {
-            let approvals = list.iter().map(|a| approval_json(&app, a)).collect();
-            Json(ApprovalList { approvals }).into_response()
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-/// `GET /v1/approvals/{id}`.
-pub async fn get_one(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(res) = bearer(&app, &headers) {
-        return res;
-    }
-    if !is_approval_id(&id) {
-        return json_error(StatusCode::NOT_FOUND, "no such approval");
-    }
-    match app.db(move |s, now| s.get(&id, now)).await {
-        Ok(Some(a)) => Json(approval_json(&app, &a)).into_response(),
-        Ok(None) => json_error(StatusCode::NOT_FOUND, "no such approval"),
-        Err(e) => e.into_response(),
-    }
-}
-
-/// Approves or denies for an approver; shared by the API and the web form.
-pub async fn decide(app: &App, id: String, approve: bool, approver: String, note: String) -> Result<Decided, Error> {
-    let who = approver.clone();
-    let decided = app.db(move |s, now| s.decide(&id, approve, &who, &note, now)).await?;
-    if let Decided::Ok(a) = &decided {
-        // Debug-formatted (quoted, escaped): the tool and the note are request-derived.
-        tracing::info!(
-            approval = %a.id, tool = ?a.tool, grant = ?a.grant, state = a.state.as_str(), approver = ?approver,
-            note = ?a.note, "approval decided"
-        );
-    }
-    Ok(decided)
-}
-
-fn parse_note(body: &[u8]) -> Result<String, String> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(String::new());
-    }
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let Value::Object(obj) = v else {
-        return Err("body must be a JSON object".into());
-    };
-    match obj.get("note") {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) if s.contains('\0') => Err("note: must not contain U+0000".into()),
-        Some(Value::String(s)) if s.len() <= MAX_NOTE => Ok(s.clone()),
-        Some(Value::String(_)) => Err(format!("note: longer than {MAX_NOTE} bytes")),
-        Some(_) => Err("note: must be a string".into()),
-    }
-}
-
-async fn decide_api(app: App, headers: HeaderMap, id: String, body: Bytes, approve: bool) -> Response {
-    let approver = match bearer(&app, &headers) {
-        Ok(a) => a,
-        Err(res) => return res,
-    };
-    let note = match parse_note(&body) {
-        Ok(n) => n,
-        Err(msg) => return json_error(StatusCode::BAD_REQUEST, msg),
-    };
-    if !is_approval_id(&id) {
-        return json_error(StatusCode::NOT_FOUND, "no such approval");
-    }
-    match decide(&app, id, approve, approver, note).await {
-        Ok(Decided::Ok(a)) => Json(approval_json(&app, &a)).into_response(),
-        Ok(Decided::NotFound) => json_error(StatusCode::NOT_FOUND, "no such approval"),
-        Ok(Decided::NotPending(a)) => {
-            json_error(StatusCode::CONFLICT, format!("approval {} is {}, not pending", a.id, a.state.as_str()))
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-/// `POST /v1/approvals/{id}/approve`.
-pub async fn approve(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
-    decide_api(app, headers, id, body, true).await
-}
-
-/// `POST /v1/approvals/{id}/deny`.
-pub async fn deny(State(app): State<App>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
-    decide_api(app, headers, id, body, false).await
-}
-
-/// `GET /healthz`.
-pub async fn healthz(State(app): State<App>) -> Response {
-    match app.db(|s, _| Ok((s.ping()?, crate::store::Changes::default()))).await {
-        Ok(()) => (StatusCode::OK, "ok").into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "health check");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
-        }
-    }
-}
-
-/// `GET /metrics`.
-pub async fn metrics(State(app): State<App>) -> Response {
-    match app.metrics_text().await {
-        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const GRANT_ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -601,13 +376,5 @@ mod tests {
         ] {
             assert!(!h(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn notes() {
-        assert_eq!(parse_note(b"").unwrap(), "");
-        assert_eq!(parse_note(b"{}").unwrap(), "");
-        assert_eq!(parse_note(br#"{"note":"ok"}"#).unwrap(), "ok");
-        assert_eq!(parse_note(br#"{"note":1}"#).unwrap_err(), "note: must be a string");
     }
 }

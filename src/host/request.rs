@@ -1,0 +1,197 @@
+//! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
+//! `crate::gate`; acting on its outcome (forward, local reply, or hold for a callout).
+
+use log::{info, warn};
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{Action, BufferType, MapType};
+
+use super::{now_ms, Filter, HostStore, Inspect};
+use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use crate::ratelimit;
+use crate::reply::{code, Reply, RpcError};
+
+impl Filter {
+    /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
+    /// approval, hold it and ask).
+    pub(super) fn finish(&mut self, mut outcome: Outcome) -> Action {
+        if let Some(pending) = outcome.approval.take() {
+            return self.ask_approval(*pending);
+        }
+        if let Some(pending) = outcome.rls.take() {
+            return self.ask_rls(*pending);
+        }
+        self.decided = true;
+        self.head = None;
+        let d = &outcome.decision;
+        self.metrics.record(d);
+        if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
+            self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
+        }
+        // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
+        let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
+        if let Some(t) = &d.tool {
+            let _ = hostcalls::set_property(vec!["mcp_tool"], Some(gate::log_safe(t).as_bytes()));
+        }
+        if let Some(g) = &d.grant {
+            let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
+        }
+        if let Some(r) = &d.rule {
+            let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
+        }
+        if let Some(k) = d.error_kind {
+            let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
+        }
+        if log::log_enabled!(log::Level::Info) {
+            // The audit line: one JSON object per decision (schema in the README).
+            let ts = hostcalls::get_current_time()
+                .map(|t| humantime::format_rfc3339_millis(t).to_string())
+                .unwrap_or_default();
+            info!("[ctx {}] audit {}", self.id, d.audit_json(&ts, self.request_id.as_deref()));
+        }
+        match outcome.reply {
+            None => {
+                // Responses are inspected only when the policy removes tools from tools/list.
+                if self.policy.as_ref().is_some_and(|p| p.filters_tools_list()) {
+                    self.list_ids = outcome
+                        .tools_list_ids
+                        .iter()
+                        .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
+                        .collect();
+                    self.inspect =
+                        if outcome.tools_list_ids.is_empty() { Inspect::AnyStream } else { Inspect::ListReply };
+                }
+                Action::Continue
+            }
+            Some(reply) => self.send(reply),
+        }
+    }
+
+    pub(super) fn send(&self, reply: Reply) -> Action {
+        let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+        headers.extend(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
+        if let Err(s) = hostcalls::send_http_response(u32::from(reply.status), headers, Some(reply.body.as_bytes())) {
+            // Cannot answer: reset rather than forward.
+            warn!("[ctx {}] local reply failed ({s:?}); resetting the request", self.id);
+            let _ = hostcalls::reset_http_request();
+        }
+        Action::Pause
+    }
+
+    /// No policy (cannot happen once Envoy accepted the config): refuse everything.
+    pub(super) fn unconfigured(&mut self) -> Action {
+        let err = RpcError::new(code::INVALID_REQUEST, "unavailable", "policy not loaded", "policy not loaded");
+        self.decided = true;
+        self.send(Reply { status: 503, headers: vec![], body: err.to_json(&crate::mcp::Id::null()) })
+    }
+
+    fn decide_body(&mut self, body_size: usize) -> Action {
+        let Some(policy) = self.policy.clone() else {
+            return self.unconfigured();
+        };
+        let Some(head) = self.head.take() else {
+            return Action::Continue;
+        };
+        let body = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size) {
+            Ok(b) => b.unwrap_or_default(),
+            Err(s) => {
+                warn!("[ctx {}] cannot read the request body ({s:?}); refusing", self.id);
+                return self.finish(gate::body_too_large(&policy));
+            }
+        };
+        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now_ms());
+        self.finish(outcome)
+    }
+
+    #[inline]
+    pub(super) fn request_headers(&mut self, end_of_stream: bool) -> Action {
+        let Some(policy) = self.policy.clone() else {
+            return self.unconfigured();
+        };
+        if policy.filters_tools_list() {
+            // A compressed tools/list response cannot be filtered: ask the server for identity.
+            // (Header changes are only possible here, before the body says what the request is.)
+            if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "accept-encoding", None) {
+                warn!("[ctx {}] cannot remove accept-encoding: {s:?}", self.id);
+            }
+        }
+        let headers = match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
+            Ok(h) => h,
+            Err(s) => {
+                warn!("[ctx {}] cannot read request headers ({s:?}); refusing", self.id);
+                return self.unconfigured();
+            }
+        };
+        #[cfg(feature = "test-panic")]
+        if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
+            #[allow(clippy::panic)]
+            {
+                panic!("forced by x-mcp-policy-test-panic (test-panic build)");
+            }
+        }
+        self.request_id = headers
+            .iter()
+            .find(|(k, _)| k == "x-request-id")
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .map(str::to_owned);
+        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        match gate::check_session(&policy, &head) {
+            gate::SessionCheck::Unbound => {}
+            gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
+            gate::SessionCheck::Rewrite { grant, upstream } => {
+                // The server sees its own id; the client only ever sees the bound one.
+                if let Err(s) =
+                    hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))
+                {
+                    warn!("[ctx {}] cannot rewrite mcp-session-id ({s:?}); refusing", self.id);
+                    return self.unconfigured();
+                }
+                self.session_grant = Some(grant);
+            }
+            gate::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+        }
+        match gate::on_headers(&policy, &head) {
+            HeadOutcome::Done(outcome) => {
+                if outcome.reply.is_none() && !end_of_stream {
+                    // GET/DELETE carry no body in Streamable HTTP; one that does is not judged, so refuse it.
+                    return self.finish(gate::unexpected_body());
+                }
+                self.finish(*outcome)
+            }
+            HeadOutcome::NeedBody if end_of_stream => {
+                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now_ms());
+                self.finish(outcome)
+            }
+            HeadOutcome::NeedBody => {
+                self.head = Some(head);
+                Action::Continue
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if self.decided || self.head.is_none() {
+            return Action::Continue;
+        }
+        let Some(policy) = self.policy.clone() else {
+            return self.unconfigured();
+        };
+        if body_size > policy.gateway.max_body_bytes {
+            return self.finish(gate::body_too_large(&policy));
+        }
+        if !end_of_stream {
+            // Buffer until the end: never decide on a prefix.
+            return Action::Pause;
+        }
+        self.decide_body(body_size)
+    }
+
+    #[inline]
+    pub(super) fn request_trailers(&mut self) -> Action {
+        // HTTP/2 bodies that end with trailers never see end_of_stream in the body callback.
+        if self.decided || self.head.is_none() {
+            return Action::Continue;
+        }
+        self.decide_body(usize::MAX)
+    }
+}
