@@ -1,0 +1,172 @@
+//! `params`: the members a decision reads (`name`, `uri`, `arguments`, `_meta`'s protocol version,
+//! a continuation leg's members), each checked strictly, and the [`Call`] they make.
+
+use super::{Arguments, Call, Id, McpMethod, ProtocolError, ProtocolErrorKind, ToolCall};
+use crate::json::{Json, ParseError, Parser};
+use crate::protocol::{MetaVersion, META_VERSION_KEY};
+
+/// The shape of `params`, as JSON-RPC 2.0 §4.2 cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    Absent,
+    Object,
+    Array,
+    Other,
+}
+
+/// What a decision reads from `params`; everything else in it is only checked, never built.
+pub(super) struct Params {
+    pub(super) shape: Shape,
+    /// A member whose name folds to one of [`PARAMS_MEMBERS`] without being it.
+    pub(super) near_miss: Option<&'static str>,
+    name: Option<Json>,
+    uri: Option<Json>,
+    /// `Some(None)`: present but not an object.
+    arguments: Option<Option<Arguments>>,
+    pub(super) meta_version: MetaVersion,
+    input_responses: crate::leg::Member<Box<str>>,
+    request_state: crate::leg::Member<String>,
+}
+
+impl Params {
+    /// `params` of the given shape with nothing read from it yet.
+    pub(super) fn empty(shape: Shape) -> Self {
+        Params {
+            shape,
+            near_miss: None,
+            name: None,
+            uri: None,
+            arguments: None,
+            meta_version: MetaVersion::Absent,
+            input_responses: Default::default(),
+            request_state: Default::default(),
+        }
+    }
+}
+
+/// The `params` members MCP requests carry that servers act on (`server/tools`, `server/resources`,
+/// `server/prompts`, pagination, `_meta`).
+const PARAMS_MEMBERS: [&str; 7] = ["name", "arguments", "uri", "cursor", "_meta", "inputResponses", "requestState"];
+
+pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
+    let mut params = Params::empty(Shape::Other);
+    match p.peek_non_ws() {
+        Some(b'{') => {
+            params.shape = Shape::Object;
+            p.object_with(|p, key| {
+                match key.as_ref() {
+                    "name" => params.name = Some(p.value()?),
+                    "uri" => params.uri = Some(p.value()?),
+                    "arguments" => params.arguments = Some(read_arguments(p)?),
+                    "_meta" => params.meta_version = read_meta_version(p)?,
+                    "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
+                    "requestState" => params.request_state = crate::leg::read_request_state(p)?,
+                    other => {
+                        if params.near_miss.is_none() {
+                            params.near_miss = crate::fold::near_miss(other, &PARAMS_MEMBERS);
+                        }
+                        p.skip_value()?
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Some(b'[') => {
+            params.shape = Shape::Array;
+            p.skip_value()?;
+        }
+        _ => p.skip_value()?,
+    }
+    Ok(params)
+}
+
+/// `_meta`: only its protocol version is read (MCP 2026-07-28 "per-request protocol fields").
+fn read_meta_version(p: &mut Parser<'_>) -> Result<MetaVersion, ParseError> {
+    if p.peek_non_ws() != Some(b'{') {
+        p.skip_value()?;
+        return Ok(MetaVersion::Invalid);
+    }
+    let mut version = MetaVersion::Absent;
+    p.object_with(|p, key| {
+        if key.as_ref() == META_VERSION_KEY {
+            version = match p.value()? {
+                Json::String(s) => MetaVersion::Str(s),
+                _ => MetaVersion::Invalid,
+            };
+            Ok(())
+        } else {
+            p.skip_value()
+        }
+    })?;
+    Ok(version)
+}
+
+/// `arguments`: an object is checked and kept as text with its keys; anything else is `None`.
+pub(super) fn read_arguments(p: &mut Parser<'_>) -> Result<Option<Arguments>, ParseError> {
+    let start = p.offset();
+    if p.peek_non_ws() != Some(b'{') {
+        p.skip_value()?;
+        return Ok(None);
+    }
+    let start = start.max(p.offset());
+    let mut keys = Vec::new();
+    p.object_with(|p, key| {
+        keys.push(key.into_owned());
+        p.skip_value()
+    })?;
+    Ok(Some(Arguments { raw: p.slice(start..p.offset()).into(), keys }))
+}
+
+/// JSON-RPC 2.0 §4.2: params, if present, is an object or an array.
+pub(super) fn check_params_shape(shape: Shape, id: Id) -> Result<(), ProtocolError> {
+    match shape {
+        Shape::Absent | Shape::Object | Shape::Array => Ok(()),
+        Shape::Other => Err(ProtocolError {
+            kind: ProtocolErrorKind::InvalidParams,
+            id,
+            detail: "\"params\" must be an object".into(),
+        }),
+    }
+}
+
+pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Result<Call, ProtocolError> {
+    check_params_shape(params.shape, id.clone())?;
+    let bad =
+        |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidParams, id: id.clone(), detail: detail.into() };
+    match method {
+        McpMethod::ToolsCall => {
+            if params.shape != Shape::Object {
+                return Err(bad("tools/call needs \"params\" with a \"name\""));
+            }
+            let name = match params.name {
+                Some(Json::String(n)) => n,
+                Some(_) => return Err(bad("\"params.name\" must be a string")),
+                None => return Err(bad("tools/call needs \"params.name\"")),
+            };
+            let leg = crate::leg::leg_of(
+                std::mem::take(&mut params.input_responses),
+                std::mem::take(&mut params.request_state),
+            )
+            .map_err(bad)?;
+            match params.arguments {
+                None => Ok(Call::Tool(ToolCall { name, arguments: None, leg })),
+                Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments), leg })),
+                Some(None) => Err(bad("\"params.arguments\" must be an object")),
+            }
+        }
+        method => {
+            let target = match method {
+                McpMethod::ResourcesRead | McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
+                    params.uri
+                }
+                McpMethod::PromptsGet => params.name,
+                _ => None,
+            };
+            let target = match target {
+                Some(Json::String(s)) => Some(s),
+                _ => None,
+            };
+            Ok(Call::Method { method, target })
+        }
+    }
+}

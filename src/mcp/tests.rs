@@ -1,0 +1,211 @@
+use super::*;
+use crate::protocol::MetaVersion;
+
+fn single(body: &str) -> Result<Message, ProtocolError> {
+    match read_body(body.as_bytes())? {
+        Body::Single(m) => Ok(m),
+        Body::Batch(_) => panic!("batch"),
+    }
+}
+
+fn err(body: &str) -> (ProtocolErrorKind, String) {
+    let e = single(body).unwrap_err();
+    (e.kind, e.id.raw().to_owned())
+}
+
+#[test]
+fn reads_a_tool_call() {
+    let m = single(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete\u005fvm","arguments":{"vmid":100}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        m,
+        Message::Request {
+            id: Id { raw: "7".into() },
+            meta_version: MetaVersion::Absent,
+            call: Call::Tool(ToolCall {
+                name: "delete_vm".into(),
+                arguments: Some(Arguments { raw: r#"{"vmid":100}"#.into(), keys: vec!["vmid".into()] }),
+                leg: Default::default(),
+            }),
+        }
+    );
+}
+
+#[test]
+fn ids_are_echoed_exactly() {
+    let id = |body: &str| single(body).unwrap().id().raw().to_owned();
+    assert_eq!(
+        id(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#),
+        "123456789012345678901234567890"
+    );
+    assert_eq!(id(r#"{"jsonrpc":"2.0","id":"a\u0062c","method":"ping"}"#), r#""a\u0062c""#);
+    assert_eq!(id(r#"{"jsonrpc":"2.0","id":-5,"method":"ping"}"#), "-5");
+    assert_eq!(id(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), "null");
+}
+
+#[test]
+fn invalid_envelopes_are_minus_32600_echoing_a_valid_id() {
+    use ProtocolErrorKind::*;
+    let inv = |id: &str| (InvalidRequest, id.to_owned());
+    // The id is valid: echoed, so that the client can match the error (JSON-RPC 2.0 §5).
+    assert_eq!(err(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), inv("1"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":"a","method":"ping","result":{}}"#), inv(r#""a""#));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"ping","error":{}}"#), inv("1"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"notifications/initialized"}"#), inv("1"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1}"#), inv("1"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), inv("1"));
+    assert_eq!(err(r#"{"id":7,"method":"ping"}"#), inv("7"));
+    // No id, or one that is not a string, an integer or null: null.
+    assert_eq!(err(r#"{"id":{},"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#), inv("null"));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","result":{}}"#), inv("null"));
+    assert_eq!(read_body(b"[]").unwrap_err().kind, InvalidRequest);
+    assert_eq!(read_body(b"42").unwrap_err().kind, InvalidRequest);
+    assert_eq!(read_body(b"\"x\"").unwrap_err().kind, InvalidRequest);
+}
+
+#[test]
+fn folded_member_names_are_refused_with_the_id() {
+    use ProtocolErrorKind::*;
+    // Two names of one object that a case-insensitive decoder takes for one: -32600, id echoed.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_vms","Name":"delete_vm"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":"ls","CMD":"rm"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"x":{"y":[{"k":1,"\u212a":2}]}}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":1,"cmd\u0000":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"cmd":1,"c\u200bmd":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","Method":"x","params":{"name":"a"}}"#,
+    ] {
+        assert_eq!(err(body), (InvalidRequest, "4".to_owned()), "{body}");
+    }
+    // A member that folds to a known name without being it.
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"Method":"tools/call"}"#), (InvalidRequest, "4".into()));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","param\u017f":{}}"#), (InvalidRequest, "4".into()));
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":4,"ID":5,"method":"ping"}"#), (InvalidRequest, "null".into()));
+    assert_eq!(
+        err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name\u0000":"x","arguments":{}}}"#),
+        (InvalidParams, "4".into())
+    );
+    assert_eq!(
+        err(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","Arguments":{}}}"#),
+        (InvalidParams, "4".into())
+    );
+    // Exact duplicates stay parse errors; distinct names pass.
+    assert_eq!(read_body(br#"{"jsonrpc":"2.0","id":4,"id":4,"method":"ping"}"#).unwrap_err().kind, Parse);
+    assert!(single(
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","arguments":{"a":1,"b":{"a":2}}}}"#
+    )
+    .is_ok());
+    // In a batch, only the element with the clash is refused.
+    let Body::Batch(items) = read_body(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","NAME":"b"}}]"#,
+        )
+        .unwrap() else {
+            panic!("not a batch")
+        };
+    assert!(items[0].is_ok());
+    assert_eq!(items[1].as_ref().unwrap_err().id.raw(), "2");
+}
+
+#[test]
+fn bad_tool_params_are_minus_32602_with_id() {
+    use ProtocolErrorKind::*;
+    let ip = (InvalidParams, "3".to_owned());
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":[]}}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":null}}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}"#), ip);
+    assert_eq!(err(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":"x"}"#), ip);
+}
+
+#[test]
+fn parse_errors_are_minus_32700() {
+    for body in [
+        "",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"x":1}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},]"#,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":1,"a":1}}]"#,
+    ] {
+        let e = read_body(body.as_bytes()).unwrap_err();
+        assert_eq!((e.kind, e.id.raw()), (ProtocolErrorKind::Parse, "null"), "{body}");
+    }
+}
+
+#[test]
+fn batches_keep_each_element() {
+    let Body::Batch(items) = read_body(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}},5,{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"r","result":{}}]"#,
+        )
+        .unwrap() else {
+            panic!("not a batch")
+        };
+    assert_eq!(items.len(), 4);
+    assert_eq!(
+        items[0],
+        Ok(Message::Request {
+            id: Id { raw: "1".into() },
+            meta_version: MetaVersion::Absent,
+            call: Call::Tool(ToolCall { name: "a".into(), arguments: None, leg: Default::default() })
+        })
+    );
+    assert_eq!(items[1].as_ref().unwrap_err().kind, ProtocolErrorKind::InvalidRequest);
+    assert_eq!(
+        items[2],
+        Ok(Message::Notification { method: McpMethod::Notification("notifications/initialized".into()) })
+    );
+    assert_eq!(items[3], Ok(Message::Response { id: Id { raw: "\"r\"".into() } }));
+}
+
+#[test]
+fn method_names_round_trip() {
+    for name in [
+        "initialize",
+        "ping",
+        "server/discover",
+        "subscriptions/listen",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "notifications/cancelled",
+        "x/unknown",
+    ] {
+        assert_eq!(McpMethod::from_name(name).name(), name);
+    }
+    assert_eq!(McpMethod::from_name("Tools/Call"), McpMethod::Other("Tools/Call".into()));
+}
+
+#[test]
+fn method_targets_are_read_for_header_checks() {
+    let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#).unwrap();
+    assert_eq!(
+        m,
+        Message::Request {
+            id: Id { raw: "1".into() },
+            meta_version: MetaVersion::Absent,
+            call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()) }
+        }
+    );
+}
