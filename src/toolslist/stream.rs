@@ -195,14 +195,7 @@ fn flush_event(
 mod tests {
     use super::*;
     use crate::toolslist::filter_sse;
-
-    fn hide(name: &str) -> bool {
-        name.starts_with("delete_") || name == "*secret"
-    }
-
-    fn id(n: &str) -> Vec<Json> {
-        vec![json::parse(n.as_bytes()).unwrap()]
-    }
+    use crate::toolslist::tests::{hide, id};
 
     #[test]
     fn sse_unterminated_last_event_and_bom_are_filtered() {
