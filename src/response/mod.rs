@@ -4,7 +4,7 @@
 //! Responses are inspected only when the policy removes tools from `tools/list` results
 //! ([`Policy::filters_tools_list`]), and only for requests the filter forwarded:
 //! - the reply to a forwarded `tools/list` request must be JSON or SSE the filter can read; any other
-//!   reply is refused with 502 before a byte of it leaves ([`plan`], the header rules);
+//!   reply is refused with 502 before a byte of it leaves (`plan`, the header rules);
 //! - the reply to any other forwarded request (the GET stream, `subscriptions/listen`, resumed
 //!   streams) is filtered when it is an SSE stream, since a tool list can arrive on any stream; a
 //!   JSON reply to another request answers that request only.
