@@ -14,6 +14,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, RequestHead};
 use mcp_policy_filter::policy::Policy;
 use mcp_policy_filter::ratelimit::{Limiter, MemoryStore};
+use mcp_policy_filter::response::{Plan, ResponseFilter, Step};
 use mcp_policy_filter::{config, json, mcp, toolslist};
 
 /// 2026-01-01T00:00:00Z, a window boundary; fixed so that every iteration counts in one window.
@@ -149,6 +150,37 @@ fn tools_list(c: &mut Criterion) {
     g.bench_function("sse", |b| {
         b.iter(|| black_box(toolslist::filter_sse(black_box(TOOLS_LIST_SSE), &ids, &hidden).expect("filtered")))
     });
+    // The response side as the host drives it: the plan from the headers, then the chunk filter
+    // (JSON whole; SSE in the 16 KiB chunks Envoy hands over).
+    let list_ids = [mcp::Id::of(&ids[0])];
+    let json_type = |name: &str| (name == "content-type").then(|| b"application/json".to_vec());
+    let sse_type = |name: &str| (name == "content-type").then(|| b"text/event-stream".to_vec());
+    let response_json = || {
+        let mut f = ResponseFilter::forwarded(&p, &list_ids);
+        assert_eq!(f.on_headers(false, json_type), Plan::FilterJson);
+        assert_eq!(f.on_body(TOOLS_LIST_JSON.len(), true), Step::Read);
+        f.on_chunk(black_box(TOOLS_LIST_JSON), true, &hidden)
+    };
+    let response_sse = || {
+        let mut f = ResponseFilter::forwarded(&p, &list_ids);
+        assert_eq!(f.on_headers(false, sse_type), Plan::FilterSse);
+        let mut removed = 0;
+        let mut chunks = TOOLS_LIST_SSE.chunks(16 * 1024).peekable();
+        while let Some(chunk) = chunks.next() {
+            let end = chunks.peek().is_none();
+            assert_eq!(f.on_body(chunk.len(), end), Step::Read);
+            if let Step::Write { removed: n, .. } = f.on_chunk(black_box(chunk), end, &hidden) {
+                removed += n;
+            }
+        }
+        removed
+    };
+    assert!(matches!(response_json(), Step::Write { removed: 3, .. }));
+    assert_eq!(response_sse(), 3);
+    g.throughput(Throughput::Bytes(TOOLS_LIST_JSON.len() as u64));
+    g.bench_function("response-json", |b| b.iter(|| black_box(response_json())));
+    g.throughput(Throughput::Bytes(TOOLS_LIST_SSE.len() as u64));
+    g.bench_function("response-sse-16KiB-chunks", |b| b.iter(|| black_box(response_sse())));
     g.finish();
 }
 

@@ -22,6 +22,8 @@
 //! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`audit`]: the audit record of a decision (the audit-log line, log-safe values);
+//! - [`response`]: the response side: the plan from the response headers, and the chunk filter
+//!   that removes hidden tools from the body or refuses it (502);
 //! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
 //! - [`sse`]: which SSE events can carry a JSON-RPC message;
 //! - [`series`]: which per-tool decision counters a policy needs;
@@ -48,6 +50,7 @@ pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
 pub mod reply;
+pub mod response;
 pub mod rls;
 pub mod series;
 pub mod session;

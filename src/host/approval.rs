@@ -7,7 +7,7 @@ use log::{info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
-use super::{now_ms, Filter, HostStore};
+use super::{now_ms, Filter, HostStore, RequestState};
 use crate::approval::{self, Answer};
 use crate::gate::{self, PendingApproval};
 use crate::held;
@@ -21,11 +21,12 @@ impl Filter {
     /// The approval service answered (or Envoy gave up: a synthetic `:status`): finish the held call.
     #[inline]
     pub(super) fn on_approval_response(&mut self, token_id: u32, body_size: usize) {
-        let Some((token, pending)) = self.approval.take() else { return };
-        if token != token_id {
-            self.approval = Some((token, pending));
+        if !matches!(self.request, RequestState::Approval(token, _) if token == token_id) {
             return;
         }
+        let RequestState::Approval(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) else {
+            return;
+        };
         self.release_held();
         let Some(policy) = self.policy.clone() else {
             self.unconfigured();
@@ -116,9 +117,7 @@ impl Filter {
         let timeout = Duration::from_millis(svc.timeout_ms);
         match hostcalls::dispatch_http_call(&svc.cluster, headers, Some(body.as_bytes()), vec![], timeout) {
             Ok(token) => {
-                self.decided = true;
-                self.head = None;
-                self.approval = Some((token, pending));
+                self.request = RequestState::Approval(token, pending);
                 Action::Pause
             }
             Err(s) => {
@@ -134,7 +133,10 @@ impl Filter {
     /// upstream, so its reserved quota goes back.
     #[inline]
     pub(super) fn abandon_approval(&mut self) {
-        if let Some((_, pending)) = self.approval.take() {
+        if !matches!(self.request, RequestState::Approval(..)) {
+            return;
+        }
+        if let RequestState::Approval(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) {
             self.release_held();
             if let (Some(policy), Some(adm)) = (self.policy.as_ref(), pending.admission.as_ref()) {
                 let max_tracked_grants = policy.gateway.max_tracked_grants;

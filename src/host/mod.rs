@@ -27,10 +27,9 @@ use metrics::Metrics;
 use root::Root;
 
 use crate::gate::{PendingApproval, RequestHead};
-use crate::json::Json;
 use crate::policy::Policy;
 use crate::ratelimit::{GrantId, SharedStore, StoreError};
-use crate::toolslist;
+use crate::response::ResponseFilter;
 
 proxy_wasm::main! {{
     // Host calls such as get_log_level are refused during _initialize; on_vm_start refines this.
@@ -76,47 +75,38 @@ struct Filter {
     id: u32,
     policy: Option<Rc<Policy>>,
     metrics: Rc<Metrics>,
-    /// Set while a POST body is being buffered.
-    head: Option<RequestHead>,
-    decided: bool,
-    /// Ids of the forwarded `tools/list` requests whose response must be filtered.
-    list_ids: Vec<Json>,
-    /// Which responses may carry a tool list that must be filtered.
-    inspect: Inspect,
-    /// The SSE filter of a streamed response.
-    sse: Option<toolslist::SseStream>,
-    /// How the response is being filtered, once its headers said so.
-    list_mode: Option<ListMode>,
-    /// The response could not be filtered and was replaced by an error; drop the rest.
-    list_failed: bool,
+    /// How far the request got.
+    request: RequestState,
+    /// The response side: what the response is inspected for, and how far it got.
+    response: ResponseFilter,
     /// Envoy's `x-request-id`, for the audit log.
     request_id: Option<String>,
-    /// The call held while the approval service is asked, with the callout's token.
-    approval: Option<(u32, PendingApproval)>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
     session_grant: Option<crate::ratelimit::GrantId>,
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
-    /// The request held while the rate limit service is asked, with the callout's token.
-    rls: Option<(u32, crate::rls::Pending)>,
 }
 
-/// Which responses are inspected for tool lists (only when the policy removes tools from lists).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Inspect {
-    Nothing,
-    /// The reply to a `tools/list` request: JSON or SSE; anything else is refused.
-    ListReply,
-    /// Any other forwarded request (including GET streams): SSE replies only, since a tool list
-    /// can arrive on any stream (resumed streams, the GET stream).
-    AnyStream,
+/// How far a request got: its headers, its body, a callout it is held for, or its decision.
+enum RequestState {
+    /// The headers are not judged yet.
+    Headers,
+    /// A POST body is being buffered; the head is judged with it.
+    Body(RequestHead),
+    /// Held while the approval service is asked, with the callout's token.
+    Approval(u32, PendingApproval),
+    /// Held while the rate limit service is asked, with the callout's token.
+    Rls(u32, crate::rls::Pending),
+    /// Decided: forwarded or answered locally.
+    Decided,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListMode {
-    Json,
-    Sse,
+impl RequestState {
+    /// Is a body awaited (the headers asked for it, and nothing was decided yet)?
+    fn wants_body(&self) -> bool {
+        matches!(self, RequestState::Body(_))
+    }
 }
 
 impl Context for Filter {

@@ -5,10 +5,11 @@ use log::{info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
-use super::{now_ms, Filter, HostStore, Inspect};
+use super::{now_ms, Filter, HostStore, RequestState};
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
 use crate::reply::{code, Reply, RpcError};
+use crate::response::ResponseFilter;
 
 impl Filter {
     /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
@@ -20,8 +21,7 @@ impl Filter {
         if let Some(pending) = outcome.rls.take() {
             return self.ask_rls(*pending);
         }
-        self.decided = true;
-        self.head = None;
+        self.request = RequestState::Decided;
         let d = &outcome.decision;
         self.metrics.record(d);
         if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
@@ -50,15 +50,8 @@ impl Filter {
         }
         match outcome.reply {
             None => {
-                // Responses are inspected only when the policy removes tools from tools/list.
-                if self.policy.as_ref().is_some_and(|p| p.filters_tools_list()) {
-                    self.list_ids = outcome
-                        .tools_list_ids
-                        .iter()
-                        .filter_map(|id| crate::json::parse(id.raw().as_bytes()).ok())
-                        .collect();
-                    self.inspect =
-                        if outcome.tools_list_ids.is_empty() { Inspect::AnyStream } else { Inspect::ListReply };
+                if let Some(policy) = self.policy.as_ref() {
+                    self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);
                 }
                 Action::Continue
             }
@@ -80,7 +73,7 @@ impl Filter {
     /// No policy (cannot happen once Envoy accepted the config): refuse everything.
     pub(super) fn unconfigured(&mut self) -> Action {
         let err = RpcError::new(code::INVALID_REQUEST, "unavailable", "policy not loaded", "policy not loaded");
-        self.decided = true;
+        self.request = RequestState::Decided;
         self.send(Reply { status: 503, headers: vec![], body: err.to_json(&crate::mcp::Id::null()) })
     }
 
@@ -88,7 +81,8 @@ impl Filter {
         let Some(policy) = self.policy.clone() else {
             return self.unconfigured();
         };
-        let Some(head) = self.head.take() else {
+        // Callers check `wants_body` first.
+        let RequestState::Body(head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
             return Action::Continue;
         };
         let body = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size) {
@@ -162,7 +156,7 @@ impl Filter {
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {
-                self.head = Some(head);
+                self.request = RequestState::Body(head);
                 Action::Continue
             }
         }
@@ -170,7 +164,7 @@ impl Filter {
 
     #[inline]
     pub(super) fn request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        if self.decided || self.head.is_none() {
+        if !self.request.wants_body() {
             return Action::Continue;
         }
         let Some(policy) = self.policy.clone() else {
@@ -189,7 +183,7 @@ impl Filter {
     #[inline]
     pub(super) fn request_trailers(&mut self) -> Action {
         // HTTP/2 bodies that end with trailers never see end_of_stream in the body callback.
-        if self.decided || self.head.is_none() {
+        if !self.request.wants_body() {
             return Action::Continue;
         }
         self.decide_body(usize::MAX)

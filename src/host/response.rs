@@ -1,15 +1,14 @@
-//! The response side: the bound `Mcp-Session-Id` handed out, and `tools/list` results filtered
-//! (`crate::toolslist`) when the policy hides tools; a response that cannot be filtered is refused (502).
+//! The response side: the bound `Mcp-Session-Id` handed out, and the response plan and chunk
+//! filter of `crate::response` acted on (`tools/list` results filtered when the policy hides tools;
+//! a response that cannot be filtered is refused, 502).
 
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
-use super::{Filter, Inspect, ListMode};
+use super::Filter;
 use crate::gate;
-use crate::http;
-use crate::reply::{code, Reply, RpcError};
-use crate::toolslist;
+use crate::response::{BadUpstream, HostOp, Plan, Step};
 
 impl Filter {
     #[inline]
@@ -26,154 +25,72 @@ impl Filter {
                 }
             }
         }
-        if self.inspect == Inspect::Nothing || end_of_stream {
-            return Action::Continue;
-        }
         let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
-        let content_type = header("content-type").unwrap_or_default();
-        let mode = if http::is_media_type(&content_type, "text/event-stream") {
-            ListMode::Sse
-        } else if self.inspect != Inspect::ListReply {
-            // A JSON reply to another request answers that request only: not a tool list.
-            return Action::Continue;
-        } else if http::is_media_type(&content_type, "application/json") {
-            ListMode::Json
-        } else if header(":status").as_deref() == Some(&b"202"[..]) {
-            // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
-            // the reply comes on the SSE stream, which is filtered there.
-            return Action::Continue;
-        } else {
-            return self.bad_gateway("the tools/list response has an unexpected content type");
-        };
-        if let Some(enc) = header("content-encoding") {
-            if !http::is_identity_encoding(&enc) {
-                return self.bad_gateway("the response is content-encoded and its tool list cannot be filtered");
+        match self.response.on_headers(end_of_stream, header) {
+            Plan::PassThrough => Action::Continue,
+            Plan::FilterJson | Plan::FilterSse => {
+                // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter
+                // that pauses response headers never sees the body. So a body that later turns out
+                // unfilterable is replaced by a JSON-RPC error under the status already sent.
+                let _ = hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, "content-length", None);
+                Action::Continue
             }
+            Plan::Refuse(bad) => self.refuse_response(bad),
         }
-        if !http::charset_is_utf8(&content_type) {
-            // Clients decode by the declared charset; the filter reads UTF-8. They must agree.
-            return self.bad_gateway("the response declares a charset other than utf-8");
-        }
-        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
-        let too_long = header("content-length")
-            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
-            .is_some_and(|len| len > policy.gateway.max_response_bytes);
-        if mode == ListMode::Json && too_long {
-            return self.bad_gateway("the tools/list response exceeds gateway.max_response_bytes");
-        }
-        if mode == ListMode::Sse {
-            self.sse = Some(toolslist::SseStream::new(policy.gateway.max_response_bytes));
-        }
-        self.list_mode = Some(mode);
-        // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter that
-        // pauses response headers never sees the body. So a body that later turns out unfilterable
-        // is replaced by a JSON-RPC error under the status already sent (see `fail_list`).
-        let _ = hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, "content-length", None);
-        Action::Continue
     }
 
     #[inline]
     pub(super) fn response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        if self.list_failed {
-            // The error already went out: drop the rest of the unfiltered stream.
-            let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, b"");
-            return Action::Continue;
-        }
-        let Some(mode) = self.list_mode else { return Action::Continue };
-        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
-        let hidden = |name: &str| policy.is_unlisted(name);
-        if mode == ListMode::Sse {
-            // Streamed: complete events are filtered and passed on at once; a partial event waits.
-            let chunk = match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
-                Ok(b) => b.unwrap_or_default(),
-                Err(s) => {
-                    return self.fail_list(mode, body_size, end_of_stream, &format!("cannot read the response: {s:?}"))
+        let step = match self.response.on_body(body_size, end_of_stream) {
+            Step::Read => match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
+                Ok(chunk) => {
+                    let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+                    let chunk = chunk.unwrap_or_default();
+                    self.response.on_chunk(&chunk, end_of_stream, &|name| policy.is_unlisted(name))
                 }
-            };
-            let Some(stream) = self.sse.as_mut() else { return Action::Continue };
-            return match stream.push(&chunk, end_of_stream, &self.list_ids, &hidden) {
-                Ok((out, removed)) => {
-                    if out != chunk {
-                        if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &out) {
-                            return self.fail_list(mode, body_size, end_of_stream, &format!("cannot rewrite: {s:?}"));
-                        }
-                    }
-                    if removed > 0 {
-                        self.metrics.tools_removed(removed);
-                    }
-                    Action::Continue
-                }
-                Err(e) => self.fail_list(mode, body_size, end_of_stream, &e.to_string()),
-            };
-        }
-        if body_size > policy.gateway.max_response_bytes {
-            return self.fail_list(
-                mode,
-                body_size,
-                end_of_stream,
-                "the tools/list response exceeds gateway.max_response_bytes",
-            );
-        }
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        let body = match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
-            Ok(b) => b.unwrap_or_default(),
-            Err(s) => return self.bad_gateway(&format!("cannot read the response body: {s:?}")),
+                Err(s) => Step::Fail(self.response.host_failed(HostOp::Read, &s, end_of_stream)),
+            },
+            step => step,
         };
-        match toolslist::filter_json(&body, &self.list_ids, &hidden) {
-            Ok((new_body, removed)) => {
-                self.list_mode = None;
+        match step {
+            Step::Pass | Step::Read => Action::Continue,
+            Step::Hold => Action::Pause,
+            Step::Write { bytes, removed } => {
+                if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &bytes) {
+                    let bad = self.response.host_failed(HostOp::Write, &s, end_of_stream);
+                    return self.replace_body(body_size, bad);
+                }
                 if removed > 0 {
-                    if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &new_body) {
-                        return self.fail_list(
-                            mode,
-                            body_size,
-                            true,
-                            &format!("cannot rewrite the response body: {s:?}"),
-                        );
-                    }
                     self.metrics.tools_removed(removed);
                 }
                 Action::Continue
             }
-            Err(e) => self.fail_list(mode, body_size, true, &e.to_string()),
+            Step::Drop => {
+                let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, b"");
+                Action::Continue
+            }
+            Step::Fail(bad) => self.replace_body(body_size, bad),
         }
     }
 
-    /// A `tools/list` body that cannot be filtered after its headers went out: replace it with a
-    /// JSON-RPC error (framed as one SSE event in SSE mode) and drop whatever else the server sends.
-    fn fail_list(&mut self, mode: ListMode, body_size: usize, end_of_stream: bool, why: &str) -> Action {
-        let text = self.list_error(why);
-        let body = match mode {
-            ListMode::Json => text,
-            ListMode::Sse => format!("event: message\ndata: {text}\n\n"),
-        };
-        if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, body.as_bytes()).is_err() {
+    /// A body that cannot be filtered after its headers went out: the error replaces it.
+    fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> Action {
+        self.count_bad(&bad);
+        if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
             let _ = hostcalls::reset_http_response();
         }
-        self.list_mode = None;
-        self.list_failed = !end_of_stream;
         Action::Continue
     }
 
-    /// A `tools/list` response that cannot be filtered, found from its headers: 502, never the
-    /// unfiltered list.
-    fn bad_gateway(&mut self, why: &str) -> Action {
-        let body = self.list_error(why);
-        self.list_mode = None;
-        self.list_ids.clear();
-        self.send(Reply { status: 502, headers: vec![], body })
+    /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
+    fn refuse_response(&mut self, bad: BadUpstream) -> Action {
+        self.count_bad(&bad);
+        self.send(bad.reply())
     }
 
-    /// Log and count a response whose tool list cannot be filtered; the JSON-RPC error (−31006)
-    /// that replaces it, with the tools/list request's id where there is one.
-    fn list_error(&self, why: &str) -> String {
-        warn!("[ctx {}] tools/list response refused: {why}", self.id);
+    /// Log and count a response whose tool list cannot be filtered (counted as invalid).
+    fn count_bad(&self, bad: &BadUpstream) {
+        warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response();
-        let err =
-            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
-        let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
-        err.to_json(&id)
     }
 }

@@ -8,7 +8,7 @@ use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType};
 
-use super::{now_ms, Filter};
+use super::{now_ms, Filter, RequestState};
 use crate::rls::{self, Answer, Pending};
 
 /// Largest answer read, in bytes; a longer one is a bad answer.
@@ -40,9 +40,7 @@ impl Filter {
         };
         match hostcalls::dispatch_grpc_call(upstream, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
             Ok(token) => {
-                self.decided = true;
-                self.head = None;
-                self.rls = Some((token, pending));
+                self.request = RequestState::Rls(token, pending);
                 Action::Pause
             }
             Err(s) => {
@@ -55,11 +53,12 @@ impl Filter {
 
     /// The answer to [`Filter::ask_rls`]: forward (resume) or answer locally.
     pub(super) fn on_rls_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
-        let Some((token, pending)) = self.rls.take() else { return };
-        if token != token_id {
-            self.rls = Some((token, pending));
+        if !matches!(self.request, RequestState::Rls(token, _) if token == token_id) {
             return;
         }
+        let RequestState::Rls(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) else {
+            return;
+        };
         let Some(policy) = self.policy.clone() else {
             self.unconfigured();
             return;

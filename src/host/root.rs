@@ -9,10 +9,11 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType};
 
 use super::metrics::Metrics;
-use super::{Filter, HostStore, Inspect};
+use super::{Filter, HostStore, RequestState};
 use crate::config;
 use crate::policy::Policy;
 use crate::ratelimit;
+use crate::response::ResponseFilter;
 
 pub(super) struct Root {
     id: u32,
@@ -88,18 +89,11 @@ impl RootContext for Root {
             id: context_id,
             policy: self.policy.clone(),
             metrics: Rc::clone(&self.metrics),
-            head: None,
-            decided: false,
-            inspect: Inspect::Nothing,
-            list_ids: Vec::new(),
-            list_mode: None,
-            sse: None,
-            list_failed: false,
+            request: RequestState::Headers,
+            response: ResponseFilter::pass(),
             request_id: None,
-            approval: None,
             session_grant: None,
             held: None,
-            rls: None,
         }))
     }
 

@@ -70,11 +70,13 @@ pub fn filter_sse(
 mod tests {
     use super::*;
 
-    fn hide(name: &str) -> bool {
+    /// The hidden tools of these tests.
+    pub(super) fn hide(name: &str) -> bool {
         name.starts_with("delete_") || name == "*secret"
     }
 
-    fn id(n: &str) -> Vec<Json> {
+    /// The request ids `[n]` (`n` a JSON text).
+    pub(super) fn id(n: &str) -> Vec<Json> {
         vec![json::parse(n.as_bytes()).unwrap()]
     }
 

@@ -13,11 +13,14 @@ pub struct SseStream {
     at_start: bool,
     /// Largest incomplete event held, in bytes.
     max_pending: usize,
+    /// Where in `tail` the search for an event's end resumes: the start of its last incomplete
+    /// line (the lines before it are complete and not blank), so each byte is scanned about once.
+    scanned: usize,
 }
 
 impl SseStream {
     pub fn new(max_pending: usize) -> Self {
-        SseStream { tail: Vec::new(), at_start: true, max_pending }
+        SseStream { tail: Vec::new(), at_start: true, max_pending, scanned: 0 }
     }
 
     /// Feed the next chunk (`end`: it is the last). Returns the bytes to pass on now and how many
@@ -30,9 +33,20 @@ impl SseStream {
         hidden: &dyn Fn(&str) -> bool,
     ) -> Result<(Vec<u8>, usize), ListError> {
         self.tail.extend_from_slice(chunk);
-        let split = if end { self.tail.len() } else { last_event_end(&self.tail) };
-        let rest = self.tail.split_off(split);
-        let done = std::mem::replace(&mut self.tail, rest);
+        let split = if end {
+            self.tail.len()
+        } else {
+            let (split, resume) = last_event_end(&self.tail, self.scanned);
+            self.scanned = resume.saturating_sub(split);
+            split
+        };
+        // Nothing complete yet: keep holding the tail as it is (no copy).
+        let done = if split == 0 {
+            Vec::new()
+        } else {
+            let rest = self.tail.split_off(split);
+            std::mem::replace(&mut self.tail, rest)
+        };
         if self.tail.len() > self.max_pending {
             return Err(ListError::Unreadable("an SSE event exceeds gateway.max_response_bytes".into()));
         }
@@ -55,16 +69,18 @@ impl SseStream {
     }
 }
 
-/// The byte offset just after the last blank line (the end of the last complete event), or 0.
-/// A CR at the very end may be the first half of a CRLF, so it does not end a line yet.
-fn last_event_end(data: &[u8]) -> usize {
+/// The byte offset just after the last blank line (the end of the last complete event), or 0, and
+/// where the last incomplete line starts. The search starts at `from`, the start of a line after
+/// which no blank line was seen. A CR at the very end may be the first half of a CRLF, so it does not
+/// end a line yet.
+fn last_event_end(data: &[u8], from: usize) -> (usize, usize) {
     let mut boundary = 0;
-    let mut line_start = 0;
-    let mut i = 0;
+    let mut line_start = from;
+    let mut i = from;
     while i < data.len() {
         let term = match (data.get(i), data.get(i + 1)) {
             (Some(b'\r'), Some(b'\n')) => 2,
-            (Some(b'\r'), None) => return boundary,
+            (Some(b'\r'), None) => return (boundary, line_start),
             (Some(b'\r' | b'\n'), _) => 1,
             _ => {
                 i += 1;
@@ -77,7 +93,7 @@ fn last_event_end(data: &[u8]) -> usize {
         i += term;
         line_start = i;
     }
-    boundary
+    (boundary, line_start)
 }
 
 /// Filter complete events (and, at the end of a stream, an unterminated last one).
@@ -195,14 +211,7 @@ fn flush_event(
 mod tests {
     use super::*;
     use crate::toolslist::filter_sse;
-
-    fn hide(name: &str) -> bool {
-        name.starts_with("delete_") || name == "*secret"
-    }
-
-    fn id(n: &str) -> Vec<Json> {
-        vec![json::parse(n.as_bytes()).unwrap()]
-    }
+    use crate::toolslist::tests::{hide, id};
 
     #[test]
     fn sse_unterminated_last_event_and_bom_are_filtered() {
@@ -253,6 +262,33 @@ mod tests {
             out.extend(more);
             n += m;
             assert_eq!((out.as_slice(), n), (whole.as_slice(), 1), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn streams_fed_byte_by_byte_give_the_whole_streams_bytes() {
+        let stream = concat!(
+            "\u{feff}: c\r\n\r\nevent: message\rdata: {\"id\":9,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}\r\r",
+            "data: {\"id\":8,\"result\":{\"tools\":[{\"name\":\"é\"},{\"name\":\"delete_x\"}]}}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\r\ndata: \"method\":\"x\"}\r\n\r\nretry: 5",
+        );
+        let (whole, n) = filter_sse(stream.as_bytes(), &[], &hide).unwrap();
+        assert_eq!(n, 2);
+        for step in [1, 2, 3, 7] {
+            let mut s = SseStream::new(1 << 20);
+            let (mut out, mut removed) = (Vec::new(), 0);
+            let chunks: Vec<&[u8]> = stream.as_bytes().chunks(step).collect();
+            for (i, chunk) in chunks.iter().enumerate() {
+                let last = i + 1 == chunks.len();
+                let (more, m) = s.push(chunk, last, &[], &hide).unwrap();
+                out.extend(more);
+                removed += m;
+                // Every complete event went out at once: only the bytes after the last blank line wait.
+                let fed = &stream.as_bytes()[..((i + 1) * step).min(stream.len())];
+                let held = if last { &[][..] } else { &fed[last_event_end(fed, 0).0..] };
+                assert_eq!(s.tail, held, "chunks of {step}, after {}", fed.len());
+            }
+            assert_eq!((out.as_slice(), removed), (whole.as_slice(), 2), "chunks of {step}");
         }
     }
 
