@@ -8,7 +8,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{Filter, Inspect, ListMode};
 use crate::gate;
 use crate::http;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::Refusal;
 use crate::toolslist;
 
 impl Filter {
@@ -144,7 +144,7 @@ impl Filter {
     /// A `tools/list` body that cannot be filtered after its headers went out: replace it with a
     /// JSON-RPC error (framed as one SSE event in SSE mode) and drop whatever else the server sends.
     fn fail_list(&mut self, mode: ListMode, body_size: usize, end_of_stream: bool, why: &str) -> Action {
-        let text = self.list_error(why);
+        let text = self.list_error(why).body;
         let body = match mode {
             ListMode::Json => text,
             ListMode::Sse => format!("event: message\ndata: {text}\n\n"),
@@ -160,20 +160,19 @@ impl Filter {
     /// A `tools/list` response that cannot be filtered, found from its headers: 502, never the
     /// unfiltered list.
     fn bad_gateway(&mut self, why: &str) -> Action {
-        let body = self.list_error(why);
+        let reply = self.list_error(why);
         self.list_mode = None;
         self.list_ids.clear();
-        self.send(Reply { status: 502, headers: vec![], body })
+        self.send(reply)
     }
 
-    /// Log and count a response whose tool list cannot be filtered; the JSON-RPC error (−31006)
-    /// that replaces it, with the tools/list request's id where there is one.
-    fn list_error(&self, why: &str) -> String {
+    /// Log and count a response whose tool list cannot be filtered; the local reply (502, −31006
+    /// `bad_upstream_response`) that replaces it, with the tools/list request's id where there is one.
+    fn list_error(&self, why: &str) -> crate::reply::Reply {
         warn!("[ctx {}] tools/list response refused: {why}", self.id);
-        self.metrics.record_bad_response();
-        let err =
-            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
+        let refusal = Refusal::BadUpstreamResponse { why: why.to_owned() };
+        self.metrics.record_bad_response(&refusal);
         let id = self.list_ids.first().map_or_else(crate::mcp::Id::null, crate::mcp::Id::of);
-        err.to_json(&id)
+        refusal.reply(&id)
     }
 }
