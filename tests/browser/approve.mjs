@@ -3,11 +3,11 @@
 //
 // Environment:
 //   APPROVALS_URL   base URL of mcp-approvals (required)
-//   SCENARIO        approve | enter-in-note | wrong-token | live-update | screenshot
+//   SCENARIO        approve | enter-in-note | wrong-token | live-update | screenshot | markup
 //   APPROVER_NAME, APPROVER_TOKEN   the login
-//   APPROVAL_ID     (approve) the approval to decide; its row must be on the page
+//   APPROVAL_ID     (approve, enter-in-note, markup) the approval to decide; its row must be on the page
 //   EXPECT_TEXT     (approve, screenshot) JSON array of strings the pending row must show
-//   NOTE            (approve) the note typed into the form
+//   NOTE            (approve, markup) the note typed into the form
 //   SCREENSHOT      a PNG path: the page with the pending call, before deciding (1366x768)
 //   CHROMIUM        executable (default /usr/bin/chromium)
 //   TIMEOUT_MS      per-step timeout (default 15000)
@@ -134,6 +134,31 @@ const scenarios = {
       if (Date.now() > deadline) fail(`no new pending call appeared within ${timeout} ms (still ${JSON.stringify(ids)})`);
       await page.waitForTimeout(100);
     }
+  },
+
+  async markup(page) {
+    // Arguments and a note carrying markup: shown as text, nothing runs (no dialog), no element of
+    // theirs on the page; denied with the note from the approval's own page.
+    const id = env.APPROVAL_ID || fail('APPROVAL_ID is required');
+    const dialogs = [];
+    page.on('dialog', async (d) => { dialogs.push(d.message()); await d.dismiss(); });
+    await login(page, env.APPROVER_NAME, env.APPROVER_TOKEN);
+    await page.goto(`${base}/approvals/${id}`, { waitUntil: 'load' });
+    const card = page.locator(`article[data-approval-id="${id}"]`);
+    const args_text = await card.locator('pre.arguments').innerText();
+    const injected = await page.locator('img, svg, iframe, textarea').count();
+    await card.locator('input[name="note"]').fill(env.NOTE || '');
+    await Promise.all([
+      page.waitForNavigation({ waitUntil: 'load', timeout }),
+      card.locator('button[value="deny"]').click(),
+    ]);
+    const note_text = await page.locator(`article[data-approval-id="${id}"] p.note`).innerText();
+    return {
+      dialogs, args_text, injected, note_text,
+      injected_after: await page.locator('img, svg, iframe, textarea').count(),
+      scripts: await page.locator('script').count(),
+      url: page.url(),
+    };
   },
 
   async screenshot(page) {

@@ -7,6 +7,7 @@ and the filter to tests/cases/recorder.py.
 - Enter in the note field decides nothing (it would otherwise press Approve).
 - A wrong token shows the login error and no session.
 - The page shows a new pending call on its own (the script never reloads it).
+- Arguments and a note carrying markup are shown as text: no dialog, no element of theirs.
 - The page with one pending call at 1366x768, saved to docs/approvals-page.png by `make screenshot`
   (MCP_SCREENSHOT_OUT set).
 
@@ -164,6 +165,26 @@ def test_page_shows_a_new_pending_call_without_reloading(agent):
     result = run_browser(agent.svc, "live-update", on_ready=on_ready, TIMEOUT_MS="20000")
     assert result["added"] == [made["id"]]
     assert "start_vm" in result["text"]
+
+
+MARKUP_ARGS = {"node": "<script>alert(1)</script>", '"><img src=x onerror=alert(2)>': "</textarea><img src=x onerror=alert(3)>"}
+MARKUP_NOTE = "<img src=x onerror=alert(4)></textarea><script>alert(5)</script>"
+
+
+def test_markup_in_arguments_and_note_stays_text(agent):
+    r = post(agent.envoy.mcp_url, tool_call("start_vm", MARKUP_ARGS, 1), headers_for("browser-agent-markup"))
+    assert r.error["code"] == -31007, r.body
+    approval_id = r.error["data"]["approval_id"]
+    result = run_browser(agent.svc, "markup", APPROVAL_ID=approval_id, NOTE=MARKUP_NOTE)
+    assert result["dialogs"] == []
+    assert (result["injected"], result["injected_after"], result["scripts"]) == (0, 0, 2), result
+    assert result["args_text"] == ('{\n  "node": "<script>alert(1)</script>",\n'
+                                   '  "\\"><img src=x onerror=alert(2)>": "</textarea><img src=x onerror=alert(3)>"\n}')
+    assert result["note_text"] == "note: " + MARKUP_NOTE
+    assert result["url"].endswith(f"/approvals/{approval_id}")
+    decided = agent.svc.get(approval_id)
+    assert (decided["state"], decided["note"]) == ("denied", MARKUP_NOTE)
+    assert harness.recorder_lines(agent.log) == []
 
 
 def test_screenshot_of_one_pending_call(agent, tmp_path):

@@ -3,40 +3,41 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use maud::{html, Markup};
 
 use super::arguments::visible;
 use super::card::{card, View, LIST_ARGUMENTS_MAX};
 use super::guard::{redirect, session};
-use super::layout::{esc, flash, page, rfc3339, top};
+use super::layout::{flash, page, rfc3339, top};
 use crate::auth::Session;
 use crate::store::{Approval, Listed, PendingPage};
 use crate::{App, Error};
 
-fn recent_table(list: &[Approval]) -> String {
+/// The last decisions: when, state, tool, grant, approver, note and a link.
+fn recent_table(list: &[Approval]) -> Markup {
     if list.is_empty() {
-        return "<p class=\"muted\">No decisions yet.</p>".to_string();
+        return html! { p.muted { "No decisions yet." } };
     }
-    let mut h = String::from(
-        "<table id=\"recent\"><thead><tr><th>when</th><th>state</th><th>tool</th><th>grant</th><th>approver</th>\
-         <th>note</th><th>approval</th></tr></thead><tbody>",
-    );
-    for a in list {
-        let when = a.consumed_at.or(a.decided_at).unwrap_or(a.expires_at);
-        h.push_str(&format!(
-            "<tr class=\"decision\" data-approval-id=\"{id}\"><td><time datetime=\"{w}\">{w}</time></td>\
-             <td class=\"state state-{st}\">{st}</td><td class=\"tool\">{tool}</td><td class=\"mono\">{grant}</td>\
-             <td class=\"approver\">{who}</td><td class=\"note\">{note}</td><td><a class=\"mono\" href=\"/approvals/{id}\">{id}</a></td></tr>",
-            id = esc(&a.id),
-            w = rfc3339(when),
-            st = a.state.as_str(),
-            tool = esc(&visible(&a.tool).0),
-            grant = esc(&a.grant),
-            who = esc(a.approver.as_deref().unwrap_or("—")),
-            note = esc(&a.note),
-        ));
+    html! {
+        table #recent {
+            thead { tr { th { "when" } th { "state" } th { "tool" } th { "grant" } th { "approver" } th { "note" } th { "approval" } } }
+            tbody {
+                @for a in list {
+                    @let when = rfc3339(a.consumed_at.or(a.decided_at).unwrap_or(a.expires_at));
+                    @let state = a.state.as_str();
+                    tr.decision data-approval-id=(a.id) {
+                        td { time datetime=(when) { (when) } }
+                        td class={ "state state-" (state) } { (state) }
+                        td.tool { (visible(&a.tool).0) }
+                        td.mono { (a.grant) }
+                        td.approver { (a.approver.as_deref().unwrap_or("—")) }
+                        td.note { (a.note) }
+                        td { a.mono href={ "/approvals/" (a.id) } { (a.id) } }
+                    }
+                }
+            }
+        }
     }
-    h.push_str("</tbody></table>");
-    h
 }
 
 /// Most pending cards on `/` (the oldest).
@@ -73,65 +74,51 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Response {
         Err(e) => return Error::Internal(format!("render task: {e}")).into_response(),
     };
     let title = if total == 0 { "MCP approvals".to_string() } else { format!("({total}) MCP approvals") };
-    page(&title, &body, Some(version), StatusCode::OK)
+    page(&title, body, Some(version), StatusCode::OK)
 }
 
-/// A grant label for the page: at most 64 characters, in printable ASCII, HTML-escaped.
-fn grant_html(g: &str) -> String {
+/// A grant label for the page: at most 64 characters, in printable ASCII.
+fn grant_shown(g: &str) -> String {
     let mut cut: String = g.chars().take(64).collect();
     let truncated = cut.len() < g.len();
     cut = visible(&cut).0;
     if truncated {
         cut.push_str("...");
     }
-    esc(&cut)
+    cut
 }
 
 /// The body of `GET /`.
-fn index_body(s: &Session, pending: &PendingPage, recent: &[Approval], now: i64) -> String {
+fn index_body(s: &Session, pending: &PendingPage, recent: &[Approval], now: i64) -> Markup {
     let total = pending.total;
-    let mut body = top(s);
-    body.push_str(&flash(s));
-    body.push_str(&format!("<h2>Pending <span class=\"muted\" id=\"pending-count\">({total})</span></h2>"));
-    if pending.grants_total > 1 {
-        // A flood by one or a few grants is visible at once.
-        let counts: Vec<String> = pending
-            .grants
-            .iter()
-            .map(|g| {
-                format!(
-                    "<span class=\"grant-count\" data-grant-id=\"{}\"><span class=\"mono\">{}</span>: {}</span>",
-                    esc(&g.grant_id),
-                    grant_html(&g.grant),
-                    g.pending
-                )
-            })
-            .collect();
-        let more = pending.grants_total - i64::try_from(pending.grants.len()).unwrap_or(0);
-        let more = if more > 0 { format!(" · {more} more grants") } else { String::new() };
-        body.push_str(&format!(
-            "<p class=\"muted\" id=\"pending-by-grant\">by grant ({} grants): {}{more}</p>",
-            pending.grants_total,
-            counts.join(" · ")
-        ));
+    let more = pending.grants_total - i64::try_from(pending.grants.len()).unwrap_or(0);
+    html! {
+        (top(s))
+        (flash(s))
+        h2 { "Pending " span.muted #pending-count { "(" (total) ")" } }
+        @if pending.grants_total > 1 {
+            // A flood by one or a few grants is visible at once.
+            p.muted #pending-by-grant {
+                "by grant (" (pending.grants_total) " grants): "
+                @for (i, g) in pending.grants.iter().enumerate() {
+                    @if i > 0 { " · " }
+                    span.grant-count data-grant-id=(g.grant_id) { span.mono { (grant_shown(&g.grant)) } ": " (g.pending) }
+                }
+                @if more > 0 { " · " (more) " more grants" }
+            }
+        }
+        @if usize::try_from(total).unwrap_or(usize::MAX) > pending.list.len() {
+            p.muted #pending-shown { "showing the oldest " (pending.list.len()) " of " (total) }
+        }
+        section #pending {
+            @if pending.list.is_empty() { p.empty.muted { "No pending approvals." } }
+            @for Listed { approval, arguments_bytes } in &pending.list {
+                (card(approval, *arguments_bytes, s, now, "/", View::List))
+            }
+        }
+        h2 { "Recent decisions" }
+        section #decisions { (recent_table(recent)) }
     }
-    if usize::try_from(total).unwrap_or(usize::MAX) > pending.list.len() {
-        body.push_str(&format!(
-            "<p class=\"muted\" id=\"pending-shown\">showing the oldest {} of {total}</p>",
-            pending.list.len()
-        ));
-    }
-    body.push_str("<section id=\"pending\">");
-    if pending.list.is_empty() {
-        body.push_str("<p class=\"empty muted\">No pending approvals.</p>");
-    }
-    for Listed { approval, arguments_bytes } in &pending.list {
-        body.push_str(&card(approval, *arguments_bytes, s, now, "/", View::List));
-    }
-    body.push_str("</section><h2>Recent decisions</h2><section id=\"decisions\">");
-    body.push_str(&recent_table(recent));
-    body.push_str("</section>");
-    body
 }
 
 /// `GET /ui/version`: changes whenever an approval is opened, decided, consumed or expired.

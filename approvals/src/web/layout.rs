@@ -1,29 +1,19 @@
 //! What every page shares: the HTML document around a body (with the CSP and the scripts), the
-//! header with the approver and Sign out, the flash message, times, and HTML escaping.
+//! header with the approver and Sign out, the flash message, and times.
+//!
+//! Every page is a `maud` template: each `(…)` splice is HTML-escaped (`&`, `<`, `>`, `"`; all
+//! attribute values are written in double quotes), so a value from a request cannot become markup.
+//! Only the style sheet and the scripts, constants of this crate, are spliced `PreEscaped`.
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use maud::{html, Markup, PreEscaped};
+
 use super::assets::{CSS, HEAD_SCRIPT, SCRIPT};
 use crate::auth::{self, Session};
-
-/// HTML-escapes text for element content and quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 pub(crate) fn rfc3339(t: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_secs(t.max(0).unsigned_abs());
@@ -34,60 +24,64 @@ pub(crate) fn span(secs: i64) -> String {
     humantime::format_duration(Duration::from_secs(secs.max(0).unsigned_abs())).to_string()
 }
 
-pub(crate) fn page(title: &str, body: &str, version: Option<u64>, status: StatusCode) -> Response {
+/// The whole document around `body`: with `version` (a signed-in page) the scripts that hold the
+/// decision buttons after a load and reload the page when `/ui/version` changes.
+pub(crate) fn page(title: &str, body: Markup, version: Option<u64>, status: StatusCode) -> Response {
     let nonce = auth::random_bytes::<16>().map(|b| auth::hex(&b)).unwrap_or_default();
-    let data_version = version.map(|v| format!(" data-version=\"{v}\"")).unwrap_or_default();
-    let (head_script, script) = if version.is_some() {
-        (
-            format!("<script nonce=\"{nonce}\">{HEAD_SCRIPT}</script>"),
-            format!("<script nonce=\"{nonce}\">{SCRIPT}</script>"),
-        )
-    } else {
-        (String::new(), String::new())
+    let html = html! {
+        (PreEscaped("<!doctype html>\n"))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                link rel="icon" href="data:,";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+                @if version.is_some() {
+                    script nonce=(nonce) { (PreEscaped(HEAD_SCRIPT)) }
+                }
+            }
+            "\n"
+            body data-version=[version] {
+                main { "\n" (body) "\n" }
+                @if version.is_some() {
+                    script nonce=(nonce) { (PreEscaped(SCRIPT)) }
+                }
+            }
+        }
+        "\n"
     };
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <link rel=\"icon\" href=\"data:,\"><title>{}</title><style>{CSS}</style>{head_script}</head>\n<body{data_version}><main>\n{body}\n</main>{script}</body></html>\n",
-        esc(title)
-    );
     let csp = format!(
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; connect-src 'self'; \
          form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     );
-    let mut res = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    let mut res = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html.into_string()).into_response();
     if let Ok(v) = HeaderValue::from_str(&csp) {
         res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
     }
     res
 }
 
-pub(crate) fn top(s: &Session) -> String {
-    format!(
-        "<header class=\"top\"><h1><a href=\"/\">MCP approvals</a></h1>\
-         <form method=\"post\" action=\"/logout\"><span class=\"muted\">signed in as <b id=\"approver\">{}</b></span> \
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"logout\">Sign out</button></form></header>",
-        esc(&s.approver),
-        esc(&s.csrf)
-    )
+/// The header: the title linking to `/`, the approver's name and Sign out (with the CSRF token).
+pub(crate) fn top(s: &Session) -> Markup {
+    html! {
+        header.top {
+            h1 { a href="/" { "MCP approvals" } }
+            form method="post" action="/logout" {
+                span.muted { "signed in as " b #approver { (s.approver) } }
+                " "
+                input type="hidden" name="csrf" value=(s.csrf);
+                button type="submit" class="logout" { "Sign out" }
+            }
+        }
+    }
 }
 
-pub(crate) fn flash(s: &Session) -> String {
-    s.flash
-        .as_deref()
-        .map(|f| format!("<p class=\"flash\" id=\"flash\" role=\"status\">{}</p>", esc(f)))
-        .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes() {
-        assert_eq!(
-            esc(r#"<script>alert("x")</script>&'"#),
-            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;"
-        );
+/// The message of the last decision, shown once.
+pub(crate) fn flash(s: &Session) -> Markup {
+    html! {
+        @if let Some(f) = &s.flash {
+            p.flash #flash role="status" { (f) }
+        }
     }
 }

@@ -5,8 +5,10 @@
 //! ASCII only with the same warnings, never clipped. The list page shows only a notice and no
 //! Approve button: a continuation is approved from its own page, after reading the answers.
 
+use maud::{html, Markup};
+
 use super::arguments::{render_json, visible, ESCAPED_BADGE, NUMBERS_BADGE, WHITESPACE_BADGE};
-use super::layout::esc;
+use super::card::badge;
 use crate::store::Approval;
 
 /// The badge of every continuation card.
@@ -15,59 +17,42 @@ pub const CONTINUATION_BADGE: &str =
 
 /// The HTML section of a continuation leg; `full`: the approval's own page (answers shown),
 /// otherwise the list page (notice only).
-pub fn section(a: &Approval, full: bool) -> String {
-    let mut h = format!(
-        "<section class=\"leg\" data-continuation=\"true\"><p class=\"warning\" data-warning=\"continuation\">\
-         <strong class=\"badge\">{}</strong></p>",
-        esc(CONTINUATION_BADGE)
-    );
-    if !full {
-        h.push_str(&format!(
-            "<p class=\"truncated\"><a href=\"/approvals/{}\">open the approval to review the answers</a></p></section>",
-            esc(&a.id)
-        ));
-        return h;
+pub fn section(a: &Approval, full: bool) -> Markup {
+    html! {
+        section.leg data-continuation="true" {
+            (badge("continuation", CONTINUATION_BADGE))
+            @if !full {
+                p.truncated { a href={ "/approvals/" (a.id) } { "open the approval to review the answers" } }
+            } @else {
+                (answers(&a.input_responses))
+                @if let Some(state) = &a.request_state { (request_state(state)) }
+            }
+        }
     }
-    if a.input_responses.is_empty() {
-        h.push_str("<p class=\"meta answers-size\">answers: none sent</p>");
-    } else {
-        let r = render_json(&a.input_responses, "inputResponses");
-        let badge = |kind: &str, text: &str| {
-            format!("<p class=\"warning\" data-warning=\"{kind}\"><strong class=\"badge\">{}</strong></p>", esc(text))
-        };
-        if r.escaped {
-            h.push_str(&badge("answers-escaped", ESCAPED_BADGE));
-        }
-        if r.numbers {
-            h.push_str(&badge("answers-numbers", NUMBERS_BADGE));
-        }
-        if r.whitespace {
-            h.push_str(&badge("answers-whitespace", WHITESPACE_BADGE));
-        }
-        for w in &r.lookalikes {
-            h.push_str(&badge("answers-lookalike", w));
-        }
-        h.push_str(&format!(
-            "<p class=\"meta answers-size\">answers (inputResponses): {} bytes as sent</p>\
-             <pre class=\"arguments input-responses\">{}</pre>",
-            a.input_responses.len(),
-            esc(&r.text)
-        ));
+}
+
+/// The answers (`inputResponses`), pretty-printed with their warnings, never clipped.
+fn answers(raw: &str) -> Markup {
+    if raw.is_empty() {
+        return html! { p class="meta answers-size" { "answers: none sent" } };
     }
-    if let Some(state) = &a.request_state {
-        let (text, escaped) = visible(state);
-        if escaped {
-            h.push_str(&format!(
-                "<p class=\"warning\" data-warning=\"state-escaped\"><strong class=\"badge\">{}</strong></p>",
-                esc(ESCAPED_BADGE)
-            ));
-        }
-        h.push_str(&format!(
-            "<p class=\"meta\">server's request state (opaque, {} bytes):</p><pre class=\"request-state\">{}</pre>",
-            state.len(),
-            esc(&text)
-        ));
+    let r = render_json(raw, "inputResponses");
+    html! {
+        @if r.escaped { (badge("answers-escaped", ESCAPED_BADGE)) }
+        @if r.numbers { (badge("answers-numbers", NUMBERS_BADGE)) }
+        @if r.whitespace { (badge("answers-whitespace", WHITESPACE_BADGE)) }
+        @for w in &r.lookalikes { (badge("answers-lookalike", w)) }
+        p class="meta answers-size" { "answers (inputResponses): " (raw.len()) " bytes as sent" }
+        pre class="arguments input-responses" { (r.text) }
     }
-    h.push_str("</section>");
-    h
+}
+
+/// The server's opaque `requestState`, in printable ASCII.
+fn request_state(state: &str) -> Markup {
+    let (text, escaped) = visible(state);
+    html! {
+        @if escaped { (badge("state-escaped", ESCAPED_BADGE)) }
+        p.meta { "server's request state (opaque, " (state.len()) " bytes):" }
+        pre.request-state { (text) }
+    }
 }

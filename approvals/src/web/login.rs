@@ -6,10 +6,11 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
+use maud::html;
 use serde::Deserialize;
 
 use super::guard::{forbidden, origin_ok, redirect, safe_back, session, COOKIE};
-use super::layout::{esc, page};
+use super::layout::page;
 use crate::auth::ct_str_eq;
 use crate::App;
 
@@ -19,18 +20,19 @@ pub struct NextQuery {
     next: String,
 }
 
+/// The sign-in form; `next`: where to go after signing in (only `/` or an approval's page).
 fn login_page(next: &str, error: Option<&str>, status: StatusCode) -> Response {
-    let err = error.map(|e| format!("<p class=\"error\" id=\"login-error\">{}</p>", esc(e))).unwrap_or_default();
-    let body = format!(
-        "<header class=\"top\"><h1>MCP approvals</h1></header>{err}\
-         <form method=\"post\" action=\"/login\" class=\"login\">\
-         <input type=\"hidden\" name=\"next\" value=\"{}\">\
-         <label>Name<br><input type=\"text\" name=\"name\" autocomplete=\"username\" required autofocus></label>\
-         <label>Token<br><input type=\"password\" name=\"token\" autocomplete=\"current-password\" required></label>\
-         <button type=\"submit\">Sign in</button></form>",
-        esc(safe_back(next))
-    );
-    page("Sign in · MCP approvals", &body, None, status)
+    let body = html! {
+        header.top { h1 { "MCP approvals" } }
+        @if let Some(e) = error { p.error #login-error { (e) } }
+        form method="post" action="/login" class="login" {
+            input type="hidden" name="next" value=(safe_back(next));
+            label { "Name" br; input type="text" name="name" autocomplete="username" required autofocus; }
+            label { "Token" br; input type="password" name="token" autocomplete="current-password" required; }
+            button type="submit" { "Sign in" }
+        }
+    };
+    page("Sign in · MCP approvals", body, None, status)
 }
 
 /// `GET /login`.

@@ -28,6 +28,5 @@ pub use card::{View, LIST_ARGUMENTS_MAX, REQUEST_ID_SHOWN};
 pub use decide::{decision, DecisionForm};
 pub use guard::COOKIE;
 pub use index::{index, version, GRANTS_SHOWN, PENDING_SHOWN};
-pub use layout::esc;
 pub use login::{login, login_form, logout, CsrfForm, LoginForm, NextQuery};
 pub use one::one;

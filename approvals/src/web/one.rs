@@ -3,6 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use maud::html;
 
 use super::arguments::visible;
 use super::card::{card, View};
@@ -26,23 +27,30 @@ pub async fn one(State(app): State<App>, headers: HeaderMap, Path(id): Path<Stri
     } else {
         (None, 0)
     };
-    let mut body = top(&s);
-    body.push_str(&flash(&s));
     match found {
         (Some(a), now) => {
             let back = format!("/approvals/{}", a.id);
-            body.push_str(&card(&a, a.arguments.len(), &s, now, &back, View::Detail));
-            body.push_str("<p><a href=\"/\">All pending approvals</a></p>");
+            let body = html! {
+                (top(&s))
+                (flash(&s))
+                (card(&a, a.arguments.len(), &s, now, &back, View::Detail))
+                p { a href="/" { "All pending approvals" } }
+            };
             page(
                 &format!("{} · MCP approvals", visible(&a.tool).0),
-                &body,
+                body,
                 Some(version.max(app.version())),
                 StatusCode::OK,
             )
         }
         (None, _) => {
-            body.push_str("<p class=\"error\">No such approval.</p><p><a href=\"/\">All pending approvals</a></p>");
-            page("Not found · MCP approvals", &body, None, StatusCode::NOT_FOUND)
+            let body = html! {
+                (top(&s))
+                (flash(&s))
+                p.error { "No such approval." }
+                p { a href="/" { "All pending approvals" } }
+            };
+            page("Not found · MCP approvals", body, None, StatusCode::NOT_FOUND)
         }
     }
 }

@@ -1,144 +1,8 @@
-//! Filtering `tools/list` results (MCP `server/tools`, "Listing Tools").
-//!
-//! The response to a `tools/list` request comes back either as one JSON-RPC response
-//! (`application/json`) or as a Server-Sent Events stream (`text/event-stream`, WHATWG HTML §9.2)
-//! whose events may include notifications before the result. Only the JSON-RPC response whose id
-//! matches the request is rewritten: tools the policy hides are removed from `result.tools`; every
-//! other field of the result (`nextCursor`, `_meta`, …) and of each kept tool is preserved. Every other
-//! SSE event, comment, `id:` and `event:` line is passed through byte for byte.
-//!
-//! Anything that cannot be read with certainty is an error, so the caller answers 502 instead of
-//! passing the unfiltered list.
+//! An SSE stream (WHATWG HTML §9.2) split into events; the `data` of an event carrying a tool list
+//! is filtered, everything else passes byte for byte.
 
+use super::{filter_message, ListError};
 use crate::json::{self, Json};
-
-/// Why a response could not be filtered (the caller answers 502).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListError {
-    /// The body is not the JSON the content type promises.
-    Unreadable(String),
-    /// A response to the request carries a `result.tools` that is not an array of objects with names.
-    Malformed(&'static str),
-}
-
-impl std::fmt::Display for ListError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ListError::Unreadable(e) => write!(f, "unreadable tools/list response: {e}"),
-            ListError::Malformed(e) => write!(f, "malformed tools/list response: {e}"),
-        }
-    }
-}
-
-/// Do two JSON-RPC ids denote the same id? Strings by value, numbers numerically, and a string
-/// that holds a number equals that number: some SDKs (e.g. the MCP Python SDK 2.x) treat `"7"` and
-/// `7` as one id, so a server answering `"7"` must not slip past the filter.
-fn same_id(a: &Json, b: &Json) -> bool {
-    let num_eq = |x: &str, y: &str| crate::conditions::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal);
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => num_eq(x, y),
-        (Json::String(s), Json::Number(n)) | (Json::Number(n), Json::String(s)) => {
-            matches!(json::parse(s.trim().as_bytes()), Ok(Json::Number(t)) if num_eq(&t, n))
-        }
-        _ => a == b,
-    }
-}
-
-/// Filter one parsed JSON-RPC message (or batch of responses) in place where it answers one of
-/// `request_ids`. Returns how many tools were removed, or `None` if nothing in it answers them.
-fn filter_message(
-    msg: &mut Json,
-    request_ids: &[Json],
-    hidden: &dyn Fn(&str) -> bool,
-) -> Result<Option<usize>, ListError> {
-    if let Json::Array(items) = msg {
-        let mut total = None;
-        for item in items {
-            if let Some(n) = filter_one(item, request_ids, hidden)? {
-                total = Some(total.unwrap_or(0) + n);
-            }
-        }
-        return Ok(total);
-    }
-    filter_one(msg, request_ids, hidden)
-}
-
-/// Two member names of one object that a case-insensitive client (Go's `encoding/json`) reads as one:
-/// the client might read a list the filter did not.
-/// Likewise a name that folds to one of `known` without being it (`Result`, `Tools`, `Name`).
-fn check_names(members: &[(String, Json)], known: &[&str]) -> Result<(), ListError> {
-    let names: Vec<std::borrow::Cow<'_, str>> =
-        members.iter().map(|(k, _)| std::borrow::Cow::Borrowed(k.as_str())).collect();
-    if crate::fold::clash(&names).is_some() {
-        return Err(ListError::Malformed("member names equal after case folding"));
-    }
-    if members.iter().any(|(k, _)| crate::fold::near_miss(k, known).is_some()) {
-        return Err(ListError::Malformed("a member name that folds to a JSON-RPC or MCP member without being it"));
-    }
-    Ok(())
-}
-
-fn filter_one(msg: &mut Json, request_ids: &[Json], hidden: &dyn Fn(&str) -> bool) -> Result<Option<usize>, ListError> {
-    let Json::Object(members) = msg else { return Ok(None) };
-    check_names(members, &["jsonrpc", "id", "result", "error", "method", "params"])?;
-    let answers_request = members.iter().any(|(k, v)| k == "id" && request_ids.iter().any(|r| same_id(v, r)));
-    // Fail closed: any result carrying a tool list is filtered, whatever its id says.
-    let carries_tools = members.iter().any(|(k, v)| k == "result" && v.get("tools").is_some());
-    if !answers_request && !carries_tools {
-        return Ok(None);
-    }
-    let Some((_, result)) = members.iter_mut().find(|(k, _)| k == "result") else {
-        return Ok(Some(0)); // an error response: nothing to filter
-    };
-    let Json::Object(result) = result else { return Err(ListError::Malformed("result is not an object")) };
-    check_names(result, &["tools"])?;
-    let Some((_, tools)) = result.iter_mut().find(|(k, _)| k == "tools") else {
-        return Err(ListError::Malformed("result has no tools"));
-    };
-    let Json::Array(items) = tools else { return Err(ListError::Malformed("result.tools is not an array")) };
-    let before = items.len();
-    let mut keep = Vec::with_capacity(before);
-    for tool in items.drain(..) {
-        if let Json::Object(fields) = &tool {
-            check_names(fields, &["name"])?;
-        }
-        let name = tool.get("name").and_then(Json::as_str).ok_or(ListError::Malformed("a tool has no string name"))?;
-        if !hidden(name) {
-            keep.push(tool);
-        }
-    }
-    let removed = before - keep.len();
-    *items = keep;
-    Ok(Some(removed))
-}
-
-/// Filter an `application/json` response body. Returns the new body and the number of tools removed
-/// (the body is returned unchanged, byte for byte, when it is not the matching response).
-pub fn filter_json(
-    body: &[u8],
-    request_ids: &[Json],
-    hidden: &dyn Fn(&str) -> bool,
-) -> Result<(Vec<u8>, usize), ListError> {
-    let mut msg = json::parse_folded_keys_allowed(body).map_err(|e| ListError::Unreadable(e.to_string()))?;
-    match filter_message(&mut msg, request_ids, hidden)? {
-        None => Ok((body.to_vec(), 0)),
-        Some(removed) => {
-            let mut out = String::with_capacity(body.len());
-            json::write(&mut out, &msg);
-            Ok((out.into_bytes(), removed))
-        }
-    }
-}
-
-/// Filter a whole `text/event-stream` body: every event is kept; the `data` of an event carrying a
-/// tool list is replaced by one `data:` line with the filtered JSON.
-pub fn filter_sse(
-    body: &[u8],
-    request_ids: &[Json],
-    hidden: &dyn Fn(&str) -> bool,
-) -> Result<(Vec<u8>, usize), ListError> {
-    SseStream::new(usize::MAX).push(body, true, request_ids, hidden)
-}
 
 /// An SSE stream filtered event by event as it arrives, so that long-lived streams (the GET stream,
 /// resumed streams) are filtered without waiting for their end. Complete events are filtered and
@@ -330,6 +194,7 @@ fn flush_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::toolslist::filter_sse;
 
     fn hide(name: &str) -> bool {
         name.starts_with("delete_") || name == "*secret"
@@ -340,39 +205,6 @@ mod tests {
     }
 
     #[test]
-    fn json_results_keep_everything_but_hidden_tools() {
-        let body = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"delete_vm","inputSchema":{}}],"nextCursor":"c2"}}"#;
-        let (out, removed) = filter_json(body, &id("7"), &hide).unwrap();
-        assert_eq!(removed, 1);
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}],"nextCursor":"c2"}}"#
-        );
-        // Same id written differently still matches.
-        assert_eq!(filter_json(body, &id("7.0"), &hide).unwrap().1, 1);
-    }
-
-    #[test]
-    fn batched_responses_are_filtered_per_element() {
-        let body = br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"delete_vm"},{"name":"a"}]}}]"#;
-        let (out, removed) = filter_json(body, &id("2"), &hide).unwrap();
-        assert_eq!(removed, 1);
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a"}]}}]"#
-        );
-    }
-
-    #[test]
-    fn tool_lists_are_filtered_whatever_their_id() {
-        let body = br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"delete_vm"}]}}"#;
-        let expected = br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[]}}"#;
-        assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (expected.to_vec(), 1));
-        let as_string = br#"{"jsonrpc":"2.0","id":"7","result":{}}"#;
-        assert_eq!(filter_json(as_string, &id("7"), &hide), Err(ListError::Malformed("result has no tools")));
-    }
-
-    #[test]
     fn sse_unterminated_last_event_and_bom_are_filtered() {
         let stream = "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"a\"}]}}\r";
         let (out, removed) = filter_sse(stream.as_bytes(), &id("3"), &hide).unwrap();
@@ -380,48 +212,6 @@ mod tests {
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"a\"}]}}\r"
-        );
-    }
-
-    #[test]
-    fn folded_names_in_a_list_are_malformed_but_not_in_schemas() {
-        let folded = Err(ListError::Malformed("member names equal after case folding"));
-        for body in [
-            &br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"Tools":[{"name":"delete_vm"}]}}"#[..],
-            br#"{"jsonrpc":"2.0","id":7,"Result":{"tools":[{"name":"delete_vm"}]},"result":{"tools":[]}}"#,
-            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","Name":"delete_vm"}]}}"#,
-        ] {
-            assert_eq!(filter_json(body, &id("7"), &hide), folded, "{}", String::from_utf8_lossy(body));
-        }
-        let near = br#"{"jsonrpc":"2.0","id":7,"Result":{"tools":[{"name":"delete_vm"}]}}"#;
-        assert!(matches!(filter_json(near, &id("7"), &hide), Err(ListError::Malformed(_))));
-        let schema = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","inputSchema":{"properties":{"id":{},"ID":{}}}}]}}"#;
-        assert_eq!(filter_json(schema, &id("7"), &hide).unwrap().1, 0);
-    }
-
-    #[test]
-    fn other_responses_pass_unchanged() {
-        let body = br#"{"jsonrpc":"2.0","id":8,"result":{"resources":[{"name":"delete_vm"}]}}"#;
-        assert_eq!(filter_json(body, &id("7"), &hide).unwrap(), (body.to_vec(), 0));
-        let err = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x"}}"#;
-        assert_eq!(filter_json(err, &id("7"), &hide).unwrap(), (err.to_vec(), 0));
-    }
-
-    #[test]
-    fn unreadable_or_malformed_results_are_errors() {
-        assert!(matches!(filter_json(b"{", &id("1"), &hide), Err(ListError::Unreadable(_))));
-        assert!(matches!(filter_json(br#"{"id":1,"id":1}"#, &id("1"), &hide), Err(ListError::Unreadable(_))));
-        assert_eq!(
-            filter_json(br#"{"id":1,"result":{"tools":{}}}"#, &id("1"), &hide),
-            Err(ListError::Malformed("result.tools is not an array"))
-        );
-        assert_eq!(
-            filter_json(br#"{"id":1,"result":{"tools":[{"title":"x"}]}}"#, &id("1"), &hide),
-            Err(ListError::Malformed("a tool has no string name"))
-        );
-        assert_eq!(
-            filter_json(br#"{"id":1,"result":{}}"#, &id("1"), &hide),
-            Err(ListError::Malformed("result has no tools"))
         );
     }
 
