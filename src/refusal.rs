@@ -75,7 +75,7 @@ pub struct ApprovalLink {
     pub expires_in_seconds: u64,
 }
 
-/// The `rule` of a denial by the policy's `hide` list (as `Policy::judge` names it).
+/// The `rule` of a denial by the policy's `hide` list (`Policy::judge` names it so).
 pub const HIDE_RULE: &str = "hide";
 /// `data.reason` of `session_invalid`.
 const SESSION_INVALID: &str = "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
