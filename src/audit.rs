@@ -49,7 +49,7 @@ impl Decision {
         o.push('{');
         field(&mut o, "ts", Some(ts));
         field(&mut o, "decision", Some(self.label()));
-        field(&mut o, "error", self.error_kind);
+        field(&mut o, "error", self.error_kind());
         field(&mut o, "method", self.method.as_deref());
         field(&mut o, "tool", self.tool.as_deref());
         field(&mut o, "rule", self.rule.as_deref());

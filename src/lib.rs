@@ -15,7 +15,8 @@
 //! - [`stray`]: credentials outside the grant's one place (`access_token` query, header variants);
 //! - [`challenge`]: the `WWW-Authenticate` challenge of a 401 (RFC 6750, RFC 9728);
 //! - [`http`]: HTTP header values (media types, charsets, content codings);
-//! - [`reply`]: JSON-RPC error replies and their codes;
+//! - [`refusal`]: every refusal as one type, one variant per `data.kind`, rendered in one place;
+//! - [`reply`]: the JSON-RPC error wire shape, its codes and the local reply;
 //! - [`b64`]: Base64 (RFC 4648) for short header values;
 //! - [`approval`]: require approval: the binding key of a call and the approval service's protocol;
 //! - [`protocol`]: MCP protocol versions, the per-version method table and version detection;
@@ -49,6 +50,7 @@ pub mod numbers;
 pub mod policy;
 pub mod protocol;
 pub mod ratelimit;
+pub mod refusal;
 pub mod reply;
 pub mod response;
 pub mod rls;

@@ -1,4 +1,6 @@
-//! JSON-RPC error responses the filter sends as Envoy local replies.
+//! The wire shape of the JSON-RPC error responses the filter sends as Envoy local replies, and
+//! their codes. Which error, with which code, status and headers, is `crate::refusal::Refusal`'s to
+//! say: it is the only caller of [`RpcError`].
 //!
 //! Shape (JSON-RPC 2.0 §5.1): `{"jsonrpc":"2.0","id":ID,"error":{"code":C,"message":M,"data":{...}}}`
 //! with `data.kind` naming the case. The filter's own codes lie outside the reserved range
@@ -7,7 +9,6 @@
 
 use crate::json::write_str;
 use crate::mcp::Id;
-use crate::policy::Limit;
 
 /// Stable error codes. Documented in the README; never renumber.
 pub mod code {
@@ -43,7 +44,8 @@ pub mod code {
     pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
     /// JSON-RPC 2.0 parse error.
     pub const PARSE_ERROR: i32 = -32700;
-    /// JSON-RPC 2.0 invalid request; also used for HTTP-level refusals (405, 413, 415).
+    /// JSON-RPC 2.0 invalid request; also used for HTTP-level refusals (405, 413, 415) and for
+    /// `unavailable` (503).
     pub const INVALID_REQUEST: i32 = -32600;
     /// JSON-RPC 2.0 invalid params.
     pub const INVALID_PARAMS: i32 = -32602;
@@ -81,38 +83,6 @@ impl RpcError {
             expires_in_seconds: None,
             extra: Vec::new(),
         }
-    }
-
-    /// −31002 `rate_limited` for `subject` (`tool 'NAME'` or `the call`): `limit` is exhausted, and
-    /// a retry can succeed in `retry_after_seconds` (also the `retry-after` header the caller sets).
-    /// `data` names the limit's counter and policy path; the caller adds `tool`.
-    pub fn rate_limited(subject: &str, limit: &Limit, retry_after_seconds: u64) -> Self {
-        let reason = format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name());
-        let mut e = RpcError::new(
-            code::RATE_LIMITED,
-            "rate_limited",
-            format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s"),
-            reason,
-        );
-        e.rule = Some(limit.path.clone());
-        e.retry_after_seconds = Some(retry_after_seconds);
-        e.counter = Some(limit.counter.clone());
-        e
-    }
-
-    /// −31004 `limiter_unavailable` for `subject`: the call could not be counted, so it is refused
-    /// (fail closed); retry after 1 second (`data.retry_after_seconds`, and the `retry-after`
-    /// header the caller sets).
-    pub fn limiter_unavailable(subject: &str, reason: impl Into<String>) -> Self {
-        let reason = reason.into();
-        let mut e = RpcError::new(
-            code::LIMITER_UNAVAILABLE,
-            "limiter_unavailable",
-            format!("{subject} refused: {reason}"),
-            reason,
-        );
-        e.retry_after_seconds = Some(1);
-        e
     }
 
     /// The error response object for `id`.
@@ -197,26 +167,5 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["error"]["data"]["reason"], "limit \"c\" reached");
-    }
-
-    #[test]
-    fn limiter_refusals_are_exact() {
-        use crate::policy::{Algorithm, Scope, Window};
-        let limit = Limit {
-            counter: "exec".into(),
-            window: Window::Minute,
-            max: 10,
-            scope: Scope::Grant,
-            algorithm: Algorithm::Fixed,
-            path: "tools.x.limits[0]".into(),
-        };
-        assert_eq!(
-            RpcError::rate_limited("tool 'x'", &limit, 42).to_json(&Id::null()),
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-31002,"message":"tool 'x' rate limited: limit exec (10 per minute) reached; retry in 42 s","data":{"kind":"rate_limited","reason":"limit exec (10 per minute) reached","rule":"tools.x.limits[0]","retry_after_seconds":42,"counter":"exec"}}}"#
-        );
-        assert_eq!(
-            RpcError::limiter_unavailable("the call", "cas retries exhausted").to_json(&Id::null()),
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-31004,"message":"the call refused: cas retries exhausted","data":{"kind":"limiter_unavailable","reason":"cas retries exhausted","retry_after_seconds":1}}}"#
-        );
     }
 }

@@ -266,7 +266,7 @@ fn render(policy: &Policy, o: &Outcome) -> String {
     if let Some(g) = &d.grant {
         lines.push(("grant", g.clone()));
     }
-    if let Some(kind) = d.error_kind {
+    if let Some(kind) = d.error_kind() {
         lines.push(("error", kind.to_owned()));
     }
     match &o.reply {

@@ -6,7 +6,7 @@ use crate::approval::{self, Answer, CheckRequest};
 use crate::mcp::Id;
 use crate::policy::Policy;
 use crate::ratelimit::{Admission, GrantId, Limiter, SharedStore};
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::{ApprovalLink, Refusal};
 
 /// A call held while the approval service is asked. Owns what is needed to finish it later: the
 /// quota reserved for it (given back unless it goes upstream) and the decision so far.
@@ -65,8 +65,7 @@ pub fn on_approval_answer(
     now_ms: u64,
 ) -> Outcome {
     let PendingApproval { tool, id, admission, mut decision, reason, grant_id, rls_limits, .. } = pending;
-    let subject = format!("tool '{tool}'");
-    let (kind, err, headers) = match answer {
+    let refusal = match answer {
         Answer::Approved { approval_id, approver: _ } => {
             decision.kind = DecisionKind::Approved;
             decision.approval_id = Some(approval_id);
@@ -78,44 +77,22 @@ pub fn on_approval_answer(
             };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
-            let why = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
-            let mut e = RpcError::new(
-                code::APPROVAL_REQUIRED,
-                "approval_required",
-                format!("{subject} requires approval: ask an approver to approve it at {approval_url}, then retry the identical call"),
-                why,
-            );
-            e.expires_in_seconds = Some(expires_in_seconds);
+            let reason = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
             decision.approval_id = Some(approval_id.clone());
-            e.extra = vec![("approval_id", approval_id), ("approval_url", approval_url)];
-            (DecisionKind::ApprovalRequired, e, vec![])
+            let link = Some(ApprovalLink { approval_id, approval_url, expires_in_seconds });
+            Refusal::ApprovalRequired { tool, reason, link }
         }
         Answer::Denied { approval_id, approver, note } => {
-            let why = if note.is_empty() { "denied by an approver".to_owned() } else { note.clone() };
-            let e_msg = format!("{subject} was denied by an approver: {why}");
-            let mut e = RpcError::new(code::APPROVAL_DENIED, "approval_denied", e_msg, why);
             decision.approval_id = Some(approval_id.clone());
-            e.extra = vec![("approval_id", approval_id), ("approver", approver), ("note", note)];
-            (DecisionKind::ApprovalDenied, e, vec![])
+            Refusal::ApprovalDenied { tool, approval_id, approver, note }
         }
-        Answer::Unavailable(why) => {
-            let mut e = RpcError::new(
-                code::APPROVAL_UNAVAILABLE,
-                "approval_unavailable",
-                format!("{subject} refused: approval could not be checked: {why}"),
-                why,
-            );
-            e.retry_after_seconds = Some(1);
-            (DecisionKind::ApprovalUnavailable, e, vec![("retry-after", "1".to_owned())])
-        }
+        Answer::Unavailable(why) => Refusal::ApprovalUnavailable { tool, why },
     };
     if let Some(adm) = &admission {
         Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
     }
     // The decision so far (method, tool, rule, grant, id, argument names) stays; only the outcome changes.
-    let err = RpcError { tool: Some(tool), ..err };
-    decision.kind = kind;
-    decision.error_kind = Some(err.kind);
-    decision.reason = Some(err.reason.clone());
-    Outcome::new(decision, Some(Reply { status: 200, headers, body: err.to_json(&id) }))
+    let reply = refusal.reply(&id);
+    decision.refused(refusal);
+    Outcome::new(decision, Some(reply))
 }

@@ -1,13 +1,14 @@
 //! A JSON-RPC batch (MCP 2025-03-26), judged element by element and forwarded only whole.
 
-use super::body::{protocol_error, tools_list_id};
+use super::body::tools_list_id;
 use super::credential::{grant_of, no_grant};
 use super::judge::{judge_message, Judged};
-use super::{refuse, version, Decision, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::{refuse, refused, version, Decision, DecisionKind, HeaderValue, Outcome, RequestHead};
 use crate::mcp::{Id, Message, ProtocolError};
 use crate::policy::Policy;
 use crate::ratelimit::Limiter;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::Refusal;
+use crate::reply::Reply;
 
 /// A batch (MCP 2025-03-26): forwarded only if every element is allowed; otherwise one error per
 /// element that has an id (invalid elements answer with id null, as JSON-RPC 2.0 §6 shows), and the
@@ -23,8 +24,7 @@ pub(super) fn on_batch(
     }
     if head.mcp_method != HeaderValue::Absent || head.mcp_name != HeaderValue::Absent {
         let why = "Mcp-Method/Mcp-Name headers cannot describe a batch";
-        let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
-        return refuse(DecisionKind::Invalid, 400, err, &Id::null(), vec![]);
+        return refuse(Refusal::HeaderMismatch { why }, &Id::null());
     }
     if let Some(out) = mixed_batch(&items) {
         return out;
@@ -35,12 +35,12 @@ pub(super) fn on_batch(
     };
     enum Slot {
         Ok(Option<Id>),
-        Err(Id, RpcError),
+        Err(Id, Refusal),
     }
     let mut slots = Vec::with_capacity(items.len());
     let mut list_ids = Vec::new();
     let mut admissions = Vec::new();
-    let mut worst: Option<(DecisionKind, RpcError)> = None;
+    let mut worst: Option<Refusal> = None;
     let mut invalid = false;
     let mut first_allowed: Option<Decision> = None;
     // With the rate limit service: what the whole batch counts, asked once it is allowed.
@@ -48,10 +48,10 @@ pub(super) fn on_batch(
     for item in items {
         match item {
             Err(e) => {
-                let (err, _) = protocol_error(&e);
+                let refusal = Refusal::protocol(&e);
                 invalid = true;
-                worst.get_or_insert((DecisionKind::Invalid, err.clone()));
-                slots.push(Slot::Err(e.id.clone(), err));
+                worst.get_or_insert_with(|| refusal.clone());
+                slots.push(Slot::Err(e.id, refusal));
             }
             Ok(msg) => {
                 let id = match &msg {
@@ -66,29 +66,24 @@ pub(super) fn on_batch(
                         first_allowed.get_or_insert(d);
                         slots.push(Slot::Ok(id));
                     }
-                    Judged::Refused(kind, _, err, _) => {
-                        worst.get_or_insert((kind, err.clone()));
-                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), err));
+                    Judged::Refused(refusal) => {
+                        worst.get_or_insert_with(|| refusal.clone());
+                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
                     }
                     Judged::Ask(pending) => {
                         // One callout per request: a call that needs approval must come alone.
                         admissions.extend(pending.admission);
                         let reason = "a call that needs approval cannot be part of a batch; send it on its own";
-                        let mut err = RpcError::new(
-                            code::APPROVAL_REQUIRED,
-                            "approval_required",
-                            format!("tool '{}' requires approval: {reason}", pending.tool),
-                            reason,
-                        );
-                        err.tool = Some(pending.tool.clone());
-                        worst.get_or_insert((DecisionKind::ApprovalRequired, err.clone()));
-                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), err));
+                        let refusal =
+                            Refusal::ApprovalRequired { tool: pending.tool.clone(), reason: reason.into(), link: None };
+                        worst.get_or_insert_with(|| refusal.clone());
+                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
                     }
                 }
             }
         }
     }
-    let Some((kind, first_err)) = worst else {
+    let Some(first) = worst else {
         let mut d = first_allowed.unwrap_or_else(|| Decision::new(DecisionKind::Passed));
         d.grant = Some(grant.label());
         let mut out = Outcome::new(d, None);
@@ -107,12 +102,8 @@ pub(super) fn on_batch(
     for slot in &slots {
         let piece = match slot {
             Slot::Ok(None) => continue,
-            Slot::Ok(Some(id)) => {
-                let reason = "another message in the batch was refused";
-                RpcError::new(code::BATCH_REFUSED, "batch_refused", format!("Batch refused: {reason}"), reason)
-                    .to_json(id)
-            }
-            Slot::Err(id, err) => err.to_json(id),
+            Slot::Ok(Some(id)) => Refusal::BatchRefused.to_json(id),
+            Slot::Err(id, refusal) => refusal.to_json(id),
         };
         if body.len() > 1 {
             body.push(',');
@@ -120,12 +111,8 @@ pub(super) fn on_batch(
         body.push_str(&piece);
     }
     body.push(']');
-    let mut decision = Decision::new(kind);
+    let mut decision = refused(first);
     decision.grant = Some(grant.label());
-    decision.error_kind = Some(first_err.kind);
-    decision.reason = Some(first_err.reason.clone());
-    decision.tool = first_err.tool.clone();
-    decision.rule = first_err.rule.clone();
     decision.method = Some("batch".into());
     Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
 }
@@ -139,8 +126,8 @@ fn mixed_batch(items: &[Result<Message, ProtocolError>]) -> Option<Outcome> {
     if !(responses && others) {
         return None;
     }
-    let reason = "a batch must not mix requests or notifications with responses";
-    let err = RpcError::new(code::INVALID_REQUEST, "invalid_request", format!("Invalid Request: {reason}"), reason);
+    let detail = "a batch must not mix requests or notifications with responses".to_owned();
+    let err = Refusal::InvalidRequest { detail };
     let ids: Vec<&Id> = items
         .iter()
         .filter_map(|m| match m {
@@ -154,9 +141,7 @@ fn mixed_batch(items: &[Result<Message, ProtocolError>]) -> Option<Outcome> {
         let parts: Vec<String> = ids.iter().map(|id| err.to_json(id)).collect();
         format!("[{}]", parts.join(","))
     };
-    let mut decision = Decision::new(DecisionKind::Invalid);
-    decision.error_kind = Some(err.kind);
-    decision.reason = Some(err.reason);
+    let mut decision = refused(err);
     decision.method = Some("batch".into());
     Some(Outcome::new(decision, Some(Reply { status: 400, headers: vec![], body })))
 }

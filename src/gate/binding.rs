@@ -1,11 +1,11 @@
 //! The request and response steps of sessions bound to their grant (`crate::session`).
 
 use super::credential::grant_of;
-use super::{refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::{refuse, HeaderValue, Outcome, RequestHead};
 use crate::mcp::Id;
 use crate::policy::Policy;
 use crate::ratelimit::GrantId;
-use crate::reply::{code, RpcError};
+use crate::refusal::Refusal;
 use crate::session;
 
 /// What to do with a request's `Mcp-Session-Id` (checked on POST, GET and DELETE alike, from the
@@ -22,8 +22,6 @@ pub enum SessionCheck {
     Refuse(Box<Outcome>),
 }
 
-const INVALID: &str = "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
-
 /// Check the request's `Mcp-Session-Id` against its grant.
 pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
     let Some(keys) = &policy.gateway.session_keys else { return SessionCheck::Unbound };
@@ -38,8 +36,7 @@ pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
             return SessionCheck::Rewrite { grant, upstream };
         }
     }
-    let err = RpcError::new(code::SESSION_INVALID, "session_invalid", format!("Not Found: {INVALID}"), INVALID);
-    SessionCheck::Refuse(Box::new(refuse(DecisionKind::Invalid, 404, err, &Id::null(), vec![])))
+    SessionCheck::Refuse(Box::new(refuse(Refusal::SessionInvalid, &Id::null())))
 }
 
 /// The `Mcp-Session-Id` to send the client for the server's `upstream` id: wrapped for the

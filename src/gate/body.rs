@@ -4,10 +4,10 @@ use super::batch::on_batch;
 use super::credential::{grant_of, no_grant};
 use super::judge::{judge_message, Judged};
 use super::{body_too_large, refuse, version, Decision, DecisionKind, HeaderValue, Outcome, RequestHead};
-use crate::mcp::{self, Body, Call, Id, Message, ProtocolError, ProtocolErrorKind};
+use crate::mcp::{self, Body, Call, Id, Message};
 use crate::policy::{Mode, Policy};
 use crate::ratelimit::{Limiter, SharedStore};
-use crate::reply::{code, RpcError};
+use crate::refusal::Refusal;
 
 /// Decide a POST on its whole body.
 ///
@@ -19,10 +19,7 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
     let limiter = Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants };
     let parsed = match mcp::read_body(body) {
         Ok(b) => b,
-        Err(e) => {
-            let (err, status) = protocol_error(&e);
-            return refuse(DecisionKind::Invalid, status, err, &e.id, vec![]);
-        }
+        Err(e) => return refuse(Refusal::protocol(&e), &e.id),
     };
     match parsed {
         Body::Single(msg) => {
@@ -72,8 +69,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
         Err(out) => return *out,
     };
     if let Some(why) = header_mismatch(head, msg, version.rules().method_headers) {
-        let err = RpcError::new(code::HEADER_MISMATCH, "header_mismatch", format!("Header mismatch: {why}"), why);
-        return refuse(DecisionKind::Invalid, 400, err, &id, vec![]);
+        return refuse(Refusal::HeaderMismatch { why }, &id);
     }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
@@ -89,8 +85,8 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
             out.approval = Some(pending);
             out
         }
-        Judged::Refused(kind, status, err, headers) => {
-            let mut out = refuse(kind, status, err, &id, headers);
+        Judged::Refused(refusal) => {
+            let mut out = refuse(refusal, &id);
             out.decision.grant = Some(grant.label());
             out
         }
@@ -128,15 +124,6 @@ pub(super) fn tools_list_id(msg: &Message) -> Option<Id> {
         }
         _ => None,
     }
-}
-
-pub(super) fn protocol_error(e: &ProtocolError) -> (RpcError, u16) {
-    let (code, kind, title) = match e.kind {
-        ProtocolErrorKind::Parse => (code::PARSE_ERROR, "parse_error", "Parse error"),
-        ProtocolErrorKind::InvalidRequest => (code::INVALID_REQUEST, "invalid_request", "Invalid Request"),
-        ProtocolErrorKind::InvalidParams => (code::INVALID_PARAMS, "invalid_params", "Invalid params"),
-    };
-    (RpcError::new(code, kind, format!("{title}: {}", e.detail), e.detail.clone()), 400)
 }
 
 /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method` and `Mcp-Name` mirror the body; any difference is

@@ -1,11 +1,11 @@
 //! The request's grant: read from the credential header, checked against `gateway.grants`, or
 //! refused with 401 `no_grant`.
 
-use super::{refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::{refuse, HeaderValue, Outcome, RequestHead};
 use crate::grant::{self, Grant};
 use crate::mcp::Id;
 use crate::policy::{GrantSource, Policy};
-use crate::reply::{code, RpcError};
+use crate::refusal::Refusal;
 
 const NO_CREDENTIAL: &str = "a grant is required: send Authorization: Bearer <token>";
 const NOT_REGISTERED: &str = "the credential is not a registered grant";
@@ -14,10 +14,9 @@ const NOT_REGISTERED: &str = "the credential is not a registered grant";
 const GRANT_HEADER_REPEATED: &str = "the grant header was sent more than once";
 const GRANT_HEADER_EMPTY: &str = "the grant header is empty";
 
-pub(super) fn no_grant(policy: &Policy, id: &Id, reason: &str) -> Outcome {
-    let err = RpcError::new(code::NO_GRANT, "no_grant", format!("Unauthorized: {reason}"), reason);
+pub(super) fn no_grant(policy: &Policy, id: &Id, reason: &'static str) -> Outcome {
     let challenge = crate::challenge::bearer(policy.gateway.resource_metadata_url.as_deref());
-    refuse(DecisionKind::NoGrant, 401, err, id, vec![("www-authenticate", challenge)])
+    refuse(Refusal::NoGrant { reason, challenge }, id)
 }
 
 /// The request's grant, or why there is none.

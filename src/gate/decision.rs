@@ -3,6 +3,7 @@
 
 use super::PendingApproval;
 use crate::mcp::Id;
+use crate::refusal::Refusal;
 use crate::reply::Reply;
 
 /// What happened to a request, for metrics, logs and the access log.
@@ -83,8 +84,8 @@ pub struct Decision {
     pub rule: Option<String>,
     /// The grant label (`sha256:…`), once known.
     pub grant: Option<String>,
-    /// `data.kind` of the error reply, if any.
-    pub error_kind: Option<&'static str>,
+    /// The refusal answered (or, in dry-run, that would have been), if any.
+    pub refusal: Option<Box<Refusal>>,
     pub reason: Option<String>,
     /// The JSON-RPC id as sent (raw JSON text), for requests.
     pub id: Option<String>,
@@ -104,13 +105,26 @@ impl Decision {
             tool: None,
             rule: None,
             grant: None,
-            error_kind: None,
+            refusal: None,
             reason: None,
             id: None,
             arg_keys: Vec::new(),
             dry_run: false,
             approval_id: None,
         }
+    }
+
+    /// `data.kind` of the refusal, if any.
+    pub fn error_kind(&self) -> Option<&'static str> {
+        self.refusal.as_deref().map(Refusal::kind)
+    }
+
+    /// Record `refusal` as this decision's outcome: its kind, reason and the refusal itself (the
+    /// tool, rule and everything else known so far stay).
+    pub(crate) fn refused(&mut self, refusal: Refusal) {
+        self.kind = refusal.decision_kind();
+        self.reason = Some(refusal.reason().into_owned());
+        self.refusal = Some(Box::new(refusal));
     }
 
     /// The decision as shown in the access log and the audit log: the kind, or `would_deny` in

@@ -2,10 +2,11 @@
 //! from them alone ([`on_headers`]), plus the HTTP-level refusals of a body.
 
 use super::credential::{grant_of, no_grant};
-use super::{http_refusal, version, Decision, DecisionKind, Outcome};
+use super::{refuse, version, Decision, DecisionKind, Outcome};
 use crate::http;
 use crate::mcp::Id;
 use crate::policy::{GrantSource, Mode, Policy};
+use crate::refusal::Refusal;
 use crate::stray;
 
 /// The HTTP method, as far as Streamable HTTP cares (MCP 2025-03-26 transports: POST sends messages,
@@ -117,15 +118,10 @@ const STRAY_HEADER: &str =
 /// Decide what can be decided from the headers alone.
 pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
     if let (Some(why), HttpMethod::Post | HttpMethod::Get | HttpMethod::Delete) = (head.stray_credential, head.method) {
-        return HeadOutcome::Done(Box::new(http_refusal(400, "stray_credential", why, vec![])));
+        return HeadOutcome::Done(Box::new(refuse(Refusal::StrayCredential { why }, &Id::null())));
     }
     match head.method {
-        HttpMethod::Other => HeadOutcome::Done(Box::new(http_refusal(
-            405,
-            "method_not_allowed",
-            "MCP Streamable HTTP uses POST, GET and DELETE only",
-            vec![("allow", "GET, POST, DELETE".into())],
-        ))),
+        HttpMethod::Other => HeadOutcome::Done(Box::new(refuse(Refusal::MethodNotAllowed, &Id::null()))),
         HttpMethod::Get | HttpMethod::Delete => {
             if let Err(refusal) = version::of_stream(policy, head) {
                 return HeadOutcome::Done(refusal);
@@ -150,20 +146,12 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));
             let charset_ok = matches!(&head.content_type, HeaderValue::One(v) if http::request_charset_ok(v));
             if ct_ok && !charset_ok {
-                return HeadOutcome::Done(Box::new(http_refusal(
-                    415,
-                    "unsupported_media_type",
+                return HeadOutcome::Done(media_type(
                     "a request body is UTF-8 JSON (RFC 8259): Content-Type may declare charset=utf-8 once, no other",
-                    vec![],
-                )));
+                ));
             }
             if !ct_ok {
-                return HeadOutcome::Done(Box::new(http_refusal(
-                    415,
-                    "unsupported_media_type",
-                    "Content-Type must be application/json",
-                    vec![],
-                )));
+                return HeadOutcome::Done(media_type("Content-Type must be application/json"));
             }
             let enc_ok = match &head.content_encoding {
                 HeaderValue::Absent => true,
@@ -171,12 +159,9 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
                 HeaderValue::Many => false,
             };
             if !enc_ok {
-                return HeadOutcome::Done(Box::new(http_refusal(
-                    415,
-                    "unsupported_media_type",
+                return HeadOutcome::Done(media_type(
                     "Content-Encoding must be identity: encoded bodies cannot be checked",
-                    vec![],
-                )));
+                ));
             }
             HeadOutcome::NeedBody
         }
@@ -185,16 +170,22 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
 
 /// The reply for a body over `gateway.max_body_bytes`; the body is never judged on a prefix.
 pub fn body_too_large(policy: &Policy) -> Outcome {
-    http_refusal(
-        413,
-        "body_too_large",
-        &format!("request body exceeds {} bytes", policy.gateway.max_body_bytes),
-        vec![],
-    )
+    refuse(Refusal::BodyTooLarge { max_bytes: policy.gateway.max_body_bytes }, &Id::null())
+}
+
+/// The reply when the host could not hand over the request body: 503 `unavailable` (a fault on the
+/// proxy's side, not the client's; a retry may succeed), never judged on what could be read.
+pub fn body_unreadable() -> Outcome {
+    refuse(Refusal::Unavailable { reason: crate::refusal::BODY_UNREADABLE }, &Id::null())
+}
+
+fn media_type(why: &'static str) -> Box<Outcome> {
+    Box::new(refuse(Refusal::UnsupportedMediaType { why }, &Id::null()))
 }
 
 /// The reply for a GET or DELETE that carries a body: Streamable HTTP sends messages only by POST,
 /// and a body the filter does not judge must not reach the server.
 pub fn unexpected_body() -> Outcome {
-    http_refusal(400, "invalid_request", "GET and DELETE requests must not carry a body", vec![])
+    let detail = "GET and DELETE requests must not carry a body".to_owned();
+    refuse(Refusal::InvalidRequest { detail }, &Id::null())
 }

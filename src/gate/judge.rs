@@ -5,14 +5,14 @@ use crate::approval;
 use crate::grant::Grant;
 use crate::mcp::{Call, Message};
 use crate::policy::{Action, NeedsApproval, Policy, Verdict};
-use crate::ratelimit::{Admission, Limiter, Refusal};
-use crate::reply::{code, RpcError};
+use crate::ratelimit::{self, Admission, Limiter};
+use crate::refusal::{LimiterFault, Refusal, Subject};
 
 /// How one message fared.
 pub(super) enum Judged {
     /// Forward; with the rate limit service, after it admits the limits listed (indices).
     Forward(Decision, Option<Admission>, Vec<usize>),
-    Refused(DecisionKind, u16, RpcError, Vec<(&'static str, String)>),
+    Refused(Refusal),
     /// Allowed by every rule, quota reserved; a person must approve it.
     Ask(Box<PendingApproval>),
 }
@@ -26,9 +26,8 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
         }
         if matches!(msg, Message::Response { .. }) && policy.gateway.client_responses == Action::Deny {
             let reason = "responses from the client are denied by policy (gateway.client_responses)";
-            let mut e = RpcError::new(code::DENIED, "denied", format!("client response denied: {reason}"), reason);
-            e.rule = Some("gateway.client_responses".into());
-            return Judged::Refused(DecisionKind::Denied, 403, e, vec![]);
+            let (subject, rule, reason) = (Subject::ClientResponse, "gateway.client_responses".into(), reason.into());
+            return Judged::Refused(Refusal::Denied { subject, rule, reason });
         }
         return Judged::Forward(d, None, Vec::new());
     };
@@ -41,18 +40,13 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
         Call::Method { method, .. } => method.name().to_owned(),
     });
     d.tool = tool.clone();
-    let subject = match &tool {
-        Some(t) => format!("tool '{t}'"),
-        None => format!("method {}", d.method.as_deref().unwrap_or("")),
+    let subject = || match &tool {
+        Some(t) => Subject::Tool(t.clone()),
+        None => Subject::Method(d.method.clone().unwrap_or_default()),
     };
     match policy.judge(call) {
         Verdict::Pass => Judged::Forward(d, None, Vec::new()),
-        Verdict::Deny { rule, reason } => {
-            let mut e = RpcError::new(code::DENIED, "denied", format!("{subject} denied: {reason}"), reason);
-            e.tool = tool;
-            e.rule = Some(rule);
-            Judged::Refused(DecisionKind::Denied, 200, e, vec![])
-        }
+        Verdict::Deny { rule, reason } => Judged::Refused(Refusal::Denied { subject: subject(), rule, reason }),
         Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
@@ -95,20 +89,15 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
                     Some(need) => ask(d, Some(adm), Vec::new(), need),
                     None => Judged::Forward(d, Some(adm), Vec::new()),
                 },
-                Err(Refusal::Limited { limit, retry_after_seconds }) => {
-                    let mut e = RpcError::rate_limited(&subject, limit, retry_after_seconds);
-                    e.tool = tool;
-                    Judged::Refused(
-                        DecisionKind::RateLimited,
-                        200,
-                        e,
-                        vec![("retry-after", retry_after_seconds.to_string())],
-                    )
+                Err(ratelimit::Refusal::Limited { limit, retry_after_seconds }) => {
+                    Judged::Refused(Refusal::RateLimited {
+                        subject: subject(),
+                        limit: limit.clone(),
+                        retry_after_seconds,
+                    })
                 }
-                Err(Refusal::Unavailable(u)) => {
-                    let mut e = RpcError::limiter_unavailable(&subject, u.reason());
-                    e.tool = tool;
-                    Judged::Refused(DecisionKind::LimiterUnavailable, 200, e, vec![("retry-after", "1".into())])
+                Err(ratelimit::Refusal::Unavailable(u)) => {
+                    Judged::Refused(Refusal::LimiterUnavailable { subject: subject(), fault: LimiterFault::Local(u) })
                 }
             }
         }

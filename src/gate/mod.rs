@@ -15,7 +15,7 @@
 //! The audit line written for a decision lives in [`crate::audit`].
 
 use crate::mcp::Id;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::Refusal;
 
 mod approval;
 mod batch;
@@ -32,18 +32,22 @@ pub use approval::{on_approval_answer, PendingApproval};
 pub use binding::{check_session, session_id_out, SessionCheck};
 pub use body::on_body;
 pub use decision::{Decision, DecisionKind, Outcome};
-pub use head::{body_too_large, on_headers, unexpected_body, HeadOutcome, HeaderValue, HttpMethod, RequestHead};
+pub use head::{
+    body_too_large, body_unreadable, on_headers, unexpected_body, HeadOutcome, HeaderValue, HttpMethod, RequestHead,
+};
 
-fn refuse(kind: DecisionKind, status: u16, err: RpcError, id: &Id, headers: Vec<(&'static str, String)>) -> Outcome {
-    let mut decision = Decision::new(kind);
-    decision.error_kind = Some(err.kind);
-    decision.reason = Some(err.reason.clone());
-    decision.tool = err.tool.clone();
-    decision.rule = err.rule.clone();
-    Outcome::new(decision, Some(Reply { status, headers, body: err.to_json(id) }))
+/// A request refused with `refusal`, answered to `id`; the decision records its kind, reason,
+/// tool and rule.
+fn refuse(refusal: Refusal, id: &Id) -> Outcome {
+    let reply = refusal.reply(id);
+    Outcome::new(refused(refusal), Some(reply))
 }
 
-fn http_refusal(status: u16, kind: &'static str, reason: &str, headers: Vec<(&'static str, String)>) -> Outcome {
-    let err = RpcError::new(code::INVALID_REQUEST, kind, format!("Invalid Request: {reason}"), reason);
-    refuse(DecisionKind::Invalid, status, err, &Id::null(), headers)
+/// The decision of a request refused with `refusal`: its kind, reason, tool and rule.
+fn refused(refusal: Refusal) -> Decision {
+    let mut decision = Decision::new(refusal.decision_kind());
+    decision.tool = refusal.tool().map(str::to_owned);
+    decision.rule = refusal.rule().map(str::to_owned);
+    decision.refused(refusal);
+    decision
 }

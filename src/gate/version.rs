@@ -4,11 +4,11 @@
 //! a method that does not exist in the request's version, which is a policy denial (−31001, rule
 //! `protocol_version`) that `gateway.methods` can lift by name.
 
-use super::{refuse, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::{refuse, HeaderValue, Outcome, RequestHead};
 use crate::mcp::{Call, Id, McpMethod, Message};
 use crate::policy::Policy;
 use crate::protocol::{self, MetaVersion, Version, VersionError};
-use crate::reply::{code, RpcError};
+use crate::refusal::{Refusal, Subject};
 
 fn header_str(h: &HeaderValue) -> Option<Result<&str, ()>> {
     match h {
@@ -18,56 +18,27 @@ fn header_str(h: &HeaderValue) -> Option<Result<&str, ()>> {
     }
 }
 
-fn invalid(status: u16, code: i32, kind: &'static str, title: &str, why: &str, id: &Id) -> Box<Outcome> {
-    let err = RpcError::new(code, kind, format!("{title}: {why}"), why);
-    Box::new(refuse(DecisionKind::Invalid, status, err, id, vec![]))
+fn refused(refusal: Refusal, id: &Id) -> Box<Outcome> {
+    Box::new(refuse(refusal, id))
 }
 
 /// The reply for a version that cannot be used (HTTP 400 in every case).
 fn version_refusal(policy: &Policy, e: VersionError, id: &Id) -> Box<Outcome> {
-    match e {
-        VersionError::Mismatch(why) => {
-            invalid(400, code::HEADER_MISMATCH, "header_mismatch", "Header mismatch", why, id)
-        }
-        VersionError::MissingMeta => invalid(
-            400,
-            code::INVALID_PARAMS,
-            "invalid_params",
-            "Invalid params",
-            "an MCP 2026-07-28 request needs params._meta[\"io.modelcontextprotocol/protocolVersion\"]",
-            id,
-        ),
+    let refusal = match e {
+        VersionError::Mismatch(why) => Refusal::HeaderMismatch { why },
+        VersionError::MissingMeta => Refusal::InvalidParams {
+            detail: "an MCP 2026-07-28 request needs params._meta[\"io.modelcontextprotocol/protocolVersion\"]".into(),
+        },
         VersionError::Unsupported(requested) => {
             let why = if requested.is_empty() {
                 "a request without MCP-Protocol-Version is read as 2025-03-26, which gateway.protocol_versions does not accept".to_owned()
             } else {
                 "protocol version is not accepted by this gateway (gateway.protocol_versions)".to_owned()
             };
-            let mut err = RpcError::new(
-                code::UNSUPPORTED_PROTOCOL_VERSION,
-                "unsupported_protocol_version",
-                format!("Unsupported protocol version: {why}"),
-                why,
-            );
-            let mut supported = String::from("[");
-            for v in policy.gateway.protocol_versions.iter() {
-                if supported.len() > 1 {
-                    supported.push(',');
-                }
-                crate::json::write_str(&mut supported, v.as_str());
-            }
-            supported.push(']');
-            if !requested.is_empty() {
-                err.extra.push(("requested", requested));
-            }
-            let body = err.to_json_with(id, &[("supported", &supported)]);
-            let mut out = refuse(DecisionKind::Invalid, 400, err, id, vec![]);
-            if let Some(reply) = out.reply.as_mut() {
-                reply.body = body;
-            }
-            Box::new(out)
+            Refusal::UnsupportedProtocolVersion { why, requested, supported: policy.gateway.protocol_versions }
         }
-    }
+    };
+    refused(refusal, id)
 }
 
 /// The version of one message, after the checks its version asks for: a known, accepted version;
@@ -89,7 +60,7 @@ pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> 
     )
     .map_err(|e| version_refusal(policy, e, &id))?;
     let rules = version.rules();
-    let forbidden = |why: &str| invalid(400, code::INVALID_REQUEST, "invalid_request", "Invalid Request", why, &id);
+    let forbidden = |why: &str| refused(Refusal::InvalidRequest { detail: why.to_owned() }, &id);
     if !rules.sessions && head.session_id != HeaderValue::Absent {
         return Err(forbidden("MCP 2026-07-28 has no sessions: Mcp-Session-Id must not be sent"));
     }
@@ -105,9 +76,8 @@ pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> 
     let known_elsewhere = protocol::row_of(name).is_some() && protocol::method(version, name).is_none();
     if known_elsewhere && !policy.allows_method_by_name(name) {
         let reason = format!("method {name} does not exist in MCP {}", version.as_str());
-        let mut err = RpcError::new(code::DENIED, "denied", format!("method {name} denied: {reason}"), reason);
-        err.rule = Some("protocol_version".into());
-        return Err(Box::new(refuse(DecisionKind::Denied, 200, err, &id, vec![])));
+        let (subject, rule) = (Subject::Method(name.to_owned()), "protocol_version".to_owned());
+        return Err(refused(Refusal::Denied { subject, rule, reason }, &id));
     }
     Ok(version)
 }
@@ -125,7 +95,7 @@ pub(super) fn of_batch(policy: &Policy, head: &RequestHead) -> Result<Version, B
     .map_err(|e| version_refusal(policy, e, &id))?;
     if !version.rules().batches {
         let why = format!("JSON-RPC batches are not part of MCP {} (removed in 2025-06-18)", version.as_str());
-        return Err(invalid(400, code::INVALID_REQUEST, "invalid_request", "Invalid Request", &why, &id));
+        return Err(refused(Refusal::InvalidRequest { detail: why }, &id));
     }
     Ok(version)
 }

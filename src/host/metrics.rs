@@ -14,9 +14,10 @@ use std::collections::HashMap;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
-use crate::gate::{Decision, DecisionKind};
+use crate::gate::Decision;
 use crate::policy::Policy;
 use crate::ratelimit::Unavailable;
+use crate::refusal::{LimiterFault, Refusal};
 use crate::series;
 
 // Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
@@ -26,12 +27,10 @@ use crate::series::LABELS;
 
 /// The label a decision is counted under.
 fn label(d: &Decision) -> &'static str {
-    if d.dry_run {
-        "would_deny"
-    } else if d.kind == DecisionKind::Denied && d.rule.as_deref() == Some("hide") {
-        "hidden"
-    } else {
-        d.kind.as_str()
+    match d.refusal.as_deref() {
+        _ if d.dry_run => "would_deny",
+        Some(r) if r.is_hidden() => "hidden",
+        _ => d.kind.as_str(),
     }
 }
 
@@ -124,19 +123,18 @@ impl Metrics {
             }
             Self::bump(bucket.get(l), 1);
         }
-        if d.kind == DecisionKind::LimiterUnavailable {
-            let reason = d.reason.as_deref();
-            if reason == Some(Unavailable::CasRetriesExhausted.reason()) {
-                Self::bump(self.cas_retries_exhausted.as_ref(), 1);
-            } else if reason == Some(Unavailable::GrantCapReached.reason()) {
-                Self::bump(self.grant_cap_reached.as_ref(), 1);
+        if let Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. }) = d.refusal.as_deref() {
+            match u {
+                Unavailable::CasRetriesExhausted => Self::bump(self.cas_retries_exhausted.as_ref(), 1),
+                Unavailable::GrantCapReached => Self::bump(self.grant_cap_reached.as_ref(), 1),
+                _ => {}
             }
         }
     }
 
-    /// A response that could not be filtered (counted as invalid).
-    pub fn record_bad_response(&self) {
-        Self::bump(self.totals.get("invalid"), 1);
+    /// A response that could not be filtered (counted under its refusal's decision kind, `invalid`).
+    pub fn record_bad_response(&self, refusal: &Refusal) {
+        Self::bump(self.totals.get(refusal.decision_kind().as_str()), 1);
     }
 
     /// Tools removed from `tools/list` results.

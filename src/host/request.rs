@@ -8,7 +8,8 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::{Refusal, POLICY_NOT_LOADED};
+use crate::reply::Reply;
 use crate::response::ResponseFilter;
 
 impl Filter {
@@ -38,7 +39,7 @@ impl Filter {
         if let Some(r) = &d.rule {
             let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
         }
-        if let Some(k) = d.error_kind {
+        if let Some(k) = d.error_kind() {
             let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
         }
         if log::log_enabled!(log::Level::Info) {
@@ -72,9 +73,8 @@ impl Filter {
 
     /// No policy (cannot happen once Envoy accepted the config): refuse everything.
     pub(super) fn unconfigured(&mut self) -> Action {
-        let err = RpcError::new(code::INVALID_REQUEST, "unavailable", "policy not loaded", "policy not loaded");
         self.request = RequestState::Decided;
-        self.send(Reply { status: 503, headers: vec![], body: err.to_json(&crate::mcp::Id::null()) })
+        self.send(Refusal::Unavailable { reason: POLICY_NOT_LOADED }.reply(&crate::mcp::Id::null()))
     }
 
     fn decide_body(&mut self, body_size: usize) -> Action {
@@ -89,7 +89,7 @@ impl Filter {
             Ok(b) => b.unwrap_or_default(),
             Err(s) => {
                 warn!("[ctx {}] cannot read the request body ({s:?}); refusing", self.id);
-                return self.finish(gate::body_too_large(&policy));
+                return self.finish(gate::body_unreadable());
             }
         };
         let outcome = gate::on_body(&policy, &head, &body, &HostStore, now_ms());

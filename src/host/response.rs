@@ -8,6 +8,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::Filter;
 use crate::gate;
+use crate::refusal::Refusal;
 use crate::response::{BadUpstream, HostOp, Plan, Step};
 
 impl Filter {
@@ -91,6 +92,6 @@ impl Filter {
     /// Log and count a response whose tool list cannot be filtered (counted as invalid).
     fn count_bad(&self, bad: &BadUpstream) {
         warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
-        self.metrics.record_bad_response();
+        self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }
 }

@@ -34,7 +34,7 @@ impl Policy {
 
     fn judge_tool(&self, name: &str, args: Option<&Arguments>) -> Verdict<'_> {
         if self.is_hidden(name) {
-            return Verdict::Deny { rule: "hide".into(), reason: "tool is hidden by policy".into() };
+            return Verdict::Deny { rule: crate::refusal::HIDE_RULE.into(), reason: "tool is hidden by policy".into() };
         }
         if let Some((denied, r)) = self.denied_by_fold(name) {
             let reason = r.reason.clone().unwrap_or_else(|| "denied by policy".to_owned());

@@ -21,7 +21,8 @@
 use crate::json::{self, Json};
 use crate::mcp::Id;
 use crate::policy::Policy;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::Refusal;
+use crate::reply::Reply;
 use crate::toolslist::SseStream;
 
 mod body;
@@ -110,9 +111,7 @@ impl ResponseFilter {
 
     /// The JSON-RPC error (−31006) for `why`, with the first `tools/list` id, else `null`.
     fn error_json(&self, why: &str) -> String {
-        let err =
-            RpcError::new(code::BAD_UPSTREAM_RESPONSE, "bad_upstream_response", format!("Bad gateway: {why}"), why);
-        err.to_json(&self.ids.first().map_or_else(Id::null, Id::of))
+        Refusal::BadUpstreamResponse { why: why.to_owned() }.to_json(&self.ids.first().map_or_else(Id::null, Id::of))
     }
 
     /// The error for `why`: it replaces the bytes at hand (`end`: they end the body, else the rest

@@ -25,7 +25,7 @@ use crate::grant::hex;
 use crate::mcp::Id;
 use crate::policy::{Limit, Policy, Scope, Window};
 use crate::ratelimit::GrantId;
-use crate::reply::{code, Reply, RpcError};
+use crate::refusal::{LimiterFault, Refusal, Subject};
 
 pub mod proto;
 pub mod upstream;
@@ -252,15 +252,8 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
         out.tools_list_ids = pending.tools_list_ids;
         return out;
     }
-    let make = |subject: &str| RpcError::limiter_unavailable(subject, why.clone());
-    refuse(pending, DecisionKind::LimiterUnavailable, None, "1".into(), |_| true, &make)
-}
-
-fn subject(tool: Option<&str>) -> String {
-    match tool {
-        Some(t) => format!("tool '{t}'"),
-        None => "the call".to_owned(),
-    }
+    let make = |subject: Subject| Refusal::LimiterUnavailable { subject, fault: LimiterFault::Service(why.clone()) };
+    refuse(pending, |_| true, &make)
 }
 
 fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, now_ms: u64) -> Outcome {
@@ -271,62 +264,37 @@ fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, 
     let len_ms = limit.window.seconds() * 1000;
     let until_ms = r.statuses.get(d).and_then(|s| s.until_reset_ms).unwrap_or(len_ms - now_ms % len_ms);
     let retry = until_ms.div_ceil(1000).max(1);
-    let make = |subject: &str| RpcError::rate_limited(subject, limit, retry);
-    refuse(
-        pending,
-        DecisionKind::RateLimited,
-        Some(limit.path.clone()),
-        retry.to_string(),
-        |e| e.descriptors.contains(&d),
-        &make,
-    )
+    let make = |subject: Subject| Refusal::RateLimited { subject, limit: limit.clone(), retry_after_seconds: retry };
+    refuse(pending, |e| e.descriptors.contains(&d), &make)
 }
 
 /// Refuse the request: one error for a single call; for a batch, `make`'s error for each element
 /// `hit` selects and `batch_refused` for the other requests. Dry-run forwards instead.
-fn refuse(
-    pending: Pending,
-    kind: DecisionKind,
-    rule: Option<String>,
-    retry_after: String,
-    hit: impl Fn(&Element) -> bool,
-    make: &dyn Fn(&str) -> RpcError,
-) -> Outcome {
+fn refuse(pending: Pending, hit: impl Fn(&Element) -> bool, make: &dyn Fn(Subject) -> Refusal) -> Outcome {
     let Pending { elements, batch, mut decision, tools_list_ids, dry_run, .. } = pending;
     let first = elements.iter().find(|e| hit(e)).or(elements.first());
-    let first_err = make(&subject(first.and_then(|e| e.tool.as_deref())));
-    decision.kind = kind;
-    decision.error_kind = Some(first_err.kind);
-    decision.reason = Some(first_err.reason.clone());
-    if rule.is_some() {
-        decision.rule = rule;
+    let first_refusal = make(Subject::of(first.and_then(|e| e.tool.as_deref())));
+    if let Some(rule) = first_refusal.rule() {
+        decision.rule = Some(rule.to_owned());
     }
+    let first_id = first.and_then(|e| e.id.clone()).unwrap_or_else(Id::null);
+    let mut reply = first_refusal.reply(&first_id);
+    decision.refused(first_refusal);
     if dry_run {
         decision.dry_run = true;
         let mut out = Outcome::new(decision, None);
         out.tools_list_ids = tools_list_ids;
         return out;
     }
-    let body = if batch {
+    if batch {
         let parts: Vec<String> = elements
             .iter()
             .filter_map(|e| {
                 let id = e.id.as_ref()?;
-                Some(if hit(e) {
-                    let mut err = make(&subject(e.tool.as_deref()));
-                    err.tool = e.tool.clone();
-                    err.to_json(id)
-                } else {
-                    let why = "another message in the batch was refused";
-                    RpcError::new(code::BATCH_REFUSED, "batch_refused", format!("Batch refused: {why}"), why)
-                        .to_json(id)
-                })
+                Some(if hit(e) { make(Subject::of(e.tool.as_deref())) } else { Refusal::BatchRefused }.to_json(id))
             })
             .collect();
-        format!("[{}]", parts.join(","))
-    } else {
-        let id = first.and_then(|e| e.id.clone()).unwrap_or_else(Id::null);
-        RpcError { tool: first.and_then(|e| e.tool.clone()), ..first_err }.to_json(&id)
-    };
-    Outcome::new(decision, Some(Reply { status: 200, headers: vec![("retry-after", retry_after)], body }))
+        reply.body = format!("[{}]", parts.join(","));
+    }
+    Outcome::new(decision, Some(reply))
 }
