@@ -19,7 +19,7 @@ use mcp_policy_filter::grant::from_hex32 as hex32;
 use super::json_error;
 use crate::auth;
 use crate::store::{CheckInput, CheckOutcome};
-use crate::{App, Error};
+use crate::{App, Error, Metrics};
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
@@ -175,35 +175,50 @@ pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> R
             })
         }
         CheckOutcome::TooManyPending { pending } => {
-            m.checks_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                grant = ?input.grant, tool = ?input.tool, pending, max = app.config.max_pending_per_grant,
-                "approval refused: too many pending approvals for this grant"
-            );
-            return json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "this grant already has {pending} pending approvals (at most {} per grant): decide them or let them expire",
-                    app.config.max_pending_per_grant
-                ),
+            return too_many_pending(
+                m,
+                &input,
+                pending,
+                app.config.max_pending_per_grant,
+                "approval refused: too many pending approvals for this grant",
+                "this grant already has",
+                "per grant",
             );
         }
         CheckOutcome::TooManyPendingInAll { pending } => {
-            m.checks_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                grant = ?input.grant, tool = ?input.tool, pending, max = app.config.max_pending,
-                "approval refused: too many pending approvals in all (--max-pending)"
-            );
-            return json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "there are already {pending} pending approvals (at most {} in all): decide them or let them expire",
-                    app.config.max_pending
-                ),
+            return too_many_pending(
+                m,
+                &input,
+                pending,
+                app.config.max_pending,
+                "approval refused: too many pending approvals in all (--max-pending)",
+                "there are already",
+                "in all",
             );
         }
     };
     Json(body).into_response()
+}
+
+/// The 429 answer when no approval can be opened because `pending` reached a cap
+/// (`--max-pending-per-grant` or `--max-pending`): counts the refused check, logs `log` at warn
+/// with the grant, tool, pending count and cap, and answers
+/// `"{who} {pending} pending approvals (at most {max} {scope}): decide them or let them expire"`.
+fn too_many_pending(
+    m: &Metrics,
+    input: &CheckInput,
+    pending: i64,
+    max: u32,
+    log: &str,
+    who: &str,
+    scope: &str,
+) -> Response {
+    m.checks_refused.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(grant = ?input.grant, tool = ?input.tool, pending, max, "{log}");
+    json_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("{who} {pending} pending approvals (at most {max} {scope}): decide them or let them expire"),
+    )
 }
 
 #[cfg(test)]
