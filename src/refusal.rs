@@ -85,6 +85,11 @@ const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE 
 pub const POLICY_NOT_LOADED: &str = "policy not loaded";
 /// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request body.
 pub const BODY_UNREADABLE: &str = "the request body could not be read";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request headers.
+pub const HEADERS_UNREADABLE: &str = "the request headers could not be read";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
+/// Mcp-Session-Id with the server's before forwarding.
+pub const SESSION_ID_NOT_REWRITTEN: &str = "the Mcp-Session-Id header could not be rewritten";
 
 /// One refusal: a local reply instead of forwarding. Variants are named after their `data.kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +137,8 @@ pub enum Refusal {
     /// −31009, 200, `retry-after: 1`: the approval service could not be asked (fail closed).
     ApprovalUnavailable { tool: String, why: String },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
-    /// [`BODY_UNREADABLE`]): a fault on the proxy's side, not the client's, which a retry may clear.
+    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`]): a fault on the
+    /// proxy's side, not the client's, which a retry may clear.
     Unavailable { reason: &'static str },
 }
 

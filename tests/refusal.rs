@@ -10,7 +10,10 @@ use mcp_policy_filter::mcp::Id;
 use mcp_policy_filter::policy::{Algorithm, Limit, Scope, Window};
 use mcp_policy_filter::protocol::Versions;
 use mcp_policy_filter::ratelimit::Unavailable;
-use mcp_policy_filter::refusal::{ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, POLICY_NOT_LOADED};
+use mcp_policy_filter::refusal::{
+    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED,
+    SESSION_ID_NOT_REWRITTEN,
+};
 
 /// The number of `Refusal` variants.
 const VARIANTS: usize = 20;
@@ -108,6 +111,8 @@ fn samples() -> Vec<Refusal> {
         Refusal::ApprovalUnavailable { tool: "x".into(), why: "timeout".into() },
         Refusal::Unavailable { reason: POLICY_NOT_LOADED },
         Refusal::Unavailable { reason: BODY_UNREADABLE },
+        Refusal::Unavailable { reason: HEADERS_UNREADABLE },
+        Refusal::Unavailable { reason: SESSION_ID_NOT_REWRITTEN },
     ]
 }
 
@@ -340,7 +345,7 @@ fn row(r: &Refusal) -> Row {
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"policy not loaded","data":{"kind":"unavailable","reason":"policy not loaded"}}}"#,
         ),
-        Refusal::Unavailable { .. } => (
+        Refusal::Unavailable { reason } if *reason == BODY_UNREADABLE => (
             -32600,
             "unavailable",
             503,
@@ -348,6 +353,25 @@ fn row(r: &Refusal) -> Row {
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request body could not be read","data":{"kind":"unavailable","reason":"the request body could not be read"}}}"#,
         ),
+        Refusal::Unavailable { reason } if *reason == HEADERS_UNREADABLE => (
+            -32600,
+            "unavailable",
+            503,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request headers could not be read","data":{"kind":"unavailable","reason":"the request headers could not be read"}}}"#,
+        ),
+        Refusal::Unavailable { reason } => {
+            assert_eq!(*reason, SESSION_ID_NOT_REWRITTEN, "a reason without its row");
+            (
+                -32600,
+                "unavailable",
+                503,
+                &[],
+                Invalid,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the Mcp-Session-Id header could not be rewritten","data":{"kind":"unavailable","reason":"the Mcp-Session-Id header could not be rewritten"}}}"#,
+            )
+        }
     };
     Row { code, kind, status, headers, decision, json }
 }

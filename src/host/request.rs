@@ -8,7 +8,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
-use crate::refusal::{Refusal, POLICY_NOT_LOADED};
+use crate::refusal::{Refusal, HEADERS_UNREADABLE, POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
 
@@ -73,8 +73,14 @@ impl Filter {
 
     /// No policy (cannot happen once Envoy accepted the config): refuse everything.
     pub(super) fn unconfigured(&mut self) -> Action {
+        self.unavailable(POLICY_NOT_LOADED)
+    }
+
+    /// The filter cannot judge this request (`reason`, a `data.reason` of src/refusal.rs): 503
+    /// `unavailable`.
+    fn unavailable(&mut self, reason: &'static str) -> Action {
         self.request = RequestState::Decided;
-        self.send(Refusal::Unavailable { reason: POLICY_NOT_LOADED }.reply(&crate::mcp::Id::null()))
+        self.send(Refusal::Unavailable { reason }.reply(&crate::mcp::Id::null()))
     }
 
     fn decide_body(&mut self, body_size: usize) -> Action {
@@ -112,7 +118,7 @@ impl Filter {
             Ok(h) => h,
             Err(s) => {
                 warn!("[ctx {}] cannot read request headers ({s:?}); refusing", self.id);
-                return self.unconfigured();
+                return self.unavailable(HEADERS_UNREADABLE);
             }
         };
         #[cfg(feature = "test-panic")]
@@ -137,7 +143,7 @@ impl Filter {
                     hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))
                 {
                     warn!("[ctx {}] cannot rewrite mcp-session-id ({s:?}); refusing", self.id);
-                    return self.unconfigured();
+                    return self.unavailable(SESSION_ID_NOT_REWRITTEN);
                 }
                 self.session_grant = Some(grant);
             }
