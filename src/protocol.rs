@@ -7,6 +7,10 @@
 //! filter treats it; [`RULES`] says what each version forbids. The README's protocol section is
 //! rendered from both ([`render_markdown`]), and a test keeps the two equal.
 
+mod render;
+
+pub use render::render_markdown;
+
 /// An MCP protocol version the filter knows (the `MCP-Protocol-Version` header value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Version {
@@ -312,65 +316,6 @@ pub fn decode_header_value(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
             String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
         }
     }
-}
-
-fn yes(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
-/// The README's protocol tables, rendered from [`METHODS`] and [`RULES`] (Markdown).
-pub fn render_markdown() -> String {
-    let mut s = String::new();
-    s.push_str("| method | kind | ");
-    for v in Version::ALL {
-        s.push_str(v.as_str());
-        s.push_str(" | ");
-    }
-    s.push_str("what the filter does |\n|---|---|");
-    for _ in Version::ALL {
-        s.push_str("---|");
-    }
-    s.push_str("---|\n");
-    for r in METHODS {
-        s.push_str(&format!(
-            "| `{}` | {} | ",
-            r.name,
-            match r.kind {
-                Request => "request",
-                Notification => "notification",
-            }
-        ));
-        for v in Version::ALL {
-            s.push_str(if r.versions.contains(v) { "✓ | " } else { "– | " });
-        }
-        s.push_str(match r.handling {
-            Pass => "pass",
-            Stream => "pass; its SSE stream is filtered like the GET stream",
-            Tool => "judged by tool (precedence below)",
-            Method => "`gateway.methods[method]`, else `default`",
-        });
-        if let Some(p) = r.name_param {
-            s.push_str(&format!("; `Mcp-Name` mirrors `params.{p}`"));
-        }
-        s.push_str(" |\n");
-    }
-    s.push_str("\n| version | batches | `Mcp-Session-Id` | client responses on POST | `Mcp-Method`/`Mcp-Name` required | `params._meta` version required |\n|---|---|---|---|---|---|\n");
-    for r in &RULES {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            r.version.as_str(),
-            yes(r.batches),
-            yes(r.sessions),
-            yes(r.client_responses),
-            yes(r.method_headers),
-            yes(r.meta_version)
-        ));
-    }
-    s
 }
 
 #[cfg(test)]
