@@ -19,7 +19,7 @@ use mcp_policy_filter::grant::from_hex32 as hex32;
 use super::json_error;
 use crate::auth;
 use crate::store::{CheckInput, CheckOutcome};
-use crate::{App, Error, Metrics};
+use crate::{App, Error};
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
@@ -174,46 +174,40 @@ pub async fn check(State(app): State<App>, headers: HeaderMap, body: Bytes) -> R
                 "expires_in_seconds": (a.expires_at - now).max(0),
             })
         }
-        CheckOutcome::TooManyPending { pending } => {
-            return too_many_pending(
-                m,
-                &input,
-                pending,
-                app.config.max_pending_per_grant,
-                "approval refused: too many pending approvals for this grant",
-                "this grant already has",
-                "per grant",
-            );
-        }
-        CheckOutcome::TooManyPendingInAll { pending } => {
-            return too_many_pending(
-                m,
-                &input,
-                pending,
-                app.config.max_pending,
-                "approval refused: too many pending approvals in all (--max-pending)",
-                "there are already",
-                "in all",
-            );
-        }
+        CheckOutcome::TooManyPending { pending } => return too_many_pending(&app, &input, pending, Cap::PerGrant),
+        CheckOutcome::TooManyPendingInAll { pending } => return too_many_pending(&app, &input, pending, Cap::InAll),
     };
     Json(body).into_response()
 }
 
-/// The 429 answer when no approval can be opened because `pending` reached a cap
-/// (`--max-pending-per-grant` or `--max-pending`): counts the refused check, logs `log` at warn
-/// with the grant, tool, pending count and cap, and answers
-/// `"{who} {pending} pending approvals (at most {max} {scope}): decide them or let them expire"`.
-fn too_many_pending(
-    m: &Metrics,
-    input: &CheckInput,
-    pending: i64,
-    max: u32,
-    log: &str,
-    who: &str,
-    scope: &str,
-) -> Response {
-    m.checks_refused.fetch_add(1, Ordering::Relaxed);
+/// The cap on pending approvals a check reached.
+enum Cap {
+    /// `--max-pending-per-grant`: pending approvals of the check's grant.
+    PerGrant,
+    /// `--max-pending`: pending approvals in all.
+    InAll,
+}
+
+/// The 429 answer when no approval can be opened because `pending` approvals reached `cap`: counts
+/// the refused check, logs at warn with the grant, tool, pending count and cap (`max`), and
+/// answers `{"error": "... {pending} pending approvals (at most {max} ...): decide them or let
+/// them expire"}` (API.md, `/v1/check`).
+fn too_many_pending(app: &App, input: &CheckInput, pending: i64, cap: Cap) -> Response {
+    let (max, log, who, scope) = match cap {
+        Cap::PerGrant => (
+            app.config.max_pending_per_grant,
+            "approval refused: too many pending approvals for this grant",
+            "this grant already has",
+            "per grant",
+        ),
+        Cap::InAll => (
+            app.config.max_pending,
+            "approval refused: too many pending approvals in all (--max-pending)",
+            "there are already",
+            "in all",
+        ),
+    };
+    app.metrics.checks_refused.fetch_add(1, Ordering::Relaxed);
     tracing::warn!(grant = ?input.grant, tool = ?input.tool, pending, max, "{log}");
     json_error(
         StatusCode::TOO_MANY_REQUESTS,
