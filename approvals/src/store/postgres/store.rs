@@ -8,8 +8,9 @@ use postgres::{IsolationLevel, Transaction};
 
 use super::check::check_in;
 use super::pool::Conn;
-use super::rows::{approval, approval_with, expire_in, find, rows, COLUMNS, COLUMNS_NO_ARGUMENTS};
+use super::rows::{approval, approval_with, expire_in, find, rows};
 use super::CHANNEL;
+use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{
     utf8_prefix, Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, Listed, PendingPage, Result, State,
     Storage, StoreError, StoredSession,
@@ -229,30 +230,22 @@ impl Storage for PgStore {
     }
 
     fn session_get(&mut self, id_hash: &str, now: i64, take_flash: bool) -> Result<Option<StoredSession>> {
-        if !take_flash {
+        let row = if take_flash {
+            // The old flash is read in the same statement that clears it: shown once, on one instance.
+            self.conn.query_opt(
+                "WITH old AS (SELECT id_hash, flash FROM sessions WHERE id_hash = $1 AND expires_at > $2 FOR UPDATE)
+                 UPDATE sessions s SET flash = NULL FROM old
+                 WHERE s.id_hash = old.id_hash
+                 RETURNING s.approver, s.csrf, s.expires_at, old.flash",
+                &[&id_hash, &now],
+            )?
+        } else {
             // Page polls (`/ui/version`) and form posts: a read, no row write.
-            let row = self.conn.query_opt(
+            self.conn.query_opt(
                 "SELECT approver, csrf, expires_at, flash FROM sessions WHERE id_hash = $1 AND expires_at > $2",
                 &[&id_hash, &now],
-            )?;
-            return match row {
-                Some(r) => Ok(Some(StoredSession {
-                    approver: r.try_get(0)?,
-                    csrf: r.try_get(1)?,
-                    expires_at: r.try_get(2)?,
-                    flash: r.try_get(3)?,
-                })),
-                None => Ok(None),
-            };
-        }
-        // The old flash is read in the same statement that clears it: shown once, on one instance.
-        let row = self.conn.query_opt(
-            "WITH old AS (SELECT id_hash, flash FROM sessions WHERE id_hash = $1 AND expires_at > $2 FOR UPDATE)
-             UPDATE sessions s SET flash = NULL FROM old
-             WHERE s.id_hash = old.id_hash
-             RETURNING s.approver, s.csrf, s.expires_at, old.flash",
-            &[&id_hash, &now],
-        )?;
+            )?
+        };
         match row {
             Some(r) => Ok(Some(StoredSession {
                 approver: r.try_get(0)?,
