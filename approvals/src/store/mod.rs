@@ -12,6 +12,7 @@
 //! on the background task that also calls it. Storage calls are blocking: [`crate::App::db`] runs
 //! them on tokio's blocking pool.
 
+mod columns;
 pub mod postgres;
 pub mod sqlite;
 

@@ -2,8 +2,9 @@
 
 use postgres::Transaction;
 
-use super::rows::{approval, expire_in, find, COLUMNS};
+use super::rows::{approval, expire_in, find};
 use super::{LOCK_KEY, LOCK_OPEN};
+use crate::store::columns::COLUMNS;
 use crate::store::{Changes, CheckInput, CheckOutcome, Result, StoreError};
 
 pub(super) fn check_in(

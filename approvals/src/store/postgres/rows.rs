@@ -1,18 +1,10 @@
-//! The approvals rows: the column lists, a row read into an [`Approval`], the lookup by a
-//! condition, and the expiry every transaction applies first.
+//! The approvals rows: a row read into an [`Approval`] (columns in the order of
+//! `store::columns`), the lookup by a condition, and the expiry every transaction applies first.
 
 use postgres::{Row, Transaction};
 
+use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{Approval, Result, State, StoreError};
-
-pub(super) const COLUMNS: &str =
-    "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
-     expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
-     input_responses, request_state";
-
-pub(super) const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
-                                               expires_in, expires_at, decided_at, approver, note, consumed_at, \
-                                               consumed_request_id, grant_id, '', NULL";
 
 pub(super) fn approval_with(row: &Row, arguments: String) -> Result<Approval> {
     let state: String = row.try_get(2)?;

@@ -1,21 +1,12 @@
-//! The approvals rows: the column lists, a row read into an [`Approval`] or a [`Listed`] page
-//! entry, the lookup by a condition, and the expiry every transaction applies first.
+//! The approvals rows: the list page's columns, a row read into an [`Approval`] (columns in the
+//! order of `store::columns`) or a [`Listed`] page entry, the lookup by a condition, and the
+//! expiry every transaction applies first.
 
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::SqliteStore;
+use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{utf8_prefix, Approval, Listed, State};
-
-pub(super) const COLUMNS: &str =
-    "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
-     expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
-     input_responses, request_state";
-
-/// [`COLUMNS`] without the arguments (`''` in their place): for rows only logged or counted, so a
-/// batch of big arguments is never read under the store lock.
-pub(super) const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
-                                               expires_in, expires_at, decided_at, approver, note, consumed_at, \
-                                               consumed_request_id, grant_id, '', NULL";
 
 /// [`COLUMNS`] for a list page: the first `{prefix}` bytes of the arguments (as a blob, cut to a
 /// character boundary when read) and, last, their size in bytes (`octet_length` reads it from the

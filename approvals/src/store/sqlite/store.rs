@@ -2,8 +2,9 @@
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-use super::rows::{approval_row, listed_columns, listed_row, COLUMNS, COLUMNS_NO_ARGUMENTS};
+use super::rows::{approval_row, listed_columns, listed_row};
 use super::SqliteStore;
+use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{
     Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, PendingPage, Result, State, Storage,
     StoredSession,
