@@ -13,7 +13,7 @@ use mcp_policy_filter::ratelimit::Unavailable;
 use mcp_policy_filter::refusal::{ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, POLICY_NOT_LOADED};
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 20;
+const VARIANTS: usize = 21;
 
 struct Row {
     code: i32,
@@ -106,6 +106,10 @@ fn samples() -> Vec<Refusal> {
             note: String::new(),
         },
         Refusal::ApprovalUnavailable { tool: "x".into(), why: "timeout".into() },
+        Refusal::ApprovalStateInvalid {
+            tool: "x".into(),
+            why: "params.requestState has expired; call the tool again without it",
+        },
         Refusal::Unavailable { reason: POLICY_NOT_LOADED },
         Refusal::Unavailable { reason: BODY_UNREADABLE },
     ]
@@ -331,6 +335,14 @@ fn row(r: &Refusal) -> Row {
             RETRY_1,
             ApprovalUnavailable,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31009,"message":"tool 'x' refused: approval could not be checked: timeout","data":{"kind":"approval_unavailable","tool":"x","reason":"timeout","retry_after_seconds":1}}}"#,
+        ),
+        Refusal::ApprovalStateInvalid { .. } => (
+            -31011,
+            "approval_state_invalid",
+            400,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31011,"message":"Invalid params: params.requestState has expired; call the tool again without it","data":{"kind":"approval_state_invalid","tool":"x","reason":"params.requestState has expired; call the tool again without it"}}}"#,
         ),
         Refusal::Unavailable { reason } if *reason == POLICY_NOT_LOADED => (
             -32600,

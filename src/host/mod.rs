@@ -86,6 +86,8 @@ struct Filter {
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
+    /// The body to forward instead of the received one, once the request goes upstream (`crate::rewrite`).
+    rewrite: Option<crate::rewrite::BodyRewrite>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

@@ -8,14 +8,18 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
-use crate::refusal::{Refusal, POLICY_NOT_LOADED};
+use crate::refusal::{Refusal, BODY_UNWRITABLE, POLICY_NOT_LOADED};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
+use crate::rewrite::BodyRewrite;
 
 impl Filter {
     /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
     /// approval, hold it and ask).
     pub(super) fn finish(&mut self, mut outcome: Outcome) -> Action {
+        if let Some(rewrite) = outcome.rewrite.take() {
+            self.rewrite = Some(rewrite);
+        }
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
@@ -51,6 +55,12 @@ impl Filter {
         }
         match outcome.reply {
             None => {
+                if let Some(rewrite) = self.rewrite.take() {
+                    if !self.apply(&rewrite) {
+                        return self
+                            .send(Refusal::Unavailable { reason: BODY_UNWRITABLE }.reply(&crate::mcp::Id::null()));
+                    }
+                }
                 if let Some(policy) = self.policy.as_ref() {
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);
                 }
@@ -58,6 +68,18 @@ impl Filter {
             }
             Some(reply) => self.send(reply),
         }
+    }
+
+    /// Replace the buffered request body (`set_buffer`) and drop `content-length`, which Envoy's
+    /// buffer filter, after this one, sets again from the new body.
+    fn apply(&self, rewrite: &BodyRewrite) -> bool {
+        let set = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, rewrite.replaced_bytes, &rewrite.body);
+        let length = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "content-length", None);
+        if let Err(s) = set.and(length) {
+            warn!("[ctx {}] cannot rewrite the request body ({s:?}); refusing", self.id);
+            return false;
+        }
+        true
     }
 
     pub(super) fn send(&self, reply: Reply) -> Action {

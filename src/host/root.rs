@@ -94,6 +94,7 @@ impl RootContext for Root {
             request_id: None,
             session_grant: None,
             held: None,
+            rewrite: None,
         }))
     }
 
