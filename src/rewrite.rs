@@ -1,11 +1,14 @@
-//! Request body rewrites the core plans and the host applies (`set_buffer` on the request body,
-//! then `content-length` removed so that Envoy's buffer filter sets it again from the new body).
+//! Request body rewrites the core plans and the host applies (`set_buffer` on the buffered request
+//! body).
 //!
 //! One rewrite exists: the retry of a call offered for approval through `input_required`
 //! ([`crate::offer`]) carries the gateway's own `params.inputResponses` entry and `params.requestState`;
-//! once checked, both members are cut out of the JSON text, so the MCP server receives the call
-//! exactly as the client first sent it. Every other byte of the body is kept as sent (member
-//! order, whitespace, escapes, number spellings).
+//! once checked, both members are blanked out of the JSON text: every byte of them (and of the one
+//! comma that separated them) becomes a space (U+0020, insignificant whitespace, RFC 8259 §2), so
+//! the MCP server receives the call as the client first sent it, and the body keeps its length.
+//! Keeping the length matters: Envoy lets a filter change request headers only before it lets them
+//! continue, and the body is judged after that, so `content-length` cannot be changed then. Every
+//! other byte is kept as sent (member order, escapes, number spellings).
 
 use crate::json::Parser;
 
@@ -23,10 +26,9 @@ pub struct BodyRewrite {
 
 /// `body` (one JSON-RPC request object) without the `params` members named in `cut`. `None` when
 /// the body is not one JSON object, has no `params` object, or names none of `cut` there (nothing to
-/// do). Removing a member removes its key, value and one separating comma, and nothing else:
-/// `{"a":1, "b":2 ,"c":3}` without `b` is `{"a":1 ,"c":3}`; without `a`, `{ "b":2 ,"c":3}`.
+/// do). Removing a member blanks its key, value and one separating comma, and nothing else:
+/// `{"a":1,"b":2,"c":3}` without `b` is `{"a":1      ,"c":3}`; without `a`, `{      "b":2,"c":3}`.
 pub fn without_params_members(body: &[u8], cut: &[&str]) -> Option<BodyRewrite> {
-    let text = std::str::from_utf8(body).ok()?;
     // (start, end, cut) of each member of `params`.
     let mut spans: Vec<(usize, usize, bool)> = Vec::new();
     let mut open: Option<usize> = None;
@@ -57,25 +59,19 @@ pub fn without_params_members(body: &[u8], cut: &[&str]) -> Option<BodyRewrite> 
     if !spans.iter().any(|&(_, _, cut)| cut) {
         return None;
     }
-    let mut out = String::with_capacity(text.len());
-    out.push_str(text.get(..=open)?);
+    let mut out = body.to_vec();
     let mut first_kept = true;
-    let mut last_end = open + 1;
     for &(start, end, cut) in &spans {
-        last_end = end;
         if cut {
-            continue;
+            out.get_mut(start..end)?.fill(b' ');
+        } else {
+            if first_kept && start != open + 1 {
+                // The first member kept after removed ones: its leading `,` goes too.
+                let comma = start + body.get(start..end)?.iter().position(|&b| b == b',')?;
+                *out.get_mut(comma)? = b' ';
+            }
+            first_kept = false;
         }
-        let mut seg = text.get(start..end)?;
-        if first_kept && start != open + 1 {
-            // This member followed a removed one: its leading `,` goes (the whitespace before it stays).
-            let comma = seg.find(',')?;
-            seg = seg.get(comma + 1..)?;
-            out.push_str(text.get(start..start + comma)?);
-        }
-        first_kept = false;
-        out.push_str(seg);
     }
-    out.push_str(text.get(last_end..)?);
-    Some(BodyRewrite { replaced_bytes: body.len(), body: out.into_bytes() })
+    Some(BodyRewrite { replaced_bytes: body.len(), body: out })
 }

@@ -166,22 +166,27 @@ fn the_rewrite_cuts_only_the_members() {
         rewrite::without_params_members(body.as_bytes(), &rewrite::LEG_MEMBERS)
             .map(|r| (r.replaced_bytes, String::from_utf8(r.body).unwrap()))
     };
+    // Each byte of a cut member, and of the one comma that separated it, becomes a space.
+    let blank = |n: usize| " ".repeat(n);
     assert_eq!(
         cut(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":{"k":{"action":"accept"}},"requestState":"s","arguments":{"a":1}}}"#
         ),
         Some((
             150,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}"#.to_owned()
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t"{},"arguments":{{"a":1}}}}}}"#,
+                blank(62)
+            )
         ))
     );
     assert_eq!(
         cut(r#"{"params": {"requestState" : "s" , "name":"t" ,"inputResponses":{}} , "id":2}"#).unwrap().1,
-        r#"{"params": {  "name":"t"} , "id":2}"#
+        format!(r#"{{"params": {{{}   "name":"t"{}}} , "id":2}}"#, blank(20), blank(21))
     );
     assert_eq!(
         cut(r#"{"id":3,"params":{"name":"t","arguments":{"requestState":"kept"},"requestState":"s"}}"#).unwrap().1,
-        r#"{"id":3,"params":{"name":"t","arguments":{"requestState":"kept"}}}"#
+        format!(r#"{{"id":3,"params":{{"name":"t","arguments":{{"requestState":"kept"}}{}}}}}"#, blank(19))
     );
     assert_eq!(cut(r#"{"id":4,"params":{"name":"t"}}"#), None, "nothing to cut");
     assert_eq!(cut(r#"[{"params":{"requestState":"s"}}]"#), None, "not one object");
@@ -219,9 +224,13 @@ fn offered(p: &Policy, now: u64) -> (Value, String) {
     (v, state)
 }
 
+/// The gateway's members of a retry, as the client appends them to `params`.
+fn retry_tail(state: &str, action: &str) -> String {
+    format!(r#","inputResponses":{{"mcp-policy-filter/approval":{{"action":"{action}"}}}},"requestState":"{state}""#)
+}
+
 fn retry_body(id: u64, state: &str, action: &str) -> String {
-    let answers = format!(r#","inputResponses":{{"mcp-policy-filter/approval":{{"action":"{action}"}}}}"#);
-    call26(id, &format!(",{CAPS}"), &format!(r#"{answers},"requestState":"{state}""#))
+    call26(id, &format!(",{CAPS}"), &retry_tail(state, action))
 }
 
 #[test]
@@ -240,7 +249,8 @@ fn offer_retry_approved_is_forwarded_without_the_gateways_members() {
     // The retry: the same call plus the gateway's answer and state; checked, then held under the same key.
     let body = retry_body(2, &state, "accept");
     let o = decide_at(&p, &head(&p, V26, None), &body, T0 + 5_000);
-    let rewritten = call26(2, &format!(",{CAPS}"), "");
+    // Forwarded: the same bytes with the gateway's members blanked (the length is kept).
+    let rewritten = call26(2, &format!(",{CAPS}"), &" ".repeat(retry_tail(&state, "accept").len()));
     assert_eq!(o.rewrite, Some(BodyRewrite { replaced_bytes: body.len(), body: rewritten.into_bytes() }));
     let held = pending(o);
     assert_eq!((held.key.clone(), held.leg.is_continuation(), held.offer), (call_key(), false, Offer::InputRequired));

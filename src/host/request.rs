@@ -70,12 +70,10 @@ impl Filter {
         }
     }
 
-    /// Replace the buffered request body (`set_buffer`) and drop `content-length`, which Envoy's
-    /// buffer filter, after this one, sets again from the new body.
+    /// Replace the buffered request body (`set_buffer`; the rewrite keeps its length, so
+    /// `content-length` stays right: request headers cannot change once they continued).
     fn apply(&self, rewrite: &BodyRewrite) -> bool {
-        let set = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, rewrite.replaced_bytes, &rewrite.body);
-        let length = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "content-length", None);
-        if let Err(s) = set.and(length) {
+        if let Err(s) = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, rewrite.replaced_bytes, &rewrite.body) {
             warn!("[ctx {}] cannot rewrite the request body ({s:?}); refusing", self.id);
             return false;
         }
