@@ -405,3 +405,32 @@ fn an_m2_session_gets_url_elicitation_required() {
         r#"{"jsonrpc":"2.0","id":"c","error":{"code":-32042,"message":"tool 'start_vm' requires approval: open http://127.0.0.1:9/approvals/apr_1 to approve it","data":{"kind":"approval_required","tool":"start_vm","reason":"starting a VM costs money","elicitations":[{"mode":"url","url":"http://127.0.0.1:9/approvals/apr_1","elicitationId":"apr_1","message":"starting a VM costs money"}]}}}"#
     );
 }
+
+#[test]
+fn initialize_with_url_elicitation_binds_an_m2_session() {
+    let init = |caps: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{caps},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+        )
+    };
+    let p = policy(true);
+    let h = RequestHead::from_headers(
+        &p,
+        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", b"Bearer agent-a")],
+    );
+    let decide = |p: &Policy, body: &str| gate::on_body(p, &h, body.as_bytes(), &MemoryStore::default(), T0);
+    assert!(decide(&p, &init(r#"{"elicitation":{"url":{}}}"#)).url_elicitation);
+    assert!(decide(&p, &init(r#"{"elicitation":{"form":{},"url":{}},"roots":{}}"#)).url_elicitation);
+    for caps in [r#"{}"#, r#"{"elicitation":{}}"#, r#"{"elicitation":{"form":{}}}"#, r#"{"elicitation":{"url":1}}"#] {
+        assert!(!decide(&p, &init(caps)).url_elicitation, "{caps}");
+    }
+    assert!(!decide(&policy(false), &init(r#"{"elicitation":{"url":{}}}"#)).url_elicitation, "no session_key");
+    // The id handed out is m2, and presenting it keeps the flag for the ids handed back later.
+    let sid = gate::session_id_out(&p, Some(&grant_a()), b"up-1", true).unwrap();
+    assert_eq!(sid, session::wrap_with(&keys(), &grant_a(), b"up-1", true));
+    let again = head(&p, "2025-11-25", Some(&sid));
+    assert_eq!(
+        gate::check_session(&p, &again),
+        gate::SessionCheck::Rewrite { grant: grant_a(), upstream: b"up-1".to_vec(), url_elicitation: true }
+    );
+}

@@ -25,6 +25,9 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
     match parsed {
         Body::Single(msg) => {
             let mut out = on_message(policy, head, &msg, body, &limiter);
+            out.url_elicitation = out.reply.is_none()
+                && policy.gateway.session_keys.is_some()
+                && offer::initialize_declares_url_elicitation(&msg, body);
             describe(&mut out.decision, &msg);
             if let Some(p) = out.approval.as_mut() {
                 p.decision = out.decision.clone();

@@ -53,6 +53,17 @@ pub(super) fn check_retry(policy: &Policy, msg: &Message, grant: &Grant, body: &
     }
 }
 
+/// Whether `msg` is an `initialize` whose `params.capabilities` declare URL-mode elicitation
+/// (MCP 2025-11-25 `ClientCapabilities.elicitation.url`). `body` is the message's whole text (an
+/// `initialize` is read again here, once per session; the message layer keeps no capabilities).
+pub(super) fn initialize_declares_url_elicitation(msg: &Message, body: &[u8]) -> bool {
+    let Message::Request { call: Call::Method { method: crate::mcp::McpMethod::Initialize, .. }, .. } = msg else {
+        return false;
+    };
+    let Ok(v) = crate::json::parse_folded_keys_allowed(body) else { return false };
+    v.get("params").and_then(|p| p.get("capabilities")).is_some_and(offer::declares_url_elicitation)
+}
+
 /// The offer a call waiting for approval gets while the approval is pending: never without
 /// `gateway.session_key` or after a declined elicitation; `input_required` for a 2026-07-28 first
 /// leg whose client declares URL elicitation; −32042 on a 2025-11-25 `m2.` session; else −31007.

@@ -83,6 +83,8 @@ struct Filter {
     request_id: Option<String>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
     session_grant: Option<crate::ratelimit::GrantId>,
+    /// The session's client declared URL elicitation: its id is handed out as `m2.` (`crate::offer`).
+    session_url_elicitation: bool,
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,

@@ -20,6 +20,7 @@ impl Filter {
         if let Some(rewrite) = outcome.rewrite.take() {
             self.rewrite = Some(rewrite);
         }
+        self.session_url_elicitation |= outcome.url_elicitation;
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
@@ -151,7 +152,8 @@ impl Filter {
         match gate::check_session(&policy, &head) {
             gate::SessionCheck::Unbound => {}
             gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
-            gate::SessionCheck::Rewrite { grant, upstream } => {
+            gate::SessionCheck::Rewrite { grant, upstream, url_elicitation } => {
+                self.session_url_elicitation = url_elicitation;
                 // The server sees its own id; the client only ever sees the bound one.
                 if let Err(s) =
                     hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))

@@ -142,3 +142,62 @@ def test_without_session_key_the_fallback_stays(stack):
     assert (err["code"], err["data"]["kind"]) == (-31007, "approval_required"), err
     assert err["data"]["approval_url"] == f"{o.svc.url}/approvals/{err['data']['approval_id']}"
     assert o.received(settle=SETTLE) == []
+
+
+# ------------------------------------------------------------------------------ 2025-11-25: -32042
+
+V25 = "2025-11-25"
+
+
+def init_body(caps: dict) -> bytes:
+    return compact({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": V25, "capabilities": caps, "clientInfo": {"name": "raw", "version": "1"}}})
+
+
+def test_2025_session_with_url_elicitation_gets_32042(stack):
+    svc = ha.approvals(stack)
+    policy = ha.approval_policy({"start_vm": ha.approval_tool(reason=REASON), "list_vms": {}},
+                                gateway={"session_key": {"current": KEY}})
+    _, port = stack.demo_server(json_response=True)
+    envoy = stack.envoy(policy, port, approvals_port=svc.check_port)
+
+    def session(caps: dict) -> str:
+        r = post(envoy.mcp_url, init_body(caps), headers_for(TOKEN, **{"mcp-protocol-version": V25}))
+        assert r.status == 200, r.body
+        sid = r.headers["mcp-session-id"]
+        h = headers_for(TOKEN, **{"mcp-session-id": sid, "mcp-protocol-version": V25})
+        assert post(envoy.mcp_url, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', h).status == 202
+        return sid
+
+    def start(sid: str, id_: int) -> Reply:
+        body = compact({"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+                        "params": {"name": "start_vm", "arguments": ARGS}})
+        return post(envoy.mcp_url, body, headers_for(TOKEN, **{"mcp-session-id": sid, "mcp-protocol-version": V25}),
+                    timeout=15)
+
+    url_sid = session({"elicitation": {"form": {}, "url": {}}})
+    plain_sid = session({"elicitation": {"form": {}}})
+    assert url_sid.startswith("m2.") and plain_sid.startswith("m1."), (url_sid, plain_sid)
+
+    r = start(url_sid, 1)
+    assert r.status == 200, r.body
+    msg = r.json()
+    err = msg["error"]
+    (elicitation,) = err["data"]["elicitations"]
+    approval_id = elicitation["elicitationId"]
+    approval_url = f"{svc.url}/approvals/{approval_id}"
+    assert msg == {"jsonrpc": "2.0", "id": 1, "error": {
+        "code": -32042, "message": f"tool 'start_vm' requires approval: open {approval_url} to approve it",
+        "data": {"kind": "approval_required", "tool": "start_vm", "reason": REASON, "elicitations": [
+            {"mode": "url", "url": approval_url, "elicitationId": approval_id, "message": REASON}]}}}, msg
+
+    # The plain session still gets -31007, for the same pending approval (same call, same grant).
+    r = start(plain_sid, 2)
+    assert (r.json()["error"]["code"], r.json()["error"]["data"]["approval_id"]) == (-31007, approval_id)
+
+    # Approved: the identical call runs, on the m2 session.
+    svc.approve(approval_id)
+    r = start(url_sid, 3)
+    assert r.status == 200, r.body
+    assert json.loads(r.json()["result"]["content"][0]["text"])["status"] == "running", r.body
+    assert svc.get(approval_id)["state"] == "consumed"
