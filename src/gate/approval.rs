@@ -56,6 +56,9 @@ impl PendingApproval {
     }
 }
 
+/// The reason shown for a `require_approval` tool whose rule gives none.
+pub(super) const DEFAULT_REASON: &str = "this tool needs a person's approval for each call";
+
 /// Finish a held call with the approval service's answer: forward it when approved; otherwise
 /// give its reserved quota back and answer `approval_required`, `approval_denied` or
 /// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed). A pending
@@ -68,8 +71,15 @@ pub fn on_approval_answer(
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> Outcome {
-    let PendingApproval { key, tool, id, admission, mut decision, reason, grant_id, rls_limits, offer, .. } = pending;
-    let mut offered = None;
+    let offered = match &answer {
+        Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
+            let (approval_id, approval_url) = (approval_id.clone(), approval_url.clone());
+            let link = ApprovalLink { approval_id, approval_url, expires_in_seconds: *expires_in_seconds };
+            super::offer::pending_reply(policy, &pending, &link, now_ms)
+        }
+        _ => None,
+    };
+    let PendingApproval { tool, id, admission, mut decision, reason, grant_id, rls_limits, .. } = pending;
     let refusal = match answer {
         Answer::Approved { approval_id, approver: _ } => {
             decision.kind = DecisionKind::Approved;
@@ -82,11 +92,10 @@ pub fn on_approval_answer(
             };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
-            let reason = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
+            let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
             decision.approval_id = Some(approval_id.clone());
-            let link = ApprovalLink { approval_id, approval_url, expires_in_seconds };
-            offered = super::offer::pending_reply(policy, offer, &id, &tool, &reason, &link, &grant_id, &key, now_ms);
-            Refusal::ApprovalRequired { tool, reason, link: Some(link) }
+            let link = Some(ApprovalLink { approval_id, approval_url, expires_in_seconds });
+            Refusal::ApprovalRequired { tool, reason, link }
         }
         Answer::Denied { approval_id, approver, note } => {
             decision.approval_id = Some(approval_id.clone());

@@ -2,11 +2,11 @@
 //! retry of an offer, checked before the call is judged ([`check_retry`]); which offer a call waiting
 //! for approval gets ([`offer_for`]); and the reply of a pending approval ([`pending_reply`]).
 
-use super::{HeaderValue, RequestHead};
+use super::{HeaderValue, PendingApproval, RequestHead};
 use crate::approval;
 use crate::grant::Grant;
 use crate::leg::Leg;
-use crate::mcp::{Call, Id, Message};
+use crate::mcp::{Call, Message};
 use crate::offer::{self, Offer, Retry};
 use crate::policy::Policy;
 use crate::protocol::Version;
@@ -79,30 +79,25 @@ pub(super) fn offer_for(policy: &Policy, head: &RequestHead, version: Version, l
     }
 }
 
-/// The reply to a call whose approval is pending, offered as `offer`; `None` for the fallback
-/// (the refusal's own −31007 reply). `key` is the call's approval key, `now_ms` milliseconds since
-/// the Unix epoch; the sealed state expires with the approval request.
-#[allow(clippy::too_many_arguments)]
+/// The reply to a held call whose approval is pending at `link`, offered as `held.offer`; `None`
+/// for the fallback (the refusal's own −31007 reply). The sealed state binds the call's approval
+/// key and expires with the approval request; `now_ms` is milliseconds since the Unix epoch.
 pub(super) fn pending_reply(
     policy: &Policy,
-    offer: Offer,
-    id: &Id,
-    tool: &str,
-    reason: &str,
+    held: &PendingApproval,
     link: &ApprovalLink,
-    grant: &GrantId,
-    key: &str,
     now_ms: u64,
 ) -> Option<Reply> {
-    let body = match offer {
+    let reason = held.reason.as_deref().unwrap_or(super::approval::DEFAULT_REASON);
+    let body = match held.offer {
         Offer::Fallback => return None,
         Offer::InputRequired => {
             let keys = policy.gateway.session_keys.as_ref()?;
             let expires_at = (now_ms / 1000).saturating_add(link.expires_in_seconds);
-            let state = offer::state::seal(keys, grant, key, &link.approval_id, expires_at);
-            offer::input_required(id, link, reason, &state)
+            let state = offer::state::seal(keys, &held.grant_id, &held.key, &link.approval_id, expires_at);
+            offer::input_required(&held.id, link, reason, &state)
         }
-        Offer::UrlElicitation => offer::url_elicitation_required(id, tool, link, reason),
+        Offer::UrlElicitation => offer::url_elicitation_required(&held.id, &held.tool, link, reason),
     };
     Some(Reply { status: 200, headers: Vec::new(), body })
 }
