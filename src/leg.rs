@@ -20,6 +20,9 @@ pub struct Leg {
     pub input_responses: Option<Box<str>>,
     /// `params.requestState`, unescaped.
     pub request_state: Option<String>,
+    /// `params._meta`'s client capabilities declare URL-mode elicitation, so the call may be offered
+    /// for approval through `input_required` (`crate::offer`). Not part of any binding key.
+    pub url_elicitation: bool,
 }
 
 impl Leg {
@@ -78,5 +81,5 @@ pub(crate) fn leg_of(ir: Member<Box<str>>, rs: Member<String>) -> Result<Leg, &'
         Member::Ok(s) => Some(s),
         Member::Wrong => return Err("\"params.requestState\" must be a string"),
     };
-    Ok(Leg { input_responses, request_state })
+    Ok(Leg { input_responses, request_state, url_elicitation: false })
 }

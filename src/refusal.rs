@@ -90,6 +90,8 @@ pub const HEADERS_UNREADABLE: &str = "the request headers could not be read";
 /// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
 /// Mcp-Session-Id with the server's before forwarding.
 pub const SESSION_ID_NOT_REWRITTEN: &str = "the Mcp-Session-Id header could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not set a rewritten request body.
+pub const BODY_UNWRITABLE: &str = "the request body could not be rewritten";
 
 /// One refusal: a local reply instead of forwarding. Variants are named after their `data.kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,8 +138,12 @@ pub enum Refusal {
     ApprovalDenied { tool: String, approval_id: String, approver: String, note: String },
     /// −31009, 200, `retry-after: 1`: the approval service could not be asked (fail closed).
     ApprovalUnavailable { tool: String, why: String },
+    /// −31011, 400: the retry of a call offered for approval through `input_required` carries a
+    /// `requestState` (or an answer to the gateway's request) this gateway did not seal for this grant
+    /// and call, or one that expired (`crate::offer`).
+    ApprovalStateInvalid { tool: String, why: &'static str },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
-    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`]): a fault on the
+    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
     /// proxy's side, not the client's, which a retry may clear.
     Unavailable { reason: &'static str },
 }
@@ -176,6 +182,7 @@ impl Refusal {
             Refusal::ApprovalRequired { .. } => code::APPROVAL_REQUIRED,
             Refusal::ApprovalDenied { .. } => code::APPROVAL_DENIED,
             Refusal::ApprovalUnavailable { .. } => code::APPROVAL_UNAVAILABLE,
+            Refusal::ApprovalStateInvalid { .. } => code::APPROVAL_STATE_INVALID,
         }
     }
 
@@ -201,6 +208,7 @@ impl Refusal {
             Refusal::ApprovalRequired { .. } => "approval_required",
             Refusal::ApprovalDenied { .. } => "approval_denied",
             Refusal::ApprovalUnavailable { .. } => "approval_unavailable",
+            Refusal::ApprovalStateInvalid { .. } => "approval_state_invalid",
             Refusal::Unavailable { .. } => "unavailable",
         }
     }
@@ -214,7 +222,8 @@ impl Refusal {
             | Refusal::InvalidParams { .. }
             | Refusal::HeaderMismatch { .. }
             | Refusal::UnsupportedProtocolVersion { .. }
-            | Refusal::StrayCredential { .. } => 400,
+            | Refusal::StrayCredential { .. }
+            | Refusal::ApprovalStateInvalid { .. } => 400,
             Refusal::NoGrant { .. } => 401,
             Refusal::Denied { subject: Subject::ClientResponse, .. } => 403,
             Refusal::SessionInvalid => 404,
@@ -268,6 +277,7 @@ impl Refusal {
             | Refusal::SessionInvalid
             | Refusal::BatchRefused
             | Refusal::BadUpstreamResponse { .. }
+            | Refusal::ApprovalStateInvalid { .. }
             | Refusal::Unavailable { .. } => DecisionKind::Invalid,
         }
     }
@@ -283,6 +293,7 @@ impl Refusal {
             | Refusal::ApprovalUnavailable { why, .. } => Cow::Borrowed(why),
             Refusal::HeaderMismatch { why }
             | Refusal::StrayCredential { why }
+            | Refusal::ApprovalStateInvalid { why, .. }
             | Refusal::UnsupportedMediaType { why } => Cow::Borrowed(why),
             Refusal::MethodNotAllowed => Cow::Borrowed(METHOD_NOT_ALLOWED),
             Refusal::BodyTooLarge { max_bytes } => Cow::Owned(format!("request body exceeds {max_bytes} bytes")),
@@ -308,7 +319,8 @@ impl Refusal {
             | Refusal::LimiterUnavailable { subject, .. } => subject.tool(),
             Refusal::ApprovalRequired { tool, .. }
             | Refusal::ApprovalDenied { tool, .. }
-            | Refusal::ApprovalUnavailable { tool, .. } => Some(tool),
+            | Refusal::ApprovalUnavailable { tool, .. }
+            | Refusal::ApprovalStateInvalid { tool, .. } => Some(tool),
             _ => None,
         }
     }
@@ -332,7 +344,9 @@ impl Refusal {
         let reason = self.reason();
         match self {
             Refusal::ParseError { .. } => format!("Parse error: {reason}"),
-            Refusal::InvalidParams { .. } => format!("Invalid params: {reason}"),
+            Refusal::InvalidParams { .. } | Refusal::ApprovalStateInvalid { .. } => {
+                format!("Invalid params: {reason}")
+            }
             Refusal::InvalidRequest { .. }
             | Refusal::StrayCredential { .. }
             | Refusal::MethodNotAllowed

@@ -32,6 +32,13 @@ pub mod code {
     /// The approval service could not be asked (unreachable, timeout, bad answer): refused to fail
     /// closed (`approval_unavailable`), with `retry-after: 1`.
     pub const APPROVAL_UNAVAILABLE: i32 = -31009;
+    /// The retry of a call offered for approval through `input_required` carries a `requestState`
+    /// (or an answer to the gateway's request) that this gateway did not seal for this grant and
+    /// call, or that has expired (`approval_state_invalid`, HTTP 400; `crate::offer`).
+    pub const APPROVAL_STATE_INVALID: i32 = -31011;
+    /// MCP 2025-11-25 URLElicitationRequiredError: a pending approval offered to a client that
+    /// declared URL-mode elicitation (`crate::offer`); `data.elicitations` holds the approval page.
+    pub const URL_ELICITATION_REQUIRED: i32 = -32042;
     /// MCP 2026-07-28 Streamable HTTP: `Mcp-Method`/`Mcp-Name` disagree with the body.
     pub const HEADER_MISMATCH: i32 = -32020;
     /// `Mcp-Session-Id` was not issued to this grant under `gateway.session_key` (another grant's,

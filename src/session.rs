@@ -9,7 +9,11 @@
 //! ```
 //!
 //! (RFC 2104 HMAC; base64url without padding, RFC 4648 §5; the grant hash is the 32-byte SHA-256 of
-//! the credential). On the way in the filter checks the tag against the request's grant under the
+//! the credential). A session whose client declared URL-mode elicitation at `initialize`
+//! (`capabilities.elicitation.url`, MCP 2025-11-25) gets an `m2.` id instead, made the same way under
+//! the domain `"mcpf-session-v2-url-elicitation"`: the flag is covered by the tag, so an `m1.` id
+//! cannot be turned into an `m2.` one; pending approvals on it are offered as −32042
+//! (`crate::offer`). On the way in the filter checks the tag against the request's grant under the
 //! current key, then the previous one, and forwards the upstream id; any other id — another grant's,
 //! tampered, forged, unwrapped — is refused and nothing goes upstream. No state is kept, so any Envoy
 //! sharing the key accepts the id.
@@ -26,6 +30,8 @@ pub const MIN_KEY_BYTES: usize = 32;
 
 const PREFIX: &str = "m1.";
 const DOMAIN: &[u8] = b"mcpf-session-v1";
+const PREFIX_URL: &str = "m2.";
+const DOMAIN_URL: &[u8] = b"mcpf-session-v2-url-elicitation";
 
 /// `gateway.session_key`: the key new ids are made with, and the one before it (still accepted).
 #[derive(Clone, PartialEq, Eq)]
@@ -40,9 +46,9 @@ impl std::fmt::Debug for SessionKeys {
     }
 }
 
-fn tag(key: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256>> {
+fn tag(key: &[u8], domain: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256>> {
     let mut mac = SimpleHmac::<Sha256>::new_from_slice(key).ok()?;
-    mac.update(DOMAIN);
+    mac.update(domain);
     mac.update(grant);
     mac.update(upstream);
     Some(mac)
@@ -50,10 +56,16 @@ fn tag(key: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256
 
 /// The session id handed to the client for the server's id `upstream`, created for `grant`.
 pub fn wrap(keys: &SessionKeys, grant: &GrantId, upstream: &[u8]) -> String {
-    let mut out = String::from(PREFIX);
+    wrap_with(keys, grant, upstream, false)
+}
+
+/// [`wrap`], as an `m2.` id when the client declared URL-mode elicitation.
+pub fn wrap_with(keys: &SessionKeys, grant: &GrantId, upstream: &[u8], url_elicitation: bool) -> String {
+    let (prefix, domain) = if url_elicitation { (PREFIX_URL, DOMAIN_URL) } else { (PREFIX, DOMAIN) };
+    let mut out = String::from(prefix);
     b64::encode_into(&mut out, upstream, Alphabet::UrlNoPad);
     out.push('.');
-    if let Some(mac) = tag(&keys.current, grant, upstream) {
+    if let Some(mac) = tag(&keys.current, domain, grant, upstream) {
         b64::encode_into(&mut out, &mac.finalize().into_bytes(), Alphabet::UrlNoPad);
     }
     out
@@ -62,12 +74,21 @@ pub fn wrap(keys: &SessionKeys, grant: &GrantId, upstream: &[u8]) -> String {
 /// The server's session id inside `presented`, if it was made for `grant` under the current or the
 /// previous key. `None` for anything else. The tag comparison is constant-time (`hmac::Mac::verify_slice`).
 pub fn unwrap(keys: &SessionKeys, grant: &GrantId, presented: &[u8]) -> Option<Vec<u8>> {
-    let rest = presented.strip_prefix(PREFIX.as_bytes())?;
+    let (rest, domain) = match presented.strip_prefix(PREFIX.as_bytes()) {
+        Some(rest) => (rest, DOMAIN),
+        None => (presented.strip_prefix(PREFIX_URL.as_bytes())?, DOMAIN_URL),
+    };
     let dot = rest.iter().position(|&b| b == b'.')?;
     let upstream = b64::decode(rest.get(..dot)?, Alphabet::UrlNoPad)?;
     let sig = b64::decode(rest.get(dot + 1..)?, Alphabet::UrlNoPad)?;
-    let ok = |key: &[u8]| tag(key, grant, &upstream).is_some_and(|m| m.verify_slice(&sig).is_ok());
+    let ok = |key: &[u8]| tag(key, domain, grant, &upstream).is_some_and(|m| m.verify_slice(&sig).is_ok());
     (ok(&keys.current) || keys.previous.as_deref().is_some_and(ok)).then_some(upstream)
+}
+
+/// Whether `presented` is a valid `m2.` id of `grant`: a session whose client declared URL-mode
+/// elicitation at `initialize`.
+pub fn declares_url_elicitation(keys: &SessionKeys, grant: &GrantId, presented: &[u8]) -> bool {
+    presented.starts_with(PREFIX_URL.as_bytes()) && unwrap(keys, grant, presented).is_some()
 }
 
 #[cfg(test)]

@@ -11,12 +11,12 @@ use mcp_policy_filter::policy::{Algorithm, Limit, Scope, Window};
 use mcp_policy_filter::protocol::Versions;
 use mcp_policy_filter::ratelimit::Unavailable;
 use mcp_policy_filter::refusal::{
-    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED,
-    SESSION_ID_NOT_REWRITTEN,
+    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE,
+    POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN,
 };
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 20;
+const VARIANTS: usize = 21;
 
 struct Row {
     code: i32,
@@ -109,10 +109,15 @@ fn samples() -> Vec<Refusal> {
             note: String::new(),
         },
         Refusal::ApprovalUnavailable { tool: "x".into(), why: "timeout".into() },
+        Refusal::ApprovalStateInvalid {
+            tool: "x".into(),
+            why: "params.requestState has expired; call the tool again without it",
+        },
         Refusal::Unavailable { reason: POLICY_NOT_LOADED },
         Refusal::Unavailable { reason: BODY_UNREADABLE },
         Refusal::Unavailable { reason: HEADERS_UNREADABLE },
         Refusal::Unavailable { reason: SESSION_ID_NOT_REWRITTEN },
+        Refusal::Unavailable { reason: BODY_UNWRITABLE },
     ]
 }
 
@@ -337,6 +342,14 @@ fn row(r: &Refusal) -> Row {
             ApprovalUnavailable,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31009,"message":"tool 'x' refused: approval could not be checked: timeout","data":{"kind":"approval_unavailable","tool":"x","reason":"timeout","retry_after_seconds":1}}}"#,
         ),
+        Refusal::ApprovalStateInvalid { .. } => (
+            -31011,
+            "approval_state_invalid",
+            400,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31011,"message":"Invalid params: params.requestState has expired; call the tool again without it","data":{"kind":"approval_state_invalid","tool":"x","reason":"params.requestState has expired; call the tool again without it"}}}"#,
+        ),
         Refusal::Unavailable { reason } if *reason == POLICY_NOT_LOADED => (
             -32600,
             "unavailable",
@@ -360,6 +373,14 @@ fn row(r: &Refusal) -> Row {
             &[],
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request headers could not be read","data":{"kind":"unavailable","reason":"the request headers could not be read"}}}"#,
+        ),
+        Refusal::Unavailable { reason } if *reason == BODY_UNWRITABLE => (
+            -32600,
+            "unavailable",
+            503,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request body could not be rewritten","data":{"kind":"unavailable","reason":"the request body could not be rewritten"}}}"#,
         ),
         Refusal::Unavailable { reason } => {
             assert_eq!(*reason, SESSION_ID_NOT_REWRITTEN, "a reason without its row");

@@ -34,12 +34,12 @@ fn refused(c: SessionCheck) -> (u16, i64) {
 fn sessions_are_bound_to_the_grant_that_created_them() {
     let p = policy(r#"{"current":"0123456789abcdef0123456789abcdef"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    let sid = gate::session_id_out(&p, Some(&a), b"upstream-1").unwrap();
-    assert_eq!(gate::session_id_out(&p, None, b"upstream-1"), None);
+    let sid = gate::session_id_out(&p, Some(&a), b"upstream-1", false).unwrap();
+    assert_eq!(gate::session_id_out(&p, None, b"upstream-1", false), None);
     for method in ["POST", "GET", "DELETE"] {
         assert_eq!(
             gate::check_session(&p, &head(&p, method, "agent-a", Some(&sid))),
-            SessionCheck::Rewrite { grant: a, upstream: b"upstream-1".to_vec() }
+            SessionCheck::Rewrite { grant: a, upstream: b"upstream-1".to_vec(), url_elicitation: false }
         );
         assert_eq!(refused(gate::check_session(&p, &head(&p, method, "agent-b", Some(&sid)))), (404, -31010));
         assert_eq!(refused(gate::check_session(&p, &head(&p, method, "agent-a", Some("upstream-1")))), (404, -31010));
@@ -56,7 +56,7 @@ fn rotation_keeps_old_ids_valid_until_previous_is_removed() {
         policy(r#"{"current":"fedcba9876543210fedcba9876543210","previous":"0123456789abcdef0123456789abcdef"}"#);
     let done = policy(r#"{"current":"fedcba9876543210fedcba9876543210"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    let sid = gate::session_id_out(&old, Some(&a), b"s").unwrap();
+    let sid = gate::session_id_out(&old, Some(&a), b"s", false).unwrap();
     assert!(matches!(
         gate::check_session(&rotated, &head(&rotated, "POST", "agent-a", Some(&sid))),
         SessionCheck::Rewrite { .. }
@@ -92,7 +92,7 @@ fn keys_can_come_from_the_vm_environment() {
     let p = config::load_with_env(text, &env).unwrap();
     let inline = policy(r#"{"current":"fedcba9876543210fedcba9876543210"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    assert_eq!(gate::session_id_out(&p, Some(&a), b"s"), gate::session_id_out(&inline, Some(&a), b"s"));
+    assert_eq!(gate::session_id_out(&p, Some(&a), b"s", false), gate::session_id_out(&inline, Some(&a), b"s", false));
     let e = config::load(text).unwrap_err().to_string();
     assert!(e.contains("gateway.session_key.current_env: environment variable MCPF_KEY is not set"), "{e}");
     let both = br#"{"version":"1","gateway":{"session_key":{"current":"fedcba9876543210fedcba9876543210","current_env":"MCPF_KEY"}}}"#;

@@ -31,6 +31,8 @@ pub struct PendingApproval {
     pub decision: Decision,
     /// A 2026-07-28 continuation leg's `inputResponses`/`requestState` (bound by `key`, shown).
     pub leg: crate::leg::Leg,
+    /// How the call is answered while its approval is pending (`crate::offer`).
+    pub offer: crate::offer::Offer,
 }
 
 impl PendingApproval {
@@ -54,9 +56,14 @@ impl PendingApproval {
     }
 }
 
+/// The reason shown for a `require_approval` tool whose rule gives none.
+pub(super) const DEFAULT_REASON: &str = "this tool needs a person's approval for each call";
+
 /// Finish a held call with the approval service's answer: forward it when approved; otherwise
 /// give its reserved quota back and answer `approval_required`, `approval_denied` or
-/// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed).
+/// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed). A pending
+/// approval is answered as the call's offer says (`input_required` or −32042, `crate::offer`),
+/// still recorded as `approval_required`.
 pub fn on_approval_answer(
     policy: &Policy,
     pending: PendingApproval,
@@ -64,6 +71,14 @@ pub fn on_approval_answer(
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> Outcome {
+    let offered = match &answer {
+        Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
+            let (approval_id, approval_url) = (approval_id.clone(), approval_url.clone());
+            let link = ApprovalLink { approval_id, approval_url, expires_in_seconds: *expires_in_seconds };
+            super::offer::pending_reply(policy, &pending, &link, now_ms)
+        }
+        _ => None,
+    };
     let PendingApproval { tool, id, admission, mut decision, reason, grant_id, rls_limits, .. } = pending;
     let refusal = match answer {
         Answer::Approved { approval_id, approver: _ } => {
@@ -77,7 +92,7 @@ pub fn on_approval_answer(
             };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
-            let reason = reason.unwrap_or_else(|| "this tool needs a person's approval for each call".to_owned());
+            let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
             decision.approval_id = Some(approval_id.clone());
             let link = Some(ApprovalLink { approval_id, approval_url, expires_in_seconds });
             Refusal::ApprovalRequired { tool, reason, link }
@@ -92,7 +107,7 @@ pub fn on_approval_answer(
         Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
     }
     // The decision so far (method, tool, rule, grant, id, argument names) stays; only the outcome changes.
-    let reply = refusal.reply(&id);
+    let reply = offered.unwrap_or_else(|| refusal.reply(&id));
     decision.refused(refusal);
     Outcome::new(decision, Some(reply))
 }

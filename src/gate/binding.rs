@@ -16,8 +16,9 @@ pub enum SessionCheck {
     Unbound,
     /// No session id; `grant` (if any) is remembered to wrap the id the server may hand out.
     NoSession { grant: Option<GrantId> },
-    /// A valid id of this grant: forward the server's own id instead.
-    Rewrite { grant: GrantId, upstream: Vec<u8> },
+    /// A valid id of this grant: forward the server's own id instead. `url_elicitation`: an `m2.`
+    /// id (its client declared URL elicitation; the id handed back stays `m2.`).
+    Rewrite { grant: GrantId, upstream: Vec<u8>, url_elicitation: bool },
     /// Refused (HTTP 404, −31010 `session_invalid`); nothing goes upstream.
     Refuse(Box<Outcome>),
 }
@@ -33,16 +34,23 @@ pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
     };
     if let (Some(grant), Some(v)) = (grant, presented) {
         if let Some(upstream) = session::unwrap(keys, &grant, v) {
-            return SessionCheck::Rewrite { grant, upstream };
+            let url_elicitation = session::declares_url_elicitation(keys, &grant, v);
+            return SessionCheck::Rewrite { grant, upstream, url_elicitation };
         }
     }
     SessionCheck::Refuse(Box::new(refuse(Refusal::SessionInvalid, &Id::null())))
 }
 
 /// The `Mcp-Session-Id` to send the client for the server's `upstream` id: wrapped for the
-/// request's grant; `None` (remove the header) when there is no grant to bind it to.
-/// Only called when `gateway.session_key` is set.
-pub fn session_id_out(policy: &Policy, grant: Option<&GrantId>, upstream: &[u8]) -> Option<String> {
+/// request's grant (`m2.` when `url_elicitation`: the client declared URL elicitation at
+/// `initialize`, or presented an `m2.` id); `None` (remove the header) when there is no grant to
+/// bind it to. Only called when `gateway.session_key` is set.
+pub fn session_id_out(
+    policy: &Policy,
+    grant: Option<&GrantId>,
+    upstream: &[u8],
+    url_elicitation: bool,
+) -> Option<String> {
     let keys = policy.gateway.session_keys.as_ref()?;
-    grant.map(|g| session::wrap(keys, g, upstream))
+    grant.map(|g| session::wrap_with(keys, g, upstream, url_elicitation))
 }

@@ -3,6 +3,7 @@
 use super::batch::on_batch;
 use super::credential::{grant_of, no_grant};
 use super::judge::{judge_message, Judged};
+use super::offer;
 use super::{body_too_large, refuse, version, Decision, DecisionKind, HeaderValue, Outcome, RequestHead};
 use crate::mcp::{self, Body, Call, Id, Message};
 use crate::policy::{Mode, Policy};
@@ -23,7 +24,10 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
     };
     match parsed {
         Body::Single(msg) => {
-            let mut out = on_message(policy, head, &msg, &limiter);
+            let mut out = on_message(policy, head, &msg, body, &limiter);
+            out.url_elicitation = out.reply.is_none()
+                && policy.gateway.session_keys.is_some()
+                && offer::initialize_declares_url_elicitation(&msg, body);
             describe(&mut out.decision, &msg);
             if let Some(p) = out.approval.as_mut() {
                 p.decision = out.decision.clone();
@@ -62,7 +66,7 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
     }
 }
 
-fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limiter<'_>) -> Outcome {
+fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], limiter: &Limiter<'_>) -> Outcome {
     let id = msg.id();
     let version = match version::of_message(policy, head, msg) {
         Ok(v) => v,
@@ -75,14 +79,29 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
         Ok(g) => g,
         Err(why) => return no_grant(policy, &id, why),
     };
+    // The retry of an approval offered through input_required is checked before it is judged.
+    let (retried, rewrite, accepted) = match offer::check_retry(policy, msg, &grant, body, limiter.now_ms) {
+        offer::Checked::Plain => (None, None, true),
+        offer::Checked::Retry { msg, rewrite, accepted } => (Some(msg), Some(rewrite), accepted),
+        offer::Checked::Refused(refusal) => {
+            let mut out = refuse(refusal, &id);
+            out.decision.grant = Some(grant.label());
+            return out;
+        }
+    };
+    let msg = retried.as_deref().unwrap_or(msg);
     match judge_message(policy, msg, &grant, limiter) {
         Judged::Forward(d, _, counted) => {
             let rls = crate::rls::Pending::single(policy, grant.id, id, d.tool.clone(), &counted);
-            Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
+            Outcome { rls: rls.map(Box::new), rewrite, ..Outcome::new(d, None) }
         }
-        Judged::Ask(pending) => {
+        Judged::Ask(mut pending) => {
+            if accepted {
+                pending.offer = offer::offer_for(policy, head, version, &pending.leg, &grant.id);
+            }
             let mut out = Outcome::new(pending.decision.clone(), None);
             out.approval = Some(pending);
+            out.rewrite = rewrite;
             out
         }
         Judged::Refused(refusal) => {

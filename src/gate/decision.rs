@@ -151,10 +151,25 @@ pub struct Outcome {
     /// With `gateway.rate_limit_service`: hold the request, ask the service, finish with
     /// [`crate::rls::on_answer`] (after approval, when both are needed).
     pub rls: Option<Box<crate::rls::Pending>>,
+    /// The body to forward instead of the one received, whenever the request goes upstream (after
+    /// an approval or the rate limit service, too): the retry of an offer without the gateway's
+    /// `inputResponses` entry and `requestState` (`crate::offer`).
+    pub rewrite: Option<crate::rewrite::BodyRewrite>,
+    /// An `initialize` whose client declares URL elicitation (`capabilities.elicitation.url`): the
+    /// session id the server hands out is bound as an `m2.` id (`crate::session`, `crate::offer`).
+    pub url_elicitation: bool,
 }
 
 impl Outcome {
     pub(crate) fn new(decision: Decision, reply: Option<Reply>) -> Self {
-        Outcome { decision, reply, tools_list_ids: Vec::new(), approval: None, rls: None }
+        Outcome {
+            decision,
+            reply,
+            tools_list_ids: Vec::new(),
+            approval: None,
+            rls: None,
+            rewrite: None,
+            url_elicitation: false,
+        }
     }
 }

@@ -73,6 +73,7 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
                     rls_limits: counted,
                     decision: d,
                     leg: t.leg.clone(),
+                    offer: crate::offer::Offer::Fallback,
                 }))
             };
             let service = policy.gateway.rate_limit_service.is_some();

@@ -8,7 +8,8 @@
 //! - [`credential`]: the request's grant, or 401 `no_grant`;
 //! - [`body`]: a POST decided on its whole body, one message; [`batch`]: a JSON-RPC batch;
 //! - [`judge`]: one message against the policy and the limits;
-//! - [`approval`]: calls held for a person's approval;
+//! - [`approval`]: calls held for a person's approval; [`offer`]: their approval offered through
+//!   the protocol (`input_required`, −32042) and the retry of such an offer;
 //! - [`version`]: the protocol version a request is read by; [`binding`]: sessions bound to grants;
 //! - [`decision`]: the decision record and the outcome the host acts on.
 //!
@@ -25,6 +26,7 @@ mod credential;
 mod decision;
 mod head;
 mod judge;
+mod offer;
 mod version;
 
 pub use crate::audit::{log_safe, truncate, AUDIT_MAX_KEYS, AUDIT_MAX_VALUE};

@@ -83,9 +83,13 @@ struct Filter {
     request_id: Option<String>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
     session_grant: Option<crate::ratelimit::GrantId>,
+    /// The session's client declared URL elicitation: its id is handed out as `m2.` (`crate::offer`).
+    session_url_elicitation: bool,
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
+    /// The body to forward instead of the received one, once the request goes upstream (`crate::rewrite`).
+    rewrite: Option<crate::rewrite::BodyRewrite>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

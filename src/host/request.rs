@@ -8,14 +8,19 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
-use crate::refusal::{Refusal, HEADERS_UNREADABLE, POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN};
+use crate::refusal::{Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
+use crate::rewrite::BodyRewrite;
 
 impl Filter {
     /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
     /// approval, hold it and ask).
     pub(super) fn finish(&mut self, mut outcome: Outcome) -> Action {
+        if let Some(rewrite) = outcome.rewrite.take() {
+            self.rewrite = Some(rewrite);
+        }
+        self.session_url_elicitation |= outcome.url_elicitation;
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
@@ -51,6 +56,11 @@ impl Filter {
         }
         match outcome.reply {
             None => {
+                if let Some(rewrite) = self.rewrite.take() {
+                    if !self.apply(&rewrite) {
+                        return self.unavailable(BODY_UNWRITABLE);
+                    }
+                }
                 if let Some(policy) = self.policy.as_ref() {
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);
                 }
@@ -58,6 +68,16 @@ impl Filter {
             }
             Some(reply) => self.send(reply),
         }
+    }
+
+    /// Replace the buffered request body (`set_buffer`; the rewrite keeps its length, so
+    /// `content-length` stays right: request headers cannot change once they continued).
+    fn apply(&self, rewrite: &BodyRewrite) -> bool {
+        if let Err(s) = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, rewrite.replaced_bytes, &rewrite.body) {
+            warn!("[ctx {}] cannot rewrite the request body ({s:?}); refusing", self.id);
+            return false;
+        }
+        true
     }
 
     pub(super) fn send(&self, reply: Reply) -> Action {
@@ -137,7 +157,8 @@ impl Filter {
         match gate::check_session(&policy, &head) {
             gate::SessionCheck::Unbound => {}
             gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
-            gate::SessionCheck::Rewrite { grant, upstream } => {
+            gate::SessionCheck::Rewrite { grant, upstream, url_elicitation } => {
+                self.session_url_elicitation = url_elicitation;
                 // The server sees its own id; the client only ever sees the bound one.
                 if let Err(s) =
                     hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))

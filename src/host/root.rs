@@ -93,7 +93,9 @@ impl RootContext for Root {
             response: ResponseFilter::pass(),
             request_id: None,
             session_grant: None,
+            session_url_elicitation: false,
             held: None,
+            rewrite: None,
         }))
     }
 

@@ -24,6 +24,8 @@ pub(super) struct Params {
     /// `Some(None)`: present but not an object.
     arguments: Option<Option<Arguments>>,
     pub(super) meta_version: MetaVersion,
+    /// `_meta`'s client capabilities declare URL-mode elicitation (`crate::offer`).
+    url_elicitation: bool,
     input_responses: crate::leg::Member<Box<str>>,
     request_state: crate::leg::Member<String>,
 }
@@ -38,6 +40,7 @@ impl Params {
             uri: None,
             arguments: None,
             meta_version: MetaVersion::Absent,
+            url_elicitation: false,
             input_responses: Default::default(),
             request_state: Default::default(),
         }
@@ -58,7 +61,7 @@ pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "name" => params.name = Some(p.value()?),
                     "uri" => params.uri = Some(p.value()?),
                     "arguments" => params.arguments = Some(read_arguments(p)?),
-                    "_meta" => params.meta_version = read_meta_version(p)?,
+                    "_meta" => (params.meta_version, params.url_elicitation) = read_meta(p)?,
                     "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
                     "requestState" => params.request_state = crate::leg::read_request_state(p)?,
                     other => {
@@ -80,13 +83,15 @@ pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
     Ok(params)
 }
 
-/// `_meta`: only its protocol version is read (MCP 2026-07-28 "per-request protocol fields").
-fn read_meta_version(p: &mut Parser<'_>) -> Result<MetaVersion, ParseError> {
+/// `_meta`: its protocol version, and whether its client capabilities declare URL-mode elicitation
+/// (MCP 2026-07-28 "per-request protocol fields"); nothing else is read.
+fn read_meta(p: &mut Parser<'_>) -> Result<(MetaVersion, bool), ParseError> {
     if p.peek_non_ws() != Some(b'{') {
         p.skip_value()?;
-        return Ok(MetaVersion::Invalid);
+        return Ok((MetaVersion::Invalid, false));
     }
     let mut version = MetaVersion::Absent;
+    let mut url_elicitation = false;
     p.object_with(|p, key| {
         if key.as_ref() == META_VERSION_KEY {
             version = match p.value()? {
@@ -94,11 +99,14 @@ fn read_meta_version(p: &mut Parser<'_>) -> Result<MetaVersion, ParseError> {
                 _ => MetaVersion::Invalid,
             };
             Ok(())
+        } else if key.as_ref() == crate::offer::CAPABILITIES_META_KEY {
+            url_elicitation = crate::offer::declares_url_elicitation(&p.value()?);
+            Ok(())
         } else {
             p.skip_value()
         }
     })?;
-    Ok(version)
+    Ok((version, url_elicitation))
 }
 
 /// `arguments`: an object is checked and kept as text with its keys; anything else is `None`.
@@ -148,6 +156,7 @@ pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Re
                 std::mem::take(&mut params.request_state),
             )
             .map_err(bad)?;
+            let leg = crate::leg::Leg { url_elicitation: params.url_elicitation, ..leg };
             match params.arguments {
                 None => Ok(Call::Tool(ToolCall { name, arguments: None, leg })),
                 Some(Some(arguments)) => Ok(Call::Tool(ToolCall { name, arguments: Some(arguments), leg })),

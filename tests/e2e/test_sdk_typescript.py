@@ -2,12 +2,15 @@
 tests/ts-client/package.json, installed by `make ts-client-deps`) through Envoy with the filter, to
 the demo server: the same protocol version as directly, hidden tools absent, an allowed call runs,
 a denied call's reason reaches the caller, require-approval is surfaced (−31007 with its URL).
-Both response modes of the server.
+Both response modes of the server. With `gateway.session_key` and a client that declares URL
+elicitation, the approval is offered as −32042: the SDK raises UrlElicitationRequiredError with the
+approval page, and once approved there, the retried call completes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,14 +25,15 @@ DEMO_TOOLS = sorted(harness.DEMO_TOOLS)
 HIDDEN = "vm_agent_exec_status"
 
 
-def ts_client(url: str, token: str, *calls: tuple[str, dict]) -> dict:
+def ts_client(url: str, token: str, *calls: tuple[str, dict], env: dict[str, str] | None = None) -> dict:
     node = shutil.which("node")
     if node is None or not (CLIENT_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
         pytest.fail("the TypeScript SDK client is not installed: make ts-client-deps", pytrace=False)
     argv = [node, "client.mjs", url, token]
     for tool, args in calls:
         argv += [tool, json.dumps(args)]
-    out = subprocess.run(argv, cwd=CLIENT_DIR, capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(argv, cwd=CLIENT_DIR, capture_output=True, text=True, timeout=60, check=True,
+                         env=None if env is None else {**os.environ, **env})
     return json.loads(out.stdout)
 
 
@@ -58,3 +62,29 @@ def test_typescript_client_through_the_filter(setup):
                                                                        "not allowed by policy (default: deny)")
     assert (approval["ok"], approval["code"], approval["data"]["kind"]) == (False, -31007, "approval_required")
     assert approval["data"]["approval_url"] == f"{svc.url}/approvals/{approval['data']['approval_id']}"
+
+
+def test_typescript_client_gets_the_url_elicitation_and_retries(stack):
+    svc = ha.approvals(stack)
+    _, port = stack.demo_server(json_response=True)
+    policy = harness.load_policy()
+    policy["gateway"]["session_key"] = {"current": "ts-offer-session-key-0123456789abcdef"}
+    envoy = stack.envoy(harness.policy_text(policy), port, approvals_port=svc.check_port)
+    args = {"node": "pve2", "vmid": 200}
+    plain = ts_client(envoy.mcp_url, "ts-offer-plain", ("start_vm", args))
+    (call,) = plain["calls"]
+    assert (call["code"], call["elicitations"]) == (-31007, None), call
+    report = ts_client(envoy.mcp_url, "ts-offer", ("start_vm", args),
+                       env={"MCP_TS_URL_ELICITATION": "1", "MCP_TS_APPROVER_TOKEN": ha.APPROVER_TOKEN})
+    assert "error" not in report, report
+    assert report["protocol_version"] == "2025-11-25"
+    (call,) = report["calls"]
+    assert (call["ok"], call["code"], call["error"]) == (False, -32042, "UrlElicitationRequiredError"), call
+    (elicitation,) = call["elicitations"]
+    approval_id = elicitation["elicitationId"]
+    assert elicitation == {"mode": "url", "url": f"{svc.url}/approvals/{approval_id}",
+                           "elicitationId": approval_id, "message": "starting a VM costs money"}
+    retry = call["retry"]
+    assert retry["ok"], retry
+    assert json.loads(retry["text"])["status"] == "running"
+    assert svc.get(approval_id)["state"] == "consumed"

@@ -101,6 +101,12 @@ REFUSED = {
                                 extra={"mcp-method": "tools/list"}),
     "mcp-name-mismatch": Case(tool_call("list_vms", {}, id=6), 400, -32020, "header_mismatch", 6,
                               extra={"mcp-method": "tools/call", "mcp-name": "vm_status"}),
+    # 10a: the retry of an approval offer with a requestState the gateway did not seal (src/offer.rs)
+    "forged-approval-state": Case(rpc(id=7, method="tools/call", params={
+        "name": "list_vms", "arguments": {}, "requestState": "mcpf-a1.forged"}), 400, -31011, "approval_state_invalid", 7),
+    "approval-answer-without-state": Case(rpc(id=7, method="tools/call", params={
+        "name": "list_vms", "inputResponses": {"mcp-policy-filter/approval": {"action": "accept"}}}),
+        400, -31011, "approval_state_invalid", 7),
     # 10: policy (default deny) for methods other than tools/call
     "prompts-get": Case(rpc(id=8, method="prompts/get", params={"name": "p"}), 200, -31001, "denied", 8),
     "resources-list": Case(rpc(id=8, method="resources/list"), 200, -31001, "denied", 8),
@@ -121,6 +127,9 @@ FORWARDED = {
     "arguments-absent": Case(rpc(id=1, method="tools/call", params={"name": "list_vms"}), 200),
     "matching-mcp-headers": Case(LIST_VMS, 200, extra={"mcp-method": "tools/call", "mcp-name": "list_vms"}),
     "string-id": Case(tool_call("list_vms", {}, id="abc"), 200),
+    "server-request-state": Case(rpc(id=1, method="tools/call", params={
+        "name": "list_vms", "arguments": {}, "inputResponses": {"confirm": {"action": "accept"}},
+        "requestState": "a server's own state"}), 200),
     "allowed-batch": Case(b"[" + LIST_VMS + b"," + rpc(method="notifications/initialized") + b"]", 200),
 }
 

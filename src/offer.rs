@@ -1,0 +1,146 @@
+//! Offering `require_approval` through the protocol's own means, so that the client can show the
+//! approval link natively instead of surfacing the −31007 `approval_required` error:
+//!
+//! - MCP 2026-07-28, a `tools/call` whose `params._meta["io.modelcontextprotocol/clientCapabilities"]`
+//!   has `elicitation.url` (what the Python SDK 2.x sends when it has an elicitation callback): a
+//!   successful result `{"resultType":"input_required","inputRequests":{"mcp-policy-filter/approval":
+//!   {"method":"elicitation/create","params":{"mode":"url","url":…,"elicitationId":…,"message":…}}},
+//!   "requestState":…}` ([`input_required`]); the `requestState` is sealed ([`state`]). The client
+//!   opens the URL, then retries the call with `inputResponses` and the `requestState`; the gateway
+//!   checks them ([`check_retry`]) before judging, looks the approval up by the call's key as usual,
+//!   and forwards the call without its own members ([`crate::rewrite`]).
+//! - MCP 2025-11-25, a session whose client declared `capabilities.elicitation.url` at `initialize`
+//!   (an `m2.` session id, [`crate::session`]): JSON-RPC error −32042 URLElicitationRequiredError
+//!   with `data.elicitations` ([`url_elicitation_required`]); the retry is the identical call.
+//!
+//! Both need `gateway.session_key`. Everyone else (no key, no URL elicitation declared, a batch, a
+//! continuation leg of the server's own `input_required`, a declined elicitation) gets −31007.
+//! Sources: MCP 2026-07-28 "multi round-trip requests" and client/elicitation (URL mode); MCP
+//! 2025-11-25 client/elicitation "URL Elicitation Required Error"; Python SDK 2.3
+//! `mcp_types.InputRequiredResult`, `ElicitRequestURLParams`, `ElicitationRequiredErrorData`.
+
+pub mod state;
+
+use crate::json::{write_str, Json};
+use crate::leg::Leg;
+use crate::mcp::Id;
+use crate::ratelimit::GrantId;
+use crate::refusal::ApprovalLink;
+use crate::reply::code;
+use crate::session::SessionKeys;
+
+/// The gateway's key in `inputRequests` / `inputResponses`.
+pub const INPUT_KEY: &str = "mcp-policy-filter/approval";
+/// The `params._meta` key of a 2026-07-28 request's client capabilities.
+pub const CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// How a call waiting for approval is answered while the approval is pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Offer {
+    /// −31007 `approval_required` (every client).
+    #[default]
+    Fallback,
+    /// MCP 2026-07-28 `input_required` with a URL elicitation and a sealed `requestState`.
+    InputRequired,
+    /// MCP 2025-11-25 −32042 with a URL elicitation.
+    UrlElicitation,
+}
+
+/// Whether a `clientCapabilities` object declares URL-mode elicitation: `elicitation.url` is an
+/// object (`{"elicitation":{"form":{},"url":{}}}`).
+pub fn declares_url_elicitation(capabilities: &Json) -> bool {
+    matches!(capabilities.get("elicitation").and_then(|e| e.get("url")), Some(Json::Object(_)))
+}
+
+/// The `elicitation/create` params of the offer: `{"mode":"url","url":…,"elicitationId":…,"message":…}`.
+fn elicitation(out: &mut String, link: &ApprovalLink, message: &str) {
+    out.push_str("{\"mode\":\"url\",\"url\":");
+    write_str(out, &link.approval_url);
+    out.push_str(",\"elicitationId\":");
+    write_str(out, &link.approval_id);
+    out.push_str(",\"message\":");
+    write_str(out, message);
+    out.push('}');
+}
+
+/// The 2026-07-28 offer for `id`: the successful JSON-RPC response
+/// `{"jsonrpc":"2.0","id":ID,"result":{"resultType":"input_required","inputRequests":{INPUT_KEY:
+/// {"method":"elicitation/create","params":{…}}},"requestState":STATE}}` (HTTP 200).
+pub fn input_required(id: &Id, link: &ApprovalLink, message: &str, state: &str) -> String {
+    let mut out = String::with_capacity(256 + link.approval_url.len() + message.len() + state.len());
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(id.raw());
+    out.push_str(",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{");
+    write_str(&mut out, INPUT_KEY);
+    out.push_str(":{\"method\":\"elicitation/create\",\"params\":");
+    elicitation(&mut out, link, message);
+    out.push_str("}},\"requestState\":");
+    write_str(&mut out, state);
+    out.push_str("}}");
+    out
+}
+
+/// The 2025-11-25 offer for `id`: the JSON-RPC error −32042 (HTTP 200)
+/// `{"jsonrpc":"2.0","id":ID,"error":{"code":-32042,"message":…,"data":{"kind":"approval_required",
+/// "tool":…,"reason":…,"elicitations":[{"mode":"url","url":…,"elicitationId":…,"message":…}]}}}`.
+pub fn url_elicitation_required(id: &Id, tool: &str, link: &ApprovalLink, message: &str) -> String {
+    let mut out = String::with_capacity(320 + link.approval_url.len() + 2 * message.len());
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(id.raw());
+    out.push_str(",\"error\":{\"code\":");
+    out.push_str(&code::URL_ELICITATION_REQUIRED.to_string());
+    out.push_str(",\"message\":");
+    write_str(&mut out, &format!("tool '{tool}' requires approval: open {} to approve it", link.approval_url));
+    out.push_str(",\"data\":{\"kind\":\"approval_required\",\"tool\":");
+    write_str(&mut out, tool);
+    out.push_str(",\"reason\":");
+    write_str(&mut out, message);
+    out.push_str(",\"elicitations\":[");
+    elicitation(&mut out, link, message);
+    out.push_str("]}}}");
+    out
+}
+
+/// What the members of a `tools/call`'s continuation leg say about an offer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retry {
+    /// Neither the gateway's `requestState` nor its `inputResponses` entry: an ordinary call.
+    NotOurs,
+    /// The gateway's own state, sealed for this grant and call, unexpired. `accepted`: the client's
+    /// answer (if any) is not `decline`/`cancel`.
+    Valid { approval_id: String, accepted: bool },
+    /// HTTP 400, −31011 `approval_state_invalid`, with this reason.
+    Invalid(&'static str),
+}
+
+/// Check a call's leg against the offer the gateway may have made for it. `approval_key` is the
+/// call's [`crate::approval::key`] (tool and arguments, without the leg); `now` Unix seconds.
+/// The gateway's `requestState` may come only with its own `inputResponses` entry (or none).
+pub fn check_retry(keys: Option<&SessionKeys>, grant: &GrantId, approval_key: &str, leg: &Leg, now: u64) -> Retry {
+    let ours_state = leg.request_state.as_deref().is_some_and(|s| s.starts_with(state::PREFIX));
+    let answers = leg.input_responses_value();
+    let answer = answers.as_ref().and_then(|a| a.get(INPUT_KEY));
+    if !ours_state && answer.is_none() {
+        return Retry::NotOurs;
+    }
+    if !ours_state {
+        return Retry::Invalid("params.inputResponses answers the gateway's approval request without its requestState");
+    }
+    if let Some(Json::Object(members)) = &answers {
+        if members.iter().any(|(k, _)| k != INPUT_KEY) {
+            return Retry::Invalid(
+                "params.inputResponses may hold only the gateway's approval answer with its requestState",
+            );
+        }
+    }
+    let (Some(keys), Some(presented)) = (keys, leg.request_state.as_deref()) else {
+        return Retry::Invalid(state::StateError::Seal.why());
+    };
+    match state::open(keys, grant, approval_key, presented, now) {
+        Ok(approval_id) => {
+            let action = answer.and_then(|a| a.get("action")).and_then(Json::as_str);
+            Retry::Valid { approval_id, accepted: !matches!(action, Some("decline" | "cancel")) }
+        }
+        Err(e) => Retry::Invalid(e.why()),
+    }
+}
