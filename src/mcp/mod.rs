@@ -6,9 +6,11 @@
 //!
 //! - [`message`]: the message model (ids, calls, messages, bodies); [`method`]: MCP method names;
 //! - [`error`]: the protocol errors the filter answers itself (−32700, −32600, −32602);
-//! - `read`: the envelope of a body, a message or a batch; `params`: what a decision reads of `params`.
+//! - `read`: the envelope of a body, a message or a batch; `params`: what a decision reads of `params`;
+//! - `member`: a member neither reader acts on: checked strictly, a near miss of a known name noted.
 
 mod error;
+mod member;
 mod message;
 mod method;
 mod params;

@@ -1,6 +1,7 @@
 //! `params`: the members a decision reads (`name`, `uri`, `arguments`, `_meta`'s protocol version,
 //! a continuation leg's members), each checked strictly, and the [`Call`] they make.
 
+use super::member::skip_unknown;
 use super::{Arguments, Call, Id, McpMethod, ProtocolError, ProtocolErrorKind, ToolCall};
 use crate::json::{Json, ParseError, Parser};
 use crate::protocol::{MetaVersion, META_VERSION_KEY};
@@ -64,12 +65,7 @@ pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "_meta" => (params.meta_version, params.url_elicitation) = read_meta(p)?,
                     "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
                     "requestState" => params.request_state = crate::leg::read_request_state(p)?,
-                    other => {
-                        if params.near_miss.is_none() {
-                            params.near_miss = crate::fold::near_miss(other, &PARAMS_MEMBERS);
-                        }
-                        p.skip_value()?
-                    }
+                    other => skip_unknown(p, other, &PARAMS_MEMBERS, &mut params.near_miss)?,
                 }
                 Ok(())
             })?;

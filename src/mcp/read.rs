@@ -1,6 +1,7 @@
 //! The envelope: a POST body read as one message or a batch, each message's JSON-RPC members
 //! checked (JSON-RPC 2.0 §4–§6) and turned into a [`Message`].
 
+use super::member::skip_unknown;
 use super::params::{check_params_shape, read_params, request_call, Params, Shape};
 use super::{Body, Id, McpMethod, Message, ProtocolError, ProtocolErrorKind};
 use crate::json::{Json, ParseError, Parser};
@@ -94,12 +95,7 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
             }
             // Other members are ignored by JSON-RPC servers; they are still checked strictly. A name
             // that a case-insensitive decoder (Go's encoding/json) reads as a member is refused.
-            other => {
-                if parts.near_miss.is_none() {
-                    parts.near_miss = crate::fold::near_miss(other, &ENVELOPE_MEMBERS);
-                }
-                p.skip_value()?
-            }
+            other => skip_unknown(p, other, &ENVELOPE_MEMBERS, &mut parts.near_miss)?,
         }
         Ok(())
     })?;
