@@ -11,7 +11,7 @@
 //!   and forwards the call without its own members ([`crate::rewrite`]).
 //! - MCP 2025-11-25, a session whose client declared `capabilities.elicitation.url` at `initialize`
 //!   (an `m2.` session id, [`crate::session`]): JSON-RPC error −32042 URLElicitationRequiredError
-//!   with `data.elicitations` ([`url_elicitation_required`]); the retry is the identical call.
+//!   with `data.elicitations` ([`crate::refusal::Refusal::UrlElicitationRequired`]); the retry is the identical call.
 //!
 //! Both need `gateway.session_key`. Everyone else (no key, no URL elicitation declared, a batch, a
 //! continuation leg of the server's own `input_required`, a declined elicitation) gets −31007.
@@ -26,7 +26,6 @@ use crate::leg::Leg;
 use crate::mcp::Id;
 use crate::ratelimit::GrantId;
 use crate::refusal::ApprovalLink;
-use crate::reply::code;
 use crate::session::SessionKeys;
 
 /// The gateway's key in `inputRequests` / `inputResponses`.
@@ -52,15 +51,18 @@ pub fn declares_url_elicitation(capabilities: &Json) -> bool {
     matches!(capabilities.get("elicitation").and_then(|e| e.get("url")), Some(Json::Object(_)))
 }
 
-/// The `elicitation/create` params of the offer: `{"mode":"url","url":…,"elicitationId":…,"message":…}`.
-fn elicitation(out: &mut String, link: &ApprovalLink, message: &str) {
+/// The `elicitation/create` params of an offer, as JSON text:
+/// `{"mode":"url","url":…,"elicitationId":…,"message":…}` (MCP 2025-11-25 `ElicitRequestURLParams`).
+pub fn elicitation(link: &ApprovalLink, message: &str) -> String {
+    let mut out = String::with_capacity(64 + link.approval_url.len() + link.approval_id.len() + message.len());
     out.push_str("{\"mode\":\"url\",\"url\":");
-    write_str(out, &link.approval_url);
+    write_str(&mut out, &link.approval_url);
     out.push_str(",\"elicitationId\":");
-    write_str(out, &link.approval_id);
+    write_str(&mut out, &link.approval_id);
     out.push_str(",\"message\":");
-    write_str(out, message);
+    write_str(&mut out, message);
     out.push('}');
+    out
 }
 
 /// The 2026-07-28 offer for `id`: the successful JSON-RPC response
@@ -73,31 +75,10 @@ pub fn input_required(id: &Id, link: &ApprovalLink, message: &str, state: &str) 
     out.push_str(",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{");
     write_str(&mut out, INPUT_KEY);
     out.push_str(":{\"method\":\"elicitation/create\",\"params\":");
-    elicitation(&mut out, link, message);
+    out.push_str(&elicitation(link, message));
     out.push_str("}},\"requestState\":");
     write_str(&mut out, state);
     out.push_str("}}");
-    out
-}
-
-/// The 2025-11-25 offer for `id`: the JSON-RPC error −32042 (HTTP 200)
-/// `{"jsonrpc":"2.0","id":ID,"error":{"code":-32042,"message":…,"data":{"kind":"approval_required",
-/// "tool":…,"reason":…,"elicitations":[{"mode":"url","url":…,"elicitationId":…,"message":…}]}}}`.
-pub fn url_elicitation_required(id: &Id, tool: &str, link: &ApprovalLink, message: &str) -> String {
-    let mut out = String::with_capacity(320 + link.approval_url.len() + 2 * message.len());
-    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-    out.push_str(id.raw());
-    out.push_str(",\"error\":{\"code\":");
-    out.push_str(&code::URL_ELICITATION_REQUIRED.to_string());
-    out.push_str(",\"message\":");
-    write_str(&mut out, &format!("tool '{tool}' requires approval: open {} to approve it", link.approval_url));
-    out.push_str(",\"data\":{\"kind\":\"approval_required\",\"tool\":");
-    write_str(&mut out, tool);
-    out.push_str(",\"reason\":");
-    write_str(&mut out, message);
-    out.push_str(",\"elicitations\":[");
-    elicitation(&mut out, link, message);
-    out.push_str("]}}}");
     out
 }
 

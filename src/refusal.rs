@@ -142,6 +142,12 @@ pub enum Refusal {
     /// `requestState` (or an answer to the gateway's request) this gateway did not seal for this grant
     /// and call, or one that expired (`crate::offer`).
     ApprovalStateInvalid { tool: String, why: &'static str },
+    /// −32042 URLElicitationRequiredError (MCP 2025-11-25, client/elicitation), 200, `data.kind`
+    /// `approval_required`: [`Refusal::ApprovalRequired`] offered to a session whose client declared
+    /// URL-mode elicitation at `initialize`; `data.elicitations` holds one URL elicitation of the
+    /// approval page, which the client can open natively ([`crate::offer`]). The retry is the
+    /// identical call.
+    UrlElicitationRequired { tool: String, reason: String, link: ApprovalLink },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
     /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
     /// proxy's side, not the client's, which a retry may clear.
@@ -183,6 +189,7 @@ impl Refusal {
             Refusal::ApprovalDenied { .. } => code::APPROVAL_DENIED,
             Refusal::ApprovalUnavailable { .. } => code::APPROVAL_UNAVAILABLE,
             Refusal::ApprovalStateInvalid { .. } => code::APPROVAL_STATE_INVALID,
+            Refusal::UrlElicitationRequired { .. } => code::URL_ELICITATION_REQUIRED,
         }
     }
 
@@ -205,7 +212,7 @@ impl Refusal {
             Refusal::LimiterUnavailable { .. } => "limiter_unavailable",
             Refusal::BatchRefused => "batch_refused",
             Refusal::BadUpstreamResponse { .. } => "bad_upstream_response",
-            Refusal::ApprovalRequired { .. } => "approval_required",
+            Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => "approval_required",
             Refusal::ApprovalDenied { .. } => "approval_denied",
             Refusal::ApprovalUnavailable { .. } => "approval_unavailable",
             Refusal::ApprovalStateInvalid { .. } => "approval_state_invalid",
@@ -237,6 +244,7 @@ impl Refusal {
             | Refusal::LimiterUnavailable { .. }
             | Refusal::BatchRefused
             | Refusal::ApprovalRequired { .. }
+            | Refusal::UrlElicitationRequired { .. }
             | Refusal::ApprovalDenied { .. }
             | Refusal::ApprovalUnavailable { .. } => 200,
         }
@@ -262,7 +270,7 @@ impl Refusal {
             Refusal::Denied { .. } => DecisionKind::Denied,
             Refusal::RateLimited { .. } => DecisionKind::RateLimited,
             Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
-            Refusal::ApprovalRequired { .. } => DecisionKind::ApprovalRequired,
+            Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
             Refusal::ApprovalDenied { .. } => DecisionKind::ApprovalDenied,
             Refusal::ApprovalUnavailable { .. } => DecisionKind::ApprovalUnavailable,
             Refusal::ParseError { .. }
@@ -299,7 +307,9 @@ impl Refusal {
             Refusal::BodyTooLarge { max_bytes } => Cow::Owned(format!("request body exceeds {max_bytes} bytes")),
             Refusal::SessionInvalid => Cow::Borrowed(SESSION_INVALID),
             Refusal::NoGrant { reason, .. } | Refusal::Unavailable { reason } => Cow::Borrowed(reason),
-            Refusal::Denied { reason, .. } | Refusal::ApprovalRequired { reason, .. } => Cow::Borrowed(reason),
+            Refusal::Denied { reason, .. }
+            | Refusal::ApprovalRequired { reason, .. }
+            | Refusal::UrlElicitationRequired { reason, .. } => Cow::Borrowed(reason),
             Refusal::RateLimited { limit, .. } => {
                 Cow::Owned(format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name()))
             }
@@ -318,6 +328,7 @@ impl Refusal {
             | Refusal::RateLimited { subject, .. }
             | Refusal::LimiterUnavailable { subject, .. } => subject.tool(),
             Refusal::ApprovalRequired { tool, .. }
+            | Refusal::UrlElicitationRequired { tool, .. }
             | Refusal::ApprovalDenied { tool, .. }
             | Refusal::ApprovalUnavailable { tool, .. }
             | Refusal::ApprovalStateInvalid { tool, .. } => Some(tool),
@@ -368,6 +379,9 @@ impl Refusal {
                 l.approval_url
             ),
             Refusal::ApprovalRequired { tool, link: None, .. } => format!("tool '{tool}' requires approval: {reason}"),
+            Refusal::UrlElicitationRequired { tool, link, .. } => {
+                format!("tool '{tool}' requires approval: open {} to approve it", link.approval_url)
+            }
             Refusal::ApprovalDenied { tool, .. } => format!("tool '{tool}' was denied by an approver: {reason}"),
             Refusal::ApprovalUnavailable { tool, .. } => {
                 format!("tool '{tool}' refused: approval could not be checked: {reason}")
@@ -409,6 +423,10 @@ impl Refusal {
                 }
                 list.push(']');
                 return e.to_json_with(id, &[("supported", &list)]);
+            }
+            Refusal::UrlElicitationRequired { reason, link, .. } => {
+                let list = format!("[{}]", crate::offer::elicitation(link, reason));
+                return e.to_json_with(id, &[("elicitations", &list)]);
             }
             _ => {}
         }

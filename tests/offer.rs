@@ -17,7 +17,7 @@ use mcp_policy_filter::offer::state::{self, StateError};
 use mcp_policy_filter::offer::{self, Offer};
 use mcp_policy_filter::policy::Policy;
 use mcp_policy_filter::ratelimit::MemoryStore;
-use mcp_policy_filter::refusal::ApprovalLink;
+use mcp_policy_filter::refusal::{ApprovalLink, Refusal};
 use mcp_policy_filter::rewrite::{self, BodyRewrite};
 use mcp_policy_filter::session::{self, SessionKeys};
 use proptest::prelude::*;
@@ -203,7 +203,8 @@ fn the_offers_are_exact() {
         r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required","inputRequests":{"mcp-policy-filter/approval":{"method":"elicitation/create","params":{"mode":"url","url":"http://127.0.0.1:9/approvals/apr_1","elicitationId":"apr_1","message":"costs \"money\""}}},"requestState":"mcpf-a1.x.y"}}"#
     );
     assert_eq!(
-        offer::url_elicitation_required(&Id::of(&json_of("\"a\"")), "start_vm", &link, "costs money"),
+        Refusal::UrlElicitationRequired { tool: "start_vm".into(), reason: "costs money".into(), link }
+            .to_json(&Id::of(&json_of("\"a\""))),
         r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32042,"message":"tool 'start_vm' requires approval: open http://127.0.0.1:9/approvals/apr_1 to approve it","data":{"kind":"approval_required","tool":"start_vm","reason":"costs money","elicitations":[{"mode":"url","url":"http://127.0.0.1:9/approvals/apr_1","elicitationId":"apr_1","message":"costs money"}]}}}"#
     );
 }

@@ -16,7 +16,7 @@ use mcp_policy_filter::refusal::{
 };
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 22;
 
 struct Row {
     code: i32,
@@ -96,6 +96,15 @@ fn samples() -> Vec<Refusal> {
             }),
         },
         Refusal::ApprovalRequired { tool: "x".into(), reason: "alone".into(), link: None },
+        Refusal::UrlElicitationRequired {
+            tool: "x".into(),
+            reason: "costs \"money\"".into(),
+            link: ApprovalLink {
+                approval_id: "apr_1".into(),
+                approval_url: "http://a/apr_1".into(),
+                expires_in_seconds: 300,
+            },
+        },
         Refusal::ApprovalDenied {
             tool: "x".into(),
             approval_id: "apr_1".into(),
@@ -318,6 +327,14 @@ fn row(r: &Refusal) -> Row {
             ApprovalRequired,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31007,"message":"tool 'x' requires approval: ask an approver to approve it at http://a/apr_1, then retry the identical call","data":{"kind":"approval_required","tool":"x","reason":"costs money","expires_in_seconds":300,"approval_id":"apr_1","approval_url":"http://a/apr_1"}}}"#,
         ),
+        Refusal::UrlElicitationRequired { .. } => (
+            -32042,
+            "approval_required",
+            200,
+            &[],
+            ApprovalRequired,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32042,"message":"tool 'x' requires approval: open http://a/apr_1 to approve it","data":{"kind":"approval_required","tool":"x","reason":"costs \"money\"","elicitations":[{"mode":"url","url":"http://a/apr_1","elicitationId":"apr_1","message":"costs \"money\""}]}}}"#,
+        ),
         Refusal::ApprovalDenied { note, .. } if note.is_empty() => (
             -31008,
             "approval_denied",
@@ -427,7 +444,9 @@ fn every_variant_has_a_sample() {
     let seen: HashSet<_> = samples().iter().map(discriminant).collect();
     assert_eq!(seen.len(), VARIANTS, "add a sample of the new variant to samples() and raise VARIANTS");
     let kinds: HashSet<_> = samples().iter().map(Refusal::kind).collect();
-    assert_eq!(kinds.len(), VARIANTS, "one variant per data.kind");
+    // One variant per data.kind, except that approval_required has two renderings: −31007 for every
+    // client, −32042 for a 2025-11-25 client that declared URL elicitation (the spec's own error).
+    assert_eq!(kinds.len(), VARIANTS - 1, "one variant per data.kind");
 }
 
 #[test]

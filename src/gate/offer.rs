@@ -97,7 +97,10 @@ pub(super) fn pending_reply(
             let state = offer::state::seal(keys, &held.grant_id, &held.key, &link.approval_id, expires_at);
             offer::input_required(&held.id, link, reason, &state)
         }
-        Offer::UrlElicitation => offer::url_elicitation_required(&held.id, &held.tool, link, reason),
+        Offer::UrlElicitation => {
+            let (tool, reason) = (held.tool.clone(), reason.to_owned());
+            return Some(Refusal::UrlElicitationRequired { tool, reason, link: link.clone() }.reply(&held.id));
+        }
     };
     Some(Reply { status: 200, headers: Vec::new(), body })
 }
