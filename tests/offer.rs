@@ -272,13 +272,25 @@ fn offer_retry_approved_is_forwarded_without_the_gateways_members() {
 }
 
 #[test]
-fn a_declined_elicitation_gets_the_fallback() {
+fn a_declined_elicitation_gets_the_fallback_without_asking() {
+    // Declined or cancelled: nobody is asked (an approved approval would run the call and be used
+    // up), −31007 without a link, so the client's loop stops.
     let p = policy(true);
     let (_, state) = offered(&p, T0);
-    let held = pending(decide_at(&p, &head(&p, V26, None), &retry_body(3, &state, "decline"), T0));
-    assert_eq!(held.offer, Offer::Fallback);
-    let (_, v) = body_of(&answer_pending(&p, held, T0));
-    assert_eq!(v["error"]["code"], -31007);
+    let why = "the client declined the gateway's approval request (inputResponses action decline or cancel); nothing was asked or forwarded";
+    for action in ["decline", "cancel"] {
+        let o = decide_at(&p, &head(&p, V26, None), &retry_body(3, &state, action), T0);
+        assert_eq!((o.approval.is_none(), o.decision.kind), (true, DecisionKind::ApprovalRequired));
+        assert_eq!(
+            body_of(&o),
+            (
+                200,
+                json!({"jsonrpc":"2.0","id":3,"error":{"code":-31007,
+                    "message":format!("tool 'start_vm' requires approval: {why}"),
+                    "data":{"kind":"approval_required","tool":"start_vm","reason":why}}})
+            )
+        );
+    }
 }
 
 #[test]

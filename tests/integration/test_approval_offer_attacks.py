@@ -243,3 +243,21 @@ def test_an_m1_session_relabelled_m2_is_refused_and_only_m2_gets_32042(stack):
     r = start(url_b, 5, TOKEN_B)
     assert (r.status, r.error["code"]) == (200, -32042), r.body
 
+
+
+DECLINED = ("the client declined the gateway's approval request (inputResponses action decline or cancel); "
+            "nothing was asked or forwarded")
+
+
+def test_a_declined_answer_never_runs_the_call_even_when_approved(gate):
+    """The person at the client said no: the service is not asked, so an approval given meanwhile
+    is neither used nor consumed, and nothing goes upstream."""
+    before = len(gate.received())
+    approval_id, state = gate.approved_state(1, 307)
+    for id_, action in [(2, "decline"), (3, "cancel")]:
+        r = gate.post(call(id_, 307, state, answers={INPUT_KEY: {"action": action}}))
+        assert (r.status, r.json()) == (200, {"jsonrpc": "2.0", "id": id_, "error": {
+            "code": -31007, "message": f"tool 'start_vm' requires approval: {DECLINED}",
+            "data": {"kind": "approval_required", "tool": "start_vm", "reason": DECLINED}}}), r.body
+    assert len(gate.received(settle=SETTLE)) == before, "the client said no"
+    assert gate.svc.get(approval_id)["state"] == "approved"
