@@ -261,3 +261,109 @@ def test_a_declined_answer_never_runs_the_call_even_when_approved(gate):
             "data": {"kind": "approval_required", "tool": "start_vm", "reason": DECLINED}}}), r.body
     assert len(gate.received(settle=SETTLE)) == before, "the client said no"
     assert gate.svc.get(approval_id)["state"] == "approved"
+
+
+# ------------------------------------------------------------------------------ what the server reads
+
+
+def raw_retry(id_: int, vmid: int, state: str, *members: str) -> bytes:
+    """A retry whose params members are `members` (JSON text), then name, arguments and _meta."""
+    tail = [f'"name":"start_vm"', f'"arguments":{compact(args(vmid)).decode()}', f'"_meta":{compact(META).decode()}']
+    params = ",".join([*(m.replace("STATE", json.dumps(state)) for m in members), *tail])
+    return f'{{"jsonrpc":"2.0","id":{id_},"method":"tools/call","params":{{{params}}}}}'.encode()
+
+
+def test_duplicate_and_folded_member_names_are_refused_before_anything(gate):
+    before = len(gate.received())
+    approval_id, state = gate.approved_state(1, 308)
+    answer = '"inputResponses":{"mcp-policy-filter/approval":{"action":"accept"}}'
+    params_at = len(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":')
+    twice = '"inputResponses":{"mcp-policy-filter/approval":{"action":"accept"},"mcp-policy-filter\\/approval":{}}'
+    cases = [
+        (raw_retry(2, 308, state, answer, '"requestState":STATE', '"requestState":STATE'), params_at),
+        (raw_retry(2, 308, state, answer, '"requestState":STATE', '"request\\u0053tate":"x"'), params_at),
+        (raw_retry(2, 308, state, twice, '"requestState":STATE'), params_at + len('{"inputResponses":')),
+    ]
+    for body, at in cases:
+        why = f"duplicate object key at byte {at}"
+        r = gate.post(body)
+        assert (r.status, r.json()) == (400, {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32700, "message": f"Parse error: {why}", "data": {"kind": "parse_error", "reason": why}}})
+    why = "an object holds two member names that are equal after case folding or removing invisible characters"
+    for other in ['"requeststate":"x"', '"request\\u200bState":"x"']:
+        r = gate.post(raw_retry(3, 308, state, answer, '"requestState":STATE', other))
+        assert (r.status, r.json()) == (400, {"jsonrpc": "2.0", "id": 3, "error": {
+            "code": -32600, "message": f"Invalid Request: {why}", "data": {"kind": "invalid_request", "reason": why}}})
+    assert len(gate.received(settle=SETTLE)) == before
+    assert gate.svc.get(approval_id)["state"] == "approved"
+
+
+def test_escaped_member_names_are_cut_as_the_servers_json_reader_reads_them(gate):
+    """`request\\u0053tate` is `requestState` to the filter and to Python's json alike: cut, with
+    exactly its bytes and one comma blanked, so the server reads the call as first sent."""
+    before = len(gate.received())
+    _, state = gate.approved_state(1, 309)
+    head = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{'
+    state_m = b' "request\\u0053tate" :\n' + json.dumps(state).encode()
+    name = b' ,\n "name":"start_vm"'
+    answer = b',"input\\u0052esponses":{"mcp-policy-filter\\/approval":{"\\u0061ction":"accept"}}'
+    rest = b',"arguments":' + compact(args(309)) + b',"_meta":' + compact(META) + b"}}"
+    sent = head + state_m + name + answer + rest
+    gate.forwarded(gate.post(sent), 2, before, sent, call(2, 309))
+    expected = head + b" " * len(state_m) + name.replace(b",", b" ", 1) + b" " * len(answer) + rest
+    assert gate.received()[-1].body == expected
+
+
+def test_batches_large_states_and_clients_without_url_elicitation(gate):
+    before = len(gate.received())
+    approval_id, state = gate.approved_state(1, 310)
+    retry = call(2, 310, state)
+    why = "JSON-RPC batches are not part of MCP 2026-07-28 (removed in 2025-06-18)"
+    r = gate.post(b"[" + retry + b"]")
+    assert (r.status, r.json()) == (400, {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": f"Invalid Request: {why}", "data": {"kind": "invalid_request", "reason": why}}})
+    old = json.loads(retry)
+    del old["params"]["_meta"]
+    r = post(gate.envoy.mcp_url, b"[" + compact(old) + b"]", headers_for(TOKEN, **{"mcp-protocol-version": "2025-03-26"}))
+    why = "a call that needs approval cannot be part of a batch; send it on its own"
+    assert (r.status, r.json()) == (200, [{"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -31007, "message": f"tool 'start_vm' requires approval: {why}",
+        "data": {"kind": "approval_required", "tool": "start_vm", "reason": why}}}])
+    r = gate.post(call(3, 310, "mcpf-a1." + "A" * 200_000 + ".x"))
+    assert (r.status, r.json()) == (400, invalid(3, MALFORMED))
+    r = gate.post(call(4, 310, "mcpf-a1." + "A" * 1_100_000))
+    why = "request body exceeds 1048576 bytes"
+    assert (r.status, r.json()) == (413, {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": f"Invalid Request: {why}", "data": {"kind": "body_too_large", "reason": why}}})
+    assert len(gate.received(settle=SETTLE)) == before
+    assert gate.svc.get(approval_id)["state"] == "approved"
+    # Without URL elicitation declared (none, or `url` not an object), a new call gets -31007.
+    for id_, caps in [(5, {"elicitation": {"form": {}}}), (6, {"elicitation": {"url": True}}), (7, {})]:
+        meta = {**META, "io.modelcontextprotocol/clientCapabilities": caps}
+        r = gate.post(call(id_, 311, meta=meta))
+        assert (r.status, r.json()["error"]["code"], r.json()["error"]["data"]["kind"]) == (
+            200, -31007, "approval_required"), r.body
+
+
+def test_a_chunked_retry_is_cut_across_its_chunks(gate):
+    """The approved retry sent with chunked transfer encoding, split inside both of the gateway's
+    members: the server receives the whole call once, with exactly those bytes blanked."""
+    before = len(gate.received())
+    _, state = gate.approved_state(1, 312)
+    sent = call(2, 312, state)
+    answers = b',"inputResponses":{"mcp-policy-filter/approval":{"action":"accept"}}'
+    state_m = b',"requestState":' + json.dumps(state).encode()
+    cuts = [sent.index(answers) + 20, sent.index(state_m) + 30, len(sent) - 3]
+
+    def chunks():
+        for a, b in zip([0, *cuts], [*cuts, len(sent)]):
+            yield sent[a:b]
+            time.sleep(0.05)
+
+    headers = headers_for(TOKEN, **{"mcp-protocol-version": V26, "mcp-method": "tools/call", "mcp-name": "start_vm"})
+    r = post(gate.envoy.mcp_url, chunks(), headers, timeout=15)
+    assert (r.status, r.body) == (200, harness.recorder_reply(2)), r.body
+    got = gate.received()
+    assert len(got) == before + 1
+    assert got[-1].body == sent.replace(answers, b" " * len(answers)).replace(state_m, b" " * len(state_m))
+    assert json.loads(got[-1].body) == json.loads(call(2, 312))
