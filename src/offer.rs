@@ -101,6 +101,39 @@ pub fn url_elicitation_required(id: &Id, tool: &str, link: &ApprovalLink, messag
     out
 }
 
+/// What the gateway did with an offer, counted in Envoy's stats as
+/// `mcp_policy_approval_offers_<event>_total` (`host/metrics.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A pending approval answered with `input_required` (MCP 2026-07-28).
+    InputRequired,
+    /// A pending approval answered with −32042 (MCP 2025-11-25 `m2.` session).
+    UrlElicitation,
+    /// A retry forwarded with the gateway's members blanked (the host counts it when it rewrites).
+    Forwarded,
+    /// A retry refused with −31011 `approval_state_invalid`.
+    StateInvalid,
+    /// A retry whose answer is `decline` or `cancel`, ended with −31007 without asking.
+    Declined,
+}
+
+impl Event {
+    /// Every event, in the order of the README's table.
+    pub const ALL: [Event; 5] =
+        [Event::InputRequired, Event::UrlElicitation, Event::Forwarded, Event::StateInvalid, Event::Declined];
+
+    /// The `<event>` part of the stat name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::InputRequired => "input_required",
+            Event::UrlElicitation => "url_elicitation",
+            Event::Forwarded => "forwarded",
+            Event::StateInvalid => "state_invalid",
+            Event::Declined => "declined",
+        }
+    }
+}
+
 /// What the members of a `tools/call`'s continuation leg say about an offer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Retry {

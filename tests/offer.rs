@@ -216,7 +216,7 @@ fn offered(p: &Policy, now: u64) -> (Value, String) {
     let held = pending(decide_at(p, &h, &call26(1, &format!(",{CAPS}"), ""), now));
     assert_eq!((held.offer, held.key.clone()), (Offer::InputRequired, call_key()));
     let o = answer_pending(p, held, now);
-    assert_eq!(o.decision.kind, DecisionKind::ApprovalRequired);
+    assert_eq!((o.decision.kind, o.offer), (DecisionKind::ApprovalRequired, Some(offer::Event::InputRequired)));
     assert_eq!(o.decision.error_kind(), Some("approval_required"));
     let (status, v) = body_of(&o);
     assert_eq!(status, 200);
@@ -280,7 +280,10 @@ fn a_declined_elicitation_gets_the_fallback_without_asking() {
     let why = "the client declined the gateway's approval request (inputResponses action decline or cancel); nothing was asked or forwarded";
     for action in ["decline", "cancel"] {
         let o = decide_at(&p, &head(&p, V26, None), &retry_body(3, &state, action), T0);
-        assert_eq!((o.approval.is_none(), o.decision.kind), (true, DecisionKind::ApprovalRequired));
+        assert_eq!(
+            (o.approval.is_none(), o.decision.kind, o.offer),
+            (true, DecisionKind::ApprovalRequired, Some(offer::Event::Declined))
+        );
         assert_eq!(
             body_of(&o),
             (
@@ -344,7 +347,7 @@ fn invalid_states_are_refused_with_400_and_the_id() {
         );
         let o = decide_at(&p, &h, &body, now);
         assert_eq!(o.approval, None, "{body}");
-        assert_eq!(o.decision.kind, DecisionKind::Invalid);
+        assert_eq!((o.decision.kind, o.offer), (DecisionKind::Invalid, Some(offer::Event::StateInvalid)));
         let (status, v) = body_of(&o);
         assert_eq!(
             (status, v),

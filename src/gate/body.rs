@@ -86,6 +86,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
         offer::Checked::Refused(refusal) => {
             let mut out = refuse(refusal, &id);
             out.decision.grant = Some(grant.label());
+            out.offer = Some(crate::offer::Event::StateInvalid);
             return out;
         }
     };

@@ -69,7 +69,7 @@ pub(super) fn declined(held: PendingApproval, limiter: &Limiter<'_>) -> Outcome 
     let refusal = Refusal::ApprovalRequired { tool, reason: DECLINED.to_owned(), link: None };
     let reply = refusal.reply(&id);
     decision.refused(refusal);
-    Outcome::new(decision, Some(reply))
+    Outcome { offer: Some(offer::Event::Declined), ..Outcome::new(decision, Some(reply)) }
 }
 
 /// Whether `msg` is an `initialize` whose `params.capabilities` declare URL-mode elicitation

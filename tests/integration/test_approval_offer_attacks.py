@@ -17,6 +17,7 @@ import pytest
 
 import harness
 import harness_approvals as ha
+import harness_extra
 from jsonrpc import Reply, headers_for, post
 
 V26 = "2026-07-28"
@@ -32,6 +33,16 @@ META = {"io.modelcontextprotocol/protocolVersion": V26,
 SETTLE = 0.3
 SEAL = "params.requestState was not issued by this gateway for this grant and this exact call"
 MALFORMED = "params.requestState is not an approval state issued by this gateway"
+
+
+EVENTS = ["input_required", "url_elicitation", "forwarded", "state_invalid", "declined"]
+NO_OFFERS = {e: 0.0 for e in EVENTS}
+
+
+def offers(envoy: harness.Envoy) -> dict[str, float]:
+    """`mcp_policy_approval_offers_<event>_total` of `envoy`, by event."""
+    samples = harness_extra.prometheus(envoy)
+    return {e: samples[f"mcp_policy_approval_offers_{e}_total{{}}"] for e in EVENTS}
 
 
 def compact(v) -> bytes:
@@ -242,6 +253,7 @@ def test_an_m1_session_relabelled_m2_is_refused_and_only_m2_gets_32042(stack):
         assert "elicitations" not in r.error["data"], r.body
     r = start(url_b, 5, TOKEN_B)
     assert (r.status, r.error["code"]) == (200, -32042), r.body
+    assert offers(envoy) == {**NO_OFFERS, "url_elicitation": 1.0}
 
 
 
@@ -367,3 +379,21 @@ def test_a_chunked_retry_is_cut_across_its_chunks(gate):
     assert len(got) == before + 1
     assert got[-1].body == sent.replace(answers, b" " * len(answers)).replace(state_m, b" " * len(state_m))
     assert json.loads(got[-1].body) == json.loads(call(2, 312))
+
+
+def test_the_offer_stats_count_each_event_once(stack):
+    svc = ha.approvals(stack)
+    stub, _, _ = stack.recorder()
+    g = Gate(stack, svc, stub, {"current": KEY})
+    assert offers(g.envoy) == NO_OFFERS
+    approval_id, state = g.offered(g.post(call(1, 313)), 1)
+    g.offered(g.post(call(2, 313, state)), 2)
+    r = g.post(call(3, 313, state[:-2] + ("AA" if state[-2:] != "AA" else "BB")))
+    assert (r.status, r.json()) == (400, invalid(3, SEAL))
+    svc.approve(approval_id)
+    r = g.post(call(4, 313, state, answers={INPUT_KEY: {"action": "decline"}}))
+    assert r.json()["error"]["data"]["reason"] == DECLINED
+    sent = call(5, 313, state)
+    g.forwarded(g.post(sent), 5, 0, sent, call(5, 313))
+    assert offers(g.envoy) == {"input_required": 2.0, "url_elicitation": 0.0, "forwarded": 1.0,
+                               "state_invalid": 1.0, "declined": 1.0}
