@@ -140,11 +140,15 @@ pub enum Retry {
     /// Neither the gateway's `requestState` nor its `inputResponses` entry: an ordinary call.
     NotOurs,
     /// The gateway's own state, sealed for this grant and call, unexpired. `accepted`: the client's
-    /// answer (if any) is not `decline`/`cancel`.
+    /// answer (if any) is `accept`, not `decline`/`cancel`.
     Valid { approval_id: String, accepted: bool },
     /// HTTP 400, −31011 `approval_state_invalid`, with this reason.
     Invalid(&'static str),
 }
+
+/// `data.reason` for a gateway answer that is not an MCP `ElicitResult` (an object whose `action`
+/// is `"accept"`, `"decline"` or `"cancel"`; MCP 2025-11-25 / 2026-07-28 schema `ElicitResult`).
+pub const NOT_AN_ELICIT_RESULT: &str = r#"params.inputResponses["mcp-policy-filter/approval"] must be an elicitation result: {"action":"accept"|"decline"|"cancel"}"#;
 
 /// Check a call's leg against the offer the gateway may have made for it. `approval_key` is the
 /// call's [`crate::approval::key`] (tool and arguments, without the leg); `now` Unix seconds.
@@ -169,11 +173,14 @@ pub fn check_retry(keys: Option<&SessionKeys>, grant: &GrantId, approval_key: &s
     let (Some(keys), Some(presented)) = (keys, leg.request_state.as_deref()) else {
         return Retry::Invalid(state::StateError::Seal.why());
     };
+    // Read as consent only what says so: a missing or unknown action is refused, not accepted.
+    let accepted = match answer.map(|a| a.get("action").and_then(Json::as_str)) {
+        None | Some(Some("accept")) => true,
+        Some(Some("decline" | "cancel")) => false,
+        Some(_) => return Retry::Invalid(NOT_AN_ELICIT_RESULT),
+    };
     match state::open(keys, grant, approval_key, presented, now) {
-        Ok(approval_id) => {
-            let action = answer.and_then(|a| a.get("action")).and_then(Json::as_str);
-            Retry::Valid { approval_id, accepted: !matches!(action, Some("decline" | "cancel")) }
-        }
+        Ok(approval_id) => Retry::Valid { approval_id, accepted },
         Err(e) => Retry::Invalid(e.why()),
     }
 }

@@ -332,6 +332,13 @@ fn invalid_states_are_refused_with_400_and_the_id() {
             T0,
             "params.inputResponses may hold only the gateway's approval answer with its requestState",
         ),
+        (retry_body(4, &state, "Decline"), "Bearer agent-a".into(), T0, offer::NOT_AN_ELICIT_RESULT),
+        (
+            retry_body(4, &state, "accept").replace(r#"{"action":"accept"}"#, "{}"),
+            "Bearer agent-a".into(),
+            T0,
+            offer::NOT_AN_ELICIT_RESULT,
+        ),
     ];
     for (body, auth, now, why) in cases {
         let h = RequestHead::from_headers(

@@ -397,3 +397,17 @@ def test_the_offer_stats_count_each_event_once(stack):
     g.forwarded(g.post(sent), 5, 0, sent, call(5, 313))
     assert offers(g.envoy) == {"input_required": 2.0, "url_elicitation": 0.0, "forwarded": 1.0,
                                "state_invalid": 1.0, "declined": 1.0}
+
+
+def test_an_answer_that_is_not_an_elicitation_result_is_refused(gate):
+    """The gateway's answer must be MCP's ElicitResult (`action`: accept, decline or cancel): an
+    unknown or missing action is not read as consent."""
+    before = len(gate.received())
+    approval_id, state = gate.approved_state(1, 314)
+    why = ('params.inputResponses["mcp-policy-filter/approval"] must be an elicitation result: '
+           '{"action":"accept"|"decline"|"cancel"}')
+    for id_, answer in [(2, {}), (3, {"action": "Decline"}), (4, {"action": "no"}), (5, "accept"), (6, None)]:
+        r = gate.post(call(id_, 314, state, answers={INPUT_KEY: answer}))
+        assert (r.status, r.json()) == (400, invalid(id_, why)), r.body
+    assert len(gate.received(settle=SETTLE)) == before
+    assert gate.svc.get(approval_id)["state"] == "approved"
