@@ -82,17 +82,54 @@ pub fn input_required(id: &Id, link: &ApprovalLink, message: &str, state: &str) 
     out
 }
 
+/// What the gateway did with an offer, counted in Envoy's stats as
+/// `mcp_policy_approval_offers_<event>_total` (`host/metrics.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A pending approval answered with `input_required` (MCP 2026-07-28).
+    InputRequired,
+    /// A pending approval answered with −32042 (MCP 2025-11-25 `m2.` session).
+    UrlElicitation,
+    /// A retry forwarded with the gateway's members blanked (the host counts it when it rewrites).
+    Forwarded,
+    /// A retry refused with −31011 `approval_state_invalid`.
+    StateInvalid,
+    /// A retry whose answer is `decline` or `cancel`, ended with −31007 without asking.
+    Declined,
+}
+
+impl Event {
+    /// Every event, in the order of the README's table.
+    pub const ALL: [Event; 5] =
+        [Event::InputRequired, Event::UrlElicitation, Event::Forwarded, Event::StateInvalid, Event::Declined];
+
+    /// The `<event>` part of the stat name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::InputRequired => "input_required",
+            Event::UrlElicitation => "url_elicitation",
+            Event::Forwarded => "forwarded",
+            Event::StateInvalid => "state_invalid",
+            Event::Declined => "declined",
+        }
+    }
+}
+
 /// What the members of a `tools/call`'s continuation leg say about an offer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Retry {
     /// Neither the gateway's `requestState` nor its `inputResponses` entry: an ordinary call.
     NotOurs,
     /// The gateway's own state, sealed for this grant and call, unexpired. `accepted`: the client's
-    /// answer (if any) is not `decline`/`cancel`.
+    /// answer (if any) is `accept`, not `decline`/`cancel`.
     Valid { approval_id: String, accepted: bool },
     /// HTTP 400, −31011 `approval_state_invalid`, with this reason.
     Invalid(&'static str),
 }
+
+/// `data.reason` for a gateway answer that is not an MCP `ElicitResult` (an object whose `action`
+/// is `"accept"`, `"decline"` or `"cancel"`; MCP 2025-11-25 / 2026-07-28 schema `ElicitResult`).
+pub const NOT_AN_ELICIT_RESULT: &str = r#"params.inputResponses["mcp-policy-filter/approval"] must be an elicitation result: {"action":"accept"|"decline"|"cancel"}"#;
 
 /// Check a call's leg against the offer the gateway may have made for it. `approval_key` is the
 /// call's [`crate::approval::key`] (tool and arguments, without the leg); `now` Unix seconds.
@@ -117,11 +154,14 @@ pub fn check_retry(keys: Option<&SessionKeys>, grant: &GrantId, approval_key: &s
     let (Some(keys), Some(presented)) = (keys, leg.request_state.as_deref()) else {
         return Retry::Invalid(state::StateError::Seal.why());
     };
+    // Read as consent only what says so: a missing or unknown action is refused, not accepted.
+    let accepted = match answer.map(|a| a.get("action").and_then(Json::as_str)) {
+        None | Some(Some("accept")) => true,
+        Some(Some("decline" | "cancel")) => false,
+        Some(_) => return Retry::Invalid(NOT_AN_ELICIT_RESULT),
+    };
     match state::open(keys, grant, approval_key, presented, now) {
-        Ok(approval_id) => {
-            let action = answer.and_then(|a| a.get("action")).and_then(Json::as_str);
-            Retry::Valid { approval_id, accepted: !matches!(action, Some("decline" | "cancel")) }
-        }
+        Ok(approval_id) => Retry::Valid { approval_id, accepted },
         Err(e) => Retry::Invalid(e.why()),
     }
 }

@@ -217,7 +217,7 @@ fn offered(p: &Policy, now: u64) -> (Value, String) {
     let held = pending(decide_at(p, &h, &call26(1, &format!(",{CAPS}"), ""), now));
     assert_eq!((held.offer, held.key.clone()), (Offer::InputRequired, call_key()));
     let o = answer_pending(p, held, now);
-    assert_eq!(o.decision.kind, DecisionKind::ApprovalRequired);
+    assert_eq!((o.decision.kind, o.offer), (DecisionKind::ApprovalRequired, Some(offer::Event::InputRequired)));
     assert_eq!(o.decision.error_kind(), Some("approval_required"));
     let (status, v) = body_of(&o);
     assert_eq!(status, 200);
@@ -273,13 +273,28 @@ fn offer_retry_approved_is_forwarded_without_the_gateways_members() {
 }
 
 #[test]
-fn a_declined_elicitation_gets_the_fallback() {
+fn a_declined_elicitation_gets_the_fallback_without_asking() {
+    // Declined or cancelled: nobody is asked (an approved approval would run the call and be used
+    // up), −31007 without a link, so the client's loop stops.
     let p = policy(true);
     let (_, state) = offered(&p, T0);
-    let held = pending(decide_at(&p, &head(&p, V26, None), &retry_body(3, &state, "decline"), T0));
-    assert_eq!(held.offer, Offer::Fallback);
-    let (_, v) = body_of(&answer_pending(&p, held, T0));
-    assert_eq!(v["error"]["code"], -31007);
+    let why = "the client declined the gateway's approval request (inputResponses action decline or cancel); nothing was asked or forwarded";
+    for action in ["decline", "cancel"] {
+        let o = decide_at(&p, &head(&p, V26, None), &retry_body(3, &state, action), T0);
+        assert_eq!(
+            (o.approval.is_none(), o.decision.kind, o.offer),
+            (true, DecisionKind::ApprovalRequired, Some(offer::Event::Declined))
+        );
+        assert_eq!(
+            body_of(&o),
+            (
+                200,
+                json!({"jsonrpc":"2.0","id":3,"error":{"code":-31007,
+                    "message":format!("tool 'start_vm' requires approval: {why}"),
+                    "data":{"kind":"approval_required","tool":"start_vm","reason":why}}})
+            )
+        );
+    }
 }
 
 #[test]
@@ -318,6 +333,13 @@ fn invalid_states_are_refused_with_400_and_the_id() {
             T0,
             "params.inputResponses may hold only the gateway's approval answer with its requestState",
         ),
+        (retry_body(4, &state, "Decline"), "Bearer agent-a".into(), T0, offer::NOT_AN_ELICIT_RESULT),
+        (
+            retry_body(4, &state, "accept").replace(r#"{"action":"accept"}"#, "{}"),
+            "Bearer agent-a".into(),
+            T0,
+            offer::NOT_AN_ELICIT_RESULT,
+        ),
     ];
     for (body, auth, now, why) in cases {
         let h = RequestHead::from_headers(
@@ -333,7 +355,7 @@ fn invalid_states_are_refused_with_400_and_the_id() {
         );
         let o = decide_at(&p, &h, &body, now);
         assert_eq!(o.approval, None, "{body}");
-        assert_eq!(o.decision.kind, DecisionKind::Invalid);
+        assert_eq!((o.decision.kind, o.offer), (DecisionKind::Invalid, Some(offer::Event::StateInvalid)));
         let (status, v) = body_of(&o);
         assert_eq!(
             (status, v),

@@ -4,6 +4,7 @@
 use super::{Decision, DecisionKind, Outcome};
 use crate::approval::{self, Answer, CheckRequest};
 use crate::mcp::Id;
+use crate::offer::{Event, Offer};
 use crate::policy::Policy;
 use crate::ratelimit::{Admission, GrantId, Limiter, SharedStore};
 use crate::refusal::{ApprovalLink, Refusal};
@@ -32,7 +33,7 @@ pub struct PendingApproval {
     /// A 2026-07-28 continuation leg's `inputResponses`/`requestState` (bound by `key`, shown).
     pub leg: crate::leg::Leg,
     /// How the call is answered while its approval is pending (`crate::offer`).
-    pub offer: crate::offer::Offer,
+    pub offer: Offer,
 }
 
 impl PendingApproval {
@@ -71,6 +72,11 @@ pub fn on_approval_answer(
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> Outcome {
+    let event = match pending.offer {
+        Offer::InputRequired => Some(Event::InputRequired),
+        Offer::UrlElicitation => Some(Event::UrlElicitation),
+        Offer::Fallback => None,
+    };
     let offered = match &answer {
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
             let (approval_id, approval_url) = (approval_id.clone(), approval_url.clone());
@@ -107,7 +113,8 @@ pub fn on_approval_answer(
         Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants }.give_back(adm);
     }
     // The decision so far (method, tool, rule, grant, id, argument names) stays; only the outcome changes.
+    let event = if offered.is_some() { event } else { None };
     let reply = offered.unwrap_or_else(|| refusal.reply(&id));
     decision.refused(refusal);
-    Outcome::new(decision, Some(reply))
+    Outcome { offer: event, ..Outcome::new(decision, Some(reply)) }
 }

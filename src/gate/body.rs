@@ -86,6 +86,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
         offer::Checked::Refused(refusal) => {
             let mut out = refuse(refusal, &id);
             out.decision.grant = Some(grant.label());
+            out.offer = Some(crate::offer::Event::StateInvalid);
             return out;
         }
     };
@@ -96,9 +97,10 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
             Outcome { rls: rls.map(Box::new), rewrite, ..Outcome::new(d, None) }
         }
         Judged::Ask(mut pending) => {
-            if accepted {
-                pending.offer = offer::offer_for(policy, head, version, &pending.leg, &grant.id);
+            if !accepted {
+                return Outcome { rewrite, ..offer::declined(*pending, limiter) };
             }
+            pending.offer = offer::offer_for(policy, head, version, &pending.leg, &grant.id);
             let mut out = Outcome::new(pending.decision.clone(), None);
             out.approval = Some(pending);
             out.rewrite = rewrite;

@@ -158,6 +158,8 @@ pub struct Outcome {
     /// An `initialize` whose client declares URL elicitation (`capabilities.elicitation.url`): the
     /// session id the server hands out is bound as an `m2.` id (`crate::session`, `crate::offer`).
     pub url_elicitation: bool,
+    /// What this outcome did with an approval offer, for the stats (`crate::offer::Event`).
+    pub offer: Option<crate::offer::Event>,
 }
 
 impl Outcome {
@@ -170,6 +172,7 @@ impl Outcome {
             rls: None,
             rewrite: None,
             url_elicitation: false,
+            offer: None,
         }
     }
 }

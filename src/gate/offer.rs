@@ -2,7 +2,7 @@
 //! retry of an offer, checked before the call is judged ([`check_retry`]); which offer a call waiting
 //! for approval gets ([`offer_for`]); and the reply of a pending approval ([`pending_reply`]).
 
-use super::{HeaderValue, PendingApproval, RequestHead};
+use super::{HeaderValue, Outcome, PendingApproval, RequestHead};
 use crate::approval;
 use crate::grant::Grant;
 use crate::leg::Leg;
@@ -10,7 +10,7 @@ use crate::mcp::{Call, Message};
 use crate::offer::{self, Offer, Retry};
 use crate::policy::Policy;
 use crate::protocol::Version;
-use crate::ratelimit::GrantId;
+use crate::ratelimit::{GrantId, Limiter};
 use crate::refusal::{ApprovalLink, Refusal};
 use crate::reply::Reply;
 use crate::rewrite::{self, BodyRewrite};
@@ -53,6 +53,25 @@ pub(super) fn check_retry(policy: &Policy, msg: &Message, grant: &Grant, body: &
     }
 }
 
+/// `data.reason` of the −31007 a declined offer ends in.
+pub const DECLINED: &str =
+    "the client declined the gateway's approval request (inputResponses action decline or cancel); nothing was asked or forwarded";
+
+/// A valid retry whose answer to the gateway's request is `decline` or `cancel`, for a call that
+/// needs approval: the person at the client said no, so the approval service is not asked (an
+/// approved approval is neither used nor consumed) and the quota reserved for the call goes back.
+/// −31007 `approval_required` without a link (HTTP 200), so the client's loop stops.
+pub(super) fn declined(held: PendingApproval, limiter: &Limiter<'_>) -> Outcome {
+    if let Some(adm) = &held.admission {
+        limiter.give_back(adm);
+    }
+    let PendingApproval { tool, id, mut decision, .. } = held;
+    let refusal = Refusal::ApprovalRequired { tool, reason: DECLINED.to_owned(), link: None };
+    let reply = refusal.reply(&id);
+    decision.refused(refusal);
+    Outcome { offer: Some(offer::Event::Declined), ..Outcome::new(decision, Some(reply)) }
+}
+
 /// Whether `msg` is an `initialize` whose `params.capabilities` declare URL-mode elicitation
 /// (MCP 2025-11-25 `ClientCapabilities.elicitation.url`). `body` is the message's whole text (an
 /// `initialize` is read again here, once per session; the message layer keeps no capabilities).
@@ -65,7 +84,7 @@ pub(super) fn initialize_declares_url_elicitation(msg: &Message, body: &[u8]) ->
 }
 
 /// The offer a call waiting for approval gets while the approval is pending: never without
-/// `gateway.session_key` or after a declined elicitation; `input_required` for a 2026-07-28 first
+/// `gateway.session_key`; `input_required` for a 2026-07-28 first
 /// leg whose client declares URL elicitation; −32042 on a 2025-11-25 `m2.` session; else −31007.
 pub(super) fn offer_for(policy: &Policy, head: &RequestHead, version: Version, leg: &Leg, grant: &GrantId) -> Offer {
     let Some(keys) = policy.gateway.session_keys.as_ref() else { return Offer::Fallback };

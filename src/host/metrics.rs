@@ -15,6 +15,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
 use crate::gate::Decision;
+use crate::offer::Event;
 use crate::policy::Policy;
 use crate::ratelimit::Unavailable;
 use crate::refusal::{LimiterFault, Refusal};
@@ -48,6 +49,7 @@ pub struct Metrics {
     tools_list_removed: Option<u32>,
     cas_retries_exhausted: Option<u32>,
     grant_cap_reached: Option<u32>,
+    offers: Vec<(Event, u32)>,
 }
 
 fn counter(name: &str) -> Option<u32> {
@@ -74,6 +76,7 @@ impl Metrics {
             tools_list_removed: None,
             cas_retries_exhausted: None,
             grant_cap_reached: None,
+            offers: Vec::new(),
         }
     }
 
@@ -95,6 +98,10 @@ impl Metrics {
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
             cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
             grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
+            offers: Event::ALL
+                .iter()
+                .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
+                .collect(),
         }
     }
 
@@ -135,6 +142,11 @@ impl Metrics {
     /// A response that could not be filtered (counted under its refusal's decision kind, `invalid`).
     pub fn record_bad_response(&self, refusal: &Refusal) {
         Self::bump(self.totals.get(refusal.decision_kind().as_str()), 1);
+    }
+
+    /// One approval offer event (`crate::offer`).
+    pub fn offer(&self, event: Event) {
+        Self::bump(self.offers.iter().find(|(e, _)| *e == event).map(|(_, id)| id), 1);
     }
 
     /// Tools removed from `tools/list` results.

@@ -30,6 +30,9 @@ impl Filter {
         self.request = RequestState::Decided;
         let d = &outcome.decision;
         self.metrics.record(d);
+        if let Some(event) = outcome.offer {
+            self.metrics.offer(event);
+        }
         if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
             self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
         }
@@ -60,6 +63,7 @@ impl Filter {
                     if !self.apply(&rewrite) {
                         return self.unavailable(BODY_UNWRITABLE);
                     }
+                    self.metrics.offer(crate::offer::Event::Forwarded);
                 }
                 if let Some(policy) = self.policy.as_ref() {
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);

@@ -7,7 +7,7 @@ One `call_tool("start_vm")` completes: the filter answers `input_required` with 
 pointing at the approval page; the SDK's input_required driver hands it to the elicitation callback,
 which approves through the approvers' API and accepts; the SDK retries with the filter's
 `requestState`; the filter forwards the call and the VM runs. A second, identical call needs a new
-approval (the first one is used up); declining it ends in −31007 with the same approval.
+approval (the first one is used up); declining it ends in −31007 without asking the service again.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from mcp_session import MCPError
 TOKEN = "agent-sdk-offer"
 KEY = "e2e-offer-session-key-0123456789abcdef"
 ARGS = {"node": "pve2", "vmid": 200}
+DECLINED = ("the client declined the gateway's approval request (inputResponses action decline or cancel); "
+            "nothing was asked or forwarded")
 STARTED = {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "running",
            "cpus": 2, "memory_mib": 4096, "uptime_seconds": 3600}
 
@@ -62,14 +64,16 @@ def test_sdk_2026_client_approves_through_the_url_elicitation(stack):
                 assert url == f"{svc.url}/approvals/{approval_id}"
                 assert svc.get(approval_id)["state"] == "consumed"
 
-                # Used up: the identical call is offered anew; declined, the SDK surfaces −31007.
+                # Used up: the identical call is offered anew; declined, the SDK surfaces −31007
+                # (nobody is asked on a decline, so it has no link; the new approval stays pending).
                 decision["action"] = "decline"
                 with pytest.raises(MCPError) as declined:
                     await client.call_tool("start_vm", ARGS)
                 err = declined.value.error
-                assert (err.code, err.data["kind"]) == (-31007, "approval_required")
-                assert len(seen) == 2 and seen[1][1] == err.data["approval_url"] != url
-                assert svc.get(err.data["approval_id"])["state"] == "pending"
+                assert (err.code, err.data) == (-31007, {"kind": "approval_required", "tool": "start_vm",
+                                                         "reason": DECLINED})
+                assert len(seen) == 2 and seen[1][1] != url
+                assert svc.get(seen[1][1].rsplit("/", 1)[-1])["state"] == "pending"
 
     async def bounded():
         with anyio.fail_after(60):
