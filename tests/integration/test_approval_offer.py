@@ -17,21 +17,11 @@ import json
 
 import harness
 import harness_approvals as ha
+import harness_offer
+from harness_offer import INPUT_KEY, KEY, META, REASON, SETTLE, TOKEN, V26, compact
 from jsonrpc import Reply, headers_for, post
 
-V26 = "2026-07-28"
-TOKEN = "agent-offer-token"
-KEY = "offer-test-session-key-0123456789abcdef"
 ARGS = {"node": "pve2", "vmid": 200}
-REASON = "starting a VM costs money"
-INPUT_KEY = "mcp-policy-filter/approval"
-META = {"io.modelcontextprotocol/protocolVersion": V26,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}}
-SETTLE = 0.3
-
-
-def compact(v) -> bytes:
-    return json.dumps(v, separators=(",", ":")).encode()
 
 
 def call_body(id_: int, state: str | None = None, action: str = "accept", meta: dict = META) -> bytes:
@@ -64,21 +54,8 @@ class Offer:
         return harness.recorder_lines(self.log, settle=settle)
 
     def offered(self, r: Reply, id_: int) -> tuple[str, str]:
-        """`r` is the input_required offer: (approval id, requestState)."""
-        assert r.status == 200, (r.status, r.body)
-        assert r.headers["content-type"] == "application/json"
-        msg = r.json()
-        result = msg["result"]
-        approval_id = result["inputRequests"][INPUT_KEY]["params"]["elicitationId"]
-        state = result["requestState"]
-        assert state.startswith("mcpf-a1."), state
-        assert msg == {"jsonrpc": "2.0", "id": id_, "result": {
-            "resultType": "input_required",
-            "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
-                "mode": "url", "url": f"{self.svc.url}/approvals/{approval_id}", "elicitationId": approval_id,
-                "message": REASON}}},
-            "requestState": state}}, msg
-        return approval_id, state
+        """`r` is the input_required offer for `id_`: (approval id, requestState)."""
+        return harness_offer.offered(r, id_, self.svc.url)
 
 
 def test_offer_then_approved_retry_is_forwarded_without_the_gateways_members(stack):
@@ -155,11 +132,7 @@ def init_body(caps: dict) -> bytes:
 
 
 def test_2025_session_with_url_elicitation_gets_32042(stack):
-    svc = ha.approvals(stack)
-    policy = ha.approval_policy({"start_vm": ha.approval_tool(reason=REASON), "list_vms": {}},
-                                gateway={"session_key": {"current": KEY}})
-    _, port = stack.demo_server(json_response=True)
-    envoy = stack.envoy(policy, port, approvals_port=svc.check_port)
+    svc, envoy = harness_offer.demo_gateway(stack)
 
     def session(caps: dict) -> str:
         r = post(envoy.mcp_url, init_body(caps), headers_for(TOKEN, **{"mcp-protocol-version": V25}))

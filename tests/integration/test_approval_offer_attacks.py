@@ -17,20 +17,14 @@ import pytest
 
 import harness
 import harness_approvals as ha
+import harness_offer
+from harness_offer import INPUT_KEY, KEY, META, REASON, SETTLE, TOKEN, V26, compact
 import harness_extra
 from jsonrpc import Reply, headers_for, post
 
-V26 = "2026-07-28"
-TOKEN = "agent-offer-token"
 TOKEN_B = "agent-offer-token-b"
-KEY = "offer-test-session-key-0123456789abcdef"
 KEY_2 = "offer-test-session-key-two-456789abcdef"
 KEY_3 = "offer-test-session-key-three-789abcdef0"
-REASON = "starting a VM costs money"
-INPUT_KEY = "mcp-policy-filter/approval"
-META = {"io.modelcontextprotocol/protocolVersion": V26,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}}
-SETTLE = 0.3
 SEAL = "params.requestState was not issued by this gateway for this grant and this exact call"
 MALFORMED = "params.requestState is not an approval state issued by this gateway"
 
@@ -43,10 +37,6 @@ def offers(envoy: harness.Envoy) -> dict[str, float]:
     """`mcp_policy_approval_offers_<event>_total` of `envoy`, by event."""
     samples = harness_extra.prometheus(envoy)
     return {e: samples[f"mcp_policy_approval_offers_{e}_total{{}}"] for e in EVENTS}
-
-
-def compact(v) -> bytes:
-    return json.dumps(v, separators=(",", ":")).encode()
 
 
 def args(vmid: int) -> dict:
@@ -90,20 +80,8 @@ class Gate:
         return self.stub.requests()
 
     def offered(self, r: Reply, id_: int) -> tuple[str, str]:
-        """`r` is an input_required offer for `id_`: (approval id, requestState)."""
-        assert (r.status, r.headers["content-type"]) == (200, "application/json"), (r.status, r.body)
-        msg = r.json()
-        result = msg["result"]
-        approval_id = result["inputRequests"][INPUT_KEY]["params"]["elicitationId"]
-        state = result["requestState"]
-        assert msg == {"jsonrpc": "2.0", "id": id_, "result": {
-            "resultType": "input_required",
-            "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
-                "mode": "url", "url": f"{self.svc.url}/approvals/{approval_id}", "elicitationId": approval_id,
-                "message": REASON}}},
-            "requestState": state}}, msg
-        assert state.startswith("mcpf-a1."), state
-        return approval_id, state
+        """`r` is the input_required offer for `id_`: (approval id, requestState)."""
+        return harness_offer.offered(r, id_, self.svc.url)
 
     def approved_state(self, id_: int, vmid: int, token: str = TOKEN) -> tuple[str, str]:
         """Offer the call for `vmid`, approve it: (approval id, requestState)."""
@@ -214,11 +192,7 @@ V25 = "2025-11-25"
 
 
 def test_an_m1_session_relabelled_m2_is_refused_and_only_m2_gets_32042(stack):
-    svc = ha.approvals(stack)
-    policy = ha.approval_policy({"start_vm": ha.approval_tool(reason=REASON), "list_vms": {}},
-                                gateway={"session_key": {"current": KEY}})
-    _, port = stack.demo_server(json_response=True)
-    envoy = stack.envoy(policy, port, approvals_port=svc.check_port)
+    svc, envoy = harness_offer.demo_gateway(stack)
 
     def h(sid: str | None = None, token: str = TOKEN) -> dict:
         return headers_for(token, **{"mcp-protocol-version": V25, **({"mcp-session-id": sid} if sid else {})})
