@@ -89,14 +89,14 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
                     Some(need) => ask(d, Some(adm), Vec::new(), need),
                     None => Judged::Forward(d, Some(adm), Vec::new()),
                 },
-                Err(ratelimit::Refusal::Limited { limit, retry_after_seconds }) => {
+                Err(ratelimit::NotAdmitted::Limited { limit, retry_after_seconds }) => {
                     Judged::Refused(Refusal::RateLimited {
                         subject: subject(),
                         limit: limit.clone(),
                         retry_after_seconds,
                     })
                 }
-                Err(ratelimit::Refusal::Unavailable(u)) => {
+                Err(ratelimit::NotAdmitted::Unavailable(u)) => {
                     Judged::Refused(Refusal::LimiterUnavailable { subject: subject(), fault: LimiterFault::Local(u) })
                 }
             }

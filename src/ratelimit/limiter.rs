@@ -3,7 +3,7 @@
 use super::key::{counter_key, grant_key, GrantId, GRANTS_KEY, LOCK_KEY};
 use super::store::{SharedStore, StoreError};
 use super::value::{decode, decode_log, decode_u64, encode, encode_log};
-use super::{Admission, Refusal, Taken, Unavailable};
+use super::{Admission, NotAdmitted, Taken, Unavailable};
 use crate::policy::{Algorithm, Limit, Scope};
 
 /// How long a creation lock is held at most before others may take it, in ms.
@@ -22,8 +22,8 @@ pub struct Limiter<'s> {
 }
 
 impl<'s> Limiter<'s> {
-    /// Take one unit from every limit, or none. Errors: [`Refusal`].
-    pub fn admit<'p>(&self, limits: &[&'p Limit], grant: &GrantId) -> Result<Admission, Refusal<'p>> {
+    /// Take one unit from every limit, or none. Errors: [`NotAdmitted`].
+    pub fn admit<'p>(&self, limits: &[&'p Limit], grant: &GrantId) -> Result<Admission, NotAdmitted<'p>> {
         let mut adm = Admission::default();
         for &limit in limits {
             match self.take(limit, grant) {
@@ -66,10 +66,10 @@ impl<'s> Limiter<'s> {
         }
     }
 
-    fn take<'p>(&self, limit: &'p Limit, grant: &GrantId) -> Result<Taken, Refusal<'p>> {
+    fn take<'p>(&self, limit: &'p Limit, grant: &GrantId) -> Result<Taken, NotAdmitted<'p>> {
         let key = counter_key(limit, grant);
         let len = limit.window.seconds();
-        let unavailable = |u: Unavailable| Refusal::Unavailable(u);
+        let unavailable = |u: Unavailable| NotAdmitted::Unavailable(u);
         for _ in 0..MAX_CAS_RETRIES {
             let (value, cas) = match self.store.get(&key).map_err(|e| unavailable(e.into()))? {
                 Some(found) => found,
@@ -93,7 +93,7 @@ impl<'s> Limiter<'s> {
                     let count = if ws == stored_ws { stored_count } else { 0 };
                     if count >= limit.max {
                         let retry = ((ws + len) * 1000).saturating_sub(self.now_ms).div_ceil(1000).max(1);
-                        return Err(Refusal::Limited { limit, retry_after_seconds: retry });
+                        return Err(NotAdmitted::Limited { limit, retry_after_seconds: retry });
                     }
                     (encode(ws, count + 1).to_vec(), Taken::Fixed { key: key.clone(), window_start: ws })
                 }
@@ -105,7 +105,7 @@ impl<'s> Limiter<'s> {
                     if live.len() as u64 >= limit.max {
                         let oldest = live.iter().copied().min().unwrap_or(self.now_ms);
                         let retry = (oldest + len * 1000).saturating_sub(self.now_ms).div_ceil(1000).max(1);
-                        return Err(Refusal::Limited { limit, retry_after_seconds: retry });
+                        return Err(NotAdmitted::Limited { limit, retry_after_seconds: retry });
                     }
                     live.push(self.now_ms);
                     (encode_log(&live), Taken::Sliding { key: key.clone(), at_ms: self.now_ms })

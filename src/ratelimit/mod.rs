@@ -67,14 +67,13 @@ impl Unavailable {
     }
 }
 
-/// A refused call.
+/// Why [`Limiter::admit`] took no unit for a call. The gate turns it into
+/// `crate::refusal::Refusal::RateLimited` or `LimiterUnavailable`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal<'p> {
+pub enum NotAdmitted<'p> {
     /// `limit` has no room left in the current window; whole seconds until it ends, at least 1.
-    Limited {
-        limit: &'p Limit,
-        retry_after_seconds: u64,
-    },
+    Limited { limit: &'p Limit, retry_after_seconds: u64 },
+    /// The limiter could not count the call; it is refused (fail closed).
     Unavailable(Unavailable),
 }
 

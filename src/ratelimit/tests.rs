@@ -31,9 +31,9 @@ fn admits_max_then_refuses_with_retry_after() {
     for i in 0..3 {
         assert!(lim(&s, T0 + 10_000 + i).admit(&[&l], &g).is_ok());
     }
-    assert_eq!(lim(&s, T0 + 10_500).admit(&[&l], &g), Err(Refusal::Limited { limit: &l, retry_after_seconds: 50 }));
+    assert_eq!(lim(&s, T0 + 10_500).admit(&[&l], &g), Err(NotAdmitted::Limited { limit: &l, retry_after_seconds: 50 }));
     // 59.001 s into the window: 0.999 s left rounds up to 1.
-    assert_eq!(lim(&s, T0 + 59_001).admit(&[&l], &g), Err(Refusal::Limited { limit: &l, retry_after_seconds: 1 }));
+    assert_eq!(lim(&s, T0 + 59_001).admit(&[&l], &g), Err(NotAdmitted::Limited { limit: &l, retry_after_seconds: 1 }));
     // The next window admits again, reusing the same key.
     let keys = s.len();
     assert!(lim(&s, T0 + 60_000).admit(&[&l], &g).is_ok());
@@ -48,10 +48,10 @@ fn grants_and_counters_are_separate_and_global_is_shared() {
     let (a, b, c) = ([1u8; 32], [2u8; 32], [3u8; 32]);
     assert!(lim(&s, T0).admit(&[&per], &a).is_ok());
     assert!(lim(&s, T0).admit(&[&per], &b).is_ok());
-    assert!(matches!(lim(&s, T0).admit(&[&per], &a), Err(Refusal::Limited { .. })));
+    assert!(matches!(lim(&s, T0).admit(&[&per], &a), Err(NotAdmitted::Limited { .. })));
     assert!(lim(&s, T0).admit(&[&glob], &a).is_ok());
     assert!(lim(&s, T0).admit(&[&glob], &b).is_ok());
-    assert!(matches!(lim(&s, T0).admit(&[&glob], &c), Err(Refusal::Limited { .. })));
+    assert!(matches!(lim(&s, T0).admit(&[&glob], &c), Err(NotAdmitted::Limited { .. })));
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn a_refusal_by_a_later_limit_gives_back_earlier_units() {
     assert!(lim(&s, T0).admit(&[&first, &second], &g).is_ok());
     for _ in 0..3 {
         assert!(
-            matches!(lim(&s, T0).admit(&[&first, &second], &g), Err(Refusal::Limited { limit, .. }) if limit.counter == "second")
+            matches!(lim(&s, T0).admit(&[&first, &second], &g), Err(NotAdmitted::Limited { limit, .. }) if limit.counter == "second")
         );
     }
     let (v, _) = s.get(&counter_key(&first, &g)).unwrap().unwrap();
@@ -95,7 +95,7 @@ fn grant_cap_refuses_new_grants_and_keeps_existing_ones() {
     let cap = |now| Limiter { store: &s, now_ms: now, max_tracked_grants: 2 };
     assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
     assert!(cap(T0).admit(&[&l], &[2; 32]).is_ok());
-    assert_eq!(cap(T0).admit(&[&l], &[3; 32]), Err(Refusal::Unavailable(Unavailable::GrantCapReached)));
+    assert_eq!(cap(T0).admit(&[&l], &[3; 32]), Err(NotAdmitted::Unavailable(Unavailable::GrantCapReached)));
     assert!(cap(T0).admit(&[&l], &[1; 32]).is_ok());
     assert_eq!(tracked_grants(&s), 2);
     // A second counter for a tracked grant does not count as a new grant.
@@ -111,7 +111,7 @@ fn stale_clock_reads_do_not_reset_a_newer_window() {
     let g = [9u8; 32];
     assert!(lim(&s, T0 + 1000).admit(&[&l], &g).is_ok());
     // A worker whose clock reading is from the previous second must not open a fresh window.
-    assert!(matches!(lim(&s, T0 + 999).admit(&[&l], &g), Err(Refusal::Limited { .. })));
+    assert!(matches!(lim(&s, T0 + 999).admit(&[&l], &g), Err(NotAdmitted::Limited { .. })));
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn corrupt_values_fail_closed() {
     let l = limit("c", Window::Second, 1, Scope::Grant);
     let g = [9u8; 32];
     s.set(&counter_key(&l, &g), b"junk", 0).unwrap();
-    assert_eq!(lim(&s, T0).admit(&[&l], &g), Err(Refusal::Unavailable(Unavailable::CorruptValue)));
+    assert_eq!(lim(&s, T0).admit(&[&l], &g), Err(NotAdmitted::Unavailable(Unavailable::CorruptValue)));
 }
 
 #[test]
