@@ -251,6 +251,7 @@ fn gateway(gw: GatewaySpec, tools: &BTreeMap<String, ToolRuleSpec>, limits: &[Li
         session_keys,
         client_responses: gw.client_responses.unwrap_or(Action::Allow),
         rate_limit_service,
+        audit: gw.audit.unwrap_or_default(),
         resource_metadata_url: gw.resource_metadata_url,
     }
 }

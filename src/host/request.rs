@@ -6,6 +6,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
+use crate::audit::AuditMode;
 use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use crate::ratelimit;
 use crate::refusal::{Refusal, POLICY_NOT_LOADED};
@@ -42,12 +43,20 @@ impl Filter {
         if let Some(k) = d.error_kind() {
             let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
         }
-        if log::log_enabled!(log::Level::Info) {
-            // The audit line: one JSON object per decision (schema in the README).
+        // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
+        let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
+        let record = |d: &gate::Decision| {
             let ts = hostcalls::get_current_time()
                 .map(|t| humantime::format_rfc3339_millis(t).to_string())
                 .unwrap_or_default();
-            info!("[ctx {}] audit {}", self.id, d.audit_json(&ts, self.request_id.as_deref()));
+            d.audit_json(&ts, self.request_id.as_deref())
+        };
+        match audit {
+            AuditMode::Log if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record(d)),
+            AuditMode::AccessLog => {
+                let _ = hostcalls::set_property(vec!["mcp_audit"], Some(record(d).as_bytes()));
+            }
+            AuditMode::Log | AuditMode::Off => {}
         }
         match outcome.reply {
             None => {
