@@ -83,7 +83,10 @@ impl<'s> Limiter<'s> {
                     continue;
                 }
             };
-            let (next, taken) = match limit.algorithm {
+            // The new value, on the stack for a fixed window (16 bytes), in `log` for a sliding one.
+            let fixed: [u8; 16];
+            let log: Vec<u8>;
+            let (next, taken): (&[u8], Taken) = match limit.algorithm {
                 Algorithm::Fixed => {
                     let now_s = self.now_ms / 1000;
                     let current = now_s - now_s % len;
@@ -95,7 +98,8 @@ impl<'s> Limiter<'s> {
                         let retry = ((ws + len) * 1000).saturating_sub(self.now_ms).div_ceil(1000).max(1);
                         return Err(NotAdmitted::Limited { limit, retry_after_seconds: retry });
                     }
-                    (encode(ws, count + 1).to_vec(), Taken::Fixed { key: key.clone(), window_start: ws })
+                    fixed = encode(ws, count + 1);
+                    (&fixed, Taken::Fixed { key, window_start: ws })
                 }
                 Algorithm::Sliding => {
                     let times = decode_log(&value).ok_or(unavailable(Unavailable::CorruptValue))?;
@@ -108,10 +112,11 @@ impl<'s> Limiter<'s> {
                         return Err(NotAdmitted::Limited { limit, retry_after_seconds: retry });
                     }
                     live.push(self.now_ms);
-                    (encode_log(&live), Taken::Sliding { key: key.clone(), at_ms: self.now_ms })
+                    log = encode_log(&live);
+                    (&log, Taken::Sliding { key, at_ms: self.now_ms })
                 }
             };
-            match self.store.set(&key, &next, cas) {
+            match self.store.set(&key, next, cas) {
                 Ok(()) => return Ok(taken),
                 Err(StoreError::CasMismatch) => continue,
                 Err(StoreError::Host(e)) => return Err(unavailable(Unavailable::Host(e))),

@@ -32,7 +32,7 @@ mod limiter;
 mod store;
 mod value;
 
-pub use key::{counter_key, grant_key, GrantId, GRANTS_KEY, LOCK_KEY, PREFIX};
+pub use key::{counter_key, grant_key, GrantId, Key, GRANTS_KEY, LOCK_KEY, PREFIX};
 pub use limiter::{init_lock, tracked_grants, Limiter, MAX_CAS_RETRIES};
 pub use store::{MemoryStore, SharedStore, StoreError};
 #[cfg(test)]
@@ -90,9 +90,9 @@ impl From<StoreError> for Unavailable {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
     /// From a fixed window starting at `window_start` (seconds since the epoch).
-    Fixed { key: String, window_start: u64 },
+    Fixed { key: Key, window_start: u64 },
     /// A sliding-log entry at `at_ms`.
-    Sliding { key: String, at_ms: u64 },
+    Sliding { key: Key, at_ms: u64 },
 }
 
 /// Units taken by an admitted call, to give back if the call is refused after all.

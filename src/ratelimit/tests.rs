@@ -157,3 +157,14 @@ fn parallel_workers_admit_exactly_max() {
     let (v, _) = s.get(&counter_key(&l, &[5u8; 32])).unwrap().unwrap();
     assert_eq!(decode(&v), Some((T0 / 1000 - (T0 / 1000) % 3600, 10)));
 }
+
+#[test]
+fn keys_are_built_on_the_stack_with_the_stored_layout() {
+    let g: GrantId = std::array::from_fn(|i| (i as u8).wrapping_mul(17));
+    assert_eq!(&*grant_key(&g), "mcpf1:g:00112233445566778899aabbccddeeff");
+    assert_eq!(format!("{:?}", grant_key(&g)), "mcpf1:g:00112233445566778899aabbccddeeff");
+    // The first 16 bytes of SHA-256 over the length-prefixed fields ("counter", "c", "grant", g,
+    // 60 as u64 BE, "fixed"), as computed independently (Python hashlib).
+    let k = counter_key(&limit("c", Window::Minute, 1, Scope::Grant), &g);
+    assert_eq!(&*k, "mcpf1:c:2568c568f33f83cece3845302e2e5305");
+}
