@@ -22,9 +22,9 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
         Err(e) => return refuse(Refusal::protocol(&e), &e.id),
     };
     match parsed {
-        Body::Single(msg) => {
+        Body::Single(mut msg) => {
             let mut out = on_message(policy, head, &msg, &limiter);
-            describe(&mut out.decision, &msg);
+            describe(&mut out.decision, &mut msg);
             if let Some(p) = out.approval.as_mut() {
                 p.decision = out.decision.clone();
             }
@@ -93,15 +93,21 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
     }
 }
 
-/// Fill in what the audit log says about the message: method, tool, id and argument keys.
-fn describe(d: &mut Decision, msg: &Message) {
-    d.method = judged_method(msg);
+/// Fill in what the audit log says about the message: method, tool, id and argument keys. The
+/// method and tool are kept when the judge already recorded them; the argument names are moved out
+/// of `msg` (nothing reads them after this).
+fn describe(d: &mut Decision, msg: &mut Message) {
+    if d.method.is_none() {
+        d.method = judged_method(msg);
+    }
     if let Message::Request { id, call, .. } = msg {
         d.id = Some(id.raw().to_owned());
         if let Call::Tool(t) = call {
-            d.tool = Some(t.name.clone());
-            if let Some(args) = &t.arguments {
-                d.arg_keys = args.keys().to_vec();
+            if d.tool.is_none() {
+                d.tool = Some(t.name.clone());
+            }
+            if let Some(args) = &mut t.arguments {
+                d.arg_keys = args.take_keys();
             }
         }
     }
