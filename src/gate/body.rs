@@ -63,21 +63,23 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
 }
 
 fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limiter<'_>) -> Outcome {
-    let id = msg.id();
+    // The id is copied only where a reply or a callout needs it, not for an allowed call.
+    let id = || msg.id();
     let version = match version::of_message(policy, head, msg) {
         Ok(v) => v,
         Err(out) => return *out,
     };
     if let Some(why) = header_mismatch(head, msg, version.rules().method_headers) {
-        return refuse(Refusal::HeaderMismatch { why }, &id);
+        return refuse(Refusal::HeaderMismatch { why }, &id());
     }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
-        Err(why) => return no_grant(policy, &id, why),
+        Err(why) => return no_grant(policy, &id(), why),
     };
     match judge_message(policy, msg, &grant, limiter) {
+        Judged::Forward(d, _, counted) if counted.is_empty() => Outcome::new(d, None),
         Judged::Forward(d, _, counted) => {
-            let rls = crate::rls::Pending::single(policy, grant.id, id, d.tool.clone(), &counted);
+            let rls = crate::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
             Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
         }
         Judged::Ask(pending) => {
@@ -86,7 +88,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, limiter: &Limi
             out
         }
         Judged::Refused(refusal) => {
-            let mut out = refuse(refusal, &id);
+            let mut out = refuse(refusal, &id());
             out.decision.grant = Some(grant.label());
             out
         }
