@@ -7,8 +7,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::audit::AuditMode;
-use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
-use crate::ratelimit;
+use crate::gate::{self, HeadOutcome, Outcome, RequestHead};
 use crate::refusal::{Refusal, POLICY_NOT_LOADED};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
@@ -26,9 +25,7 @@ impl Filter {
         self.request = RequestState::Decided;
         let d = &outcome.decision;
         self.metrics.record(d);
-        if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
-            self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
-        }
+        self.metrics.add_tracked_grants(super::take_registered_grants());
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
         let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
         if let Some(t) = &d.tool {
