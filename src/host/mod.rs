@@ -105,6 +105,9 @@ struct Filter {
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
+    /// The clock reading (ms since the epoch) the request's decision was made with, reused for the
+    /// audit record's `ts`: one clock read per decision.
+    decided_at_ms: Option<u64>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

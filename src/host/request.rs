@@ -1,6 +1,8 @@
 //! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
 //! `crate::gate`; acting on its outcome (forward, local reply, or hold for a callout).
 
+use std::time::{Duration, UNIX_EPOCH};
+
 use log::{info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
@@ -16,6 +18,8 @@ impl Filter {
     /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
     /// approval, hold it and ask).
     pub(super) fn finish(&mut self, mut outcome: Outcome) -> Action {
+        // Taken first: a held call is finished later, when the callout answers, at its own time.
+        let decided_at_ms = self.decided_at_ms.take();
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
@@ -43,9 +47,9 @@ impl Filter {
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
         let record = |d: &gate::Decision| {
-            let ts = hostcalls::get_current_time()
-                .map(|t| humantime::format_rfc3339_millis(t).to_string())
-                .unwrap_or_default();
+            let at =
+                decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
+            let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
             d.audit_json(&ts, self.request_id.as_deref())
         };
         match audit {
@@ -98,7 +102,8 @@ impl Filter {
                 return self.finish(gate::body_unreadable());
             }
         };
-        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now_ms());
+        let now = *self.decided_at_ms.insert(now_ms());
+        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now);
         self.finish(outcome)
     }
 
@@ -158,7 +163,8 @@ impl Filter {
                 self.finish(*outcome)
             }
             HeadOutcome::NeedBody if end_of_stream => {
-                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now_ms());
+                let now = *self.decided_at_ms.insert(now_ms());
+                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now);
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {

@@ -96,6 +96,7 @@ impl RootContext for Root {
             request_id: None,
             session_grant: None,
             held: None,
+            decided_at_ms: None,
         }))
     }
 
