@@ -61,7 +61,7 @@ fn decision_allocations(policy_text: &str) -> u64 {
 
 #[test]
 fn allowed_1kib_call_with_a_per_grant_limit() {
-    assert_eq!(decision_allocations(POLICY_LIMITED), 26);
+    assert_eq!(decision_allocations(POLICY_LIMITED), 25);
 }
 
 #[test]

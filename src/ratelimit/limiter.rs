@@ -27,7 +27,7 @@ impl<'s> Limiter<'s> {
         let mut adm = Admission::default();
         for &limit in limits {
             match self.take(limit, grant) {
-                Ok(t) => adm.taken.push(t),
+                Ok(t) => adm.push(t),
                 Err(r) => {
                     self.give_back(&adm);
                     return Err(r);
@@ -40,7 +40,7 @@ impl<'s> Limiter<'s> {
     /// Return the units of an admission (a batch refused after some elements were admitted).
     /// Units whose window has already ended are not returned: that count was reset anyway.
     pub fn give_back(&self, adm: &Admission) {
-        for taken in &adm.taken {
+        for taken in adm.taken() {
             let key = match taken {
                 Taken::Fixed { key, .. } | Taken::Sliding { key, .. } => key,
             };

@@ -95,10 +95,26 @@ pub enum Taken {
     Sliding { key: Key, at_ms: u64 },
 }
 
-/// Units taken by an admitted call, to give back if the call is refused after all.
+/// Units taken by an admitted call, to give back if the call is refused after all. The first unit
+/// is kept inline: a call with one limit (the common case) allocates nothing for its admission.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Admission {
-    pub taken: Vec<Taken>,
+    first: Option<Taken>,
+    more: Vec<Taken>,
+}
+
+impl Admission {
+    fn push(&mut self, t: Taken) {
+        match self.first {
+            None => self.first = Some(t),
+            Some(_) => self.more.push(t),
+        }
+    }
+
+    /// The units taken, in order.
+    pub fn taken(&self) -> impl Iterator<Item = &Taken> {
+        self.first.iter().chain(&self.more)
+    }
 }
 
 #[cfg(test)]

@@ -168,3 +168,21 @@ fn keys_are_built_on_the_stack_with_the_stored_layout() {
     let k = counter_key(&limit("c", Window::Minute, 1, Scope::Grant), &g);
     assert_eq!(&*k, "mcpf1:c:2568c568f33f83cece3845302e2e5305");
 }
+
+#[test]
+fn units_past_the_first_are_given_back_too() {
+    let s = MemoryStore::new();
+    let (a, b) = (limit("a", Window::Minute, 5, Scope::Grant), limit("b", Window::Hour, 5, Scope::Grant));
+    let last = limit("last", Window::Minute, 1, Scope::Grant);
+    let g = [4u8; 32];
+    let adm = lim(&s, T0).admit(&[&a, &b], &g).unwrap();
+    assert_eq!(adm.taken().count(), 2);
+    assert!(lim(&s, T0).admit(&[&last], &g).is_ok());
+    assert!(
+        matches!(lim(&s, T0).admit(&[&a, &b, &last], &g), Err(NotAdmitted::Limited { limit, .. }) if limit.counter == "last")
+    );
+    let count = |l: &Limit| decode(&s.get(&counter_key(l, &g)).unwrap().unwrap().0);
+    assert_eq!((count(&a), count(&b)), (Some((T0 / 1000, 1)), Some((T0 / 1000 - (T0 / 1000) % 3600, 1))));
+    lim(&s, T0).give_back(&adm);
+    assert_eq!((count(&a), count(&b)), (Some((T0 / 1000, 0)), Some((T0 / 1000 - (T0 / 1000) % 3600, 0))));
+}
