@@ -61,10 +61,10 @@ fn decision_allocations(policy_text: &str) -> u64 {
 
 #[test]
 fn allowed_1kib_call_with_a_per_grant_limit() {
-    assert_eq!(decision_allocations(POLICY_LIMITED), 25);
+    assert_eq!(decision_allocations(POLICY_LIMITED), 24);
 }
 
 #[test]
 fn allowed_1kib_call_without_a_limit() {
-    assert_eq!(decision_allocations(POLICY_SEED), 22);
+    assert_eq!(decision_allocations(POLICY_SEED), 21);
 }
