@@ -319,6 +319,26 @@ mod tests {
     }
 
     #[test]
+    fn gateway_audit_modes() {
+        use crate::audit::AuditMode;
+        let audit =
+            |gw: &str| load(format!(r#"{{"version":"1","gateway":{{{gw}}}}}"#).as_bytes()).map(|p| p.gateway.audit);
+        assert_eq!(audit(""), Ok(AuditMode::Log));
+        assert_eq!(audit(r#""audit":null"#), Ok(AuditMode::Log));
+        assert_eq!(audit(r#""audit":"log""#), Ok(AuditMode::Log));
+        assert_eq!(audit(r#""audit":"access_log""#), Ok(AuditMode::AccessLog));
+        assert_eq!(audit(r#""audit":"off""#), Ok(AuditMode::Off));
+        assert_eq!(
+            load_err(r#"{"version":"1","gateway":{"audit":"syslog"}}"#),
+            ConfigError {
+                path: "gateway.audit".into(),
+                message: "unknown variant `syslog`, expected one of `log`, `access_log`, `off`".into()
+            }
+        );
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"audit":"Log"}}"#).path, "gateway.audit");
+    }
+
+    #[test]
     fn default_is_deny_when_absent() {
         assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
         assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);

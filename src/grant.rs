@@ -27,25 +27,33 @@ impl Grant {
     }
 
     /// The registered label, else `sha256:` and the first 6 bytes of the hash in hex: enough to
-    /// tell grants apart in logs, useless for recovering the token.
+    /// tell grants apart in logs, useless for recovering the token. One allocation, of its exact size.
     pub fn label(&self) -> String {
         if let Some(l) = &self.registered {
             return l.clone();
         }
-        format!("sha256:{}", hex(self.id.get(..6).unwrap_or(&[])))
+        let mut s = String::with_capacity("sha256:".len() + 12);
+        s.push_str("sha256:");
+        push_hex(&mut s, self.id.get(..6).unwrap_or(&[]));
+        s
     }
 }
 
-/// Lower-case hex of `bytes`, two digits a byte: grant ids, approval keys, shared-data and counter
-/// keys, session ids. The one hex encoder of the workspace (`approvals/` and `ratelimit/` use it too).
+/// Lower-case hex of `bytes`, two digits a byte: grant ids, approval keys, session ids. The one hex
+/// encoder of the workspace (`approvals/` and `ratelimit/` use it too; shared-data keys are written
+/// on the stack by `ratelimit::Key`).
 pub fn hex(bytes: &[u8]) -> String {
-    let digit = |n: u8| char::from_digit(u32::from(n), 16).unwrap_or('0');
     let mut s = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    s
+}
+
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    let digit = |n: u8| char::from_digit(u32::from(n), 16).unwrap_or('0');
     for b in bytes {
         s.push(digit(b >> 4));
         s.push(digit(b & 0xf));
     }
-    s
 }
 
 /// The 32 bytes written as exactly 64 lower-case hex digits (a grant id or an approval key, as

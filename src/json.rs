@@ -50,6 +50,44 @@ use std::fmt;
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;
+/// Member names of one object kept on the stack for the duplicate check (`fold::clash` compares up
+/// to 8 without allocating too); larger objects spill into a `Vec`.
+const INLINE_KEYS: usize = 8;
+
+/// What [`Parser::object_with`] hands each member to, behind a pointer.
+type MemberReader<'r, 'a> = dyn FnMut(&mut Parser<'a>, Cow<'a, str>) -> Result<(), ParseError> + 'r;
+
+/// The member names of one object, for the duplicate check: the first [`INLINE_KEYS`] on the stack
+/// (most objects: no allocation), all of them in a `Vec` past that.
+#[derive(Default)]
+struct MemberNames<'a> {
+    inline: [Cow<'a, str>; INLINE_KEYS],
+    count: usize,
+    spilled: Vec<Cow<'a, str>>,
+}
+
+impl<'a> MemberNames<'a> {
+    fn push(&mut self, key: Cow<'a, str>) {
+        match self.inline.get_mut(self.count) {
+            Some(slot) if self.spilled.is_empty() => *slot = key,
+            _ => {
+                if self.spilled.is_empty() {
+                    self.spilled.extend(self.inline.iter_mut().map(std::mem::take));
+                }
+                self.spilled.push(key);
+            }
+        }
+        self.count += 1;
+    }
+
+    fn clash(&self) -> Option<crate::fold::Clash> {
+        if self.spilled.is_empty() {
+            crate::fold::clash(self.inline.get(..self.count).unwrap_or(&[]))
+        } else {
+            crate::fold::clash(&self.spilled)
+        }
+    }
+}
 
 /// A parsed JSON value. Object members keep their order; keys are unique (duplicates are a parse error).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,10 +340,15 @@ impl<'a> Parser<'a> {
         &mut self,
         mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), ParseError>,
     ) -> Result<(), ParseError> {
+        self.object_dyn(&mut each)
+    }
+
+    /// [`Parser::object_with`]'s one body: not generic, so its callers share this code.
+    fn object_dyn(&mut self, each: &mut MemberReader<'_, 'a>) -> Result<(), ParseError> {
         self.enter()?;
         let open = self.pos;
         self.expect(b'{')?;
-        let mut keys: Vec<Cow<'a, str>> = Vec::new();
+        let mut keys = MemberNames::default();
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -333,7 +376,7 @@ impl<'a> Parser<'a> {
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    match crate::fold::clash(&keys) {
+                    match keys.clash() {
                         None => {}
                         Some(crate::fold::Clash::Exact) => {
                             return Err(ParseError { kind: ParseErrorKind::DuplicateKey, offset: open })
@@ -359,7 +402,7 @@ impl<'a> Parser<'a> {
             None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
             Some(b'{') => self.object_with(|p, _| p.skip_value()),
             Some(b'[') => self.array_with(|p| p.skip_value()),
-            Some(b'"') => self.string_cow().map(drop),
+            Some(b'"') => self.string_with(false).map(drop),
             Some(b't') => self.literal("true", Json::Null).map(drop),
             Some(b'f') => self.literal("false", Json::Null).map(drop),
             Some(b'n') => self.literal("null", Json::Null).map(drop),
@@ -472,6 +515,13 @@ impl<'a> Parser<'a> {
 
     /// A string at the cursor: borrowed from the input when it has no escapes (the common case).
     fn string_cow(&mut self) -> Result<Cow<'a, str>, ParseError> {
+        self.string_with(true)
+    }
+
+    /// A string at the cursor, checked as strictly either way; unescaped into an owned string only
+    /// when `build` (else an empty one: `skip_value` needs no value, so no allocation).
+    #[inline(never)]
+    fn string_with(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
         self.expect(b'"')?;
         let bytes = self.src.as_bytes();
         let first = self.pos;
@@ -495,26 +545,30 @@ impl<'a> Parser<'a> {
             };
             match c {
                 b'"' => {
-                    out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    if build {
+                        out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    }
                     self.pos += 1;
                     return Ok(Cow::Owned(out));
                 }
                 b'\\' => {
-                    out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    if build {
+                        out.push_str(self.src.get(run..self.pos).unwrap_or(""));
+                    }
                     self.pos += 1;
                     let Some(&e) = bytes.get(self.pos) else {
                         return Err(self.err(ParseErrorKind::UnexpectedEnd));
                     };
                     self.pos += 1;
-                    match e {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
+                    let ch = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
                         b'u' => {
                             let at = self.pos - 2;
                             let hi = self.hex4()?;
@@ -534,11 +588,14 @@ impl<'a> Parser<'a> {
                                 hi
                             };
                             match char::from_u32(code) {
-                                Some(ch) => out.push(ch),
+                                Some(ch) => ch,
                                 None => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: at }),
                             }
                         }
                         _ => return Err(ParseError { kind: ParseErrorKind::InvalidEscape, offset: self.pos - 2 }),
+                    };
+                    if build {
+                        out.push(ch);
                     }
                     run = self.pos;
                 }

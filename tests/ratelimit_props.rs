@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 
 use mcp_policy_filter::policy::{Algorithm, Limit, Scope, Window};
-use mcp_policy_filter::ratelimit::{Limiter, MemoryStore, Refusal, SharedStore, StoreError};
+use mcp_policy_filter::ratelimit::{Limiter, MemoryStore, NotAdmitted, SharedStore, StoreError};
 use proptest::prelude::*;
 
 fn limit(counter: &str, window: Window, max: u64, algorithm: Algorithm) -> Limit {
@@ -45,7 +45,7 @@ proptest! {
             let got = Limiter { store: &s, now_ms: t, max_tracked_grants: 10 }.admit(&[&l], &G);
             let in_window = admitted.iter().filter(|&&a| a / 1000 == t / 1000).count() as u64;
             prop_assert_eq!(got.is_ok(), in_window < max);
-            if let Err(Refusal::Limited { retry_after_seconds, .. }) = got {
+            if let Err(NotAdmitted::Limited { retry_after_seconds, .. }) = got {
                 prop_assert_eq!(retry_after_seconds, 1);
             }
             if got.is_ok() {
@@ -69,7 +69,7 @@ proptest! {
             let got = Limiter { store: &s, now_ms: t, max_tracked_grants: 10 }.admit(&[&l], &G);
             let live: Vec<u64> = admitted.iter().copied().filter(|&a| a > t - 1000).collect();
             prop_assert_eq!(got.is_ok(), (live.len() as u64) < max);
-            if let Err(Refusal::Limited { retry_after_seconds, .. }) = got {
+            if let Err(NotAdmitted::Limited { retry_after_seconds, .. }) = got {
                 let oldest = *live.iter().min().unwrap();
                 prop_assert_eq!(retry_after_seconds, (oldest + 1000 - t).div_ceil(1000).max(1));
             }

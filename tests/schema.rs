@@ -183,6 +183,8 @@ const BOTH_REJECT: &[(&str, &str)] = &[
     (r#"{"version":"1","gateway":{"methods":{"":"deny"}}}"#, "gateway.methods."),
     (r#"{"version":"1","gateway":{"methods":{"resources/read":"maybe"}}}"#, "gateway.methods.resources/read"),
     (r#"{"version":"1","gateway":{"mode":"shadow"}}"#, "gateway.mode"),
+    (r#"{"version":"1","gateway":{"audit":"syslog"}}"#, "gateway.audit"),
+    (r#"{"version":"1","gateway":{"audit":false}}"#, "gateway.audit"),
     (r#"{"version":"1","gateway":{"tool_modes":{"x":"off"}}}"#, "gateway.tool_modes.x"),
     (r#"{"version":"1","gateway":{"hide_denied_tools":"yes"}}"#, "gateway.hide_denied_tools"),
     (r#"{"version":"1","gateway":{"grants":[{"sha256":"abc","label":"a"}]}}"#, "gateway.grants[0].sha256"),
@@ -321,6 +323,7 @@ fn rich_policy() -> Value {
             "mode": "enforce",
             "tool_modes": {"vm_agent_exec": "dry_run"},
             "hide_denied_tools": true,
+            "audit": "access_log",
             "grants": [{"sha256": "6ff3b3bd11c44cac620c43d5b65377bd2ba7e8951c1e835ae40c96733730982b", "label": "agent-one"}]
         }
     })
@@ -407,5 +410,5 @@ fn schema_and_parser_agree_on_mutations() {
     }
     assert!(disagreements.is_empty(), "{} disagreements:\n{}", disagreements.len(), disagreements.join("\n"));
     // The mutations exercise both verdicts (and the count changes only with the base policy).
-    assert_eq!((accepted, rejected, gaps, mutants.len()), (95, 542, 17, 654), "counts");
+    assert_eq!((accepted, rejected, gaps, mutants.len()), (97, 550, 17, 664), "counts");
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::JsonValue;
+use crate::audit::AuditMode;
 use crate::policy::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 use crate::rls::FailureMode;
 
@@ -260,6 +261,11 @@ pub struct GatewaySpec {
         ))
     )]
     pub protocol_versions: Option<Vec<String>>,
+    /// Where each decision's audit record goes: `log` (default, one info line in Envoy's log),
+    /// `access_log` (the whole record in the filter-state value `wasm.mcp_audit`, for
+    /// `%FILTER_STATE(wasm.mcp_audit:PLAIN)%` in the access log format), or `off`.
+    #[serde(default)]
+    pub audit: Option<AuditMode>,
     /// Bind every `Mcp-Session-Id` to the grant that created it (HMAC-SHA-256); see the README,
     /// "Sessions bound to their grant". Absent: session ids pass unchanged.
     #[serde(default)]

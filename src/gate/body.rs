@@ -23,12 +23,12 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
         Err(e) => return refuse(Refusal::protocol(&e), &e.id),
     };
     match parsed {
-        Body::Single(msg) => {
+        Body::Single(mut msg) => {
             let mut out = on_message(policy, head, &msg, body, &limiter);
             out.url_elicitation = out.reply.is_none()
                 && policy.gateway.session_keys.is_some()
                 && offer::initialize_declares_url_elicitation(&msg, body);
-            describe(&mut out.decision, &msg);
+            describe(&mut out.decision, &mut msg);
             if let Some(p) = out.approval.as_mut() {
                 p.decision = out.decision.clone();
             }
@@ -67,24 +67,25 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
 }
 
 fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], limiter: &Limiter<'_>) -> Outcome {
-    let id = msg.id();
+    // The id is copied only where a reply or a callout needs it, not for an allowed call.
+    let id = || msg.id();
     let version = match version::of_message(policy, head, msg) {
         Ok(v) => v,
         Err(out) => return *out,
     };
     if let Some(why) = header_mismatch(head, msg, version.rules().method_headers) {
-        return refuse(Refusal::HeaderMismatch { why }, &id);
+        return refuse(Refusal::HeaderMismatch { why }, &id());
     }
     let grant = match grant_of(policy, head) {
         Ok(g) => g,
-        Err(why) => return no_grant(policy, &id, why),
+        Err(why) => return no_grant(policy, &id(), why),
     };
     // The retry of an approval offered through input_required is checked before it is judged.
     let (retried, rewrite, accepted) = match offer::check_retry(policy, msg, &grant, body, limiter.now_ms) {
         offer::Checked::Plain => (None, None, true),
         offer::Checked::Retry { msg, rewrite, accepted } => (Some(msg), Some(rewrite), accepted),
         offer::Checked::Refused(refusal) => {
-            let mut out = refuse(refusal, &id);
+            let mut out = refuse(refusal, &id());
             out.decision.grant = Some(grant.label());
             out.offer = Some(crate::offer::Event::StateInvalid);
             return out;
@@ -92,8 +93,9 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
     };
     let msg = retried.as_deref().unwrap_or(msg);
     match judge_message(policy, msg, &grant, limiter) {
+        Judged::Forward(d, _, counted) if counted.is_empty() => Outcome { rewrite, ..Outcome::new(d, None) },
         Judged::Forward(d, _, counted) => {
-            let rls = crate::rls::Pending::single(policy, grant.id, id, d.tool.clone(), &counted);
+            let rls = crate::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
             Outcome { rls: rls.map(Box::new), rewrite, ..Outcome::new(d, None) }
         }
         Judged::Ask(mut pending) => {
@@ -107,22 +109,28 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
             out
         }
         Judged::Refused(refusal) => {
-            let mut out = refuse(refusal, &id);
+            let mut out = refuse(refusal, &id());
             out.decision.grant = Some(grant.label());
             out
         }
     }
 }
 
-/// Fill in what the audit log says about the message: method, tool, id and argument keys.
-fn describe(d: &mut Decision, msg: &Message) {
-    d.method = judged_method(msg);
+/// Fill in what the audit log says about the message: method, tool, id and argument keys. The
+/// method and tool are kept when the judge already recorded them; the argument names are moved out
+/// of `msg` (nothing reads them after this).
+fn describe(d: &mut Decision, msg: &mut Message) {
+    if d.method.is_none() {
+        d.method = judged_method(msg);
+    }
     if let Message::Request { id, call, .. } = msg {
         d.id = Some(id.raw().to_owned());
         if let Call::Tool(t) = call {
-            d.tool = Some(t.name.clone());
-            if let Some(args) = &t.arguments {
-                d.arg_keys = args.keys().to_vec();
+            if d.tool.is_none() {
+                d.tool = Some(t.name.clone());
+            }
+            if let Some(args) = &mut t.arguments {
+                d.arg_keys = args.take_keys();
             }
         }
     }

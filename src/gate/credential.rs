@@ -19,8 +19,13 @@ pub(super) fn no_grant(policy: &Policy, id: &Id, reason: &'static str) -> Outcom
     refuse(Refusal::NoGrant { reason, challenge }, id)
 }
 
-/// The request's grant, or why there is none.
+/// The request's grant, or why there is none. Read from the credential once per request (`head`
+/// keeps it); `head` must come from `RequestHead::from_headers` with the same `policy`.
 pub(super) fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> {
+    head.grant.get_or_init(|| read_grant(policy, head)).clone()
+}
+
+fn read_grant(policy: &Policy, head: &RequestHead) -> Result<Grant, &'static str> {
     let v = match (&head.credential, &policy.gateway.grant) {
         (HeaderValue::One(v), _) => v,
         (HeaderValue::Many, GrantSource::Header(_)) => return Err(GRANT_HEADER_REPEATED),
@@ -34,4 +39,23 @@ pub(super) fn grant_of(policy: &Policy, head: &RequestHead) -> Result<Grant, &'s
         g.registered = Some(policy.gateway.grants.get(&g.id).ok_or(NOT_REGISTERED)?.clone());
     }
     Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_credential_is_read_once_per_request() {
+        let p = crate::config::load(br#"{"version":"1"}"#).unwrap();
+        let h = RequestHead::from_headers(&p, [("authorization", &b"Bearer abc"[..])]);
+        assert_eq!(h.grant.get(), None);
+        let g = grant_of(&p, &h);
+        assert_eq!(g.as_ref().map(Grant::label), Ok("sha256:ba7816bf8f01".to_owned()));
+        assert_eq!(h.grant.get(), Some(&g));
+        assert_eq!(grant_of(&p, &h), g);
+        let none = RequestHead::from_headers(&p, [("x-other", &b"1"[..])]);
+        assert_eq!(grant_of(&p, &none), Err(NO_CREDENTIAL));
+        assert_eq!(none.grant.get(), Some(&Err(NO_CREDENTIAL)));
+    }
 }

@@ -1,8 +1,11 @@
 //! The request headers: what the filter reads of them ([`RequestHead`]) and what can be decided
 //! from them alone ([`on_headers`]), plus the HTTP-level refusals of a body.
 
+use std::cell::OnceCell;
+
 use super::credential::{grant_of, no_grant};
 use super::{refuse, version, Decision, DecisionKind, Outcome};
+use crate::grant::Grant;
 use crate::http;
 use crate::mcp::Id;
 use crate::policy::{GrantSource, Mode, Policy};
@@ -54,6 +57,9 @@ pub struct RequestHead {
     pub session_id: HeaderValue,
     /// A credential outside the grant's one place (see `stray`), refused with 400.
     pub stray_credential: Option<&'static str>,
+    /// The grant read from `credential`, once: the credential is hashed (SHA-256) at most once per
+    /// request, however many steps ask (`check_session`, `on_headers`, `on_body`).
+    pub(super) grant: OnceCell<Result<Grant, &'static str>>,
 }
 
 impl RequestHead {
@@ -74,6 +80,7 @@ impl RequestHead {
             protocol_version: HeaderValue::Absent,
             session_id: HeaderValue::Absent,
             stray_credential: None,
+            grant: OnceCell::new(),
         };
         for (name, value) in headers {
             match name {

@@ -31,18 +31,17 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
         }
         return Judged::Forward(d, None, Vec::new());
     };
-    let tool = match call {
-        Call::Tool(t) => Some(t.name.clone()),
-        Call::Method { .. } => None,
+    // The decision records the method and tool once (`body::describe` keeps them); the refusal's
+    // subject is only built when there is a refusal.
+    let (method, tool): (&str, Option<&str>) = match call {
+        Call::Tool(t) => ("tools/call", Some(&t.name)),
+        Call::Method { method, .. } => (method.name(), None),
     };
-    d.method = Some(match call {
-        Call::Tool(_) => "tools/call".to_owned(),
-        Call::Method { method, .. } => method.name().to_owned(),
-    });
-    d.tool = tool.clone();
-    let subject = || match &tool {
-        Some(t) => Subject::Tool(t.clone()),
-        None => Subject::Method(d.method.clone().unwrap_or_default()),
+    d.method = Some(method.to_owned());
+    d.tool = tool.map(str::to_owned);
+    let subject = || match tool {
+        Some(t) => Subject::Tool(t.to_owned()),
+        None => Subject::Method(method.to_owned()),
     };
     match policy.judge(call) {
         Verdict::Pass => Judged::Forward(d, None, Vec::new()),
@@ -90,14 +89,14 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
                     Some(need) => ask(d, Some(adm), Vec::new(), need),
                     None => Judged::Forward(d, Some(adm), Vec::new()),
                 },
-                Err(ratelimit::Refusal::Limited { limit, retry_after_seconds }) => {
+                Err(ratelimit::NotAdmitted::Limited { limit, retry_after_seconds }) => {
                     Judged::Refused(Refusal::RateLimited {
                         subject: subject(),
                         limit: limit.clone(),
                         retry_after_seconds,
                     })
                 }
-                Err(ratelimit::Refusal::Unavailable(u)) => {
+                Err(ratelimit::NotAdmitted::Unavailable(u)) => {
                     Judged::Refused(Refusal::LimiterUnavailable { subject: subject(), fault: LimiterFault::Local(u) })
                 }
             }

@@ -154,6 +154,14 @@ impl Metrics {
         Self::bump(self.tools_list_removed.as_ref(), i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// `n` more grants tracked (registered by this VM): the gauge is only added to per call.
+    pub fn add_tracked_grants(&self, n: u64) {
+        if n > 0 {
+            Self::bump(self.tracked_grants.as_ref(), i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The gauge set to the count in shared data (when the policy loads).
     pub fn set_tracked_grants(&self, n: u64) {
         if let Some(id) = self.tracked_grants {
             let _ = hostcalls::record_metric(id, n);

@@ -10,6 +10,7 @@
 //! (`panic = "abort"`), is logged at critical level by our hook, and Envoy's `failure_policy`
 //! (FAIL_CLOSED or FAIL_RELOAD in the shipped configs) refuses traffic instead of forwarding it.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::UNIX_EPOCH;
 
@@ -28,7 +29,7 @@ use root::Root;
 
 use crate::gate::{PendingApproval, RequestHead};
 use crate::policy::Policy;
-use crate::ratelimit::{GrantId, SharedStore, StoreError};
+use crate::ratelimit::{GrantId, SharedStore, StoreError, GRANTS_KEY};
 use crate::response::ResponseFilter;
 
 proxy_wasm::main! {{
@@ -44,6 +45,19 @@ proxy_wasm::main! {{
 /// proxy-wasm shared data as a [`SharedStore`].
 struct HostStore;
 
+thread_local! {
+    /// Grants this VM registered (successful writes of `ratelimit::GRANTS_KEY`, each one more grant
+    /// under the creation lock) and not yet added to the `mcp_policy_tracked_grants` gauge. The
+    /// gauge is set from shared data when the policy loads, then only incremented: no shared-data
+    /// read per call.
+    static GRANTS_REGISTERED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Grants registered by this VM since the last call (see `GRANTS_REGISTERED`).
+fn take_registered_grants() -> u64 {
+    GRANTS_REGISTERED.with(|c| c.replace(0))
+}
+
 impl SharedStore for HostStore {
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
         match hostcalls::get_shared_data(key) {
@@ -56,7 +70,12 @@ impl SharedStore for HostStore {
 
     fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
         match hostcalls::set_shared_data(key, Some(value), (cas != 0).then_some(cas)) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                if key == GRANTS_KEY {
+                    GRANTS_REGISTERED.with(|c| c.set(c.get() + 1));
+                }
+                Ok(())
+            }
             Err(Status::CasMismatch) => Err(StoreError::CasMismatch),
             Err(s) => Err(StoreError::Host(format!("{s:?}"))),
         }
@@ -90,6 +109,9 @@ struct Filter {
     held: Option<(GrantId, u64)>,
     /// The body to forward instead of the received one, once the request goes upstream (`crate::rewrite`).
     rewrite: Option<crate::rewrite::BodyRewrite>,
+    /// The clock reading (ms since the epoch) the request's decision was made with, reused for the
+    /// audit record's `ts`: one clock read per decision.
+    decided_at_ms: Option<u64>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

@@ -1,13 +1,15 @@
 //! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
 //! `crate::gate`; acting on its outcome (forward, local reply, or hold for a callout).
 
+use std::time::{Duration, UNIX_EPOCH};
+
 use log::{info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
-use crate::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
-use crate::ratelimit;
+use crate::audit::AuditMode;
+use crate::gate::{self, HeadOutcome, Outcome, RequestHead};
 use crate::refusal::{Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
@@ -21,6 +23,8 @@ impl Filter {
             self.rewrite = Some(rewrite);
         }
         self.session_url_elicitation |= outcome.url_elicitation;
+        // Taken first: a held call is finished later, when the callout answers, at its own time.
+        let decided_at_ms = self.decided_at_ms.take();
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
@@ -33,9 +37,7 @@ impl Filter {
         if let Some(event) = outcome.offer {
             self.metrics.offer(event);
         }
-        if matches!(d.kind, DecisionKind::Allowed | DecisionKind::RateLimited | DecisionKind::Approved) {
-            self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
-        }
+        self.metrics.add_tracked_grants(super::take_registered_grants());
         // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
         let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
         if let Some(t) = &d.tool {
@@ -50,12 +52,20 @@ impl Filter {
         if let Some(k) = d.error_kind() {
             let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
         }
-        if log::log_enabled!(log::Level::Info) {
-            // The audit line: one JSON object per decision (schema in the README).
-            let ts = hostcalls::get_current_time()
-                .map(|t| humantime::format_rfc3339_millis(t).to_string())
-                .unwrap_or_default();
-            info!("[ctx {}] audit {}", self.id, d.audit_json(&ts, self.request_id.as_deref()));
+        // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
+        let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
+        let record = |d: &gate::Decision| {
+            let at =
+                decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
+            let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
+            d.audit_json(&ts, self.request_id.as_deref())
+        };
+        match audit {
+            AuditMode::Log if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record(d)),
+            AuditMode::AccessLog => {
+                let _ = hostcalls::set_property(vec!["mcp_audit"], Some(record(d).as_bytes()));
+            }
+            AuditMode::Log | AuditMode::Off => {}
         }
         match outcome.reply {
             None => {
@@ -122,7 +132,8 @@ impl Filter {
                 return self.finish(gate::body_unreadable());
             }
         };
-        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now_ms());
+        let now = *self.decided_at_ms.insert(now_ms());
+        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now);
         self.finish(outcome)
     }
 
@@ -183,7 +194,8 @@ impl Filter {
                 self.finish(*outcome)
             }
             HeadOutcome::NeedBody if end_of_stream => {
-                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now_ms());
+                let now = *self.decided_at_ms.insert(now_ms());
+                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now);
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {

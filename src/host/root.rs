@@ -67,6 +67,8 @@ impl RootContext for Root {
                     policy.gateway.max_body_bytes
                 );
                 self.metrics = Rc::new(Metrics::define(&policy));
+                // From here on the gauge is only incremented, by the VM that registers a grant.
+                self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
                 self.policy = Some(Rc::new(policy));
                 true
             }
@@ -96,6 +98,7 @@ impl RootContext for Root {
             session_url_elicitation: false,
             held: None,
             rewrite: None,
+            decided_at_ms: None,
         }))
     }
 

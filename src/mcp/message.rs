@@ -71,6 +71,12 @@ impl Arguments {
         &self.keys
     }
 
+    /// The top-level argument names, moved out (`keys()` is empty afterwards): the decision record
+    /// takes them without copying.
+    pub fn take_keys(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.keys)
+    }
+
     /// The arguments as a value (numbers keep their exact text).
     pub fn value(&self) -> Option<Json> {
         json::parse(self.raw.as_bytes()).ok()

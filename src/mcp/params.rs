@@ -122,19 +122,19 @@ pub(super) fn read_arguments(p: &mut Parser<'_>) -> Result<Option<Arguments>, Pa
 }
 
 /// JSON-RPC 2.0 §4.2: params, if present, is an object or an array.
-pub(super) fn check_params_shape(shape: Shape, id: Id) -> Result<(), ProtocolError> {
+pub(super) fn check_params_shape(shape: Shape, id: &Id) -> Result<(), ProtocolError> {
     match shape {
         Shape::Absent | Shape::Object | Shape::Array => Ok(()),
         Shape::Other => Err(ProtocolError {
             kind: ProtocolErrorKind::InvalidParams,
-            id,
+            id: id.clone(),
             detail: "\"params\" must be an object".into(),
         }),
     }
 }
 
 pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Result<Call, ProtocolError> {
-    check_params_shape(params.shape, id.clone())?;
+    check_params_shape(params.shape, id)?;
     let bad =
         |detail: &str| ProtocolError { kind: ProtocolErrorKind::InvalidParams, id: id.clone(), detail: detail.into() };
     match method {

@@ -154,7 +154,7 @@ fn message_from_parts(p: &Parser<'_>, parts: Parts, clash: bool) -> Result<Messa
         (None, None, true) => Err(invalid("a response needs an \"id\"")),
         (None, _, false) => Err(invalid("neither \"method\" nor \"result\"/\"error\"")),
         (Some(method @ McpMethod::Notification(_)), None, false) => {
-            check_params_shape(params.shape, Id::null())?;
+            check_params_shape(params.shape, &Id::null())?;
             Ok(Message::Notification { method })
         }
         (Some(McpMethod::Notification(_)), Some(_), false) => {

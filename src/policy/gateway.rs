@@ -42,6 +42,8 @@ pub struct Gateway {
     pub client_responses: Action,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
+    /// `gateway.audit`: where each decision's audit record goes (default: the log).
+    pub audit: crate::audit::AuditMode,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,

@@ -42,7 +42,7 @@ impl Policy {
         }
         let tool_rule = self.tools.get(name);
         let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match tool_rule {
-            Some(r) => (format!("tools.{name}"), r.action, r.reason.as_deref(), &r.limits),
+            Some(r) => (tool_rule_name(name), r.action, r.reason.as_deref(), &r.limits),
             None => ("default".into(), self.default, None, &[]),
         };
         if let (Action::Allow, Some(r)) = (action, tool_rule) {
@@ -123,6 +123,14 @@ impl Policy {
         }
         out
     }
+}
+
+/// `tools.<name>`, the rule of a tool's own entry, in one allocation of its exact size.
+fn tool_rule_name(name: &str) -> String {
+    let mut rule = String::with_capacity("tools.".len() + name.len());
+    rule.push_str("tools.");
+    rule.push_str(name);
+    rule
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ pub(super) fn gateway(
         session_keys,
         client_responses: gw.client_responses.unwrap_or(Action::Allow),
         rate_limit_service,
+        audit: gw.audit.unwrap_or_default(),
         resource_metadata_url: gw.resource_metadata_url,
     }
 }

@@ -1,0 +1,94 @@
+//! The shared-data keys: counter keys, grant markers, the creation lock and the grant count.
+
+use sha2::{Digest, Sha256};
+
+use crate::policy::{Limit, Scope};
+
+/// SHA-256 of the grant's credential; the raw token is never stored or logged.
+pub type GrantId = [u8; 32];
+
+/// Key prefix of everything this filter stores; bump on any layout change.
+pub const PREFIX: &str = "mcpf1:";
+/// The creation lock: value is the lease expiry in ms since the epoch (0: free).
+pub const LOCK_KEY: &str = "mcpf1:lock";
+/// The number of distinct grants tracked so far (u64 LE).
+pub const GRANTS_KEY: &str = "mcpf1:grants";
+
+fn push_field(h: &mut Sha256, bytes: &[u8]) {
+    // Length-prefixed, so ("a_b","c") and ("a","b_c") can never hash the same input.
+    h.update((bytes.len() as u64).to_be_bytes());
+    h.update(bytes);
+}
+
+/// Bytes of a counter key or grant marker: `mcpf1:` (6), a tag and `:` (2), 32 hex digits.
+const KEY_LEN: usize = 40;
+
+/// A counter key (`mcpf1:c:` + 32 lower-case hex digits) or grant marker (`mcpf1:g:` + 32), built
+/// on the stack: no allocation per call. Dereferences to the key text, the exact bytes stored in
+/// shared data (`tests/shared_data_keys.rs` pins the layout).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Key([u8; KEY_LEN]);
+
+impl Key {
+    /// `PREFIX`, `tag`, `:` and the lower-case hex of the first 16 bytes of `digest`.
+    fn new(tag: u8, digest: &[u8]) -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut k = *b"mcpf1:?:00000000000000000000000000000000";
+        if let Some(t) = k.get_mut(PREFIX.len()) {
+            *t = tag;
+        }
+        for (i, b) in digest.iter().take(16).enumerate() {
+            if let (Some(hi), Some(lo)) = (HEX.get(usize::from(b >> 4)), HEX.get(usize::from(b & 0xf))) {
+                if let Some(pair) = k.get_mut(8 + 2 * i..10 + 2 * i) {
+                    pair.copy_from_slice(&[*hi, *lo]);
+                }
+            }
+        }
+        Key(k)
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever written into the buffer.
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The shared-data key of one counter: a hash of the canonical tuple (counter name, scope,
+/// scope value, window length in seconds, algorithm). 128 bits of it are kept: 32 hex characters.
+pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"counter");
+    push_field(&mut h, limit.counter.as_bytes());
+    match limit.scope {
+        Scope::Grant => {
+            push_field(&mut h, b"grant");
+            push_field(&mut h, grant);
+        }
+        Scope::Global => {
+            push_field(&mut h, b"global");
+            push_field(&mut h, b"");
+        }
+    }
+    push_field(&mut h, &limit.window.seconds().to_be_bytes());
+    push_field(&mut h, limit.algorithm.name().as_bytes());
+    Key::new(b'c', h.finalize().get(..16).unwrap_or(&[]))
+}
+
+/// The marker key that records a grant as tracked.
+pub fn grant_key(grant: &GrantId) -> Key {
+    Key::new(b'g', grant.get(..16).unwrap_or(&[]))
+}

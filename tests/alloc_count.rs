@@ -1,0 +1,70 @@
+//! Allocations on the decision path (issue 20): the exact number of heap allocations (`alloc`,
+//! `alloc_zeroed`, `realloc`) one allowed 1 KiB `tools/call` makes in the core, as the host runs it:
+//! `RequestHead::from_headers`, `gate::on_headers`, `gate::on_body` (strict parse, JSON-RPC/MCP
+//! checks, grant, policy, rate limit against `MemoryStore`), the `Outcome` dropped. The counter key
+//! already exists (the steady state: the grant's first call, which creates it, is made before).
+//!
+//! The bodies and policies are the benchmarks' (`benches/alloc.rs` prints the same counts); a change
+//! in either count is a change in the cost of every request, so the numbers are exact on purpose.
+//! `MemoryStore` allocates where the host's shared data would copy (a `Vec` per `get`, a key
+//! `String` per `set`); those are counted too and named below.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+#[path = "../benches/support/counting.rs"]
+mod counting;
+
+use mcp_policy_filter::config;
+use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, RequestHead};
+use mcp_policy_filter::policy::Policy;
+use mcp_policy_filter::ratelimit::MemoryStore;
+
+#[global_allocator]
+static ALLOC: counting::Counting = counting::Counting;
+
+/// 2026-01-01T00:00:00Z, as in benches/core.rs.
+const NOW_MS: u64 = 1_767_225_600_000;
+const ALLOWED_1K: &[u8] = include_bytes!("../bench/bodies/allowed-1k.json");
+/// `list_vms` with a per-grant minute limit (the load benchmark's policy).
+const POLICY_LIMITED: &str = include_str!("../bench/policy-bench.json");
+/// `list_vms` without a limit (the seed policy).
+const POLICY_SEED: &str = include_str!("../envoy/policy.json");
+
+fn head(p: &Policy) -> RequestHead {
+    RequestHead::from_headers(
+        p,
+        [
+            (":method", &b"POST"[..]),
+            (":path", b"/mcp"),
+            ("content-type", b"application/json"),
+            ("accept", b"application/json, text/event-stream"),
+            ("authorization", b"Bearer bench-agent-token-0001"),
+        ],
+    )
+}
+
+/// Allocations of one allowed decision, after a first call that created the counter.
+fn decision_allocations(policy_text: &str) -> u64 {
+    let p = config::load(policy_text.as_bytes()).unwrap();
+    let store = MemoryStore::new();
+    let first = gate::on_body(&p, &head(&p), ALLOWED_1K, &store, NOW_MS);
+    assert_eq!((first.decision.kind, first.reply.is_none()), (DecisionKind::Allowed, true));
+    let (n, _, ()) = counting::count_in(|| {
+        let h = head(&p);
+        assert_eq!(gate::on_headers(&p, &h), HeadOutcome::NeedBody);
+        let o = gate::on_body(&p, &h, ALLOWED_1K, &store, NOW_MS);
+        assert_eq!(o.decision.kind, DecisionKind::Allowed);
+        drop(o);
+    });
+    n
+}
+
+#[test]
+fn allowed_1kib_call_with_a_per_grant_limit() {
+    assert_eq!(decision_allocations(POLICY_LIMITED), 24);
+}
+
+#[test]
+fn allowed_1kib_call_without_a_limit() {
+    assert_eq!(decision_allocations(POLICY_SEED), 21);
+}
