@@ -457,3 +457,26 @@ fn initialize_with_url_elicitation_binds_an_m2_session() {
         gate::SessionCheck::Rewrite { grant: grant_a(), upstream: b"up-1".to_vec(), url_elicitation: true }
     );
 }
+
+#[test]
+fn a_valid_retry_of_a_tool_allowed_since_is_forwarded_without_the_gateways_members() {
+    // The policy changed between the offer and the retry: start_vm is now allowed (with and without
+    // a counter). The retry is forwarded at once, still without the gateway's members.
+    let (_, state) = offered(&policy(true), T0);
+    for rule in [r#"{}"#, r#"{"limits":[{"counter":"vm","window":"minute","max":5,"scope":"grant"}]}"#] {
+        let text = format!(
+            r#"{{"version":"1","default":"deny","tools":{{"start_vm":{rule}}},
+            "gateway":{{"approval":{{"cluster":"mcp_approvals"}},"session_key":{{"current":"{KEY}"}}}}}}"#
+        );
+        let p = config::load(text.as_bytes()).unwrap();
+        let body = retry_body(4, &state, "accept");
+        let o = decide_at(&p, &head(&p, V26, None), &body, T0 + 1_000);
+        assert_eq!(
+            (o.reply.clone(), o.approval.is_none(), o.decision.kind),
+            (None, true, DecisionKind::Allowed),
+            "{rule}"
+        );
+        let rewritten = call26(4, &format!(",{CAPS}"), &" ".repeat(retry_tail(&state, "accept").len()));
+        assert_eq!(o.rewrite, Some(BodyRewrite { replaced_bytes: body.len(), body: rewritten.into_bytes() }), "{rule}");
+    }
+}
