@@ -132,7 +132,9 @@ bench: build bench-minimal approvals ratelimit redis-deps venv
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(CARGO) bench --locked --bench core
 	$(PY) bench/load.py --out BENCHMARKS.md \
-	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm
+	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm \
+	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
+	  --variant audit_off=,policy=bench/policy-bench-audit-off.json
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 
