@@ -32,6 +32,16 @@ impl Filter {
             return self.ask_rls(*pending);
         }
         self.request = RequestState::Decided;
+        // An approved offer's retry goes upstream rewritten; the body is set before the decision is
+        // recorded, so a failure is recorded as what it is (503 `unavailable`), never as forwarded.
+        if outcome.reply.is_none() {
+            if let Some(rewrite) = self.rewrite.take() {
+                if !self.apply(&rewrite) {
+                    return self.unavailable(BODY_UNWRITABLE);
+                }
+                self.metrics.offer(crate::offer::Event::Forwarded);
+            }
+        }
         let d = &outcome.decision;
         self.metrics.record(d);
         if let Some(event) = outcome.offer {
@@ -69,12 +79,6 @@ impl Filter {
         }
         match outcome.reply {
             None => {
-                if let Some(rewrite) = self.rewrite.take() {
-                    if !self.apply(&rewrite) {
-                        return self.unavailable(BODY_UNWRITABLE);
-                    }
-                    self.metrics.offer(crate::offer::Event::Forwarded);
-                }
                 if let Some(policy) = self.policy.as_ref() {
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);
                 }
