@@ -12,21 +12,22 @@
 
 #[path = "support/counting.rs"]
 mod counting;
+#[path = "support/request.rs"]
+mod request;
+use request::{head, NOW_MS};
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use mcp_policy_filter::config;
-use mcp_policy_filter::gate::{self, Outcome, RequestHead};
+use mcp_policy_filter::gate::{self, Outcome};
 use mcp_policy_filter::policy::Policy;
 use mcp_policy_filter::ratelimit::MemoryStore;
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;
 
-/// 2026-01-01T00:00:00Z, as in benches/core.rs.
-const NOW_MS: u64 = 1_767_225_600_000;
 const TS: &str = "2026-01-01T00:00:00.000Z";
 
 const ALLOWED_200: &[u8] = include_bytes!("../bench/bodies/allowed-200.json");
@@ -35,19 +36,6 @@ const ALLOWED_64K: &[u8] = include_bytes!("../bench/bodies/allowed-64k.json");
 const DENIED_1K: &[u8] = include_bytes!("../bench/bodies/denied-1k.json");
 const POLICY_LIMITED: &str = include_str!("../bench/policy-bench.json");
 const POLICY_SEED: &str = include_str!("../envoy/policy.json");
-
-fn head(p: &Policy) -> RequestHead {
-    RequestHead::from_headers(
-        p,
-        [
-            (":method", &b"POST"[..]),
-            (":path", b"/mcp"),
-            ("content-type", b"application/json"),
-            ("accept", b"application/json, text/event-stream"),
-            ("authorization", b"Bearer bench-agent-token-0001"),
-        ],
-    )
-}
 
 fn decide(p: &Policy, body: &[u8], store: &MemoryStore) -> Outcome {
     let h = head(p);

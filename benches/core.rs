@@ -11,14 +11,15 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, RequestHead};
+use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome};
 use mcp_policy_filter::policy::Policy;
 use mcp_policy_filter::ratelimit::{Limiter, MemoryStore};
 use mcp_policy_filter::response::{Plan, ResponseFilter, Step};
 use mcp_policy_filter::{config, json, mcp, toolslist};
 
-/// 2026-01-01T00:00:00Z, a window boundary; fixed so that every iteration counts in one window.
-const NOW_MS: u64 = 1_767_225_600_000;
+#[path = "support/request.rs"]
+mod request;
+use request::{head, NOW_MS};
 
 const ALLOWED_200: &[u8] = include_bytes!("../bench/bodies/allowed-200.json");
 const ALLOWED_1K: &[u8] = include_bytes!("../bench/bodies/allowed-1k.json");
@@ -39,19 +40,6 @@ const POLICY_NO_CONDITIONS: &str = r#"{"version":"1","default":"deny","tools":{"
 
 fn policy(text: &str) -> Policy {
     config::load(text.as_bytes()).expect("benchmark policy loads")
-}
-
-fn head(p: &Policy) -> RequestHead {
-    RequestHead::from_headers(
-        p,
-        [
-            (":method", &b"POST"[..]),
-            (":path", b"/mcp"),
-            ("content-type", b"application/json"),
-            ("accept", b"application/json, text/event-stream"),
-            ("authorization", b"Bearer bench-agent-token-0001"),
-        ],
-    )
 }
 
 fn sanity(p: &Policy) {

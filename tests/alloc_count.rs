@@ -13,35 +13,22 @@
 
 #[path = "../benches/support/counting.rs"]
 mod counting;
+#[path = "../benches/support/request.rs"]
+mod request;
+use request::{head, NOW_MS};
 
 use mcp_policy_filter::config;
-use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome, RequestHead};
-use mcp_policy_filter::policy::Policy;
+use mcp_policy_filter::gate::{self, DecisionKind, HeadOutcome};
 use mcp_policy_filter::ratelimit::MemoryStore;
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;
 
-/// 2026-01-01T00:00:00Z, as in benches/core.rs.
-const NOW_MS: u64 = 1_767_225_600_000;
 const ALLOWED_1K: &[u8] = include_bytes!("../bench/bodies/allowed-1k.json");
 /// `list_vms` with a per-grant minute limit (the load benchmark's policy).
 const POLICY_LIMITED: &str = include_str!("../bench/policy-bench.json");
 /// `list_vms` without a limit (the seed policy).
 const POLICY_SEED: &str = include_str!("../envoy/policy.json");
-
-fn head(p: &Policy) -> RequestHead {
-    RequestHead::from_headers(
-        p,
-        [
-            (":method", &b"POST"[..]),
-            (":path", b"/mcp"),
-            ("content-type", b"application/json"),
-            ("accept", b"application/json, text/event-stream"),
-            ("authorization", b"Bearer bench-agent-token-0001"),
-        ],
-    )
-}
 
 /// Allocations of one allowed decision, after a first call that created the counter.
 fn decision_allocations(policy_text: &str) -> u64 {
