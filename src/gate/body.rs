@@ -92,20 +92,17 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
         }
     };
     let msg = retried.as_deref().unwrap_or(msg);
-    match judge_message(policy, msg, &grant, limiter) {
-        Judged::Forward(d, _, counted) if counted.is_empty() => Outcome { rewrite, ..Outcome::new(d, None) },
+    let mut out = match judge_message(policy, msg, &grant, limiter) {
+        Judged::Forward(d, _, counted) if counted.is_empty() => Outcome::new(d, None),
         Judged::Forward(d, _, counted) => {
             let rls = crate::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
-            Outcome { rls: rls.map(Box::new), rewrite, ..Outcome::new(d, None) }
+            Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
         }
+        Judged::Ask(pending) if !accepted => offer::declined(*pending, limiter),
         Judged::Ask(mut pending) => {
-            if !accepted {
-                return Outcome { rewrite, ..offer::declined(*pending, limiter) };
-            }
             pending.offer = offer::offer_for(policy, head, version, &pending.leg, &grant.id);
             let mut out = Outcome::new(pending.decision.clone(), None);
             out.approval = Some(pending);
-            out.rewrite = rewrite;
             out
         }
         Judged::Refused(refusal) => {
@@ -113,7 +110,11 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
             out.decision.grant = Some(grant.label());
             out
         }
-    }
+    };
+    // A valid retry goes upstream (now, or once approved) without the gateway's members, whichever
+    // way it was judged; the host applies the rewrite only to a call it forwards.
+    out.rewrite = rewrite;
+    out
 }
 
 /// Fill in what the audit log says about the message: method, tool, id and argument keys. The
