@@ -14,12 +14,13 @@
 //!
 //! A value also records when it last changed. Every held callout ends within the callout timeout,
 //! so a count untouched for longer than `lease_ms` is stale (a VM that crashed or was reloaded while
-//! holding) and counts as 0. The first reservation of a grant races with one on another worker
-//! (creating a key cannot be a compare-and-swap): at most one increment per worker can be lost
-//! then, so the cap may be passed by the number of workers minus one for that grant, once.
+//! holding) and counts as 0. Creating a key cannot be a compare-and-swap on this host, so a grant's
+//! key is first created with a count of 0 under the limiter's creation lock
+//! ([`Limiter::create`]); every increment is then a compare-and-swap, and two workers' first
+//! reservations of one grant cannot lose an increment (the cap is exact across workers).
 
 use crate::grant::hex;
-use crate::ratelimit::{GrantId, SharedStore, StoreError, PREFIX};
+use crate::ratelimit::{GrantId, Limiter, SharedStore, StoreError, PREFIX};
 
 /// `gateway.approval.max_held_per_grant` default.
 pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;
@@ -69,7 +70,14 @@ pub fn reserve(store: &dyn SharedStore, grant: &GrantId, cap: u32, now_ms: u64, 
     for _ in 0..TRIES {
         let (count, cas) = match store.get(&key) {
             Ok(Some((v, cas))) => (decode(&v, now_ms, lease_ms), cas),
-            Ok(None) => (0, 0),
+            Ok(None) => {
+                // No grant cap here: a held slot is not a tracked grant (its key heals by lease).
+                let creator = Limiter { store, now_ms, max_tracked_grants: u64::MAX };
+                if creator.create(&key, &encode(0, now_ms), None).is_err() {
+                    return Reserve::Unavailable;
+                }
+                continue;
+            }
             Err(_) => return Reserve::Unavailable,
         };
         if count >= u64::from(cap) {
@@ -148,6 +156,55 @@ mod tests {
         assert_eq!(reserve(&store, &a, 1, 1_000, LEASE), Reserve::Held);
         assert_eq!(reserve(&store, &a, 1, 1_000 + LEASE, LEASE), Reserve::OverCap);
         assert_eq!(reserve(&store, &a, 1, 1_001 + LEASE, LEASE), Reserve::Held);
+    }
+
+    /// Another worker's reservation, run by [`Racing`].
+    type Other<'a> = Box<dyn FnOnce(&MemoryStore) -> Reserve + 'a>;
+
+    /// A store that runs `other` (another worker's reservation) just before the first write of a
+    /// held key: the other worker read "missing" at the same moment as this one.
+    struct Racing<'a> {
+        inner: &'a MemoryStore,
+        other: std::cell::Cell<Option<Other<'a>>>,
+        other_got: std::cell::Cell<Option<Reserve>>,
+    }
+
+    impl SharedStore for Racing<'_> {
+        fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
+            self.inner.get(key)
+        }
+        fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
+            if key.starts_with("mcpf1:h:") {
+                if let Some(other) = self.other.take() {
+                    self.other_got.set(Some(other(self.inner)));
+                }
+            }
+            self.inner.set(key, value, cas)
+        }
+    }
+
+    #[test]
+    fn two_workers_first_reservations_never_lose_an_increment() {
+        let inner = MemoryStore::new();
+        let a = [9u8; 32];
+        let racing = Racing {
+            inner: &inner,
+            other: std::cell::Cell::new(Some(Box::new(move |s: &MemoryStore| reserve(s, &a, 8, 1_000, LEASE)))),
+            other_got: std::cell::Cell::new(None),
+        };
+        let mine = reserve(&racing, &a, 8, 1_000, LEASE);
+        let theirs = racing.other_got.take().unwrap();
+        // This worker holds the creation lock while it writes the first value, so the other one
+        // finds the lock busy and asks without waiting (fail closed: not held). Before the lock,
+        // both wrote a count of 1 with cas 0 and the grant then held two callouts counted as one.
+        assert_eq!((mine, theirs), (Reserve::Held, Reserve::Unavailable));
+        assert_eq!(held(&inner, &a, 1_000, LEASE), 1);
+        // Once the key exists, increments are compare-and-swaps: exact up to the cap.
+        for _ in 0..7 {
+            assert_eq!(reserve(&inner, &a, 8, 1_000, LEASE), Reserve::Held);
+        }
+        assert_eq!(reserve(&inner, &a, 8, 1_000, LEASE), Reserve::OverCap);
+        assert_eq!(held(&inner, &a, 1_000, LEASE), 8);
     }
 
     #[test]

@@ -126,8 +126,12 @@ impl<'s> Limiter<'s> {
     }
 
     /// Create `key` with `initial` unless it exists, under the creation lock, registering the grant
-    /// behind `grant_marker` against the cap if it is new.
-    fn create(&self, key: &str, initial: &[u8], grant_marker: Option<&str>) -> Result<(), Unavailable> {
+    /// behind `grant_marker` against the cap if it is new. The host cannot create a key by
+    /// compare-and-swap (a set on a missing key always inserts, and a set with cas 0 always
+    /// overwrites), so every first write of a counted key goes through this lock: two workers that
+    /// both read "missing" cannot both write a first value and lose an increment.
+    /// Errors: [`Unavailable`] (shared data failed, the lock stayed busy, or the grant cap).
+    pub fn create(&self, key: &str, initial: &[u8], grant_marker: Option<&str>) -> Result<(), Unavailable> {
         for _ in 0..LOCK_SPINS {
             if self.store.get(key)?.is_some() {
                 return Ok(());

@@ -2,8 +2,9 @@
 
 Real Envoy, the real mcp-approvals (SQLite) and the recorder upstream.
 
-- The cap: 10 identical hold-mode calls of one grant at once with `max_held_per_grant: 8` -> 8 wait
-  for the decision, 2 get `approval_required` at once; the denial then reaches the 8.
+- The cap: 10 identical hold-mode calls of each of 3 grants at once, on 2 workers, with
+  `max_held_per_grant: 8` -> for each grant 8 wait for the decision and 2 get `approval_required` at
+  once (exact: the first reservations of a grant race across workers); the denial then reaches the 8.
 - Rapid reset: 2,000 HTTP/2 streams of one grant, each sent whole and reset at once (the
   rapid-reset pattern; over 20 connections, since Envoy closes a connection with too many premature
   resets), while a second grant's call waits. The second grant gets its answer (never
@@ -62,26 +63,32 @@ def code_of(reply) -> int | None:
 
 
 def test_calls_over_the_cap_are_not_held(stack):
+    # Three grants at once, on 2 workers, so that each grant's first reservations race across
+    # workers: the held key is created under the creation lock, so the cap is exact for each.
     svc, envoy, log = start(stack, hold_policy(max_held=8))
+    grants = [f"{FLOODER}-{g}" for g in range(3)]
     out: dict = {}
     started = time.monotonic()
-    threads = [call_in_thread(envoy, FLOODER, ARGS, out, f"c{i}") for i in range(10)]
+    threads = [call_in_thread(envoy, token, ARGS, out, (token, i)) for i in range(10) for token in grants]
     deadline = time.monotonic() + 15
-    while len(out) < 2:
+    while len(out) < 6:
         assert time.monotonic() < deadline, out
         time.sleep(0.05)
     time.sleep(1.0)
-    early = {k: v for k, v in out.items()}
-    assert len(early) == 2, {k: v[1].body for k, v in early.items()}
+    early = dict(out)
+    assert sorted(token for token, _ in early) == sorted(grants * 2), {k: v[1].body for k, v in early.items()}
     for at, r in early.values():
         assert code_of(r) == -31007, r.body
         assert at - started < 15  # at once, not after the 60 s hold
-    (pending,) = svc.pending()
-    svc.deny(pending["id"], "no")
+    pending = svc.pending()
+    assert len(pending) == 3, pending  # one approval per grant: the same call
+    for p in pending:
+        svc.deny(p["id"], "no")
     for t in threads:
         t.join(10)
-    codes = sorted(code_of(r) for _, r in out.values())
-    assert codes == [-31008] * 8 + [-31007] * 2, codes
+    for token in grants:
+        codes = sorted(code_of(r) for (t, _), (_, r) in out.items() if t == token)
+        assert codes == [-31008] * 8 + [-31007] * 2, (token, codes)
     assert harness.recorder_lines(log, settle=0.2) == []
 
 
