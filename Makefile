@@ -124,7 +124,18 @@ fmt:
 bench-minimal: wasm-target
 	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
 
-bench: build bench-minimal approvals ratelimit redis-deps venv
+## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
+##           is (opt-level "z", wasm-opt -Oz): the in-VM compute per request (bench/v8-decision)
+.PHONY: bench-v8
+bench-v8: wasm-target $(WASM_OPT)
+	cd bench/v8-decision && $(CARGO) build --locked --release --target $(WASM_TARGET)
+	$(WASM_OPT) $(WASM_OPT_FLAGS) bench/v8-decision/target/$(WASM_TARGET)/release/mcpf-bench-v8-decision.wasm \
+	  -o bench/v8-decision/target/v8-decision.wasm
+	node --no-warnings bench/v8-decision/run.mjs bench/v8-decision/target/v8-decision.wasm \
+	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/result.json
+	@cat bench/v8-decision/target/result.json
+
+bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
