@@ -339,6 +339,21 @@ mod tests {
     }
 
     #[test]
+    fn gateway_filter_state() {
+        let fs = |gw: &str| {
+            load(format!(r#"{{"version":"1","gateway":{{{gw}}}}}"#).as_bytes()).map(|p| p.gateway.filter_state)
+        };
+        assert_eq!(fs(""), Ok(true));
+        assert_eq!(fs(r#""filter_state":null"#), Ok(true));
+        assert_eq!(fs(r#""filter_state":true"#), Ok(true));
+        assert_eq!(fs(r#""filter_state":false"#), Ok(false));
+        let e = load_err(r#"{"version":"1","gateway":{"filter_state":"off"}}"#);
+        assert_eq!(e.path, "gateway.filter_state");
+        assert_eq!(e.message, "invalid type: string \"off\", expected a boolean");
+        assert_eq!(load_err(r#"{"version":"1","gateway":{"filterState":false}}"#).path, "gateway.filterState");
+    }
+
+    #[test]
     fn default_is_deny_when_absent() {
         assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
         assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);

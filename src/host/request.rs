@@ -48,19 +48,10 @@ impl Filter {
             self.metrics.offer(event);
         }
         self.metrics.add_tracked_grants(super::take_registered_grants());
-        // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends.
-        let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
-        if let Some(t) = &d.tool {
-            let _ = hostcalls::set_property(vec!["mcp_tool"], Some(gate::log_safe(t).as_bytes()));
-        }
-        if let Some(g) = &d.grant {
-            let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
-        }
-        if let Some(r) = &d.rule {
-            let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
-        }
-        if let Some(k) = d.error_kind() {
-            let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
+        // Filter state for the access log: %FILTER_STATE(wasm.mcp_decision:PLAIN)% and friends
+        // (unless `gateway.filter_state` is false).
+        if self.policy.as_ref().is_none_or(|p| p.gateway.filter_state) {
+            set_filter_state(d);
         }
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
@@ -234,5 +225,23 @@ impl Filter {
             return Action::Continue;
         }
         self.decide_body(usize::MAX)
+    }
+}
+
+/// The per-decision filter-state values, one `set_property` each (the SDK's path `wasm.<name>` in
+/// Envoy's filter state, readable as `%FILTER_STATE(wasm.<name>:PLAIN)%`).
+fn set_filter_state(d: &gate::Decision) {
+    let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
+    if let Some(t) = &d.tool {
+        let _ = hostcalls::set_property(vec!["mcp_tool"], Some(gate::log_safe(t).as_bytes()));
+    }
+    if let Some(g) = &d.grant {
+        let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
+    }
+    if let Some(r) = &d.rule {
+        let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
+    }
+    if let Some(k) = d.error_kind() {
+        let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
     }
 }

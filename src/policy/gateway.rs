@@ -44,6 +44,8 @@ pub struct Gateway {
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.audit`: where each decision's audit record goes (default: the log).
     pub audit: crate::audit::AuditMode,
+    /// `gateway.filter_state`: set the per-decision filter-state values (default true).
+    pub filter_state: bool,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,

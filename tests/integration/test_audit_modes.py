@@ -24,8 +24,10 @@ SECRET = "s3cr3t-AUDIT-4b1d"
 TS_FIELD = re.compile(r'^\{"ts":"([^"]*)"')
 
 
-def policy(audit: str | None) -> dict:
+def policy(audit: str | None, filter_state: bool | None = None) -> dict:
     gateway = {} if audit is None else {"audit": audit}
+    if filter_state is not None:
+        gateway["filter_state"] = filter_state
     return {
         "version": "1",
         "default": "deny",
@@ -59,8 +61,9 @@ def without_ts(record: str) -> str:
     return '{"ts":"<ts>"' + record[m.end():]
 
 
-def run(stack, audit: str | None, port: int) -> str:
-    envoy = stack.envoy(policy(audit), port, concurrency=1, name=f"envoy-{audit}")
+def run(stack, audit: str | None, port: int, filter_state: bool | None = None) -> str:
+    name = f"envoy-{audit}" + ("" if filter_state is None else f"-fs-{str(filter_state).lower()}")
+    envoy = stack.envoy(policy(audit, filter_state), port, concurrency=1, name=name)
     assert script(envoy) == [200, 200, 200, 200, 401, 400, 200]
     envoy.stop()
     return envoy.log_text()
@@ -96,3 +99,27 @@ def test_access_log_record_is_the_log_line_record_and_off_writes_none(stack):
 
     for text in (logged, absent, in_access_log, off):
         assert SECRET not in text and TOKEN not in text
+
+
+def test_filter_state_false_skips_the_decision_values_but_not_the_audit_record(stack):
+    """`gateway.filter_state: false`: the five per-decision values are not set (the access log's
+    fields print `-`), while `gateway.audit: "access_log"` still sets `wasm.mcp_audit`, the same
+    record as with the values; statuses and response details are unchanged."""
+    clock.avoid_boundary(86_400, 20.0)
+    _, port, _ = stack.recorder()
+    with_values = run(stack, "access_log", port)
+    without = run(stack, "access_log", port, filter_state=False)
+    explicit = run(stack, "access_log", port, filter_state=True)
+
+    assert [r["mcp_decision"] for r in hx.access_records(with_values)] == [
+        "allowed", "denied", "allowed", "rate_limited", "no_grant", "invalid", "passed"]
+    assert hx.access_records(explicit) == hx.access_records(with_values)
+    records = hx.access_records(without)
+    assert len(records) == 7
+    for r in records:
+        assert [r[k] for k in ("mcp_decision", "mcp_tool", "mcp_grant", "mcp_rule", "mcp_error")] == ["-"] * 5, r
+    # What the values do not govern is unchanged: status, details, and the audit record.
+    keep = ("status", "details")
+    assert [{k: r[k] for k in keep} for r in records] == [{k: r[k] for k in keep} for r in hx.access_records(with_values)]
+    assert [without_ts(x) for x in hx.access_audits(without)] == [without_ts(x) for x in hx.access_audits(with_values)]
+    assert SECRET not in without and TOKEN not in without

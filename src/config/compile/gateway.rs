@@ -70,6 +70,7 @@ pub(super) fn gateway(
         client_responses: gw.client_responses.unwrap_or(Action::Allow),
         rate_limit_service,
         audit: gw.audit.unwrap_or_default(),
+        filter_state: gw.filter_state.unwrap_or(true),
         resource_metadata_url: gw.resource_metadata_url,
     }
 }
