@@ -19,9 +19,10 @@ fn main() {
         std::process::exit(2);
     };
     let n: u32 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20_000);
-    let policy = match std::fs::read(policy).map_err(|e| e.to_string()).and_then(|t| {
-        config::load(&t).map_err(|e| e.to_string())
-    }) {
+    let policy = match std::fs::read(policy)
+        .map_err(|e| e.to_string())
+        .and_then(|t| config::load(&t).map_err(|e| e.to_string()))
+    {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{policy}: {e}");
@@ -50,5 +51,8 @@ fn main() {
     once(n);
     let mut runs: Vec<f64> = (0..5).map(|_| once(n)).collect();
     runs.sort_by(f64::total_cmp);
-    println!("{{\"us_per_decision_best\":{:.3},\"us_per_decision_median\":{:.3},\"iterations\":{n}}}", runs[0], runs[2]);
+    println!(
+        "{{\"us_per_decision_best\":{:.3},\"us_per_decision_median\":{:.3},\"iterations\":{n}}}",
+        runs[0], runs[2]
+    );
 }
