@@ -145,7 +145,8 @@ bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	$(PY) bench/load.py --out BENCHMARKS.md \
 	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm \
 	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
-	  --variant audit_off=,policy=bench/policy-bench-audit-off.json
+	  --variant audit_off=,policy=bench/policy-bench-audit-off.json \
+	  --variant audit_access_log_no_filter_state=,policy=bench/policy-bench-audit-access-log-no-filter-state.json
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 

@@ -563,6 +563,11 @@ def main() -> None:
     if "v:minimal" in names and "b" in names:
         # Issue 20's limit baseline (make bench passes bench/minimal-filter as --variant minimal=…).
         RATIOS.append(("b", "v:minimal", "throughput (b)/minimal: this filter vs the minimal body-reading filter"))
+        for n in names:
+            if n.startswith("v:") and n != "v:minimal":
+                RATIOS.append((n, "v:minimal", f"throughput variant {n[2:]}/minimal"))
+                if "c" in names:
+                    RATIOS.append((n, "c", f"throughput variant {n[2:]}/(c): vs native mcp+rbac"))
     envoy_version = subprocess.run([args.envoy, "--version"], capture_output=True, text=True).stdout.strip()
     m = re.search(r"version: \S+?/(\d+\.\d+\.\d+)/", envoy_version)
     envoy_version = f"Envoy {m.group(1)}" if m else envoy_version
