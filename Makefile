@@ -132,7 +132,8 @@ bench-v8: wasm-target $(WASM_OPT)
 	$(WASM_OPT) $(WASM_OPT_FLAGS) bench/v8-decision/target/$(WASM_TARGET)/release/mcpf-bench-v8-decision.wasm \
 	  -o bench/v8-decision/target/v8-decision.wasm
 	node --no-warnings bench/v8-decision/run.mjs bench/v8-decision/target/v8-decision.wasm \
-	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/result.json
+	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/result.json.tmp
+	mv bench/v8-decision/target/result.json.tmp bench/v8-decision/target/result.json
 	@cat bench/v8-decision/target/result.json
 
 bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv

@@ -736,7 +736,8 @@ def main() -> None:
     v8 = ROOT / "bench" / "v8-decision" / "target" / "result.json"
     if v8.exists():
         t = json.loads(v8.read_text())
-        target("the same decision inside V8 (`make bench-v8`: Node.js, opt-level z, wasm-opt -Oz; best of 5)",
+        at = datetime.datetime.fromtimestamp(v8.stat().st_mtime, datetime.timezone.utc).strftime("%H:%M UTC")
+        target(f"the same decision inside V8 (`make bench-v8` at {at}: Node.js, opt-level z, wasm-opt -Oz; best of 5)",
                f"{t['us_per_decision_best']:.2f} µs", "–", None)
     target("wasm size (the module benchmarked, from `make build`)", f"{shipped / 1024:.0f} KiB ({shipped} B)",
            "≤ 576,731 B (issue 20: no larger than at its filing)", shipped <= 576_731)

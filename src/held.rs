@@ -71,7 +71,8 @@ pub fn reserve(store: &dyn SharedStore, grant: &GrantId, cap: u32, now_ms: u64, 
         let (count, cas) = match store.get(&key) {
             Ok(Some((v, cas))) => (decode(&v, now_ms, lease_ms), cas),
             Ok(None) => {
-                // No grant cap here: a held slot is not a tracked grant (its key heals by lease).
+                // No grant cap here: a held slot is not a tracked grant (its count heals by lease;
+                // the 16-byte value stays, one per grant that ever held a callout).
                 let creator = Limiter { store, now_ms, max_tracked_grants: u64::MAX };
                 if creator.create(&key, &encode(0, now_ms), None).is_err() {
                     return Reserve::Unavailable;
@@ -158,53 +159,101 @@ mod tests {
         assert_eq!(reserve(&store, &a, 1, 1_001 + LEASE, LEASE), Reserve::Held);
     }
 
-    /// Another worker's reservation, run by [`Racing`].
+    /// Another worker's reservation, run by a racing store.
     type Other<'a> = Box<dyn FnOnce(&MemoryStore) -> Reserve + 'a>;
 
-    /// A store that runs `other` (another worker's reservation) just before the first write of a
-    /// held key: the other worker read "missing" at the same moment as this one.
+    /// A store that runs `other` (another worker's reservation) once, at the first `get` of a held
+    /// key that finds it missing (`on_write` false: the other worker read "missing" at the same
+    /// moment), or just before the first write of a held key (`on_write` true).
     struct Racing<'a> {
         inner: &'a MemoryStore,
+        on_write: bool,
         other: std::cell::Cell<Option<Other<'a>>>,
         other_got: std::cell::Cell<Option<Reserve>>,
     }
 
+    impl Racing<'_> {
+        fn run_other(&self) {
+            if let Some(other) = self.other.take() {
+                self.other_got.set(Some(other(self.inner)));
+            }
+        }
+    }
+
     impl SharedStore for Racing<'_> {
         fn get(&self, key: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
-            self.inner.get(key)
+            let got = self.inner.get(key)?;
+            if !self.on_write && got.is_none() && key.starts_with("mcpf1:h:") {
+                self.run_other();
+            }
+            Ok(got)
         }
         fn set(&self, key: &str, value: &[u8], cas: u32) -> Result<(), StoreError> {
-            if key.starts_with("mcpf1:h:") {
-                if let Some(other) = self.other.take() {
-                    self.other_got.set(Some(other(self.inner)));
-                }
+            if self.on_write && key.starts_with("mcpf1:h:") {
+                self.run_other();
             }
             self.inner.set(key, value, cas)
         }
     }
 
-    #[test]
-    fn two_workers_first_reservations_never_lose_an_increment() {
+    /// Worker A reserves at `a_ms` through a racing store; worker B reserves at `b_ms` at the
+    /// moment `on_write` says. Returns (A's result, B's result, the count afterwards).
+    fn race(on_write: bool, a_ms: u64, b_ms: u64) -> (Reserve, Reserve, u64) {
         let inner = MemoryStore::new();
-        let a = [9u8; 32];
+        crate::ratelimit::init_lock(&inner).unwrap();
+        let g = [9u8; 32];
         let racing = Racing {
             inner: &inner,
-            other: std::cell::Cell::new(Some(Box::new(move |s: &MemoryStore| reserve(s, &a, 8, 1_000, LEASE)))),
+            on_write,
+            other: std::cell::Cell::new(Some(Box::new(move |s: &MemoryStore| reserve(s, &g, 8, b_ms, LEASE)))),
             other_got: std::cell::Cell::new(None),
         };
-        let mine = reserve(&racing, &a, 8, 1_000, LEASE);
+        let mine = reserve(&racing, &g, 8, a_ms, LEASE);
         let theirs = racing.other_got.take().unwrap();
-        // This worker holds the creation lock while it writes the first value, so the other one
-        // finds the lock busy and asks without waiting (fail closed: not held). Before the lock,
-        // both wrote a count of 1 with cas 0 and the grant then held two callouts counted as one.
-        assert_eq!((mine, theirs), (Reserve::Held, Reserve::Unavailable));
-        assert_eq!(held(&inner, &a, 1_000, LEASE), 1);
-        // Once the key exists, increments are compare-and-swaps: exact up to the cap.
-        for _ in 0..7 {
-            assert_eq!(reserve(&inner, &a, 8, 1_000, LEASE), Reserve::Held);
+        (mine, theirs, held(&inner, &g, a_ms.max(b_ms), LEASE))
+    }
+
+    /// The invariant: the count is exactly the number of callouts told they may hold.
+    fn counted(r: (Reserve, Reserve, u64)) -> bool {
+        u64::try_from([r.0, r.1].iter().filter(|x| **x == Reserve::Held).count()).unwrap() == r.2
+    }
+
+    #[test]
+    fn two_workers_that_both_read_missing_are_both_counted() {
+        // Before the creation lock, both wrote a count of 1 with cas 0: (Held, Held, 1).
+        let r = race(false, 1_000, 1_000);
+        assert_eq!(r, (Reserve::Held, Reserve::Held, 2));
+        assert!(counted(r));
+    }
+
+    #[test]
+    fn a_reservation_while_the_first_write_holds_the_lock_is_not_held() {
+        // B finds the lock taken and, in this single-threaded replay, can never see it released,
+        // so it spins out and asks without waiting (fail closed: not held). On a real host it waits
+        // for the lock and is then counted.
+        let r = race(true, 1_000, 1_000);
+        assert_eq!(r, (Reserve::Held, Reserve::Unavailable, 1));
+        assert!(counted(r));
+    }
+
+    #[test]
+    fn a_lock_holder_stalled_past_the_lease_does_not_overwrite_the_key() {
+        // A took the lock at 1.0 s and stalls before its first write; B, at 2.1 s, finds the lease
+        // run out, takes the lock, creates the key and counts 1. A's first write must not reset it.
+        let r = race(true, 1_000, 2_100);
+        assert_eq!(r, (Reserve::Held, Reserve::Held, 2));
+        assert!(counted(r));
+    }
+
+    #[test]
+    fn once_the_key_exists_the_cap_is_exact() {
+        let store = MemoryStore::new();
+        let g = [4u8; 32];
+        for _ in 0..8 {
+            assert_eq!(reserve(&store, &g, 8, 1_000, LEASE), Reserve::Held);
         }
-        assert_eq!(reserve(&inner, &a, 8, 1_000, LEASE), Reserve::OverCap);
-        assert_eq!(held(&inner, &a, 1_000, LEASE), 8);
+        assert_eq!(reserve(&store, &g, 8, 1_000, LEASE), Reserve::OverCap);
+        assert_eq!(held(&store, &g, 1_000, LEASE), 8);
     }
 
     #[test]

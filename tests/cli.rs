@@ -71,6 +71,22 @@ fn check_valid_policies() {
             String::new()
         )
     );
+    let p = scratch("valid-recording.json", r#"{"version":"1","gateway":{"audit":"access_log","filter_state":false}}"#);
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            0,
+            format!(
+                "{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit access_log, no filter state (the access log's mcp_* fields print -)\n"
+            ),
+            String::new()
+        )
+    );
+    let p = scratch("valid-audit-off.json", r#"{"version":"1","gateway":{"audit":"off","filter_state":true}}"#);
+    assert_eq!(
+        run(&["check", &p]),
+        (0, format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"), String::new())
+    );
 }
 
 #[test]

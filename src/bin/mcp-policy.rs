@@ -13,6 +13,7 @@ mod apply;
 #[path = "../cli/grant_id.rs"]
 mod grant_id;
 
+use mcp_policy_filter::audit::AuditMode;
 use mcp_policy_filter::config::{self, PolicySpec};
 use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::policy::{Action, ApprovalMode, GrantSource, Mode, Policy};
@@ -169,6 +170,16 @@ fn summary(p: &Policy) -> String {
     let dry_tools = p.gateway.tool_modes.values().filter(|m| **m == Mode::DryRun).count();
     if dry_tools > 0 {
         s.push_str(&format!(", {} in dry_run", plural(dry_tools, "tool", "tools")));
+    }
+    // Where decisions are recorded, when it is not the default: an operator reading the access log
+    // should learn here why its mcp_* fields print `-`.
+    match p.gateway.audit {
+        AuditMode::Log => {}
+        AuditMode::AccessLog => s.push_str(", audit access_log"),
+        AuditMode::Off => s.push_str(", audit off"),
+    }
+    if !p.gateway.filter_state {
+        s.push_str(", no filter state (the access log's mcp_* fields print -)");
     }
     s
 }

@@ -268,7 +268,7 @@ pub struct GatewaySpec {
     pub audit: Option<AuditMode>,
     /// Whether each decision sets the filter-state values `wasm.mcp_decision`, `wasm.mcp_tool`,
     /// `wasm.mcp_grant`, `wasm.mcp_rule` and `wasm.mcp_error` for the access log (default `true`).
-    /// `false` saves their host calls (about 7.5 µs of Envoy CPU per request, BENCHMARKS.md) where
+    /// `false` saves their host calls (3.6–7.5 µs of Envoy CPU per request, BENCHMARKS.md) where
     /// nothing reads them; `wasm.mcp_audit` follows `audit` either way.
     #[serde(default)]
     pub filter_state: Option<bool>,

@@ -12,6 +12,9 @@ const LOCK_LEASE_MS: u64 = 1000;
 pub const MAX_CAS_RETRIES: u32 = 128;
 /// Bounded spins waiting for the creation lock.
 const LOCK_SPINS: u32 = 50_000;
+/// The cas of a key's first write: inserts a missing key, never overwrites one another worker
+/// created (see `create_locked`).
+const CREATE_CAS: u32 = u32::MAX;
 
 /// The limiter: a store, the clock reading for this call, and the grant cap.
 pub struct Limiter<'s> {
@@ -129,7 +132,9 @@ impl<'s> Limiter<'s> {
     /// behind `grant_marker` against the cap if it is new. The host cannot create a key by
     /// compare-and-swap (a set on a missing key always inserts, and a set with cas 0 always
     /// overwrites), so every first write of a counted key goes through this lock: two workers that
-    /// both read "missing" cannot both write a first value and lose an increment.
+    /// both read "missing" cannot both write a first value and lose an increment. The first write
+    /// itself never overwrites an existing key either, so a holder that stalled past the lock's
+    /// lease (1 s) leaves alone the key another worker created meanwhile.
     /// Errors: [`Unavailable`] (shared data failed, the lock stayed busy, or the grant cap).
     pub fn create(&self, key: &str, initial: &[u8], grant_marker: Option<&str>) -> Result<(), Unavailable> {
         for _ in 0..LOCK_SPINS {
@@ -175,8 +180,15 @@ impl<'s> Limiter<'s> {
                 self.store.set(marker, b"1", 0)?;
             }
         }
-        self.store.set(key, initial, 0)?;
-        Ok(())
+        // Never an overwrite: with the lock's lease run out (this worker stalled for over a second),
+        // another worker may have created the key and counted on it meanwhile. A set with a cas
+        // inserts a missing key, and fails on an existing one unless its cas is that value; the
+        // host's cas values count up from 1 across all keys, so an existing key holds exactly
+        // `CREATE_CAS` only for one set in 2^32.
+        match self.store.set(key, initial, CREATE_CAS) {
+            Ok(()) | Err(StoreError::CasMismatch) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn release_lock(&self) {

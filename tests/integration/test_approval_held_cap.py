@@ -3,8 +3,8 @@
 Real Envoy, the real mcp-approvals (SQLite) and the recorder upstream.
 
 - The cap: 10 identical hold-mode calls of each of 3 grants at once, on 2 workers, with
-  `max_held_per_grant: 8` -> for each grant 8 wait for the decision and 2 get `approval_required` at
-  once (exact: the first reservations of a grant race across workers); the denial then reaches the 8.
+  `max_held_per_grant: 8` -> for each grant at most 8 (and, unless the creation lock stayed busy, 8)
+  wait for the decision, the rest get `approval_required` at once; the denial then reaches the held.
 - Rapid reset: 2,000 HTTP/2 streams of one grant, each sent whole and reset at once (the
   rapid-reset pattern; over 20 connections, since Envoy closes a connection with too many premature
   resets), while a second grant's call waits. The second grant gets its answer (never
@@ -63,8 +63,11 @@ def code_of(reply) -> int | None:
 
 
 def test_calls_over_the_cap_are_not_held(stack):
-    # Three grants at once, on 2 workers, so that each grant's first reservations race across
-    # workers: the held key is created under the creation lock, so the cap is exact for each.
+    # Three grants at once, on 2 workers, so that each grant's first reservations may race across
+    # workers. The exact interleavings are pinned by src/held.rs's native tests (a real race needs
+    # two workers within microseconds of each other); here the cap holds in real Envoy: never more
+    # than 8 held per grant, and 8 unless a reservation found the creation lock busy for its whole
+    # spin budget (then it is asked without waiting, logged as Unavailable: fail closed).
     svc, envoy, log = start(stack, hold_policy(max_held=8))
     grants = [f"{FLOODER}-{g}" for g in range(3)]
     out: dict = {}
@@ -76,7 +79,8 @@ def test_calls_over_the_cap_are_not_held(stack):
         time.sleep(0.05)
     time.sleep(1.0)
     early = dict(out)
-    assert sorted(token for token, _ in early) == sorted(grants * 2), {k: v[1].body for k, v in early.items()}
+    for token in grants:
+        assert sum(1 for t, _ in early if t == token) >= 2, {k: v[1].body for k, v in early.items()}
     for at, r in early.values():
         assert code_of(r) == -31007, r.body
         assert at - started < 15  # at once, not after the 60 s hold
@@ -87,8 +91,12 @@ def test_calls_over_the_cap_are_not_held(stack):
     for t in threads:
         t.join(10)
     for token in grants:
-        codes = sorted(code_of(r) for (t, _), (_, r) in out.items() if t == token)
-        assert codes == [-31008] * 8 + [-31007] * 2, (token, codes)
+        codes = [code_of(r) for (t, _), (_, r) in out.items() if t == token]
+        held = codes.count(-31008)
+        assert len(codes) == 10 and held + codes.count(-31007) == 10, (token, codes)
+        assert held <= 8, (token, codes)
+        if held < 8:
+            assert "(Unavailable, max_held_per_grant 8)" in envoy.log_text(), (token, codes)
     assert harness.recorder_lines(log, settle=0.2) == []
 
 

@@ -1,8 +1,9 @@
 //! Times `gate::on_body` on one body under one policy, with the load benchmark's request head
 //! (`benches/support/request.rs`), in whatever runs this program: `run.mjs` runs the wasm32-wasip1
-//! build in Node.js's V8. Arguments: `POLICY BODY [ITERATIONS]` (files in the working directory,
-//! which `run.mjs` preopens). Prints one JSON line: the best and median of 5 timed runs of
-//! ITERATIONS decisions each, in µs per decision, after as many untimed ones.
+//! build in Node.js's V8. Arguments: `POLICY BODY [ITERATIONS]` (files; `run.mjs` passes them as
+//! absolute paths under the one directory it preopens, `/`). Prints one JSON line: the best and
+//! median of 5 timed runs of ITERATIONS decisions each, in µs per decision, after as many untimed
+//! ones.
 
 use std::time::Instant;
 
