@@ -20,7 +20,7 @@
 //! reservations of one grant cannot lose an increment (the cap is exact across workers).
 
 use crate::grant::hex;
-use crate::ratelimit::{GrantId, Limiter, SharedStore, StoreError, PREFIX};
+use crate::ratelimit::{grant_key, GrantId, Limiter, SharedStore, StoreError, PREFIX};
 
 /// `gateway.approval.max_held_per_grant` default.
 pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;
@@ -64,17 +64,27 @@ pub enum Reserve {
     Unavailable,
 }
 
-/// Counts one more held callout for `grant` if it holds fewer than `cap`.
-pub fn reserve(store: &dyn SharedStore, grant: &GrantId, cap: u32, now_ms: u64, lease_ms: u64) -> Reserve {
+/// Counts one more held callout for `grant` if it holds fewer than `cap`. A grant's first held
+/// callout registers it against `max_tracked_grants` (`gateway.max_tracked_grants`), as a rate
+/// counter does: the key stays in shared data, so without the cap any number of tokens could add
+/// keys. Past the cap the call is asked without waiting ([`Reserve::Unavailable`]).
+pub fn reserve(
+    store: &dyn SharedStore,
+    grant: &GrantId,
+    cap: u32,
+    now_ms: u64,
+    lease_ms: u64,
+    max_tracked_grants: u64,
+) -> Reserve {
     let key = key(grant);
     for _ in 0..TRIES {
         let (count, cas) = match store.get(&key) {
             Ok(Some((v, cas))) => (decode(&v, now_ms, lease_ms), cas),
             Ok(None) => {
-                // No grant cap here: a held slot is not a tracked grant (its count heals by lease;
-                // the 16-byte value stays, one per grant that ever held a callout).
-                let creator = Limiter { store, now_ms, max_tracked_grants: u64::MAX };
-                if creator.create(&key, &encode(0, now_ms), None).is_err() {
+                // The count heals by lease, but the key stays: one per grant that ever held a
+                // callout, so the grant is tracked (and capped) like one with a rate counter.
+                let creator = Limiter { store, now_ms, max_tracked_grants };
+                if creator.create(&key, &encode(0, now_ms), Some(&grant_key(grant))).is_err() {
                     return Reserve::Unavailable;
                 }
                 continue;
@@ -133,15 +143,15 @@ mod tests {
         let store = MemoryStore::new();
         let (a, b) = ([1u8; 32], [2u8; 32]);
         for _ in 0..3 {
-            assert_eq!(reserve(&store, &a, 3, 1_000, LEASE), Reserve::Held);
+            assert_eq!(reserve(&store, &a, 3, 1_000, LEASE, u64::MAX), Reserve::Held);
         }
-        assert_eq!(reserve(&store, &a, 3, 1_000, LEASE), Reserve::OverCap);
+        assert_eq!(reserve(&store, &a, 3, 1_000, LEASE, u64::MAX), Reserve::OverCap);
         // Another grant is not affected.
-        assert_eq!(reserve(&store, &b, 3, 1_000, LEASE), Reserve::Held);
+        assert_eq!(reserve(&store, &b, 3, 1_000, LEASE, u64::MAX), Reserve::Held);
         assert_eq!(held(&store, &a, 1_000, LEASE), 3);
         assert!(release(&store, &a, 2_000, LEASE));
         assert_eq!(held(&store, &a, 2_000, LEASE), 2);
-        assert_eq!(reserve(&store, &a, 3, 2_000, LEASE), Reserve::Held);
+        assert_eq!(reserve(&store, &a, 3, 2_000, LEASE, u64::MAX), Reserve::Held);
         for _ in 0..5 {
             assert!(release(&store, &a, 3_000, LEASE));
         }
@@ -154,9 +164,9 @@ mod tests {
     fn a_stale_count_heals_after_the_lease() {
         let store = MemoryStore::new();
         let a = [7u8; 32];
-        assert_eq!(reserve(&store, &a, 1, 1_000, LEASE), Reserve::Held);
-        assert_eq!(reserve(&store, &a, 1, 1_000 + LEASE, LEASE), Reserve::OverCap);
-        assert_eq!(reserve(&store, &a, 1, 1_001 + LEASE, LEASE), Reserve::Held);
+        assert_eq!(reserve(&store, &a, 1, 1_000, LEASE, u64::MAX), Reserve::Held);
+        assert_eq!(reserve(&store, &a, 1, 1_000 + LEASE, LEASE, u64::MAX), Reserve::OverCap);
+        assert_eq!(reserve(&store, &a, 1, 1_001 + LEASE, LEASE, u64::MAX), Reserve::Held);
     }
 
     /// Another worker's reservation, run by a racing store.
@@ -205,10 +215,12 @@ mod tests {
         let racing = Racing {
             inner: &inner,
             on_write,
-            other: std::cell::Cell::new(Some(Box::new(move |s: &MemoryStore| reserve(s, &g, 8, b_ms, LEASE)))),
+            other: std::cell::Cell::new(Some(Box::new(move |s: &MemoryStore| {
+                reserve(s, &g, 8, b_ms, LEASE, u64::MAX)
+            }))),
             other_got: std::cell::Cell::new(None),
         };
-        let mine = reserve(&racing, &g, 8, a_ms, LEASE);
+        let mine = reserve(&racing, &g, 8, a_ms, LEASE, u64::MAX);
         let theirs = racing.other_got.take().unwrap();
         (mine, theirs, held(&inner, &g, a_ms.max(b_ms), LEASE))
     }
@@ -250,10 +262,25 @@ mod tests {
         let store = MemoryStore::new();
         let g = [4u8; 32];
         for _ in 0..8 {
-            assert_eq!(reserve(&store, &g, 8, 1_000, LEASE), Reserve::Held);
+            assert_eq!(reserve(&store, &g, 8, 1_000, LEASE, u64::MAX), Reserve::Held);
         }
-        assert_eq!(reserve(&store, &g, 8, 1_000, LEASE), Reserve::OverCap);
+        assert_eq!(reserve(&store, &g, 8, 1_000, LEASE, u64::MAX), Reserve::OverCap);
         assert_eq!(held(&store, &g, 1_000, LEASE), 8);
+    }
+
+    #[test]
+    fn a_grant_that_holds_is_tracked_and_capped_like_a_counted_one() {
+        let store = MemoryStore::new();
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        assert_eq!(reserve(&store, &a, 8, 1_000, LEASE, 1), Reserve::Held);
+        assert_eq!(crate::ratelimit::tracked_grants(&store), 1);
+        // A new grant past `max_tracked_grants` adds no key: asked without waiting.
+        assert_eq!(reserve(&store, &b, 8, 1_000, LEASE, 1), Reserve::Unavailable);
+        assert_eq!(store.len(), 4); // the lock, the grant count, a's marker, a's held count
+                                    // The tracked grant keeps holding.
+        assert_eq!(reserve(&store, &a, 8, 1_000, LEASE, 1), Reserve::Held);
+        assert_eq!(held(&store, &a, 1_000, LEASE), 2);
+        assert_eq!(crate::ratelimit::tracked_grants(&store), 1);
     }
 
     #[test]

@@ -194,7 +194,9 @@ pub struct GatewaySpec {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = super::MAX_BODY_BYTES_CEILING)))]
     pub max_body_bytes: Option<u64>,
-    /// Most distinct grants the rate limiter tracks (default 100000); new grants past it are refused.
+    /// Most distinct grants with state in shared data: per-grant rate counters and hold-mode
+    /// approval slots (default 100000). Past it, a new grant's counted calls are refused and its
+    /// hold-mode approvals are asked without waiting.
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_tracked_grants: Option<u64>,
@@ -327,7 +329,8 @@ pub struct ApprovalSpec {
     #[serde(default)]
     pub mode: Option<ApprovalMode>,
     /// Hold mode: most calls of one grant waiting for a decision at once, per Envoy process
-    /// (default 8, 1 to 10000). More calls are asked without waiting (`approval_required`).
+    /// (default 8, 1 to 10000). More calls are asked without waiting (`approval_required`). A
+    /// grant's first held call counts it against `gateway.max_tracked_grants`.
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 10000)))]
     pub max_held_per_grant: Option<u32>,

@@ -60,7 +60,8 @@ impl Filter {
             return 0;
         }
         let lease = svc.timeout_ms.saturating_add(5_000);
-        match held::reserve(&HostStore, &pending.grant_id, svc.max_held_per_grant, now_ms(), lease) {
+        let max_tracked = self.policy.as_ref().map_or(0, |p| p.gateway.max_tracked_grants);
+        match held::reserve(&HostStore, &pending.grant_id, svc.max_held_per_grant, now_ms(), lease, max_tracked) {
             held::Reserve::Held => {
                 self.held = Some((pending.grant_id, lease));
                 wait

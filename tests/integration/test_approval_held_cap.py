@@ -100,6 +100,35 @@ def test_calls_over_the_cap_are_not_held(stack):
     assert harness.recorder_lines(log, settle=0.2) == []
 
 
+def test_a_new_grant_past_max_tracked_grants_is_not_held(stack):
+    # A grant's first held call leaves its slot count in shared data, so it counts against
+    # gateway.max_tracked_grants: past the cap a new grant's call is asked without waiting (no key
+    # added), while the tracked grant's call keeps waiting for its decision.
+    policy = hold_policy(max_held=8)
+    policy["gateway"]["max_tracked_grants"] = 1
+    svc, envoy, log = start(stack, policy)
+    out: dict = {}
+    first = call_in_thread(envoy, FLOODER, ARGS, out, "first")
+    deadline = time.monotonic() + 10
+    while len(svc.pending()) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert first.is_alive(), out  # held
+    t0 = time.monotonic()
+    r = post(envoy.mcp_url, tool_call("start_vm", ARGS, 2), headers_for(VICTIM), timeout=30)
+    assert code_of(r) == -31007, r.body
+    assert time.monotonic() - t0 < 15  # at once, not after the 60 s hold
+    assert "(Unavailable, max_held_per_grant 8)" in envoy.log_text()
+    status, text = envoy.admin_get("/stats?filter=tracked_grants")
+    assert status == 200 and text.strip().endswith(": 1"), text
+    for p in svc.pending():
+        svc.deny(p["id"], "no")
+    first.join(10)
+    assert code_of(out["first"][1]) == -31008, out["first"][1].body
+    assert harness.recorder_lines(log, settle=0.2) == []
+
+
 def _rss_kb(pid: int) -> int:
     for line in open(f"/proc/{pid}/status", encoding="ascii"):
         if line.startswith("VmRSS:"):
