@@ -54,14 +54,14 @@ impl Filter {
     /// The `wait_seconds` of a callout: in hold mode, the service's wait when the grant holds fewer
     /// than `max_held_per_grant` callouts (the slot is taken), else 0 (asked without waiting, so
     /// the call gets `approval_required` or its decision at once).
-    fn hold_slot(&mut self, svc: &ApprovalService, pending: &PendingApproval) -> u64 {
+    fn hold_slot(&mut self, svc: &ApprovalService, max_tracked_grants: u64, pending: &PendingApproval) -> u64 {
         let wait = svc.wait_seconds();
         if wait == 0 {
             return 0;
         }
         let lease = svc.timeout_ms.saturating_add(5_000);
-        let max_tracked = self.policy.as_ref().map_or(0, |p| p.gateway.max_tracked_grants);
-        match held::reserve(&HostStore, &pending.grant_id, svc.max_held_per_grant, now_ms(), lease, max_tracked) {
+        match held::reserve(&HostStore, &pending.grant_id, svc.max_held_per_grant, now_ms(), lease, max_tracked_grants)
+        {
             held::Reserve::Held => {
                 self.held = Some((pending.grant_id, lease));
                 wait
@@ -101,7 +101,7 @@ impl Filter {
             let answer = Answer::Unavailable("no approval service is configured".into());
             return self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
         };
-        let wait = self.hold_slot(svc, &pending);
+        let wait = self.hold_slot(svc, policy.gateway.max_tracked_grants, &pending);
         let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), wait);
         let length = body.len().to_string();
         let mut headers: Vec<(&str, &str)> = vec![
