@@ -11,7 +11,7 @@ use mcp_policy_filter::ratelimit::{Limiter, MemoryStore, NotAdmitted, SharedStor
 use proptest::prelude::*;
 
 fn limit(counter: &str, window: Window, max: u64, algorithm: Algorithm) -> Limit {
-    Limit { counter: counter.into(), window, max, scope: Scope::Grant, algorithm, path: "p".into() }
+    Limit::new(counter.into(), window, max, Scope::Grant, algorithm, "p".into())
 }
 
 const G: [u8; 32] = [42; 32];

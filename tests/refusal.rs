@@ -29,14 +29,7 @@ struct Row {
 }
 
 fn limit() -> Limit {
-    Limit {
-        counter: "exec".into(),
-        window: Window::Minute,
-        max: 10,
-        scope: Scope::Grant,
-        algorithm: Algorithm::Fixed,
-        path: "tools.x.limits[0]".into(),
-    }
+    Limit::new("exec".into(), Window::Minute, 10, Scope::Grant, Algorithm::Fixed, "tools.x.limits[0]".into())
 }
 
 fn samples() -> Vec<Refusal> {

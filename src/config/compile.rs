@@ -92,14 +92,7 @@ fn limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
             format!("a sliding limit keeps one timestamp per call, so max is at most {MAX_SLIDING_MAX}"),
         ));
     }
-    Ok(Limit {
-        counter: spec.counter.clone(),
-        window: spec.window,
-        max: spec.max,
-        scope: spec.scope,
-        algorithm: spec.algorithm,
-        path,
-    })
+    Ok(Limit::new(spec.counter.clone(), spec.window, spec.max, spec.scope, spec.algorithm, path))
 }
 
 /// `tools`: each rule, its own limits appended to `limits`.

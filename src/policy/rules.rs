@@ -13,6 +13,16 @@ pub struct Limit {
     pub algorithm: Algorithm,
     /// JSON path of the limit in the policy, e.g. `tools.vm_agent_exec.limits[0]`.
     pub path: String,
+    /// The hashed part of its shared-data counter key ([`crate::ratelimit::counter_base`]).
+    pub key_base: [u8; 16],
+}
+
+impl Limit {
+    /// A limit with its counter key's base computed (once, when the policy is compiled).
+    pub fn new(counter: String, window: Window, max: u64, scope: Scope, algorithm: Algorithm, path: String) -> Self {
+        let key_base = crate::ratelimit::counter_base(&counter, scope, window, algorithm);
+        Limit { counter, window, max, scope, algorithm, path, key_base }
+    }
 }
 
 /// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].

@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Limit, Scope};
+use crate::policy::{Algorithm, Limit, Scope, Window};
 
 /// SHA-256 of the grant's credential; the raw token is never stored or logged.
 pub type GrantId = [u8; 32];
@@ -67,25 +67,38 @@ impl std::fmt::Debug for Key {
     }
 }
 
-/// The shared-data key of one counter: a hash of the canonical tuple (counter name, scope,
-/// scope value, window length in seconds, algorithm). 128 bits of it are kept: 32 hex characters.
-pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
+/// The hashed part of a counter key, computed once per limit when the policy is compiled
+/// ([`Limit::new`]): the first 16 bytes of SHA-256 over the length-prefixed tuple (counter name,
+/// scope, window length in seconds, algorithm). The grant is not hashed in here, so the decision
+/// path hashes nothing per counter ([`counter_key`]).
+pub fn counter_base(counter: &str, scope: Scope, window: Window, algorithm: Algorithm) -> [u8; 16] {
     let mut h = Sha256::new();
     push_field(&mut h, b"counter");
-    push_field(&mut h, limit.counter.as_bytes());
-    match limit.scope {
-        Scope::Grant => {
-            push_field(&mut h, b"grant");
-            push_field(&mut h, grant);
-        }
-        Scope::Global => {
-            push_field(&mut h, b"global");
-            push_field(&mut h, b"");
+    push_field(&mut h, counter.as_bytes());
+    push_field(&mut h, if scope == Scope::Grant { b"grant" } else { b"global" });
+    push_field(&mut h, &window.seconds().to_be_bytes());
+    push_field(&mut h, algorithm.name().as_bytes());
+    let mut base = [0u8; 16];
+    base.copy_from_slice(h.finalize().get(..16).unwrap_or(&[0u8; 16]));
+    base
+}
+
+/// The shared-data key of one counter: the limit's [`counter_base`], XOR the first 16 bytes of the
+/// grant id for a per-grant limit (a global limit's key is its base alone), as 32 hex digits.
+///
+/// No hash per call: the grant id is already SHA-256 of the credential, so for one limit distinct
+/// grants give distinct keys (XOR with a constant is a bijection), and two limits' keys meet only
+/// where two grant ids differ by exactly the XOR of their bases: as hard to reach on purpose as a
+/// collision of the 128-bit truncation this replaced (issue 20: two of the decision's three
+/// SHA-256 compressions).
+pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
+    let mut bytes = limit.key_base;
+    if limit.scope == Scope::Grant {
+        for (b, g) in bytes.iter_mut().zip(grant) {
+            *b ^= g;
         }
     }
-    push_field(&mut h, &limit.window.seconds().to_be_bytes());
-    push_field(&mut h, limit.algorithm.name().as_bytes());
-    Key::new(b'c', h.finalize().get(..16).unwrap_or(&[]))
+    Key::new(b'c', &bytes)
 }
 
 /// The marker key that records a grant as tracked.

@@ -2,14 +2,7 @@ use super::*;
 use crate::policy::{Algorithm, Scope, Window};
 
 fn limit(counter: &str, window: Window, max: u64, scope: Scope) -> Limit {
-    Limit {
-        counter: counter.into(),
-        window,
-        max,
-        scope,
-        algorithm: Algorithm::Fixed,
-        path: format!("tools.t.limits[{counter}]"),
-    }
+    Limit::new(counter.into(), window, max, scope, Algorithm::Fixed, format!("tools.t.limits[{counter}]"))
 }
 
 const T0: u64 = 1_700_000_040_000; // a minute boundary: 1700000040 % 60 == 0
@@ -163,10 +156,16 @@ fn keys_are_built_on_the_stack_with_the_stored_layout() {
     let g: GrantId = std::array::from_fn(|i| (i as u8).wrapping_mul(17));
     assert_eq!(&*grant_key(&g), "mcpf1:g:00112233445566778899aabbccddeeff");
     assert_eq!(format!("{:?}", grant_key(&g)), "mcpf1:g:00112233445566778899aabbccddeeff");
-    // The first 16 bytes of SHA-256 over the length-prefixed fields ("counter", "c", "grant", g,
-    // 60 as u64 BE, "fixed"), as computed independently (Python hashlib).
-    let k = counter_key(&limit("c", Window::Minute, 1, Scope::Grant), &g);
-    assert_eq!(&*k, "mcpf1:c:2568c568f33f83cece3845302e2e5305");
+    // The base: the first 16 bytes of SHA-256 over the length-prefixed fields ("counter", "c",
+    // "grant", 60 as u64 BE, "fixed"); the key: that XOR the grant's first 16 bytes. Both computed
+    // independently (Python hashlib).
+    let l = limit("c", Window::Minute, 1, Scope::Grant);
+    assert_eq!(l.key_base, *b"\xa9\x92\x63\xa8\xfe\xc5\x4f\xb8\x98\x41\xe4\x7e\x17\x58\xb7\xee");
+    assert_eq!(&*counter_key(&l, &g), "mcpf1:c:a983419bba9029cf10d84ec5db855911");
+    // A global limit's key is its base alone, whatever the grant.
+    let global = limit("c", Window::Minute, 1, Scope::Global);
+    assert_eq!(&*counter_key(&global, &g), "mcpf1:c:2ed27f4c4daa5204663192669de6c6c8");
+    assert_eq!(&*counter_key(&global, &[0u8; 32]), "mcpf1:c:2ed27f4c4daa5204663192669de6c6c8");
 }
 
 #[test]
