@@ -161,16 +161,31 @@ pub fn clash(keys: &[Cow<'_, str>]) -> Option<Clash> {
     }
     if keys.len() <= 8 && keys.iter().all(|k| plain_ascii(k)) {
         // The common case: printable ASCII names, where folding is ASCII case; no allocation.
+        // One pass per pair of equal length, byte by byte (names are short: a `memcmp` call per
+        // pair cost more than the comparison, issue 20).
         let mut found = None;
         for (i, k) in keys.iter().enumerate() {
+            let k = k.as_bytes();
             for other in keys.iter().skip(i + 1) {
+                let other = other.as_bytes();
                 if k.len() != other.len() {
                     continue;
                 }
-                if k == other {
+                let mut exact = true;
+                let mut folded = true;
+                for (a, b) in k.iter().zip(other) {
+                    if a != b {
+                        exact = false;
+                        if !a.eq_ignore_ascii_case(b) {
+                            folded = false;
+                            break;
+                        }
+                    }
+                }
+                if exact {
                     return Some(Clash::Exact);
                 }
-                if k.eq_ignore_ascii_case(other) {
+                if folded {
                     found = Some(Clash::Folded);
                 }
             }

@@ -527,12 +527,15 @@ impl<'a> Parser<'a> {
 
     /// A string at the cursor, checked as strictly either way; unescaped into an owned string only
     /// when `build` (else an empty one: `skip_value` needs no value, so no allocation).
-    #[inline(never)]
+    ///
+    /// The common case, no escape and no control character up to the closing quote, is this short
+    /// loop, inlined into its callers; the rest is [`Parser::string_escaped`], out of line. (Issue
+    /// 20: one call per string cost about 40 instructions of a ~100-instruction short string.)
+    #[inline(always)]
     fn string_with(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
         self.expect(b'"')?;
         let bytes = self.src.as_bytes();
         let first = self.pos;
-        // Fast path: no escapes and no control characters up to the closing quote.
         while let Some(&c) = bytes.get(self.pos) {
             match c {
                 b'"' => {
@@ -544,6 +547,14 @@ impl<'a> Parser<'a> {
                 _ => self.pos += 1,
             }
         }
+        self.string_escaped(first, build)
+    }
+
+    /// The rest of a string whose text starts at `first`, from the cursor (an escape, a control
+    /// character, or the end of the input): unescaped into an owned string when `build`.
+    #[inline(never)]
+    fn string_escaped(&mut self, first: usize, build: bool) -> Result<Cow<'a, str>, ParseError> {
+        let bytes = self.src.as_bytes();
         let mut out = String::new();
         let mut run = first;
         loop {
