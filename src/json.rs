@@ -55,40 +55,51 @@ use std::fmt;
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;
 /// Member names of one object kept on the stack for the duplicate check (`fold::clash` compares up
-/// to 8 without allocating too); larger objects spill into a `Vec`.
+/// to 8 without allocating too); larger objects, and objects with an escaped name, spill into a `Vec`.
 const INLINE_KEYS: usize = 8;
 
 /// What [`Parser::object_with`] hands each member to, behind a pointer.
 type MemberReader<'r, 'a> = dyn FnMut(&mut Parser<'a>, Cow<'a, str>) -> Result<(), ParseError> + 'r;
 
-/// The member names of one object, for the duplicate check: the first [`INLINE_KEYS`] on the stack
-/// (most objects: no allocation), all of them in a `Vec` past that.
+/// The member names of one object, for the duplicate check: the first [`INLINE_KEYS`] borrowed
+/// from the input on the stack (most objects: no allocation, nothing to drop); past that, or once
+/// a name had an escape (an owned, unescaped name), all of them in `owned` and a `Vec` of views.
 #[derive(Default)]
 struct MemberNames<'a> {
-    inline: [Cow<'a, str>; INLINE_KEYS],
+    inline: [&'a str; INLINE_KEYS],
     count: usize,
-    spilled: Vec<Cow<'a, str>>,
+    owned: Vec<Cow<'a, str>>,
 }
 
 impl<'a> MemberNames<'a> {
-    fn push(&mut self, key: Cow<'a, str>) {
-        match self.inline.get_mut(self.count) {
-            Some(slot) if self.spilled.is_empty() => *slot = key,
-            _ => {
-                if self.spilled.is_empty() {
-                    self.spilled.extend(self.inline.iter_mut().map(std::mem::take));
-                }
-                self.spilled.push(key);
+    #[inline(always)]
+    fn push(&mut self, key: &Cow<'a, str>) {
+        if let (Cow::Borrowed(name), true) = (key, self.owned.is_empty()) {
+            if let Some(slot) = self.inline.get_mut(self.count) {
+                *slot = name;
+                self.count += 1;
+                return;
             }
         }
+        self.spill(key);
+    }
+
+    #[inline(never)]
+    fn spill(&mut self, key: &Cow<'a, str>) {
+        if self.owned.is_empty() {
+            let count = self.count;
+            self.owned.extend(self.inline.iter().take(count).map(|name| Cow::Borrowed(*name)));
+        }
+        self.owned.push(key.clone());
         self.count += 1;
     }
 
     fn clash(&self) -> Option<crate::fold::Clash> {
-        if self.spilled.is_empty() {
+        if self.owned.is_empty() {
             crate::fold::clash(self.inline.get(..self.count).unwrap_or(&[]))
         } else {
-            crate::fold::clash(&self.spilled)
+            let names: Vec<&str> = self.owned.iter().map(|k| k.as_ref()).collect();
+            crate::fold::clash(&names)
         }
     }
 }
@@ -375,7 +386,7 @@ impl<'a> Parser<'a> {
             self.skip_ws();
             self.expect(b':')?;
             self.skip_ws();
-            keys.push(key.clone());
+            keys.push(&key);
             each(self, key)?;
             self.skip_ws();
             match self.peek() {

@@ -41,8 +41,7 @@ pub(super) fn filter_message(
 /// the client might read a list the filter did not.
 /// Likewise a name that folds to one of `known` without being it (`Result`, `Tools`, `Name`).
 fn check_names(members: &[(String, Json)], known: &[&str]) -> Result<(), ListError> {
-    let names: Vec<std::borrow::Cow<'_, str>> =
-        members.iter().map(|(k, _)| std::borrow::Cow::Borrowed(k.as_str())).collect();
+    let names: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
     if crate::fold::clash(&names).is_some() {
         return Err(ListError::Malformed("member names equal after case folding"));
     }
