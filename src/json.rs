@@ -358,11 +358,13 @@ impl<'a> Parser<'a> {
         &mut self,
         mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), ParseError>,
     ) -> Result<(), ParseError> {
-        self.object_dyn(&mut each)
+        self.object_dyn(Some(&mut each))
     }
 
-    /// [`Parser::object_with`]'s one body: not generic, so its callers share this code.
-    fn object_dyn(&mut self, each: &mut MemberReader<'_, 'a>) -> Result<(), ParseError> {
+    /// [`Parser::object_with`]'s one body: not generic, so its callers share this code. `None`
+    /// skips every value ([`Parser::skip_value`] called directly, not through a closure: most
+    /// objects of a body are skipped, issue 20).
+    fn object_dyn(&mut self, mut each: Option<&mut MemberReader<'_, 'a>>) -> Result<(), ParseError> {
         self.enter()?;
         let open = self.pos;
         self.expect(b'{')?;
@@ -387,7 +389,10 @@ impl<'a> Parser<'a> {
             self.expect(b':')?;
             self.skip_ws();
             keys.push(&key);
-            each(self, key)?;
+            match each.as_mut() {
+                Some(each) => each(self, key)?,
+                None => self.skip_value()?,
+            }
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -418,7 +423,7 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         match self.peek() {
             None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
-            Some(b'{') => self.object_with(|p, _| p.skip_value()),
+            Some(b'{') => self.object_dyn(None),
             Some(b'[') => self.array_with(|p| p.skip_value()),
             Some(b'"') => self.string_with(false).map(drop),
             Some(b't') => self.literal("true", Json::Null).map(drop),
