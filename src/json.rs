@@ -434,6 +434,16 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A string value at the cursor, borrowed from the input when it has no escapes; any other
+    /// value is checked as strictly ([`Parser::skip_value`]) and gives `None`. For members that must
+    /// be strings and are only compared (`jsonrpc`, `method`): no allocation.
+    pub fn str_value(&mut self) -> Result<Option<Cow<'a, str>>, ParseError> {
+        if self.peek_non_ws() == Some(b'"') {
+            return self.string_cow().map(Some);
+        }
+        self.skip_value().map(|()| None)
+    }
+
     /// The byte offset of the cursor (for raw slices of what was just read).
     pub fn offset(&self) -> usize {
         self.pos

@@ -4,6 +4,8 @@
 use super::member::skip_unknown;
 use super::params::{check_params_shape, read_params, request_call, Params, Shape};
 use super::{Body, Id, McpMethod, Message, ProtocolError, ProtocolErrorKind};
+use std::borrow::Cow;
+
 use crate::json::{Json, ParseError, Parser};
 
 /// Read a POST body (MCP Streamable HTTP: "the body MUST be a single JSON-RPC request, notification,
@@ -56,11 +58,12 @@ fn read_element(p: &mut Parser<'_>) -> Result<Result<Message, ProtocolError>, Pa
     }
 }
 
-/// The members of one message that decisions read, each strictly parsed once.
-struct Parts {
-    jsonrpc: Option<Json>,
+/// The members of one message that decisions read, each strictly parsed once. `jsonrpc` and
+/// `method`: `Some(None)` when present but not a string; borrowed from the body (no allocation).
+struct Parts<'a> {
+    jsonrpc: Option<Option<Cow<'a, str>>>,
     id: Option<(Json, std::ops::Range<usize>)>,
-    method: Option<Json>,
+    method: Option<Option<Cow<'a, str>>>,
     params: Params,
     has_result_or_error: bool,
     /// A member whose name folds to one of [`ENVELOPE_MEMBERS`] without being it.
@@ -70,7 +73,7 @@ struct Parts {
 /// The JSON-RPC 2.0 message members (§4, §5).
 const ENVELOPE_MEMBERS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 
-fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
+fn read_parts<'a>(p: &mut Parser<'a>) -> Result<Parts<'a>, ParseError> {
     let mut parts = Parts {
         jsonrpc: None,
         id: None,
@@ -81,13 +84,13 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
     };
     p.object_with(|p, key| {
         match key.as_ref() {
-            "jsonrpc" => parts.jsonrpc = Some(p.value()?),
+            "jsonrpc" => parts.jsonrpc = Some(p.str_value()?),
             "id" => {
                 let start = p.offset();
                 let v = p.value()?;
                 parts.id = Some((v, start..p.offset()));
             }
-            "method" => parts.method = Some(p.value()?),
+            "method" => parts.method = Some(p.str_value()?),
             "params" => parts.params = read_params(p)?,
             "result" | "error" => {
                 parts.has_result_or_error = true;
@@ -105,7 +108,7 @@ fn read_parts(p: &mut Parser<'_>) -> Result<Parts, ParseError> {
 /// Build one message from its parts. `clash`: an object in it holds two member names equal after
 /// folding. Every −32600 and −32602 echoes the message's id when it has a valid one (JSON-RPC 2.0
 /// §5: `null` only when the id cannot be determined).
-fn message_from_parts(p: &Parser<'_>, parts: Parts, clash: bool) -> Result<Message, ProtocolError> {
+fn message_from_parts(p: &Parser<'_>, parts: Parts<'_>, clash: bool) -> Result<Message, ProtocolError> {
     let Parts { jsonrpc, id, method, mut params, has_result_or_error, near_miss } = parts;
     // A valid id, or `Err(())` for one that is present but not a string, an integer or null.
     let id = match id {
@@ -132,14 +135,14 @@ fn message_from_parts(p: &Parser<'_>, parts: Parts, clash: bool) -> Result<Messa
             "an object holds two member names that are equal after case folding or removing invisible characters",
         ));
     }
-    if jsonrpc.as_ref().and_then(Json::as_str) != Some("2.0") {
+    if jsonrpc.flatten().as_deref() != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\""));
     }
     let Ok(id) = id else { return Err(invalid("\"id\" must be a string, an integer or null")) };
     let method = match method {
         None => None,
-        Some(Json::String(m)) => Some(McpMethod::from_name(&m)),
-        Some(_) => return Err(invalid("\"method\" must be a string")),
+        Some(Some(m)) => Some(McpMethod::from_name(&m)),
+        Some(None) => return Err(invalid("\"method\" must be a string")),
     };
     if let (Some(_), Some(member)) = (&method, params.near_miss) {
         return Err(ProtocolError {
