@@ -32,6 +32,10 @@ pub const AUDIT_MAX_KEYS: usize = 32;
 
 /// `s` cut to at most `max` characters, with `…` marking a cut.
 pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        // At most `max` bytes, so at most `max` characters: the common case, no scan (issue 20).
+        return std::borrow::Cow::Borrowed(s);
+    }
     match s.char_indices().nth(max) {
         None => std::borrow::Cow::Borrowed(s),
         Some((at, _)) => std::borrow::Cow::Owned(format!("{}…", s.get(..at).unwrap_or(""))),
@@ -42,6 +46,10 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// characters and line/paragraph separators are written as `\u{…}` escapes, and the value is cut
 /// to 128 characters, so a tool name cannot forge or flood log lines.
 pub fn log_safe(s: &str) -> String {
+    if s.len() <= 128 && s.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+        // Printable ASCII within the cap is its own safe form: copied, not rebuilt by character.
+        return s.to_owned();
+    }
     let mut out = String::with_capacity(s.len().min(160));
     for c in truncate(s, 128).chars() {
         if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {

@@ -701,19 +701,28 @@ fn write_with(out: &mut String, v: &Json, sorted: bool) {
 /// Write `s` as a JSON string literal (RFC 8259 §7) to `out`.
 pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
+    // Runs of bytes that need no escape are copied whole (UTF-8 sequences are all ≥ 0x80, so a run
+    // always ends on a character boundary); only `"`, `\\` and control characters are rewritten.
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(s.get(run..i).unwrap_or(""));
+        if escaped.is_empty() {
+            out.push_str(&format!("\\u{b:04x}"));
+        } else {
+            out.push_str(escaped);
         }
+        run = i + 1;
     }
+    out.push_str(s.get(run..).unwrap_or(""));
     out.push('"');
 }
 
