@@ -127,7 +127,7 @@ bench-minimal: wasm-target
 ## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
 ##           is (opt-level "z", wasm-opt -Oz): the in-VM compute per request (bench/v8-decision)
 .PHONY: bench-v8
-bench-v8: wasm-target $(WASM_OPT)
+bench-v8: build wasm-target $(WASM_OPT)
 	cd bench/v8-decision && $(CARGO) build --locked --release --target $(WASM_TARGET)
 	$(WASM_OPT) $(WASM_OPT_FLAGS) bench/v8-decision/target/$(WASM_TARGET)/release/mcpf-bench-v8-decision.wasm \
 	  -o bench/v8-decision/target/v8-decision.wasm
@@ -135,6 +135,10 @@ bench-v8: wasm-target $(WASM_OPT)
 	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/result.json.tmp
 	mv bench/v8-decision/target/result.json.tmp bench/v8-decision/target/result.json
 	@cat bench/v8-decision/target/result.json
+	node --no-warnings bench/v8-decision/request.mjs $(WASM) \
+	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/request.json.tmp
+	mv bench/v8-decision/target/request.json.tmp bench/v8-decision/target/request.json
+	@cat bench/v8-decision/target/request.json
 
 bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

@@ -739,6 +739,12 @@ def main() -> None:
         at = datetime.datetime.fromtimestamp(v8.stat().st_mtime, datetime.timezone.utc).strftime("%H:%M UTC")
         target(f"the same decision inside V8 (`make bench-v8` at {at}: Node.js, opt-level z, wasm-opt -Oz; best of 5)",
                f"{t['us_per_decision_best']:.2f} µs", "–", None)
+    v8r = ROOT / "bench" / "v8-decision" / "target" / "request.json"
+    if v8r.exists():
+        t = json.loads(v8r.read_text())
+        target("the whole allowed request's work in the module inside V8 (`bench/v8-decision/request.mjs`: the "
+               f"module benchmarked behind an emulated proxy-wasm host, {t['host_calls_per_request']} host calls; "
+               "best of 5)", f"{t['us_per_request_best']:.2f} µs", "–", None)
     target("wasm size (the module benchmarked, from `make build`)", f"{shipped / 1024:.0f} KiB ({shipped} B)",
            "≤ 576,731 B (issue 20: no larger than at its filing)", shipped <= 576_731)
 
