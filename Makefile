@@ -125,7 +125,8 @@ bench-minimal: wasm-target
 	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
 
 ## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
-##           is (opt-level "z", wasm-opt -Oz): the in-VM compute per request (bench/v8-decision)
+##           is (opt-level "z", wasm-opt -Oz), then the whole allowed request through the release
+##           module behind an emulated proxy-wasm host: the in-VM compute per request (bench/v8-decision)
 .PHONY: bench-v8
 bench-v8: build wasm-target $(WASM_OPT)
 	cd bench/v8-decision && $(CARGO) build --locked --release --target $(WASM_TARGET)
