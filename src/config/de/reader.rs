@@ -120,18 +120,36 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
 
 /// A number from its exact text: an integer within `u64` or `i64`, else a type error quoting it.
 fn number<'de, V: Visitor<'de>>(text: &str, visitor: V) -> Result<V::Value, Error> {
+    match read_number(text) {
+        Number::U64(u) => visitor.visit_u64(u),
+        Number::I64(i) => visitor.visit_i64(i),
+        Number::Other(what) => Err(de::Error::invalid_type(Unexpected::Other(&what), &visitor)),
+    }
+}
+
+/// What a number text reads as (apart from the visitor, so that this is compiled once, not once
+/// per visitor type).
+enum Number {
+    U64(u64),
+    /// Negative only.
+    I64(i64),
+    /// Not an integer within `u64` or `i64`: how the type error names it, e.g. ``floating point `1e3` ``.
+    Other(String),
+}
+
+fn read_number(text: &str) -> Number {
     let integer = !text.contains(['.', 'e', 'E']);
     if integer {
         if let Ok(u) = text.parse::<u64>() {
-            return visitor.visit_u64(u);
+            return Number::U64(u);
         }
         // `-0` is no integer in serde_json either (it reads it as the float -0.0).
         if let Ok(i @ ..=-1) = text.parse::<i64>() {
-            return visitor.visit_i64(i);
+            return Number::I64(i);
         }
     }
     let what = if integer && text != "-0" { "integer" } else { "floating point" };
-    Err(de::Error::invalid_type(Unexpected::Other(&format!("{what} `{text}`")), &visitor))
+    Number::Other(format!("{what} `{text}`"))
 }
 
 struct Seq<'de, 'p> {
