@@ -75,7 +75,7 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.value {
             Json::Object(_) | Json::Null => self.any(visitor),
-            other => Err(de::Error::custom(format_args!("must be an object, not {}", other.type_name()))),
+            other => Err(not_an_object(other)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -116,6 +116,11 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct identifier ignored_any
     }
+}
+
+/// The error for a value that is no object where a struct or map is read (not generic: compiled once).
+fn not_an_object(value: &Json) -> Error {
+    de::Error::custom(format_args!("must be an object, not {}", value.type_name()))
 }
 
 /// A number from its exact text: an integer within `u64` or `i64`, else a type error quoting it.
