@@ -217,6 +217,31 @@ mod tests {
     }
 
     #[test]
+    fn enum_positions_refuse_every_other_kind() {
+        for (value, what) in [
+            ("null", "null"),
+            ("true", "boolean `true`"),
+            ("7", "integer `7`"),
+            ("-7", "integer `-7`"),
+            ("-0", "floating point `-0`"),
+            ("1.5", "floating point `1.5`"),
+            ("18446744073709551616", "integer `18446744073709551616`"),
+            ("[\"deny\"]", "sequence"),
+            ("{\"deny\":null}", "map"),
+        ] {
+            let text = format!(r#"{{"version":"1","gateway":{{"methods":{{"resources/read":{value}}}}}}}"#);
+            assert_eq!(
+                ours(&text),
+                Err((
+                    "gateway.methods.resources/read".to_owned(),
+                    format!("invalid type: {what}, expected enum ActionSpec")
+                )),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
     fn condition_values_keep_their_exact_text() {
         let text = r#"{"version":"1","tools":{"x":{"require":[{"path":"args.a","op":"eq",
             "value":{"n":[123456789012345678901234567890,1.0,-0,1E+2,"\u00e9\n",true,null,{}]}}]}}}"#;

@@ -98,7 +98,7 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         match self.value {
             Json::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
             // Only unit variants, named by a string: `{"allow": null}` is not an action.
-            _ => self.any(visitor),
+            other => Err(not_a_variant(other, &visitor)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -121,6 +121,29 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
 /// The error for a value that is no object where a struct or map is read (not generic: compiled once).
 fn not_an_object(value: &Json) -> Error {
     de::Error::custom(format_args!("must be an object, not {}", value.type_name()))
+}
+
+/// The error for a value that is no string where an enum is read: the type error the derived
+/// enum visitors (which accept only `visit_enum`) return from their other `visit_*` methods, built
+/// here once instead of through each visitor.
+fn not_a_variant(value: &Json, expected: &dyn de::Expected) -> Error {
+    let text;
+    let unexpected = match value {
+        Json::Null => Unexpected::Unit,
+        Json::Bool(b) => Unexpected::Bool(*b),
+        Json::Number(t) => match read_number(t) {
+            Number::U64(u) => Unexpected::Unsigned(u),
+            Number::I64(i) => Unexpected::Signed(i),
+            Number::Other(what) => {
+                text = what;
+                Unexpected::Other(&text)
+            }
+        },
+        Json::String(s) => Unexpected::Str(s),
+        Json::Array(_) => Unexpected::Seq,
+        Json::Object(_) => Unexpected::Map,
+    };
+    de::Error::invalid_type(unexpected, expected)
 }
 
 /// A number from its exact text: an integer within `u64` or `i64`, else a type error quoting it.
