@@ -30,12 +30,21 @@
 //! - says where only as line and column: the JSON path (`tools.x.limits[0]`) needs
 //!   `serde_path_to_error` on top.
 //!
-//! Tests: `where_it_differs_from_serde_json`, `condition_values_keep_their_exact_text`, and
+//! Tests: `where_it_differs_from_serde_json`, `condition_values_keep_their_exact_text`,
 //! `same_paths_and_messages_as_serde_json` (where both read alike, paths and messages are
-//! serde_path_to_error's). Size: switching the policy back to `serde_json::from_slice` makes the
-//! `.wasm` 28,863 B larger (573,512 → 602,375 B, `make build`; when this module replaced serde_json
-//! and serde_path_to_error, the module lost 68.6 KB, see BENCHMARKS.md). `make lint` keeps serde_json out of the
-//! wasm32 dependency tree; see `crate::json` for the parser's side.
+//! serde_path_to_error's), and `enum_positions_refuse_every_other_kind` and
+//! `typed_positions_refuse_every_other_kind` (the type error for each JSON kind).
+//!
+//! Size: the visitors are generic, so everything the reader does per visitor is compiled once per
+//! type of the policy. Each `deserialize_*` the policy's types use hands its visitor only the JSON
+//! kind that visitor reads (objects for structs and maps, strings for enums and `String`, …) and
+//! builds the type error for every other kind once, in `reader::invalid_type`, and numbers are read
+//! outside the generic code (`reader::read_number`): 30,795 B less than going through
+//! `deserialize_any` for everything (`make build`, the module then 551,924 B). When it was measured
+//! at 573,512 B, before that, switching the policy back to `serde_json::from_slice` made the `.wasm`
+//! 28,863 B larger (→ 602,375 B); when this module replaced serde_json and serde_path_to_error, the
+//! module lost 68.6 KB, see BENCHMARKS.md. `make lint` keeps serde_json out of the wasm32
+//! dependency tree; see `crate::json` for the parser's side.
 
 use std::fmt;
 
@@ -214,6 +223,72 @@ mod tests {
                 "invalid type: integer `-9223372036854775809`, expected u64".to_owned()
             ))
         );
+    }
+
+    #[test]
+    fn enum_positions_refuse_every_other_kind() {
+        for (value, what) in [
+            ("null", "null"),
+            ("true", "boolean `true`"),
+            ("7", "integer `7`"),
+            ("-7", "integer `-7`"),
+            ("-0", "floating point `-0`"),
+            ("1.5", "floating point `1.5`"),
+            ("18446744073709551616", "integer `18446744073709551616`"),
+            ("[\"deny\"]", "sequence"),
+            ("{\"deny\":null}", "map"),
+        ] {
+            let text = format!(r#"{{"version":"1","gateway":{{"methods":{{"resources/read":{value}}}}}}}"#);
+            assert_eq!(
+                ours(&text),
+                Err((
+                    "gateway.methods.resources/read".to_owned(),
+                    format!("invalid type: {what}, expected enum ActionSpec")
+                )),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn typed_positions_refuse_every_other_kind() {
+        let kinds = [
+            ("null", "null"),
+            ("true", "boolean `true`"),
+            ("7", "integer `7`"),
+            ("-7", "integer `-7`"),
+            ("1.5", "floating point `1.5`"),
+            ("\"x\"", "string \"x\""),
+            ("[\"x\"]", "sequence"),
+            ("{\"x\":1}", "map"),
+        ];
+        // (where, its path, what it expects, the kind it accepts)
+        let positions = [
+            (r#"{"version":$}"#, "version", "a string", "\"x\""),
+            (r#"{"version":"1","hide":$}"#, "hide", "a sequence", "[\"x\"]"),
+            (r#"{"version":"1","gateway":{"hide_denied_tools":$}}"#, "gateway.hide_denied_tools", "a boolean", "true"),
+            (
+                r#"{"version":"1","all_tools":{"limits":[{"counter":"c","window":"minute","max":$}]}}"#,
+                "all_tools.limits[0].max",
+                "u64",
+                "7",
+            ),
+        ];
+        for (doc, path, expected, accepted) in positions {
+            for (value, what) in kinds {
+                let text = doc.replace('$', value);
+                let got = ours(&text);
+                if value == accepted {
+                    assert!(got.is_ok(), "{text}: {got:?}");
+                } else if value == "-7" && expected == "u64" {
+                    let message = "invalid value: integer `-7`, expected u64".to_owned();
+                    assert_eq!(got, Err((path.to_owned(), message)), "{text}");
+                } else {
+                    let message = format!("invalid type: {what}, expected {expected}");
+                    assert_eq!(got, Err((path.to_owned(), message)), "{text}");
+                }
+            }
+        }
     }
 
     #[test]

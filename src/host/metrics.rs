@@ -41,10 +41,26 @@ fn stat_safe(tool: &str) -> String {
     tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
+/// Counter ids by decision label: a handful of entries (at most `LABELS.len()`), so a list.
+#[derive(Default)]
+struct ByLabel(Vec<(&'static str, u32)>);
+
+impl ByLabel {
+    fn get(&self, label: &str) -> Option<&u32> {
+        self.0.iter().find(|(l, _)| *l == label).map(|(_, id)| id)
+    }
+}
+
+impl FromIterator<(&'static str, u32)> for ByLabel {
+    fn from_iter<I: IntoIterator<Item = (&'static str, u32)>>(iter: I) -> Self {
+        ByLabel(iter.into_iter().collect())
+    }
+}
+
 pub struct Metrics {
-    totals: HashMap<&'static str, u32>,
-    per_tool: RefCell<HashMap<String, HashMap<&'static str, u32>>>,
-    other_tool: RefCell<HashMap<&'static str, u32>>,
+    totals: ByLabel,
+    per_tool: RefCell<HashMap<String, ByLabel>>,
+    other_tool: RefCell<ByLabel>,
     tracked_grants: Option<u32>,
     tools_list_removed: Option<u32>,
     cas_retries_exhausted: Option<u32>,
@@ -61,7 +77,7 @@ fn tool_prefix(tool: Option<&str>) -> String {
     format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
 }
 
-fn per_label(prefix: &str, labels: &[&'static str]) -> HashMap<&'static str, u32> {
+fn per_label(prefix: &str, labels: &[&'static str]) -> ByLabel {
     labels.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
 }
 
@@ -69,9 +85,9 @@ impl Metrics {
     /// No stats (before a policy is loaded).
     pub fn none() -> Self {
         Metrics {
-            totals: HashMap::new(),
+            totals: ByLabel::default(),
             per_tool: RefCell::new(HashMap::new()),
-            other_tool: RefCell::new(HashMap::new()),
+            other_tool: RefCell::new(ByLabel::default()),
             tracked_grants: None,
             tools_list_removed: None,
             cas_retries_exhausted: None,
@@ -122,10 +138,10 @@ impl Metrics {
                 Some(b) => (b, Some(tool.as_str())),
                 None => (&mut *other, None),
             };
-            if !bucket.contains_key(l) {
+            if bucket.get(l).is_none() {
                 // A decision outside `series::possible`: count it all the same.
                 if let Some(id) = counter(&format!("{}.{l}", tool_prefix(name))) {
-                    bucket.insert(l, id);
+                    bucket.0.push((l, id));
                 }
             }
             Self::bump(bucket.get(l), 1);

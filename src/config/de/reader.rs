@@ -73,9 +73,13 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        // Not through `any`: a struct's or map's visitor is only ever given a map (or, for `null`, a
+        // unit), so its other `visit_*` methods (a derived struct's `visit_seq` reads fields by
+        // position) are never compiled in.
         match self.value {
-            Json::Object(_) | Json::Null => self.any(visitor),
-            other => Err(de::Error::custom(format_args!("must be an object, not {}", other.type_name()))),
+            Json::Object(members) => visitor.visit_map(Map { members: members.iter(), value: None, path: self.path }),
+            Json::Null => visitor.visit_unit(),
+            other => Err(not_an_object(other)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -98,7 +102,7 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         match self.value {
             Json::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
             // Only unit variants, named by a string: `{"allow": null}` is not an action.
-            _ => self.any(visitor),
+            other => Err(invalid_type(other, &visitor)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -112,26 +116,118 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         visitor.visit_newtype_struct(self)
     }
 
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct identifier ignored_any
+    // The policy's strings, booleans, integers and arrays: serde's visitors for them (`String`,
+    // `bool`, the integer types, `Vec`) implement only the `visit_*` methods of their own JSON kind,
+    // so the value of any other kind gets the error their other methods return, built once by
+    // `invalid_type` instead of through `any` for each visitor type.
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::String(s) => visitor.visit_borrowed_str(s),
+            other => Err(invalid_type(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
     }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Bool(b) => visitor.visit_bool(*b),
+            other => Err(invalid_type(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Number(text) => number(text, visitor),
+            other => Err(invalid_type(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Array(items) => visitor.visit_seq(Seq { items: items.iter(), index: 0, path: self.path }),
+            other => Err(invalid_type(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    forward_to_deserialize_any! {
+        i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char
+        bytes byte_buf unit unit_struct tuple tuple_struct identifier ignored_any
+    }
+}
+
+/// The error for a value that is no object where a struct or map is read (not generic: compiled once).
+fn not_an_object(value: &Json) -> Error {
+    de::Error::custom(format_args!("must be an object, not {}", value.type_name()))
+}
+
+/// The type error a visitor returns from the `visit_*` methods it does not implement (serde's
+/// defaults: `invalid type: <what value is>, expected <expected>`), built here once instead of
+/// through each visitor type. For the positions whose visitors implement only the methods of one
+/// JSON kind (enums: `visit_enum`; see also `deserialize_str` and its neighbours).
+fn invalid_type(value: &Json, expected: &dyn de::Expected) -> Error {
+    let text;
+    let unexpected = match value {
+        Json::Null => Unexpected::Unit,
+        Json::Bool(b) => Unexpected::Bool(*b),
+        Json::Number(t) => match read_number(t) {
+            Number::U64(u) => Unexpected::Unsigned(u),
+            Number::I64(i) => Unexpected::Signed(i),
+            Number::Other(what) => {
+                text = what;
+                Unexpected::Other(&text)
+            }
+        },
+        Json::String(s) => Unexpected::Str(s),
+        Json::Array(_) => Unexpected::Seq,
+        Json::Object(_) => Unexpected::Map,
+    };
+    de::Error::invalid_type(unexpected, expected)
 }
 
 /// A number from its exact text: an integer within `u64` or `i64`, else a type error quoting it.
 fn number<'de, V: Visitor<'de>>(text: &str, visitor: V) -> Result<V::Value, Error> {
+    match read_number(text) {
+        Number::U64(u) => visitor.visit_u64(u),
+        Number::I64(i) => visitor.visit_i64(i),
+        Number::Other(what) => Err(de::Error::invalid_type(Unexpected::Other(&what), &visitor)),
+    }
+}
+
+/// What a number text reads as (apart from the visitor, so that this is compiled once, not once
+/// per visitor type).
+enum Number {
+    U64(u64),
+    /// Negative only.
+    I64(i64),
+    /// Not an integer within `u64` or `i64`: how the type error names it, e.g. ``floating point `1e3` ``.
+    Other(String),
+}
+
+fn read_number(text: &str) -> Number {
     let integer = !text.contains(['.', 'e', 'E']);
     if integer {
         if let Ok(u) = text.parse::<u64>() {
-            return visitor.visit_u64(u);
+            return Number::U64(u);
         }
         // `-0` is no integer in serde_json either (it reads it as the float -0.0).
         if let Ok(i @ ..=-1) = text.parse::<i64>() {
-            return visitor.visit_i64(i);
+            return Number::I64(i);
         }
     }
     let what = if integer && text != "-0" { "integer" } else { "floating point" };
-    Err(de::Error::invalid_type(Unexpected::Other(&format!("{what} `{text}`")), &visitor))
+    Number::Other(format!("{what} `{text}`"))
 }
 
 struct Seq<'de, 'p> {
