@@ -25,7 +25,6 @@
 //! - [`held`]: the per-grant cap on held approval callouts (hold mode), in shared data;
 //! - [`gate`]: the request pipeline tying them together;
 //! - [`audit`]: the audit record of a decision (the audit-log line, log-safe values);
-//! - [`rfc3339`]: the audit record's timestamp (RFC 3339 UTC with milliseconds);
 //! - [`response`]: the response side: the plan from the response headers, and the chunk filter
 //!   that removes hidden tools from the body or refuses it (502);
 //! - [`session`]: `Mcp-Session-Id` bound to its grant by HMAC (`gateway.session_key`);
@@ -58,7 +57,6 @@ pub mod refusal;
 pub mod reply;
 pub mod response;
 pub mod rewrite;
-pub mod rfc3339;
 pub mod rls;
 pub mod series;
 pub mod session;

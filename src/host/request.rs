@@ -1,7 +1,7 @@
 //! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
 //! `crate::gate`; acting on its outcome (forward, local reply, or hold for a callout).
 
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use log::{info, warn};
 use proxy_wasm::hostcalls;
@@ -56,11 +56,9 @@ impl Filter {
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
         let record = |d: &gate::Decision| {
-            let at_ms = decided_at_ms.or_else(|| {
-                let since_epoch = hostcalls::get_current_time().ok()?.duration_since(UNIX_EPOCH).ok()?;
-                Some(since_epoch.as_secs().saturating_mul(1000).saturating_add(u64::from(since_epoch.subsec_millis())))
-            });
-            let ts = at_ms.and_then(crate::rfc3339::millis).unwrap_or_default();
+            let at =
+                decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
+            let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
             d.audit_json(&ts, self.request_id.as_deref())
         };
         match audit {
