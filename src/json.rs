@@ -72,6 +72,8 @@ struct MemberNames<'a> {
 }
 
 impl<'a> MemberNames<'a> {
+    // `&Cow`, not `&str`: whether the name borrows from the input (for `'a`) is what decides where it goes.
+    #[allow(clippy::ptr_arg)]
     #[inline(always)]
     fn push(&mut self, key: &Cow<'a, str>) {
         if let (Cow::Borrowed(name), true) = (key, self.owned.is_empty()) {
@@ -84,6 +86,7 @@ impl<'a> MemberNames<'a> {
         self.spill(key);
     }
 
+    #[allow(clippy::ptr_arg)]
     #[inline(never)]
     fn spill(&mut self, key: &Cow<'a, str>) {
         if self.owned.is_empty() {
