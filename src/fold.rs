@@ -74,7 +74,8 @@ pub fn is_invisible(c: char) -> bool {
 }
 
 /// ASCII without control characters: the common case, where folding is ASCII lower-casing.
-fn plain_ascii(s: &str) -> bool {
+#[inline]
+pub fn plain_ascii(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7F).contains(&b))
 }
 
@@ -160,41 +161,7 @@ pub fn clash(keys: &[&str]) -> Option<Clash> {
         return None;
     }
     if keys.len() <= 8 && keys.iter().all(|k| plain_ascii(k)) {
-        // The common case: printable ASCII names, where folding is ASCII case; no allocation.
-        // Names are short: a pair is compared only when its lengths and first bytes (ASCII case
-        // folded) agree, then byte by byte, without a `memcmp` call (issue 20: this check ran for
-        // every object of every body, ~300 instructions an object before).
-        let mut found = None;
-        let mut rest = keys;
-        while let Some((k, tail)) = rest.split_first() {
-            rest = tail;
-            let k = k.as_bytes();
-            let first = k.first().map(u8::to_ascii_lowercase);
-            for other in tail {
-                let other = other.as_bytes();
-                if k.len() != other.len() || first != other.first().map(u8::to_ascii_lowercase) {
-                    continue;
-                }
-                let mut exact = true;
-                let mut folded = true;
-                for (a, b) in k.iter().zip(other) {
-                    if a != b {
-                        exact = false;
-                        if !a.eq_ignore_ascii_case(b) {
-                            folded = false;
-                            break;
-                        }
-                    }
-                }
-                if exact {
-                    return Some(Clash::Exact);
-                }
-                if folded {
-                    found = Some(Clash::Folded);
-                }
-            }
-        }
-        return found;
+        return clash_plain(keys);
     }
     if keys.len() <= 8 {
         let mut folded: [Cow<'_, str>; 8] = Default::default();
@@ -223,6 +190,45 @@ pub fn clash(keys: &[&str]) -> Option<Clash> {
     let mut folded: Vec<Cow<'_, str>> = keys.iter().map(|k| name_key(k)).collect();
     folded.sort_unstable();
     folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded)
+}
+
+/// [`clash`] for at most 8 names that are all printable ASCII (the caller knows: `json`'s member
+/// names check each name as they are kept), where folding is ASCII case; no allocation.
+pub fn clash_plain(keys: &[&str]) -> Option<Clash> {
+    // Names are short: a pair is compared only when its lengths and first bytes (ASCII case
+    // folded) agree, then byte by byte, without a `memcmp` call (issue 20: this check ran for
+    // every object of every body, ~300 instructions an object before).
+    let mut found = None;
+    let mut rest = keys;
+    while let Some((k, tail)) = rest.split_first() {
+        rest = tail;
+        let k = k.as_bytes();
+        let first = k.first().map(u8::to_ascii_lowercase);
+        for other in tail {
+            let other = other.as_bytes();
+            if k.len() != other.len() || first != other.first().map(u8::to_ascii_lowercase) {
+                continue;
+            }
+            let mut exact = true;
+            let mut folded = true;
+            for (a, b) in k.iter().zip(other) {
+                if a != b {
+                    exact = false;
+                    if !a.eq_ignore_ascii_case(b) {
+                        folded = false;
+                        break;
+                    }
+                }
+            }
+            if exact {
+                return Some(Clash::Exact);
+            }
+            if folded {
+                found = Some(Clash::Folded);
+            }
+        }
+    }
+    found
 }
 
 /// Is `key` a near miss of one of `known`: not one of them, yet equal to one under [`name_key`]?

@@ -68,6 +68,8 @@ type MemberReader<'r, 'a> = dyn FnMut(&mut Parser<'a>, Cow<'a, str>) -> Result<(
 struct MemberNames<'a> {
     inline: [&'a str; INLINE_KEYS],
     count: usize,
+    /// A name in `inline` is not printable ASCII (so the cheap comparison does not apply).
+    not_plain: bool,
     owned: Vec<Cow<'a, str>>,
 }
 
@@ -79,6 +81,7 @@ impl<'a> MemberNames<'a> {
         if let (Cow::Borrowed(name), true) = (key, self.owned.is_empty()) {
             if let Some(slot) = self.inline.get_mut(self.count) {
                 *slot = name;
+                self.not_plain |= !crate::fold::plain_ascii(name);
                 self.count += 1;
                 return;
             }
@@ -99,7 +102,12 @@ impl<'a> MemberNames<'a> {
 
     fn clash(&self) -> Option<crate::fold::Clash> {
         if self.owned.is_empty() {
-            crate::fold::clash(self.inline.get(..self.count).unwrap_or(&[]))
+            let names = self.inline.get(..self.count).unwrap_or(&[]);
+            match (self.count, self.not_plain) {
+                (0 | 1, _) => None,
+                (_, false) => crate::fold::clash_plain(names),
+                (_, true) => crate::fold::clash(names),
+            }
         } else {
             let names: Vec<&str> = self.owned.iter().map(|k| k.as_ref()).collect();
             crate::fold::clash(&names)
