@@ -209,3 +209,50 @@ fn method_targets_are_read_for_header_checks() {
         }
     );
 }
+
+#[test]
+fn jsonrpc_and_method_are_compared_after_unescaping_and_must_be_strings() {
+    use ProtocolErrorKind::*;
+    let plain = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#).unwrap();
+    for escaped in [
+        r#"{"jsonrpc":"2\u002e0","id":1,"method":"tools\/call","params":{"name":"a"}}"#,
+        r#"{"jsonrpc":"\u0032.0","id":1,"method":"tools\u002fcall","params":{"name":"a"}}"#,
+    ] {
+        assert_eq!(single(escaped).unwrap(), plain, "{escaped}");
+    }
+    let detail = |body: String| {
+        let e = single(&body).unwrap_err();
+        (e.kind, e.id.raw().to_owned(), e.detail)
+    };
+    let jsonrpc = (InvalidRequest, "1".to_owned(), "\"jsonrpc\" must be \"2.0\"".to_owned());
+    for v in ["2.0", "2", "null", "true", "{}", r#"["2.0"]"#, r#""2.0 ""#, r#""2.0\u0000""#, r#""1.0""#] {
+        assert_eq!(detail(format!(r#"{{"jsonrpc":{v},"id":1,"method":"ping"}}"#)), jsonrpc, "{v}");
+    }
+    assert_eq!(detail(r#"{"id":1,"method":"ping"}"#.to_owned()), jsonrpc);
+    let method = (InvalidRequest, "1".to_owned(), "\"method\" must be a string".to_owned());
+    for v in ["5", "null", "true", "{}", r#"["ping"]"#, r#"{"a":{"b":[]}}"#] {
+        assert_eq!(detail(format!(r#"{{"jsonrpc":"2.0","id":1,"method":{v}}}"#)), method, "{v}");
+    }
+    // A value that is not a string is still read strictly: broken JSON in it is a parse error, a
+    // repeated name in it too, and a folded clash in it is refused like any other, with the id.
+    for v in [r#""\ud800""#, r#""\x""#, "[1,]", r#"{"a":1,"a":2}"#, r#"{"a":1,"\u0061":2}"#, "01"] {
+        for body in [
+            format!(r#"{{"jsonrpc":{v},"id":1,"method":"ping"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":{v}}}"#),
+        ] {
+            assert_eq!(read_body(body.as_bytes()).unwrap_err().kind, Parse, "{body}");
+        }
+    }
+    for v in [r#"{"A":1,"a":2}"#, r#"[{"cmd":1,"c\u200bmd":2}]"#] {
+        let clash =
+            "an object holds two member names that are equal after case folding or removing invisible characters";
+        assert_eq!(
+            detail(format!(r#"{{"jsonrpc":{v},"id":1,"method":"ping"}}"#)),
+            (InvalidRequest, "1".to_owned(), clash.to_owned())
+        );
+        assert_eq!(
+            detail(format!(r#"{{"jsonrpc":"2.0","id":1,"method":{v}}}"#)),
+            (InvalidRequest, "1".to_owned(), clash.to_owned())
+        );
+    }
+}

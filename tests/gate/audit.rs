@@ -44,3 +44,23 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
     assert!(safe.starts_with("x\\u{a}[info] forged\\u{1b}[31m\\u{2028}yyy"), "{safe}");
     assert!(!safe.contains('\n') && !safe.contains('\u{1b}') && safe.chars().count() < 160);
 }
+
+#[test]
+fn truncate_and_log_safe_at_their_caps() {
+    // Within the byte cap: as it is. Over it in bytes but not in characters: as it is too.
+    assert_eq!(gate::truncate("abc", 3), "abc");
+    assert_eq!(gate::truncate("abcd", 3), "abc…");
+    assert_eq!(gate::truncate("ééé", 3), "ééé");
+    assert_eq!(gate::truncate("éééé", 3), "ééé…");
+    assert_eq!(gate::truncate("", 0), "");
+    assert_eq!(gate::truncate("a", 0), "…");
+    let a128 = "a".repeat(128);
+    assert_eq!(gate::log_safe(&a128), a128);
+    assert_eq!(gate::log_safe(&"a".repeat(129)), format!("{a128}…"));
+    assert_eq!(gate::log_safe(&"é".repeat(128)), "é".repeat(128));
+    assert_eq!(gate::log_safe(&"é".repeat(129)), format!("{}…", "é".repeat(128)));
+    assert_eq!(gate::log_safe("a\u{7f}b"), "a\\u{7f}b");
+    assert_eq!(gate::log_safe(&format!("{}\u{7f}", "a".repeat(127))), format!("{}\\u{{7f}}", "a".repeat(127)));
+    assert_eq!(gate::log_safe(" ~"), " ~");
+    assert_eq!(gate::log_safe("\u{1f}\u{85}\u{2029}"), "\\u{1f}\\u{85}\\u{2029}");
+}
