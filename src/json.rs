@@ -853,6 +853,19 @@ mod tests {
     }
 
     #[test]
+    fn write_str_escapes_exactly_quote_backslash_and_control_characters() {
+        let mut out = String::new();
+        write_str(&mut out, "a\"b\\c\n\r\t\u{0}\u{8}\u{c}\u{1f}\u{7f}é😀\u{2028}z");
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\r\\t\\u0000\\u0008\\u000c\\u001f\u{7f}é😀\u{2028}z\"");
+        out.clear();
+        write_str(&mut out, "\u{1}");
+        assert_eq!(out, "\"\\u0001\"");
+        out.clear();
+        write_str(&mut out, "");
+        assert_eq!(out, "\"\"");
+    }
+
+    #[test]
     fn write_str_round_trips_through_the_parser() {
         for s in ["plain", "quote\" back\\ nl\n tab\t ctl\u{1}", "é😀"] {
             let mut out = String::new();
