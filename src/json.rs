@@ -105,12 +105,15 @@ impl<'a> MemberNames<'a> {
     }
 
     fn clash(&self) -> Option<crate::fold::Clash> {
+        if self.count < 2 {
+            return None;
+        }
         if self.owned.is_empty() {
             let names = self.inline.get(..self.count).unwrap_or(&[]);
-            match (self.count, self.not_plain) {
-                (0 | 1, _) => None,
-                (_, false) => crate::fold::clash_plain(names),
-                (_, true) => crate::fold::clash(names),
+            if self.not_plain {
+                crate::fold::clash(names)
+            } else {
+                crate::fold::clash_plain(names)
             }
         } else {
             let names: Vec<&str> = self.owned.iter().map(|k| k.as_ref()).collect();

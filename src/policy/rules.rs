@@ -13,8 +13,9 @@ pub struct Limit {
     pub algorithm: Algorithm,
     /// JSON path of the limit in the policy, e.g. `tools.vm_agent_exec.limits[0]`.
     pub path: String,
-    /// The hashed part of its shared-data counter key ([`crate::ratelimit::counter_base`]).
-    pub key_base: [u8; 16],
+    /// The hashed part of its shared-data counter key ([`crate::ratelimit::counter_base`]); private,
+    /// so [`Limit::new`] is the only way to make a limit and the base always matches its fields.
+    key_base: [u8; 16],
 }
 
 impl Limit {
@@ -22,6 +23,11 @@ impl Limit {
     pub fn new(counter: String, window: Window, max: u64, scope: Scope, algorithm: Algorithm, path: String) -> Self {
         let key_base = crate::ratelimit::counter_base(&counter, scope, window, algorithm);
         Limit { counter, window, max, scope, algorithm, path, key_base }
+    }
+
+    /// The hashed part of this limit's counter key, computed by [`Limit::new`].
+    pub fn key_base(&self) -> &[u8; 16] {
+        &self.key_base
     }
 }
 

@@ -75,7 +75,13 @@ pub fn counter_base(counter: &str, scope: Scope, window: Window, algorithm: Algo
     let mut h = Sha256::new();
     push_field(&mut h, b"counter");
     push_field(&mut h, counter.as_bytes());
-    push_field(&mut h, if scope == Scope::Grant { b"grant" } else { b"global" });
+    push_field(
+        &mut h,
+        match scope {
+            Scope::Grant => b"grant",
+            Scope::Global => b"global",
+        },
+    );
     push_field(&mut h, &window.seconds().to_be_bytes());
     push_field(&mut h, algorithm.name().as_bytes());
     let mut base = [0u8; 16];
@@ -86,17 +92,21 @@ pub fn counter_base(counter: &str, scope: Scope, window: Window, algorithm: Algo
 /// The shared-data key of one counter: the limit's [`counter_base`], XOR the first 16 bytes of the
 /// grant id for a per-grant limit (a global limit's key is its base alone), as 32 hex digits.
 ///
-/// No hash per call: the grant id is already SHA-256 of the credential, so for one limit distinct
-/// grants give distinct keys (XOR with a constant is a bijection), and two limits' keys meet only
+/// No hash per call: the grant id is already SHA-256 of the credential, so for one limit grants
+/// whose ids differ in their first 16 bytes (the bytes grant markers keep too) give distinct keys
+/// (XOR with a constant is a bijection), and two limits' keys meet only
 /// where two grant ids differ by exactly the XOR of their bases: as hard to reach on purpose as a
 /// collision of the 128-bit truncation this replaced (issue 20: two of the decision's three
 /// SHA-256 compressions).
 pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
-    let mut bytes = limit.key_base;
-    if limit.scope == Scope::Grant {
-        for (b, g) in bytes.iter_mut().zip(grant) {
-            *b ^= g;
+    let mut bytes = *limit.key_base();
+    match limit.scope {
+        Scope::Grant => {
+            for (b, g) in bytes.iter_mut().zip(grant) {
+                *b ^= g;
+            }
         }
+        Scope::Global => {}
     }
     Key::new(b'c', &bytes)
 }

@@ -160,7 +160,7 @@ fn keys_are_built_on_the_stack_with_the_stored_layout() {
     // "grant", 60 as u64 BE, "fixed"); the key: that XOR the grant's first 16 bytes. Both computed
     // independently (Python hashlib).
     let l = limit("c", Window::Minute, 1, Scope::Grant);
-    assert_eq!(l.key_base, *b"\xa9\x92\x63\xa8\xfe\xc5\x4f\xb8\x98\x41\xe4\x7e\x17\x58\xb7\xee");
+    assert_eq!(*l.key_base(), *b"\xa9\x92\x63\xa8\xfe\xc5\x4f\xb8\x98\x41\xe4\x7e\x17\x58\xb7\xee");
     assert_eq!(&*counter_key(&l, &g), "mcpf1:c:a983419bba9029cf10d84ec5db855911");
     // A global limit's key is its base alone, whatever the grant.
     let global = limit("c", Window::Minute, 1, Scope::Global);
