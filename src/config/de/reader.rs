@@ -102,7 +102,7 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         match self.value {
             Json::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
             // Only unit variants, named by a string: `{"allow": null}` is not an action.
-            other => Err(invalid_type(other, &visitor)),
+            other => Err(not_a_variant(other, &visitor)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -116,54 +116,9 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         visitor.visit_newtype_struct(self)
     }
 
-    // The policy's strings, booleans, integers and arrays: serde's visitors for them (`String`,
-    // `bool`, the integer types, `Vec`) implement only the `visit_*` methods of their own JSON kind,
-    // so the value of any other kind gets the error their other methods return, built once by
-    // `invalid_type` instead of through `any` for each visitor type.
-
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Json::String(s) => visitor.visit_borrowed_str(s),
-            other => Err(invalid_type(other, &visitor)),
-        }
-        .map_err(|e| e.at(self.path))
-    }
-
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_str(visitor)
-    }
-
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Json::Bool(b) => visitor.visit_bool(*b),
-            other => Err(invalid_type(other, &visitor)),
-        }
-        .map_err(|e| e.at(self.path))
-    }
-
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Json::Number(text) => number(text, visitor),
-            other => Err(invalid_type(other, &visitor)),
-        }
-        .map_err(|e| e.at(self.path))
-    }
-
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.deserialize_u64(visitor)
-    }
-
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Json::Array(items) => visitor.visit_seq(Seq { items: items.iter(), index: 0, path: self.path }),
-            other => Err(invalid_type(other, &visitor)),
-        }
-        .map_err(|e| e.at(self.path))
-    }
-
     forward_to_deserialize_any! {
-        i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char
-        bytes byte_buf unit unit_struct tuple tuple_struct identifier ignored_any
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct identifier ignored_any
     }
 }
 
@@ -172,11 +127,10 @@ fn not_an_object(value: &Json) -> Error {
     de::Error::custom(format_args!("must be an object, not {}", value.type_name()))
 }
 
-/// The type error a visitor returns from the `visit_*` methods it does not implement (serde's
-/// defaults: `invalid type: <what value is>, expected <expected>`), built here once instead of
-/// through each visitor type. For the positions whose visitors implement only the methods of one
-/// JSON kind (enums: `visit_enum`; see also `deserialize_str` and its neighbours).
-fn invalid_type(value: &Json, expected: &dyn de::Expected) -> Error {
+/// The error for a value that is no string where an enum is read: the type error the derived
+/// enum visitors (which accept only `visit_enum`) return from their other `visit_*` methods, built
+/// here once instead of through each visitor.
+fn not_a_variant(value: &Json, expected: &dyn de::Expected) -> Error {
     let text;
     let unexpected = match value {
         Json::Null => Unexpected::Unit,
