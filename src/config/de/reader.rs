@@ -73,12 +73,8 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        // Not through `any`: a struct's or map's visitor is only ever given a map (or, for `null`, a
-        // unit), so its other `visit_*` methods (a derived struct's `visit_seq` reads fields by
-        // position) are never compiled in.
         match self.value {
-            Json::Object(members) => visitor.visit_map(Map { members: members.iter(), value: None, path: self.path }),
-            Json::Null => visitor.visit_unit(),
+            Json::Object(_) | Json::Null => self.any(visitor),
             other => Err(not_an_object(other)),
         }
         .map_err(|e| e.at(self.path))
