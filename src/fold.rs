@@ -187,7 +187,9 @@ pub fn clash(keys: &[&str]) -> Option<Clash> {
     if exact.windows(2).any(|w| w.first() == w.get(1)) {
         return Some(Clash::Exact);
     }
-    let mut folded: Vec<Cow<'_, str>> = keys.iter().map(|k| name_key(k)).collect();
+    // Sorted as `&str`, the sort `exact` already uses (a sort of `Cow`s was one more, 2.3 KB).
+    let owned: Vec<Cow<'_, str>> = keys.iter().map(|k| name_key(k)).collect();
+    let mut folded: Vec<&str> = owned.iter().map(|k| k.as_ref()).collect();
     folded.sort_unstable();
     folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded)
 }
