@@ -82,7 +82,16 @@ impl<'a> MemberNames<'a> {
     #[allow(clippy::ptr_arg)]
     #[inline(always)]
     fn push(&mut self, key: &Cow<'a, str>) {
-        if let (Cow::Borrowed(name), true) = (key, self.owned.is_empty()) {
+        match key {
+            Cow::Borrowed(name) => self.push_borrowed(name),
+            Cow::Owned(_) => self.spill(key),
+        }
+    }
+
+    /// A name borrowed from the input.
+    #[inline(always)]
+    fn push_borrowed(&mut self, name: &'a str) {
+        if self.owned.is_empty() {
             if let Some(slot) = self.inline.get_mut(self.count) {
                 *slot = name;
                 self.not_plain |= !crate::fold::plain_ascii(name);
@@ -90,7 +99,7 @@ impl<'a> MemberNames<'a> {
                 return;
             }
         }
-        self.spill(key);
+        self.spill(&Cow::Borrowed(name));
     }
 
     #[allow(clippy::ptr_arg)]
@@ -402,11 +411,20 @@ impl<'a> Parser<'a> {
                     self.err(ParseErrorKind::UnexpectedCharacter)
                 });
             }
-            let key = self.string_cow()?;
+            let key = match self.string_plain() {
+                Some(name) => {
+                    keys.push_borrowed(name);
+                    Cow::Borrowed(name)
+                }
+                None => {
+                    let key = self.string_cow()?;
+                    keys.push(&key);
+                    key
+                }
+            };
             self.skip_ws();
             self.expect(b':')?;
             self.skip_ws();
-            keys.push(&key);
             match each.as_mut() {
                 Some(each) => each(self, key)?,
                 None => self.skip_value()?,
@@ -503,6 +521,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Where the number at the cursor ends, checked against the RFC 8259 grammar.
+    #[inline(always)]
     fn number_end(&self) -> Result<usize, ParseError> {
         let b = self.src.as_bytes();
         let mut i = self.pos;
@@ -572,26 +591,47 @@ impl<'a> Parser<'a> {
     /// A string at the cursor, checked as strictly either way; unescaped into an owned string only
     /// when `build` (else an empty one: `skip_value` needs no value, so no allocation).
     ///
-    /// The common case, no escape and no control character up to the closing quote, is this short
-    /// loop, inlined into its callers; the rest is [`Parser::string_escaped`], out of line. (Issue
-    /// 20: one call per string cost about 40 instructions of a ~100-instruction short string.)
+    /// The common case, no escape and no control character up to the closing quote, is
+    /// [`Parser::string_plain`], inlined into its callers; the rest is [`Parser::string_escaped`],
+    /// out of line. (Issue 20: one call per string cost about 40 instructions of a
+    /// ~100-instruction short string.)
     #[inline(always)]
     fn string_with(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
+        if let Some(s) = self.string_plain() {
+            return Ok(Cow::Borrowed(s));
+        }
         self.expect(b'"')?;
-        let bytes = self.src.as_bytes();
         let first = self.pos;
-        while let Some(&c) = bytes.get(self.pos) {
+        self.string_escaped(first, build)
+    }
+
+    /// A string at the cursor without escapes or control characters: borrowed, the cursor after
+    /// its closing quote. `None`, the cursor unchanged, for anything else (no string here, an
+    /// escape, a control character, the end of the input), which [`Parser::string_escaped`] reads
+    /// from the start. Returned in registers: a `Result<Cow<str>, ParseError>` built on the stack
+    /// byte by byte and read back whole stalled the CPU once per member name (issue 20: 14% of the
+    /// native decision).
+    #[inline(always)]
+    fn string_plain(&mut self) -> Option<&'a str> {
+        let bytes = self.src.as_bytes();
+        if bytes.get(self.pos) != Some(&b'"') {
+            return None;
+        }
+        let first = self.pos + 1;
+        let mut i = first;
+        while let Some(&c) = bytes.get(i) {
             match c {
                 b'"' => {
-                    let s = self.src.get(first..self.pos).unwrap_or("");
-                    self.pos += 1;
-                    return Ok(Cow::Borrowed(s));
+                    // Both ends are ASCII quotes, so always character boundaries.
+                    let s = self.src.get(first..i)?;
+                    self.pos = i + 1;
+                    return Some(s);
                 }
-                b'\\' | 0x00..=0x1F => break,
-                _ => self.pos += 1,
+                b'\\' | 0x00..=0x1F => return None,
+                _ => i += 1,
             }
         }
-        self.string_escaped(first, build)
+        None
     }
 
     /// The rest of a string whose text starts at `first`, from the cursor (an escape, a control
