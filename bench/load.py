@@ -190,6 +190,23 @@ def start_front(envoy: str, workdir: pathlib.Path, name: str, instance: str, ups
     return e, port
 
 
+def ready_front(started: tuple[Envoy, int], envoy: str, workdir: pathlib.Path, instance: str, upstream_port: int,
+                wasm: pathlib.Path, policy: str, attempts: int = 3) -> tuple[Envoy, int]:
+    """Wait for a front Envoy; if it lost its ports to another process between `free_port` and its
+    bind ("Address already in use"), start it again on new ports (at most `attempts` times)."""
+    e, port = started
+    for attempt in range(attempts):
+        try:
+            e.wait_ready(e.admin_port)
+            return e, port
+        except SystemExit:
+            if attempt + 1 == attempts or "Address already in use" not in e.log.read_text(errors="replace"):
+                raise
+            log(f"{instance}: a port was taken before Envoy bound it; starting it again on new ports")
+            e, port = start_front(envoy, workdir, f"{instance}-retry{attempt + 1}", instance, upstream_port, wasm, policy)
+    return e, port
+
+
 def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/mcp",
@@ -585,8 +602,8 @@ def main() -> None:
         for inst in instances:
             envoys[inst] = start_front(args.envoy, workdir, inst, inst, up_port, args.wasm.resolve(), policy)
         upstream.wait_ready(up_admin)
-        for e, _ in envoys.values():
-            e.wait_ready(e.admin_port)
+        for inst in instances:
+            envoys[inst] = ready_front(envoys[inst], args.envoy, workdir, inst, up_port, args.wasm.resolve(), policy)
         log(f"started upstream and {len(envoys)} front Envoys: {', '.join(instances)}")
 
         # Each configuration must do what it claims before it is timed.
