@@ -78,16 +78,6 @@ struct MemberNames<'a> {
 }
 
 impl<'a> MemberNames<'a> {
-    // `&Cow`, not `&str`: whether the name borrows from the input (for `'a`) is what decides where it goes.
-    #[allow(clippy::ptr_arg)]
-    #[inline(always)]
-    fn push(&mut self, key: &Cow<'a, str>) {
-        match key {
-            Cow::Borrowed(name) => self.push_borrowed(name),
-            Cow::Owned(_) => self.spill(key),
-        }
-    }
-
     /// A name borrowed from the input.
     #[inline(always)]
     fn push_borrowed(&mut self, name: &'a str) {
@@ -102,6 +92,8 @@ impl<'a> MemberNames<'a> {
         self.spill(&Cow::Borrowed(name));
     }
 
+    /// A name past [`INLINE_KEYS`], or an unescaped (owned) one: every name from here on is kept
+    /// in `owned`. `&Cow`, not `&str`: a borrowed name keeps borrowing the input (`'a`).
     #[allow(clippy::ptr_arg)]
     #[inline(never)]
     fn spill(&mut self, key: &Cow<'a, str>) {
@@ -417,8 +409,8 @@ impl<'a> Parser<'a> {
                     Cow::Borrowed(name)
                 }
                 None => {
-                    let key = self.string_cow()?;
-                    keys.push(&key);
+                    let key = self.string_escaped(true)?;
+                    keys.spill(&key);
                     key
                 }
             };
@@ -597,12 +589,10 @@ impl<'a> Parser<'a> {
     /// ~100-instruction short string.)
     #[inline(always)]
     fn string_with(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
-        if let Some(s) = self.string_plain() {
-            return Ok(Cow::Borrowed(s));
+        match self.string_plain() {
+            Some(s) => Ok(Cow::Borrowed(s)),
+            None => self.string_escaped(build),
         }
-        self.expect(b'"')?;
-        let first = self.pos;
-        self.string_escaped(first, build)
     }
 
     /// A string at the cursor without escapes or control characters: borrowed, the cursor after
@@ -634,10 +624,13 @@ impl<'a> Parser<'a> {
         None
     }
 
-    /// The rest of a string whose text starts at `first`, from the cursor (an escape, a control
-    /// character, or the end of the input): unescaped into an owned string when `build`.
+    /// A string at the cursor that [`Parser::string_plain`] did not take (an escape, a control
+    /// character, the end of the input, or no string here), read from its opening quote: unescaped
+    /// into an owned string when `build`.
     #[inline(never)]
-    fn string_escaped(&mut self, first: usize, build: bool) -> Result<Cow<'a, str>, ParseError> {
+    fn string_escaped(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
+        self.expect(b'"')?;
+        let first = self.pos;
         let bytes = self.src.as_bytes();
         let mut out = String::new();
         let mut run = first;
