@@ -46,7 +46,7 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// characters and line/paragraph separators are written as `\u{…}` escapes, and the value is cut
 /// to 128 characters, so a tool name cannot forge or flood log lines.
 pub fn log_safe(s: &str) -> String {
-    if s.len() <= 128 && s.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+    if s.len() <= 128 && crate::fold::plain_ascii(s) {
         // Printable ASCII within the cap is its own safe form: copied, not rebuilt by character.
         return s.to_owned();
     }
