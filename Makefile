@@ -16,10 +16,17 @@ WASM_OPT_FLAGS := -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-gl
 
 ## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing), shrunk by
 ## wasm-opt from npm binaryen (installed into tools/wasm-opt)
+## wasm-opt runs only when cargo wrote a new module: $(WASM).opt-sha256 holds the digest of the
+## module wasm-opt last wrote, and a module with that digest is already shrunk.
 build: wasm-target $(WASM_OPT)
 	$(CARGO) build --release --target $(WASM_TARGET) --locked
-	$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt
-	mv $(WASM).opt $(WASM)
+	@if [ -f $(WASM).opt-sha256 ] && sha256sum --status -c $(WASM).opt-sha256 2>/dev/null; then \
+	  echo "wasm-opt: $(WASM) unchanged since it was shrunk"; \
+	else \
+	  echo "$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM)" && \
+	  $(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt && mv $(WASM).opt $(WASM) && \
+	  sha256sum $(WASM) > $(WASM).opt-sha256; \
+	fi
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
 
 $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
@@ -39,12 +46,17 @@ $(VENV)/.installed: tests/requirements.txt
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
 test: lint test-unit build venv test-envoy
 
+# Every native cargo command builds the filter library with the same features (FILTER_FEATURES):
+# the library is a cdylib too, whose outputs carry no hash suffix, so two feature sets would
+# overwrite each other and every command would rebuild it, and the services on top of it.
+FILTER_FEATURES := --features mcp-policy-filter/cli
+
 test-unit: redis-deps postgres-deps venv
-	$(CARGO) test --locked --all-targets --features cli
-	$(CARGO) test --locked -p mcp-approvals
-	$(CARGO) test --locked -p mcp-ratelimit
+	$(CARGO) test --locked --all-targets $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
-	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals --test service --test legs
+	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
 
 ## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
 ##             service's tests, the cluster tests and make run-cluster
@@ -104,9 +116,9 @@ lint: wasm-target
 	      "the filter must read JSON only through src/json.rs and src/config/de.rs: see src/json.rs for why" >&2; \
 	    exit 1; \
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
-	$(CARGO) clippy --locked --all-targets --features cli -- -D warnings
-	$(CARGO) clippy --locked -p mcp-approvals --all-targets -- -D warnings
-	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets -- -D warnings
+	$(CARGO) clippy --locked --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
 
 fmt:
@@ -156,23 +168,27 @@ bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 
+## native: every native release binary in one cargo command, so that a second call compiles
+##         nothing: the CLI, the two services and the load generator of make bench
+.PHONY: native
+native:
+	$(CARGO) build --release --locked $(FILTER_FEATURES) -p mcp-policy-filter -p mcp-approvals -p mcp-ratelimit \
+	  --bins --example rls_load
+
 ## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
-cli:
-	$(CARGO) build --release --locked --features cli --bin mcp-policy
+cli: native
 
 ## approvals: the approval service (approvals/README.md): target/release/mcp-approvals
 .PHONY: approvals
-approvals:
-	$(CARGO) build --release --locked -p mcp-approvals
+approvals: native
 
 ## ratelimit: the rate limit service (ratelimit/README.md): target/release/mcp-ratelimit, and the
 ##            load generator of make bench (target/release/examples/rls_load)
-ratelimit:
-	$(CARGO) build --release --locked -p mcp-ratelimit --bin mcp-ratelimit --example rls_load
+ratelimit: native
 
 ## schema: regenerate schema/policy.schema.json from the config types
 schema:
-	$(CARGO) run --quiet --locked --features cli --bin mcp-policy -- schema > schema/policy.schema.json.tmp
+	$(CARGO) run --quiet --locked $(FILTER_FEATURES) --bin mcp-policy -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
 ## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
@@ -180,22 +196,37 @@ schema:
 ##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
-run: build approvals cli venv
-	RUN_DIR=$(RUN_DIR) ADMIN_PORT=$(ADMIN_PORT) bash scripts/run.sh
+MCP_PORT ?= 10000
+DEMO_PORT ?= 8000
+APPROVALS_PORT ?= 8095
+APPROVALS_CHECK_PORT ?= 8096
+RUN_PORTS = MCP_PORT=$(MCP_PORT) ADMIN_PORT=$(ADMIN_PORT) DEMO_PORT=$(DEMO_PORT) APPROVALS_PORT=$(APPROVALS_PORT) \
+  APPROVALS_CHECK_PORT=$(APPROVALS_CHECK_PORT)
+run:
+	@bash scripts/preflight.sh run $(RUN_PORTS)
+	@$(MAKE) --no-print-directory build native venv
+	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
 ##         "applied" once Envoy loaded it, else why it was not
 .PHONY: reload
 reload:
-	@$(CARGO) build --quiet --release --locked --features cli --bin mcp-policy
+	@mkdir -p $(RUN_DIR)
+	@if test -x target/release/mcp-policy; then echo "reload: checking that mcp-policy is built from the current source (seconds when nothing changed)"; \
+	  else echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; fi
+	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
+	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
 	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 
 ## run-cluster: cluster-wide limits: Redis, two mcp-ratelimit instances (127.0.0.1:8081, :8082) and
 ##              two Envoys from envoy/envoy-cluster.yaml (127.0.0.1:10000 and :10001) in front of the
 ##              demo server, mcp-approvals on :8095 (Ctrl-C stops)
-run-cluster: build approvals ratelimit redis-deps venv
-	bash scripts/run-cluster.sh
+run-cluster:
+	@bash scripts/preflight.sh run-cluster REDIS_PORT=$${REDIS_PORT:-6380} \
+	  $$(printf -- '-=%s ' 8000 10000 10001 9901 9902 8095 8096 8081 8082 9091 9092)
+	@$(MAKE) --no-print-directory build native redis-deps venv
+	@bash scripts/run-cluster.sh || { rc=$$?; [ $$rc = 130 ] || exit $$rc; }
 
 ## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
 ##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on
@@ -203,6 +234,12 @@ run-cluster: build approvals ratelimit redis-deps venv
 ##            .venv/bin/python scripts/oauth_demo.py (Ctrl-C stops)
 run-oauth: build venv oauth-deps
 	bash scripts/run-oauth.sh
+
+## timings: the waits the README states (first and second make run, make reload, make demo; with
+##          TIMINGS_ARGS=--test also make test), measured in a fresh clone, with the machine and its load
+.PHONY: timings
+timings:
+	python3 scripts/timings.py $(TIMINGS_ARGS)
 
 ## demo: a short agent session with the official MCP client through Envoy
 demo: build approvals venv

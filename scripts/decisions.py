@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Follow Envoy's access log and print one line per filter decision, for `make run`.
 
-Usage: decisions.py ACCESS_LOG [--from-start] [--color auto|always|never]
+Usage: decisions.py ACCESS_LOG... [--from-start] [--color auto|always|never]
+
+Several Envoys (`make run-cluster`): each ACCESS_LOG as NAME=PATH, and each line starts with the NAME
+of the Envoy that decided.
 
 Each line is: time (UTC, from the access log's start time), grant label, tool (or `-`), decision,
 rule (or `-`). It reads the fields the filter puts in filter state and envoy/envoy.yaml's access log
@@ -42,36 +45,46 @@ def decision_line(raw: str, colour: bool) -> str | None:
     return "  ".join(cells).rstrip()
 
 
-def follow(path: str, from_start: bool, colour: bool) -> None:
-    while not os.path.exists(path):
-        time.sleep(0.1)
-    with open(path, encoding="utf-8", errors="replace") as fh:
+class Log:
+    """One access log followed like `tail -f`, whole lines only."""
+
+    def __init__(self, name: str, path: str, from_start: bool) -> None:
+        while not os.path.exists(path):
+            time.sleep(0.1)
+        self.name, self.fh, self.pending = name, open(path, encoding="utf-8", errors="replace"), ""
         if not from_start:
-            fh.seek(0, os.SEEK_END)
-        pending = ""
-        while True:
-            chunk = fh.readline()
-            if not chunk:
-                time.sleep(0.1)
-                continue
-            pending += chunk
-            if not pending.endswith("\n"):
-                continue
-            line = decision_line(pending.rstrip("\n"), colour)
-            pending = ""
-            if line:
-                print(line, flush=True)
+            self.fh.seek(0, os.SEEK_END)
+
+    def lines(self):
+        while chunk := self.fh.readline():
+            self.pending += chunk
+            if self.pending.endswith("\n"):
+                line, self.pending = self.pending.rstrip("\n"), ""
+                yield line
+
+
+def follow(logs: list[tuple[str, str]], from_start: bool, colour: bool) -> None:
+    followed = [Log(name, path, from_start) for name, path in logs]
+    named = len(followed) > 1
+    while True:
+        for log in followed:
+            for raw in log.lines():
+                line = decision_line(raw, colour)
+                if line:
+                    print(f"{log.name:<8}  {line}" if named else line, flush=True)
+        time.sleep(0.1)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("access_log")
+    ap.add_argument("access_log", nargs="+", help="PATH, or NAME=PATH for each of several Envoys")
     ap.add_argument("--from-start", action="store_true")
     ap.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     a = ap.parse_args()
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     try:
-        follow(a.access_log, a.from_start, colour)
+        logs = [tuple(arg.split("=", 1)) if "=" in arg else ("", arg) for arg in a.access_log]
+        follow(logs, a.from_start, colour)
     except KeyboardInterrupt:
         pass
     return 0

@@ -29,27 +29,24 @@ run_dir="$root/.run/cluster"
 [ -x "$approvals" ] || { echo "run-cluster: $approvals is missing (make approvals)" >&2; exit 2; }
 [ -x "$ratelimit" ] || { echo "run-cluster: $ratelimit is missing (make ratelimit)" >&2; exit 2; }
 command -v redis-server >/dev/null || { echo "run-cluster: redis-server is missing (apt-get install redis-server)" >&2; exit 2; }
-for port in 8000 10000 10001 9901 9902 8095 8096 8081 8082 9091 9092 "$redis_port"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "run-cluster: 127.0.0.1:$port is already in use" >&2; exit 2
-  fi
-done
+bash scripts/preflight.sh run-cluster REDIS_PORT="$redis_port" $(printf -- '-=%s ' 8000 10000 10001 9901 9902 8095 8096 8081 8082 9091 9092) || exit 2
 
 pids=()
 cleanup() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  echo "run-cluster: stopped"
+  echo "run-cluster: stopped both Envoys, both mcp-ratelimit instances, Redis, mcp-approvals and the demo server"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+# Ctrl-C is how this is meant to end: stop everything and exit 0 (a failure exits non-zero).
+trap 'exit 0' INT
 trap 'exit 143' TERM
 
 wait_for() {  # wait_for WHAT COMMAND...: up to 10 s
   local what="$1"; shift
   for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-  echo "run-cluster: $what did not come up" >&2; exit 1
+  echo "run-cluster: $what did not come up (logs: $run_dir)" >&2; exit 1
 }
 http_is() { [ "$(curl -s "$1" 2>/dev/null)" = "$2" ]; }
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -60,7 +57,8 @@ pids+=($!)
 wait_for "redis-server" tcp_open "$redis_port"
 
 for i in 1 2; do
-  "$ratelimit" --listen "127.0.0.1:808$i" --metrics-listen "127.0.0.1:909$i" --redis "redis://127.0.0.1:$redis_port/0" &
+  "$ratelimit" --listen "127.0.0.1:808$i" --metrics-listen "127.0.0.1:909$i" --redis "redis://127.0.0.1:$redis_port/0" \
+    >"$run_dir/ratelimit-$i.log" 2>&1 &
   pids+=($!)
 done
 wait_for "mcp-ratelimit 1" http_is http://127.0.0.1:9091/healthz ok
@@ -68,21 +66,26 @@ wait_for "mcp-ratelimit 2" http_is http://127.0.0.1:9092/healthz ok
 
 [ -n "${DEMO_ARGS+set}" ] || DEMO_ARGS="--stateless --json-response"
 # shellcheck disable=SC2086  # DEMO_ARGS is a word list
-"$python" demo/proxmox_server.py --port 8000 $DEMO_ARGS &
+"$python" demo/proxmox_server.py --port 8000 $DEMO_ARGS >"$run_dir/demo-server.log" 2>&1 &
 pids+=($!)
 wait_for "the demo server" tcp_open 8000
 
 "$approvals" --listen 127.0.0.1:8095 --check-listen 127.0.0.1:8096 --db "$approvals_db" --public-url http://127.0.0.1:8095 \
-  --approver "$approver=$approver_token" &
+  --approver "$approver=$approver_token" >"$run_dir/approvals.log" 2>&1 &
 pids+=($!)
 wait_for "mcp-approvals" http_is http://127.0.0.1:8095/healthz ok
 
 # The second Envoy: the same bootstrap on other listener and admin ports.
 sed -e 's/port_value: 10000}/port_value: 10001}/' -e 's/port_value: 9901}/port_value: 9902}/' \
   envoy/envoy-cluster.yaml >"$run_dir/envoy-2.yaml"
-"$envoy" -c envoy/envoy-cluster.yaml --disable-hot-restart --concurrency 2 --base-id 141 &
+# Each Envoy's own log (stderr) to envoy-N.log, its access log (stdout) to access-N.log, flushed every
+# 200 ms so that decisions show up at once.
+: >"$run_dir/access-1.log"; : >"$run_dir/access-2.log"
+"$envoy" -c envoy/envoy-cluster.yaml --disable-hot-restart --concurrency 2 --base-id 141 --file-flush-interval-msec 200 \
+  >"$run_dir/access-1.log" 2>"$run_dir/envoy-1.log" &
 pids+=($!)
-"$envoy" -c "$run_dir/envoy-2.yaml" --disable-hot-restart --concurrency 2 --base-id 142 &
+"$envoy" -c "$run_dir/envoy-2.yaml" --disable-hot-restart --concurrency 2 --base-id 142 --file-flush-interval-msec 200 \
+  >"$run_dir/access-2.log" 2>"$run_dir/envoy-2.log" &
 pids+=($!)
 wait_for "Envoy 1" http_is http://127.0.0.1:9901/ready LIVE
 wait_for "Envoy 2" http_is http://127.0.0.1:9902/ready LIVE
@@ -103,9 +106,31 @@ Try: 12 calls of vm_agent_exec alternating between the two Envoys; exactly 10 ar
     -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":'\$i',"method":"tools/call","params":{"name":"vm_agent_exec","arguments":{"node":"pve1","vmid":100,"command":"uptime"}}}'; echo; done
 
+Logs:               $run_dir/*.log
 Ctrl-C stops everything.
+
+Decisions (Envoy, time UTC, grant, tool, decision, rule):
 EOF
+view=("$python" scripts/decisions.py --from-start "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log")
+if [ -t 0 ]; then
+  # As in scripts/run.sh: the view is the terminal's foreground job, so Ctrl-C reaches it alone, and a
+  # watcher ends it if a service exits.
+  rm -f "$run_dir/.exited"
+  ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
+    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py --from-start envoy-1=$run_dir/" ) &
+  pids+=($!)
+  set -m
+  "${view[@]}" || true
+  set +m
+  if [ -e "$run_dir/.exited" ]; then
+    echo "run-cluster: a process exited (logs: $run_dir); stopping the others" >&2
+    exit 1
+  fi
+  exit 0
+fi
+"${view[@]}" &
+pids+=($!)
 status=0
 wait -n "${pids[@]}" || status=$?
-echo "run-cluster: a process exited (status $status); stopping the others" >&2
+echo "run-cluster: a process exited (status $status; logs: $run_dir); stopping the others" >&2
 exit 1

@@ -43,11 +43,8 @@ approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 [ -f "$wasm" ] || { echo "run: $wasm is missing (make build)" >&2; exit 2; }
 [ -x "$approvals" ] || { echo "run: $approvals is missing (make approvals)" >&2; exit 2; }
 [ -x "$cli" ] || { echo "run: $cli is missing (make cli)" >&2; exit 2; }
-for port in "$demo_port" "$mcp_port" "$admin_port" "$approvals_port" "$check_port"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "run: 127.0.0.1:$port is already in use" >&2; exit 2
-  fi
-done
+bash scripts/preflight.sh run DEMO_PORT="$demo_port" MCP_PORT="$mcp_port" ADMIN_PORT="$admin_port" \
+  APPROVALS_PORT="$approvals_port" APPROVALS_CHECK_PORT="$check_port" || exit 2
 
 mkdir -p "$run_dir"
 # The policy Envoy serves: $run_dir/policy.json, kept between runs (delete it to start over).
@@ -75,10 +72,11 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -f "$run_dir/envoy.pid"
-  echo "run: stopped"
+  echo "run: stopped Envoy, mcp-approvals and the demo server"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+# Ctrl-C is how this is meant to end: stop everything and exit 0 (a failure exits non-zero).
+trap 'exit 0' INT
 trap 'exit 143' TERM
 
 # $1: what did not come up, $2: its log.
@@ -141,6 +139,23 @@ Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001
 
 Decisions (time UTC, grant, tool, decision, rule):
 EOF
+if [ -t 0 ]; then
+  # On a terminal the decision view runs as a job of its own in the foreground (job control), so the
+  # terminal's Ctrl-C reaches the view alone: not make, which would report "Error 130", and not the
+  # services, which cleanup stops in order. A watcher ends the view if a service exits.
+  rm -f "$run_dir/.exited"
+  ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
+    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py $run_dir/access.log" ) &
+  pids+=($!)
+  set -m
+  "$python" scripts/decisions.py "$run_dir/access.log" --from-start || true
+  set +m
+  if [ -e "$run_dir/.exited" ]; then
+    echo "run: a process exited (its log is in $run_dir); stopping the others" >&2
+    exit 1
+  fi
+  exit 0
+fi
 "$python" scripts/decisions.py "$run_dir/access.log" --from-start &
 pids+=($!)
 status=0

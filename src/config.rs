@@ -31,7 +31,9 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid policy at {}: {}", self.path, self.message)
+        // The root has no name of its own in the dotted path: say it in words.
+        let whole = if self.path == "." { " (the whole document)" } else { "" };
+        write!(f, "invalid policy at {}{whole}: {}", self.path, self.message)
     }
 }
 

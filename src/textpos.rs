@@ -5,7 +5,7 @@
 //! counted from 1 in Unicode scalar values (characters), so `é` is one column; a tab is one column
 //! too, as editors report it in their "column" (not their screen position).
 
-use crate::json::ParseError;
+use crate::json::{ParseError, ParseErrorKind};
 
 /// A 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +88,34 @@ pub fn excerpt(text: &[u8], offset: usize) -> String {
 
 /// A strict-JSON parse error with its line and column instead of its byte offset, e.g.
 /// `unexpected character at line 3, column 14`. The message never quotes the input.
+///
+/// Data after the value names both places, since the place where the parser stopped is rarely where
+/// the mistake is: a stray `}` closes the document early, and the error is only found at the text
+/// that follows it. So: `the top-level object closes at line 21, column 2; line 26, column 4 has
+/// more (data after the JSON value)`.
 pub fn describe(e: &ParseError, text: &[u8]) -> String {
     let full = e.to_string();
     let what = full.strip_suffix(&format!(" at byte {}", e.offset)).unwrap_or(&full);
     let at = line_col(text, e.offset);
+    if let (ParseErrorKind::TrailingData, Some(close)) = (e.kind, value_end(text, e.offset)) {
+        let value = match text.get(close) {
+            Some(b'}') => "object",
+            Some(b']') => "array",
+            _ => "value",
+        };
+        let closed = line_col(text, close);
+        return format!(
+            "the top-level {value} closes at line {}, column {}; line {}, column {} has more ({what})",
+            closed.line, closed.column, at.line, at.column
+        );
+    }
     format!("{what} at line {}, column {}", at.line, at.column)
+}
+
+/// The offset of the last byte of the top-level value, when trailing data starts at `offset`: the
+/// last byte before it that is not JSON whitespace (RFC 8259 §2).
+pub fn value_end(text: &[u8], offset: usize) -> Option<usize> {
+    text.get(..offset)?.iter().rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 #[cfg(test)]
@@ -128,6 +151,29 @@ mod tests {
         let e = json::parse(t).unwrap_err();
         assert_eq!(describe(&e, t), "unexpected end of input at line 2, column 1");
         assert_eq!(excerpt(t, e.offset), "   2 | \n     | ^");
+    }
+
+    #[test]
+    fn data_after_the_value_names_where_the_document_closed() {
+        let t = b"{\n  \"version\": \"1\",\n  \"tools\": {}\n}\n  }\n  ,\"x\": 1\n}";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level object closes at line 4, column 1; line 5, column 3 has more (data after the JSON value)"
+        );
+        assert_eq!(value_end(t, e.offset), Some(t.windows(3).position(|w| w == b"\n}\n").unwrap() + 1));
+        let t = b"[1]\n2";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level array closes at line 1, column 3; line 2, column 1 has more (data after the JSON value)"
+        );
+        let t = b"1 2";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level value closes at line 1, column 1; line 1, column 3 has more (data after the JSON value)"
+        );
     }
 
     #[test]

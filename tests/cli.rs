@@ -147,7 +147,10 @@ fn check_several_files_valid_and_invalid() {
     let (status, out, err) = run(&["check", "envoy/policy.json", &bad]);
     assert_eq!(status, 1);
     assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n");
-    assert!(err.starts_with(&format!("{bad}: invalid policy at .: not a strict JSON document: ")), "{err}");
+    assert!(
+        err.starts_with(&format!("{bad}: invalid policy at . (the whole document): not a strict JSON document: ")),
+        "{err}"
+    );
     assert!(err.contains("duplicate"), "{err}");
     // An unreadable file wins over an invalid one: status 2.
     let (status, _, err) = run(&["check", &bad, "no/such/policy.json"]);
@@ -155,6 +158,28 @@ fn check_several_files_valid_and_invalid() {
     assert!(
         err.ends_with("mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n"),
         "{err}"
+    );
+}
+
+#[test]
+fn check_a_document_closed_early_names_where_it_closed_and_what_follows() {
+    // A stray `}` on line 4 closes the document; the parser only stops at line 5's text.
+    let p = scratch(
+        "closed-early.json",
+        "{\n  \"version\": \"1\",\n  \"tools\": {\"list_vms\": {}}}\n}\n  ,\"default\": \"deny\"\n}\n",
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: the top-level object \
+                 closes at line 3, column 28; line 4, column 1 has more (data after the JSON value)\n\
+                 \x20  3 |   \"tools\": {{\"list_vms\": {{}}}}}}\n     |                            ^\n\
+                 \x20  4 | }}\n     | ^\n"
+            )
+        )
     );
 }
 
@@ -167,7 +192,7 @@ fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
             1,
             String::new(),
             format!(
-                "{p}: invalid policy at .: not a strict JSON document: unexpected character at line 5, column 3\n   5 |   }}\n     |   ^\n"
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 5, column 3\n   5 |   }}\n     |   ^\n"
             )
         )
     );

@@ -166,13 +166,24 @@ def _signal_group(popen: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def default_signals() -> None:
+    """In a child before exec: SIGINT and SIGQUIT back to their default action (see `spawn`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def spawn(name: str, argv: list[str], log_path: Path, cwd: Path | None = None,
           env: dict[str, str] | None = None) -> ManagedProcess:
-    """Start `argv` in a new session (so a new process group) with output appended to `log_path`."""
+    """Start `argv` in a new session (so a new process group) with output appended to `log_path`.
+
+    SIGINT and SIGQUIT are reset to their default action in the child: a shell that starts a command in
+    the background without job control (`nohup make test &`, a CI runner's script) starts it with both
+    ignored, every process below inherits that, and a non-interactive bash cannot trap a signal that
+    was ignored when it started: a test's Ctrl-C would never arrive."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 cwd=cwd, env=env, start_new_session=True)
+                                 cwd=cwd, env=env, start_new_session=True, preexec_fn=default_signals)
     proc = ManagedProcess(name, popen, log_path)
     _live.append(proc)
     return proc

@@ -15,7 +15,9 @@ SHARED = Path(os.environ.get("MCP_SHARED_CASES", REPO_ROOT.parent / "shared" / "
 TOP_LEVEL = ["README.md", "policy.json", "control.json", "recorder.py", "replay.py"]
 
 pytestmark = pytest.mark.skipif(not (SHARED / "requests").is_dir(),
-                                reason=f"no shared cases at {SHARED} to compare with (set MCP_SHARED_CASES)")
+                                reason=f"the project's shared replay cases (the source that tests/cases copies) are "
+                                       f"not at {SHARED}: a checkout of this repository alone has none to compare "
+                                       f"with; set MCP_SHARED_CASES to their directory to check the copy")
 
 
 def _names(d: Path) -> list[str]:

@@ -32,3 +32,22 @@ def test_colours_by_outcome():
 def test_requests_without_a_decision_are_skipped():
     assert decisions.decision_line(DENIED.replace("mcp_decision=denied", "mcp_decision=-"), colour=False) is None
     assert decisions.decision_line("[2026-11-30 22:53:01.019][22663][warning][main] something", colour=False) is None
+
+
+def test_several_envoys_each_line_names_its_envoy(tmp_path):
+    import subprocess
+    import sys
+    first, second = tmp_path / "envoy-1.log", tmp_path / "envoy-2.log"
+    first.write_text(DENIED + "\n", encoding="utf-8")
+    second.write_text(ALLOWED + "\n" + "not a decision\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, str(harness.REPO_ROOT / "scripts" / "decisions.py"), "--from-start",
+                             "--color", "never", f"envoy-1={first}", f"envoy-2={second}"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline().rstrip("\n") for _ in range(2)]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [line.split() for line in lines] == [
+        ["envoy-1", "22:57:35.373", "sha256:7c43ef5ae21d", "delete_vm", "denied", "default"],
+        ["envoy-2", "22:57:35.373", "sha256:7c43ef5ae21d", "list_vms", "allowed", "tools.list_vms"]]

@@ -123,7 +123,11 @@ fn load_policy(path: &str) -> Result<Policy, Failure> {
     config::load(&bytes).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
         // A syntax error: show the line and a caret under the column.
+        // Data after the value: first where the document closed (usually the mistake), then what follows.
         if let Err(e) = json::parse(&bytes) {
+            if let (json::ParseErrorKind::TrailingData, Some(close)) = (e.kind, textpos::value_end(&bytes, e.offset)) {
+                lines.push(textpos::excerpt(&bytes, close));
+            }
             lines.push(textpos::excerpt(&bytes, e.offset));
         }
         Failure { status: INVALID_POLICY, message: lines.join("\n") }

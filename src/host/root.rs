@@ -43,7 +43,10 @@ impl RootContext for Root {
         let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(Some(b)) => b,
             Ok(None) => {
-                error!("[root {}] invalid policy at .: the plugin configuration is empty", self.id);
+                error!(
+                    "[root {}] invalid policy at . (the whole document): the plugin configuration is empty",
+                    self.id
+                );
                 return false;
             }
             Err(s) => {

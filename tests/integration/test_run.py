@@ -62,10 +62,10 @@ def stat(name: str) -> int:
 
 @pytest.fixture
 def run_sh(tmp_path, wasm):
-    # `make reload` builds the CLI when it is stale (make test has built it): build it first so that
-    # the reload is timed, not the compiler.
-    subprocess.run(["cargo", "build", "--quiet", "--release", "--locked", "--features", "cli", "--bin", "mcp-policy"],
-                   cwd=harness.REPO_ROOT, check=True, timeout=900)
+    # `make reload` builds the CLI when it is stale (make test has built it): build it first, with the
+    # Makefile's own command (any other feature set would rebuild the library), so that the reload is
+    # timed, not the compiler.
+    subprocess.run(["make", "-s", "native"], cwd=harness.REPO_ROOT, check=True, timeout=900, capture_output=True)
     run_dir = tmp_path / "run"
     env = {**os.environ, "RUN_DIR": str(run_dir), "VENV": str(Path(sys.executable).parent.parent),
            **{name: str(port) for name, port in PORTS.items()}}
@@ -134,7 +134,7 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
     (run_dir / "policy.json").write_text('{"version": "1",\n  "tools": {"list_vms": {},}\n}\n', encoding="utf-8")
     r = make_reload(run_dir)
     assert r.returncode != 0
-    assert r.stderr.startswith(f"{run_dir}/policy.json: invalid policy at .: not a strict JSON document: "
+    assert r.stderr.startswith(f"{run_dir}/policy.json: invalid policy at . (the whole document): not a strict JSON document: "
                                "unexpected character at line 2, column 28\n"), r.stderr
     assert "not applied" in r.stderr
     assert (run_dir / "mcp_policy.yaml").read_bytes() == ecds_before
@@ -162,7 +162,7 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
                         "--ecds", f"{run_dir}/mcp_policy.yaml", "--envoy-log", f"{run_dir}/envoy.log"],
                        cwd=harness.REPO_ROOT, capture_output=True, text=True, timeout=30)
     assert r.returncode == 5, r
-    assert ("] policy not loaded: invalid policy at .: not a strict JSON document: unexpected character at line 2, "
+    assert ("] policy not loaded: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 2, "
             "column 28. Envoy refuses this configuration: on a reload the previous policy keeps serving") in r.stderr
     assert outcome("list_vms", 200) == (200, -31001, FROZEN)
 
@@ -191,3 +191,58 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
         time.sleep(0.05)
     assert not [p for p in PORTS.values() if harness.port_open(p)]
 
+
+
+def test_ctrl_c_on_a_terminal_ends_make_run_with_status_0(tmp_path, wasm):
+    """On a terminal, Ctrl-C reaches the decision view alone (run.sh runs it as the foreground job):
+    make sees its recipe end normally and exits 0, with no "Error 130", and everything is stopped."""
+    import pty
+    ports = {name: harness.free_port() for name in NAMES}
+    argv = ["make", "--no-print-directory", "run", f"RUN_DIR={tmp_path / 'run'}",
+            *[f"{name}={port}" for name, port in ports.items()]]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: make on the terminal, as a person starts it
+        try:
+            harness.default_signals()
+            os.chdir(harness.REPO_ROOT)
+            os.execvp("make", argv)
+        finally:
+            os._exit(127)
+    seen = b""
+
+    def read_until(text: bytes, timeout: float) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in seen and time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the terminal closed: every process on it is gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert text in seen, seen.decode(errors="replace")[-3000:]
+
+    try:
+        read_until(b"Decisions (time UTC", 300)
+        os.write(fd, b"\x03")
+        read_until(b"run: stopped Envoy, mcp-approvals and the demo server", 20)
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        read_until(b"", 1)
+        assert os.waitstatus_to_exitcode(status) == 0, seen.decode(errors="replace")[-2000:]
+        assert b"Error" not in seen and b"Interrupt" not in seen
+        deadline = time.monotonic() + 5
+        while any(harness.port_open(p) for p in ports.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in ports.values() if harness.port_open(p)]
+    finally:
+        if pid:  # make still runs: end run.sh the way a failure would (its cleanup stops the services)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(2)
+            os.waitpid(pid, 0)
+        os.close(fd)

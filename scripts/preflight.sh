@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Checks made before `make run`, `make run-cluster` and `make run-oauth` build anything, so that a
+# taken port or a missing tool is reported in seconds, not after a first build of several minutes.
+# usage: scripts/preflight.sh TARGET NAME=PORT...   (NAME: the variable that moves that port)
+# Every error says the fix. Exit 0: go on; exit 2: something to fix first.
+set -uo pipefail
+target=$1; shift
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+fail=0
+say() { echo "$target: $*" >&2; fail=1; }
+
+for tool in cargo rustup python3 npm node; do
+  command -v "$tool" >/dev/null || say "'$tool' is not on PATH; see the README's Requirements"
+done
+
+# A first build (cargo target/, the venv with Envoy, node_modules) takes about 6 GB.
+if [ ! -d "$root/target/release" ]; then
+  free_kb=$(df -Pk "$root" | awk 'NR == 2 {print $4}')
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((6 * 1024 * 1024)) ]; then
+    say "the first build needs about 6 GB free under $root; $((free_kb / 1024)) MB are (free some, e.g. old clones or 'cargo clean' elsewhere)"
+  fi
+fi
+
+for spec in "$@"; do
+  name=${spec%%=*}; port=${spec#*=}
+  [ -n "$port" ] || continue
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if [ "$name" = "-" ]; then
+      say "127.0.0.1:$port is already in use (another 'make $target' still running? stop it first)"
+    else
+      say "127.0.0.1:$port ($name) is already in use: stop what holds it, or choose another port, e.g. make $target $name=$((port + 1000))"
+    fi
+  fi
+done
+exit $((fail * 2))
