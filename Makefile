@@ -16,17 +16,20 @@ WASM_OPT_FLAGS := -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-gl
 
 ## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing), shrunk by
 ## wasm-opt from npm binaryen (installed into tools/wasm-opt)
-## wasm-opt runs only when cargo wrote a new module: $(WASM).opt-sha256 holds the digest of the
-## module wasm-opt last wrote, and a module with that digest is already shrunk.
+## wasm-opt runs only when cargo built a new module. Cargo links its output into place again on every
+## build, fresh or not, so the shrunk module is kept beside it ($(WASM).opt) with the digest of the
+## module it was made from ($(WASM).src-sha256), and put back in place (by mv, never written through
+## cargo's link) when cargo's output is that module again.
 build: wasm-target $(WASM_OPT)
 	$(CARGO) build --release --target $(WASM_TARGET) --locked
-	@if [ -f $(WASM).opt-sha256 ] && sha256sum --status -c $(WASM).opt-sha256 2>/dev/null; then \
+	@if [ -f $(WASM).opt ] && [ -f $(WASM).src-sha256 ] && sha256sum --status -c $(WASM).src-sha256 2>/dev/null; then \
 	  echo "wasm-opt: $(WASM) unchanged since it was shrunk"; \
 	else \
 	  echo "$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM)" && \
-	  $(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt && mv $(WASM).opt $(WASM) && \
-	  sha256sum $(WASM) > $(WASM).opt-sha256; \
+	  $(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt.tmp && mv $(WASM).opt.tmp $(WASM).opt && \
+	  sha256sum $(WASM) > $(WASM).src-sha256; \
 	fi
+	@cp $(WASM).opt $(WASM).tmp && mv $(WASM).tmp $(WASM)
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
 
 $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
@@ -212,8 +215,10 @@ run:
 .PHONY: reload
 reload:
 	@mkdir -p $(RUN_DIR)
-	@if test -x target/release/mcp-policy; then echo "reload: checking that mcp-policy is built from the current source (seconds when nothing changed)"; \
-	  else echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; fi
+	@if ! test -x target/release/mcp-policy; then \
+	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
+	elif test -n "$$(find src approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \

@@ -80,8 +80,12 @@ def main() -> int:
     ap.add_argument("access_log", nargs="+", help="PATH, or NAME=PATH for each of several Envoys")
     ap.add_argument("--from-start", action="store_true")
     ap.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    # Printed first, by the view itself: once it shows, the view runs (and, on a terminal, owns Ctrl-C).
+    ap.add_argument("--title", help="a line to print before the first decision")
     a = ap.parse_args()
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    if a.title:
+        print(a.title, flush=True)
     try:
         logs = [tuple(arg.split("=", 1)) if "=" in arg else ("", arg) for arg in a.access_log]
         follow(logs, a.from_start, colour)

@@ -109,15 +109,14 @@ Try: 12 calls of vm_agent_exec alternating between the two Envoys; exactly 10 ar
 Logs:               $run_dir/*.log
 Ctrl-C stops everything.
 
-Decisions (Envoy, time UTC, grant, tool, decision, rule):
 EOF
-view=("$python" scripts/decisions.py --from-start "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log")
+view=("$python" scripts/decisions.py --from-start --title "Decisions (Envoy, time UTC, grant, tool, decision, rule):" "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log")
 if [ -t 0 ]; then
   # As in scripts/run.sh: the view is the terminal's foreground job, so Ctrl-C reaches it alone, and a
   # watcher ends it if a service exits.
   rm -f "$run_dir/.exited"
   ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
-    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py --from-start envoy-1=$run_dir/" ) &
+    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py --from-start --title" ) &
   pids+=($!)
   set -m
   "${view[@]}" || true

@@ -137,7 +137,6 @@ Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001
     -H 'accept: application/json, text/event-stream' -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}'
 
-Decisions (time UTC, grant, tool, decision, rule):
 EOF
 if [ -t 0 ]; then
   # On a terminal the decision view runs as a job of its own in the foreground (job control), so the
@@ -148,7 +147,7 @@ if [ -t 0 ]; then
     touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py $run_dir/access.log" ) &
   pids+=($!)
   set -m
-  "$python" scripts/decisions.py "$run_dir/access.log" --from-start || true
+  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):" || true
   set +m
   if [ -e "$run_dir/.exited" ]; then
     echo "run: a process exited (its log is in $run_dir); stopping the others" >&2
@@ -156,7 +155,7 @@ if [ -t 0 ]; then
   fi
   exit 0
 fi
-"$python" scripts/decisions.py "$run_dir/access.log" --from-start &
+"$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):" &
 pids+=($!)
 status=0
 wait -n "${pids[@]}" || status=$?
