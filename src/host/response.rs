@@ -17,6 +17,7 @@ impl Filter {
         if let Some(policy) = self.policy.clone().filter(|p| p.gateway.session_keys.is_some()) {
             let name = "mcp-session-id";
             if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
+                self.response.set_session(&upstream);
                 let bound =
                     gate::session_id_out(&policy, self.session_grant.as_ref(), &upstream, self.session_url_elicitation);
                 let value = bound.as_ref().map(String::as_bytes);

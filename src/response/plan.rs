@@ -38,7 +38,18 @@ impl ResponseFilter {
             return Plan::PassThrough;
         }
         let content_type = header("content-type").unwrap_or_default();
-        let framing = if http::is_media_type(&content_type, "text/event-stream") {
+        let is_sse = http::is_media_type(&content_type, "text/event-stream");
+        if scope == Scope::Ids {
+            // Read only for its ids: an encoded stream passes unsealed (its bare ids are refused
+            // when presented back), and nothing here is refused.
+            if !is_sse || header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
+                return Plan::PassThrough;
+            }
+            self.framing = Framing::Sse;
+            self.state = State::Sse(SseStream::ids_only(self.max_bytes));
+            return Plan::FilterSse;
+        }
+        let framing = if is_sse {
             Framing::Sse
         } else if scope != Scope::ListReply {
             // A JSON reply to another request answers that request only: not a tool list.
