@@ -1,6 +1,6 @@
 //! The response side: the bound `Mcp-Session-Id` handed out, and the response plan and chunk
-//! filter of `crate::response` acted on (`tools/list` results filtered when the policy hides tools;
-//! a response that cannot be filtered is refused, 502).
+//! filter of `crate::response` acted on (`tools/list` results filtered when the policy hides tools,
+//! SSE ids sealed with `gateway.session_key`; a response that cannot be filtered is refused, 502).
 
 use log::warn;
 use proxy_wasm::hostcalls;

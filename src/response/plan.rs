@@ -8,6 +8,9 @@
 //!   server that compresses anyway is not understood);
 //! - a `charset` other than UTF-8 (clients decode by the declared charset; the filter reads UTF-8);
 //! - a JSON reply whose `content-length` exceeds `gateway.max_response_bytes`.
+//!
+//! A reply read only for the ids it hands out (`gateway.session_key`, no tool list to filter) is
+//! never refused: an SSE stream is read unless content-encoded, anything else passes.
 
 use super::{BadUpstream, Framing, ResponseFilter, Scope, State};
 use crate::http;
@@ -21,7 +24,7 @@ pub enum Plan {
     /// A JSON `tools/list` reply: hold the body until whole, then filter it. The body changes
     /// length: remove `content-length`.
     FilterJson,
-    /// An SSE stream: filter it event by event as it arrives. Remove `content-length`.
+    /// An SSE stream: filter it (tool lists, ids) event by event as it arrives. Remove `content-length`.
     FilterSse,
     /// Answer 502 with this JSON-RPC error instead ([`BadUpstream::reply`]).
     Refuse(BadUpstream),
