@@ -9,6 +9,7 @@ Python SDK (`MCPServer`) and serves Streamable HTTP on 127.0.0.1.
     python demo/proxmox_server.py --port 8000 --json-response  # application/json responses
     python demo/proxmox_server.py --port 8000 --stateless      # no sessions: plain curl works
     python demo/proxmox_server.py --port 8000 --legacy-sse     # the 2024-11-05 HTTP+SSE transport (GET /sse)
+    python demo/proxmox_server.py --port 8000 --resumable      # keep SSE events: clients resume with Last-Event-ID
     python demo/proxmox_server.py --port 8000 --catalog 286    # 286 tools: the eight plus generated ones
 
 It is stateful by default: `initialize` answers with an `Mcp-Session-Id` the client sends back.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,6 +33,7 @@ from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, ToolAnnotations
 
 HOST = "127.0.0.1"
@@ -321,14 +325,44 @@ def build_server(cluster: Cluster | None = None, catalog: int = 0, confirm_delet
     return mcp
 
 
+class SharedEventStore(EventStore):
+    """Every SSE event of every session in one in-memory store, so that a client can resume a stream
+    with `Last-Event-ID` (MCP "Resumability and Redelivery"). One store serves all sessions, as in the
+    SDK's own example (`InMemoryEventStore`): an event id is looked up whoever presents it, so the
+    session it came from is not checked here. Keeps the last `limit` events."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self.limit = limit
+        self.events: OrderedDict[str, tuple[str, object]] = OrderedDict()
+
+    async def store_event(self, stream_id: str, message) -> str:
+        event_id = uuid.uuid4().hex
+        self.events[event_id] = (stream_id, message)
+        while len(self.events) > self.limit:
+            self.events.popitem(last=False)
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
+        if last_event_id not in self.events:
+            return None
+        stream_id, _ = self.events[last_event_id]
+        after = False
+        for event_id, (stream, message) in list(self.events.items()):
+            if after and stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            after = after or event_id == last_event_id
+        return stream_id
+
+
 async def serve(port: int, json_response: bool, stateless: bool = False, catalog: int = 0,
-                legacy_sse: bool = False, confirm_deletes: bool = False) -> None:
+                legacy_sse: bool = False, confirm_deletes: bool = False, resumable: bool = False) -> None:
     """Serve until cancelled; print the ready line once the port accepts connections."""
     if legacy_sse:
         app = build_server(catalog=catalog, confirm_deletes=confirm_deletes).sse_app(host=HOST)
     else:
         app = build_server(catalog=catalog, confirm_deletes=confirm_deletes).streamable_http_app(
-            streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST)
+            streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=stateless, host=HOST,
+            event_store=SharedEventStore() if resumable else None)
     server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -352,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="no sessions (no Mcp-Session-Id): every POST stands alone, handy for curl")
     ap.add_argument("--legacy-sse", action="store_true",
                     help="serve the 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/) instead of Streamable HTTP")
+    ap.add_argument("--resumable", action="store_true",
+                    help="keep SSE events in one store shared by all sessions: clients resume with Last-Event-ID")
     ap.add_argument("--catalog", type=int, default=0, metavar="N",
                     help="list N tools in total: the eight plus generated Proxmox-API-shaped ones (default: off)")
     ap.add_argument("--confirm-deletes", action="store_true",
@@ -363,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             ap.error(str(e))
     try:
-        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog, a.legacy_sse, a.confirm_deletes)
+        anyio.run(serve, a.port, a.json_response, a.stateless, a.catalog, a.legacy_sse, a.confirm_deletes,
+                  a.resumable)
     except KeyboardInterrupt:
         pass
     return 0

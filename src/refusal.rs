@@ -77,8 +77,15 @@ pub struct ApprovalLink {
 
 /// The `rule` of a denial by the policy's `hide` list (`Policy::judge` names it so).
 pub const HIDE_RULE: &str = "hide";
-/// `data.reason` of `session_invalid`.
-const SESSION_INVALID: &str = "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
+/// `data.reason` of `session_invalid` for an `Mcp-Session-Id`.
+pub const SESSION_INVALID: &str =
+    "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
+/// `data.reason` of `session_invalid` for a `Last-Event-ID`.
+pub const EVENT_ID_INVALID: &str =
+    "this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it";
+/// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`).
+pub const LEGACY_SESSION_INVALID: &str =
+    "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
 const BATCH_REFUSED: &str = "another message in the batch was refused";
 const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE only";
 /// `data.reason` of [`Refusal::Unavailable`] when the plugin has no policy.
@@ -90,6 +97,12 @@ pub const HEADERS_UNREADABLE: &str = "the request headers could not be read";
 /// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
 /// Mcp-Session-Id with the server's before forwarding.
 pub const SESSION_ID_NOT_REWRITTEN: &str = "the Mcp-Session-Id header could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
+/// Last-Event-ID with the server's event id before forwarding.
+pub const LAST_EVENT_ID_NOT_REWRITTEN: &str = "the Last-Event-ID header could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the session id in the
+/// request's query with the server's before forwarding.
+pub const PATH_NOT_REWRITTEN: &str = "the request path could not be rewritten";
 /// `data.reason` of [`Refusal::Unavailable`] when the host could not set a rewritten request body.
 pub const BODY_UNWRITABLE: &str = "the request body could not be rewritten";
 
@@ -116,8 +129,10 @@ pub enum Refusal {
     UnsupportedMediaType { why: &'static str },
     /// −32600, 413: a body over `gateway.max_body_bytes` (bytes); never judged on a prefix.
     BodyTooLarge { max_bytes: usize },
-    /// −31010, 404: `Mcp-Session-Id` not issued to this grant, so that clients start a new session.
-    SessionInvalid,
+    /// −31010, 404: an `Mcp-Session-Id` ([`SESSION_INVALID`]), `Last-Event-ID`
+    /// ([`EVENT_ID_INVALID`]) or HTTP+SSE session id in the query ([`LEGACY_SESSION_INVALID`]) not
+    /// issued to this grant, so that clients start over.
+    SessionInvalid { why: &'static str },
     /// −31003, 401 with a `www-authenticate` challenge (RFC 6750, RFC 9728).
     NoGrant { reason: &'static str, challenge: String },
     /// −31001, 200; 403 when what is denied is a client response (`gateway.client_responses`).
@@ -149,7 +164,8 @@ pub enum Refusal {
     /// identical call.
     UrlElicitationRequired { tool: String, reason: String, link: ApprovalLink },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
-    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
+    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`],
+    /// [`LAST_EVENT_ID_NOT_REWRITTEN`], [`PATH_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
     /// proxy's side, not the client's, which a retry may clear.
     Unavailable { reason: &'static str },
 }
@@ -178,7 +194,7 @@ impl Refusal {
             | Refusal::Unavailable { .. } => code::INVALID_REQUEST,
             Refusal::HeaderMismatch { .. } => code::HEADER_MISMATCH,
             Refusal::UnsupportedProtocolVersion { .. } => code::UNSUPPORTED_PROTOCOL_VERSION,
-            Refusal::SessionInvalid => code::SESSION_INVALID,
+            Refusal::SessionInvalid { .. } => code::SESSION_INVALID,
             Refusal::NoGrant { .. } => code::NO_GRANT,
             Refusal::Denied { .. } => code::DENIED,
             Refusal::RateLimited { .. } => code::RATE_LIMITED,
@@ -205,7 +221,7 @@ impl Refusal {
             Refusal::MethodNotAllowed => "method_not_allowed",
             Refusal::UnsupportedMediaType { .. } => "unsupported_media_type",
             Refusal::BodyTooLarge { .. } => "body_too_large",
-            Refusal::SessionInvalid => "session_invalid",
+            Refusal::SessionInvalid { .. } => "session_invalid",
             Refusal::NoGrant { .. } => "no_grant",
             Refusal::Denied { .. } => "denied",
             Refusal::RateLimited { .. } => "rate_limited",
@@ -233,7 +249,7 @@ impl Refusal {
             | Refusal::ApprovalStateInvalid { .. } => 400,
             Refusal::NoGrant { .. } => 401,
             Refusal::Denied { subject: Subject::ClientResponse, .. } => 403,
-            Refusal::SessionInvalid => 404,
+            Refusal::SessionInvalid { .. } => 404,
             Refusal::MethodNotAllowed => 405,
             Refusal::BodyTooLarge { .. } => 413,
             Refusal::UnsupportedMediaType { .. } => 415,
@@ -282,7 +298,7 @@ impl Refusal {
             | Refusal::MethodNotAllowed
             | Refusal::UnsupportedMediaType { .. }
             | Refusal::BodyTooLarge { .. }
-            | Refusal::SessionInvalid
+            | Refusal::SessionInvalid { .. }
             | Refusal::BatchRefused
             | Refusal::BadUpstreamResponse { .. }
             | Refusal::ApprovalStateInvalid { .. }
@@ -305,7 +321,7 @@ impl Refusal {
             | Refusal::UnsupportedMediaType { why } => Cow::Borrowed(why),
             Refusal::MethodNotAllowed => Cow::Borrowed(METHOD_NOT_ALLOWED),
             Refusal::BodyTooLarge { max_bytes } => Cow::Owned(format!("request body exceeds {max_bytes} bytes")),
-            Refusal::SessionInvalid => Cow::Borrowed(SESSION_INVALID),
+            Refusal::SessionInvalid { why } => Cow::Borrowed(why),
             Refusal::NoGrant { reason, .. } | Refusal::Unavailable { reason } => Cow::Borrowed(reason),
             Refusal::Denied { reason, .. }
             | Refusal::ApprovalRequired { reason, .. }
@@ -365,7 +381,7 @@ impl Refusal {
             | Refusal::BodyTooLarge { .. } => format!("Invalid Request: {reason}"),
             Refusal::HeaderMismatch { .. } => format!("Header mismatch: {reason}"),
             Refusal::UnsupportedProtocolVersion { .. } => format!("Unsupported protocol version: {reason}"),
-            Refusal::SessionInvalid => format!("Not Found: {reason}"),
+            Refusal::SessionInvalid { .. } => format!("Not Found: {reason}"),
             Refusal::NoGrant { .. } => format!("Unauthorized: {reason}"),
             Refusal::Denied { subject, .. } => format!("{subject} denied: {reason}"),
             Refusal::RateLimited { subject, retry_after_seconds, .. } => {

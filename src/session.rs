@@ -1,8 +1,9 @@
-//! Sessions bound to their grant (MCP 2025-03-26 … 2025-11-25 Streamable HTTP, `Mcp-Session-Id`).
+//! Sessions bound to their grant: the ids the MCP server hands out, sealed to the grant they were
+//! handed to, so that no other grant can use them.
 //!
 //! The MCP server hands out a session id and accepts it from anyone who presents it. With
 //! `gateway.session_key` the filter binds each session to the grant that created it, statelessly:
-//! the id the client sees is
+//! the `Mcp-Session-Id` (MCP 2025-03-26 … 2025-11-25 Streamable HTTP) the client sees is
 //!
 //! ```text
 //! m1.<base64url(upstream id)>.<base64url(HMAC-SHA-256(key, "mcpf-session-v1" ‖ grant hash ‖ upstream id))>
@@ -17,6 +18,11 @@
 //! current key, then the previous one, and forwards the upstream id; any other id — another grant's,
 //! tampered, forged, unwrapped — is refused and nothing goes upstream. No state is kept, so any Envoy
 //! sharing the key accepts the id.
+//!
+//! The same seal, under its own prefix and domain, covers the other ids a server hands out that name
+//! what a client may read or write: SSE event ids, which `Last-Event-ID` presents back to resume a
+//! stream ([`event`]), and the session id in the URL of the 2024-11-05 HTTP+SSE transport's
+//! `endpoint` event ([`legacy`]). [`stream`] rewrites both as an SSE stream passes.
 
 use crate::b64::{self, Alphabet};
 use hmac::{Mac, SimpleHmac};
@@ -24,14 +30,25 @@ use sha2::Sha256;
 
 use crate::ratelimit::GrantId;
 
+pub mod event;
+pub mod legacy;
+pub mod stream;
+
+pub use stream::StreamIds;
+
 /// Shortest key accepted, in bytes (the HMAC-SHA-256 block is 64; RFC 2104 §3 asks for at least
 /// the output length, 32).
 pub const MIN_KEY_BYTES: usize = 32;
 
-const PREFIX: &str = "m1.";
-const DOMAIN: &[u8] = b"mcpf-session-v1";
-const PREFIX_URL: &str = "m2.";
-const DOMAIN_URL: &[u8] = b"mcpf-session-v2-url-elicitation";
+/// One kind of sealed id: what it starts with, and the HMAC domain that keeps its tags apart from
+/// every other kind's (the domains differ in their first bytes).
+struct Kind {
+    prefix: &'static str,
+    domain: &'static [u8],
+}
+
+const SESSION: Kind = Kind { prefix: "m1.", domain: b"mcpf-session-v1" };
+const SESSION_URL: Kind = Kind { prefix: "m2.", domain: b"mcpf-session-v2-url-elicitation" };
 
 /// `gateway.session_key`: the key new ids are made with, and the one before it (still accepted).
 #[derive(Clone, PartialEq, Eq)]
@@ -46,12 +63,41 @@ impl std::fmt::Debug for SessionKeys {
     }
 }
 
-fn tag(key: &[u8], domain: &[u8], grant: &GrantId, upstream: &[u8]) -> Option<SimpleHmac<Sha256>> {
+/// The tag's HMAC over the kind's domain, the grant hash, `context` in order, then the sealed value.
+fn tag(key: &[u8], kind: &Kind, grant: &GrantId, context: &[&[u8]], value: &[u8]) -> Option<SimpleHmac<Sha256>> {
     let mut mac = SimpleHmac::<Sha256>::new_from_slice(key).ok()?;
-    mac.update(domain);
+    mac.update(kind.domain);
     mac.update(grant);
-    mac.update(upstream);
+    for part in context {
+        mac.update(part);
+    }
+    mac.update(value);
     Some(mac)
+}
+
+/// `value` sealed for `grant` under the current key: `<prefix><base64url(value)>.<base64url(tag)>`,
+/// the tag over `context` then `value`.
+fn seal(keys: &SessionKeys, kind: &Kind, grant: &GrantId, context: &[&[u8]], value: &[u8]) -> String {
+    let mut out = String::with_capacity(kind.prefix.len() + value.len().div_ceil(3) * 4 + 44);
+    out.push_str(kind.prefix);
+    b64::encode_into(&mut out, value, Alphabet::UrlNoPad);
+    out.push('.');
+    if let Some(mac) = tag(&keys.current, kind, grant, context, value) {
+        b64::encode_into(&mut out, &mac.finalize().into_bytes(), Alphabet::UrlNoPad);
+    }
+    out
+}
+
+/// The value inside `presented` if it was sealed as `kind` for `grant` and `context` under the
+/// current or the previous key; `None` for anything else. The tag comparison is constant-time
+/// (`hmac::Mac::verify_slice`).
+fn open(keys: &SessionKeys, kind: &Kind, grant: &GrantId, context: &[&[u8]], presented: &[u8]) -> Option<Vec<u8>> {
+    let rest = presented.strip_prefix(kind.prefix.as_bytes())?;
+    let dot = rest.iter().position(|&b| b == b'.')?;
+    let value = b64::decode(rest.get(..dot)?, Alphabet::UrlNoPad)?;
+    let sig = b64::decode(rest.get(dot + 1..)?, Alphabet::UrlNoPad)?;
+    let ok = |key: &[u8]| tag(key, kind, grant, context, &value).is_some_and(|m| m.verify_slice(&sig).is_ok());
+    (ok(&keys.current) || keys.previous.as_deref().is_some_and(ok)).then_some(value)
 }
 
 /// The session id handed to the client for the server's id `upstream`, created for `grant`.
@@ -61,36 +107,21 @@ pub fn wrap(keys: &SessionKeys, grant: &GrantId, upstream: &[u8]) -> String {
 
 /// [`wrap`], as an `m2.` id when the client declared URL-mode elicitation.
 pub fn wrap_with(keys: &SessionKeys, grant: &GrantId, upstream: &[u8], url_elicitation: bool) -> String {
-    let (prefix, domain) = if url_elicitation { (PREFIX_URL, DOMAIN_URL) } else { (PREFIX, DOMAIN) };
-    let mut out = String::from(prefix);
-    b64::encode_into(&mut out, upstream, Alphabet::UrlNoPad);
-    out.push('.');
-    if let Some(mac) = tag(&keys.current, domain, grant, upstream) {
-        b64::encode_into(&mut out, &mac.finalize().into_bytes(), Alphabet::UrlNoPad);
-    }
-    out
+    seal(keys, if url_elicitation { &SESSION_URL } else { &SESSION }, grant, &[], upstream)
 }
 
 /// The server's session id inside `presented`, if it was made for `grant` under the current or the
-/// previous key. `None` for anything else. The tag comparison is constant-time (`hmac::Mac::verify_slice`).
+/// previous key. `None` for anything else.
 pub fn unwrap(keys: &SessionKeys, grant: &GrantId, presented: &[u8]) -> Option<Vec<u8>> {
-    let (rest, domain) = match presented.strip_prefix(PREFIX.as_bytes()) {
-        Some(rest) => (rest, DOMAIN),
-        None => (presented.strip_prefix(PREFIX_URL.as_bytes())?, DOMAIN_URL),
-    };
-    let dot = rest.iter().position(|&b| b == b'.')?;
-    let upstream = b64::decode(rest.get(..dot)?, Alphabet::UrlNoPad)?;
-    let sig = b64::decode(rest.get(dot + 1..)?, Alphabet::UrlNoPad)?;
-    let ok = |key: &[u8]| tag(key, domain, grant, &upstream).is_some_and(|m| m.verify_slice(&sig).is_ok());
-    (ok(&keys.current) || keys.previous.as_deref().is_some_and(ok)).then_some(upstream)
+    let kind = if presented.starts_with(SESSION_URL.prefix.as_bytes()) { &SESSION_URL } else { &SESSION };
+    open(keys, kind, grant, &[], presented)
 }
 
 /// Whether `presented` is a valid `m2.` id of `grant`: a session whose client declared URL-mode
 /// elicitation at `initialize`.
 pub fn declares_url_elicitation(keys: &SessionKeys, grant: &GrantId, presented: &[u8]) -> bool {
-    presented.starts_with(PREFIX_URL.as_bytes()) && unwrap(keys, grant, presented).is_some()
+    presented.starts_with(SESSION_URL.prefix.as_bytes()) && unwrap(keys, grant, presented).is_some()
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

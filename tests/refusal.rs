@@ -11,8 +11,9 @@ use mcp_policy_filter::policy::{Algorithm, Limit, Scope, Window};
 use mcp_policy_filter::protocol::Versions;
 use mcp_policy_filter::ratelimit::Unavailable;
 use mcp_policy_filter::refusal::{
-    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE,
-    POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN,
+    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, EVENT_ID_INVALID,
+    HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
+    SESSION_ID_NOT_REWRITTEN, SESSION_INVALID,
 };
 
 /// The number of `Refusal` variants.
@@ -52,7 +53,9 @@ fn samples() -> Vec<Refusal> {
         Refusal::MethodNotAllowed,
         Refusal::UnsupportedMediaType { why: "Content-Type must be application/json" },
         Refusal::BodyTooLarge { max_bytes: 1024 },
-        Refusal::SessionInvalid,
+        Refusal::SessionInvalid { why: SESSION_INVALID },
+        Refusal::SessionInvalid { why: EVENT_ID_INVALID },
+        Refusal::SessionInvalid { why: LEGACY_SESSION_INVALID },
         Refusal::NoGrant { reason: "no token", challenge: "Bearer".into() },
         Refusal::Denied { subject: Subject::Tool("x".into()), rule: "tools.x".into(), reason: "no \"x\"".into() },
         Refusal::Denied {
@@ -119,6 +122,8 @@ fn samples() -> Vec<Refusal> {
         Refusal::Unavailable { reason: BODY_UNREADABLE },
         Refusal::Unavailable { reason: HEADERS_UNREADABLE },
         Refusal::Unavailable { reason: SESSION_ID_NOT_REWRITTEN },
+        Refusal::Unavailable { reason: LAST_EVENT_ID_NOT_REWRITTEN },
+        Refusal::Unavailable { reason: PATH_NOT_REWRITTEN },
         Refusal::Unavailable { reason: BODY_UNWRITABLE },
     ]
 }
@@ -208,14 +213,33 @@ fn row(r: &Refusal) -> Row {
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Invalid Request: request body exceeds 1024 bytes","data":{"kind":"body_too_large","reason":"request body exceeds 1024 bytes"}}}"#,
         ),
-        Refusal::SessionInvalid => (
+        Refusal::SessionInvalid { why } if *why == EVENT_ID_INVALID => (
             -31010,
             "session_invalid",
             404,
             &[],
             Invalid,
-            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this Mcp-Session-Id was not issued to this grant by this gateway; start a new session","data":{"kind":"session_invalid","reason":"this Mcp-Session-Id was not issued to this grant by this gateway; start a new session"}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it","data":{"kind":"session_invalid","reason":"this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it"}}}"#,
         ),
+        Refusal::SessionInvalid { why } if *why == LEGACY_SESSION_INVALID => (
+            -31010,
+            "session_invalid",
+            404,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream","data":{"kind":"session_invalid","reason":"this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream"}}}"#,
+        ),
+        Refusal::SessionInvalid { why } => {
+            assert_eq!(*why, SESSION_INVALID, "a reason without its row");
+            (
+                -31010,
+                "session_invalid",
+                404,
+                &[],
+                Invalid,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this Mcp-Session-Id was not issued to this grant by this gateway; start a new session","data":{"kind":"session_invalid","reason":"this Mcp-Session-Id was not issued to this grant by this gateway; start a new session"}}}"#,
+            )
+        }
         Refusal::NoGrant { .. } => (
             -31003,
             "no_grant",
@@ -383,6 +407,22 @@ fn row(r: &Refusal) -> Row {
             &[],
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request headers could not be read","data":{"kind":"unavailable","reason":"the request headers could not be read"}}}"#,
+        ),
+        Refusal::Unavailable { reason } if *reason == LAST_EVENT_ID_NOT_REWRITTEN => (
+            -32600,
+            "unavailable",
+            503,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the Last-Event-ID header could not be rewritten","data":{"kind":"unavailable","reason":"the Last-Event-ID header could not be rewritten"}}}"#,
+        ),
+        Refusal::Unavailable { reason } if *reason == PATH_NOT_REWRITTEN => (
+            -32600,
+            "unavailable",
+            503,
+            &[],
+            Invalid,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"the request path could not be rewritten","data":{"kind":"unavailable","reason":"the request path could not be rewritten"}}}"#,
         ),
         Refusal::Unavailable { reason } if *reason == BODY_UNWRITABLE => (
             -32600,

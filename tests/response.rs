@@ -313,3 +313,74 @@ fn host_failures_replace_the_body_with_the_error() {
         BadUpstream { why: why.into(), body: error("7", why) }
     );
 }
+
+/// A policy with `gateway.session_key`, hiding `hide`.
+fn bound_policy(hide: &str) -> Policy {
+    let text = format!(
+        r#"{{"version":"1","default":"allow","hide":[{hide}],"gateway":{{"max_response_bytes":300,"session_key":{{"current":"0123456789abcdef0123456789abcdef"}}}}}}"#
+    );
+    config::load(text.as_bytes()).unwrap()
+}
+
+/// The response to a forwarded request of grant `[9; 32]` in the server's session `up-1`.
+fn bound(p: &Policy, ids: &[&str]) -> ResponseFilter {
+    let ids: Vec<Id> = ids.iter().map(|t| id(t)).collect();
+    let seal = mcp_policy_filter::gate::stream_ids(p, Some(&[9; 32]), Some(b"up-1"));
+    ResponseFilter::forwarded(p, &ids).sealing(p, seal)
+}
+
+fn sealed_id(p: &Policy, session: &[u8], event: &str) -> String {
+    let keys = p.gateway.session_keys.as_ref().unwrap();
+    mcp_policy_filter::session::event::seal_id(keys, &[9; 32], session, event.as_bytes())
+}
+
+const SSE: &[(&str, &str)] = &[("content-type", "text/event-stream")];
+
+#[test]
+fn with_session_key_sse_replies_have_their_ids_sealed_and_nothing_else_read() {
+    let p = bound_policy("");
+    let mut f = bound(&p, &[]);
+    assert_eq!(plan(&mut f, SSE), (Plan::FilterSse, vec!["content-type".into(), "content-encoding".into()]));
+    assert_eq!(f.on_body(40, false), Step::Read);
+    // Data is not parsed (no tool list is filtered), ids are sealed, an empty id passes.
+    let chunk = "id: ev-1\ndata: {not json\n\nid:\ndata: x\n\n";
+    let want = format!("id: {}\ndata: {{not json\n\nid:\ndata: x\n\n", sealed_id(&p, b"up-1", "ev-1"));
+    assert_eq!(f.on_chunk(chunk.as_bytes(), false, &hidden), Step::Write { bytes: want.into_bytes(), removed: 0 });
+    assert_eq!(f.on_chunk(b": ping\n\n", true, &hidden), Step::Pass);
+    // The response names a new session (initialize): its events are sealed under it.
+    let mut init = bound(&p, &[]);
+    init.set_session(b"up-2");
+    assert_eq!(plan(&mut init, SSE).0, Plan::FilterSse);
+    let want = format!("id: {}\n\n", sealed_id(&p, b"up-2", "1"));
+    assert_eq!(init.on_chunk(b"id: 1\n\n", true, &hidden), Step::Write { bytes: want.into_bytes(), removed: 0 });
+    // JSON replies, encoded streams and bodiless replies pass untouched; nothing is refused.
+    for headers in [
+        &[("content-type", "application/json")][..],
+        &[("content-type", "text/event-stream"), ("content-encoding", "gzip")],
+        &[("content-type", "text/html"), (":status", "502")],
+    ] {
+        let mut f = bound(&p, &["7"]);
+        assert_eq!(plan(&mut f, headers).0, Plan::PassThrough, "{headers:?}");
+        assert_eq!(f.on_body(10, true), Step::Pass);
+    }
+    let mut empty = bound(&p, &[]);
+    assert_eq!(empty.on_headers(true, |_: &str| panic!("no header is read")), Plan::PassThrough);
+    // Without a grant to bind them to, nothing is read.
+    let mut unbound = ResponseFilter::forwarded(&p, &[]).sealing(&p, None);
+    assert_eq!(plan(&mut unbound, SSE), (Plan::PassThrough, vec![]));
+}
+
+#[test]
+fn with_session_key_and_hidden_tools_lists_are_filtered_and_ids_sealed() {
+    let p = bound_policy(r#""delete_vm""#);
+    let mut f = bound(&p, &["7"]);
+    assert_eq!(plan(&mut f, SSE).0, Plan::FilterSse);
+    let want = format!("id: {}\ndata: {FILTERED}\n\n", sealed_id(&p, b"up-1", "e"));
+    let got = f.on_chunk(format!("id: e\ndata: {LIST}\n\n").as_bytes(), true, &hidden);
+    assert_eq!(got, Step::Write { bytes: want.into_bytes(), removed: 1 });
+    // The header rules of a tools/list reply still hold.
+    let mut f = bound(&p, &["7"]);
+    let why = "the response is content-encoded and its tool list cannot be filtered";
+    let gz = [("content-type", "text/event-stream"), ("content-encoding", "gzip")];
+    assert_eq!(plan(&mut f, &gz).0, refused("7", why));
+}

@@ -83,3 +83,33 @@ def test_render_passes_policy_text_through_verbatim(tmp_path):
     rendered = yaml.safe_load(harness.render_envoy_config(text, tmp_path / "f.wasm", 1, 2, 3))
     assert harness.wasm_filter(rendered)["config"]["configuration"]["value"] == text
     assert harness.config_ports(harness.render_envoy_config(text, tmp_path / "f.wasm", 1, 2, 3)) == (1, 2)
+
+
+def _strings(node):
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _strings(v)
+    elif isinstance(node, str):
+        yield node
+
+
+def test_shipped_access_logs_print_the_path_without_its_query():
+    """A query string can carry a session id (the 2024-11-05 HTTP+SSE transport's `session_id`), so
+    every access-log format shipped in envoy/ prints the request path as `%PATH(NQ:…)%` (no query;
+    Envoy 1.40 prints `/messages/` for `/messages/?session_id=…`, tests/integration/test_session_streams.py)
+    and never through `%REQ(…PATH)%` or a bare `%PATH%`."""
+    configs = sorted((harness.REPO_ROOT / "envoy").rglob("*.yaml"))
+    formats = []
+    for path in configs:
+        for text in _strings(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            if "%START_TIME%" in text or "%RESPONSE_CODE%" in text:
+                formats.append((path.name, text))
+    assert sorted({name for name, _ in formats}) == ["envoy-cluster.yaml", "envoy-ecds.yaml", "envoy-oauth.yaml",
+                                                     "envoy.yaml"]
+    for name, text in formats:
+        assert "%PATH(NQ:ORIG_OR_PATH)%" in text, name
+        assert "PATH)%" not in text.replace("%PATH(NQ:ORIG_OR_PATH)%", ""), name
+        assert "%PATH%" not in text and "%PATH(WQ" not in text, name

@@ -55,6 +55,11 @@ pub struct RequestHead {
     pub protocol_version: HeaderValue,
     /// `Mcp-Session-Id`.
     pub session_id: HeaderValue,
+    /// `Last-Event-ID`; read only with `gateway.session_key` (`check_session`).
+    pub last_event_id: HeaderValue,
+    /// `:path`, when it has a query; read only with `gateway.session_key` (the HTTP+SSE session
+    /// in the query, `check_session`).
+    pub target: Option<Vec<u8>>,
     /// A credential outside the grant's one place (see `stray`), refused with 400.
     pub stray_credential: Option<&'static str>,
     /// The grant read from `credential`, once: the credential is hashed (SHA-256) at most once per
@@ -70,6 +75,7 @@ impl RequestHead {
             GrantSource::Bearer => "authorization",
             GrantSource::Header(h) => h.as_str(),
         };
+        let bound = policy.gateway.session_keys.is_some();
         let mut head = RequestHead {
             method: HttpMethod::Other,
             content_type: HeaderValue::Absent,
@@ -79,6 +85,8 @@ impl RequestHead {
             mcp_name: HeaderValue::Absent,
             protocol_version: HeaderValue::Absent,
             session_id: HeaderValue::Absent,
+            last_event_id: HeaderValue::Absent,
+            target: None,
             stray_credential: None,
             grant: OnceCell::new(),
         };
@@ -98,9 +106,15 @@ impl RequestHead {
                 "mcp-name" => head.mcp_name.add(value),
                 "mcp-protocol-version" => head.protocol_version.add(value),
                 "mcp-session-id" => head.session_id.add(value),
+                "last-event-id" if bound => head.last_event_id.add(value),
                 n if n == credential_header => head.credential.add(value),
-                ":path" if stray::query_has_access_token(value) => {
-                    head.stray_credential = Some(STRAY_QUERY);
+                ":path" => {
+                    if stray::query_has_access_token(value) {
+                        head.stray_credential = Some(STRAY_QUERY);
+                    }
+                    if bound && value.contains(&b'?') {
+                        head.target = Some(value.to_vec());
+                    }
                 }
                 n if stray::is_header_variant(n, credential_header) => head.stray_credential = Some(STRAY_HEADER),
                 _ => {}

@@ -31,7 +31,7 @@ mod version;
 
 pub use crate::audit::{log_safe, truncate, AUDIT_MAX_KEYS, AUDIT_MAX_VALUE};
 pub use approval::{on_approval_answer, PendingApproval};
-pub use binding::{check_session, session_id_out, SessionCheck};
+pub use binding::{check_session, session_id_out, stream_ids, Binding, SessionCheck};
 pub use body::on_body;
 pub use decision::{Decision, DecisionKind, Outcome};
 pub use head::{

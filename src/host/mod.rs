@@ -102,6 +102,8 @@ struct Filter {
     request_id: Option<String>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
     session_grant: Option<crate::ratelimit::GrantId>,
+    /// The server's own `Mcp-Session-Id` of the request, whose stream's event ids are bound to it.
+    session_upstream: Option<Vec<u8>>,
     /// The session's client declared URL elicitation: its id is handed out as `m2.` (`crate::offer`).
     session_url_elicitation: bool,
     /// The grant whose held-callout count (`crate::held`) this stream's callout took, and the

@@ -10,7 +10,10 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use super::{now_ms, Filter, HostStore, RequestState};
 use crate::audit::AuditMode;
 use crate::gate::{self, HeadOutcome, Outcome, RequestHead};
-use crate::refusal::{Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN};
+use crate::refusal::{
+    Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
+    SESSION_ID_NOT_REWRITTEN,
+};
 use crate::reply::Reply;
 use crate::response::ResponseFilter;
 use crate::rewrite::BodyRewrite;
@@ -71,7 +74,8 @@ impl Filter {
         match outcome.reply {
             None => {
                 if let Some(policy) = self.policy.as_ref() {
-                    self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids);
+                    let ids = gate::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
+                    self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids).sealing(policy, ids);
                 }
                 Action::Continue
             }
@@ -166,17 +170,23 @@ impl Filter {
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         match gate::check_session(&policy, &head) {
             gate::SessionCheck::Unbound => {}
-            gate::SessionCheck::NoSession { grant } => self.session_grant = grant,
-            gate::SessionCheck::Rewrite { grant, upstream, url_elicitation } => {
-                self.session_url_elicitation = url_elicitation;
-                // The server sees its own id; the client only ever sees the bound one.
-                if let Err(s) =
-                    hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "mcp-session-id", Some(&upstream))
-                {
-                    warn!("[ctx {}] cannot rewrite mcp-session-id ({s:?}); refusing", self.id);
-                    return self.unavailable(SESSION_ID_NOT_REWRITTEN);
+            gate::SessionCheck::Bound(bound) => {
+                // The server sees its own ids; the client only ever sees the bound ones.
+                let rewrites = [
+                    ("mcp-session-id", &bound.session, SESSION_ID_NOT_REWRITTEN),
+                    ("last-event-id", &bound.last_event_id, LAST_EVENT_ID_NOT_REWRITTEN),
+                    (":path", &bound.path, PATH_NOT_REWRITTEN),
+                ];
+                for (name, value, reason) in rewrites {
+                    let Some(value) = value else { continue };
+                    if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, name, Some(value)) {
+                        warn!("[ctx {}] cannot rewrite {name} ({s:?}); refusing", self.id);
+                        return self.unavailable(reason);
+                    }
                 }
-                self.session_grant = Some(grant);
+                self.session_url_elicitation = bound.url_elicitation;
+                self.session_grant = bound.grant;
+                self.session_upstream = bound.session;
             }
             gate::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
         }

@@ -1,6 +1,6 @@
 //! The response side: the bound `Mcp-Session-Id` handed out, and the response plan and chunk
-//! filter of `crate::response` acted on (`tools/list` results filtered when the policy hides tools;
-//! a response that cannot be filtered is refused, 502).
+//! filter of `crate::response` acted on (`tools/list` results filtered when the policy hides tools,
+//! SSE ids sealed with `gateway.session_key`; a response that cannot be filtered is refused, 502).
 
 use log::warn;
 use proxy_wasm::hostcalls;
@@ -17,6 +17,7 @@ impl Filter {
         if let Some(policy) = self.policy.clone().filter(|p| p.gateway.session_keys.is_some()) {
             let name = "mcp-session-id";
             if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
+                self.response.set_session(&upstream);
                 let bound =
                     gate::session_id_out(&policy, self.session_grant.as_ref(), &upstream, self.session_url_elicitation);
                 let value = bound.as_ref().map(String::as_bytes);

@@ -98,6 +98,7 @@ impl RootContext for Root {
             response: ResponseFilter::pass(),
             request_id: None,
             session_grant: None,
+            session_upstream: None,
             session_url_elicitation: false,
             held: None,
             rewrite: None,

@@ -57,7 +57,7 @@ impl ResponseFilter {
     /// ([`crate::policy::Policy::is_unlisted`]).
     pub fn on_chunk(&mut self, chunk: &[u8], end: bool, hidden: &dyn Fn(&str) -> bool) -> Step {
         let filtered = match &mut self.state {
-            State::Sse(stream) => match stream.push(chunk, end, &self.ids, hidden) {
+            State::Sse(stream) => match stream.push_sealed(chunk, end, &self.ids, hidden, self.seal.as_ref()) {
                 Ok((out, 0)) if out == chunk => return Step::Pass,
                 other => other,
             },

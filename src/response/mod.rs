@@ -1,13 +1,19 @@
 //! The response side of one stream, pure: the host reads response headers and body bytes, hands
 //! them here, and only acts on what comes back (and counts it).
 //!
-//! Responses are inspected only when the policy removes tools from `tools/list` results
-//! ([`Policy::filters_tools_list`]), and only for requests the filter forwarded:
+//! Responses are inspected only for requests the filter forwarded, and only when the policy removes
+//! tools from `tools/list` results ([`Policy::filters_tools_list`]) or binds sessions to their grant
+//! (`gateway.session_key`). For tool lists:
 //! - the reply to a forwarded `tools/list` request must be JSON or SSE the filter can read; any other
 //!   reply is refused with 502 before a byte of it leaves (`plan`, the header rules);
 //! - the reply to any other forwarded request (the GET stream, `subscriptions/listen`, resumed
 //!   streams) is filtered when it is an SSE stream, since a tool list can arrive on any stream; a
 //!   JSON reply to another request answers that request only.
+//!
+//! With `gateway.session_key`, every SSE reply also has the ids it hands out sealed for the grant
+//! ([`ResponseFilter::sealing`], `crate::session::StreamIds`); one that is content-encoded passes
+//! unsealed, since its bare ids are refused when presented back. Where the policy does not filter
+//! tool lists, SSE replies are read only for their ids: nothing in them is parsed or refused.
 //!
 //! The body is then filtered by [`ResponseFilter::on_body`] and [`ResponseFilter::on_chunk`]
 //! (`body`): JSON once whole, SSE event by event as it arrives (`crate::toolslist`). In Envoy 1.40 a
@@ -23,6 +29,7 @@ use crate::mcp::Id;
 use crate::policy::Policy;
 use crate::refusal::Refusal;
 use crate::reply::Reply;
+use crate::session::StreamIds;
 use crate::toolslist::SseStream;
 
 mod body;
@@ -40,6 +47,8 @@ pub struct ResponseFilter {
     /// How an error replacing the body is framed (set by the plan).
     framing: Framing,
     state: State,
+    /// With `gateway.session_key`: seals the ids an SSE reply hands out.
+    seal: Option<StreamIds>,
 }
 
 /// Which replies to a forwarded request can carry a tool list that must be filtered.
@@ -49,6 +58,8 @@ enum Scope {
     ListReply,
     /// Any other forwarded request: SSE replies only.
     AnyStream,
+    /// Tool lists are not filtered: SSE replies are read for their ids only.
+    Ids,
 }
 
 #[derive(Debug)]
@@ -90,7 +101,7 @@ impl BadUpstream {
 impl ResponseFilter {
     /// A response that is not inspected (answered locally, or before a decision).
     pub fn pass() -> Self {
-        ResponseFilter { ids: Vec::new(), max_bytes: 0, framing: Framing::Json, state: State::Pass }
+        ResponseFilter { ids: Vec::new(), max_bytes: 0, framing: Framing::Json, state: State::Pass, seal: None }
     }
 
     /// The response to a request the filter forwarded; `tools_list_ids` are the ids of the
@@ -106,6 +117,28 @@ impl ResponseFilter {
             max_bytes: policy.gateway.max_response_bytes,
             framing: Framing::Json,
             state: State::Awaiting(scope),
+            seal: None,
+        }
+    }
+
+    /// With `ids` (`gate::stream_ids`: `gateway.session_key` is set and the request has a grant),
+    /// the ids its SSE reply hands out are sealed; a reply whose tool lists are not filtered is then
+    /// read only when it is an SSE stream, and only for its ids.
+    pub fn sealing(mut self, policy: &Policy, ids: Option<StreamIds>) -> Self {
+        let Some(ids) = ids else { return self };
+        if matches!(self.state, State::Pass) {
+            self.max_bytes = policy.gateway.max_response_bytes;
+            self.state = State::Awaiting(Scope::Ids);
+        }
+        self.seal = Some(ids);
+        self
+    }
+
+    /// The response names the server's session (its `Mcp-Session-Id`, as `initialize` does): the
+    /// events it sends belong to that session.
+    pub fn set_session(&mut self, upstream: &[u8]) {
+        if let Some(seal) = &mut self.seal {
+            seal.set_session(upstream);
         }
     }
 

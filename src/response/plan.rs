@@ -8,6 +8,9 @@
 //!   server that compresses anyway is not understood);
 //! - a `charset` other than UTF-8 (clients decode by the declared charset; the filter reads UTF-8);
 //! - a JSON reply whose `content-length` exceeds `gateway.max_response_bytes`.
+//!
+//! A reply read only for the ids it hands out (`gateway.session_key`, no tool list to filter) is
+//! never refused: an SSE stream is read unless content-encoded, anything else passes.
 
 use super::{BadUpstream, Framing, ResponseFilter, Scope, State};
 use crate::http;
@@ -21,7 +24,7 @@ pub enum Plan {
     /// A JSON `tools/list` reply: hold the body until whole, then filter it. The body changes
     /// length: remove `content-length`.
     FilterJson,
-    /// An SSE stream: filter it event by event as it arrives. Remove `content-length`.
+    /// An SSE stream: filter it (tool lists, ids) event by event as it arrives. Remove `content-length`.
     FilterSse,
     /// Answer 502 with this JSON-RPC error instead ([`BadUpstream::reply`]).
     Refuse(BadUpstream),
@@ -38,7 +41,18 @@ impl ResponseFilter {
             return Plan::PassThrough;
         }
         let content_type = header("content-type").unwrap_or_default();
-        let framing = if http::is_media_type(&content_type, "text/event-stream") {
+        let is_sse = http::is_media_type(&content_type, "text/event-stream");
+        if scope == Scope::Ids {
+            // Read only for its ids: an encoded stream passes unsealed (its bare ids are refused
+            // when presented back), and nothing here is refused.
+            if !is_sse || header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
+                return Plan::PassThrough;
+            }
+            self.framing = Framing::Sse;
+            self.state = State::Sse(SseStream::ids_only(self.max_bytes));
+            return Plan::FilterSse;
+        }
+        let framing = if is_sse {
             Framing::Sse
         } else if scope != Scope::ListReply {
             // A JSON reply to another request answers that request only: not a tool list.

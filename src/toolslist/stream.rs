@@ -1,8 +1,10 @@
 //! An SSE stream (WHATWG HTML §9.2) split into events; the `data` of an event carrying a tool list
-//! is filtered, everything else passes byte for byte.
+//! is filtered, the ids it hands out are sealed (`crate::session::StreamIds`), everything else
+//! passes byte for byte.
 
 use super::{filter_message, ListError};
 use crate::json::{self, Json};
+use crate::session::StreamIds;
 
 /// An SSE stream filtered event by event as it arrives, so that long-lived streams (the GET stream,
 /// resumed streams) are filtered without waiting for their end. Complete events are filtered and
@@ -16,11 +18,22 @@ pub struct SseStream {
     /// Where in `tail` the search for an event's end resumes: the start of its last incomplete
     /// line (the lines before it are complete and not blank), so each byte is scanned about once.
     scanned: usize,
+    /// Tool lists are filtered (else events are only split, for their ids, and never parsed).
+    lists: bool,
+    /// Without `lists`: an event larger than `max_pending` is passed on as it arrives, unsealed,
+    /// until its blank line; `Some(at line start)` while one is.
+    passing: Option<bool>,
 }
 
 impl SseStream {
     pub fn new(max_pending: usize) -> Self {
-        SseStream { tail: Vec::new(), at_start: true, max_pending, scanned: 0 }
+        SseStream { tail: Vec::new(), at_start: true, max_pending, scanned: 0, lists: true, passing: None }
+    }
+
+    /// A stream whose tool lists are not filtered: events are split only to seal their ids, and
+    /// none is refused (an event larger than `max_pending` passes with its ids unsealed).
+    pub fn ids_only(max_pending: usize) -> Self {
+        SseStream { lists: false, ..Self::new(max_pending) }
     }
 
     /// Feed the next chunk (`end`: it is the last). Returns the bytes to pass on now and how many
@@ -32,7 +45,29 @@ impl SseStream {
         request_ids: &[Json],
         hidden: &dyn Fn(&str) -> bool,
     ) -> Result<(Vec<u8>, usize), ListError> {
+        self.push_sealed(chunk, end, request_ids, hidden, None)
+    }
+
+    /// [`SseStream::push`], with the ids of complete events sealed by `ids`.
+    pub fn push_sealed(
+        &mut self,
+        chunk: &[u8],
+        end: bool,
+        request_ids: &[Json],
+        hidden: &dyn Fn(&str) -> bool,
+        ids: Option<&StreamIds>,
+    ) -> Result<(Vec<u8>, usize), ListError> {
         self.tail.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        if let Some(line_start) = self.passing {
+            let (passed, ended, line_start) = pass_event(&self.tail, line_start, end);
+            out.extend(self.tail.drain(..passed));
+            if !ended {
+                self.passing = Some(line_start);
+                return Ok((out, 0));
+            }
+            self.passing = None;
+        }
         let split = if end {
             self.tail.len()
         } else {
@@ -47,26 +82,85 @@ impl SseStream {
             let rest = self.tail.split_off(split);
             std::mem::replace(&mut self.tail, rest)
         };
-        if self.tail.len() > self.max_pending {
+        let oversize = self.tail.len() > self.max_pending;
+        if oversize && self.lists {
             return Err(ListError::Unreadable("an SSE event exceeds gateway.max_response_bytes".into()));
         }
-        if done.is_empty() {
-            return Ok((Vec::new(), 0));
+        let mut removed = 0;
+        if !done.is_empty() {
+            let at_start = std::mem::replace(&mut self.at_start, false);
+            let filtered = if self.lists {
+                let (text, n) = self.filter(&done, at_start, request_ids, hidden)?;
+                removed = n;
+                text.into_bytes()
+            } else {
+                done
+            };
+            match ids {
+                Some(ids) => ids.seal_events(&mut out, &filtered, at_start),
+                None if out.is_empty() => out = filtered,
+                None => out.extend_from_slice(&filtered),
+            }
         }
-        let text = std::str::from_utf8(&done).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
+        if oversize {
+            // Passed as it is, so that no event is refused for its size; a CR at the end may be the
+            // first half of a CRLF and waits for the next byte.
+            self.at_start = false;
+            let keep = usize::from(self.tail.last() == Some(&b'\r'));
+            let passed = self.tail.len() - keep;
+            out.extend(self.tail.drain(..passed));
+            self.passing = Some(out.last().is_none_or(|&b| b == b'\n' || b == b'\r'));
+            self.scanned = 0;
+        }
+        Ok((out, removed))
+    }
+
+    /// Filter complete events' tool lists.
+    fn filter(
+        &self,
+        done: &[u8],
+        at_start: bool,
+        request_ids: &[Json],
+        hidden: &dyn Fn(&str) -> bool,
+    ) -> Result<(String, usize), ListError> {
+        let text = std::str::from_utf8(done).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
         let mut out = String::with_capacity(done.len());
         // WHATWG §9.2.6: one leading byte order mark is ignored by SSE parsers; keep it, parse after it.
-        let text = match (self.at_start, text.strip_prefix('\u{feff}')) {
+        let text = match (at_start, text.strip_prefix('\u{feff}')) {
             (true, Some(rest)) => {
                 out.push('\u{feff}');
                 rest
             }
             _ => text,
         };
-        self.at_start = false;
         let removed = filter_events(&mut out, text, request_ids, hidden)?;
-        Ok((out.into_bytes(), removed))
+        Ok((out, removed))
     }
+}
+
+/// In an event passed as it arrives: how many bytes of `data` belong to it, whether its blank line
+/// is among them, and whether they end at the start of a line. `line_start`: `data` starts a line.
+/// A CR at the end of `data` waits for the next byte unless `end`.
+fn pass_event(data: &[u8], mut line_start: bool, end: bool) -> (usize, bool, bool) {
+    let mut i = 0;
+    while let Some(&b) = data.get(i) {
+        let term = match (b, data.get(i + 1)) {
+            (b'\r', Some(b'\n')) => 2,
+            (b'\r', None) if !end => return (i, false, line_start),
+            (b'\r' | b'\n', _) => 1,
+            _ => {
+                i += 1;
+                line_start = false;
+                continue;
+            }
+        };
+        i += term;
+        if line_start {
+            return (i, true, true);
+        }
+        line_start = true;
+    }
+    (i, false, line_start)
 }
 
 /// The byte offset just after the last blank line (the end of the last complete event), or 0, and
@@ -208,127 +302,4 @@ fn flush_event(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::toolslist::filter_sse;
-    use crate::toolslist::tests::{hide, id};
-
-    #[test]
-    fn sse_unterminated_last_event_and_bom_are_filtered() {
-        let stream = "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"a\"}]}}\r";
-        let (out, removed) = filter_sse(stream.as_bytes(), &id("3"), &hide).unwrap();
-        assert_eq!(removed, 1);
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            "\u{feff}data: {\"id\":3,\"result\":{\"tools\":[{\"name\":\"a\"}]}}\r"
-        );
-    }
-
-    #[test]
-    fn sse_keeps_framing_ids_and_other_events() {
-        let stream = concat!(
-            ": keep-alive comment\r\n\r\n",
-            "event: message\r\nid: ev-1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n",
-            "event: message\r\nid: ev-2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L1\",\r\ndata: \"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"list_vms\"}]}}\r\n\r\n",
-        );
-        let (out, removed) = filter_sse(stream.as_bytes(), &id("\"L1\""), &hide).unwrap();
-        assert_eq!(removed, 1);
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            concat!(
-                ": keep-alive comment\r\n\r\n",
-                "event: message\r\nid: ev-1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n",
-                "event: message\r\nid: ev-2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L1\",\"result\":{\"tools\":[{\"name\":\"list_vms\"}]}}\r\n\r\n",
-            )
-        );
-    }
-
-    #[test]
-    fn streams_are_filtered_event_by_event_across_any_chunking() {
-        let stream = concat!(
-            "\u{feff}event: message\r\nid: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\r\n\r\n",
-            "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[{\"name\":\"delete_vm\"},{\"name\":\"é\"}]}}\r\n\r\n",
-            ": comment\n\n",
-        );
-        let (whole, removed) = filter_sse(stream.as_bytes(), &[], &hide).unwrap();
-        assert_eq!(removed, 1);
-        assert!(!std::str::from_utf8(&whole).unwrap().contains("delete_vm"));
-        // Every split point, including inside CRLF pairs and multi-byte characters, gives the same bytes.
-        let bytes = stream.as_bytes();
-        for cut in 0..bytes.len() {
-            let mut s = SseStream::new(1 << 20);
-            let (mut out, mut n) = s.push(&bytes[..cut], false, &[], &hide).unwrap();
-            let (more, m) = s.push(&bytes[cut..], true, &[], &hide).unwrap();
-            out.extend(more);
-            n += m;
-            assert_eq!((out.as_slice(), n), (whole.as_slice(), 1), "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn streams_fed_byte_by_byte_give_the_whole_streams_bytes() {
-        let stream = concat!(
-            "\u{feff}: c\r\n\r\nevent: message\rdata: {\"id\":9,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}\r\r",
-            "data: {\"id\":8,\"result\":{\"tools\":[{\"name\":\"é\"},{\"name\":\"delete_x\"}]}}\n\n",
-            "data: {\"jsonrpc\":\"2.0\",\r\ndata: \"method\":\"x\"}\r\n\r\nretry: 5",
-        );
-        let (whole, n) = filter_sse(stream.as_bytes(), &[], &hide).unwrap();
-        assert_eq!(n, 2);
-        for step in [1, 2, 3, 7] {
-            let mut s = SseStream::new(1 << 20);
-            let (mut out, mut removed) = (Vec::new(), 0);
-            let chunks: Vec<&[u8]> = stream.as_bytes().chunks(step).collect();
-            for (i, chunk) in chunks.iter().enumerate() {
-                let last = i + 1 == chunks.len();
-                let (more, m) = s.push(chunk, last, &[], &hide).unwrap();
-                out.extend(more);
-                removed += m;
-                // Every complete event went out at once: only the bytes after the last blank line wait.
-                let fed = &stream.as_bytes()[..((i + 1) * step).min(stream.len())];
-                let held = if last { &[][..] } else { &fed[last_event_end(fed, 0).0..] };
-                assert_eq!(s.tail, held, "chunks of {step}, after {}", fed.len());
-            }
-            assert_eq!((out.as_slice(), removed), (whole.as_slice(), 2), "chunks of {step}");
-        }
-    }
-
-    #[test]
-    fn complete_events_pass_before_the_stream_ends() {
-        let mut s = SseStream::new(64);
-        let (out, _) = s
-            .push(b"data: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"delete_x\"}]}}\n\ndata: {", false, &[], &hide)
-            .unwrap();
-        assert_eq!(std::str::from_utf8(&out).unwrap(), "data: {\"id\":1,\"result\":{\"tools\":[]}}\n\n");
-        assert!(matches!(s.push(&[b'x'; 100], false, &[], &hide), Err(ListError::Unreadable(_))));
-    }
-
-    #[test]
-    fn sse_lenient_data_fields_are_refused() {
-        let list = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"delete_vm\"}]}}";
-        for field in
-            ["Data", " data", "data ", "DATA", "\u{feff}data", "\u{feff}\u{feff}data", "d\u{200b}ata", "\tdata"]
-        {
-            let stream = format!("event: message\n{field}: {list}\n\n");
-            assert_eq!(
-                filter_sse(stream.as_bytes(), &id("3"), &hide),
-                Err(ListError::Unreadable("an SSE field name that lenient clients read as data".into())),
-                "{field:?}"
-            );
-        }
-        // A second BOM at the start of the stream is part of the first field name.
-        let stream = format!("\u{feff}\u{feff}data: {list}\n\n");
-        assert!(filter_sse(stream.as_bytes(), &id("3"), &hide).is_err());
-        // Other fields pass untouched.
-        let ok = "event: message\nid: 1\nretry: 5\ndatum: x\ndata: {\"id\":9,\"result\":{}}\n\n";
-        assert_eq!(filter_sse(ok.as_bytes(), &id("3"), &hide).unwrap(), (ok.as_bytes().to_vec(), 0));
-    }
-
-    #[test]
-    fn sse_with_lf_and_unparsable_data() {
-        let stream = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}\n\n";
-        assert_eq!(filter_sse(stream.as_bytes(), &id("3"), &hide).unwrap(), (stream.as_bytes().to_vec(), 0));
-        let bad = "data: {not json\n\n";
-        assert!(matches!(filter_sse(bad.as_bytes(), &id("3"), &hide), Err(ListError::Unreadable(_))));
-        assert!(matches!(filter_sse(b"\xff\n\n", &id("3"), &hide), Err(ListError::Unreadable(_))));
-    }
-}
+mod tests;

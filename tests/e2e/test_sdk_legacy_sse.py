@@ -5,7 +5,8 @@ The stream opens with `event: endpoint` (data: a URL, not JSON-RPC): it passes; 
 filtered (hidden tools absent from the list); POSTs to the endpoint are judged like any other
 (202 acknowledgements pass). A refused POST gets the filter's JSON-RPC error as its HTTP reply, which
 this transport's clients never read (they wait for replies on the stream): the call goes unanswered
-and nothing reaches the server.
+and nothing reaches the server. With `gateway.session_key` the endpoint's `session_id` is sealed for
+the stream's grant and the SDK client uses it unchanged.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ HIDDEN = "vm_agent_exec_status"
 DEMO_TOOLS = set(harness.DEMO_TOOLS)
 
 
-@pytest.fixture
-def envoy(stack):
+@pytest.fixture(params=["unbound", "session_key"])
+def envoy(request, stack):
     port = harness.free_port()
     proc = harness.spawn("demo-legacy-sse", [sys.executable, str(harness.DEMO_SERVER), "--port", str(port),
                                              "--legacy-sse"], stack.log_dir / "demo-legacy-sse.log",
@@ -33,6 +34,8 @@ def envoy(stack):
     stack.procs.append(proc)
     proc.wait_until(lambda: harness.port_open(port), 20, "accepting connections")
     policy = {"version": "1", "default": "deny", "hide": [HIDDEN], "tools": {"list_vms": {}}}
+    if request.param == "session_key":
+        policy["gateway"] = {"session_key": {"current": "k" * 40}}
     return stack.envoy(policy, port)
 
 

@@ -247,7 +247,12 @@ fn initialize_with_url_elicitation_binds_an_m2_session() {
     let again = head(&p, "2025-11-25", Some(&sid));
     assert_eq!(
         gate::check_session(&p, &again),
-        gate::SessionCheck::Rewrite { grant: grant_a(), upstream: b"up-1".to_vec(), url_elicitation: true }
+        gate::SessionCheck::Bound(gate::Binding {
+            grant: Some(grant_a()),
+            session: Some(b"up-1".to_vec()),
+            url_elicitation: true,
+            ..Default::default()
+        })
     );
 }
 
