@@ -5,7 +5,7 @@
 use super::member::skip_unknown;
 use super::{Arguments, Call, Id, McpMethod, ProtocolError, ProtocolErrorKind, ToolCall};
 use crate::json::{Json, ParseError, Parser};
-use crate::protocol::{KindValue, Listen, MetaVersion, META_VERSION_KEY};
+use crate::protocol::{Listen, MetaVersion, META_VERSION_KEY};
 
 /// The shape of `params`, as JSON-RPC 2.0 §4.2 cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "_meta" => (params.meta_version, params.url_elicitation) = read_meta(p)?,
                     "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
                     "requestState" => params.request_state = crate::leg::read_request_state(p)?,
-                    "notifications" => params.notifications = Some(read_notifications(p)?),
+                    "notifications" => params.notifications = Some(Listen::from_filter(&p.value()?)),
                     other => skip_unknown(p, other, &PARAMS_MEMBERS, &mut params.near_miss)?,
                 }
                 Ok(())
@@ -109,46 +109,6 @@ fn read_meta(p: &mut Parser<'_>) -> Result<(MetaVersion, bool), ParseError> {
         }
     })?;
     Ok((version, url_elicitation))
-}
-
-/// `notifications`, the filter of a `subscriptions/listen` request (MCP 2026-07-28
-/// `SubscriptionFilter`): the kinds it asks for and its first unknown member, or why it cannot be
-/// read (only an error for `subscriptions/listen`; other methods never look at it). A flag must be
-/// a boolean and `resourceSubscriptions` an array of strings; `null` asks for nothing, as it does
-/// for the Python SDK's server.
-fn read_notifications(p: &mut Parser<'_>) -> Result<Result<Listen, &'static str>, ParseError> {
-    if p.peek_non_ws() != Some(b'{') {
-        p.skip_value()?;
-        return Ok(Err("\"params.notifications\" must be an object"));
-    }
-    let mut listen = Listen::default();
-    let mut bad = None;
-    p.object_with(|p, key| {
-        let Some(kind) = crate::protocol::subscription_kind(&key) else {
-            listen.note_unknown(&key);
-            return p.skip_value();
-        };
-        let asks = match (kind.value, p.value()?) {
-            (_, Json::Null) => false,
-            (KindValue::Flag, Json::Bool(b)) => b,
-            (KindValue::UriList, Json::Array(uris)) if uris.iter().all(|u| matches!(u, Json::String(_))) => {
-                !uris.is_empty()
-            }
-            (KindValue::Flag, _) => {
-                bad.get_or_insert("a list-changed member of \"params.notifications\" must be true or false");
-                false
-            }
-            (KindValue::UriList, _) => {
-                bad.get_or_insert("\"params.notifications.resourceSubscriptions\" must be an array of URI strings");
-                false
-            }
-        };
-        if asks {
-            listen.ask(kind);
-        }
-        Ok(())
-    })?;
-    Ok(bad.map_or(Ok(listen), Err))
 }
 
 /// `arguments`: an object is checked and kept as text with its keys; anything else is `None`.

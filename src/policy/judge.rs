@@ -343,13 +343,16 @@ mod tests {
 
     /// A `subscriptions/listen` call asking for `kinds` (members of the filter), plus `unknown`.
     fn listen(kinds: &[&str], unknown: Option<&str>) -> Call {
-        let mut l = crate::protocol::Listen::default();
-        for k in kinds {
-            l.ask(crate::protocol::subscription_kind(k).unwrap());
-        }
-        if let Some(u) = unknown {
-            l.note_unknown(u);
-        }
+        let mut filter: Vec<String> = kinds
+            .iter()
+            .map(|k| match k {
+                &"resourceSubscriptions" => format!(r#""{k}":["file:///a"]"#),
+                k => format!(r#""{k}":true"#),
+            })
+            .collect();
+        filter.extend(unknown.map(|u| format!(r#""{u}":true"#)));
+        let json = crate::json::parse(format!("{{{}}}", filter.join(",")).as_bytes()).unwrap();
+        let l = crate::protocol::Listen::from_filter(&json).unwrap();
         Call::Method { method: McpMethod::SubscriptionsListen, target: None, listen: Some(l) }
     }
 

@@ -10,6 +10,8 @@
 //! keeps unknown members, for extensions, and reads `resource_subscriptions` like
 //! `resourceSubscriptions`).
 
+use crate::json::Json;
+
 /// The value a kind takes in the filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KindValue {
@@ -64,6 +66,39 @@ pub struct Listen {
 }
 
 impl Listen {
+    /// What the filter `notifications` (the value of `params.notifications`) asks for, or why it
+    /// cannot be read. A flag must be a boolean and `resourceSubscriptions` an array of strings:
+    /// a lax decoder (pydantic) reads `"true"` or `1` as `true`, so anything else is refused rather
+    /// than guessed. `null` asks for nothing, as it does for the Python SDK's server; so do `false`
+    /// and `[]`. Members the table does not know are kept for the policy to refuse.
+    pub fn from_filter(notifications: &Json) -> Result<Listen, &'static str> {
+        let Json::Object(members) = notifications else {
+            return Err("\"params.notifications\" must be an object");
+        };
+        let mut listen = Listen::default();
+        for (member, value) in members {
+            let Some(i) = SUBSCRIPTION_KINDS.iter().position(|k| k.member == member) else {
+                listen.note_unknown(member);
+                continue;
+            };
+            let asks = match (SUBSCRIPTION_KINDS.get(i).map(|k| k.value), value) {
+                (_, Json::Null) => false,
+                (Some(KindValue::Flag), Json::Bool(b)) => *b,
+                (Some(KindValue::UriList), Json::Array(uris)) if uris.iter().all(|u| matches!(u, Json::String(_))) => {
+                    !uris.is_empty()
+                }
+                (Some(KindValue::UriList), _) => {
+                    return Err("\"params.notifications.resourceSubscriptions\" must be an array of URI strings")
+                }
+                _ => return Err("a list-changed member of \"params.notifications\" must be true or false"),
+            };
+            if asks {
+                listen.asked |= 1 << i;
+            }
+        }
+        Ok(listen)
+    }
+
     /// The kinds asked for, in table order.
     pub fn kinds(&self) -> impl Iterator<Item = &'static SubscriptionKind> + '_ {
         SUBSCRIPTION_KINDS.iter().enumerate().filter(|(i, _)| self.asked & (1 << i) != 0).map(|(_, k)| k)
@@ -74,15 +109,8 @@ impl Listen {
         self.unknown.as_deref()
     }
 
-    /// Note that the filter asks for `kind` (a member of [`SUBSCRIPTION_KINDS`]).
-    pub fn ask(&mut self, kind: &SubscriptionKind) {
-        if let Some(i) = SUBSCRIPTION_KINDS.iter().position(|k| k.member == kind.member) {
-            self.asked |= 1 << i;
-        }
-    }
-
     /// Note a member the table does not know; the first one is kept.
-    pub fn note_unknown(&mut self, member: &str) {
+    fn note_unknown(&mut self, member: &str) {
         if self.unknown.is_none() {
             let mut end = member.len().min(MAX_UNKNOWN_NAME);
             while !member.is_char_boundary(end) {
@@ -114,21 +142,20 @@ mod tests {
         assert_eq!(subscription_kind("resource_subscriptions"), None);
     }
 
+    fn listen(filter: &str) -> Result<Listen, &'static str> {
+        Listen::from_filter(&crate::json::parse(filter.as_bytes()).unwrap())
+    }
+
     #[test]
     fn kinds_come_back_in_table_order_and_the_first_unknown_name_is_kept_short() {
-        let mut l = Listen::default();
-        assert_eq!(l.kinds().count(), 0);
-        l.ask(&SUBSCRIPTION_KINDS[3]);
-        l.ask(&SUBSCRIPTION_KINDS[1]);
-        l.ask(&SUBSCRIPTION_KINDS[3]);
+        let l =
+            listen(r#"{"resourceSubscriptions":["file:///a"],"taskIds":[],"promptsListChanged":true,"x":1}"#).unwrap();
         let members: Vec<&str> = l.kinds().map(|k| k.member).collect();
         assert_eq!(members, ["promptsListChanged", "resourceSubscriptions"]);
-        assert_eq!(l.unknown(), None);
-        l.note_unknown("taskIds");
-        l.note_unknown("other");
         assert_eq!(l.unknown(), Some("taskIds"));
-        let mut long = Listen::default();
-        long.note_unknown(&"é".repeat(40));
+        let long = listen(&format!(r#"{{"{}":true}}"#, "é".repeat(40))).unwrap();
         assert_eq!(long.unknown(), Some("é".repeat(32).as_str()));
+        assert_eq!(listen("{}"), Ok(Listen::default()));
+        assert_eq!(listen("[]"), Err("\"params.notifications\" must be an object"));
     }
 }
