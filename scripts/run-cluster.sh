@@ -52,6 +52,15 @@ http_is() { [ "$(curl -s "$1" 2>/dev/null)" = "$2" ]; }
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 mkdir -p "$run_dir" "$(dirname "$approvals_db")"
+# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
+# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
+# one (at least 32 bytes), else a new random key for this run, one for both Envoys (a session
+# opened through one is accepted by the other). Never printed.
+if [ -z "${MCPF_SESSION_KEY:-}" ]; then
+  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
+fi
+export MCPF_SESSION_KEY
+
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$run_dir" >"$run_dir/redis.log" 2>&1 &
 pids+=($!)
 wait_for "redis-server" tcp_open "$redis_port"

@@ -53,6 +53,14 @@ node tests/oauth/server.mjs --port 9400 --resource http://127.0.0.1:10000/mcp &
 pids+=($!)
 wait_for "oidc-provider" curl -sf http://127.0.0.1:9400/.well-known/openid-configuration
 
+# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
+# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
+# one (at least 32 bytes), else a new random key for this run. Never printed.
+if [ -z "${MCPF_SESSION_KEY:-}" ]; then
+  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
+fi
+export MCPF_SESSION_KEY
+
 "$envoy" -c envoy/envoy-oauth.yaml --disable-hot-restart --concurrency 2 &
 pids+=($!)
 wait_for "Envoy" bash -c '[ "$(curl -s http://127.0.0.1:9901/ready)" = LIVE ]'

@@ -106,6 +106,14 @@ for _ in $(seq 100); do
 done
 [ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
 
+# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
+# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
+# one (at least 32 bytes), else a new random key for this run. Never printed.
+if [ -z "${MCPF_SESSION_KEY:-}" ]; then
+  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
+fi
+export MCPF_SESSION_KEY
+
 # Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log,
 # flushed every 200 ms (Envoy's default is 1 s) so that decisions show up at once.
 : >"$run_dir/access.log"

@@ -15,7 +15,7 @@ mod compile;
 mod de;
 mod spec;
 
-pub use compile::compile;
+pub use compile::{compile, sessions_unbound};
 pub use de::JsonValue;
 #[cfg(feature = "schema")]
 pub(crate) use spec::names_only;
@@ -63,6 +63,21 @@ impl fmt::Display for ConfigErrors {
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError { path: path.into(), message: message.into() }
+}
+
+/// The warning of a policy that admits sessions without binding them ([`sessions_unbound`]): what
+/// it risks and what to set.
+pub const UNBOUND_SESSIONS_WARNING: &str = "gateway.session_key is not set: session ids (Mcp-Session-Id, \
+     Last-Event-ID, the HTTP+SSE session_id) are not bound to their grant, so a grant that learns another \
+     grant's session id can act in that session (MCP 2024-11-05 to 2025-11-25, accepted by \
+     gateway.protocol_versions). Set gateway.session_key.current_env to an \
+     environment variable holding a random key of at least 32 bytes (e.g. head -c 48 /dev/urandom | base64) \
+     and pass it to the wasm VM (vm_config.environment_variables.host_env_keys), or accept only 2026-07-28";
+
+/// What a valid policy should still change, one line each: logged as warnings when Envoy loads
+/// it, and printed by `mcp-policy check`.
+pub fn warnings(policy: &Policy) -> impl Iterator<Item = &'static str> {
+    sessions_unbound(&policy.gateway).then_some(UNBOUND_SESSIONS_WARNING).into_iter()
 }
 
 /// Default for `gateway.max_body_bytes`: 1 MiB.
@@ -359,5 +374,28 @@ mod tests {
     fn default_is_deny_when_absent() {
         assert_eq!(load(br#"{"version":"1"}"#).unwrap().default, Action::Deny);
         assert_eq!(load(br#"{"version":"1","default":"allow"}"#).unwrap().default, Action::Allow);
+    }
+
+    #[test]
+    fn a_policy_needs_a_session_key_when_it_accepts_a_version_with_sessions() {
+        const KEY: &str = "0123456789abcdef0123456789abcdef";
+        let warned = |gw: &str| {
+            let p = load_with_env(format!(r#"{{"version":"1","gateway":{{{gw}}}}}"#).as_bytes(), &|_| Some(KEY.into()))
+                .unwrap();
+            (sessions_unbound(&p.gateway), warnings(&p).collect::<Vec<_>>())
+        };
+        // Every version is accepted by default; three of them carry Mcp-Session-Id.
+        assert_eq!(warned(""), (true, vec![UNBOUND_SESSIONS_WARNING]));
+        for versions in [r#"["2025-03-26"]"#, r#"["2025-06-18","2026-07-28"]"#, r#"["2025-11-25"]"#] {
+            assert!(warned(&format!(r#""protocol_versions":{versions}"#)).0, "{versions}");
+        }
+        // With a key (inline or by variable), or with only 2026-07-28 (no sessions), nothing to say.
+        assert_eq!(warned(&format!(r#""session_key":{{"current":"{KEY}"}}"#)), (false, vec![]));
+        assert_eq!(warned(r#""session_key":{"current_env":"MCPF_SESSION_KEY"}"#), (false, vec![]));
+        assert_eq!(warned(r#""protocol_versions":["2026-07-28"]"#), (false, vec![]));
+        // The warning says what to set.
+        for piece in ["gateway.session_key.current_env", "at least 32 bytes", "host_env_keys", "2026-07-28"] {
+            assert!(UNBOUND_SESSIONS_WARNING.contains(piece), "{piece}");
+        }
     }
 }

@@ -4,12 +4,16 @@
 //! "Lifecycle", "Transports / Streamable HTTP", "Versioning"); the method registry of the official
 //! Python SDK 2.3 (`mcp_types/methods.py`). One table ([`METHODS`]) says, for every client-to-server
 //! method, in which versions it exists, whether it is a request or a notification and how the
-//! filter treats it; [`RULES`] says what each version forbids. The README's protocol section is
-//! rendered from both ([`render_markdown`]), and a test keeps the two equal.
+//! filter treats it; [`RULES`] says what each version forbids; [`SUBSCRIPTION_KINDS`] says which
+//! method each kind of a `subscriptions/listen` request stands for ("Subscriptions", 2026-07-28).
+//! The README's protocol section is rendered from the first two ([`render_markdown`]), its table of
+//! subscription kinds from the third ([`render_subscription_kinds`]), and tests keep them equal.
 
 mod render;
+mod subscriptions;
 
-pub use render::render_markdown;
+pub use render::{render_markdown, render_subscription_kinds};
+pub use subscriptions::{subscription_kind, KindValue, Listen, SubscriptionKind, SUBSCRIPTION_KINDS};
 
 /// An MCP protocol version the filter knows (the `MCP-Protocol-Version` header value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -93,8 +97,9 @@ impl Versions {
 pub enum Handling {
     /// Lifecycle, discovery and listing: forwarded without a policy decision (grant still required).
     Pass,
-    /// Forwarded without a policy decision; every SSE event of its response stream is filtered
-    /// like the GET stream (hidden tools never appear).
+    /// `subscriptions/listen`: each subscription kind it asks for is judged as the method it stands
+    /// for ([`SUBSCRIPTION_KINDS`]); every SSE event of its response stream is filtered like the GET
+    /// stream (hidden tools never appear).
     Stream,
     /// Judged by tool name: `hide`, `tools`, `default`, conditions, limits, approval.
     Tool,

@@ -35,7 +35,8 @@ const POLICY_SEED: &str = include_str!("../envoy/policy.json");
 
 /// Allocations of one allowed decision, after a first call that created the counter.
 fn decision_allocations(policy_text: &str) -> u64 {
-    let p = config::load(policy_text.as_bytes()).unwrap();
+    // The seed policy reads its session key from the VM's environment.
+    let p = config::load_with_env(policy_text.as_bytes(), &|_| Some("k".repeat(32))).unwrap();
     let store = MemoryStore::new();
     let first = gate::on_body(&p, &head(&p), ALLOWED_1K, &store, NOW_MS);
     assert_eq!((first.decision.kind, first.reply.is_none()), (DecisionKind::Allowed, true));

@@ -7,13 +7,18 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use mcp_policy_filter::config::UNBOUND_SESSIONS_WARNING;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Exit status, stdout, stderr of `mcp-policy ARGS` run from the crate root, with `stdin` as input.
-fn run_with(args: &[&str], stdin: &str) -> (i32, String, String) {
+/// Exit status, stdout, stderr of `mcp-policy ARGS` run from the crate root, with `stdin` as input
+/// and `env` added to an environment without `MCPF_SESSION_KEY`.
+fn run_env(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let mut child = Command::new(BIN)
         .args(args)
+        .env_remove("MCPF_SESSION_KEY")
+        .envs(env.iter().copied())
         .current_dir(ROOT)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -27,6 +32,10 @@ fn run_with(args: &[&str], stdin: &str) -> (i32, String, String) {
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )
+}
+
+fn run_with(args: &[&str], stdin: &str) -> (i32, String, String) {
+    run_env(args, stdin, &[])
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
@@ -58,6 +67,8 @@ fn check_valid_policies() {
         run(&["check", "envoy/policy-conditions.json"]),
         (0, "envoy/policy-conditions.json: ok: version 1, default deny, 4 tool rules, 1 limit\n".into(), String::new())
     );
+    // Policies that admit sessions without a key get the filter's warning on stderr.
+    let unbound = |p: &str| format!("{p}: warning: {UNBOUND_SESSIONS_WARNING}\n");
     let p = scratch(
         "valid-gateway.json",
         r#"{"version":"1","default":"allow","tools":{"x":{}},"gateway":{"mode":"dry_run","tool_modes":{"x":"enforce","y":"dry_run"},
@@ -68,7 +79,7 @@ fn check_valid_policies() {
         (
             0,
             format!("{p}: ok: version 1, default allow, 1 tool rule, 0 limits, 1 registered grant, mode dry_run, 1 tool in dry_run\n"),
-            String::new()
+            unbound(&p)
         )
     );
     let p = scratch("valid-recording.json", r#"{"version":"1","gateway":{"audit":"access_log","filter_state":false}}"#);
@@ -79,14 +90,47 @@ fn check_valid_policies() {
             format!(
                 "{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit access_log, no filter state (the access log's mcp_* fields print -)\n"
             ),
-            String::new()
+            unbound(&p)
         )
     );
     let p = scratch("valid-audit-off.json", r#"{"version":"1","gateway":{"audit":"off","filter_state":true}}"#);
     assert_eq!(
         run(&["check", &p]),
-        (0, format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"), String::new())
+        (0, format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"), unbound(&p))
     );
+}
+
+#[test]
+fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() {
+    let keyless = scratch("keyless.json", r#"{"version":"1"}"#);
+    let summary = |p: &str| format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits\n");
+    assert_eq!(
+        run(&["check", &keyless]),
+        (0, summary(&keyless), format!("{keyless}: warning: {UNBOUND_SESSIONS_WARNING}\n"))
+    );
+    // No version with sessions accepted: nothing to bind, no warning.
+    let modern = scratch("modern-only.json", r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]}}"#);
+    assert_eq!(run(&["check", &modern]), (0, summary(&modern), String::new()));
+    // A key named by variable: checked as if set when this environment lacks it (the filter reads the
+    // wasm VM's), read from here when set, so a short one is refused as the filter would refuse it.
+    let by_env =
+        scratch("key-by-env.json", r#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#);
+    assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), String::new()));
+    let key = "0123456789abcdef0123456789abcdef";
+    assert_eq!(run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", key)]), (0, summary(&by_env), String::new()));
+    assert_eq!(
+        run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", "short")]),
+        (
+            1,
+            String::new(),
+            format!("{by_env}: invalid policy at gateway.session_key.current: must be at least 32 bytes\n")
+        )
+    );
+    // The shipped policies bind sessions: no warning.
+    for shipped in ["envoy/policy.json", "envoy/policy-conditions.json"] {
+        let (status, _, err) = run(&["check", shipped]);
+        assert_eq!((status, err.as_str()), (0, ""), "{shipped}");
+    }
 }
 
 #[test]

@@ -14,6 +14,9 @@ Plain Python with no pytest dependency, so `scripts/demo.py` can use it too.
 from __future__ import annotations
 
 import atexit
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -274,6 +277,30 @@ def _admin_live(admin_port: int) -> bool:
     return answers(f"http://{HOST}:{admin_port}/ready", "LIVE")
 
 
+# The session key of every Envoy the tests start: the shipped recipes bind sessions with
+# gateway.session_key.current_env = MCPF_SESSION_KEY, which Envoy hands the wasm VM from its own
+# environment (vm_config.environment_variables.host_env_keys), as `make run` does with a generated one.
+SESSION_KEY_ENV = "MCPF_SESSION_KEY"
+SESSION_KEY = "mcpf-tests-session-key-0123456789abcdef"
+
+
+def envoy_env() -> dict[str, str]:
+    """The environment of an Envoy the tests start: this one, with the tests' session key."""
+    return {**os.environ, SESSION_KEY_ENV: SESSION_KEY}
+
+
+def bound_session_id(token: str, server_id: str, key: str = SESSION_KEY) -> str:
+    """The Mcp-Session-Id the filter hands a client of bearer `token` for the server's `server_id`
+    under `key` (src/session.rs): m1.<b64url(id)>.<b64url(HMAC-SHA-256(key, "mcpf-session-v1" ‖
+    SHA-256(token) ‖ id))>, base64url without padding."""
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+    grant = hashlib.sha256(token.rstrip("=").encode()).digest()
+    tag = hmac.new(key.encode(), b"mcpf-session-v1" + grant + server_id.encode(), hashlib.sha256).digest()
+    return f"m1.{b64(server_id.encode())}.{b64(tag)}"
+
+
 def _envoy_argv(config_path: Path, concurrency: int, base_id: int, log_level: str) -> list[str]:
     return [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency),
             "--disable-hot-restart", "--base-id", str(base_id), "--log-level", log_level]
@@ -293,7 +320,7 @@ def start_envoy(config: str, *, concurrency: int = 2, base_id: int | None = None
     listen_port, admin_port = config_ports(config)
     config_path = _write_config(config, log_dir, name)
     argv = _envoy_argv(config_path, concurrency, admin_port if base_id is None else base_id, log_level)
-    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT, env=envoy_env())
     proc.wait_until(lambda: _admin_live(admin_port), timeout, "LIVE")
     return Envoy(proc, listen_port, admin_port, config_path)
 
@@ -306,7 +333,7 @@ def run_envoy_expect_failure(config: str, *, concurrency: int = 2, base_id: int 
     _, admin_port = config_ports(config)
     config_path = _write_config(config, log_dir, name)
     argv = _envoy_argv(config_path, concurrency, admin_port if base_id is None else base_id, "info")
-    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc = spawn(name, argv, log_dir / f"{name}.log", cwd=REPO_ROOT, env=envoy_env())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.running():

@@ -9,8 +9,10 @@ What Istio (pilot/pkg/model/extensions.go, `convertToWasmPluginWrapper`, `buildV
   `protomarshal.ToJSON` (golang/protobuf `jsonpb`, compact). `pluginConfig` is a
   `google.protobuf.Struct`, so every number is a double; `struct_json` reproduces that text;
 - `vm_config`: runtime `envoy.wasm.runtime.v8`, the code (after istio-agent fetched the image: a
-  local file), `environment_variables.key_values` with `ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION`,
-  and **no `vm_id`**: every plugin on the proxy shares one shared-data namespace;
+  local file), `environment_variables`: `key_values` with `ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION`
+  and each `vmConfig.env` entry of `valueFrom: INLINE` (the default), `host_env_keys` with each of
+  `valueFrom: HOST` (read from the proxy's own environment); and **no `vm_id`**: every plugin on the
+  proxy shares one shared-data namespace;
 - `failure_policy`: FAIL_CLOSE -> FAIL_CLOSED, FAIL_OPEN -> FAIL_OPEN, FAIL_RELOAD -> FAIL_RELOAD.
 
 ECDS here is Envoy's file-based config source (one file per filter), standing in for Istio's ADS.
@@ -101,13 +103,19 @@ def wasm_filter_config(plugin: dict, wasm_file: os.PathLike | str, *, plugin_con
     already fetched to `wasm_file`. `plugin_config` replaces `spec.pluginConfig` when given."""
     spec = plugin["spec"]
     cfg = spec.get("pluginConfig") if plugin_config is None else plugin_config
+    env = spec.get("vmConfig", {}).get("env", [])
+    key_values = {e["name"]: e.get("value", "") for e in env if e.get("valueFrom", "INLINE") == "INLINE"}
+    key_values["ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION"] = resource_version
+    environment: dict[str, Any] = {"key_values": key_values}
+    if any(e.get("valueFrom") == "HOST" for e in env):
+        environment["host_env_keys"] = [e["name"] for e in env if e.get("valueFrom") == "HOST"]
     config: dict[str, Any] = {
         "name": f"{plugin['metadata']['namespace']}.{plugin['metadata']['name']}",
         "root_id": spec.get("pluginName", ""),
         "vm_config": {
             "runtime": "envoy.wasm.runtime.v8",
             "code": {"local": {"filename": str(Path(wasm_file).resolve())}},
-            "environment_variables": {"key_values": {"ISTIO_META_WASM_PLUGIN_RESOURCE_VERSION": resource_version}},
+            "environment_variables": environment,
         },
         "failure_policy": FAILURE_POLICY[spec.get("failStrategy", "FAIL_CLOSE")],
     }

@@ -41,6 +41,9 @@ fn message(version: Version, name: &str, kind: Kind, name_param: Option<&str>) -
     if let Some(p) = name_param {
         params.insert(p.into(), json!(if p == "uri" { "file:///x" } else { "list_vms" }));
     }
+    if name == "subscriptions/listen" {
+        params.insert("notifications".into(), json!({}));
+    }
     let mut headers = vec![("mcp-protocol-version".to_owned(), version.as_str().to_owned())];
     if version.rules().meta_version {
         params.insert(
@@ -200,7 +203,7 @@ proptest! {
         let row = &METHODS[method];
         prop_assume!(row.kind == Kind::Request);
         let body = json!({"jsonrpc":"2.0","id":1,"method":row.name,"params":{"name":"list_vms","uri":"file:///x",
-            "_meta":{protocol::META_VERSION_KEY: mv.as_str()}}}).to_string();
+            "notifications":{},"_meta":{protocol::META_VERSION_KEY: mv.as_str()}}}).to_string();
         let p = policy("");
         let o = decide(&p, &[("mcp-protocol-version", hv.as_str()), ("mcp-method", row.name)], &body);
         prop_assert_eq!(refusal(&o), (400, -32020, "header_mismatch".to_owned()));
@@ -215,6 +218,69 @@ fn the_readme_protocol_section_is_the_rendered_table() {
     let from = readme.find(start).expect("README protocol table start marker") + start.len();
     let to = readme[from..].find(end).expect("README protocol table end marker") + from;
     assert_eq!(&readme[from..to], protocol::render_markdown());
+}
+
+#[test]
+fn the_readme_lists_the_rendered_subscription_kinds() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = "<!-- subscription-kinds:start (rendered by protocol::render_subscription_kinds; tests/protocol.rs checks it) -->\n";
+    let end = "<!-- subscription-kinds:end -->";
+    let from = readme.find(start).expect("README subscription kinds start marker") + start.len();
+    let to = readme[from..].find(end).expect("README subscription kinds end marker") + from;
+    assert_eq!(&readme[from..to], protocol::render_subscription_kinds());
+}
+
+/// A 2026-07-28 `subscriptions/listen` with id "L1" and filter `notifications`, as the Python SDK sends it.
+fn listen(p: &Policy, notifications: &str) -> Outcome {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{{"_meta":{{"{}":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{{}}}},"notifications":{notifications}}}}}"#,
+        protocol::META_VERSION_KEY
+    );
+    decide(p, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "subscriptions/listen")], &body)
+}
+
+#[test]
+fn subscriptions_listen_is_refused_when_a_kind_it_asks_for_stands_for_a_denied_method() {
+    let strict = config::load(br#"{"version":"1","default":"deny","tools":{"list_vms":{}}}"#).unwrap();
+    let o = listen(&strict, r#"{"toolsListChanged":true,"resourceSubscriptions":["file:///etc/passwd"]}"#);
+    assert_eq!(refusal(&o), (200, -31001, "denied".into()));
+    let v: Value = serde_json::from_str(&o.reply.as_ref().unwrap().body).unwrap();
+    assert_eq!(v["id"], "L1");
+    assert_eq!(v["error"]["data"]["rule"], "default");
+    assert_eq!(
+        v["error"]["data"]["reason"],
+        "subscriptions/listen asks for notifications.resourceSubscriptions, which stands for resources/subscribe: \
+         method resources/subscribe is not allowed by policy (default: deny)"
+    );
+    assert_eq!(
+        (o.decision.method.as_deref(), o.decision.rule.as_deref()),
+        (Some("subscriptions/listen"), Some("default"))
+    );
+    for kind in ["promptsListChanged", "resourcesListChanged"] {
+        assert_eq!(refusal(&listen(&strict, &format!(r#"{{"{kind}":true}}"#))), (200, -31001, "denied".into()));
+    }
+    // Tool list changes alone pass, as tools/list does; nothing asked passes too.
+    for ok in [r#"{"toolsListChanged":true}"#, "{}", r#"{"resourceSubscriptions":[],"promptsListChanged":false}"#] {
+        let o = listen(&strict, ok);
+        assert_eq!((o.reply.is_none(), o.decision.kind), (true, DecisionKind::Passed), "{ok}");
+    }
+    // gateway.methods allows resources/subscribe: the resource subscription goes on, under that rule.
+    let lifted =
+        config::load(br#"{"version":"1","default":"deny","gateway":{"methods":{"resources/subscribe":"allow"}}}"#)
+            .unwrap();
+    let o = listen(&lifted, r#"{"toolsListChanged":true,"resourceSubscriptions":["file:///a"]}"#);
+    assert_eq!((o.reply.is_none(), o.decision.kind), (true, DecisionKind::Allowed));
+    assert_eq!(o.decision.rule.as_deref(), Some("gateway.methods.resources/subscribe"));
+    // An unknown kind is refused even under default allow; an unreadable filter is −32602.
+    let open = policy("");
+    let o = listen(&open, r#"{"toolsListChanged":true,"taskIds":["t"]}"#);
+    assert_eq!(refusal(&o), (200, -31001, "denied".into()));
+    assert_eq!(o.decision.rule.as_deref(), Some("unknown_subscription"));
+    let o = listen(&open, r#"{"resourcesListChanged":"yes"}"#);
+    assert_eq!(refusal(&o), (400, -32602, "invalid_params".into()));
+    let v: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
+    assert_eq!(v["id"], "L1");
 }
 
 #[test]

@@ -30,7 +30,9 @@ fn verdicts(v: &jsonschema::Validator, text: &str) -> (Result<(), String>, Resul
         },
         Err(e) => Err(format!("not JSON: {e}")),
     };
-    (schema, config::load(text.as_bytes()).map(|_| ()))
+    // A key named by variable (`session_key.current_env`) is taken as set: the filter reads it from
+    // the wasm VM's environment, which is not here.
+    (schema, config::load_with_env(text.as_bytes(), &|_| Some("k".repeat(32))).map(|_| ()))
 }
 
 #[test]

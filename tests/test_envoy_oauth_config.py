@@ -41,7 +41,8 @@ def test_provider_metadata_policy_and_challenge_agree():
     assert provider["remote_jwks"]["http_uri"]["uri"] == f"{ISSUER}/jwks"
     assert harness.cluster_endpoint(cfg, provider["remote_jwks"]["http_uri"]["cluster"]) == {
         "address": "127.0.0.1", "port_value": 9400}
-    assert policy["gateway"] == {"grant_header": ho.GRANT_HEADER, "resource_metadata_url": METADATA_URL}
+    assert policy["gateway"] == {"grant_header": ho.GRANT_HEADER, "resource_metadata_url": METADATA_URL,
+                                 "session_key": {"current_env": "MCPF_SESSION_KEY"}}
     assert provider["claim_to_headers"] == [{"header_name": ho.GRANT_HEADER, "claim_name": "sub"}]
     # The metadata route needs no token and no grant.
     assert {k: v["disabled"] for k, v in route_md["typed_per_filter_config"].items()} == {

@@ -10,9 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[path = "../cli/apply.rs"]
 mod apply;
+#[path = "../cli/check.rs"]
+mod check;
 #[path = "../cli/grant_id.rs"]
 mod grant_id;
 
+use check::{check, key_from_env, warning_lines};
 use mcp_policy_filter::audit::AuditMode;
 use mcp_policy_filter::config::{self, PolicySpec};
 use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
@@ -34,9 +37,13 @@ Usage:
 
 Commands:
   check    Load each policy exactly as the Envoy filter does. Prints a one-line summary per valid
-           file; for an invalid one prints every error, one per line, as
+           file, and on stderr what a valid one should still change, as `FILE: warning: ...` (the
+           filter logs the same at load: sessions left unbound without gateway.session_key); for an
+           invalid one prints every error, one per line, as
            `FILE: invalid policy at JSON.PATH: MESSAGE` (on stderr). A JSON syntax error gives its
-           line and column and shows the line with a caret under the column.
+           line and column and shows the line with a caret under the column. A key named by variable
+           (session_key.current_env) is read from this environment when set here, else checked as
+           if set: the filter reads the wasm VM's environment.
   explain  Decide REQUEST.json, a JSON-RPC body as an agent would POST it (`-` reads standard
            input), under POLICY.json, with the filter's own decision code. The request is a POST
            with `content-type: application/json` and the grant below. Prints the decision, the rule
@@ -120,7 +127,7 @@ fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
 /// Load a policy with the filter's own loader; every error becomes one line naming its JSON path.
 fn load_policy(path: &str) -> Result<Policy, Failure> {
     let bytes = read_input(path)?;
-    config::load(&bytes).map_err(|errors| {
+    config::load_with_env(&bytes, &key_from_env).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.
@@ -186,27 +193,6 @@ fn summary(p: &Policy) -> String {
         s.push_str(", no filter state (the access log's mcp_* fields print -)");
     }
     s
-}
-
-fn check(files: &[String]) -> Result<Report, Failure> {
-    if files.is_empty() {
-        return Err(usage_error("check needs at least one POLICY.json"));
-    }
-    if let Some(opt) = files.iter().find(|f| f.starts_with("--")) {
-        return Err(usage_error(format!("unknown option {opt}")));
-    }
-    let mut report = Report { stdout: String::new(), stderr: String::new(), status: OK };
-    for file in files {
-        match load_policy(file) {
-            Ok(p) => report.stdout.push_str(&format!("{file}: {}\n", summary(&p))),
-            Err(f) => {
-                report.stderr.push_str(&f.message);
-                report.stderr.push('\n');
-                report.status = report.status.max(f.status);
-            }
-        }
-    }
-    Ok(report)
 }
 
 fn now_ms() -> u64 {
@@ -379,11 +365,13 @@ fn apply(args: &[String]) -> Result<Report, Failure> {
         },
     };
     let bytes = read_input(&policy_file)?;
+    let mut warnings = String::new();
     if check {
-        load_policy(&policy_file).map_err(|f| Failure {
+        let policy = load_policy(&policy_file).map_err(|f| Failure {
             status: f.status,
             message: format!("{}\nnot applied: the ECDS file is unchanged and Envoy keeps its policy", f.message),
         })?;
+        warnings = warning_lines(&policy_file, &policy);
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| Failure { status: INVALID_POLICY, message: format!("{policy_file}: not UTF-8; not applied") })?;
@@ -396,7 +384,7 @@ fn apply(args: &[String]) -> Result<Report, Failure> {
         timeout,
     };
     match apply::apply(&text, &target) {
-        Ok(line) => Ok(Report::out(format!("{policy_file}: {line}\n"), OK)),
+        Ok(line) => Ok(Report { stdout: format!("{policy_file}: {line}\n"), stderr: warnings, status: OK }),
         Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
         Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),
     }

@@ -231,7 +231,7 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
             );
             // Envoy remembers a plugin configuration that failed and refuses it again without
             // running the filter, so its log may not say why: the filter's own code does.
-            match mcp_policy_filter::config::load(policy.as_bytes()) {
+            match mcp_policy_filter::config::load_with_env(policy.as_bytes(), &super::check::key_from_env) {
                 Err(errors) => {
                     msg.push_str("\nthe filter's check of this policy:");
                     for e in errors.0 {

@@ -17,6 +17,7 @@ use crate::policy::{Action, Algorithm, Limit, NeedsApproval, Policy, ToolRule};
 
 mod gateway;
 
+pub use gateway::sessions_unbound;
 use gateway::{gateway, methods};
 
 type Errors = Vec<ConfigError>;

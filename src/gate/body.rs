@@ -163,7 +163,7 @@ pub(super) fn tools_list_id(msg: &Message) -> Option<Id> {
 fn header_mismatch(head: &RequestHead, msg: &Message, required: bool) -> Option<&'static str> {
     let (method, name): (Option<&str>, Option<&str>) = match msg {
         Message::Request { call: Call::Tool(t), .. } => (Some("tools/call"), Some(&t.name)),
-        Message::Request { call: Call::Method { method, target }, .. } => (Some(method.name()), target.as_deref()),
+        Message::Request { call: Call::Method { method, target, .. }, .. } => (Some(method.name()), target.as_deref()),
         Message::Notification { method } => (Some(method.name()), None),
         Message::Response { .. } => (None, None),
     };

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use log::{error, info};
+use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType};
@@ -69,6 +69,9 @@ impl RootContext for Root {
                     policy.limits.len(),
                     policy.gateway.max_body_bytes
                 );
+                for w in config::warnings(&policy) {
+                    warn!("[root {}] {w}", self.id);
+                }
                 self.metrics = Rc::new(Metrics::define(&policy));
                 // From here on the gauge is only incremented, by the VM that registers a grant.
                 self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));

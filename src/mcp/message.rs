@@ -3,7 +3,7 @@
 use super::params::read_arguments;
 use super::{McpMethod, ProtocolError};
 use crate::json::{self, Json, Parser};
-use crate::protocol::MetaVersion;
+use crate::protocol::{Listen, MetaVersion};
 
 /// A JSON-RPC id: a string, an integer or null (JSON-RPC 2.0 §4; MCP forbids null for requests, but
 /// we only need to echo it). `raw` is the exact source text, echoed byte for byte in error replies.
@@ -88,8 +88,9 @@ impl Arguments {
 pub enum Call {
     /// `tools/call`, judged by tool name.
     Tool(ToolCall),
-    /// Any other request method; `target` is its `Mcp-Name` counterpart (prompt name, resource uri).
-    Method { method: McpMethod, target: Option<String> },
+    /// Any other request method; `target` is its `Mcp-Name` counterpart (prompt name, resource uri);
+    /// `listen`, for `subscriptions/listen` only, what its `params.notifications` asks for.
+    Method { method: McpMethod, target: Option<String>, listen: Option<Listen> },
 }
 
 /// One JSON-RPC message from the client.

@@ -1,10 +1,11 @@
 //! `params`: the members a decision reads (`name`, `uri`, `arguments`, `_meta`'s protocol version,
-//! a continuation leg's members), each checked strictly, and the [`Call`] they make.
+//! a continuation leg's members, a `subscriptions/listen` filter), each checked strictly, and the
+//! [`Call`] they make.
 
 use super::member::skip_unknown;
 use super::{Arguments, Call, Id, McpMethod, ProtocolError, ProtocolErrorKind, ToolCall};
 use crate::json::{Json, ParseError, Parser};
-use crate::protocol::{MetaVersion, META_VERSION_KEY};
+use crate::protocol::{Listen, MetaVersion, META_VERSION_KEY};
 
 /// The shape of `params`, as JSON-RPC 2.0 §4.2 cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub(super) struct Params {
     url_elicitation: bool,
     input_responses: crate::leg::Member<Box<str>>,
     request_state: crate::leg::Member<String>,
+    /// `notifications` (a `subscriptions/listen` filter): what it asks for, or why it cannot be read.
+    notifications: Option<Result<Listen, &'static str>>,
 }
 
 impl Params {
@@ -44,13 +47,15 @@ impl Params {
             url_elicitation: false,
             input_responses: Default::default(),
             request_state: Default::default(),
+            notifications: None,
         }
     }
 }
 
 /// The `params` members MCP requests carry that servers act on (`server/tools`, `server/resources`,
-/// `server/prompts`, pagination, `_meta`).
-const PARAMS_MEMBERS: [&str; 7] = ["name", "arguments", "uri", "cursor", "_meta", "inputResponses", "requestState"];
+/// `server/prompts`, pagination, `_meta`, the `subscriptions/listen` filter).
+const PARAMS_MEMBERS: [&str; 8] =
+    ["name", "arguments", "uri", "cursor", "_meta", "inputResponses", "requestState", "notifications"];
 
 pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
     let mut params = Params::empty(Shape::Other);
@@ -65,6 +70,7 @@ pub(super) fn read_params(p: &mut Parser<'_>) -> Result<Params, ParseError> {
                     "_meta" => (params.meta_version, params.url_elicitation) = read_meta(p)?,
                     "inputResponses" => params.input_responses = crate::leg::read_input_responses(p)?,
                     "requestState" => params.request_state = crate::leg::read_request_state(p)?,
+                    "notifications" => params.notifications = Some(Listen::from_filter(&p.value()?)),
                     other => skip_unknown(p, other, &PARAMS_MEMBERS, &mut params.near_miss)?,
                 }
                 Ok(())
@@ -159,6 +165,11 @@ pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Re
                 Some(None) => Err(bad("\"params.arguments\" must be an object")),
             }
         }
+        McpMethod::SubscriptionsListen => match (params.shape, params.notifications) {
+            (Shape::Object, Some(Ok(listen))) => Ok(Call::Method { method, target: None, listen: Some(listen) }),
+            (Shape::Object, Some(Err(detail))) => Err(bad(detail)),
+            _ => Err(bad("subscriptions/listen needs \"params.notifications\"")),
+        },
         method => {
             let target = match method {
                 McpMethod::ResourcesRead | McpMethod::ResourcesSubscribe | McpMethod::ResourcesUnsubscribe => {
@@ -171,7 +182,7 @@ pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Re
                 Some(Json::String(s)) => Some(s),
                 _ => None,
             };
-            Ok(Call::Method { method, target })
+            Ok(Call::Method { method, target, listen: None })
         }
     }
 }

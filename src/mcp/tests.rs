@@ -205,7 +205,7 @@ fn method_targets_are_read_for_header_checks() {
         Message::Request {
             id: Id { raw: "1".into() },
             meta_version: MetaVersion::Absent,
-            call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()) }
+            call: Call::Method { method: McpMethod::ResourcesRead, target: Some("file:///x".into()), listen: None }
         }
     );
 }
@@ -255,4 +255,82 @@ fn jsonrpc_and_method_are_compared_after_unescaping_and_must_be_strings() {
             (InvalidRequest, "1".to_owned(), clash.to_owned())
         );
     }
+}
+
+/// The kinds a `subscriptions/listen` with filter `filter` asks for, and its unknown member; or
+/// the −32602 detail and echoed id.
+/// The kinds asked for and the unknown member of a listen filter, or (kind, echoed id, detail).
+type Listened = Result<(Vec<&'static str>, Option<String>), (ProtocolErrorKind, String, String)>;
+
+fn listen(filter: &str) -> Listened {
+    let body = format!(r#"{{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{filter}}}"#);
+    match single(&body) {
+        Ok(Message::Request {
+            call: Call::Method { method: McpMethod::SubscriptionsListen, target: None, listen },
+            ..
+        }) => {
+            let l = listen.expect("a listen request carries its filter");
+            Ok((l.kinds().map(|k| k.member).collect(), l.unknown().map(str::to_owned)))
+        }
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Err((e.kind, e.id.raw().to_owned(), e.detail)),
+    }
+}
+
+#[test]
+fn subscriptions_listen_reads_what_its_filter_asks_for() {
+    let all = r#"{"notifications":{"resourceSubscriptions":["file:///a"],"toolsListChanged":true,
+        "promptsListChanged":true,"resourcesListChanged":true}}"#;
+    assert_eq!(
+        listen(all),
+        Ok((vec!["toolsListChanged", "promptsListChanged", "resourcesListChanged", "resourceSubscriptions"], None))
+    );
+    // false, null and an empty list ask for nothing (the Python SDK's server reads them so too).
+    let none = r#"{"notifications":{"toolsListChanged":false,"promptsListChanged":null,"resourceSubscriptions":[]}}"#;
+    assert_eq!(listen(none), Ok((vec![], None)));
+    assert_eq!(listen(r#"{"notifications":{}}"#), Ok((vec![], None)));
+    assert_eq!(listen(r#"{"notifications":{"resourceSubscriptions":null}}"#), Ok((vec![], None)));
+    // Members the table does not know are kept (the first one) for the policy to refuse: an
+    // extension's kind, and the snake_case spelling the Python SDK's server also accepts.
+    for (filter, unknown) in [
+        (r#"{"notifications":{"toolsListChanged":true,"taskIds":["t1"],"x":1}}"#, "taskIds"),
+        (r#"{"notifications":{"resource_subscriptions":["file:///a"]}}"#, "resource_subscriptions"),
+        (r#"{"notifications":{"ResourceSubscriptions":["file:///a"]}}"#, "ResourceSubscriptions"),
+    ] {
+        let (_, got) = listen(filter).unwrap();
+        assert_eq!(got.as_deref(), Some(unknown), "{filter}");
+    }
+}
+
+#[test]
+fn subscriptions_listen_with_an_unreadable_filter_is_invalid_params_with_its_id() {
+    use ProtocolErrorKind::InvalidParams;
+    let flag = "a list-changed member of \"params.notifications\" must be true or false";
+    let uris = "\"params.notifications.resourceSubscriptions\" must be an array of URI strings";
+    let missing = "subscriptions/listen needs \"params.notifications\"";
+    let not_object = "\"params.notifications\" must be an object";
+    for (params, detail) in [
+        // Values a lax decoder (pydantic) would read as `true` or as a list.
+        (r#"{"notifications":{"promptsListChanged":"true"}}"#, flag),
+        (r#"{"notifications":{"resourcesListChanged":1}}"#, flag),
+        (r#"{"notifications":{"toolsListChanged":{}}}"#, flag),
+        (r#"{"notifications":{"resourceSubscriptions":"file:///a"}}"#, uris),
+        (r#"{"notifications":{"resourceSubscriptions":["file:///a",7]}}"#, uris),
+        (r#"{"notifications":{"resourceSubscriptions":{"0":"file:///a"}}}"#, uris),
+        (r#"{"notifications":[]}"#, not_object),
+        (r#"{"notifications":null}"#, not_object),
+        (r#"{"_meta":{}}"#, missing),
+        (r#"[{"notifications":{}}]"#, missing),
+    ] {
+        assert_eq!(listen(params), Err((InvalidParams, "\"L\"".to_owned(), detail.to_owned())), "{params}");
+    }
+    let body = r#"{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen"}"#;
+    assert_eq!(err(body), (InvalidParams, "\"L\"".to_owned()));
+    // A member that a case-insensitive decoder reads as `notifications` is refused like any other.
+    let (kind, id, detail) = listen(r#"{"Notifications":{"resourceSubscriptions":["file:///a"]}}"#).unwrap_err();
+    assert_eq!((kind, id.as_str()), (InvalidParams, "\"L\""));
+    assert_eq!(detail, "a \"params\" member name that folds to \"notifications\" without being it");
+    // Other methods never look at a `notifications` member, readable or not.
+    let m = single(r#"{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"notifications":5}}"#).unwrap();
+    assert!(matches!(m, Message::Request { call: Call::Method { listen: None, .. }, .. }));
 }

@@ -28,7 +28,48 @@ impl Policy {
     pub fn judge(&self, call: &Call) -> Verdict<'_> {
         match call {
             Call::Tool(t) => self.judge_tool(&t.name, t.arguments.as_ref()),
+            Call::Method { method: McpMethod::SubscriptionsListen, listen, .. } => self.judge_listen(listen.as_ref()),
             Call::Method { method, .. } => self.judge_method(method),
+        }
+    }
+
+    /// `subscriptions/listen`: every kind it asks for is judged as the method it stands for
+    /// (`protocol::SUBSCRIPTION_KINDS`); the first denied one refuses the request, naming the kind
+    /// and its method. A kind the filter does not know is refused: what it would open is unknown.
+    /// Allowed: under the first rule that allowed a kind; with only kinds that pass (tools
+    /// list changes) or none, it passes.
+    fn judge_listen(&self, listen: Option<&crate::protocol::Listen>) -> Verdict<'_> {
+        let Some(listen) = listen else {
+            let reason = "subscriptions/listen must carry params.notifications".into();
+            return Verdict::Deny { rule: "default".into(), reason };
+        };
+        if let Some(member) = listen.unknown() {
+            return Verdict::Deny {
+                rule: "unknown_subscription".into(),
+                reason: format!(
+                    "subscriptions/listen asks for notifications.{member}, a subscription kind this gateway does not know"
+                ),
+            };
+        }
+        let mut allowed = None;
+        for kind in listen.kinds() {
+            match self.judge_method(&McpMethod::from_name(kind.method)) {
+                Verdict::Deny { rule, reason } => {
+                    let (member, method) = (kind.member, kind.method);
+                    let reason = format!(
+                        "subscriptions/listen asks for notifications.{member}, which stands for {method}: {reason}"
+                    );
+                    return Verdict::Deny { rule, reason };
+                }
+                Verdict::Allow { rule, .. } => {
+                    allowed.get_or_insert(rule);
+                }
+                Verdict::Pass => {}
+            }
+        }
+        match allowed {
+            Some(rule) => Verdict::Allow { rule, limits: vec![], approval: None },
+            None => Verdict::Pass,
         }
     }
 
@@ -76,12 +117,12 @@ impl Policy {
             McpMethod::Initialize
             | McpMethod::Ping
             | McpMethod::ServerDiscover
-            | McpMethod::SubscriptionsListen
             | McpMethod::ToolsList
             | McpMethod::Notification(_) => Verdict::Pass,
             McpMethod::ToolsCall => {
                 Verdict::Deny { rule: "default".into(), reason: "tools/call must name a tool".into() }
             }
+            McpMethod::SubscriptionsListen => self.judge_listen(None),
             other => {
                 let name = other.name();
                 match (self.methods.get(name), other) {
@@ -144,7 +185,7 @@ mod tests {
     }
 
     fn method(name: &str) -> Call {
-        Call::Method { method: McpMethod::from_name(name), target: None }
+        Call::Method { method: McpMethod::from_name(name), target: None, listen: None }
     }
 
     fn policy() -> Policy {
@@ -298,5 +339,74 @@ mod tests {
             policy().judge(&method("x/custom")),
             Verdict::Allow { rule: "gateway.methods.x/custom".into(), limits: vec![], approval: None }
         );
+    }
+
+    /// A `subscriptions/listen` call asking for `kinds` (members of the filter), plus `unknown`.
+    fn listen(kinds: &[&str], unknown: Option<&str>) -> Call {
+        let mut filter: Vec<String> = kinds
+            .iter()
+            .map(|k| match k {
+                &"resourceSubscriptions" => format!(r#""{k}":["file:///a"]"#),
+                k => format!(r#""{k}":true"#),
+            })
+            .collect();
+        filter.extend(unknown.map(|u| format!(r#""{u}":true"#)));
+        let json = crate::json::parse(format!("{{{}}}", filter.join(",")).as_bytes()).unwrap();
+        let l = crate::protocol::Listen::from_filter(&json).unwrap();
+        Call::Method { method: McpMethod::SubscriptionsListen, target: None, listen: Some(l) }
+    }
+
+    #[test]
+    fn listen_is_judged_as_the_methods_its_kinds_stand_for() {
+        let p = load(
+            br#"{"version":"1","default":"deny",
+            "gateway":{"methods":{"resources/list":"allow","resources/subscribe":"deny","prompts/list":"allow"}}}"#,
+        )
+        .unwrap();
+        let allow = |rule: &str| Verdict::Allow { rule: rule.into(), limits: vec![], approval: None };
+        // Nothing asked, or only tool list changes (tools/list always passes): it passes.
+        assert_eq!(p.judge(&listen(&[], None)), Verdict::Pass);
+        assert_eq!(p.judge(&listen(&["toolsListChanged"], None)), Verdict::Pass);
+        assert_eq!(
+            p.judge(&listen(&["toolsListChanged", "resourcesListChanged", "promptsListChanged"], None)),
+            allow("gateway.methods.prompts/list")
+        );
+        assert_eq!(
+            p.judge(&listen(&["toolsListChanged", "resourceSubscriptions"], None)),
+            deny(
+                "gateway.methods.resources/subscribe",
+                "subscriptions/listen asks for notifications.resourceSubscriptions, which stands for \
+                 resources/subscribe: method resources/subscribe is denied by policy"
+            )
+        );
+        // Under default deny, a kind whose method is not listed is refused by `default`.
+        let strict = load(br#"{"version":"1","default":"deny"}"#).unwrap();
+        for (kind, method) in [
+            ("promptsListChanged", "prompts/list"),
+            ("resourcesListChanged", "resources/list"),
+            ("resourceSubscriptions", "resources/subscribe"),
+        ] {
+            let reason = format!(
+                "subscriptions/listen asks for notifications.{kind}, which stands for {method}: \
+                 method {method} is not allowed by policy (default: deny)"
+            );
+            assert_eq!(strict.judge(&listen(&["toolsListChanged", kind], None)), deny("default", &reason));
+        }
+        let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
+        assert_eq!(open.judge(&listen(&["resourceSubscriptions"], None)), allow("default"));
+    }
+
+    #[test]
+    fn listen_with_an_unknown_kind_is_refused_even_when_everything_is_allowed() {
+        let open = load(br#"{"version":"1","default":"allow"}"#).unwrap();
+        assert_eq!(
+            open.judge(&listen(&["toolsListChanged"], Some("taskIds"))),
+            deny(
+                "unknown_subscription",
+                "subscriptions/listen asks for notifications.taskIds, a subscription kind this gateway does not know"
+            )
+        );
+        let bare = Call::Method { method: McpMethod::SubscriptionsListen, target: None, listen: None };
+        assert_eq!(open.judge(&bare), deny("default", "subscriptions/listen must carry params.notifications"));
     }
 }

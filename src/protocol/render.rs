@@ -1,9 +1,11 @@
 //! The README's protocol tables, rendered from [`METHODS`](super::METHODS) and
-//! [`RULES`](super::RULES) (tests/protocol.rs checks the README holds exactly this text).
+//! [`RULES`](super::RULES), and its table of `subscriptions/listen` kinds, rendered from
+//! [`SUBSCRIPTION_KINDS`](super::SUBSCRIPTION_KINDS) (tests/protocol.rs checks the README holds
+//! exactly this text).
 
 use super::Handling::{Method, Pass, Stream, Tool};
 use super::Kind::{Notification, Request};
-use super::{Version, METHODS, RULES};
+use super::{KindValue, Version, METHODS, RULES, SUBSCRIPTION_KINDS};
 
 fn yes(b: bool) -> &'static str {
     if b {
@@ -40,7 +42,7 @@ pub fn render_markdown() -> String {
         }
         s.push_str(match r.handling {
             Pass => "pass",
-            Stream => "pass; its SSE stream is filtered like the GET stream",
+            Stream => "each subscription kind judged as the method it stands for; its SSE stream is filtered like the GET stream",
             Tool => "judged by tool (precedence below)",
             Method => "`gateway.methods[method]`, else `default`",
         });
@@ -60,6 +62,19 @@ pub fn render_markdown() -> String {
             yes(r.method_headers),
             yes(r.meta_version)
         ));
+    }
+    s
+}
+
+/// The README's table of `subscriptions/listen` kinds, rendered from [`SUBSCRIPTION_KINDS`] (Markdown).
+pub fn render_subscription_kinds() -> String {
+    let mut s = String::from("| `params.notifications` member | asks for | when | judged as |\n|---|---|---|---|\n");
+    for k in &SUBSCRIPTION_KINDS {
+        let when = match k.value {
+            KindValue::Flag => "`true`",
+            KindValue::UriList => "a non-empty array of URIs",
+        };
+        s.push_str(&format!("| `{}` | `{}` | {when} | `{}` |\n", k.member, k.notification, k.method));
     }
     s
 }

@@ -2,11 +2,13 @@
 under the shipped envoy/policy.json (default deny; list_vms allowed; vm_agent_exec rate limited).
 
 Both response modes of the server are covered: SSE (the SDK default) and json_response=True.
-The server is stateful, so every step after initialize also proves Mcp-Session-Id passes through.
+The server is stateful, so every step after initialize also proves Mcp-Session-Id works through the
+filter, which binds it to the grant (the shipped policy sets gateway.session_key).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -46,7 +48,12 @@ def test_response_mode_and_session_id_pass_through(through_envoy):
     r = post(envoy.mcp_url, json.dumps(init).encode(), headers_for("e2e-raw"))
     assert r.status == 200
     assert r.headers["content-type"] == ("application/json" if json_response else "text/event-stream")
-    assert re.fullmatch(r"[0-9a-f]{32}", r.headers["mcp-session-id"]), r.headers
+    # The shipped policy binds the session to the grant: the server's id wrapped with the grant's tag.
+    m = re.fullmatch(r"m1\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})", r.headers["mcp-session-id"])
+    assert m, r.headers
+    server_id = base64.urlsafe_b64decode(m.group(1) + "=" * (-len(m.group(1)) % 4)).decode()
+    assert re.fullmatch(r"[0-9a-f]{32}", server_id), server_id
+    assert r.headers["mcp-session-id"] == harness.bound_session_id("e2e-raw", server_id)
 
 
 def test_session_through_filter(through_envoy):

@@ -68,7 +68,8 @@ fn lifecycle_notifications_and_responses_pass() {
 
 #[test]
 fn condition_denials_name_the_condition_not_the_value() {
-    let p = config::load(&std::fs::read("envoy/policy-conditions.json").unwrap()).unwrap();
+    let key = |_: &str| Some("k".repeat(32)); // the example reads its session key from the VM's environment
+    let p = config::load_with_env(&std::fs::read("envoy/policy-conditions.json").unwrap(), &key).unwrap();
     let s = MemoryStore::new();
     let exec = |id: u64, args: Value| {
         json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"vm_agent_exec","arguments":args}})

@@ -184,7 +184,9 @@ def test_forwarded_unchanged(seeded, name):
 def test_delete_with_grant_is_forwarded(seeded):
     envoy, log = seeded
     before = len(harness.recorder_lines(log))
-    r = request("DELETE", envoy.mcp_url, None, {"authorization": "Bearer d", "mcp-session-id": "s-1"})
+    # The shipped policy binds sessions: the id the filter made for grant "d"; the server gets "s-1".
+    sid = harness.bound_session_id("d", "s-1")
+    r = request("DELETE", envoy.mcp_url, None, {"authorization": "Bearer d", "mcp-session-id": sid})
     assert r.status == 202
     (seen,) = upstream_lines(log, settle=False)[before:]
     assert (seen["method"], seen["headers"]["mcp-session-id"]) == ("DELETE", "s-1")

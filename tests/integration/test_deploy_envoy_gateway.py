@@ -5,7 +5,9 @@ What Envoy Gateway emits (internal/xds/translator/wasm.go, httpfilters.go, jsonp
 from the manifests:
 - EnvoyExtensionPolicy -> an HTTP filter `envoy.filters.http.wasm/envoyextensionpolicy/NS/NAME/wasm/0`,
   disabled on the HCM and enabled on the route, with its own `vm_id` (that same name), root_id
-  `rootID`, `configuration` = the JSON text of `config` (no Struct conversion), fail_open = failOpen;
+  `rootID`, `configuration` = the JSON text of `config` (no Struct conversion), fail_open = failOpen,
+  `env.hostKeys` -> `vm_config.environment_variables.host_env_keys` (the session key, which the
+  EnvoyProxy sets in the proxy's environment from a Secret; here the harness sets it);
 - BackendTrafficPolicy requestBuffer -> envoy.filters.http.buffer, placed after the wasm filter by
   the EnvoyProxy's filterOrder (Envoy Gateway's default order puts it before);
 - HTTPRoute timeouts.request 0s -> route timeout 0s;
@@ -68,7 +70,9 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
             "name": ext["name"],
             "root_id": ext["rootID"],
             "vm_config": {"vm_id": ir_name, "runtime": "envoy.wasm.runtime.v8",
-                          "code": {"local": {"filename": str(wasm)}}},
+                          "code": {"local": {"filename": str(wasm)}},
+                          # env.hostKeys: the proxy's own environment variables, for the session key.
+                          "environment_variables": {"host_env_keys": ext["env"]["hostKeys"]}},
             # The API server keeps `config` as JSON (object keys sorted); Envoy Gateway passes the
             # raw bytes on.
             "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",

@@ -48,7 +48,10 @@ def seeded(stack):
 def test_allowed_call_reaches_upstream_and_reply_is_untouched(seeded):
     envoy, log = seeded
     body = tool_call("list_vms", {}, id=1)
-    r = post(envoy.mcp_url, body, headers_for("grant-a", **{"mcp-session-id": "sess-123"}))
+    # The shipped policy binds sessions: the client holds the id the filter made for its grant, and
+    # the server gets its own id back.
+    sid = harness.bound_session_id("grant-a", "sess-123")
+    r = post(envoy.mcp_url, body, headers_for("grant-a", **{"mcp-session-id": sid}))
 
     assert r.status == 200
     assert r.body == recorder_reply(1)

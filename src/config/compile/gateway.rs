@@ -183,6 +183,15 @@ fn protocol_versions(spec: Option<&[String]>, errs: &mut Errors) -> Versions {
     set
 }
 
+/// Whether `gw` admits MCP sessions without binding them to their grant: no `session_key`, and
+/// `protocol_versions` accepts a version with `Mcp-Session-Id` (2025-03-26 to 2025-11-25). The
+/// 2024-11-05 HTTP+SSE transport's POSTs carry no version header and are read as 2025-03-26, so a
+/// policy that accepts that version admits them too; a policy accepting only 2026-07-28 (no
+/// sessions) needs no key.
+pub fn sessions_unbound(gw: &Gateway) -> bool {
+    gw.session_keys.is_none() && gw.protocol_versions.iter().any(|v| v.rules().sessions)
+}
+
 /// `gateway.session_key` (its `…_env` names already resolved by `load_with_env`): keys of at least
 /// `session::MIN_KEY_BYTES` bytes, the previous one different from the current one.
 fn session_key(k: &SessionKeySpec, errs: &mut Errors) -> SessionKeys {
