@@ -7,10 +7,12 @@
 //! ```json
 //! {"text": "...", "event": "approval.opened",
 //!  "approval": {"id": "apr_...", "state": "pending", "tool": "start_vm", "grant": "...",
+//!               "upstream": {"cluster": "mcp_a", "authority": "..."},
 //!               "reason": "...", "approval_url": "https://...", "expires_at": 1764500600, ...}}
 //! ```
 //!
-//! Argument values are left out unless `--notify-include-arguments`. Sending never blocks a
+//! Argument values, and the upstream's `path` (which may hold a credential in its query, as
+//! arguments may), are left out unless `--notify-include-arguments`. Sending never blocks a
 //! check: events go into a queue of at most [`QUEUE_CAP`] (more are dropped and counted); a
 //! worker POSTs each to every URL with a timeout (`--notify-timeout`), retrying 5xx, 429 and
 //! network errors [`RETRIES`] times with backoff (1 s, 2 s, 4 s), at most [`IN_FLIGHT`]
@@ -229,8 +231,9 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         State::Pending => (
             "approval.opened",
             format!(
-                "MCP approval needed: `{}` for grant {}{}. Expires {}. <{}|Approve or deny>",
+                "MCP approval needed: `{}`{} for grant {}{}. Expires {}. <{}|Approve or deny>",
                 slack_text(&a.tool),
+                on_cluster(a),
                 slack_text(&a.grant),
                 if a.reason.is_empty() { String::new() } else { format!(" ({})", slack_text(&a.reason)) },
                 rfc3339(a.expires_at),
@@ -240,9 +243,10 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         state => (
             if state == State::Approved { "approval.approved" } else { "approval.denied" },
             format!(
-                "MCP approval {}: `{}` for grant {}, by {}{}. <{}|Details>",
+                "MCP approval {}: `{}`{} for grant {}, by {}{}. <{}|Details>",
                 state.as_str(),
                 slack_text(&a.tool),
+                on_cluster(a),
                 slack_text(&a.grant),
                 slack_text(a.approver.as_deref().unwrap_or("")),
                 if a.note.is_empty() { String::new() } else { format!(": {}", slack_text(&a.note)) },
@@ -263,13 +267,30 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         "approver": a.approver,
         "note": a.note,
     });
-    if include_arguments {
-        if let Some(obj) = approval.as_object_mut() {
+    if let Some(obj) = approval.as_object_mut() {
+        let upstream = match (a.has_upstream(), include_arguments) {
+            (false, _) => Value::Null,
+            (true, false) => json!({"cluster": a.upstream.cluster, "authority": a.upstream.authority}),
+            (true, true) => {
+                json!({"cluster": a.upstream.cluster, "authority": a.upstream.authority, "path": a.upstream.path})
+            }
+        };
+        obj.insert("upstream".into(), upstream);
+        if include_arguments {
             let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
             obj.insert("arguments".into(), args);
         }
     }
     json!({ "text": text, "event": name, "approval": approval })
+}
+
+/// " on `CLUSTER`" for the text line (nothing for an approval stored without its upstream).
+fn on_cluster(a: &Approval) -> String {
+    if a.has_upstream() {
+        format!(" on `{}`", slack_text(&a.upstream.cluster))
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +319,11 @@ mod tests {
             grant_id: "g".into(),
             input_responses: String::new(),
             request_state: None,
+            upstream: crate::store::Upstream {
+                cluster: "mcp_a".into(),
+                authority: "gw.example".into(),
+                path: "/a/mcp?key=s3cr3t-path".into(),
+            },
         }
     }
 
@@ -307,20 +333,27 @@ mod tests {
         assert_eq!(e["event"], "approval.opened");
         assert_eq!(
             e["text"],
-            "MCP approval needed: `start_vm&lt;@here&gt;'` for grant sha256:0123456789ab (needs a human). \
+            "MCP approval needed: `start_vm&lt;@here&gt;'` on `mcp_a` for grant sha256:0123456789ab (needs a human). \
              Expires 2025-11-30T11:03:20Z. <https://a.example/approvals/apr_1|Approve or deny>"
         );
         assert_eq!(e["approval"]["expires_at"], 1_764_500_600);
-        assert!(!e.to_string().contains("s3cr3t"));
+        assert_eq!(e["approval"]["upstream"], json!({"cluster": "mcp_a", "authority": "gw.example"}));
+        assert!(!e.to_string().contains("s3cr3t"), "neither arguments nor the path: {e}");
         let with = event(&approval(State::Pending), "u", true);
         assert_eq!(with["approval"]["arguments"], json!({"secret": "s3cr3t"}));
+        assert_eq!(with["approval"]["upstream"]["path"], "/a/mcp?key=s3cr3t-path");
+        let mut old = approval(State::Pending);
+        old.upstream = crate::store::Upstream { cluster: String::new(), authority: String::new(), path: String::new() };
+        let e = event(&old, "u", false);
+        assert_eq!(e["approval"]["upstream"], Value::Null);
+        assert!(e["text"].as_str().unwrap().starts_with("MCP approval needed: `start_vm&lt;@here&gt;'` for grant"));
     }
 
     #[test]
     fn decided_event_names_the_approver() {
         let e = event(&approval(State::Denied), "u", false);
         assert_eq!(e["event"], "approval.denied");
-        assert_eq!(e["text"], "MCP approval denied: `start_vm&lt;@here&gt;'` for grant sha256:0123456789ab, by alice: ok &amp; go. <u|Details>");
+        assert_eq!(e["text"], "MCP approval denied: `start_vm&lt;@here&gt;'` on `mcp_a` for grant sha256:0123456789ab, by alice: ok &amp; go. <u|Details>");
     }
 
     #[test]

@@ -27,13 +27,16 @@ fn sign(mut b: Value) -> Value {
         *x = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
     let args = mcp_policy_filter::json::parse(b["arguments"].to_string().as_bytes()).unwrap();
-    b["key"] = json!(mcp_policy_filter::approval::key(&g, b["tool"].as_str().unwrap(), Some(&args)));
+    let s = |k: &str| b["upstream"][k].as_str().unwrap().to_owned();
+    let up = mcp_approvals::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") };
+    b["key"] = json!(mcp_policy_filter::approval::key(&g, &up, b["tool"].as_str().unwrap(), Some(&args)));
     b
 }
 
 fn check_body(grant_id: &str, arguments: Value, expires: i64, wait: i64) -> Value {
     sign(json!({
         "grant_id": grant_id, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
+        "upstream": {"cluster": "mcp_a", "authority": "gw:10000", "path": "/a/mcp"},
         "request_id": "req-1", "expires_in_seconds": expires, "wait_seconds": wait, "reason": "needs a human"
     }))
 }
@@ -98,6 +101,7 @@ async fn request_values_cannot_forge_log_lines() {
     b["tool"] = json!(forged);
     b["grant"] = json!("g\r\nINFO forged");
     b["request_id"] = json!("r\nINFO forged");
+    b["upstream"]["cluster"] = json!("mcp_a\nINFO forged");
     let id = check_raw(&r, sign(b)).await["approval_id"].as_str().unwrap().to_string();
     assert_eq!(approve(&r, &id, "ok\nINFO approval decided note=forged").await, StatusCode::OK);
     let mut bad = check_body(&grant(62), json!({}), 600, 0);
@@ -110,11 +114,11 @@ async fn request_values_cannot_forge_log_lines() {
         vec![
             format!(
                 " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
+                 grant=\"g\\r\\nINFO forged\" cluster=\"mcp_a\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
             ),
             format!(
                 " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
+                 grant=\"g\\r\\nINFO forged\" cluster=\"mcp_a\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
             ),
             " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
         ]
