@@ -62,13 +62,14 @@ impl Default for NotifyConfig {
     }
 }
 
-/// Checks a `--notify-webhook` value.
+/// Checks a `--notify-webhook` value. The message never repeats the value: a webhook URL may hold a
+/// secret (Slack's do), and the message goes to the log.
 pub fn parse_webhook(s: &str) -> Result<String, String> {
     let ok_scheme = s.starts_with("http://") || s.starts_with("https://");
     if !ok_scheme || s.len() > 2048 || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{s:?}: must be an http:// or https:// URL (at most 2048 bytes)"));
+        return Err("must be an http:// or https:// URL (at most 2048 bytes, no whitespace)".into());
     }
-    reqwest::Url::parse(s).map_err(|e| format!("{s:?}: {e}"))?;
+    reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
     Ok(s.to_string())
 }
 
@@ -187,7 +188,8 @@ async fn deliver(client: &reqwest::Client, url: &str, body: &Value, c: &Counters
                 let s = r.status();
                 (s.is_server_error() || s == reqwest::StatusCode::TOO_MANY_REQUESTS, format!("HTTP {s}"))
             }
-            Err(e) => (true, if e.is_timeout() { "timeout".to_string() } else { e.to_string() }),
+            // Without the URL: its path may hold a secret (Slack's do), and reqwest's errors name it.
+            Err(e) => (true, if e.is_timeout() { "timeout".to_string() } else { e.without_url().to_string() }),
         };
         // The URL may hold a secret (Slack's do): only its host is logged.
         let host = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default();
@@ -361,5 +363,9 @@ mod tests {
         assert!(parse_webhook("https://hooks.slack.com/services/T/B/x").is_ok());
         assert!(parse_webhook("ftp://x").is_err());
         assert!(parse_webhook("http://a b").is_err());
+        // The value may be a secret: no message repeats it.
+        for bad in ["https://hooks.example/T/B/s3cr3t x", "https://[s3cr3t/x", "ftp://s3cr3t"] {
+            assert!(!parse_webhook(bad).unwrap_err().contains("s3cr3t"), "{bad}");
+        }
     }
 }

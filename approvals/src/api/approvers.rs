@@ -158,10 +158,12 @@ pub async fn decide(app: &App, id: String, approve: bool, approver: String, note
     let who = approver.clone();
     let decided = app.db(move |s, now| s.decide(&id, approve, &who, &note, now)).await?;
     if let Decided::Ok(a) = &decided {
-        // Debug-formatted (quoted, escaped): the tool and the note are request-derived.
+        // Debug-formatted (quoted, escaped): the tool is request-derived. The note is what the
+        // approver typed: kept in the database and the API, never in the log (only whether one
+        // was given).
         tracing::info!(
             approval = %a.id, tool = ?a.tool, grant = ?a.grant, cluster = ?a.upstream.cluster,
-            state = a.state.as_str(), approver = ?approver, note = ?a.note, "approval decided"
+            state = a.state.as_str(), approver = ?approver, note_given = !a.note.is_empty(), "approval decided"
         );
     }
     Ok(decided)
