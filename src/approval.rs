@@ -2,15 +2,43 @@
 //! reading of its answer. Pure; the host adapter makes the callout (`dispatch_http_call`).
 //!
 //! The service's contract is `approvals/API.md`. An approval is bound to one exact call by its key:
-//! SHA-256 over the canonical JSON of `{"arguments":…,"grant":…,"tool":…}` (see [`canonical`]), so an
-//! approval of `{"vmid":100,"command":"uptime"}` can never let `{"command":"cat /etc/shadow"}` through,
-//! and the service lets an approval through once.
+//! SHA-256 over the canonical JSON of `{"arguments":…,"grant":…,"tool":…,"upstream":…}` (see
+//! [`canonical`]), so an approval of `{"vmid":100,"command":"uptime"}` can never let
+//! `{"command":"cat /etc/shadow"}` through, nor the same call to another MCP server behind the same
+//! Envoy ([`Upstream`]), and the service lets an approval through once.
 
 use sha2::{Digest, Sha256};
 
 use crate::grant::hex;
 use crate::json::{self, write_str, Json};
 use crate::ratelimit::GrantId;
+
+/// Where a call goes, as this Envoy routes it: the MCP server an approval is for. Two routes of one
+/// listener to two clusters, or one cluster serving several servers by host name or path, are
+/// different upstreams, so an approval given for one never lets the same call run on another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The Envoy cluster the request's route chose (property `xds.cluster_name`).
+    pub cluster: String,
+    /// The request's `:authority` (HTTP/1.1 `Host`).
+    pub authority: String,
+    /// The request's `:path`, query included, as received (before any route rewrite).
+    pub path: String,
+}
+
+impl Upstream {
+    /// `{"authority":…,"cluster":…,"path":…}`: canonical (members in code point order), as the key
+    /// hashes it and the filter sends it.
+    pub fn write_json(&self, out: &mut String) {
+        out.push_str("{\"authority\":");
+        write_str(out, &self.authority);
+        out.push_str(",\"cluster\":");
+        write_str(out, &self.cluster);
+        out.push_str(",\"path\":");
+        write_str(out, &self.path);
+        out.push('}');
+    }
+}
 
 /// Canonical JSON text of `v`: object members sorted by key (Unicode code point order, which is the
 /// byte order of their UTF-8), no insignificant whitespace, strings unescaped and re-escaped one way
@@ -21,19 +49,21 @@ pub fn canonical(v: &Json, out: &mut String) {
 }
 
 /// The approval key of a call: lower-case hex SHA-256 of the canonical JSON of
-/// `{"arguments": ARGS, "grant": "<hex SHA-256 of the credential>", "tool": NAME}`.
+/// `{"arguments": ARGS, "grant": "<hex SHA-256 of the credential>", "tool": NAME,
+/// "upstream": {"authority": …, "cluster": …, "path": …}}`.
 /// Absent arguments count as `{}` (MCP treats them alike).
-pub fn key(grant: &GrantId, tool: &str, arguments: Option<&Json>) -> String {
-    key_with(grant, tool, arguments, None, None)
+pub fn key(grant: &GrantId, upstream: &Upstream, tool: &str, arguments: Option<&Json>) -> String {
+    key_with(grant, upstream, tool, arguments, None, None)
 }
 
 /// The approval key of a call that may be a continuation leg (MCP 2026-07-28, [`crate::leg`]):
 /// lower-case hex SHA-256 of the canonical JSON of `{"arguments": ARGS, "grant": "<hex>",
-/// "inputResponses": ANSWERS, "requestState": "STATE", "tool": NAME}`, where `inputResponses` and
-/// `requestState` are left out when the call does not carry them (so a first leg has exactly the
-/// [`key`] of an ordinary call, and every continuation leg another key).
+/// "inputResponses": ANSWERS, "requestState": "STATE", "tool": NAME, "upstream": {…}}`, where
+/// `inputResponses` and `requestState` are left out when the call does not carry them (so a first
+/// leg has exactly the [`key`] of an ordinary call, and every continuation leg another key).
 pub fn key_with(
     grant: &GrantId,
+    upstream: &Upstream,
     tool: &str,
     arguments: Option<&Json>,
     input_responses: Option<&Json>,
@@ -55,6 +85,8 @@ pub fn key_with(
     }
     text.push_str(",\"tool\":");
     write_str(&mut text, tool);
+    text.push_str(",\"upstream\":");
+    upstream.write_json(&mut text);
     text.push('}');
     hex(&Sha256::digest(text.as_bytes()))
 }
@@ -69,6 +101,8 @@ pub struct CheckRequest<'a> {
     /// shows the approver.
     pub grant_id: &'a GrantId,
     pub tool: &'a str,
+    /// The MCP server the call goes to (bound by `key`, shown to the approver).
+    pub upstream: &'a Upstream,
     /// The arguments' JSON text as the agent sent them (already strictly checked); `None` is `{}`.
     pub arguments: Option<&'a str>,
     /// Envoy's `x-request-id` ("" when absent).
@@ -87,7 +121,7 @@ pub struct CheckRequest<'a> {
 impl CheckRequest<'_> {
     /// The JSON body.
     pub fn to_json(&self) -> String {
-        let mut o = String::with_capacity(192 + self.arguments.map_or(2, str::len));
+        let mut o = String::with_capacity(256 + self.upstream.path.len() + self.arguments.map_or(2, str::len));
         o.push_str("{\"key\":");
         write_str(&mut o, self.key);
         o.push_str(",\"grant\":");
@@ -97,6 +131,8 @@ impl CheckRequest<'_> {
         o.push('"');
         o.push_str(",\"tool\":");
         write_str(&mut o, self.tool);
+        o.push_str(",\"upstream\":");
+        self.upstream.write_json(&mut o);
         o.push_str(",\"arguments\":");
         o.push_str(self.arguments.unwrap_or("{}"));
         o.push_str(",\"request_id\":");
@@ -215,8 +251,16 @@ mod tests {
         out
     }
 
+    fn up(cluster: &str, authority: &str, path: &str) -> Upstream {
+        Upstream { cluster: cluster.into(), authority: authority.into(), path: path.into() }
+    }
+
+    fn server_a() -> Upstream {
+        up("mcp_a", "mcp.example.com", "/a/mcp")
+    }
+
     fn key_of(args: &str) -> String {
-        key(&[7u8; 32], "vm_agent_exec", Some(&json::parse(args.as_bytes()).unwrap()))
+        key(&[7u8; 32], &server_a(), "vm_agent_exec", Some(&json::parse(args.as_bytes()).unwrap()))
     }
 
     #[test]
@@ -267,8 +311,26 @@ mod tests {
             assert_ne!(key_of(other), base, "{other}");
         }
         let args = json::parse(br#"{"vmid":100,"command":"uptime"}"#).unwrap();
-        assert_ne!(key(&[8u8; 32], "vm_agent_exec", Some(&args)), base, "another grant");
-        assert_ne!(key(&[7u8; 32], "vm_agent_exec2", Some(&args)), base, "another tool");
+        let a = server_a();
+        assert_eq!(key(&[7u8; 32], &a, "vm_agent_exec", Some(&args)), base);
+        assert_ne!(key(&[8u8; 32], &a, "vm_agent_exec", Some(&args)), base, "another grant");
+        assert_ne!(key(&[7u8; 32], &a, "vm_agent_exec2", Some(&args)), base, "another tool");
+        // The same call to another MCP server: another cluster, host name or path (query included).
+        for other in [
+            up("mcp_b", "mcp.example.com", "/a/mcp"),
+            up("mcp_a", "mcp2.example.com", "/a/mcp"),
+            up("mcp_a", "mcp.example.com", "/b/mcp"),
+            up("mcp_a", "mcp.example.com", "/a/mcp?tenant=2"),
+            up("mcp_a", "mcp.example.com", "/a/mcp/"),
+            up("mcp_a", "mcp.example.com:443", "/a/mcp"),
+        ] {
+            assert_ne!(key(&[7u8; 32], &other, "vm_agent_exec", Some(&args)), base, "{other:?}");
+        }
+        // No member can be shifted into another: each is a JSON string of its own.
+        assert_ne!(
+            key(&[7u8; 32], &up("a", "b", "/c"), "t", Some(&args)),
+            key(&[7u8; 32], &up("a\",\"authority\":\"b", "", "/c"), "t", Some(&args))
+        );
         // Big numbers differing in the last digit stay different (no float rounding).
         assert_ne!(key_of(r#"{"n":9007199254740993}"#), key_of(r#"{"n":9007199254740992}"#));
     }
@@ -277,10 +339,15 @@ mod tests {
     fn key_is_sha256_of_the_documented_text() {
         let args = json::parse(br#"{"b":2,"a":1}"#).unwrap();
         let grant = [0xabu8; 32];
-        let text = format!("{{\"arguments\":{{\"a\":1,\"b\":2}},\"grant\":\"{}\",\"tool\":\"t\"}}", "ab".repeat(32));
-        assert_eq!(key(&grant, "t", Some(&args)), hex(&Sha256::digest(text.as_bytes())));
-        assert_eq!(key(&grant, "t", None), key(&grant, "t", Some(&Json::Object(vec![]))));
-        assert_eq!(key(&grant, "t", None).len(), 64);
+        let text = format!(
+            "{{\"arguments\":{{\"a\":1,\"b\":2}},\"grant\":\"{}\",\"tool\":\"t\",\
+             \"upstream\":{{\"authority\":\"h:1\",\"cluster\":\"c\\\"x\",\"path\":\"/mcp?a=\\u0001\"}}}}",
+            "ab".repeat(32)
+        );
+        let u = up("c\"x", "h:1", "/mcp?a=\u{1}");
+        assert_eq!(key(&grant, &u, "t", Some(&args)), hex(&Sha256::digest(text.as_bytes())));
+        assert_eq!(key(&grant, &u, "t", None), key(&grant, &u, "t", Some(&Json::Object(vec![]))));
+        assert_eq!(key(&grant, &u, "t", None).len(), 64);
     }
 
     #[test]
@@ -290,6 +357,7 @@ mod tests {
             grant: "sha256:0123",
             grant_id: &[0xab; 32],
             tool: "start_vm",
+            upstream: &up("mcp_a", "mcp.example.com", "/a/mcp"),
             arguments: Some(r#"{"vmid":100}"#),
             request_id: "rid",
             expires_in_seconds: 600,
@@ -300,12 +368,12 @@ mod tests {
         };
         assert_eq!(
             r.to_json(),
-            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","upstream":{"authority":"mcp.example.com","cluster":"mcp_a","path":"/a/mcp"},"arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
         );
         let r = CheckRequest { arguments: None, reason: None, wait_seconds: 29, ..r };
         assert_eq!(
             r.to_json(),
-            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","upstream":{"authority":"mcp.example.com","cluster":"mcp_a","path":"/a/mcp"},"arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
         );
     }
 

@@ -132,7 +132,7 @@ pub enum Retry {
 pub const NOT_AN_ELICIT_RESULT: &str = r#"params.inputResponses["mcp-policy-filter/approval"] must be an elicitation result: {"action":"accept"|"decline"|"cancel"}"#;
 
 /// Check a call's leg against the offer the gateway may have made for it. `approval_key` is the
-/// call's [`crate::approval::key`] (tool and arguments, without the leg); `now` Unix seconds.
+/// call's [`crate::approval::key`] (upstream, tool and arguments, without the leg); `now` Unix seconds.
 /// The gateway's `requestState` may come only with its own `inputResponses` entry (or none).
 pub fn check_retry(keys: Option<&SessionKeys>, grant: &GrantId, approval_key: &str, leg: &Leg, now: u64) -> Retry {
     let ours_state = leg.request_state.as_deref().is_some_and(|s| s.starts_with(state::PREFIX));

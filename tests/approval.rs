@@ -25,12 +25,29 @@ fn load_errors(text: &str) -> Vec<(String, String)> {
     config::load(text.as_bytes()).unwrap_err().0.into_iter().map(|e| (e.path, e.message)).collect()
 }
 
+/// The MCP server of [`post`]: the host's `xds.cluster_name`, `:authority` and `:path`.
+fn server_a() -> approval::Upstream {
+    approval::Upstream { cluster: "mcp_a".into(), authority: "gw.example:10000".into(), path: "/a/mcp".into() }
+}
+
 fn post(p: &Policy, token: &str) -> RequestHead {
+    post_to(p, token, &server_a())
+}
+
+fn post_to(p: &Policy, token: &str, to: &approval::Upstream) -> RequestHead {
     let auth = format!("Bearer {token}");
-    RequestHead::from_headers(
+    let mut head = RequestHead::from_headers(
         p,
-        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", auth.as_bytes())],
-    )
+        [
+            (":method", &b"POST"[..]),
+            (":authority", to.authority.as_bytes()),
+            (":path", to.path.as_bytes()),
+            ("content-type", b"application/json"),
+            ("authorization", auth.as_bytes()),
+        ],
+    );
+    head.cluster = Some(to.cluster.clone());
+    head
 }
 
 fn call(id: u64, tool: &str, args: &str) -> String {
@@ -133,8 +150,8 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     let o = decide(&p, &store, "agent-a", &call(7, "start_vm", args));
     assert_eq!(o.decision.kind, DecisionKind::Allowed);
     let pending = held(o);
-    let expected_key =
-        approval::key(&grant_id("agent-a"), "start_vm", Some(&json::parse(br#"{"node":"pve1","vmid":100}"#).unwrap()));
+    let args_value = json::parse(br#"{"node":"pve1","vmid":100}"#).unwrap();
+    let expected_key = approval::key(&grant_id("agent-a"), &server_a(), "start_vm", Some(&args_value));
     assert_eq!(pending.key, expected_key);
     assert_eq!(pending.id.raw(), "7");
     assert_eq!(pending.decision.arg_keys, ["vmid", "node"]);
@@ -144,6 +161,7 @@ fn a_call_is_held_with_its_binding_key_and_request() {
         body,
         json!({"key": expected_key, "grant": pending.grant_label,
                "grant_id": mcp_policy_filter::grant::hex(&grant_id("agent-a")), "tool": "start_vm",
+               "upstream": {"cluster": "mcp_a", "authority": "gw.example:10000", "path": "/a/mcp"},
                "arguments": {"vmid": 100, "node": "pve1"}, "request_id": "req-1",
                "expires_in_seconds": 600, "wait_seconds": 0, "reason": "costs money"})
     );
@@ -158,6 +176,126 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     assert_ne!(other_args.key, pending.key);
     let reordered = held(decide(&p, &store, "agent-a", &call(9, "start_vm", r#"{"node":"pve\u0031","vmid":100}"#)));
     assert_eq!(reordered.key, pending.key);
+}
+
+/// Decide `body` for `token` sent to the MCP server `to`.
+fn decide_to(p: &Policy, store: &MemoryStore, token: &str, to: &approval::Upstream, body: &str) -> Outcome {
+    let head = post_to(p, token, to);
+    assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
+    gate::on_body(p, &head, body.as_bytes(), store, T0)
+}
+
+#[test]
+fn the_same_call_to_another_upstream_has_another_key() {
+    let p = policy(r#""delete_vm":{"action":"require_approval"}"#, GATEWAY);
+    let store = MemoryStore::new();
+    let body = call(1, "delete_vm", r#"{"vmid":100}"#);
+    let a = held(decide(&p, &store, "agent-a", &body));
+    assert_eq!(a.upstream, server_a());
+    let at = |cluster: &str, authority: &str, path: &str| approval::Upstream {
+        cluster: cluster.into(),
+        authority: authority.into(),
+        path: path.into(),
+    };
+    // Another route's cluster, another virtual host or another endpoint of one cluster.
+    for other in [
+        at("mcp_b", "gw.example:10000", "/a/mcp"),
+        at("mcp_a", "b.gw.example:10000", "/a/mcp"),
+        at("mcp_a", "gw.example:10000", "/b/mcp"),
+        at("mcp_a", "gw.example:10000", "/a/mcp?server=b"),
+    ] {
+        let held_b = held(decide_to(&p, &store, "agent-a", &other, &body));
+        assert_ne!(held_b.key, a.key, "{other:?}");
+        let sent: Value = serde_json::from_str(&held_b.check_body("", 0)).unwrap();
+        assert_eq!(
+            sent["upstream"],
+            json!({"cluster": other.cluster, "authority": other.authority, "path": other.path}),
+            "the service is told the upstream, to bind and show it"
+        );
+    }
+    assert_eq!(held(decide_to(&p, &store, "agent-a", &server_a(), &body)).key, a.key);
+}
+
+#[test]
+fn a_call_whose_upstream_is_unknown_is_refused_not_held() {
+    let p = policy(
+        r#""delete_vm":{"action":"require_approval","limits":[{"counter":"d","window":"minute","max":1}]}"#,
+        GATEWAY,
+    );
+    let store = MemoryStore::new();
+    let body = call(5, "delete_vm", r#"{"vmid":100}"#);
+    let no_cluster = {
+        let mut h = post(&p, "agent-a");
+        h.cluster = None;
+        h
+    };
+    let empty_cluster = {
+        let mut h = post(&p, "agent-a");
+        h.cluster = Some(String::new());
+        h
+    };
+    let auth = b"Bearer agent-a";
+    let no_authority = {
+        let mut h = RequestHead::from_headers(
+            &p,
+            [
+                (":method", &b"POST"[..]),
+                (":path", b"/a/mcp"),
+                ("content-type", b"application/json"),
+                ("authorization", auth),
+            ],
+        );
+        h.cluster = Some("mcp_a".into());
+        h
+    };
+    let two_paths = {
+        let mut h = RequestHead::from_headers(
+            &p,
+            [
+                (":method", &b"POST"[..]),
+                (":authority", b"gw"),
+                (":path", b"/a/mcp"),
+                (":path", b"/b/mcp"),
+                ("content-type", b"application/json"),
+                ("authorization", auth),
+            ],
+        );
+        h.cluster = Some("mcp_a".into());
+        h
+    };
+    for (head, why) in [
+        (&no_cluster, gate::NO_CLUSTER),
+        (&empty_cluster, gate::NO_CLUSTER),
+        (&no_authority, gate::NO_AUTHORITY),
+        (&two_paths, gate::NO_PATH),
+    ] {
+        let before = store.bytes();
+        let o = gate::on_body(&p, head, body.as_bytes(), &store, T0);
+        assert_eq!(o.approval, None, "{why}");
+        assert_eq!(o.decision.kind, DecisionKind::ApprovalUnavailable);
+        let (status, v, headers) = reply(&o);
+        assert_eq!((status, headers), (200, vec![("retry-after", "1".to_owned())]));
+        assert_eq!(
+            v,
+            json!({"jsonrpc":"2.0","id":5,"error":{"code":-31009,
+                "message":format!("tool 'delete_vm' refused: approval could not be checked: {why}"),
+                "data":{"kind":"approval_unavailable","tool":"delete_vm","reason":why,"retry_after_seconds":1}}})
+        );
+        assert_eq!(store.bytes(), before, "no quota is taken for a call that is not asked");
+    }
+    assert!(gate::NO_CLUSTER.contains("xds.cluster_name"));
+}
+
+#[test]
+fn upstream_headers_are_kept_only_with_an_approval_service() {
+    let headers = [(":method", &b"POST"[..]), (":authority", b"gw"), (":path", b"/mcp")];
+    let with = RequestHead::from_headers(&policy(r#""t":{"action":"require_approval"}"#, GATEWAY), headers);
+    assert_eq!(
+        (with.authority, with.path),
+        (gate::HeaderValue::One(b"gw".to_vec()), gate::HeaderValue::One(b"/mcp".to_vec()))
+    );
+    let without = RequestHead::from_headers(&policy(r#""t":{}"#, r#""mode":"enforce""#), headers);
+    assert_eq!((without.authority, without.path), (gate::HeaderValue::Absent, gate::HeaderValue::Absent));
 }
 
 #[test]

@@ -439,8 +439,14 @@ fn usage() {
 fn explain_call_that_needs_approval_exits_4() {
     let req = scratch("start_vm.json", &call("start_vm"));
     let grant = mcp_policy_filter::grant::from_authorization(b"Bearer cli").unwrap();
+    let upstream = mcp_policy_filter::approval::Upstream {
+        cluster: "mcp_upstream".into(),
+        authority: "127.0.0.1:10000".into(),
+        path: "/mcp".into(),
+    };
     let key = mcp_policy_filter::approval::key(
         &grant.id,
+        &upstream,
         "start_vm",
         Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
     );
@@ -456,10 +462,31 @@ fn explain_call_that_needs_approval_exits_4() {
                  tool:     start_vm\n\
                  grant:    sha256:99bb88401742\n\
                  approval: required, key {key}\n\
+                 upstream: cluster mcp_upstream, authority 127.0.0.1:10000, path /mcp\n\
                  status:   held: the approval service (cluster mcp_approvals) is asked; forwarded only once a person \
                  approved this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)\n"
             ),
             String::new()
         )
     );
+    // The same call to another MCP server has another key.
+    let b = mcp_policy_filter::approval::Upstream {
+        cluster: "mcp_b".into(),
+        authority: "gw".into(),
+        path: "/b/mcp".into(),
+    };
+    let key_b = mcp_policy_filter::approval::key(
+        &grant.id,
+        &b,
+        "start_vm",
+        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+    );
+    let (status, out, _) =
+        run(&["explain", "envoy/policy.json", &req, "--cluster", "mcp_b", "--authority=gw", "--path", "/b/mcp"]);
+    assert_eq!(status, 4);
+    assert!(
+        out.contains(&format!("approval: required, key {key_b}\nupstream: cluster mcp_b, authority gw, path /b/mcp\n")),
+        "{out}"
+    );
+    assert_ne!(key_b, key);
 }

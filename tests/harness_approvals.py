@@ -18,6 +18,7 @@ dependency.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -70,6 +71,23 @@ def approval_policy(tools: dict | None = None, *, mode: str = "retry", timeout: 
     return {"version": "1", "default": "deny",
             "tools": {"list_vms": {}, **({"start_vm": approval_tool()} if tools is None else tools)},
             "gateway": {"approval": approval, **(gateway or {})}}
+
+
+# ----------------------------------------------------------------------------------- the binding key
+
+
+def upstream_of(envoy: harness.Envoy, path: str = "/mcp", cluster: str = "mcp_upstream") -> dict:
+    """The upstream an approval of a call through `envoy` is bound to (src/approval.rs `Upstream`):
+    the route's cluster, the `:authority` the tests' clients send (`127.0.0.1:PORT`) and the path."""
+    return {"cluster": cluster, "authority": f"{harness.HOST}:{envoy.listen_port}", "path": path}
+
+
+def approval_key(grant_id: str, tool: str, arguments: Any, upstream: dict) -> str:
+    """API.md: SHA-256 (hex) of the canonical JSON of {arguments, grant, tool, upstream}; `grant_id`
+    is the full hex SHA-256 of the credential (src/approval.rs), not the logged label."""
+    canonical = json.dumps({"arguments": arguments, "grant": grant_id, "tool": tool, "upstream": upstream},
+                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 # ----------------------------------------------------------------------------------- the service

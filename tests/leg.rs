@@ -24,11 +24,23 @@ fn policy() -> Policy {
     config::load(text.as_bytes()).unwrap()
 }
 
+/// The MCP server every call here goes to.
+fn upstream() -> approval::Upstream {
+    approval::Upstream { cluster: "mcp_upstream".into(), authority: "gw:10000".into(), path: "/mcp".into() }
+}
+
 fn decide(p: &Policy, body: &str) -> Outcome {
-    let head = RequestHead::from_headers(
+    let mut head = RequestHead::from_headers(
         p,
-        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", b"Bearer agent-a")],
+        [
+            (":method", &b"POST"[..]),
+            (":authority", b"gw:10000"),
+            (":path", b"/mcp"),
+            ("content-type", b"application/json"),
+            ("authorization", b"Bearer agent-a"),
+        ],
     );
+    head.cluster = Some("mcp_upstream".into());
     assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
     gate::on_body(p, &head, body.as_bytes(), &MemoryStore::default(), T0)
 }
@@ -52,6 +64,9 @@ fn leg_of(body: &str) -> Leg {
         other => panic!("{other:?}"),
     }
 }
+
+/// [`upstream`] as the key hashes it.
+const UPSTREAM: &str = r#"{"authority":"gw:10000","cluster":"mcp_upstream","path":"/mcp"}"#;
 
 const ANSWERS: &str = r#"{"confirm":{"action":"accept","content":{"name":"web-01"}}}"#;
 
@@ -97,25 +112,26 @@ fn the_key_is_sha256_of_the_documented_text() {
     let g = [0xabu8; 32];
     let args = json::parse(br#"{"vmid":100}"#).unwrap();
     let answers = json::parse(br#"{"z":1,"a":"\u00e9"}"#).unwrap();
+    let up = upstream();
     let text = format!(
-        r#"{{"arguments":{{"vmid":100}},"grant":"{}","inputResponses":{{"a":"é","z":1}},"requestState":"st\"1","tool":"delete_vm"}}"#,
+        r#"{{"arguments":{{"vmid":100}},"grant":"{}","inputResponses":{{"a":"é","z":1}},"requestState":"st\"1","tool":"delete_vm","upstream":{UPSTREAM}}}"#,
         "ab".repeat(32)
     );
     assert_eq!(
-        approval::key_with(&g, "delete_vm", Some(&args), Some(&answers), Some("st\"1")),
+        approval::key_with(&g, &up, "delete_vm", Some(&args), Some(&answers), Some("st\"1")),
         hex(&Sha256::digest(text.as_bytes()))
     );
     // A first leg keeps the key of an ordinary call.
     assert_eq!(
-        approval::key_with(&g, "delete_vm", Some(&args), None, None),
-        approval::key(&g, "delete_vm", Some(&args))
+        approval::key_with(&g, &up, "delete_vm", Some(&args), None, None),
+        approval::key(&g, &up, "delete_vm", Some(&args))
     );
     let only_state = format!(
-        r#"{{"arguments":{{"vmid":100}},"grant":"{}","requestState":"s","tool":"delete_vm"}}"#,
+        r#"{{"arguments":{{"vmid":100}},"grant":"{}","requestState":"s","tool":"delete_vm","upstream":{UPSTREAM}}}"#,
         "ab".repeat(32)
     );
     assert_eq!(
-        approval::key_with(&g, "delete_vm", Some(&args), None, Some("s")),
+        approval::key_with(&g, &up, "delete_vm", Some(&args), None, Some("s")),
         hex(&Sha256::digest(only_state.as_bytes()))
     );
 }
@@ -140,7 +156,10 @@ fn each_leg_and_each_set_of_answers_has_its_own_key() {
     for (i, k) in others.iter().enumerate() {
         assert_ne!(k, &leg2, "case {i}");
     }
-    assert_eq!(first, approval::key(&grant_id(), "delete_vm", Some(&json::parse(br#"{"vmid":100}"#).unwrap())));
+    assert_eq!(
+        first,
+        approval::key(&grant_id(), &upstream(), "delete_vm", Some(&json::parse(br#"{"vmid":100}"#).unwrap()))
+    );
 }
 
 fn grant_id() -> [u8; 32] {
@@ -162,7 +181,7 @@ fn the_check_body_carries_the_answers_as_sent() {
     let args = json::parse(br#"{"vmid":100}"#).unwrap();
     assert_eq!(
         body["key"],
-        json!(approval::key_with(&grant_id(), "delete_vm", Some(&args), Some(&answers), Some("s1")))
+        json!(approval::key_with(&grant_id(), &upstream(), "delete_vm", Some(&args), Some(&answers), Some("s1")))
     );
     assert_eq!(body["input_responses"], json!({"confirm":{"action":"accept","content":{"name":"web-01"}}}));
     // A first leg sends neither member.

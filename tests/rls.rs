@@ -30,10 +30,17 @@ fn errors(text: &str) -> Vec<(String, String)> {
 
 fn decide(p: &Policy, store: &MemoryStore, token: &str, body: &str) -> Outcome {
     let auth = format!("Bearer {token}");
-    let head = RequestHead::from_headers(
+    let mut head = RequestHead::from_headers(
         p,
-        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", auth.as_bytes())],
+        [
+            (":method", &b"POST"[..]),
+            (":authority", b"gw"),
+            (":path", b"/mcp"),
+            ("content-type", b"application/json"),
+            ("authorization", auth.as_bytes()),
+        ],
     );
+    head.cluster = Some("mcp_upstream".into());
     assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
     gate::on_body(p, &head, body.as_bytes(), store, T0)
 }

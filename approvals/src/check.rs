@@ -1,7 +1,8 @@
 //! Reading a `/v1/check` body (API.md "Filter -> service"): one pass of the filter's strict parser
 //! (`mcp_policy_filter::json::Parser`: duplicate keys at any depth, lone surrogate escapes, NaN and
 //! the like refused), keeping the exact text of `arguments` and `input_responses` as the filter sent
-//! them, then the key recomputed with the filter's own `approval::key_with`.
+//! them, then the key recomputed with the filter's own `approval::key_with` (over the grant, the
+//! upstream, the tool, the arguments and a leg's answers and state).
 
 use std::collections::HashMap;
 
@@ -9,10 +10,49 @@ use mcp_policy_filter::grant::from_hex32 as hex32;
 use mcp_policy_filter::json::{Json, Parser};
 
 use crate::api::{CheckError, KEY_MISMATCH, MAX_EXPIRES_IN, MAX_GRANT, MAX_REASON, MAX_REQUEST_ID, MAX_TOOL, MAX_WAIT};
-use crate::store::CheckInput;
+use crate::store::{CheckInput, Upstream};
 
 /// Longest `request_state` accepted, in bytes (an opaque token issued by the MCP server).
 pub const MAX_REQUEST_STATE: usize = 16_384;
+/// Longest `upstream.cluster` and `upstream.authority`, in bytes.
+pub const MAX_UPSTREAM_NAME: usize = 1024;
+/// Longest `upstream.path`, in bytes (query included).
+pub const MAX_UPSTREAM_PATH: usize = 16_384;
+
+/// The 400 answer for an `upstream` that is not `{"cluster","authority","path"}`.
+pub const UPSTREAM_SHAPE: &str = "upstream: must be an object of three non-empty strings: cluster, authority and path";
+
+/// `upstream` as the filter sends it: `{"cluster": …, "authority": …, "path": …}`, each a non-empty
+/// string without U+0000, and nothing else (every member is bound by the key, so none may be
+/// ignored).
+fn upstream(value: Option<&Json>) -> Result<Upstream, String> {
+    let Some(value) = value else { return Err("upstream: missing".into()) };
+    let Json::Object(members) = value else { return Err(UPSTREAM_SHAPE.into()) };
+    let mut found: [Option<&str>; 3] = [None; 3];
+    for (name, v) in members {
+        let slot = match name.as_str() {
+            "cluster" => 0,
+            "authority" => 1,
+            "path" => 2,
+            _ => return Err(UPSTREAM_SHAPE.into()),
+        };
+        match (v, found.get_mut(slot)) {
+            (Json::String(s), Some(f)) if !s.is_empty() && f.is_none() => *f = Some(s),
+            _ => return Err(UPSTREAM_SHAPE.into()),
+        }
+    }
+    let [Some(cluster), Some(authority), Some(path)] = found else { return Err(UPSTREAM_SHAPE.into()) };
+    if [cluster, authority, path].iter().any(|s| s.contains('\0')) {
+        return Err("upstream: must not contain U+0000".into());
+    }
+    if cluster.len() > MAX_UPSTREAM_NAME || authority.len() > MAX_UPSTREAM_NAME {
+        return Err(format!("upstream: cluster and authority at most {MAX_UPSTREAM_NAME} bytes"));
+    }
+    if path.len() > MAX_UPSTREAM_PATH {
+        return Err(format!("upstream: path at most {MAX_UPSTREAM_PATH} bytes"));
+    }
+    Ok(Upstream { cluster: cluster.to_owned(), authority: authority.to_owned(), path: path.to_owned() })
+}
 
 /// One member as read: its value and, for the members kept verbatim, its source text.
 struct Member<'a> {
@@ -77,6 +117,7 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
     if tool.is_empty() {
         return Err("tool: must not be empty".into());
     }
+    let upstream = upstream(members.get("upstream").map(|m| &m.value))?;
     // The arguments are kept as the exact text the filter sent (numbers beyond f64 precision stay
     // as they are: the approver sees the call's real values).
     let Some(arguments) = members.get("arguments") else { return Err("arguments: missing".into()) };
@@ -107,6 +148,7 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
     };
     let expected = mcp_policy_filter::approval::key_with(
         &grant_id_bytes,
+        &upstream,
         &tool,
         Some(&arguments.value),
         input_responses.map(|m| &m.value),
@@ -120,6 +162,7 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
         grant_id,
         grant,
         tool,
+        upstream,
         arguments: arguments.raw.to_owned(),
         request_id,
         expires_in,

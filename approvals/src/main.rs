@@ -50,7 +50,8 @@ struct Args {
     db_pool_size: u32,
     /// POST a JSON event (Slack-compatible: a `text` field) to URL when an approval opens and when
     /// it is decided (repeatable). Never blocks a check.
-    #[arg(long = "notify-webhook", value_name = "URL", value_parser = mcp_approvals::notify::parse_webhook)]
+    // Checked in `run`, not by clap, whose errors repeat the value: a webhook URL may hold a secret.
+    #[arg(long = "notify-webhook", value_name = "URL")]
     notify_webhooks: Vec<String>,
     /// Put the call's arguments into webhook events (left out by default: they may hold secrets).
     #[arg(long)]
@@ -159,6 +160,9 @@ async fn shutdown_signal() {
 async fn run(args: Args) -> Result<(), String> {
     let approvers = approvers(&args)?;
     let public_url = public_url(&args)?;
+    for (n, url) in args.notify_webhooks.iter().enumerate() {
+        mcp_approvals::notify::parse_webhook(url).map_err(|e| format!("--notify-webhook number {}: {e}", n + 1))?;
+    }
     let names: Vec<&str> = approvers.names().collect();
     let config = Config {
         max_pending_per_grant: args.max_pending_per_grant,
@@ -213,7 +217,9 @@ async fn run(args: Args) -> Result<(), String> {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let main_router = if check_listener.is_some() { page_router(app.clone()) } else { router(app.clone()) };
-    let main_server = axum::serve(listener, main_router).with_graceful_shutdown(stopped(app.clone()));
+    // The peer address reaches the handlers (a failed login logs it, and nothing typed).
+    let main_server = axum::serve(listener, main_router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(stopped(app.clone()));
     let result = match check_listener {
         Some(l) => {
             let check_server = axum::serve(l, check_router(app.clone())).with_graceful_shutdown(stopped(app.clone()));

@@ -7,10 +7,12 @@
 //! ```json
 //! {"text": "...", "event": "approval.opened",
 //!  "approval": {"id": "apr_...", "state": "pending", "tool": "start_vm", "grant": "...",
+//!               "upstream": {"cluster": "mcp_a", "authority": "..."},
 //!               "reason": "...", "approval_url": "https://...", "expires_at": 1764500600, ...}}
 //! ```
 //!
-//! Argument values are left out unless `--notify-include-arguments`. Sending never blocks a
+//! Argument values, and the upstream's `path` (which may hold a credential in its query, as
+//! arguments may), are left out unless `--notify-include-arguments`. Sending never blocks a
 //! check: events go into a queue of at most [`QUEUE_CAP`] (more are dropped and counted); a
 //! worker POSTs each to every URL with a timeout (`--notify-timeout`), retrying 5xx, 429 and
 //! network errors [`RETRIES`] times with backoff (1 s, 2 s, 4 s), at most [`IN_FLIGHT`]
@@ -60,13 +62,14 @@ impl Default for NotifyConfig {
     }
 }
 
-/// Checks a `--notify-webhook` value.
+/// Checks a `--notify-webhook` value. The message never repeats the value: a webhook URL may hold a
+/// secret (Slack's do), and the message goes to the log.
 pub fn parse_webhook(s: &str) -> Result<String, String> {
     let ok_scheme = s.starts_with("http://") || s.starts_with("https://");
     if !ok_scheme || s.len() > 2048 || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{s:?}: must be an http:// or https:// URL (at most 2048 bytes)"));
+        return Err("must be an http:// or https:// URL (at most 2048 bytes, no whitespace)".into());
     }
-    reqwest::Url::parse(s).map_err(|e| format!("{s:?}: {e}"))?;
+    reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
     Ok(s.to_string())
 }
 
@@ -185,7 +188,8 @@ async fn deliver(client: &reqwest::Client, url: &str, body: &Value, c: &Counters
                 let s = r.status();
                 (s.is_server_error() || s == reqwest::StatusCode::TOO_MANY_REQUESTS, format!("HTTP {s}"))
             }
-            Err(e) => (true, if e.is_timeout() { "timeout".to_string() } else { e.to_string() }),
+            // Without the URL: its path may hold a secret (Slack's do), and reqwest's errors name it.
+            Err(e) => (true, if e.is_timeout() { "timeout".to_string() } else { e.without_url().to_string() }),
         };
         // The URL may hold a secret (Slack's do): only its host is logged.
         let host = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default();
@@ -229,8 +233,9 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         State::Pending => (
             "approval.opened",
             format!(
-                "MCP approval needed: `{}` for grant {}{}. Expires {}. <{}|Approve or deny>",
+                "MCP approval needed: `{}`{} for grant {}{}. Expires {}. <{}|Approve or deny>",
                 slack_text(&a.tool),
+                on_cluster(a),
                 slack_text(&a.grant),
                 if a.reason.is_empty() { String::new() } else { format!(" ({})", slack_text(&a.reason)) },
                 rfc3339(a.expires_at),
@@ -240,9 +245,10 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         state => (
             if state == State::Approved { "approval.approved" } else { "approval.denied" },
             format!(
-                "MCP approval {}: `{}` for grant {}, by {}{}. <{}|Details>",
+                "MCP approval {}: `{}`{} for grant {}, by {}{}. <{}|Details>",
                 state.as_str(),
                 slack_text(&a.tool),
+                on_cluster(a),
                 slack_text(&a.grant),
                 slack_text(a.approver.as_deref().unwrap_or("")),
                 if a.note.is_empty() { String::new() } else { format!(": {}", slack_text(&a.note)) },
@@ -263,13 +269,30 @@ pub fn event(a: &Approval, approval_url: &str, include_arguments: bool) -> Value
         "approver": a.approver,
         "note": a.note,
     });
-    if include_arguments {
-        if let Some(obj) = approval.as_object_mut() {
+    if let Some(obj) = approval.as_object_mut() {
+        let upstream = match (a.has_upstream(), include_arguments) {
+            (false, _) => Value::Null,
+            (true, false) => json!({"cluster": a.upstream.cluster, "authority": a.upstream.authority}),
+            (true, true) => {
+                json!({"cluster": a.upstream.cluster, "authority": a.upstream.authority, "path": a.upstream.path})
+            }
+        };
+        obj.insert("upstream".into(), upstream);
+        if include_arguments {
             let args = serde_json::from_str::<Value>(&a.arguments).unwrap_or(Value::Null);
             obj.insert("arguments".into(), args);
         }
     }
     json!({ "text": text, "event": name, "approval": approval })
+}
+
+/// " on `CLUSTER`" for the text line (nothing for an approval stored without its upstream).
+fn on_cluster(a: &Approval) -> String {
+    if a.has_upstream() {
+        format!(" on `{}`", slack_text(&a.upstream.cluster))
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +321,11 @@ mod tests {
             grant_id: "g".into(),
             input_responses: String::new(),
             request_state: None,
+            upstream: crate::store::Upstream {
+                cluster: "mcp_a".into(),
+                authority: "gw.example".into(),
+                path: "/a/mcp?key=s3cr3t-path".into(),
+            },
         }
     }
 
@@ -307,20 +335,27 @@ mod tests {
         assert_eq!(e["event"], "approval.opened");
         assert_eq!(
             e["text"],
-            "MCP approval needed: `start_vm&lt;@here&gt;'` for grant sha256:0123456789ab (needs a human). \
+            "MCP approval needed: `start_vm&lt;@here&gt;'` on `mcp_a` for grant sha256:0123456789ab (needs a human). \
              Expires 2025-11-30T11:03:20Z. <https://a.example/approvals/apr_1|Approve or deny>"
         );
         assert_eq!(e["approval"]["expires_at"], 1_764_500_600);
-        assert!(!e.to_string().contains("s3cr3t"));
+        assert_eq!(e["approval"]["upstream"], json!({"cluster": "mcp_a", "authority": "gw.example"}));
+        assert!(!e.to_string().contains("s3cr3t"), "neither arguments nor the path: {e}");
         let with = event(&approval(State::Pending), "u", true);
         assert_eq!(with["approval"]["arguments"], json!({"secret": "s3cr3t"}));
+        assert_eq!(with["approval"]["upstream"]["path"], "/a/mcp?key=s3cr3t-path");
+        let mut old = approval(State::Pending);
+        old.upstream = crate::store::Upstream { cluster: String::new(), authority: String::new(), path: String::new() };
+        let e = event(&old, "u", false);
+        assert_eq!(e["approval"]["upstream"], Value::Null);
+        assert!(e["text"].as_str().unwrap().starts_with("MCP approval needed: `start_vm&lt;@here&gt;'` for grant"));
     }
 
     #[test]
     fn decided_event_names_the_approver() {
         let e = event(&approval(State::Denied), "u", false);
         assert_eq!(e["event"], "approval.denied");
-        assert_eq!(e["text"], "MCP approval denied: `start_vm&lt;@here&gt;'` for grant sha256:0123456789ab, by alice: ok &amp; go. <u|Details>");
+        assert_eq!(e["text"], "MCP approval denied: `start_vm&lt;@here&gt;'` on `mcp_a` for grant sha256:0123456789ab, by alice: ok &amp; go. <u|Details>");
     }
 
     #[test]
@@ -328,5 +363,9 @@ mod tests {
         assert!(parse_webhook("https://hooks.slack.com/services/T/B/x").is_ok());
         assert!(parse_webhook("ftp://x").is_err());
         assert!(parse_webhook("http://a b").is_err());
+        // The value may be a secret: no message repeats it.
+        for bad in ["https://hooks.example/T/B/s3cr3t x", "https://[s3cr3t/x", "ftp://s3cr3t"] {
+            assert!(!parse_webhook(bad).unwrap_err().contains("s3cr3t"), "{bad}");
+        }
     }
 }

@@ -74,13 +74,14 @@ fn key_of(args: &str, answers: Option<&str>, state: Option<&str>) -> String {
         *b = u8::from_str_radix(&GRANT[2 * i..2 * i + 2], 16).unwrap();
     }
     let parse = |t: &str| mcp_policy_filter::json::parse(t.as_bytes()).unwrap();
-    mcp_policy_filter::approval::key_with(&g, "delete_vm", Some(&parse(args)), answers.map(parse).as_ref(), state)
+    let up = mcp_approvals::store::Upstream { cluster: "mcp_a".into(), authority: "gw".into(), path: "/mcp".into() };
+    mcp_policy_filter::approval::key_with(&g, &up, "delete_vm", Some(&parse(args)), answers.map(parse).as_ref(), state)
 }
 
 /// A check body as the filter sends it (text, so the answers' bytes are exactly these).
 fn body(answers: Option<&str>, state: Option<&str>, key: &str) -> String {
     let mut b = format!(
-        r#"{{"key":"{key}","grant_id":"{GRANT}","grant":"sha256:4a4a","tool":"delete_vm","arguments":{{"vmid":100}},"request_id":"r","expires_in_seconds":600,"wait_seconds":0"#
+        r#"{{"key":"{key}","grant_id":"{GRANT}","grant":"sha256:4a4a","tool":"delete_vm","upstream":{{"cluster":"mcp_a","authority":"gw","path":"/mcp"}},"arguments":{{"vmid":100}},"request_id":"r","expires_in_seconds":600,"wait_seconds":0"#
     );
     if let Some(a) = answers {
         b.push_str(&format!(r#","input_responses":{a}"#));
@@ -194,7 +195,7 @@ async fn leg_fields_are_checked() {
     let r = send(&s, post(body(Some(ANSWERS), Some("st-1"), &key_of(r#"{"vmid":100}"#, None, None)))).await;
     assert_eq!(
         (r.status, r.body.as_str()),
-        (StatusCode::BAD_REQUEST, r#"{"error":"key does not match grant_id, tool and arguments"}"#)
+        (StatusCode::BAD_REQUEST, r#"{"error":"key does not match grant_id, upstream, tool and arguments"}"#)
     );
     for (b, want) in [
         (body(Some("[]"), Some("st-1"), &key), "input_responses: must be an object"),

@@ -27,13 +27,16 @@ fn sign(mut b: Value) -> Value {
         *x = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
     let args = mcp_policy_filter::json::parse(b["arguments"].to_string().as_bytes()).unwrap();
-    b["key"] = json!(mcp_policy_filter::approval::key(&g, b["tool"].as_str().unwrap(), Some(&args)));
+    let s = |k: &str| b["upstream"][k].as_str().unwrap().to_owned();
+    let up = mcp_approvals::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") };
+    b["key"] = json!(mcp_policy_filter::approval::key(&g, &up, b["tool"].as_str().unwrap(), Some(&args)));
     b
 }
 
 fn check_body(grant_id: &str, arguments: Value, expires: i64, wait: i64) -> Value {
     sign(json!({
         "grant_id": grant_id, "grant": "sha256:0123456789ab", "tool": "start_vm", "arguments": arguments,
+        "upstream": {"cluster": "mcp_a", "authority": "gw:10000", "path": "/a/mcp"},
         "request_id": "req-1", "expires_in_seconds": expires, "wait_seconds": wait, "reason": "needs a human"
     }))
 }
@@ -98,6 +101,7 @@ async fn request_values_cannot_forge_log_lines() {
     b["tool"] = json!(forged);
     b["grant"] = json!("g\r\nINFO forged");
     b["request_id"] = json!("r\nINFO forged");
+    b["upstream"]["cluster"] = json!("mcp_a\nINFO forged");
     let id = check_raw(&r, sign(b)).await["approval_id"].as_str().unwrap().to_string();
     assert_eq!(approve(&r, &id, "ok\nINFO approval decided note=forged").await, StatusCode::OK);
     let mut bad = check_body(&grant(62), json!({}), 600, 0);
@@ -110,13 +114,63 @@ async fn request_values_cannot_forge_log_lines() {
         vec![
             format!(
                 " INFO approval opened approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
+                 grant=\"g\\r\\nINFO forged\" cluster=\"mcp_a\\nINFO forged\" request_id=\"r\\nINFO forged\" state=\"pending\""
             ),
+            // The approver's note is what they typed: whether there is one, never its text.
             format!(
                 " INFO approval decided approval={id} tool=\"start_vm\\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice\" \
-                 grant=\"g\\r\\nINFO forged\" state=\"approved\" approver=\"alice\" note=\"ok\\nINFO approval decided note=forged\""
+                 grant=\"g\\r\\nINFO forged\" cluster=\"mcp_a\\nINFO forged\" state=\"approved\" approver=\"alice\" note_given=true"
             ),
             " WARN bad /v1/check request error=\"tool: must not be empty\"".to_string(),
         ]
+    );
+}
+
+/// What a person types into the login form is never logged: a failed login with a token pasted
+/// into Name (or any name and token) logs "failed login", the peer's address and why in words of
+/// the service's own, never the name or the token, nor whether the name exists.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_login_logs_nothing_that_was_typed() {
+    let buf = LogBuf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .with_max_level(tracing::Level::TRACE)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let dir = tempfile::tempdir().unwrap();
+    let mut approvers = Approvers::default();
+    approvers.add_spec(&format!("alice={ALICE}")).unwrap();
+    let app = App::open(
+        &dir.path().join("a.sqlite"),
+        Config::new("http://approvals.test", approvers),
+        ManualClock::new(1_764_500_000),
+    )
+    .unwrap();
+    let r = router(app);
+    let login = |name: &str, token: &str| {
+        let enc = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+        let body = format!("name={}&token={}&next=%2F", enc(name), enc(token));
+        Request::post("/login")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    // The token pasted into Name; an unknown name; the right name with a wrong token.
+    for (name, token) in [("tok-XYZ-secret", "tok-XYZ-other"), ("mallory-XYZ", "tok-XYZ-2"), ("alice", "tok-XYZ-3")] {
+        let res = r.clone().oneshot(login(name, token)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    }
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert!(!text.contains("XYZ"), "typed text in the log:\n{text}");
+    assert!(!text.contains("mallory") && !text.contains("alice"), "a typed name in the log:\n{text}");
+    let failed: Vec<&str> = text.lines().filter(|l| l.contains("failed login")).collect();
+    assert_eq!(
+        failed,
+        vec![" WARN failed login remote=unknown reason=\"name and token do not match a configured approver\""; 3],
+        "{text}"
     );
 }

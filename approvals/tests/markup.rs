@@ -58,10 +58,19 @@ async fn open(router: &Router) -> String {
         *b = u8::from_str_radix(&GRANT[2 * i..2 * i + 2], 16).unwrap();
     }
     let parse = |t: &str| mcp_policy_filter::json::parse(t.as_bytes()).unwrap();
-    let key = mcp_policy_filter::approval::key_with(&g, TOOL, Some(&parse(ARGS)), Some(&parse(ANSWERS)), Some(STATE));
+    let up = mcp_approvals::store::Upstream {
+        cluster: "<img src=x onerror=alert(5)>".into(),
+        authority: "<iframe src=//evil>".into(),
+        path: "/mcp?<svg onload=alert(6)>".into(),
+    };
+    let key =
+        mcp_policy_filter::approval::key_with(&g, &up, TOOL, Some(&parse(ARGS)), Some(&parse(ANSWERS)), Some(STATE));
     let body = format!(
-        r#"{{"key":"{key}","grant_id":"{GRANT}","grant":"<i>grant</i>","tool":{},"arguments":{ARGS},"request_id":"<svg onload=alert(4)>","expires_in_seconds":600,"wait_seconds":0,"reason":"<u>reason</u>","input_responses":{ANSWERS},"request_state":{}}}"#,
+        r#"{{"key":"{key}","grant_id":"{GRANT}","grant":"<i>grant</i>","tool":{},"upstream":{{"cluster":{},"authority":{},"path":{}}},"arguments":{ARGS},"request_id":"<svg onload=alert(4)>","expires_in_seconds":600,"wait_seconds":0,"reason":"<u>reason</u>","input_responses":{ANSWERS},"request_state":{}}}"#,
         json!(TOOL),
+        json!(up.cluster),
+        json!(up.authority),
+        json!(up.path),
         json!(STATE)
     );
     let req = Request::post("/v1/check").header(header::CONTENT_TYPE, "application/json");
@@ -104,6 +113,10 @@ async fn markup_from_the_call_and_the_approver_is_rendered_inert() {
         "<span class=\"mono\">&lt;i&gt;grant&lt;/i&gt;</span>",
         "<p class=\"reason\">&lt;u&gt;reason&lt;/u&gt;</p>",
         " · request id <span class=\"mono request-id\">&lt;svg onload=alert(4)&gt;</span>",
+        // The MCP server the approval is bound to, as text.
+        "<p class=\"upstream\">server: cluster <b class=\"mono cluster\">&lt;img src=x onerror=alert(5)&gt;</b> · \
+         <span class=\"mono target\"><span class=\"authority\">&lt;iframe src=//evil&gt;</span>\
+         <span class=\"path\">/mcp?&lt;svg onload=alert(6)&gt;</span></span></p>",
     ];
     let answer = "&quot;name&quot;: &quot;&lt;/pre&gt;&lt;script&gt;alert(3)&lt;/script&gt;&quot;\n";
     let state = "<pre class=\"request-state\">&quot;&gt;&lt;iframe src=x&gt;</pre>";
@@ -143,6 +156,7 @@ async fn markup_from_the_call_and_the_approver_is_rendered_inert() {
     let html = send(&router, get("/", &cookie)).await.body;
     assert_inert(&html);
     assert!(html.contains("<td class=\"tool\">&lt;script&gt;alert(1)&lt;/script&gt;</td>"), "{html}");
+    assert!(html.contains("<td class=\"mono cluster\">&lt;img src=x onerror=alert(5)&gt;</td>"), "{html}");
     assert!(html.contains(&format!("<td class=\"approver\">alice</td><td class=\"note\">{note}</td>")), "{html}");
 }
 

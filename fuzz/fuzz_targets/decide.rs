@@ -76,8 +76,15 @@ fuzz_target!(|data: &[u8]| {
             headers.push((name, values[i]));
         }
     }
+    headers.push((":authority", b"gw"));
     let p = policy(second);
-    let head = RequestHead::from_headers(p, headers.iter().copied());
+    let mut head = RequestHead::from_headers(p, headers.iter().copied());
+    // The route's cluster (the host reads `xds.cluster_name`), or none: the upstream an approval
+    // is bound to, from the body's first bytes.
+    head.cluster = match body.first() {
+        Some(b'{') | Some(b'[') => Some("mcp_upstream".to_owned()),
+        _ => None,
+    };
     if let HeadOutcome::NeedBody = gate::on_headers(p, &head) {
         let store = MemoryStore::new();
         let mut out = gate::on_body(p, &head, body, &store, 1_700_000_000_000);

@@ -6,21 +6,21 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 #[path = "../cli/apply.rs"]
 mod apply;
 #[path = "../cli/check.rs"]
 mod check;
+#[path = "../cli/explain.rs"]
+mod explain;
 #[path = "../cli/grant_id.rs"]
 mod grant_id;
 
 use check::{check, key_from_env, warning_lines};
 use mcp_policy_filter::audit::AuditMode;
 use mcp_policy_filter::config::{self, PolicySpec};
-use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_filter::policy::{Action, ApprovalMode, GrantSource, Mode, Policy};
-use mcp_policy_filter::ratelimit::MemoryStore;
+use mcp_policy_filter::policy::{Action, ApprovalMode, Mode, Policy};
 use mcp_policy_filter::{json, textpos};
 
 const USAGE: &str = "\
@@ -29,6 +29,7 @@ mcp-policy: check and explain mcp-policy-filter policies (PolicyLayer policy.jso
 Usage:
   mcp-policy check POLICY.json...
   mcp-policy explain POLICY.json REQUEST.json [--grant LABEL]
+                     [--cluster NAME] [--authority HOST] [--path PATH]
   mcp-policy apply POLICY.json [--ecds FILE] [--admin URL] [--envoy-log FILE] [--timeout SECONDS]
                    [--no-check] [--no-wait]
   mcp-policy grant-id [--header] [--label LABEL]   (reads the token from standard input)
@@ -74,6 +75,10 @@ Options:
                  the decision when the policy lists `gateway.grants`: then LABEL must be a token
                  whose SHA-256 is listed, else the agent gets 401. The grant is shown as
                  `sha256:` plus 12 hex digits, or as its registered label.
+  --cluster NAME, --authority HOST, --path PATH
+                 The MCP server the request goes to, which an approval is bound to: the Envoy
+                 cluster its route chooses (default `mcp_upstream`), its `:authority` (default
+                 `127.0.0.1:10000`) and `:path` (default `/mcp`), as in envoy/envoy.yaml.
 
 Exit status:
   0  check: every policy is valid; explain: the request would be forwarded to the MCP server
@@ -195,131 +200,6 @@ fn summary(p: &Policy) -> String {
     s
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
-}
-
-/// Run the filter's decision path on one POST.
-fn decide(policy: &Policy, body: &[u8], grant: &str) -> Outcome {
-    let credential = match &policy.gateway.grant {
-        GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
-        GrantSource::Header(h) => (h.as_str(), grant.to_owned()),
-    };
-    let headers: [(&str, &[u8]); 3] =
-        [(":method", b"POST"), ("content-type", b"application/json"), (credential.0, credential.1.as_bytes())];
-    let head = RequestHead::from_headers(policy, headers);
-    match gate::on_headers(policy, &head) {
-        HeadOutcome::Done(outcome) => *outcome,
-        HeadOutcome::NeedBody => gate::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
-    }
-}
-
-fn explain(args: &[String]) -> Result<Report, Failure> {
-    let mut files = Vec::new();
-    let mut grant: Option<String> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--grant" => match it.next() {
-                Some(g) if grant.is_none() => grant = Some(g.clone()),
-                Some(_) => return Err(usage_error("--grant given twice")),
-                None => return Err(usage_error("--grant needs a value")),
-            },
-            s if s.starts_with("--grant=") => {
-                if grant.replace(s.trim_start_matches("--grant=").to_owned()).is_some() {
-                    return Err(usage_error("--grant given twice"));
-                }
-            }
-            s if s.starts_with("--") => return Err(usage_error(format!("unknown option {s}"))),
-            _ => files.push(a.clone()),
-        }
-    }
-    let [policy_file, request_file] = files.as_slice() else {
-        return Err(usage_error("explain needs POLICY.json and REQUEST.json"));
-    };
-    let grant = grant.unwrap_or_else(|| "cli".to_owned());
-    if grant.is_empty() || grant.bytes().any(|b| b.is_ascii_control()) {
-        return Err(usage_error("--grant must be non-empty, without control characters"));
-    }
-    let policy = load_policy(policy_file)?;
-    let body = read_input(request_file)?;
-    let outcome = decide(&policy, &body, &grant);
-    let status = match (&outcome.reply, &outcome.approval) {
-        (Some(_), _) => REFUSED,
-        (None, Some(_)) => NEEDS_APPROVAL,
-        (None, None) => OK,
-    };
-    Ok(Report::out(render(&policy, &outcome), status))
-}
-
-/// The explanation: one `key: value` line per known fact, then the reply body as sent.
-fn render(policy: &Policy, o: &Outcome) -> String {
-    let d = &o.decision;
-    let mut lines: Vec<(&str, String)> = vec![("decision", d.label().to_owned())];
-    lines.push(("rule", d.rule.clone().unwrap_or_else(|| "-".into())));
-    lines.push(("reason", d.reason.clone().unwrap_or_else(|| "-".into())));
-    if let Some(m) = &d.method {
-        lines.push(("method", m.clone()));
-    }
-    if let Some(t) = &d.tool {
-        lines.push(("tool", t.clone()));
-    }
-    if let Some(g) = &d.grant {
-        lines.push(("grant", g.clone()));
-    }
-    if let Some(kind) = d.error_kind() {
-        lines.push(("error", kind.to_owned()));
-    }
-    match &o.reply {
-        None if o.approval.is_some() => {
-            let cluster = policy.gateway.approval.as_ref().map_or("-", |a| a.cluster.as_str());
-            if let Some(p) = &o.approval {
-                lines.push(("approval", format!("required, key {}", p.key)));
-            }
-            lines.push((
-                "status",
-                format!(
-                    "held: the approval service (cluster {cluster}) is asked; forwarded only once a person approved \
-                     this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)"
-                ),
-            ));
-        }
-        None if d.dry_run => lines.push((
-            "status",
-            "forwarded to the MCP server (dry run: the policy would refuse it; the agent gets the server's response)"
-                .into(),
-        )),
-        None => lines.push(("status", "forwarded to the MCP server (the agent gets the server's response)".into())),
-        Some(r) => {
-            let code = serde_json::from_str::<serde_json::Value>(&r.body)
-                .ok()
-                .and_then(|v| {
-                    let v = if let serde_json::Value::Array(items) = v { items.into_iter().next()? } else { v };
-                    v.get("error")?.get("code")?.as_i64()
-                })
-                .map(|c| format!(", JSON-RPC error {c}"))
-                .unwrap_or_default();
-            lines.push(("status", format!("{} (answered by the filter{code}; nothing reaches the server)", r.status)));
-            for (name, value) in &r.headers {
-                lines.push(("header", format!("{name}: {value}")));
-            }
-        }
-    }
-    if o.reply.is_none() && !o.tools_list_ids.is_empty() && policy.filters_tools_list() {
-        lines.push(("note", "the tools/list response is filtered: hidden tools are removed".into()));
-    }
-    let mut out = String::new();
-    for (k, v) in lines {
-        out.push_str(&format!("{:<10}{v}\n", format!("{k}:")));
-    }
-    if let Some(r) = &o.reply {
-        out.push_str("reply:\n");
-        out.push_str(&r.body);
-        out.push('\n');
-    }
-    out
-}
-
 fn apply(args: &[String]) -> Result<Report, Failure> {
     let mut policy_file = None;
     let (mut ecds, mut admin, mut log, mut timeout) = (None, None, None, None);
@@ -408,7 +288,7 @@ fn run(args: &[String]) -> Result<Report, Failure> {
         "-V" | "--version" => Ok(Report::out(format!("mcp-policy {}\n", mcp_policy_filter::VERSION), OK)),
         "check" | "explain" | "schema" | "apply" | "grant-id" if help => Ok(Report::out(USAGE.to_owned(), OK)),
         "check" => check(rest),
-        "explain" => explain(rest),
+        "explain" => explain::explain(rest),
         "apply" => apply(rest),
         "grant-id" => {
             let mut stdin = Vec::new();

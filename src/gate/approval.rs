@@ -13,12 +13,14 @@ use crate::refusal::{ApprovalLink, Refusal};
 /// quota reserved for it (given back unless it goes upstream) and the decision so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingApproval {
-    /// SHA-256 binding key (`approval::key`).
+    /// SHA-256 binding key (`approval::key_with`: grant, upstream, tool, arguments, leg).
     pub key: String,
     pub grant_label: String,
     /// SHA-256 of the credential.
     pub grant_id: GrantId,
     pub tool: String,
+    /// The MCP server the call goes to (bound by `key`, sent to the service and shown).
+    pub upstream: approval::Upstream,
     /// The arguments' JSON text as sent.
     pub arguments: Option<String>,
     /// `approval_timeout`, seconds.
@@ -45,6 +47,7 @@ impl PendingApproval {
             grant: &self.grant_label,
             grant_id: &self.grant_id,
             tool: &self.tool,
+            upstream: &self.upstream,
             arguments: self.arguments.as_deref(),
             request_id: approval::request_id_token(request_id),
             expires_in_seconds: self.expires_in_seconds,

@@ -59,7 +59,7 @@ pub(super) fn on_batch(
                     m => Some(m.id()),
                 };
                 list_ids.extend(tools_list_id(&msg));
-                match judge_message(policy, &msg, &grant, limiter) {
+                match judge_message(policy, head, &msg, &grant, limiter) {
                     Judged::Forward(d, adm, counted) => {
                         service.add(policy, id.clone(), d.tool.clone(), &counted);
                         admissions.extend(adm);

@@ -81,18 +81,19 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
         Err(why) => return no_grant(policy, &id(), why),
     };
     // The retry of an approval offered through input_required is checked before it is judged.
-    let (retried, rewrite, accepted) = match offer::check_retry(policy, msg, &grant, body, limiter.now_ms) {
+    let (retried, rewrite, accepted) = match offer::check_retry(policy, head, msg, &grant, body, limiter.now_ms) {
         offer::Checked::Plain => (None, None, true),
         offer::Checked::Retry { msg, rewrite, accepted } => (Some(msg), Some(rewrite), accepted),
         offer::Checked::Refused(refusal) => {
+            let invalid = matches!(refusal, Refusal::ApprovalStateInvalid { .. });
             let mut out = refuse(refusal, &id());
             out.decision.grant = Some(grant.label());
-            out.offer = Some(crate::offer::Event::StateInvalid);
+            out.offer = invalid.then_some(crate::offer::Event::StateInvalid);
             return out;
         }
     };
     let msg = retried.as_deref().unwrap_or(msg);
-    let mut out = match judge_message(policy, msg, &grant, limiter) {
+    let mut out = match judge_message(policy, head, msg, &grant, limiter) {
         Judged::Forward(d, _, counted) if counted.is_empty() => Outcome::new(d, None),
         Judged::Forward(d, _, counted) => {
             let rls = crate::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);

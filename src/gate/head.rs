@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 
 use super::credential::{grant_of, no_grant};
 use super::{refuse, version, Decision, DecisionKind, Outcome};
+use crate::approval;
 use crate::grant::Grant;
 use crate::http;
 use crate::mcp::Id;
@@ -62,6 +63,13 @@ pub struct RequestHead {
     pub target: Option<Vec<u8>>,
     /// A credential outside the grant's one place (see `stray`), refused with 400.
     pub stray_credential: Option<&'static str>,
+    /// `:authority` and `:path`: with `gateway.approval`, part of the [`approval::Upstream`] an
+    /// approval is bound to (read only then).
+    pub authority: HeaderValue,
+    pub path: HeaderValue,
+    /// The Envoy cluster the request's route chose (`xds.cluster_name`), set by the host with
+    /// `gateway.approval`; `None` when it could not be read.
+    pub cluster: Option<String>,
     /// The grant read from `credential`, once: the credential is hashed (SHA-256) at most once per
     /// request, however many steps ask (`check_session`, `on_headers`, `on_body`).
     pub(super) grant: OnceCell<Result<Grant, &'static str>>,
@@ -88,8 +96,13 @@ impl RequestHead {
             last_event_id: HeaderValue::Absent,
             target: None,
             stray_credential: None,
+            authority: HeaderValue::Absent,
+            path: HeaderValue::Absent,
+            cluster: None,
             grant: OnceCell::new(),
         };
+        // Only a call that may need approval is bound to its upstream: no copies otherwise.
+        let upstream = policy.gateway.approval.is_some();
         for (name, value) in headers {
             match name {
                 ":method" => {
@@ -115,7 +128,11 @@ impl RequestHead {
                     if bound && value.contains(&b'?') {
                         head.target = Some(value.to_vec());
                     }
+                    if upstream {
+                        head.path.add(value);
+                    }
                 }
+                ":authority" if upstream => head.authority.add(value),
                 n if stray::is_header_variant(n, credential_header) => head.stray_credential = Some(STRAY_HEADER),
                 _ => {}
             }
@@ -123,6 +140,28 @@ impl RequestHead {
         head
     }
 }
+
+impl RequestHead {
+    /// The MCP server this request goes to, which an approval is bound to; why not, when the host
+    /// could not read the cluster or the request has no single UTF-8 `:authority` or `:path`
+    /// (`data.reason` of `approval_unavailable`: an approval is never bound to an empty upstream).
+    pub fn upstream(&self) -> Result<approval::Upstream, &'static str> {
+        let text = |h: &HeaderValue| match h {
+            HeaderValue::One(v) if !v.is_empty() => std::str::from_utf8(v).ok().map(str::to_owned),
+            _ => None,
+        };
+        let cluster = self.cluster.clone().filter(|c| !c.is_empty()).ok_or(NO_CLUSTER)?;
+        let authority = text(&self.authority).ok_or(NO_AUTHORITY)?;
+        let path = text(&self.path).ok_or(NO_PATH)?;
+        Ok(approval::Upstream { cluster, authority, path })
+    }
+}
+
+/// Why a call that needs approval has no upstream to bind it to.
+pub const NO_CLUSTER: &str =
+    "the upstream cluster of this request could not be read (Envoy property xds.cluster_name); an approval is bound to it";
+pub const NO_AUTHORITY: &str = "the request has no single UTF-8 :authority; an approval is bound to it";
+pub const NO_PATH: &str = "the request has no single UTF-8 :path; an approval is bound to it";
 
 /// After the headers: done already, or the body is needed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! One JSON-RPC message judged against the policy and the limits, with a known grant.
 
-use super::{Decision, DecisionKind, PendingApproval};
+use super::{Decision, DecisionKind, PendingApproval, RequestHead};
 use crate::approval;
 use crate::grant::Grant;
 use crate::mcp::{Call, Message};
@@ -17,7 +17,14 @@ pub(super) enum Judged {
     Ask(Box<PendingApproval>),
 }
 
-pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limiter: &Limiter<'_>) -> Judged {
+/// `head` gives the upstream a call that needs approval is bound to ([`RequestHead::upstream`]).
+pub(super) fn judge_message(
+    policy: &Policy,
+    head: &RequestHead,
+    msg: &Message,
+    grant: &Grant,
+    limiter: &Limiter<'_>,
+) -> Judged {
     let mut d = Decision::new(DecisionKind::Passed);
     d.grant = Some(grant.label());
     let Message::Request { call, .. } = msg else {
@@ -49,13 +56,25 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
         Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
+            // The MCP server the approval is for; none readable: refused before any quota is taken.
+            let upstream = match (approval, call) {
+                (Some(_), Call::Tool(t)) => match head.upstream() {
+                    Ok(u) => Some(u),
+                    Err(why) => {
+                        let (tool, why) = (t.name.clone(), why.to_owned());
+                        return Judged::Refused(Refusal::ApprovalUnavailable { tool, why });
+                    }
+                },
+                _ => None,
+            };
             let ask = |d: Decision, adm: Option<Admission>, counted: Vec<usize>, need: &NeedsApproval| {
-                let Call::Tool(t) = call else { return Judged::Forward(d, adm, counted) };
+                let (Call::Tool(t), Some(upstream)) = (call, upstream) else { return Judged::Forward(d, adm, counted) };
                 let args = t.arguments.as_ref();
                 let value = args.and_then(crate::mcp::Arguments::value);
                 Judged::Ask(Box::new(PendingApproval {
                     key: approval::key_with(
                         &grant.id,
+                        &upstream,
                         &t.name,
                         value.as_ref(),
                         t.leg.input_responses_value().as_ref(),
@@ -64,6 +83,7 @@ pub(super) fn judge_message(policy: &Policy, msg: &Message, grant: &Grant, limit
                     grant_label: grant.label(),
                     grant_id: grant.id,
                     tool: t.name.clone(),
+                    upstream,
                     arguments: args.map(|a| a.raw().to_owned()),
                     expires_in_seconds: need.timeout_seconds,
                     reason: need.reason.clone(),

@@ -36,6 +36,7 @@ pub use body::on_body;
 pub use decision::{Decision, DecisionKind, Outcome};
 pub use head::{
     body_too_large, body_unreadable, on_headers, unexpected_body, HeadOutcome, HeaderValue, HttpMethod, RequestHead,
+    NO_AUTHORITY, NO_CLUSTER, NO_PATH,
 };
 
 /// A request refused with `refusal`, answered to `id`; the decision records its kind, reason,

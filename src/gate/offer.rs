@@ -29,16 +29,30 @@ pub(super) enum Checked {
 /// Check a `tools/call` leg that carries the gateway's `requestState` or its `inputResponses` entry
 /// (`crate::offer::check_retry`), before it is judged. `body` is the request body as sent;
 /// `now_ms` milliseconds since the Unix epoch.
-pub(super) fn check_retry(policy: &Policy, msg: &Message, grant: &Grant, body: &[u8], now_ms: u64) -> Checked {
+pub(super) fn check_retry(
+    policy: &Policy,
+    head: &RequestHead,
+    msg: &Message,
+    grant: &Grant,
+    body: &[u8],
+    now_ms: u64,
+) -> Checked {
     let Message::Request { id, call: Call::Tool(t), meta_version } = msg else { return Checked::Plain };
     if !t.leg.is_continuation() {
         return Checked::Plain;
     }
+    // The state binds the call's key, which binds its upstream: without one, no state is ours to
+    // open (the empty key matches no seal), and a state of the gateway's is refused below.
+    let upstream = head.upstream();
     let args = t.arguments.as_ref().and_then(crate::mcp::Arguments::value);
-    let key = approval::key(&grant.id, &t.name, args.as_ref());
+    let key = upstream.as_ref().map(|u| approval::key(&grant.id, u, &t.name, args.as_ref())).unwrap_or_default();
     let keys = policy.gateway.session_keys.as_ref();
     let refuse = |why| Checked::Refused(Refusal::ApprovalStateInvalid { tool: t.name.clone(), why });
-    match offer::check_retry(keys, &grant.id, &key, &t.leg, now_ms / 1000) {
+    let retry = offer::check_retry(keys, &grant.id, &key, &t.leg, now_ms / 1000);
+    if let (false, Err(why)) = (retry == Retry::NotOurs, &upstream) {
+        return Checked::Refused(Refusal::ApprovalUnavailable { tool: t.name.clone(), why: (*why).to_owned() });
+    }
+    match retry {
         Retry::NotOurs => Checked::Plain,
         Retry::Invalid(why) => refuse(why),
         Retry::Valid { accepted, .. } => {

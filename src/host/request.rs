@@ -121,9 +121,17 @@ impl Filter {
             return self.unconfigured();
         };
         // Callers check `wants_body` first.
-        let RequestState::Body(head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
+        let RequestState::Body(mut head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
             return Action::Continue;
         };
+        if policy.gateway.approval.is_some() {
+            // The cluster the route chose, read when the body is judged (after any header change of
+            // ours re-ran route selection): an approval is bound to it (`approval::Upstream`).
+            head.cluster = match hostcalls::get_property(vec!["xds", "cluster_name"]) {
+                Ok(Some(name)) => String::from_utf8(name).ok(),
+                _ => None,
+            };
+        }
         let body = match hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size) {
             Ok(b) => b.unwrap_or_default(),
             Err(s) => {

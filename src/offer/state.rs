@@ -9,7 +9,7 @@
 //!
 //! expiry: Unix seconds, 8 bytes big-endian; approval id: the service's id, UTF-8; grant hash: the
 //! 32-byte SHA-256 of the credential; approval key: the 64 lower-case hex characters of
-//! [`crate::approval::key`] (the call's tool and arguments, without the leg). RFC 2104 HMAC under
+//! [`crate::approval::key`] (the call's upstream, tool and arguments, without the leg). RFC 2104 HMAC under
 //! `gateway.session_key`: new states with the current key, the previous key still accepted; base64url
 //! without padding (RFC 4648 §5). The tag comparison is constant-time (`Mac::verify_slice`).
 

@@ -110,8 +110,10 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def expected_text(token: str) -> list[str]:
-    """What the pending row must show: tool, grant label, reason, the arguments pretty-printed."""
-    return ["start_vm", hx.grant_label(token), REASON, '"node": "pve2"', '"vmid": 200']
+    """What the pending row must show: tool, grant label, the server it goes to (the route's cluster
+    and path), reason, the arguments pretty-printed."""
+    return ["start_vm", hx.grant_label(token), "server: cluster mcp_upstream", "/mcp", REASON, '"node": "pve2"',
+            '"vmid": 200']
 
 
 def test_approver_approves_in_the_browser_and_the_retry_passes(agent, tmp_path):

@@ -46,12 +46,10 @@ def sha(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def approval_key(token: str, tool: str, arguments) -> str:
-    """API.md: SHA-256 (hex) of the canonical JSON of {arguments, grant, tool}; the filter's grant
-    there is the full hex SHA-256 of the credential (src/approval.rs), not the logged label."""
-    canonical = json.dumps({"arguments": arguments, "grant": hx.token_sha256(token), "tool": tool}, sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def approval_key(token: str, tool: str, arguments, upstream: dict) -> str:
+    """API.md: SHA-256 (hex) of the canonical JSON of {arguments, grant, tool, upstream}
+    (`harness_approvals.approval_key` for the credential `token`)."""
+    return ha.approval_key(hx.token_sha256(token), tool, arguments, upstream)
 
 
 class Setup:
@@ -153,7 +151,8 @@ def test_pending_call_approved_through_the_api_passes_exactly_once(stack):
     assert pending["approval_url"] == first["approval_url"]
     assert (pending["state"], pending["tool"], pending["arguments"], pending["grant"], pending["reason"]) == \
         ("pending", "start_vm", ARGS, hx.grant_label(token), REASON)
-    assert pending["key"] == approval_key(token, "start_vm", ARGS)
+    assert pending["key"] == approval_key(token, "start_vm", ARGS, ha.upstream_of(s.envoy))
+    assert pending["upstream"] == ha.upstream_of(s.envoy)
 
     # Asking again before a decision finds the same approval: no duplicate.
     assert assert_required(s.call(token, id_=1), 1, s.svc.url)["approval_id"] == first["approval_id"]
@@ -313,8 +312,10 @@ def test_what_the_filter_sends_the_service(stack, mode, timeout, wait):
     assert req["headers"]["content-type"] == "application/json"
     assert req["headers"]["host"] == "mcp_approvals"
     body = json.loads(req["body"])
-    assert body == {"key": approval_key(token, "start_vm", ARGS), "grant": hx.grant_label(token),
-                    "grant_id": hx.token_sha256(token), "tool": "start_vm", "arguments": ARGS, "request_id": req["headers"]["x-request-id"],
+    up = ha.upstream_of(s.envoy)
+    assert body == {"key": approval_key(token, "start_vm", ARGS, up), "grant": hx.grant_label(token),
+                    "grant_id": hx.token_sha256(token), "tool": "start_vm", "upstream": up, "arguments": ARGS,
+                    "request_id": req["headers"]["x-request-id"],
                     "expires_in_seconds": 600, "wait_seconds": wait, "reason": REASON}
     assert re.fullmatch(r"[0-9a-f]{64}", body["key"])
     assert body["request_id"]
@@ -567,13 +568,15 @@ def test_forged_checks_are_refused_by_the_real_service(stack):
     token = "agent-forger"
     real = {"node": "pve1", "vmid": 100}
     shown = {"node": "pve2", "vmid": 202}
-    forged = {"key": approval_key(token, "start_vm", real), "grant": hx.grant_label(token),
-              "grant_id": hx.token_sha256(token), "tool": "start_vm", "arguments": shown, "request_id": "",
+    up = ha.upstream_of(s.envoy)
+    forged = {"key": approval_key(token, "start_vm", real, up), "grant": hx.grant_label(token),
+              "grant_id": hx.token_sha256(token), "tool": "start_vm", "upstream": up, "arguments": shown,
+              "request_id": "",
               "expires_in_seconds": 604800, "wait_seconds": 0, "reason": "pre-approved"}
     check_url = f"http://{harness.HOST}:{s.svc.check_port}/v1/check"
     r = post(check_url, json.dumps(forged).encode(), {"content-type": "application/json"})
-    assert (r.status, r.json()) == (400, {"error": "key does not match grant_id, tool and arguments"})
-    honest = {**forged, "key": approval_key(token, "start_vm", shown)}
+    assert (r.status, r.json()) == (400, {"error": "key does not match grant_id, upstream, tool and arguments"})
+    honest = {**forged, "key": approval_key(token, "start_vm", shown, up)}
     r = post(check_url, json.dumps(honest).encode(), {"content-type": "text/plain"})
     assert r.status == 415
     r = post(f"{s.svc.url}/v1/check", json.dumps(honest).encode(), {"content-type": "application/json"})

@@ -59,6 +59,11 @@ def invalid(id_: int, why: str, tool: str = "start_vm") -> dict:
         "data": {"kind": "approval_state_invalid", "tool": tool, "reason": why}}}
 
 
+# One host name for every Envoy, as behind a load balancer: a state binds the call's upstream
+# (cluster, :authority, :path), and each Envoy's own port would make it another.
+GATEWAY_HOST = "mcp.gateway.test"
+
+
 class Gate:
     """One Envoy (`keys`: `gateway.session_key`) with the approvals service `svc` and the recorder `log`."""
 
@@ -70,7 +75,7 @@ class Gate:
 
     def post(self, body: bytes, token: str = TOKEN, tool: str = "start_vm", version: str = V26) -> Reply:
         headers = headers_for(token, **{"mcp-protocol-version": version, "mcp-method": "tools/call",
-                                        "mcp-name": tool})
+                                        "mcp-name": tool, "host": GATEWAY_HOST})
         return post(self.envoy.mcp_url, body, headers, timeout=15)
 
     def received(self, settle: float = 0.0) -> list:
@@ -346,7 +351,8 @@ def test_a_chunked_retry_is_cut_across_its_chunks(gate):
             yield sent[a:b]
             time.sleep(0.05)
 
-    headers = headers_for(TOKEN, **{"mcp-protocol-version": V26, "mcp-method": "tools/call", "mcp-name": "start_vm"})
+    headers = headers_for(TOKEN, **{"mcp-protocol-version": V26, "mcp-method": "tools/call", "mcp-name": "start_vm",
+                                    "host": GATEWAY_HOST})
     r = post(gate.envoy.mcp_url, chunks(), headers, timeout=15)
     assert (r.status, r.body) == (200, harness.recorder_reply(2)), r.body
     got = gate.received()

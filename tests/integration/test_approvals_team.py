@@ -15,7 +15,6 @@ recording receiver, and Envoy with two service instances behind its one approval
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -53,13 +52,14 @@ def metric(text: str, sample: str) -> float:
     raise AssertionError(f"{sample} not in:\n{text}")
 
 
+UPSTREAM = {"cluster": "mcp_upstream", "authority": "gw.team:10000", "path": "/mcp"}
+
+
 def check_body(token: str, arguments: dict, wait: int = 0, tool: str = "start_vm") -> bytes:
     grant_id = hx.token_sha256(token)
-    canonical = json.dumps({"arguments": arguments, "grant": grant_id, "tool": tool}, sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=False)
     return json.dumps({
-        "key": hashlib.sha256(canonical.encode()).hexdigest(), "grant_id": grant_id, "grant": "sha256:team",
-        "tool": tool, "arguments": arguments, "request_id": "req-team", "expires_in_seconds": 600,
+        "key": ha.approval_key(grant_id, tool, arguments, UPSTREAM), "grant_id": grant_id, "grant": "sha256:team",
+        "tool": tool, "upstream": UPSTREAM, "arguments": arguments, "request_id": "req-team", "expires_in_seconds": 600,
         "wait_seconds": wait, "reason": "needs a human",
     }).encode()
 
@@ -234,13 +234,17 @@ def test_webhooks_get_open_and_decide_events_without_arguments(stack, pg, receiv
     aid = opened["approval_id"]
     assert first["approval"] == {
         "id": aid, "state": "pending", "tool": "start_vm", "grant": "sha256:team", "reason": "needs a human",
+        # The server the approval is for; its path (which may hold a credential) only with
+        # --notify-include-arguments, as the arguments.
+        "upstream": {"cluster": UPSTREAM["cluster"], "authority": UPSTREAM["authority"]},
         "approval_url": f"{svc.url}/approvals/{aid}", "created_at": first["approval"]["created_at"],
         "expires_at": opened["expires_at"], "decided_at": None, "approver": None, "note": "",
     }
-    assert first["text"].startswith("MCP approval needed: `start_vm` for grant sha256:team (needs a human). Expires ")
+    assert first["text"].startswith(
+        "MCP approval needed: `start_vm` on `mcp_upstream` for grant sha256:team (needs a human). Expires ")
     assert first["text"].endswith(f"<{svc.url}/approvals/{aid}|Approve or deny>")
     assert second["approval"]["state"] == "denied" and second["approval"]["approver"] == "alice"
-    assert second["text"] == (f"MCP approval denied: `start_vm` for grant sha256:team, by alice: not today. "
+    assert second["text"] == (f"MCP approval denied: `start_vm` on `mcp_upstream` for grant sha256:team, by alice: not today. "
                               f"<{svc.url}/approvals/{aid}|Details>")
     for e in rec.events:
         assert "s3cr3t" not in e["body"] and "pve2" not in e["body"], e["body"]

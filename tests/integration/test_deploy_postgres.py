@@ -119,10 +119,9 @@ def start_replica(stack: harness.Stack, name: str, db_url: str, approvers_file: 
 def check(svc: ha.Approvals, arguments: dict) -> dict:
     """One /v1/check as the filter sends it (API.md), on the replica's check port."""
     grant_id = hashlib.sha256(b"deploy-agent-token").hexdigest()
-    canonical = json.dumps({"arguments": arguments, "grant": grant_id, "tool": "start_vm"}, sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=False)
-    body = json.dumps({"key": hashlib.sha256(canonical.encode()).hexdigest(), "grant_id": grant_id,
-                       "grant": "sha256:deploy", "tool": "start_vm", "arguments": arguments,
+    upstream = {"cluster": "mcp_upstream", "authority": "mcp.deploy:8000", "path": "/mcp"}
+    body = json.dumps({"key": ha.approval_key(grant_id, "start_vm", arguments, upstream), "grant_id": grant_id,
+                       "grant": "sha256:deploy", "tool": "start_vm", "upstream": upstream, "arguments": arguments,
                        "request_id": "req-deploy", "expires_in_seconds": 600, "wait_seconds": 0,
                        "reason": "starting a VM costs money"}).encode()
     req = urllib.request.Request(f"http://{harness.HOST}:{svc.check_port}/v1/check", data=body, method="POST",
@@ -151,7 +150,7 @@ def test_two_replicas_with_the_manifest_configuration_share_one_database(stack, 
     assert replicas == 2
     a, b = [start_replica(stack, f"approvals-{i}", url, approvers) for i in range(replicas)]
     # The migrations ran once, as the role (not a superuser), in its own database.
-    assert pg.psql("SELECT version FROM mcp_approvals_migrations ORDER BY version", db="mcp_approvals").split() == ["2", "3", "4"]
+    assert pg.psql("SELECT version FROM mcp_approvals_migrations ORDER BY version", db="mcp_approvals").split() == ["2", "3", "4", "5"]
     owners = pg.psql("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
                      db="mcp_approvals").split()
     assert owners == ["approvals|mcp_approvals", "mcp_approvals_migrations|mcp_approvals", "sessions|mcp_approvals"]

@@ -134,18 +134,19 @@ fn invalid_states_are_refused_with_400_and_the_id() {
             offer::NOT_AN_ELICIT_RESULT,
         ),
     ];
-    for (body, auth, now, why) in cases {
-        let h = RequestHead::from_headers(
-            &p,
-            [
-                (":method", &b"POST"[..]),
-                ("content-type", b"application/json"),
-                ("authorization", auth.as_bytes()),
-                ("mcp-protocol-version", V26.as_bytes()),
-                ("mcp-method", b"tools/call"),
-                ("mcp-name", b"start_vm"),
-            ],
-        );
+    let on = |body: String, to: approval::Upstream| (body, to, "Bearer agent-a".to_owned(), T0, not_ours);
+    let cases: Vec<(String, approval::Upstream, String, u64, &str)> = cases
+        .into_iter()
+        .map(|(body, auth, now, why)| (body, server_a(), auth, now, why))
+        // The state of the call to one MCP server, retried on another behind the same Envoy.
+        .chain([
+            on(retry_body(4, &state, "accept"), server_b()),
+            on(retry_body(4, &state, "accept"), approval::Upstream { path: "/a/mcp?x".into(), ..server_a() }),
+            on(retry_body(4, &state, "accept"), approval::Upstream { authority: "gw2".into(), ..server_a() }),
+        ])
+        .collect();
+    for (body, to, auth, now, why) in cases {
+        let h = head_as(&p, V26, None, &auth, &to);
         let o = decide_at(&p, &h, &body, now);
         assert_eq!(o.approval, None, "{body}");
         assert_eq!((o.decision.kind, o.offer), (DecisionKind::Invalid, Some(offer::Event::StateInvalid)));
@@ -160,6 +161,15 @@ fn invalid_states_are_refused_with_400_and_the_id() {
             "{body}"
         );
     }
+    // The upstream of a retry cannot be read: the gateway's state is not opened, the call not
+    // forwarded, and the refusal says why (−31009, as for every approval that cannot be checked).
+    let mut h = head(&p, V26, None);
+    h.cluster = None;
+    let o = decide_at(&p, &h, &retry_body(4, &state, "accept"), T0);
+    assert_eq!((o.approval.is_none(), o.rewrite.is_none(), o.offer), (true, true, None));
+    let (status, v) = body_of(&o);
+    assert_eq!((status, v["id"].clone(), v["error"]["code"].clone()), (200, json!(4), json!(-31009)));
+    assert_eq!(v["error"]["data"]["reason"], gate::NO_CLUSTER);
     // Without gateway.session_key no state is ever valid.
     let o = decide_at(&policy(false), &head(&policy(false), V26, None), &retry_body(4, &state, "accept"), T0);
     assert_eq!(body_of(&o).1["error"]["data"]["reason"], not_ours);

@@ -44,9 +44,29 @@ fn policy(session_key: bool) -> Policy {
     config::load(text.as_bytes()).unwrap()
 }
 
+/// The MCP server of every call here unless told otherwise (`xds.cluster_name`, `:authority`, `:path`).
+fn server_a() -> approval::Upstream {
+    approval::Upstream { cluster: "mcp_a".into(), authority: "gw:10000".into(), path: "/a/mcp".into() }
+}
+
+/// The other MCP server behind the same listener: another route, to another cluster.
+fn server_b() -> approval::Upstream {
+    approval::Upstream { cluster: "mcp_b".into(), authority: "gw:10000".into(), path: "/b/mcp".into() }
+}
+
 fn head(p: &Policy, version: &str, session: Option<&str>) -> RequestHead {
-    let mut h: Vec<(&str, &[u8])> =
-        vec![(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer agent-a")];
+    head_as(p, version, session, "Bearer agent-a", &server_a())
+}
+
+/// The request head of a POST with credential `auth` to the MCP server `to`.
+fn head_as(p: &Policy, version: &str, session: Option<&str>, auth: &str, to: &approval::Upstream) -> RequestHead {
+    let mut h: Vec<(&str, &[u8])> = vec![
+        (":method", b"POST"),
+        (":authority", to.authority.as_bytes()),
+        (":path", to.path.as_bytes()),
+        ("content-type", b"application/json"),
+        ("authorization", auth.as_bytes()),
+    ];
     h.push(("mcp-protocol-version", version.as_bytes()));
     if version == V26 {
         h.push(("mcp-method", b"tools/call"));
@@ -55,7 +75,9 @@ fn head(p: &Policy, version: &str, session: Option<&str>) -> RequestHead {
     if let Some(s) = session {
         h.push(("mcp-session-id", s.as_bytes()));
     }
-    RequestHead::from_headers(p, h)
+    let mut head = RequestHead::from_headers(p, h);
+    head.cluster = Some(to.cluster.clone());
+    head
 }
 
 fn decide_at(p: &Policy, h: &RequestHead, body: &str, now: u64) -> Outcome {
@@ -79,7 +101,8 @@ fn grant_a() -> [u8; 32] {
 }
 
 fn call_key() -> String {
-    approval::key(&grant_a(), "start_vm", Some(&mcp_policy_filter::json::parse(br#"{"vmid":100}"#).unwrap()))
+    let args = mcp_policy_filter::json::parse(br#"{"vmid":100}"#).unwrap();
+    approval::key(&grant_a(), &server_a(), "start_vm", Some(&args))
 }
 
 fn pending(o: Outcome) -> PendingApproval {

@@ -42,8 +42,11 @@ proptest! {
         if other != g {
             prop_assert_eq!(state::open(&keys(), &other, &k, &s, 0), Err(StateError::Seal));
         }
-        let other_call = approval::key(&g, "start_vm", None);
+        let other_call = approval::key(&g, &server_a(), "start_vm", None);
         prop_assert_eq!(state::open(&keys(), &g, &other_call, &s, 0), Err(StateError::Seal));
+        // The same call to another MCP server: the key, and so the seal, differs.
+        let other_server = approval::key(&grant_a(), &server_b(), "start_vm", Some(&json_of(r#"{"vmid":100}"#)));
+        prop_assert_eq!(state::open(&keys(), &g, &other_server, &s, 0), Err(StateError::Seal));
         // Any single changed character is refused (tampered payload or tag, or a broken form).
         let mut bytes = s.clone().into_bytes();
         let i = flip.index(bytes.len());

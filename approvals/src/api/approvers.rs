@@ -23,6 +23,8 @@ pub struct ApprovalJson<'a> {
     state: &'static str,
     grant: &'a str,
     tool: &'a str,
+    /// The MCP server the call goes to; `null` for an approval stored before upstreams were bound.
+    upstream: Option<UpstreamJson<'a>>,
     arguments: Box<RawValue>,
     request_id: &'a str,
     reason: &'a str,
@@ -42,6 +44,14 @@ pub struct ApprovalJson<'a> {
     request_state: Option<&'a str>,
 }
 
+/// An approval's `upstream`: `{"cluster", "authority", "path"}`.
+#[derive(Serialize)]
+pub struct UpstreamJson<'a> {
+    cluster: &'a str,
+    authority: &'a str,
+    path: &'a str,
+}
+
 pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
     // Stored from a validated RawValue; `null` should it ever not parse.
     let arguments = RawValue::from_string(a.arguments.clone()).unwrap_or_default();
@@ -51,6 +61,11 @@ pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
         state: a.state.as_str(),
         grant: &a.grant,
         tool: &a.tool,
+        upstream: a.has_upstream().then_some(UpstreamJson {
+            cluster: &a.upstream.cluster,
+            authority: &a.upstream.authority,
+            path: &a.upstream.path,
+        }),
         arguments,
         request_id: &a.request_id,
         reason: &a.reason,
@@ -143,10 +158,12 @@ pub async fn decide(app: &App, id: String, approve: bool, approver: String, note
     let who = approver.clone();
     let decided = app.db(move |s, now| s.decide(&id, approve, &who, &note, now)).await?;
     if let Decided::Ok(a) = &decided {
-        // Debug-formatted (quoted, escaped): the tool and the note are request-derived.
+        // Debug-formatted (quoted, escaped): the tool is request-derived. The note is what the
+        // approver typed: kept in the database and the API, never in the log (only whether one
+        // was given).
         tracing::info!(
-            approval = %a.id, tool = ?a.tool, grant = ?a.grant, state = a.state.as_str(), approver = ?approver,
-            note = ?a.note, "approval decided"
+            approval = %a.id, tool = ?a.tool, grant = ?a.grant, cluster = ?a.upstream.cluster,
+            state = a.state.as_str(), approver = ?approver, note_given = !a.note.is_empty(), "approval decided"
         );
     }
     Ok(decided)

@@ -22,7 +22,7 @@ use crate::store::{CheckInput, CheckOutcome};
 use crate::{App, Error};
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
-pub const KEY_MISMATCH: &str = "key does not match grant_id, tool and arguments";
+pub const KEY_MISMATCH: &str = "key does not match grant_id, upstream, tool and arguments";
 
 /// Parses and validates a `/v1/check` body; the message is the 400 answer.
 ///
@@ -117,8 +117,8 @@ fn log_outcome(out: &CheckOutcome) {
     match out {
         // Request-derived values are Debug-formatted (quoted, escaped): no forged log lines.
         CheckOutcome::Pending { approval: a, opened: true } => tracing::info!(
-            approval = %a.id, tool = ?a.tool, grant = ?a.grant, request_id = ?a.request_id, state = "pending",
-            "approval opened"
+            approval = %a.id, tool = ?a.tool, grant = ?a.grant, cluster = ?a.upstream.cluster,
+            request_id = ?a.request_id, state = "pending", "approval opened"
         ),
         CheckOutcome::Approved { approval: a } => tracing::info!(
             approval = %a.id, tool = ?a.tool, grant = ?a.grant, request_id = ?a.consumed_request_id.as_deref().unwrap_or(""),
@@ -218,20 +218,38 @@ fn too_many_pending(app: &App, input: &CheckInput, pending: i64, cap: Cap) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::UPSTREAM_SHAPE;
     use serde_json::Value;
 
     const GRANT_ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    /// The upstream of every check here unless told otherwise, as the filter sends it.
+    const UP: &str = r#"{"cluster":"mcp_a","authority":"gw:10000","path":"/a/mcp"}"#;
 
-    /// The filter's key of a call (src/approval.rs).
-    fn key_of(grant_id: &str, tool: &str, args: &str) -> String {
-        let g = hex32(grant_id).unwrap();
-        mcp_policy_filter::approval::key(&g, tool, Some(&mcp_policy_filter::json::parse(args.as_bytes()).unwrap()))
+    fn up(v: &Value) -> crate::store::Upstream {
+        let s = |k: &str| v[k].as_str().unwrap().to_owned();
+        crate::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") }
     }
 
-    /// A body with the right key for its grant_id, tool and arguments.
+    /// The filter's key of a call to [`UP`] (src/approval.rs).
+    fn key_of(grant_id: &str, tool: &str, args: &str) -> String {
+        key_to(grant_id, &serde_json::from_str(UP).unwrap(), tool, args)
+    }
+
+    /// The filter's key of a call to `upstream`.
+    fn key_to(grant_id: &str, upstream: &Value, tool: &str, args: &str) -> String {
+        let g = hex32(grant_id).unwrap();
+        let args = mcp_policy_filter::json::parse(args.as_bytes()).unwrap();
+        mcp_policy_filter::approval::key(&g, &up(upstream), tool, Some(&args))
+    }
+
+    /// A body with the right key for its grant_id, upstream ([`UP`] unless it has one), tool and
+    /// arguments.
     fn body(mut v: Value) -> Vec<u8> {
+        if v.get("upstream").is_none() {
+            v["upstream"] = serde_json::from_str(UP).unwrap();
+        }
         let args = v["arguments"].to_string();
-        let k = key_of(v["grant_id"].as_str().unwrap(), v["tool"].as_str().unwrap(), &args);
+        let k = key_to(v["grant_id"].as_str().unwrap(), &v["upstream"], v["tool"].as_str().unwrap(), &args);
         if v.get("key").is_none() {
             v["key"] = json!(k);
         }
@@ -250,17 +268,20 @@ mod tests {
         assert_eq!(c.reason, "why");
         assert_eq!(c.expires_in, 600);
         assert_eq!(c.grant_id, GRANT_ID);
+        assert_eq!(c.upstream, up(&serde_json::from_str(UP).unwrap()));
         assert_eq!(c.key, key_of(GRANT_ID, "t", r#"{"b":1,"a":[true]}"#));
     }
 
     #[test]
     fn key_is_the_filters_key() {
-        // src/approval.rs: SHA-256 of the canonical {arguments, grant (hex), tool}.
+        // src/approval.rs: SHA-256 of the canonical {arguments, grant (hex), tool, upstream}.
         use sha2::{Digest, Sha256};
-        let text = format!(r#"{{"arguments":{{"a":1,"b":"é"}},"grant":"{GRANT_ID}","tool":"t"}}"#);
+        let text = format!(
+            r#"{{"arguments":{{"a":1,"b":"é"}},"grant":"{GRANT_ID}","tool":"t","upstream":{{"authority":"gw:10000","cluster":"mcp_a","path":"/a/mcp"}}}}"#
+        );
         let want = auth::hex(&Sha256::digest(text.as_bytes()));
         let sent = format!(
-            r#"{{"key":"{want}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","arguments":{{"b":"\u00e9", "a":1}},"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+            r#"{{"key":"{want}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","upstream":{UP},"arguments":{{"b":"\u00e9", "a":1}},"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
         );
         let (c, _) = parse_check(sent.as_bytes()).unwrap();
         assert_eq!(c.key, want);
@@ -279,6 +300,24 @@ mod tests {
             ("other grant", key_of(&other_grant, "start_vm", r#"{"vmid":100}"#)),
             ("no arguments is {} not this", key_of(GRANT_ID, "start_vm", "{}")),
             ("another number text", key_of(GRANT_ID, "start_vm", r#"{"vmid":100.0}"#)),
+            (
+                "another upstream",
+                key_to(
+                    GRANT_ID,
+                    &json!({"cluster": "mcp_b", "authority": "gw:10000", "path": "/a/mcp"}),
+                    "start_vm",
+                    r#"{"vmid":100}"#,
+                ),
+            ),
+            (
+                "another path",
+                key_to(
+                    GRANT_ID,
+                    &json!({"cluster": "mcp_a", "authority": "gw:10000", "path": "/b/mcp"}),
+                    "start_vm",
+                    r#"{"vmid":100}"#,
+                ),
+            ),
         ] {
             let mut b = good.clone();
             b["key"] = json!(k);
@@ -289,7 +328,7 @@ mod tests {
     #[test]
     fn rejects_bad_checks() {
         let good = json!({"grant_id": GRANT_ID, "grant": "g", "tool": "t", "arguments": {}, "request_id": "r",
-            "expires_in_seconds": 1, "wait_seconds": 0});
+            "expires_in_seconds": 1, "wait_seconds": 0, "upstream": serde_json::from_str::<Value>(UP).unwrap()});
         assert!(parse_check(&body(good.clone())).is_ok());
         let k = key_of(GRANT_ID, "t", "{}");
         let cases: &[(&str, Value, &str)] = &[
@@ -310,6 +349,26 @@ mod tests {
             ("wait_seconds", json!(-1), "wait_seconds: must be an integer in 0..=300"),
             ("grant", json!(5), "grant: must be a string"),
             ("reason", json!(5), "reason: must be a string"),
+            ("upstream", json!("mcp_a"), UPSTREAM_SHAPE),
+            ("upstream", json!({"cluster": "mcp_a", "authority": "gw:10000"}), UPSTREAM_SHAPE),
+            ("upstream", json!({"cluster": "", "authority": "gw:10000", "path": "/a/mcp"}), UPSTREAM_SHAPE),
+            ("upstream", json!({"cluster": "mcp_a", "authority": 5, "path": "/a/mcp"}), UPSTREAM_SHAPE),
+            ("upstream", json!({"cluster": "mcp_a", "authority": "gw", "path": "/", "route": "r"}), UPSTREAM_SHAPE),
+            (
+                "upstream",
+                json!({"cluster": "a\u{0}", "authority": "gw", "path": "/"}),
+                "upstream: must not contain U+0000",
+            ),
+            (
+                "upstream",
+                json!({"cluster": "mcp_a", "authority": "gw", "path": format!("/{}", "p".repeat(16_384))}),
+                "upstream: path at most 16384 bytes",
+            ),
+            (
+                "upstream",
+                json!({"cluster": "c".repeat(1025), "authority": "gw", "path": "/"}),
+                "upstream: cluster and authority at most 1024 bytes",
+            ),
         ];
         for (field, value, msg) in cases {
             let mut b = good.clone();
@@ -318,9 +377,17 @@ mod tests {
             let bytes = serde_json::to_vec(&b).unwrap();
             assert_eq!(parse_check(&bytes).unwrap_err(), *msg, "{field}={value}");
         }
-        for field in
-            ["key", "grant_id", "grant", "tool", "arguments", "request_id", "expires_in_seconds", "wait_seconds"]
-        {
+        for field in [
+            "key",
+            "grant_id",
+            "grant",
+            "tool",
+            "upstream",
+            "arguments",
+            "request_id",
+            "expires_in_seconds",
+            "wait_seconds",
+        ] {
             let mut b = good.clone();
             b["key"] = json!(k);
             b.as_object_mut().unwrap().remove(field);
@@ -334,7 +401,7 @@ mod tests {
     fn strict_json_only() {
         let k = key_of(GRANT_ID, "t", "{}");
         let base = format!(
-            r#""key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","request_id":"","expires_in_seconds":1,"wait_seconds":0"#
+            r#""key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","upstream":{UP},"request_id":"","expires_in_seconds":1,"wait_seconds":0"#
         );
         for (args, msg) in [
             (r#"{"a":1,"a":2}"#, "body is not strict JSON: duplicate object key at byte "),
@@ -358,7 +425,7 @@ mod tests {
         let args = r#"{"n":123456789012345678901234567890, "s":"\u003c"}"#;
         let k = key_of(GRANT_ID, "t", args);
         let body = format!(
-            r#"{{"key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","arguments": {args} ,"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
+            r#"{{"key":"{k}","grant_id":"{GRANT_ID}","grant":"g","tool":"t","upstream":{UP},"arguments": {args} ,"request_id":"","expires_in_seconds":1,"wait_seconds":0}}"#
         );
         let (c, _) = parse_check(body.as_bytes()).unwrap();
         assert_eq!(c.arguments, args);

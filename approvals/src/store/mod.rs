@@ -13,15 +13,22 @@
 //! them on tokio's blocking pool.
 
 mod columns;
+mod location;
 pub mod postgres;
 pub mod sqlite;
 
-use std::path::{Path, PathBuf};
+pub use location::Location;
+
 use std::sync::{Arc, Mutex};
 
 /// The schema version this build writes (SQLite `PRAGMA user_version`; PostgreSQL
-/// `mcp_approvals_migrations`). 3 added the approver sessions.
-pub const SCHEMA_VERSION: i64 = 4;
+/// `mcp_approvals_migrations`). 3 added the approver sessions, 4 the continuation legs, 5 the
+/// upstream an approval is bound to.
+pub const SCHEMA_VERSION: i64 = 5;
+
+/// The MCP server a call goes to, as the filter's Envoy routes it (the filter's own type): the
+/// cluster, `:authority` and `:path`, bound by the key and shown to the approver.
+pub use mcp_policy_filter::approval::Upstream;
 
 /// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
 pub(crate) fn utf8_prefix(bytes: Vec<u8>) -> String {
@@ -92,9 +99,17 @@ pub struct Approval {
     pub input_responses: String,
     /// The leg's `params.requestState` (`None` when the call carried none; schema 4).
     pub request_state: Option<String>,
+    /// The MCP server the call goes to (schema 5; empty strings in rows written before, whose keys
+    /// no check of a current filter can match).
+    pub upstream: Upstream,
 }
 
 impl Approval {
+    /// Whether the row names its upstream (written at schema 5 or later).
+    pub fn has_upstream(&self) -> bool {
+        !self.upstream.cluster.is_empty()
+    }
+
     /// Whether the call is a continuation leg of a multi-round-trip request.
     pub fn is_continuation(&self) -> bool {
         !self.input_responses.is_empty() || self.request_state.is_some()
@@ -142,12 +157,15 @@ pub struct PendingPage {
 /// A validated `/v1/check` request.
 #[derive(Clone, Debug)]
 pub struct CheckInput {
-    /// Recomputed from `grant_id`, `tool` and `arguments` by the service (never trusted as sent).
+    /// Recomputed from `grant_id`, `upstream`, `tool` and `arguments` (and a leg's answers and
+    /// state) by the service (never trusted as sent).
     pub key: String,
     /// Hex SHA-256 of the agent's credential.
     pub grant_id: String,
     pub grant: String,
     pub tool: String,
+    /// The MCP server the call goes to.
+    pub upstream: Upstream,
     /// JSON text of the arguments.
     pub arguments: String,
     pub request_id: String,
@@ -343,64 +361,6 @@ pub trait Storage {
 
     /// Deletes a session (logout): the cookie stops working on every instance at once.
     fn session_remove(&mut self, id_hash: &str) -> Result<()>;
-}
-
-/// Where the data lives (`--db`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Location {
-    /// A SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL connection string (`postgres://` or `postgresql://` URL).
-    Postgres(String),
-}
-
-impl Location {
-    /// `postgres://...` and `postgresql://...` are PostgreSQL; anything else is a SQLite path.
-    pub fn parse(s: &str) -> Location {
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
-            Location::Postgres(s.to_string())
-        } else {
-            Location::Sqlite(PathBuf::from(s))
-        }
-    }
-
-    /// For logs: the path, or the URL without its password.
-    pub fn redacted(&self) -> String {
-        match self {
-            Location::Sqlite(p) => p.display().to_string(),
-            Location::Postgres(url) => postgres::redact(url),
-        }
-    }
-}
-
-impl From<&Location> for Location {
-    fn from(l: &Location) -> Self {
-        l.clone()
-    }
-}
-
-impl From<&Path> for Location {
-    fn from(p: &Path) -> Self {
-        Location::Sqlite(p.to_path_buf())
-    }
-}
-
-impl From<&PathBuf> for Location {
-    fn from(p: &PathBuf) -> Self {
-        Location::Sqlite(p.clone())
-    }
-}
-
-impl From<&str> for Location {
-    fn from(s: &str) -> Self {
-        Location::parse(s)
-    }
-}
-
-impl From<&String> for Location {
-    fn from(s: &String) -> Self {
-        Location::parse(s)
-    }
 }
 
 /// An open database: one SQLite connection behind a mutex, or a pool of PostgreSQL connections.

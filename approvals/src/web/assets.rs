@@ -14,6 +14,7 @@ a{color:#0969da;text-underline-offset:3px}
 .approval h3{margin:0 0 4px;font-size:16px;display:flex;gap:10px;flex-wrap:wrap;align-items:baseline}
 .grant,.meta,.muted{color:var(--muted);font-size:13px}
 .reason{margin:4px 0}
+.upstream{margin:2px 0;font-size:13px;overflow-wrap:anywhere}
 pre.arguments{font-size:13px;line-height:1.4;background:var(--code);border:1px solid var(--border);border-radius:6px;padding:8px 10px;margin:6px 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .warning{margin:4px 0}.badge{display:inline-block;background:#fff8c5;color:#6f4e00;border:1px solid #d4a72c;border-radius:6px;padding:2px 8px;font-size:13px}
 .truncated{font-size:13px;margin:2px 0 6px}

@@ -29,6 +29,28 @@ fn request_id_html(r: &str) -> Markup {
     html! { span class="mono request-id" { (cut) } }
 }
 
+/// The MCP server the call goes to, which the approval is bound to: its Envoy cluster, then its
+/// `:authority` and `:path` (printable ASCII, in full: the query may tell one server from another).
+/// The second value: a character was escaped.
+fn upstream_html(a: &Approval) -> (Markup, bool) {
+    if !a.has_upstream() {
+        return (
+            html! { p.upstream.muted { "server: not recorded (an approval stored before servers were bound)" } },
+            false,
+        );
+    }
+    let (cluster, e1) = visible(&a.upstream.cluster);
+    let (authority, e2) = visible(&a.upstream.authority);
+    let (path, e3) = visible(&a.upstream.path);
+    let markup = html! {
+        p.upstream {
+            "server: cluster " b.mono.cluster { (cluster) } " · "
+            span.mono.target { span.authority { (authority) } span.path { (path) } }
+        }
+    };
+    (markup, e1 || e2 || e3)
+}
+
 /// A warning badge; `kind` names it for tests and styles (`data-warning`).
 pub(super) fn badge(kind: &str, text: &str) -> Markup {
     html! { p.warning data-warning=(kind) { strong.badge { (text) } } }
@@ -47,6 +69,7 @@ pub enum View {
 /// arguments in all: on the list page `a.arguments` may hold only their first bytes.
 pub(crate) fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str, view: View) -> Markup {
     let (tool, tool_escaped) = visible(&a.tool);
+    let (upstream, upstream_escaped) = upstream_html(a);
     // Only the start of long arguments is read for the list page: shown as sent (escaped), with
     // no warnings about the rest and no Approve button.
     let complete = a.arguments.len() == arguments_bytes;
@@ -68,7 +91,8 @@ pub(crate) fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, 
                 span.grant { "grant " span.mono { (a.grant) } }
                 span class={ "state state-" (state) } { (state) }
             }
-            @if rendered.escaped || tool_escaped { (badge("escaped", ESCAPED_BADGE)) }
+            (upstream)
+            @if rendered.escaped || tool_escaped || upstream_escaped { (badge("escaped", ESCAPED_BADGE)) }
             @if rendered.numbers { (badge("numbers", NUMBERS_BADGE)) }
             @if rendered.whitespace { (badge("whitespace", WHITESPACE_BADGE)) }
             @for w in &rendered.lookalikes { (badge("lookalike", w)) }

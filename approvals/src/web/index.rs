@@ -20,7 +20,7 @@ fn recent_table(list: &[Approval]) -> Markup {
     }
     html! {
         table #recent {
-            thead { tr { th { "when" } th { "state" } th { "tool" } th { "grant" } th { "approver" } th { "note" } th { "approval" } } }
+            thead { tr { th { "when" } th { "state" } th { "tool" } th { "cluster" } th { "grant" } th { "approver" } th { "note" } th { "approval" } } }
             tbody {
                 @for a in list {
                     @let when = rfc3339(a.consumed_at.or(a.decided_at).unwrap_or(a.expires_at));
@@ -29,6 +29,7 @@ fn recent_table(list: &[Approval]) -> Markup {
                         td { time datetime=(when) { (when) } }
                         td class={ "state state-" (state) } { (state) }
                         td.tool { (visible(&a.tool).0) }
+                        td.mono.cluster { (if a.has_upstream() { visible(&a.upstream.cluster).0 } else { "—".to_owned() }) }
                         td.mono { (a.grant) }
                         td.approver { (a.approver.as_deref().unwrap_or("—")) }
                         td.note { (a.note) }

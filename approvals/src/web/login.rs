@@ -2,10 +2,12 @@
 
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Form;
+use axum::{Extension, Form};
 use maud::html;
 use serde::Deserialize;
 
@@ -58,13 +60,20 @@ fn cookie(app: &App, value: &str, max_age: u64) -> String {
     format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}")
 }
 
-/// `POST /login`.
-pub async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
+/// The peer address of a connection, as the server was started with it (`None` in tests that call
+/// the router directly).
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+/// `POST /login`. A failed login is logged with the peer's address only: never the name or the
+/// token typed (an approver who pastes the token into Name would write it to the log), and not
+/// whether the name was known (that would tell a guesser which names exist).
+pub async fn login(State(app): State<App>, peer: Peer, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
     if !origin_ok(&app, &headers) {
         return forbidden("cross-origin request refused");
     }
     let Some(name) = app.config.approvers.login(f.name.trim(), &f.token).map(str::to_string) else {
-        tracing::warn!(name = ?f.name.chars().take(64).collect::<String>(), "failed login");
+        let remote = peer.map_or_else(|| "unknown".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
+        tracing::warn!(%remote, reason = "name and token do not match a configured approver", "failed login");
         // Slows down guessing.
         tokio::time::sleep(Duration::from_millis(300)).await;
         return login_page(&f.next, Some("Wrong name or token."), StatusCode::UNAUTHORIZED);

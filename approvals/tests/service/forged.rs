@@ -13,14 +13,24 @@ async fn a_key_of_another_call_is_refused() {
         key_of(&grant(40), "delete_vm", r#"{"vmid":100}"#),
         key_of(&grant(41), "start_vm", r#"{"vmid":100}"#),
         key_of(&grant(40), "start_vm", "{}"),
+        // The same call to another MCP server.
+        key_to(
+            &grant(40),
+            &json!({"cluster": "mcp_b", "authority": "gw:10000", "path": "/b/mcp"}),
+            "start_vm",
+            r#"{"vmid":100}"#,
+        ),
     ];
     for k in forged_keys {
         let mut b = harmless.clone();
         b["key"] = json!(k);
         let r = check_raw(&s, b).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
-        assert_eq!(r.json(), json!({"error": "key does not match grant_id, tool and arguments"}));
+        assert_eq!(r.json(), json!({"error": "key does not match grant_id, upstream, tool and arguments"}));
     }
+    let mut b = harmless.clone();
+    b.as_object_mut().unwrap().remove("upstream");
+    assert_eq!(check_raw(&s, b).await.json(), json!({"error": "upstream: missing"}));
     let mut b = harmless.clone();
     b.as_object_mut().unwrap().remove("grant_id");
     assert_eq!(check_raw(&s, b).await.json(), json!({"error": "grant_id: missing"}));
@@ -34,9 +44,46 @@ async fn a_key_of_another_call_is_refused() {
     assert!(r.json()["error"].as_str().unwrap().starts_with("body is not strict JSON: duplicate object key at byte "));
     assert_eq!(all_approvals(&s).await, json!({"approvals": []}));
     let m = send(&s.router, get("/metrics", None)).await.body;
-    assert!(m.contains("mcp_approvals_bad_requests_total 7\n"), "{m}");
+    assert!(m.contains("mcp_approvals_bad_requests_total 9\n"), "{m}");
     // The right key works; absent arguments are {} on both sides.
     assert_eq!(check_raw(&s, harmless).await.status, StatusCode::OK);
+}
+
+/// Two MCP servers behind one Envoy: an approval given for a call to one is never used by the
+/// identical call to the other, which opens its own; each approval names its server in the API and
+/// on its page.
+#[tokio::test]
+async fn the_same_call_to_another_upstream_needs_its_own_approval() {
+    let s = svc();
+    let up_b = json!({"cluster": "mcp_b", "authority": "gw:10000", "path": "/b/mcp"});
+    let on = |upstream: &Value| {
+        let mut b = check_body(&grant(48), json!({"vmid": 100}), 600, 0);
+        b["upstream"] = upstream.clone();
+        sign(b)
+    };
+    let a = check_raw(&s, on(&up_a())).await.json();
+    assert_eq!(a["status"], "pending");
+    assert_eq!(approve(&s, &id_of(&a), "").await.status, StatusCode::OK);
+    // Server B: not approved, a pending approval of its own.
+    let b = check_raw(&s, on(&up_b)).await.json();
+    assert_eq!(b["status"], "pending");
+    assert_ne!(id_of(&b), id_of(&a));
+    // Server A: the approval given for it lets its call through, once.
+    let used = check_raw(&s, on(&up_a())).await.json();
+    assert_eq!((used["status"].clone(), id_of(&used)), (json!("approved"), id_of(&a)));
+    assert_eq!(check_raw(&s, on(&up_b)).await.json()["approval_id"], b["approval_id"]);
+    for (id, up) in [(id_of(&a), up_a()), (id_of(&b), up_b.clone())] {
+        let got = api(&s, Method::GET, &format!("/v1/approvals/{id}"), Some(ALICE), None).await.json();
+        assert_eq!(got["upstream"], up, "{id}");
+    }
+    let html = page_of(&s, &format!("/approvals/{}", id_of(&b))).await;
+    assert!(
+        article(&html, &id_of(&b)).contains(
+            "<p class=\"upstream\">server: cluster <b class=\"mono cluster\">mcp_b</b> · <span class=\"mono target\">\
+             <span class=\"authority\">gw:10000</span><span class=\"path\">/b/mcp</span></span></p>"
+        ),
+        "{html}"
+    );
 }
 
 #[tokio::test]

@@ -292,7 +292,7 @@ async fn one_pending_per_key_in_the_schema() {
                 .unwrap_err();
             assert!(err.to_string().contains("UNIQUE"), "{err}");
             let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(version, 4);
+            assert_eq!(version, 5);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         }
@@ -314,7 +314,7 @@ async fn one_pending_per_key_in_the_schema() {
                 (err.as_db_error().unwrap().constraint().map(str::to_string), versions)
             });
             assert_eq!(err.as_deref(), Some("approvals_one_pending_per_key"));
-            assert_eq!(versions, vec![2, 3, 4]);
+            assert_eq!(versions, vec![2, 3, 4, 5]);
         }
     }
 }
@@ -395,7 +395,8 @@ async fn api_requires_a_bearer_token() {
             "reason",
             "request_id",
             "state",
-            "tool"
+            "tool",
+            "upstream"
         ]
     );
     assert_eq!(got["arguments"], json!({"vmid": 100}));

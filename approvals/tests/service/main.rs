@@ -120,19 +120,39 @@ fn grant(n: u8) -> String {
     format!("{:02x}", n).repeat(32)
 }
 
-/// The filter's key of a call (src/approval.rs).
+/// The MCP server of every check here unless told otherwise, as the filter sends it.
+const UP: &str = r#"{"cluster":"mcp_a","authority":"gw:10000","path":"/a/mcp"}"#;
+
+/// [`UP`] as a value.
+fn up_a() -> Value {
+    serde_json::from_str(UP).unwrap()
+}
+
+/// The filter's key of a call to [`UP`] (src/approval.rs).
 fn key_of(grant_id: &str, tool: &str, arguments: &str) -> String {
+    key_to(grant_id, &up_a(), tool, arguments)
+}
+
+/// The filter's key of a call to `upstream` (`{"cluster","authority","path"}`).
+fn key_to(grant_id: &str, upstream: &Value, tool: &str, arguments: &str) -> String {
     let mut g = [0u8; 32];
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
     let args = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes()).unwrap();
-    mcp_policy_filter::approval::key(&g, tool, Some(&args))
+    let s = |k: &str| upstream[k].as_str().unwrap().to_owned();
+    let up = mcp_approvals::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") };
+    mcp_policy_filter::approval::key(&g, &up, tool, Some(&args))
 }
 
-/// Sets `key` to the key of the body's grant_id, tool and arguments.
+/// Sets `key` to the key of the body's grant_id, upstream ([`UP`] when it has none), tool and
+/// arguments.
 fn sign(mut b: Value) -> Value {
-    b["key"] = json!(key_of(b["grant_id"].as_str().unwrap(), b["tool"].as_str().unwrap(), &b["arguments"].to_string()));
+    if b.get("upstream").is_none() {
+        b["upstream"] = up_a();
+    }
+    let (g, t, a) = (b["grant_id"].as_str().unwrap(), b["tool"].as_str().unwrap(), b["arguments"].to_string());
+    b["key"] = json!(key_to(g, &b["upstream"], t, &a));
     b
 }
 
@@ -253,7 +273,7 @@ async fn html_of_index(s: &Svc) -> String {
 /// `args` (numbers as written, not through serde_json); returns the answer.
 async fn check_text(s: &Svc, grant_id: &str, label: &str, args: &str) -> Res {
     let body = format!(
-        r#"{{"key":"{}","grant_id":"{grant_id}","grant":"{label}","tool":"start_vm","arguments":{args},"request_id":"","expires_in_seconds":600,"wait_seconds":0}}"#,
+        r#"{{"key":"{}","grant_id":"{grant_id}","grant":"{label}","tool":"start_vm","upstream":{UP},"arguments":{args},"request_id":"","expires_in_seconds":600,"wait_seconds":0}}"#,
         key_of(grant_id, "start_vm", args)
     );
     send(&s.router, check_request(body)).await

@@ -179,7 +179,7 @@ async fn arguments_are_kept_verbatim() {
     let s = svc();
     let args = r#"{"vmid":100,"big":123456789012345678901234567890,"f":1.50}"#;
     let body = format!(
-        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"t","arguments":{args},"request_id":"","expires_in_seconds":60,"wait_seconds":0}}"#,
+        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"t","upstream":{UP},"arguments":{args},"request_id":"","expires_in_seconds":60,"wait_seconds":0}}"#,
         key_of(&grant(24), "t", args),
         grant(24)
     );

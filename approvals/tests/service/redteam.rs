@@ -215,6 +215,11 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             grant_id: grant(98),
             grant: "g".into(),
             tool: "t".into(),
+            upstream: mcp_approvals::store::Upstream {
+                cluster: "mcp_a".into(),
+                authority: "gw".into(),
+                path: "/mcp".into(),
+            },
             arguments: args.clone(),
             request_id: String::new(),
             expires_in: 600,

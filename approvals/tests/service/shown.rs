@@ -12,7 +12,7 @@ async fn invisible_and_confusable_characters_are_shown_escaped() {
         "{\"vmid\":100,\"vmid\u{200b}\":101,\"cmd\":\"\u{0456}d \u{202e}fdp.exe\",\"x\":\"\u{2028}\u{0085}\u{feff}\",\
                 \"pad\":\"\u{a0}\u{a0}\u{a0}rm -rf /\",\"e\":\"\u{1F600}\",\"n\":123456789012345678901234567890}";
     let body = format!(
-        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"start_vm","arguments":{args},"request_id":"r\u2028x","expires_in_seconds":60,"wait_seconds":0}}"#,
+        r#"{{"key":"{}","grant_id":"{}","grant":"g","tool":"start_vm","upstream":{UP},"arguments":{args},"request_id":"r\u2028x","expires_in_seconds":60,"wait_seconds":0}}"#,
         key_of(&grant(46), "start_vm", args),
         grant(46)
     );
@@ -228,11 +228,13 @@ async fn a_schema_1_file_is_migrated() {
     )
     .await;
     assert_eq!(got.json()["state"], "pending");
+    // Stored before upstreams were bound: none is claimed (its key matches no current check).
+    assert_eq!(got.json()["upstream"], Value::Null);
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (v, gid): (i64, String) = conn
         .query_row("SELECT (SELECT user_version FROM pragma_user_version), grant_id FROM approvals", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((v, gid.as_str()), (4, ""));
+    assert_eq!((v, gid.as_str()), (5, ""));
 }

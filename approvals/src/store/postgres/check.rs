@@ -72,8 +72,9 @@ pub(super) fn check_in(
     let inserted = tx.query_opt(
         &format!(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
-             expires_in, expires_at, note, grant_id, input_responses, request_state) \
-             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11, $12, $13)
+             expires_in, expires_at, note, grant_id, input_responses, request_state, upstream_cluster, \
+             upstream_authority, upstream_path) \
+             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11, $12, $13, $14, $15, $16)
              ON CONFLICT (key) WHERE state = 'pending' DO NOTHING
              RETURNING {COLUMNS}"
         ),
@@ -91,6 +92,9 @@ pub(super) fn check_in(
             &input.grant_id,
             &input.input_responses,
             &input.request_state,
+            &input.upstream.cluster,
+            &input.upstream.authority,
+            &input.upstream.path,
         ],
     )?;
     match inserted {

@@ -8,7 +8,7 @@ use crate::store::{Result, StoreError, SCHEMA_VERSION};
 
 /// The versioned migrations: version, SQL. Version 2 is the approvals table as SQLite has it at
 /// schema 2 (PostgreSQL support starts there), 3 the approver sessions.
-const MIGRATIONS: [(i64, &str); 3] = [
+const MIGRATIONS: [(i64, &str); 4] = [
     (
         2,
         "CREATE TABLE approvals (
@@ -56,6 +56,14 @@ const MIGRATIONS: [(i64, &str); 3] = [
         4,
         "ALTER TABLE approvals ADD COLUMN input_responses TEXT NOT NULL DEFAULT '';
         ALTER TABLE approvals ADD COLUMN request_state TEXT;",
+    ),
+    // 5: the MCP server a call goes to (bound by the key, shown); '' in rows of before, whose keys
+    // match no check of a current filter.
+    (
+        5,
+        "ALTER TABLE approvals ADD COLUMN upstream_cluster TEXT NOT NULL DEFAULT '';
+        ALTER TABLE approvals ADD COLUMN upstream_authority TEXT NOT NULL DEFAULT '';
+        ALTER TABLE approvals ADD COLUMN upstream_path TEXT NOT NULL DEFAULT '';",
     ),
 ];
 

@@ -35,12 +35,13 @@ impl Drop for Pool {
     }
 }
 
-/// The URL without its password, for logs.
+/// The URL without its password, for logs. The user information ends at the last `@`: a password
+/// written with a raw `@` in it is cut whole, never shown in part.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    match rest.split_once('@') {
+    match rest.rsplit_once('@') {
         Some((userinfo, host)) => {
             let user = userinfo.split(':').next().unwrap_or("");
             format!("{scheme}://{user}@{host}")
@@ -82,4 +83,22 @@ fn open_blocking(url: &str, size: u32) -> Result<Pool> {
     migrate(&mut conn)?;
     drop(conn);
     Ok(Pool(Some(pool)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redacted_urls_hold_no_password() {
+        for (url, shown) in [
+            ("postgres://app:s3cr3t@db:5432/approvals", "postgres://app@db:5432/approvals"),
+            ("postgresql://app:p@s3cr3t@db/approvals", "postgresql://app@db/approvals"),
+            ("postgres://db/approvals?user=app&password=s3cr3t", "postgres://db/approvals?user=app&"),
+            ("postgres://app@db/approvals", "postgres://app@db/approvals"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            assert!(!redact(url).contains("s3cr3t"));
+        }
+    }
 }

@@ -29,6 +29,11 @@ pub(super) fn approval_with(row: &Row, arguments: String) -> Result<Approval> {
         grant_id: row.try_get(16)?,
         input_responses: row.try_get(17)?,
         request_state: row.try_get(18)?,
+        upstream: crate::store::Upstream {
+            cluster: row.try_get(19)?,
+            authority: row.try_get(20)?,
+            path: row.try_get(21)?,
+        },
     })
 }
 

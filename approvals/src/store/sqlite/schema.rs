@@ -52,6 +52,14 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
 ";
 
+/// Schema 5: the MCP server a call goes to (bound by the key, shown). Rows of before have empty
+/// strings: their keys, made without an upstream, match no check of a current filter.
+const UPSTREAM: &str = "
+ALTER TABLE approvals ADD COLUMN upstream_cluster TEXT NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN upstream_authority TEXT NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN upstream_path TEXT NOT NULL DEFAULT '';
+";
+
 /// Schema 4: a continuation leg's `inputResponses` and `requestState` (bound by the key, shown).
 const LEGS: &str = "
 ALTER TABLE approvals ADD COLUMN input_responses TEXT NOT NULL DEFAULT '';
@@ -87,6 +95,10 @@ impl SqliteStore {
         // 3 -> 4: the answers of MCP 2026-07-28 continuation legs.
         if version < 4 {
             steps.push_str(LEGS);
+        }
+        // 4 -> 5: the upstream an approval is bound to.
+        if version < 5 {
+            steps.push_str(UPSTREAM);
         }
         conn.execute_batch(&format!("BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
         Ok(SqliteStore { conn })

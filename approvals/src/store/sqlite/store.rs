@@ -116,11 +116,13 @@ impl Storage for SqliteStore {
             grant_id: input.grant_id.clone(),
             input_responses: input.input_responses.clone(),
             request_state: input.request_state.clone(),
+            upstream: input.upstream.clone(),
         };
         tx.execute(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
-             expires_in, expires_at, note, grant_id, input_responses, request_state) \
-             VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11, ?12, ?13)",
+             expires_in, expires_at, note, grant_id, input_responses, request_state, upstream_cluster, \
+             upstream_authority, upstream_path) \
+             VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 approval.id,
                 approval.key,
@@ -134,7 +136,10 @@ impl Storage for SqliteStore {
                 approval.expires_at,
                 approval.grant_id,
                 approval.input_responses,
-                approval.request_state
+                approval.request_state,
+                approval.upstream.cluster,
+                approval.upstream.authority,
+                approval.upstream.path
             ],
         )?;
         tx.commit()?;

@@ -1,0 +1,64 @@
+//! Where the data lives (`--db`): a SQLite file or a PostgreSQL URL, and the form of it that logs
+//! may show.
+
+use std::path::{Path, PathBuf};
+
+use super::postgres;
+
+/// Where the data lives (`--db`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection string (`postgres://` or `postgresql://` URL).
+    Postgres(String),
+}
+
+impl Location {
+    /// `postgres://...` and `postgresql://...` are PostgreSQL; anything else is a SQLite path.
+    pub fn parse(s: &str) -> Location {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Location::Postgres(s.to_string())
+        } else {
+            Location::Sqlite(PathBuf::from(s))
+        }
+    }
+
+    /// For logs: the path, or the URL without its password.
+    pub fn redacted(&self) -> String {
+        match self {
+            Location::Sqlite(p) => p.display().to_string(),
+            Location::Postgres(url) => postgres::redact(url),
+        }
+    }
+}
+
+impl From<&Location> for Location {
+    fn from(l: &Location) -> Self {
+        l.clone()
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(p: &Path) -> Self {
+        Location::Sqlite(p.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for Location {
+    fn from(p: &PathBuf) -> Self {
+        Location::Sqlite(p.clone())
+    }
+}
+
+impl From<&str> for Location {
+    fn from(s: &str) -> Self {
+        Location::parse(s)
+    }
+}
+
+impl From<&String> for Location {
+    fn from(s: &String) -> Self {
+        Location::parse(s)
+    }
+}

@@ -1,0 +1,161 @@
+//! `mcp-policy explain`: the filter's decision on one POST, as the filter makes it in Envoy
+//! (`gate::on_headers` / `gate::on_body`, a fresh in-memory rate-limit store, the current time),
+//! sent to the MCP server named by `--cluster`, `--authority` and `--path`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_filter::policy::{GrantSource, Policy};
+use mcp_policy_filter::ratelimit::MemoryStore;
+
+use super::{load_policy, read_input, usage_error, Failure, Report, NEEDS_APPROVAL, OK, REFUSED};
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
+}
+
+/// Where `explain` sends the request: `--cluster`, `--authority`, `--path` (defaults: the shipped
+/// envoy/envoy.yaml's cluster and listener, the MCP endpoint `/mcp`).
+struct Target {
+    cluster: String,
+    authority: String,
+    path: String,
+}
+
+/// Run the filter's decision path on one POST.
+fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
+    let credential = match &policy.gateway.grant {
+        GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
+        GrantSource::Header(h) => (h.as_str(), grant.to_owned()),
+    };
+    let headers: [(&str, &[u8]); 5] = [
+        (":method", b"POST"),
+        (":authority", to.authority.as_bytes()),
+        (":path", to.path.as_bytes()),
+        ("content-type", b"application/json"),
+        (credential.0, credential.1.as_bytes()),
+    ];
+    let mut head = RequestHead::from_headers(policy, headers);
+    head.cluster = Some(to.cluster.clone());
+    match gate::on_headers(policy, &head) {
+        HeadOutcome::Done(outcome) => *outcome,
+        HeadOutcome::NeedBody => gate::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
+    }
+}
+
+pub(super) fn explain(args: &[String]) -> Result<Report, Failure> {
+    const OPTIONS: [&str; 4] = ["--grant", "--cluster", "--authority", "--path"];
+    let mut files = Vec::new();
+    let mut values: [Option<String>; 4] = Default::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = a.split_once('=').map_or((a.as_str(), None), |(n, v)| (n, Some(v.to_owned())));
+        match OPTIONS.iter().position(|o| *o == name) {
+            Some(i) => {
+                let Some(v) = inline.or_else(|| it.next().cloned()) else {
+                    return Err(usage_error(format!("{name} needs a value")));
+                };
+                if values.get_mut(i).and_then(|slot| slot.replace(v)).is_some() {
+                    return Err(usage_error(format!("{name} given twice")));
+                }
+            }
+            None if a.starts_with("--") => return Err(usage_error(format!("unknown option {a}"))),
+            None => files.push(a.clone()),
+        }
+    }
+    let [grant, cluster, authority, path] = values;
+    let [policy_file, request_file] = files.as_slice() else {
+        return Err(usage_error("explain needs POLICY.json and REQUEST.json"));
+    };
+    let grant = grant.unwrap_or_else(|| "cli".to_owned());
+    if grant.is_empty() || grant.bytes().any(|b| b.is_ascii_control()) {
+        return Err(usage_error("--grant must be non-empty, without control characters"));
+    }
+    let to = Target {
+        cluster: cluster.unwrap_or_else(|| "mcp_upstream".to_owned()),
+        authority: authority.unwrap_or_else(|| "127.0.0.1:10000".to_owned()),
+        path: path.unwrap_or_else(|| "/mcp".to_owned()),
+    };
+    if [&to.cluster, &to.authority, &to.path].iter().any(|v| v.is_empty() || v.bytes().any(|b| b.is_ascii_control())) {
+        return Err(usage_error("--cluster, --authority and --path must be non-empty, without control characters"));
+    }
+    let policy = load_policy(policy_file)?;
+    let body = read_input(request_file)?;
+    let outcome = decide(&policy, &body, &grant, &to);
+    let status = match (&outcome.reply, &outcome.approval) {
+        (Some(_), _) => REFUSED,
+        (None, Some(_)) => NEEDS_APPROVAL,
+        (None, None) => OK,
+    };
+    Ok(Report::out(render(&policy, &outcome), status))
+}
+
+/// The explanation: one `key: value` line per known fact, then the reply body as sent.
+fn render(policy: &Policy, o: &Outcome) -> String {
+    let d = &o.decision;
+    let mut lines: Vec<(&str, String)> = vec![("decision", d.label().to_owned())];
+    lines.push(("rule", d.rule.clone().unwrap_or_else(|| "-".into())));
+    lines.push(("reason", d.reason.clone().unwrap_or_else(|| "-".into())));
+    if let Some(m) = &d.method {
+        lines.push(("method", m.clone()));
+    }
+    if let Some(t) = &d.tool {
+        lines.push(("tool", t.clone()));
+    }
+    if let Some(g) = &d.grant {
+        lines.push(("grant", g.clone()));
+    }
+    if let Some(kind) = d.error_kind() {
+        lines.push(("error", kind.to_owned()));
+    }
+    match &o.reply {
+        None if o.approval.is_some() => {
+            let cluster = policy.gateway.approval.as_ref().map_or("-", |a| a.cluster.as_str());
+            if let Some(p) = &o.approval {
+                lines.push(("approval", format!("required, key {}", p.key)));
+                let u = &p.upstream;
+                lines.push(("upstream", format!("cluster {}, authority {}, path {}", u.cluster, u.authority, u.path)));
+            }
+            lines.push((
+                "status",
+                format!(
+                    "held: the approval service (cluster {cluster}) is asked; forwarded only once a person approved \
+                     this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)"
+                ),
+            ));
+        }
+        None if d.dry_run => lines.push((
+            "status",
+            "forwarded to the MCP server (dry run: the policy would refuse it; the agent gets the server's response)"
+                .into(),
+        )),
+        None => lines.push(("status", "forwarded to the MCP server (the agent gets the server's response)".into())),
+        Some(r) => {
+            let code = serde_json::from_str::<serde_json::Value>(&r.body)
+                .ok()
+                .and_then(|v| {
+                    let v = if let serde_json::Value::Array(items) = v { items.into_iter().next()? } else { v };
+                    v.get("error")?.get("code")?.as_i64()
+                })
+                .map(|c| format!(", JSON-RPC error {c}"))
+                .unwrap_or_default();
+            lines.push(("status", format!("{} (answered by the filter{code}; nothing reaches the server)", r.status)));
+            for (name, value) in &r.headers {
+                lines.push(("header", format!("{name}: {value}")));
+            }
+        }
+    }
+    if o.reply.is_none() && !o.tools_list_ids.is_empty() && policy.filters_tools_list() {
+        lines.push(("note", "the tools/list response is filtered: hidden tools are removed".into()));
+    }
+    let mut out = String::new();
+    for (k, v) in lines {
+        out.push_str(&format!("{:<10}{v}\n", format!("{k}:")));
+    }
+    if let Some(r) = &o.reply {
+        out.push_str("reply:\n");
+        out.push_str(&r.body);
+        out.push('\n');
+    }
+    out
+}
