@@ -4,7 +4,7 @@
 //! The sections are compiled in document order (`version`, `hide`, `all_tools`, `tools`, then
 //! `gateway` key by key), which is also the order of the errors reported.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use super::spec::{AllToolsSpec, ConditionSpec, LimitSpec, OpName, PolicySpec, ToolAction, ToolRuleSpec};
 use super::{
@@ -63,31 +63,33 @@ fn descriptor_bound(
     errs: &mut Errors,
 ) {
     let max = crate::rls::MAX_DESCRIPTORS;
+    // Distinct (counter, scope, window), counted up to max + 1: `seen` stays short.
     let count = |own: &[usize]| {
-        let distinct: HashSet<_> = own
-            .iter()
-            .chain(all_tools)
-            .filter_map(|&i| limits.get(i))
-            .map(|l| (l.counter.as_str(), l.scope, l.window))
-            .collect();
-        distinct.len()
+        let mut seen: Vec<&Limit> = Vec::new();
+        for l in own.iter().chain(all_tools).filter_map(|&i| limits.get(i)) {
+            if !seen.iter().any(|o| o.counter == l.counter && o.scope == l.scope && o.window == l.window) {
+                seen.push(l);
+                if seen.len() > max {
+                    break;
+                }
+            }
+        }
+        seen.len()
     };
-    let why = |n: usize, what: &str| {
+    let why = |what: &str| {
         format!(
             "with gateway.rate_limit_service one call counts against at most {max} distinct limits (counter, scope \
-             and window: one RLS descriptor each); {what} make {n}"
+             and window: one RLS descriptor each); {what} make more"
         )
     };
-    let n = count(&[]);
-    if n > max {
-        errs.push(err("all_tools.limits", why(n, "these")));
+    if count(&[]) > max {
+        errs.push(err("all_tools.limits", why("these")));
         return;
     }
     for name in specs.keys() {
         if let Some(rule) = tools.get(name).filter(|r| r.action == Action::Allow) {
-            let n = count(&rule.limits);
-            if n > max {
-                errs.push(err(format!("tools.{name}.limits"), why(n, "these and all_tools.limits")));
+            if count(&rule.limits) > max {
+                errs.push(err(format!("tools.{name}.limits"), why("these and all_tools.limits")));
             }
         }
     }

@@ -43,42 +43,14 @@ pub enum Answer {
     Unusable(String),
 }
 
-fn status_name(s: u32) -> &'static str {
-    match s {
-        1 => "CANCELLED",
-        2 => "UNKNOWN",
-        3 => "INVALID_ARGUMENT",
-        4 => "DEADLINE_EXCEEDED",
-        5 => "NOT_FOUND",
-        6 => "ALREADY_EXISTS",
-        7 => "PERMISSION_DENIED",
-        8 => "RESOURCE_EXHAUSTED",
-        9 => "FAILED_PRECONDITION",
-        10 => "ABORTED",
-        11 => "OUT_OF_RANGE",
-        12 => "UNIMPLEMENTED",
-        13 => "INTERNAL",
-        14 => "UNAVAILABLE",
-        15 => "DATA_LOSS",
-        16 => "UNAUTHENTICATED",
-        _ => "not a gRPC status",
-    }
-}
-
 /// Read a gRPC callout's result: `grpc_status` (0 OK; Envoy reports its timeout and a cluster with
 /// no healthy endpoint as 14 UNAVAILABLE) and the response message.
 pub fn read_answer(grpc_status: u32, body: Option<&[u8]>) -> Answer {
     if grpc_status != 0 {
-        let name = status_name(grpc_status);
-        if OUTAGE_STATUSES.contains(&grpc_status) {
-            let what = if grpc_status == 14 { ", or no answer within the timeout" } else { "" };
-            return Answer::Unavailable(format!(
-                "rate limit service unavailable: gRPC status {grpc_status} ({name}{what})"
-            ));
-        }
-        return Answer::Unusable(format!(
-            "rate limit service did not take the request: gRPC status {grpc_status} ({name})"
-        ));
+        let outage = OUTAGE_STATUSES.contains(&grpc_status);
+        let what = if outage { "unavailable (or too slow)" } else { "did not take the request" };
+        let why = format!("rate limit service {what}: gRPC status {grpc_status}");
+        return if outage { Answer::Unavailable(why) } else { Answer::Unusable(why) };
     }
     match proto::Response::decode(body.unwrap_or_default()) {
         Ok(r) => Answer::Decoded(r),
@@ -117,7 +89,7 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
         return out;
     }
     let make = |subject: Subject| Refusal::LimiterUnavailable { subject, fault: LimiterFault::Service(why.clone()) };
-    refuse(pending, |_| true, &make)
+    refuse(pending, &|_| true, &make)
 }
 
 /// Finish a held request that cannot be put to the service ([`Pending::request`] said why): refused,
@@ -137,7 +109,7 @@ pub fn not_sent(policy: &Policy, mut pending: Pending, why: NotSendable, now_ms:
             );
             pending.dry_run = false;
             let make = |_: Subject| Refusal::InvalidRequest { detail: detail.clone() };
-            refuse(pending, |_| true, &make)
+            refuse(pending, &|_| true, &make)
         }
     }
 }
@@ -151,12 +123,12 @@ fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, 
     let until_ms = r.statuses.get(d).and_then(|s| s.until_reset_ms).unwrap_or(len_ms - now_ms % len_ms);
     let retry = until_ms.div_ceil(1000).max(1);
     let make = |subject: Subject| Refusal::RateLimited { subject, limit: limit.clone(), retry_after_seconds: retry };
-    refuse(pending, |e| e.descriptors.contains(&d), &make)
+    refuse(pending, &|e| e.descriptors.contains(&d), &make)
 }
 
 /// Refuse the request: one error for a single call; for a batch, `make`'s error for each element
 /// `hit` selects and `batch_refused` for the other requests. Dry-run forwards instead.
-fn refuse(pending: Pending, hit: impl Fn(&Element) -> bool, make: &dyn Fn(Subject) -> Refusal) -> Outcome {
+fn refuse(pending: Pending, hit: &dyn Fn(&Element) -> bool, make: &dyn Fn(Subject) -> Refusal) -> Outcome {
     let Pending { elements, batch, mut decision, tools_list_ids, dry_run, .. } = pending;
     let first = elements.iter().find(|e| hit(e)).or(elements.first());
     let first_refusal = make(Subject::of(first.and_then(|e| e.tool.as_deref())));
