@@ -80,8 +80,8 @@ impl RateLimitService for Rls {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let started = Instant::now();
-        let caller =
-            request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(decide::parse_grpc_timeout);
+        let sent = request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let caller = decide::parse_grpc_timeout(&sent);
         if caller.is_some() {
             self.metrics.grpc_timeout_sent.inc();
         } else {
@@ -100,7 +100,7 @@ impl RateLimitService for Rls {
             self.metrics.deadline_exceeded.inc();
             return Err(Status::deadline_exceeded("the caller's grpc-timeout leaves no time to decide"));
         };
-        tracing::debug!(grpc_timeout_ms = caller.map(|d| d.as_millis()), wait_ms = budget.wait.as_millis(), "deciding");
+        tracing::debug!(grpc_timeout = %sent.escape_debug(), wait_ms = budget.wait.as_millis(), "deciding");
         let counters: Arc<[Counter]> = counters.into();
         let result = decide::decide(&self.store, &self.metrics, counters.clone(), budget.wait).await;
         self.metrics.observe(started.elapsed());

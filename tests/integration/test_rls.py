@@ -375,6 +375,6 @@ def test_calls_refused_while_redis_is_slow_consume_nothing(stack):
         # Every request carried Envoy's grpc-timeout, the filter's 100 ms.
         assert rls_sample(rls, 'mcp_ratelimit_grpc_timeout_total{sent="yes"}') == 10
         assert rls_sample(rls, 'mcp_ratelimit_grpc_timeout_total{sent="no"}') == 0
-        assert "grpc_timeout_ms=100 " in rls.proc.log_text()
+        assert "deciding grpc_timeout=100m wait_ms=50" in rls.proc.log_text()
     finally:
         proxy.close()
