@@ -9,6 +9,9 @@
 //! envoyproxy/ratelimit. A counter's key expires at the end of its window, so a new window starts
 //! from zero; a caller can get up to 2 × limit within one window length across an edge. With Redis,
 //! the clock is Redis's own (`TIME` inside the script): every instance agrees on the window.
+//!
+//! With Redis a decision carries a deadline, and what an answer too late for its caller committed
+//! is taken back ([`UNDO_SCRIPT`]; the timing is `crate::decide`'s).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
