@@ -3,9 +3,11 @@ envoy/envoy-cluster.yaml (cluster `mcp_ratelimit`), as plain processes on free 1
 
 from __future__ import annotations
 
+import queue
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +51,9 @@ class Rls:
 
 
 def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None = None,
-              metrics_port: int | None = None, name: str = "rls") -> Rls:
-    """mcp-ratelimit with `--redis redis://127.0.0.1:redis_port/0` (memory without), waited for
-    until /healthz answers 200."""
+              metrics_port: int | None = None, name: str = "rls", extra: tuple[str, ...] = ()) -> Rls:
+    """mcp-ratelimit with `--redis redis://127.0.0.1:redis_port/0` (memory without) and `extra`
+    flags, waited for until /healthz answers 200."""
     if not RLS_BIN.is_file():
         raise RuntimeError(f"{RLS_BIN} is missing (make ratelimit)")
     port = port or harness.free_port()
@@ -59,6 +61,7 @@ def start_rls(stack: harness.Stack, redis_port: int | None, *, port: int | None 
     argv = [str(RLS_BIN), "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}"]
     if redis_port is not None:
         argv += ["--redis", f"redis://127.0.0.1:{redis_port}/0"]
+    argv += list(extra)
     proc = stack.spawn(name, argv, lambda: harness.answers(f"http://{harness.HOST}:{metrics_port}/healthz"),
                        "healthy", timeout=15)
     return Rls(proc, port, metrics_port, redis_port)
@@ -107,6 +110,68 @@ class SilentServer:
         for c in self.conns:
             c.close()
         self.sock.close()
+
+
+class DelayProxy:
+    """A TCP proxy on 127.0.0.1 to 127.0.0.1:`upstream` that holds every chunk of the upstream's
+    replies for `delay` seconds (changeable while it runs) and passes it on in order; requests pass
+    at once. In front of Redis: a Redis that runs commands at once but answers late."""
+
+    def __init__(self, upstream: int):
+        self.upstream = upstream
+        self.delay = 0.0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((harness.HOST, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.socks: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+                server = socket.create_connection((harness.HOST, self.upstream))
+            except OSError:
+                return
+            self.socks += [client, server]
+            held: queue.Queue = queue.Queue()
+            threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._read_replies, args=(server, held), daemon=True).start()
+            threading.Thread(target=self._write_replies, args=(held, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def _read_replies(self, server: socket.socket, held: queue.Queue):
+        try:
+            while data := server.recv(65536):
+                held.put((time.monotonic() + self.delay, data))
+        except OSError:
+            pass
+        held.put(None)
+
+    @staticmethod
+    def _write_replies(held: queue.Queue, client: socket.socket):
+        while (item := held.get()) is not None:
+            at, data = item
+            time.sleep(max(0.0, at - time.monotonic()))
+            try:
+                client.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.closed = True
+        for s in [self.sock, *self.socks]:
+            s.close()
 
 
 def cluster_policy(tools: dict, *, cluster: str = RLS_CLUSTER, timeout: str = "200ms", failure_mode: str = "deny",

@@ -211,17 +211,13 @@ fn over_limit_is_rate_limited_with_retry_after_from_the_answer_or_the_window() {
 }
 
 #[test]
-fn failures_deny_by_default_and_allow_when_asked() {
+fn outages_deny_by_default_and_allow_when_asked() {
     let store = MemoryStore::new();
-    let cases = [
-        rls::read_answer(14, None),
-        rls::read_answer(2, None),
-        rls::read_answer(0, Some(&[0xff])),
-        answer(proto::CODE_UNKNOWN, vec![]),
-        answer(7, vec![]),
-    ];
+    // Envoy's timeout and no healthy endpoint are 14; a service giving up within grpc-timeout, 4.
+    let outages = [rls::read_answer(14, None), rls::read_answer(4, None)];
     let deny = policy(EXEC, RLS);
-    for a in cases.clone() {
+    for a in outages.clone() {
+        assert!(matches!(a, Answer::Unavailable(_)), "{a:?}");
         let out = rls::on_answer(&deny, held(decide(&deny, &store, "t", &call(3, "exec"))), a.clone(), T0);
         let b = body(&out);
         assert_eq!(b["error"]["data"]["kind"], "limiter_unavailable", "{a:?}");
@@ -230,13 +226,142 @@ fn failures_deny_by_default_and_allow_when_asked() {
         assert_eq!(out.decision.kind, DecisionKind::LimiterUnavailable);
     }
     let allow = policy(EXEC, r#""rate_limit_service":{"cluster":"mcp_ratelimit","failure_mode":"allow"}"#);
-    for a in cases {
+    for a in outages {
         let out = rls::on_answer(&allow, held(decide(&allow, &store, "t", &call(3, "exec"))), a, T0);
         assert_eq!(out.reply, None, "forwarded");
         assert_eq!(out.decision.kind, DecisionKind::LimiterUnavailable, "counted as limiter_unavailable");
         assert!(out.decision.reason.as_deref().unwrap().ends_with("forwarded (failure_mode allow)"));
     }
-    assert!(matches!(rls::read_answer(14, None), Answer::Unavailable(w) if w.contains("gRPC status 14")));
+    let unavailable = |s| Answer::Unavailable(format!("rate limit service unavailable (or too slow): gRPC status {s}"));
+    assert_eq!((rls::read_answer(14, None), rls::read_answer(4, None)), (unavailable(14), unavailable(4)));
+}
+
+#[test]
+fn only_outages_follow_failure_mode_every_other_status_refuses() {
+    assert_eq!(rls::OUTAGE_STATUSES, [4, 14]);
+    for status in 1..=20u32 {
+        let a = rls::read_answer(status, None);
+        assert_eq!(matches!(a, Answer::Unavailable(_)), status == 4 || status == 14, "status {status}: {a:?}");
+        assert_eq!(matches!(a, Answer::Unusable(_)), status != 4 && status != 14, "status {status}: {a:?}");
+    }
+    assert_eq!(
+        rls::read_answer(3, None),
+        Answer::Unusable("rate limit service did not take the request: gRPC status 3".into())
+    );
+    // Answers that are no decision: unreadable, an empty message (code UNKNOWN), another code, and
+    // OVER_LIMIT naming a descriptor the request did not have.
+    let unusable = [
+        rls::read_answer(3, None),
+        rls::read_answer(8, None),
+        rls::read_answer(13, None),
+        rls::read_answer(2, None),
+        rls::read_answer(1, None),
+        rls::read_answer(0, Some(&[0xff])),
+        rls::read_answer(0, None),
+        answer(proto::CODE_UNKNOWN, vec![]),
+        answer(7, vec![]),
+        answer(proto::CODE_OVER_LIMIT, vec![ok_status(), ok_status(), ok_status(), over_status()]),
+    ];
+    let store = MemoryStore::new();
+    for failure_mode in ["deny", "allow"] {
+        let p = policy(
+            EXEC,
+            &format!(r#""rate_limit_service":{{"cluster":"mcp_ratelimit","failure_mode":"{failure_mode}"}}"#),
+        );
+        for a in unusable.clone() {
+            let out = rls::on_answer(&p, held(decide(&p, &store, "t", &call(9, "exec"))), a.clone(), T0);
+            let b = body(&out);
+            assert_eq!(b["error"]["data"]["kind"], "limiter_unavailable", "{failure_mode} {a:?}");
+            assert_eq!((b["error"]["code"].as_i64(), b["id"].as_i64()), (Some(-31004), Some(9)));
+            assert_eq!(out.reply.as_ref().unwrap().headers, vec![("retry-after", "1".to_owned())]);
+            assert_eq!(out.decision.kind, DecisionKind::LimiterUnavailable);
+            assert!(!b["error"]["data"]["reason"].as_str().unwrap().contains("forwarded"));
+        }
+    }
+}
+
+/// `n` tools `t0`… each with its own limit (plus the helper's `all_tools` one).
+fn many_tools(n: usize) -> String {
+    (0..n)
+        .map(|i| format!(r#""t{i}":{{"limits":[{{"counter":"c{i}","window":"hour","max":5}}]}}"#))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn a_batch_over_the_descriptor_bound_is_refused_by_the_filter_in_every_mode() {
+    assert_eq!(rls::MAX_DESCRIPTORS, 64);
+    let store = MemoryStore::new();
+    let batch =
+        |n: usize| format!("[{}]", (0..n).map(|i| call(i as u64, &format!("t{i}"))).collect::<Vec<_>>().join(","));
+    for gateway in [
+        r#""rate_limit_service":{"cluster":"mcp_ratelimit","failure_mode":"allow"}"#,
+        r#""rate_limit_service":{"cluster":"mcp_ratelimit"},"mode":"dry_run""#,
+    ] {
+        let p = policy(&many_tools(70), gateway);
+        // 63 tools and all_tools: 64 descriptors, the most one request takes.
+        assert_eq!(held(decide(&p, &store, "tok", &batch(63))).request(&p, "mcp").unwrap().descriptors.len(), 64);
+        let pending = held(decide(&p, &store, "tok", &batch(70)));
+        let why = pending.request(&p, "mcp").unwrap_err();
+        assert_eq!(why, rls::NotSendable::TooManyDescriptors(71));
+        let out = rls::not_sent(&p, pending, why, T0);
+        let reply = out.reply.as_ref().expect("refused, also in dry-run and with failure_mode allow");
+        assert_eq!(reply.status, 400);
+        let b = body(&out);
+        let items = b.as_array().unwrap();
+        assert_eq!(items.iter().map(|i| i["id"].as_u64().unwrap()).collect::<Vec<_>>(), (0..70).collect::<Vec<_>>());
+        for i in items {
+            assert_eq!(i["error"]["code"], -32600);
+            assert_eq!(i["error"]["data"]["kind"], "invalid_request");
+            assert_eq!(
+                i["error"]["data"]["reason"],
+                "the calls of this request count against 71 rate limits; the rate limit service takes at most 64 \
+                 in one request: send fewer calls per batch"
+            );
+        }
+        assert_eq!(out.decision.kind, DecisionKind::Invalid);
+        assert!(!out.decision.dry_run);
+    }
+}
+
+#[test]
+fn policy_load_keeps_one_call_within_the_service_bounds() {
+    let own = |n: usize| {
+        (0..n).map(|i| format!(r#"{{"counter":"c{i}","window":"hour","max":5}}"#)).collect::<Vec<_>>().join(",")
+    };
+    let doc = |tool_limits: usize, all: usize| {
+        format!(
+            r#"{{"version":"1","tools":{{"x":{{"limits":[{}]}},"off":{{"action":"deny","limits":[{}]}}}},
+                "all_tools":{{"limits":[{}]}},"gateway":{{"rate_limit_service":{{"cluster":"rl"}}}}}}"#,
+            own(tool_limits),
+            own(80),
+            (0..all).map(|i| format!(r#"{{"counter":"a{i}","window":"day","max":9}}"#)).collect::<Vec<_>>().join(",")
+        )
+    };
+    // 63 + 1 fit; the same counter twice is one descriptor; a denied tool never counts.
+    config::load(doc(63, 1).as_bytes()).unwrap();
+    let e = errors(&doc(64, 1));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "tools.x.limits");
+    assert_eq!(
+        e[0].1,
+        "with gateway.rate_limit_service one call counts against at most 64 distinct limits (counter, scope and \
+         window: one RLS descriptor each); these and all_tools.limits make more"
+    );
+    let e = errors(&doc(0, 65));
+    assert_eq!(e.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["all_tools.limits"]);
+    // Without the service, shared data counts any number.
+    config::load(doc(64, 1).replace(r#""rate_limit_service":{"cluster":"rl"}"#, "").as_bytes()).unwrap();
+    // Counter names: the service takes entry values of at most 256 bytes.
+    let long = |n: usize| {
+        format!(
+            r#"{{"version":"1","tools":{{"x":{{"limits":[{{"counter":"{}","window":"hour","max":5}}]}}}},
+                "gateway":{{"rate_limit_service":{{"cluster":"rl"}}}}}}"#,
+            "c".repeat(n)
+        )
+    };
+    config::load(long(256).as_bytes()).unwrap();
+    assert_eq!(errors(&long(257)).iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["tools.x.limits[0].counter"]);
 }
 
 #[test]
@@ -336,8 +461,13 @@ fn a_descriptor_that_cannot_be_built_refuses_the_call() {
     let mut pending = Pending::new([1; 32], false);
     pending.add(&p, Some(mcp_policy_filter::mcp::Id::null()), Some("exec".into()), &[0, usize::MAX]);
     let why = pending.request(&p, "mcp").unwrap_err();
-    let out = rls::on_answer(&p, pending, Answer::Unavailable(why), T0);
+    assert_eq!(why, rls::NotSendable::Broken);
+    let out = rls::not_sent(&p, pending.clone(), why, T0);
     assert_eq!(body(&out)["error"]["data"]["kind"], "limiter_unavailable");
+    // Never forwarded uncounted, also with failure_mode allow.
+    let allow = policy(EXEC, r#""rate_limit_service":{"cluster":"mcp_ratelimit","failure_mode":"allow"}"#);
+    let out = rls::not_sent(&allow, pending, why, T0);
+    assert_eq!(body(&out)["error"]["data"]["reason"], "a rate limit descriptor could not be built");
     assert_eq!(rls::limit_indices(&p, &[&p.limits[0], &policy(EXEC, RLS).limits[0]]), vec![0, usize::MAX]);
 }
 

@@ -19,7 +19,7 @@ use tonic_health::ServingStatus;
 
 /// Envoy rate limit service (gRPC envoy.service.ratelimit.v3.RateLimitService): one exact quota
 /// per descriptor across every Envoy, with limits taken from each descriptor's `limit` override.
-#[derive(Parser, Debug)]
+#[derive(Parser)]
 #[command(name = "mcp-ratelimit", version)]
 struct Args {
     /// gRPC address (RLS v3 and grpc.health.v1.Health).
@@ -29,16 +29,20 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:9091")]
     metrics_listen: SocketAddr,
     /// Redis or Valkey URL, e.g. redis://127.0.0.1:6379/0. Without it, counters are kept in this
-    /// process's memory: one instance only, lost on restart.
+    /// process's memory: one instance only, lost on restart. Never shown with its password.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
     /// Prefix of every Redis key this service writes.
     #[arg(long, default_value = "mcprl:")]
     redis_prefix: String,
-    /// Longest wait for Redis (connect or answer) before a decision fails with UNAVAILABLE, e.g.
-    /// 200ms.
-    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    /// Longest wait for Redis per decision before it fails with UNAVAILABLE, e.g. 50ms. Keep it
+    /// below the filter's gateway.rate_limit_service.timeout (default 100ms) less --deadline-margin.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
     redis_timeout: Duration,
+    /// Part of the caller's grpc-timeout kept for the answer's way back: a decision waits at most
+    /// grpc-timeout minus this (and at most --redis-timeout), then answers DEADLINE_EXCEEDED.
+    #[arg(long, default_value = "20ms", value_parser = parse_margin)]
+    deadline_margin: Duration,
     /// error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -49,8 +53,24 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_zero() {
         return Err("must be more than 0".into());
     }
+    if d > REPLY_WAIT {
+        return Err(format!("must be at most {} s", REPLY_WAIT.as_secs()));
+    }
     Ok(d)
 }
+
+fn parse_margin(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > REPLY_WAIT {
+        return Err(format!("must be at most {} s", REPLY_WAIT.as_secs()));
+    }
+    Ok(d)
+}
+
+/// How long a Redis command waits for its reply (and a connection attempt for its end). Longer
+/// than any decision waits: a reply arriving after its decision gave up is still read, so that
+/// what it committed is taken back (mcp_ratelimit::decide).
+const REPLY_WAIT: Duration = Duration::from_secs(5);
 
 async fn shutdown_signal() {
     let ctrl_c = async {
@@ -90,7 +110,8 @@ async fn healthz(State(h): State<Http>) -> impl IntoResponse {
     }
 }
 
-/// Probe the store every second; gRPC health and /healthz follow it.
+/// Probe the store every second; gRPC health and /healthz follow it. Its messages name the store,
+/// never its URL.
 async fn health_loop(store: Arc<Store>, metrics: Arc<Metrics>, reporter: tonic_health::server::HealthReporter) {
     let mut up: Option<bool> = None;
     loop {
@@ -115,7 +136,7 @@ async fn health_loop(store: Arc<Store>, metrics: Arc<Metrics>, reporter: tonic_h
 
 async fn run(args: Args) -> Result<(), String> {
     let store = Arc::new(match &args.redis {
-        Some(url) => Store::Redis(RedisStore::new(url, args.redis_timeout)?),
+        Some(url) => Store::Redis(RedisStore::new(url, REPLY_WAIT)?),
         None => Store::Memory(MemoryStore::new()),
     });
     let metrics = Arc::new(Metrics::default());
@@ -126,7 +147,13 @@ async fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--metrics-listen {}: {e}", args.metrics_listen))?;
     let (reporter, health) = tonic_health::server::health_reporter();
     let health_task = tokio::spawn(health_loop(store.clone(), metrics.clone(), reporter));
-    let rls = Rls { store: store.clone(), prefix: args.redis_prefix.clone(), metrics: metrics.clone() };
+    let rls = Rls {
+        store: store.clone(),
+        prefix: args.redis_prefix.clone(),
+        metrics: metrics.clone(),
+        redis_timeout: args.redis_timeout,
+        deadline_margin: args.deadline_margin,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signals = tokio::spawn(async move {
         shutdown_signal().await;
@@ -142,7 +169,8 @@ async fn run(args: Args) -> Result<(), String> {
         .with_state(Http { store: store.clone(), metrics: metrics.clone() });
     tracing::info!(
         listen = %args.listen, metrics_listen = %args.metrics_listen, store = store.name(),
-        redis = ?args.redis, redis_prefix = %args.redis_prefix,
+        redis = args.redis.as_deref().map(mcp_ratelimit::redact::url).unwrap_or_default(),
+        redis_prefix = %args.redis_prefix, redis_timeout = ?args.redis_timeout, deadline_margin = ?args.deadline_margin,
         "mcp-ratelimit {} started", env!("CARGO_PKG_VERSION")
     );
     let http_server = axum::serve(http, router).with_graceful_shutdown(stopped(stop_rx.clone()));

@@ -26,8 +26,18 @@ pub struct Metrics {
     pub over_limit: Counter,
     /// Requests refused as INVALID_ARGUMENT.
     pub invalid: Counter,
-    /// Requests answered UNAVAILABLE (store error).
+    /// Requests answered UNAVAILABLE (store error, or no answer within `--redis-timeout`).
     pub unavailable: Counter,
+    /// Requests answered DEADLINE_EXCEEDED (no answer within the caller's `grpc-timeout`).
+    pub deadline_exceeded: Counter,
+    /// Requests that carried a `grpc-timeout`, and those that did not.
+    pub grpc_timeout_sent: Counter,
+    pub grpc_timeout_absent: Counter,
+    /// Late decisions: the script ran after its deadline and committed nothing; it committed but
+    /// its reply came after the service gave up, and the count was taken back; or taking it back failed.
+    pub late_expired: Counter,
+    pub late_undone: Counter,
+    pub late_undo_failed: Counter,
     buckets: [Counter; BUCKETS.len()],
     count: Counter,
     sum_us: Counter,
@@ -57,8 +67,21 @@ impl Metrics {
             ("over_limit", &self.over_limit),
             ("invalid_argument", &self.invalid),
             ("unavailable", &self.unavailable),
+            ("deadline_exceeded", &self.deadline_exceeded),
         ] {
             o.push_str(&format!("mcp_ratelimit_decisions_total{{code=\"{code}\"}} {}\n", c.get()));
+        }
+        o.push_str("# HELP mcp_ratelimit_grpc_timeout_total RLS requests by whether they carried a grpc-timeout.\n");
+        o.push_str("# TYPE mcp_ratelimit_grpc_timeout_total counter\n");
+        for (sent, c) in [("yes", &self.grpc_timeout_sent), ("no", &self.grpc_timeout_absent)] {
+            o.push_str(&format!("mcp_ratelimit_grpc_timeout_total{{sent=\"{sent}\"}} {}\n", c.get()));
+        }
+        o.push_str("# HELP mcp_ratelimit_late_decisions_total Store replies that came after their deadline, by what was done.\n");
+        o.push_str("# TYPE mcp_ratelimit_late_decisions_total counter\n");
+        for (result, c) in
+            [("expired", &self.late_expired), ("undone", &self.late_undone), ("undo_failed", &self.late_undo_failed)]
+        {
+            o.push_str(&format!("mcp_ratelimit_late_decisions_total{{result=\"{result}\"}} {}\n", c.get()));
         }
         o.push_str("# HELP mcp_ratelimit_store_seconds Time the store took per decision.\n");
         o.push_str("# TYPE mcp_ratelimit_store_seconds histogram\n");

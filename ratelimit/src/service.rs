@@ -2,11 +2,13 @@
 //!
 //! Answers: `overall_code` OK or OVER_LIMIT, one status per descriptor (its code, the limit it was
 //! checked against, `limit_remaining`, `duration_until_reset`). Errors: `INVALID_ARGUMENT` for a
-//! request this service cannot count (no limit override, unknown unit, …); `UNAVAILABLE` when the
-//! store cannot decide (Redis down or slow): Envoy's caller then applies its failure mode.
+//! request this service cannot count (no limit override, unknown unit, …), which the filter refuses
+//! whatever its failure mode; `UNAVAILABLE` when the store cannot decide (Redis down, or slower than
+//! `--redis-timeout`) and `DEADLINE_EXCEEDED` when no decision fits in the caller's `grpc-timeout`
+//! ([`crate::decide`]): the filter then applies its failure mode.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     rate_limit::Unit, Code, DescriptorStatus, RateLimit,
@@ -17,6 +19,7 @@ use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tonic::{Request, Response, Status};
 
 use crate::counters::{self, Counter};
+use crate::decide::{self, Decided};
 use crate::metrics::Metrics;
 use crate::store::{Applied, Store};
 
@@ -24,6 +27,10 @@ pub struct Rls {
     pub store: Arc<Store>,
     pub prefix: String,
     pub metrics: Arc<Metrics>,
+    /// Longest wait for the store per decision (`--redis-timeout`).
+    pub redis_timeout: Duration,
+    /// Part of the caller's `grpc-timeout` left for the answer's way back (`--deadline-margin`).
+    pub deadline_margin: Duration,
 }
 
 fn unit(window_ms: u64) -> Unit {
@@ -73,6 +80,13 @@ impl RateLimitService for Rls {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let started = Instant::now();
+        let sent = request.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let caller = decide::parse_grpc_timeout(&sent);
+        if caller.is_some() {
+            self.metrics.grpc_timeout_sent.inc();
+        } else {
+            self.metrics.grpc_timeout_absent.inc();
+        }
         let req = request.into_inner();
         let counters = match counters::counters(&self.prefix, &req) {
             Ok(c) => c,
@@ -82,10 +96,16 @@ impl RateLimitService for Rls {
                 return Err(Status::invalid_argument(why));
             }
         };
-        let result = self.store.apply(&counters).await;
+        let Some(budget) = decide::budget(self.redis_timeout, caller, self.deadline_margin) else {
+            self.metrics.deadline_exceeded.inc();
+            return Err(Status::deadline_exceeded("the caller's grpc-timeout leaves no time to decide"));
+        };
+        tracing::debug!(grpc_timeout = %sent.escape_debug(), wait_ms = budget.wait.as_millis(), "deciding");
+        let counters: Arc<[Counter]> = counters.into();
+        let result = decide::decide(&self.store, &self.metrics, counters.clone(), budget.wait).await;
         self.metrics.observe(started.elapsed());
         match result {
-            Ok(applied) => {
+            Decided::Applied(applied) => {
                 if applied.admitted {
                     self.metrics.ok.inc();
                 } else {
@@ -93,10 +113,22 @@ impl RateLimitService for Rls {
                 }
                 Ok(Response::new(response(&counters, &applied)))
             }
-            Err(e) => {
+            Decided::Failed(e) => {
                 self.metrics.unavailable.inc();
                 tracing::warn!("store unavailable: {}", e.0);
                 Err(Status::unavailable(format!("{} store unavailable: {}", self.store.name(), e.0)))
+            }
+            Decided::TimedOut if budget.by_caller => {
+                self.metrics.deadline_exceeded.inc();
+                let ms = budget.wait.as_millis();
+                tracing::warn!("no decision within the caller's grpc-timeout ({ms} ms left for the store)");
+                Err(Status::deadline_exceeded(format!("no decision within the caller's grpc-timeout ({ms} ms)")))
+            }
+            Decided::TimedOut => {
+                self.metrics.unavailable.inc();
+                let ms = budget.wait.as_millis();
+                tracing::warn!("store unavailable: no answer within --redis-timeout ({ms} ms)");
+                Err(Status::unavailable(format!("{} store did not answer within {ms} ms", self.store.name())))
             }
         }
     }

@@ -9,11 +9,14 @@
 //! envoyproxy/ratelimit. A counter's key expires at the end of its window, so a new window starts
 //! from zero; a caller can get up to 2 × limit within one window length across an edge. With Redis,
 //! the clock is Redis's own (`TIME` inside the script): every instance agrees on the window.
+//!
+//! With Redis a decision carries a deadline, and what an answer too late for its caller committed
+//! is taken back ([`UNDO_SCRIPT`]; the timing is `crate::decide`'s).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::counters::Counter;
 
@@ -51,26 +54,32 @@ impl Applied {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError(pub String);
 
-/// The check-then-increment-all-or-none script. KEYS: the counters. ARGV: per counter, its
-/// limit, hits and window length in ms. Returns {admitted (0/1), now_ms, before_1, …, before_n}.
+/// The check-then-increment-all-or-none script. KEYS: the counters. ARGV[1]: the deadline in Redis's
+/// clock (ms since the epoch; 0: none); then per counter its limit, hits and window length in ms.
+/// Returns {admitted (0/1), now_ms, before_1, …, before_n}, or {2, now_ms} when Redis runs it after
+/// the deadline: then nothing is read or written, since no answer could reach the caller in time.
 /// A counter's key expires at the end of its window (PEXPIREAT, Redis's clock).
 pub const SCRIPT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local deadline = tonumber(ARGV[1])
+if deadline > 0 and now > deadline then
+  return {2, now}
+end
 local n = #KEYS
 local out = {1, now}
 for i = 1, n do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   out[i + 2] = c
-  if c + tonumber(ARGV[3 * i - 1]) > tonumber(ARGV[3 * i - 2]) then
+  if c + tonumber(ARGV[3 * i]) > tonumber(ARGV[3 * i - 1]) then
     out[1] = 0
   end
 end
 if out[1] == 1 then
   for i = 1, n do
-    local hits = tonumber(ARGV[3 * i - 1])
+    local hits = tonumber(ARGV[3 * i])
     if hits > 0 then
-      local w = tonumber(ARGV[3 * i])
+      local w = tonumber(ARGV[3 * i + 1])
       redis.call('INCRBY', KEYS[i], hits)
       redis.call('PEXPIREAT', KEYS[i], now - (now % w) + w)
     end
@@ -79,54 +88,154 @@ end
 return out
 "#;
 
+/// Takes back what one admitted decision added, when its answer could not reach the caller in
+/// time. KEYS: the decision's counters. ARGV[1]: the decision's now_ms (Redis's clock); then per
+/// counter its hits and window length in ms. A counter whose window has ended since is left alone
+/// (its count expired with its key); none goes below 0. Returns how many counters it lowered.
+pub const UNDO_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = tonumber(ARGV[1])
+local lowered = 0
+for i = 1, #KEYS do
+  local hits = tonumber(ARGV[2 * i])
+  local w = tonumber(ARGV[2 * i + 1])
+  if hits > 0 and math.floor(now / w) == math.floor(at / w) then
+    local c = tonumber(redis.call('GET', KEYS[i]) or '0')
+    local d = math.min(c, hits)
+    if d > 0 then
+      redis.call('DECRBY', KEYS[i], d)
+      lowered = lowered + 1
+    end
+  end
+end
+return lowered
+"#;
+
+/// What Redis's clock reads against this process's monotonic clock: `redis_ms - local_ms` as seen
+/// by the last reply that came back quickly. Measured at the reply's arrival, so it is low by that
+/// reply's way back: a deadline converted with it leaves room for the answer's own way back, and
+/// neither the hosts' wall clocks nor their agreement matter.
+struct RedisClock {
+    start: Instant,
+    offset_ms: AtomicI64,
+    known: AtomicBool,
+}
+
+impl RedisClock {
+    fn local_ms(&self) -> i64 {
+        i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// A reply carrying Redis's `now_ms` arrived `round_trip` after its command was sent. Slow round
+    /// trips say little about the offset and are ignored.
+    fn observe(&self, redis_now_ms: u64, round_trip: Duration) {
+        if round_trip > CLOCK_ROUND_TRIP {
+            return;
+        }
+        let redis = i64::try_from(redis_now_ms).unwrap_or(i64::MAX);
+        self.offset_ms.store(redis.saturating_sub(self.local_ms()), Ordering::Relaxed);
+        self.known.store(true, Ordering::Relaxed);
+    }
+
+    /// `local` (an [`Instant`]) in Redis's clock, or 0 (no deadline) before any reply was observed.
+    fn redis_ms(&self, local: Instant) -> u64 {
+        if !self.known.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let local_ms = i64::try_from(local.saturating_duration_since(self.start).as_millis()).unwrap_or(i64::MAX);
+        u64::try_from(local_ms.saturating_add(self.offset_ms.load(Ordering::Relaxed))).unwrap_or(0).max(1)
+    }
+}
+
+/// Replies slower than this do not update the clock offset.
+const CLOCK_ROUND_TRIP: Duration = Duration::from_millis(20);
+
 /// Counters in Redis or Valkey, through one script call per decision.
 pub struct RedisStore {
     conn: redis::aio::ConnectionManager,
     script: redis::Script,
+    undo: redis::Script,
+    clock: RedisClock,
 }
 
 impl RedisStore {
     /// A store for `url` (`redis://HOST:PORT/DB`). Connects lazily and reconnects by itself: while
-    /// Redis is away every decision fails with [`StoreError`] after at most `timeout`.
-    pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("--redis {url}: {e}"))?;
+    /// Redis is away every decision fails with [`StoreError`]. `reply_wait` bounds each command's
+    /// wait for its reply; it is longer than any decision waits ([`crate::decide`]), so that a
+    /// reply arriving after its caller gave up is still read, and what it committed taken back.
+    /// Errors never show the URL's password.
+    pub fn new(url: &str, reply_wait: Duration) -> Result<Self, String> {
+        let shown = crate::redact::url(url);
+        let client = redis::Client::open(url).map_err(|e| format!("--redis {shown}: {e}"))?;
         let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(reply_wait))
+            .set_response_timeout(Some(reply_wait))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100));
         let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("--redis {url}: {e}"))?;
-        Ok(RedisStore { conn, script: redis::Script::new(SCRIPT) })
+            .map_err(|e| format!("--redis {shown}: {e}"))?;
+        let clock = RedisClock { start: Instant::now(), offset_ms: AtomicI64::new(0), known: AtomicBool::new(false) };
+        Ok(RedisStore { conn, script: redis::Script::new(SCRIPT), undo: redis::Script::new(UNDO_SCRIPT), clock })
     }
 
+    /// Decide with no deadline.
     pub async fn apply(&self, counters: &[Counter]) -> Result<Applied, StoreError> {
+        self.apply_by(counters, None).await?.ok_or_else(|| StoreError("redis: expired without a deadline".into()))
+    }
+
+    /// Decide, committing nothing if Redis runs the script after `deadline` (then `Ok(None)`).
+    pub async fn apply_by(
+        &self,
+        counters: &[Counter],
+        deadline: Option<Instant>,
+    ) -> Result<Option<Applied>, StoreError> {
         let mut inv = self.script.prepare_invoke();
+        inv.arg(deadline.map_or(0, |d| self.clock.redis_ms(d)));
         for c in counters {
             inv.key(&c.key).arg(c.limit).arg(c.hits).arg(c.window_ms);
         }
         let mut conn = self.conn.clone();
+        let sent = Instant::now();
         let out: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(|e| StoreError(format!("redis: {e}")))?;
         let num = |v: Option<&i64>| v.and_then(|x| u64::try_from(*x).ok());
         let (Some(flag), Some(now_ms)) = (num(out.first()), num(out.get(1))) else {
             return Err(StoreError("redis: unexpected script result".into()));
         };
+        self.clock.observe(now_ms, sent.elapsed());
+        if flag == 2 {
+            return Ok(None);
+        }
         let before: Option<Vec<u64>> = out.iter().skip(2).map(|v| num(Some(v))).collect();
         match before {
-            Some(before) if before.len() == counters.len() => Ok(Applied { admitted: flag == 1, now_ms, before }),
+            Some(before) if before.len() == counters.len() => Ok(Some(Applied { admitted: flag == 1, now_ms, before })),
             _ => Err(StoreError("redis: unexpected script result".into())),
         }
     }
 
-    /// `PING`, for the health status.
+    /// Take back what `applied` (admitted) added to `counters`, in its window; how many counters
+    /// were lowered.
+    pub async fn undo(&self, counters: &[Counter], applied: &Applied) -> Result<u64, StoreError> {
+        let mut inv = self.undo.prepare_invoke();
+        inv.arg(applied.now_ms);
+        for c in counters {
+            inv.key(&c.key).arg(c.hits).arg(c.window_ms);
+        }
+        let mut conn = self.conn.clone();
+        inv.invoke_async(&mut conn).await.map_err(|e| StoreError(format!("redis: {e}")))
+    }
+
+    /// `TIME`, for the health status (and the clock offset).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
+        let sent = Instant::now();
+        let (secs, micros) = redis::cmd("TIME")
+            .query_async::<(u64, u64)>(&mut conn)
             .await
-            .map(|_| ())
-            .map_err(|e| StoreError(format!("redis: {e}")))
+            .map_err(|e| StoreError(format!("redis: {e}")))?;
+        self.clock.observe(secs.saturating_mul(1000).saturating_add(micros / 1000), sent.elapsed());
+        Ok(())
     }
 }
 
@@ -211,7 +320,8 @@ impl Store {
     }
 }
 
-fn now_ms() -> u64 {
+/// This host's wall clock, milliseconds since the Unix epoch (the memory store's windows).
+pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 

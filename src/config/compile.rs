@@ -40,6 +40,9 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let mut gw = spec.gateway.unwrap_or_default();
     let methods_spec = std::mem::take(&mut gw.methods);
     let gateway = gateway(gw, &spec.tools, &limits, &mut errs);
+    if gateway.rate_limit_service.is_some() {
+        descriptor_bound(&spec.tools, &tools, &all_tools, &limits, &mut errs);
+    }
     let methods = methods(methods_spec, &mut errs);
     let policy =
         Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway);
@@ -47,6 +50,50 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
         return Err(ConfigErrors(errs));
     }
     Ok(policy)
+}
+
+/// With the rate limit service, one call must fit in one `RateLimitRequest`: its tool's limits and
+/// `all_tools.limits` make one descriptor per distinct (counter, scope, window), at most
+/// [`crate::rls::MAX_DESCRIPTORS`], which the service takes. Beyond it every call of the tool would
+/// be refused; only a batch of several such calls is refused at run time.
+fn descriptor_bound(
+    specs: &BTreeMap<String, ToolRuleSpec>,
+    tools: &HashMap<String, ToolRule>,
+    all_tools: &[usize],
+    limits: &[Limit],
+    errs: &mut Errors,
+) {
+    let max = crate::rls::MAX_DESCRIPTORS;
+    // Distinct (counter, scope, window), counted up to max + 1: `seen` stays short.
+    let count = |own: &[usize]| {
+        let mut seen: Vec<&Limit> = Vec::new();
+        for l in own.iter().chain(all_tools).filter_map(|&i| limits.get(i)) {
+            if !seen.iter().any(|o| o.counter == l.counter && o.scope == l.scope && o.window == l.window) {
+                seen.push(l);
+                if seen.len() > max {
+                    break;
+                }
+            }
+        }
+        seen.len()
+    };
+    let why = |what: &str| {
+        format!(
+            "with gateway.rate_limit_service one call counts against at most {max} distinct limits (counter, scope \
+             and window: one RLS descriptor each); {what} make more"
+        )
+    };
+    if count(&[]) > max {
+        errs.push(err("all_tools.limits", why("these")));
+        return;
+    }
+    for name in specs.keys() {
+        if let Some(rule) = tools.get(name).filter(|r| r.action == Action::Allow) {
+            if count(&rule.limits) > max {
+                errs.push(err(format!("tools.{name}.limits"), why("these and all_tools.limits")));
+            }
+        }
+    }
 }
 
 /// `hide`: tool names, none empty.

@@ -20,14 +20,14 @@ impl Filter {
     pub(super) fn ask_rls(&mut self, pending: Pending) -> Action {
         let Some(policy) = self.policy.clone() else { return self.unconfigured() };
         let Some(svc) = policy.gateway.rate_limit_service.as_ref() else {
-            let answer = Answer::Unavailable("no rate limit service is configured".into());
+            let answer = Answer::Unusable("no rate limit service is configured".into());
             return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
         };
         let message = match pending.request(&policy, &svc.domain) {
             Ok(r) => r.encode(),
             Err(why) => {
-                warn!("[ctx {}] {why}", self.id);
-                return self.finish(rls::on_answer(&policy, pending, Answer::Unavailable(why), now_ms()));
+                warn!("[ctx {}] rate limit request not sent: {why:?}", self.id);
+                return self.finish(rls::not_sent(&policy, pending, why, now_ms()));
             }
         };
         let timeout = Duration::from_millis(svc.timeout_ms);
@@ -35,7 +35,7 @@ impl Filter {
         // (rls::compile bounds the lengths so that no varint byte reaches 0x80).
         let upstream = svc.upstream();
         let Ok(upstream) = std::str::from_utf8(&upstream) else {
-            let answer = Answer::Unavailable("the rate limit upstream is not ASCII".into());
+            let answer = Answer::Unusable("the rate limit upstream is not ASCII".into());
             return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
         };
         match hostcalls::dispatch_grpc_call(upstream, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
@@ -64,7 +64,7 @@ impl Filter {
             return;
         };
         let answer = if response_size > MAX_ANSWER_BYTES {
-            Answer::Unavailable(format!("rate limit service answer exceeds {MAX_ANSWER_BYTES} bytes"))
+            Answer::Unusable(format!("rate limit service answer exceeds {MAX_ANSWER_BYTES} bytes"))
         } else {
             let body = if status_code == 0 {
                 hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).ok().flatten()
@@ -73,8 +73,8 @@ impl Filter {
             };
             rls::read_answer(status_code, body.as_deref())
         };
-        if let Answer::Unavailable(why) = &answer {
-            warn!("[ctx {}] rate limit service unusable: {why}", self.id);
+        if let Answer::Unavailable(why) | Answer::Unusable(why) = &answer {
+            warn!("[ctx {}] {why}", self.id);
         }
         let outcome = rls::on_answer(&policy, pending, answer, now_ms());
         if self.finish(outcome) == Action::Continue {

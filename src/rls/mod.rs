@@ -11,24 +11,27 @@
 //! `("mcp_counter", counter)` plus `("mcp_grant", hex SHA-256 of the credential)` for scope `grant`;
 //! the `limit` override carries `max` per window unit, so the policy stays the one source of truth;
 //! the per-descriptor `hits_addend` is the number of calls of the request that count against it.
+//! At most [`MAX_DESCRIPTORS`] per request: a batch that would need more is refused by the filter
+//! itself ([`not_sent`]), so the service is never sent a request it rejects.
 //!
-//! Failure modes: a gRPC error (including Envoy's timeout, status 14, and a cluster with no healthy
-//! endpoint), an answer that cannot be decoded, and the code UNKNOWN are "unavailable": with
-//! `failure_mode: "deny"` (the default) the request is refused `limiter_unavailable`; with `"allow"`
-//! it is forwarded and counted as `limiter_unavailable`. The protocol cannot give quota back: a
+//! Failure modes ([`answer`]): only an outage (the service unreachable or too slow) follows
+//! `failure_mode`; an answer that says the service could not take the request, or that cannot be
+//! read, refuses the call whatever `failure_mode` says. The protocol cannot give quota back: a
 //! request the service counted is never refused afterwards by this filter.
 
 use serde::Deserialize;
 
-use crate::gate::{Decision, DecisionKind, Outcome};
+use crate::gate::{Decision, DecisionKind};
 use crate::grant::hex;
 use crate::mcp::Id;
 use crate::policy::{Limit, Policy, Scope, Window};
 use crate::ratelimit::GrantId;
-use crate::refusal::{LimiterFault, Refusal, Subject};
 
+mod answer;
 pub mod proto;
 pub mod upstream;
+
+pub use answer::{not_sent, on_answer, read_answer, Answer, OUTAGE_STATUSES};
 
 /// gRPC service and method of the rate limit service (Envoy API v3).
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -42,6 +45,14 @@ pub const MAX_TIMEOUT_MS: u64 = 60_000;
 /// Descriptor entry keys.
 pub const COUNTER_KEY: &str = "mcp_counter";
 pub const GRANT_KEY: &str = "mcp_grant";
+/// Most descriptors in one `RateLimitRequest`: mcp-ratelimit refuses a request with more
+/// (`INVALID_ARGUMENT`; its `counters::MAX_DESCRIPTORS` is this constant). [`Pending::request`] is
+/// the one place it is checked; policy load makes sure a single call stays within it
+/// (`config::compile`), so only a batch can reach it, and such a batch is refused by the filter.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// Longest descriptor entry key or value, and domain, in bytes (mcp-ratelimit's bound, checked at
+/// policy load for counter names).
+pub const MAX_TEXT_BYTES: usize = 256;
 
 /// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -175,11 +186,14 @@ impl Pending {
         self.counted.is_empty()
     }
 
-    /// The `RateLimitRequest` to send. Errors: a descriptor that could not be built (the call is
-    /// then refused as with an unavailable service, never forwarded uncounted).
-    pub fn request(&self, policy: &Policy, domain: &str) -> Result<proto::Request, String> {
+    /// The `RateLimitRequest` to send, or why none can be (then [`not_sent`] refuses the request,
+    /// whatever `failure_mode` says: forwarding it would skip the quota).
+    pub fn request(&self, policy: &Policy, domain: &str) -> Result<proto::Request, NotSendable> {
         if self.broken || self.counted.iter().any(|&(i, _)| policy.limits.get(i).is_none()) {
-            return Err("a rate limit descriptor could not be built".to_owned());
+            return Err(NotSendable::Broken);
+        }
+        if self.counted.len() > MAX_DESCRIPTORS {
+            return Err(NotSendable::TooManyDescriptors(self.counted.len()));
         }
         let grant = hex(&self.grant_id);
         let descriptors = self
@@ -202,99 +216,11 @@ impl Pending {
     }
 }
 
-/// The service's answer, as far as it could be had.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    Decoded(proto::Response),
-    /// Why there is no usable answer.
-    Unavailable(String),
-}
-
-/// Read a gRPC callout's result: `grpc_status` (0 OK; Envoy reports its timeout and a cluster with
-/// no healthy endpoint as 14 UNAVAILABLE) and the response message.
-pub fn read_answer(grpc_status: u32, body: Option<&[u8]>) -> Answer {
-    if grpc_status != 0 {
-        let what = if grpc_status == 14 { " (unavailable, or no answer within the timeout)" } else { "" };
-        return Answer::Unavailable(format!("rate limit service failed: gRPC status {grpc_status}{what}"));
-    }
-    match proto::Response::decode(body.unwrap_or_default()) {
-        Ok(r) => Answer::Decoded(r),
-        Err(e) => Answer::Unavailable(format!("rate limit service answer unreadable: {}", e.0)),
-    }
-}
-
-/// Finish a held request with the service's answer (or its absence).
-pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64) -> Outcome {
-    let failure_mode = policy.gateway.rate_limit_service.as_ref().map_or(FailureMode::Deny, |s| s.failure_mode);
-    let why = match answer {
-        Answer::Decoded(r) => {
-            let over = r.statuses.iter().position(|s| s.code == proto::CODE_OVER_LIMIT);
-            match (r.overall_code, over) {
-                (proto::CODE_OK, None) => {
-                    let mut out = Outcome::new(pending.decision, None);
-                    out.tools_list_ids = pending.tools_list_ids;
-                    return out;
-                }
-                (proto::CODE_OK | proto::CODE_OVER_LIMIT, Some(d)) => {
-                    return over_limit(policy, pending, d, &r, now_ms)
-                }
-                (proto::CODE_OVER_LIMIT, None) => return over_limit(policy, pending, 0, &r, now_ms),
-                (c, _) => format!("rate limit service answered code {c} (neither OK nor OVER_LIMIT)"),
-            }
-        }
-        Answer::Unavailable(why) => why,
-    };
-    if failure_mode == FailureMode::Allow {
-        let mut d = pending.decision;
-        d.kind = DecisionKind::LimiterUnavailable;
-        d.reason = Some(format!("{why}; forwarded (failure_mode allow)"));
-        let mut out = Outcome::new(d, None);
-        out.tools_list_ids = pending.tools_list_ids;
-        return out;
-    }
-    let make = |subject: Subject| Refusal::LimiterUnavailable { subject, fault: LimiterFault::Service(why.clone()) };
-    refuse(pending, |_| true, &make)
-}
-
-fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, now_ms: u64) -> Outcome {
-    let Some(limit) = pending.counted.get(d).and_then(|&(i, _)| policy.limits.get(i)) else {
-        let why = "rate limit service answered OVER_LIMIT for an unknown descriptor".to_owned();
-        return on_answer(policy, pending, Answer::Unavailable(why), now_ms);
-    };
-    let len_ms = limit.window.seconds() * 1000;
-    let until_ms = r.statuses.get(d).and_then(|s| s.until_reset_ms).unwrap_or(len_ms - now_ms % len_ms);
-    let retry = until_ms.div_ceil(1000).max(1);
-    let make = |subject: Subject| Refusal::RateLimited { subject, limit: limit.clone(), retry_after_seconds: retry };
-    refuse(pending, |e| e.descriptors.contains(&d), &make)
-}
-
-/// Refuse the request: one error for a single call; for a batch, `make`'s error for each element
-/// `hit` selects and `batch_refused` for the other requests. Dry-run forwards instead.
-fn refuse(pending: Pending, hit: impl Fn(&Element) -> bool, make: &dyn Fn(Subject) -> Refusal) -> Outcome {
-    let Pending { elements, batch, mut decision, tools_list_ids, dry_run, .. } = pending;
-    let first = elements.iter().find(|e| hit(e)).or(elements.first());
-    let first_refusal = make(Subject::of(first.and_then(|e| e.tool.as_deref())));
-    if let Some(rule) = first_refusal.rule() {
-        decision.rule = Some(rule.to_owned());
-    }
-    let first_id = first.and_then(|e| e.id.clone()).unwrap_or_else(Id::null);
-    let mut reply = first_refusal.reply(&first_id);
-    decision.refused(first_refusal);
-    if dry_run {
-        decision.dry_run = true;
-        let mut out = Outcome::new(decision, None);
-        out.tools_list_ids = tools_list_ids;
-        return out;
-    }
-    if batch {
-        let parts: Vec<String> = elements
-            .iter()
-            .filter_map(|e| {
-                let id = e.id.as_ref()?;
-                Some(if hit(e) { make(Subject::of(e.tool.as_deref())) } else { Refusal::BatchRefused }.to_json(id))
-            })
-            .collect();
-        reply.body = format!("[{}]", parts.join(","));
-    }
-    Outcome::new(decision, Some(reply))
+/// Why a held request cannot be put to the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSendable {
+    /// A limit could not be turned into a descriptor (the plan refers to a limit the policy lacks).
+    Broken,
+    /// More than [`MAX_DESCRIPTORS`] descriptors: the service would refuse the request.
+    TooManyDescriptors(usize),
 }

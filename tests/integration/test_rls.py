@@ -8,7 +8,12 @@ instances, one real Redis, upstream tests/cases/recorder.py.
 - Failure modes: `deny` answers `limiter_unavailable` within the timeout with nothing upstream for
   a cluster with no endpoint, an endpoint that accepts and never answers, and a missing cluster;
   `allow` forwards and counts; Redis stopped and started again: the service answers again by itself.
-- Batches: 11 calls against max 10 are refused whole; a denied call in a batch consumes nothing.
+- Batches: 11 calls against max 10 are refused whole; a denied call in a batch consumes nothing; a
+  batch counting against more descriptors than the service takes (64) is refused by the filter
+  itself, also with `failure_mode: "allow"`, and nothing reaches the service or the upstream.
+- Slow Redis (replies delayed 250 ms by a proxy): calls refused `limiter_unavailable` consume
+  nothing (the service gives up before the filter's timeout, from Envoy's `grpc-timeout`, and
+  takes back what Redis counted); the whole `max` is there afterwards.
 
 Limits use `hour` windows and unique grants per test; the hour edge is avoided (hx.avoid_boundary).
 """
@@ -286,3 +291,90 @@ def test_approval_is_asked_first_and_only_approved_calls_are_counted(stack):
     # The approval was used up by the refused call: the next retry asks again.
     assert kind(post(envoy.mcp_url, second, headers_for(tok))) == "approval_required"
     assert len(upstream(log, tok)) == 1
+
+
+def batch_of(calls: list[bytes]) -> bytes:
+    return b"[" + b",".join(calls) + b"]"
+
+
+def test_a_batch_over_the_descriptor_bound_is_refused_whatever_the_failure_mode(stack):
+    """70 calls to 70 tools with limits of their own: 70 descriptors, more than the 64 mcp-ratelimit
+    takes in one request. The filter refuses the batch itself (400, each id echoed, −32600
+    invalid_request) instead of sending a request the service would reject with INVALID_ARGUMENT,
+    which `failure_mode: "allow"` must never turn into forwarding uncounted calls."""
+    _, redis_port = hr.start_redis(stack)
+    rls = hr.start_rls(stack, redis_port)
+    _, up, log = stack.recorder()
+    tools = {f"t{i}": {"limits": [exec_limit(5, counter=f"c{i}")]} for i in range(70)}
+    policy = hr.cluster_policy(tools, failure_mode="allow")
+    envoy = hr.start_envoy(stack, hr.render(stack, policy, up, [rls.port]))
+    hx.avoid_boundary(3600, margin=30)
+    tok = token("wide")
+    r = post(envoy.mcp_url, batch_of([tool_call(f"t{i}", ARGS, id=i) for i in range(70)]), headers_for(tok))
+    assert r.status == 400, r.body[:300]
+    items = r.json()
+    assert [i["id"] for i in items] == list(range(70))
+    reason = ("the calls of this request count against 70 rate limits; the rate limit service takes at most 64 in "
+              "one request: send fewer calls per batch")
+    assert all(i["error"]["code"] == -32600 and i["error"]["data"]["kind"] == "invalid_request"
+               and i["error"]["data"]["reason"] == reason for i in items), items[0]
+    assert upstream(log, tok) == []
+    metrics = rls.metrics()
+    assert 'mcp_ratelimit_decisions_total{code="invalid_argument"} 0' in metrics
+    assert 'mcp_ratelimit_decisions_total{code="ok"} 0' in metrics, "the service was not asked"
+    # 64 descriptors fit: that batch is counted and forwarded.
+    r = post(envoy.mcp_url, batch_of([tool_call(f"t{i}", ARGS, id=i) for i in range(64)]), headers_for(tok))
+    assert r.status == 200 and b"error" not in r.body, r.body[:300]
+    assert len(upstream(log, tok)) == 1
+    assert 'mcp_ratelimit_decisions_total{code="ok"} 1' in rls.metrics()
+
+
+def rls_sample(rls: hr.Rls, key: str) -> float | None:
+    for line in rls.metrics().splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_calls_refused_while_redis_is_slow_consume_nothing(stack):
+    """Redis runs every command at once but its replies arrive 250 ms late (a proxy), longer than
+    the filter's default 100 ms timeout. Three calls are refused −31004 limiter_unavailable within
+    the timeout; once Redis is fast again the whole max (5) is still there: the service answered
+    before the filter gave up (Envoy sends its callout timeout as grpc-timeout, and the service
+    sees it) and took back what Redis had counted for the refused calls."""
+    _, redis_port = hr.start_redis(stack)
+    proxy = hr.DelayProxy(redis_port)
+    try:
+        rls = hr.start_rls(stack, proxy.port, name="rls-slow", extra=("--log-level", "debug"))
+        _, up, log = stack.recorder()
+        policy = hr.cluster_policy({"vm_agent_exec": {"limits": [exec_limit(5)]}}, timeout="100ms")
+        envoy = hr.start_envoy(stack, hr.render(stack, policy, up, [rls.port]))
+        hx.avoid_boundary(3600, margin=30)
+        call = lambda tok, i: post(envoy.mcp_url, tool_call("vm_agent_exec", ARGS, id=i),  # noqa: E731
+                                   headers_for(tok), timeout=10)
+        # Another grant first: Redis has the script loaded and the service knows Redis's clock.
+        assert is_result(call(token("warm"), 0), 0)
+        tok = token("slow")
+        proxy.delay = 0.25
+        for i in range(3):
+            t0 = time.monotonic()
+            r = call(tok, i)
+            assert kind(r) == "limiter_unavailable" and r.error["code"] == -31004 and r.json()["id"] == i, r.body
+            assert time.monotonic() - t0 < WITHIN_S
+        proxy.delay = 0.0
+        deadline = time.monotonic() + 5
+        while (rls_sample(rls, 'mcp_ratelimit_late_decisions_total{result="undone"}') or 0) < 3 \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        replies = [call(tok, 10 + i) for i in range(6)]
+        assert [is_result(r, 10 + i) for i, r in enumerate(replies)] == [True] * 5 + [False], \
+            [r.body[:120] for r in replies]
+        assert kind(replies[5]) == "rate_limited"
+        assert len(upstream(log, tok)) == 5
+        assert rls_sample(rls, 'mcp_ratelimit_late_decisions_total{result="undone"}') == 3
+        # Every request carried Envoy's grpc-timeout, the filter's 100 ms.
+        assert rls_sample(rls, 'mcp_ratelimit_grpc_timeout_total{sent="yes"}') == 10
+        assert rls_sample(rls, 'mcp_ratelimit_grpc_timeout_total{sent="no"}') == 0
+        assert "deciding grpc_timeout=100m wait_ms=50" in rls.proc.log_text()
+    finally:
+        proxy.close()

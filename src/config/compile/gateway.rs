@@ -234,6 +234,10 @@ fn rate_limit_service(spec: &RateLimitServiceSpec, limits: &[Limit], errs: &mut 
         .map_err(|m| errs.push(err("gateway.rate_limit_service.timeout", m)))
         .unwrap_or(0);
     for l in limits {
+        if l.counter.len() > crate::rls::MAX_TEXT_BYTES {
+            let m = format!("must be at most {} bytes with gateway.rate_limit_service", crate::rls::MAX_TEXT_BYTES);
+            errs.push(err(format!("{}.counter", l.path), m));
+        }
         if l.algorithm == Algorithm::Sliding {
             errs.push(err(
                 format!("{}.algorithm", l.path),
