@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 
@@ -75,22 +76,52 @@ def follow(logs: list[tuple[str, str]], from_start: bool, colour: bool) -> None:
         time.sleep(0.1)
 
 
+def take_terminal():
+    """Make the view the terminal's foreground process group, so that Ctrl-C reaches it alone, not
+    make and the services started with it (`make run` then ends with status 0, and the script that
+    started the view stops the services in order). Returns what gives the terminal back, or None when
+    standard input is not a terminal. SIGTTOU is ignored: a process outside the foreground group may
+    then set it; SIGTERM (the script's watcher ending the view) exits through `finally`."""
+    if not os.isatty(0):
+        return None
+    before = os.tcgetpgrp(0)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the shell started us ignoring it
+    os.setpgid(0, 0)
+    os.tcsetpgrp(0, os.getpgrp())
+
+    def restore() -> None:
+        try:
+            os.tcsetpgrp(0, before)
+        except OSError:  # that group is gone: nothing to give back to
+            pass
+
+    return restore
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("access_log", nargs="+", help="PATH, or NAME=PATH for each of several Envoys")
     ap.add_argument("--from-start", action="store_true")
     ap.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    # Printed first, by the view itself: once it shows, the view runs (and, on a terminal, owns Ctrl-C).
+    # Printed first, by the view itself: once it shows, the view runs (and, with --foreground, owns Ctrl-C).
     ap.add_argument("--title", help="a line to print before the first decision")
+    ap.add_argument("--foreground", action="store_true",
+                    help="on a terminal, take it for a process group of the view's own until it ends")
     a = ap.parse_args()
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    restore = take_terminal() if a.foreground else None
     if a.title:
         print(a.title, flush=True)
     try:
         logs = [tuple(arg.split("=", 1)) if "=" in arg else ("", arg) for arg in a.access_log]
         follow(logs, a.from_start, colour)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
+    finally:
+        if restore:
+            restore()
     return 0
 
 

@@ -127,9 +127,7 @@ if [ -t 0 ]; then
   ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
     touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py --from-start --title" ) &
   pids+=($!)
-  set -m
-  "${view[@]}" || true
-  set +m
+  "${view[@]}" --foreground || true
   if [ -e "$run_dir/.exited" ]; then
     echo "run-cluster: a process exited (logs: $run_dir); stopping the others" >&2
     exit 1

@@ -147,16 +147,14 @@ Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001
 
 EOF
 if [ -t 0 ]; then
-  # On a terminal the decision view runs as a job of its own in the foreground (job control), so the
-  # terminal's Ctrl-C reaches the view alone: not make, which would report "Error 130", and not the
-  # services, which cleanup stops in order. A watcher ends the view if a service exits.
+  # On a terminal the decision view takes the terminal for a process group of its own (--foreground),
+  # so the terminal's Ctrl-C reaches the view alone: not make, which would report "Error 130", and not
+  # the services, which cleanup stops in order. A watcher ends the view if a service exits.
   rm -f "$run_dir/.exited"
   ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
     touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py $run_dir/access.log" ) &
   pids+=($!)
-  set -m
-  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):" || true
-  set +m
+  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --foreground --title "Decisions (time UTC, grant, tool, decision, rule):" || true
   if [ -e "$run_dir/.exited" ]; then
     echo "run: a process exited (its log is in $run_dir); stopping the others" >&2
     exit 1
