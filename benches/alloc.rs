@@ -45,7 +45,8 @@ fn decide(p: &Policy, body: &[u8], store: &MemoryStore) -> Outcome {
 
 fn alloc(c: &mut Criterion) {
     let limited = config::load(POLICY_LIMITED.as_bytes()).unwrap();
-    let seed = config::load(POLICY_SEED.as_bytes()).unwrap();
+    // The seed policy reads its session key from the VM's environment (MCPF_SESSION_KEY).
+    let seed = config::load_with_env(POLICY_SEED.as_bytes(), &|_| Some("k".repeat(32))).unwrap();
     let cases: [(&str, &Policy, &[u8]); 5] = [
         ("decision/allowed/200B", &limited, ALLOWED_200),
         ("decision/allowed/1KiB", &limited, ALLOWED_1K),

@@ -38,8 +38,10 @@ const POLICY_CONDITIONS: &str = include_str!("../bench/policy-conditions-bench.j
 /// The same tool with no conditions, to isolate their cost.
 const POLICY_NO_CONDITIONS: &str = r#"{"version":"1","default":"deny","tools":{"vm_agent_exec":{}}}"#;
 
+/// A benchmark policy; one that reads its session key from the VM's environment (the seed policy's
+/// MCPF_SESSION_KEY) gets a fixed test key.
 fn policy(text: &str) -> Policy {
-    config::load(text.as_bytes()).expect("benchmark policy loads")
+    config::load_with_env(text.as_bytes(), &|_| Some("k".repeat(32))).expect("benchmark policy loads")
 }
 
 fn sanity(p: &Policy) {
