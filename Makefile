@@ -133,8 +133,9 @@ fmt:
 ##        in BENCHMARKS.md). Then the rate limit service: latency an RLS decision adds against
 ##        local limits, and decisions/s with Redis for 1 and 2 instances (bench/rls_bench.py;
 ##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 10 minutes.
-## bench-minimal: issue 20's limit baseline, a proxy-wasm filter that only reads the credential
-##                header and the whole body (bench/minimal-filter, its own workspace)
+## bench-minimal: the baseline of the throughput target (this filter at 0.95 of its throughput or
+##                more), a proxy-wasm filter that only reads the credential header and the whole
+##                body (bench/minimal-filter, its own workspace)
 .PHONY: bench-minimal
 bench-minimal: wasm-target
 	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
@@ -264,7 +265,7 @@ fuzz:
 	cd fuzz && cargo +nightly fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 
 # ---------------------------------------------------------------------------------------------
-# Deploy (issue 17): the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
+# Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
 # under deploy/, and their checks. README: "Deploy on Istio", "Deploy on Envoy Gateway",
 # "Deploy on Kubernetes".
 OCI_DIR := target/oci

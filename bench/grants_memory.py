@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Memory per tracked grant (issue 4, "Bounded memory"): a benchmark for a note, not a test.
+"""Memory per tracked grant, which bounds the filter's memory: a benchmark for a note, not a test.
 
     .venv/bin/python bench/grants_memory.py [--grants 100000] [--budget 180] [--threads 4]
 

@@ -578,7 +578,7 @@ def main() -> None:
         RATIOS.append((f"v:{vname}", "a", f"throughput variant {vname}/(a)"))
         names.append(f"v:{vname}")
     if "v:minimal" in names and "b" in names:
-        # Issue 20's limit baseline (make bench passes bench/minimal-filter as --variant minimal=…).
+        # The throughput target's baseline (make bench passes bench/minimal-filter as --variant minimal=…).
         RATIOS.append(("b", "v:minimal", "throughput (b)/minimal: this filter vs the minimal body-reading filter"))
         for n in names:
             if n.startswith("v:") and n != "v:minimal":

@@ -1,4 +1,4 @@
-//! Allocations per decision (issue 20), with a counting `#[global_allocator]`
+//! Allocations per decision, with a counting `#[global_allocator]`
 //! (`benches/support/counting.rs`): first a table of the exact allocations and bytes requested by
 //! one decision of each kind (the steady state: the counter already exists), then criterion timings
 //! of the same decisions under that allocator. `tests/alloc_count.rs` asserts the two allowed 1 KiB

@@ -33,7 +33,7 @@ pub const AUDIT_MAX_KEYS: usize = 32;
 /// `s` cut to at most `max` characters, with `…` marking a cut.
 pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
-        // At most `max` bytes, so at most `max` characters: the common case, no scan (issue 20).
+        // At most `max` bytes, so at most `max` characters: the common case, no scan.
         return std::borrow::Cow::Borrowed(s);
     }
     match s.char_indices().nth(max) {

@@ -38,7 +38,7 @@
 //! control characters in strings, invalid UTF-8 and lone surrogate escapes; a replacement must keep
 //! those too.
 //!
-//! Size: measured on the tree of issue 13 (`make build`, 573,512 B): reading the policy with
+//! Size: measured with `make build` on a module of 573,512 B: reading the policy with
 //! `serde_json::from_slice` instead of `config::de` made the module 602,375 B (+28,863 B); also
 //! reading bodies through `serde_json::Value` made it 612,807 B (+39,295 B), with this parser still
 //! linked for the message layer. `make lint` fails when `serde_json` enters the wasm32 dependency
@@ -48,10 +48,10 @@
 //! Speed: the module is built at `opt-level = "z"`, which does not inline the per-byte helpers
 //! (`peek`, `skip_ws`, `expect`): a call per byte of the body. They are `#[inline(always)]`: the
 //! allowed 1 KiB decision in V8 (`bench/v8-decision`) went from 12.9 to 8.5 µs for +776 B of module.
-//! Then (fifth session of issue 20, V8 8.7 → 5.9 µs with the counter keys' hash moved to policy
-//! load): a string without escapes is a short loop inlined into its callers, member names are kept
-//! as borrowed `&str` with a printable-ASCII flag for the duplicate check, and skipped objects call
-//! `skip_value` directly instead of through a closure.
+//! Further (V8 8.7 → 5.9 µs, together with hashing the counter keys at policy load): a string
+//! without escapes is a short loop inlined into its callers, member names are kept as borrowed
+//! `&str` with a printable-ASCII flag for the duplicate check, and skipped objects call `skip_value`
+//! directly instead of through a closure.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -382,7 +382,7 @@ impl<'a> Parser<'a> {
 
     /// [`Parser::object_with`]'s one body: not generic, so its callers share this code. `None`
     /// skips every value ([`Parser::skip_value`] called directly, not through a closure: most
-    /// objects of a body are skipped, issue 20).
+    /// objects of a body are skipped).
     fn object_dyn(&mut self, mut each: Option<&mut MemberReader<'_, 'a>>) -> Result<(), ParseError> {
         self.enter()?;
         let open = self.pos;
@@ -585,8 +585,8 @@ impl<'a> Parser<'a> {
     ///
     /// The common case, no escape and no control character up to the closing quote, is
     /// [`Parser::string_plain`], inlined into its callers; the rest is [`Parser::string_escaped`],
-    /// out of line. (Issue 20: one call per string cost about 40 instructions of a
-    /// ~100-instruction short string.)
+    /// out of line. (One call per string cost about 40 instructions of a ~100-instruction short
+    /// string.)
     #[inline(always)]
     fn string_with(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
         match self.string_plain() {
@@ -599,7 +599,7 @@ impl<'a> Parser<'a> {
     /// its closing quote. `None`, the cursor unchanged, for anything else (no string here, an
     /// escape, a control character, the end of the input), which [`Parser::string_escaped`] reads
     /// from the start. Returned in registers: a `Result<Cow<str>, ParseError>` built on the stack
-    /// byte by byte and read back whole stalled the CPU once per member name (issue 20: 14% of the
+    /// byte by byte and read back whole stalls the CPU once per member name (measured: 14% of the
     /// native decision).
     #[inline(always)]
     fn string_plain(&mut self) -> Option<&'a str> {

@@ -61,7 +61,7 @@ impl Policy {
         let denied =
             tools.iter().filter(|(_, r)| r.action == Action::Deny).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
         let denied_folded = FoldedNames::new(denied);
-        // Inserted one by one: `collect` into a set sorts first, which linked another sort (3.5 KB).
+        // Inserted one by one: `collect` into a set sorts first, which links another sort (3.5 KB).
         let mut hidden = BTreeSet::new();
         for h in hide.into_iter().filter(|h| h != "*") {
             hidden.insert(h);

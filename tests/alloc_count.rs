@@ -1,11 +1,8 @@
-//! Allocations on the decision path (issue 20): the exact number of heap allocations (`alloc`,
+//! Allocations on the decision path: the exact number of heap allocations (`alloc`,
 //! `alloc_zeroed`, `realloc`) one allowed 1 KiB `tools/call` makes in the core, as the host runs it:
 //! `RequestHead::from_headers`, `gate::on_headers`, `gate::on_body` (strict parse, JSON-RPC/MCP
 //! checks, grant, policy, rate limit against `MemoryStore`), the `Outcome` dropped. The counter key
 //! already exists (the steady state: the grant's first call, which creates it, is made before).
-//!
-//! History: 73 and 64 before issue 20, 24 and 21 after its second session, 22 and 19 since
-//! `jsonrpc` and `method` are compared borrowed from the body (fourth session).
 //!
 //! The bodies and policies are the benchmarks' (`benches/alloc.rs` prints the same counts); a change
 //! in either count is a change in the cost of every request, so the numbers are exact on purpose.

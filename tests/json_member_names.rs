@@ -1,7 +1,7 @@
-//! The duplicate-name check of every object, across the parser's ways of keeping member names
-//! (issue 20): up to 8 borrowed from the input, past 8 in a `Vec`, and spilled at the first name
-//! that had an escape; read built (`parse`) and skipped (`Parser::skip_value`). Exact values:
-//! the error kind and the offset of the object's `{`.
+//! The duplicate-name check of every object, across the parser's ways of keeping member names: up
+//! to 8 borrowed from the input, past 8 in a `Vec`, and spilled at the first name that had an
+//! escape; read built (`parse`) and skipped (`Parser::skip_value`). Exact values: the error kind
+//! and the offset of the object's `{`.
 
 use mcp_policy_filter::fold::{clash, Clash};
 use mcp_policy_filter::json::{parse, parse_folded_keys_allowed, ParseError, ParseErrorKind, Parser};

@@ -1,4 +1,5 @@
-//! Property tests of issue 12, one block per kind: the filter must judge what the server will run.
+//! Property tests of what the server reads, one block per kind: the filter must judge what the
+//! server will run.
 //! Each generates variants of an input that some server reads as another input, and checks the
 //! decision of the whole pipeline (`gate::on_headers`, `gate::on_body`). The variants include every
 //! case folding of each envelope member, every default-ignorable code point, and numbers around the

@@ -1,4 +1,4 @@
-//! Shared-data keys (issue 17). Istio sets no `vm_id`, so every wasm plugin on a proxy shares one
+//! Shared-data keys. Istio sets no `vm_id`, so every wasm plugin on a proxy shares one
 //! shared-data namespace: every key this filter reads or writes must carry its prefix `mcpf1:`,
 //! and another plugin's keys must neither disturb it nor be disturbed by it. This drives the
 //! request pipeline (`gate::on_body`, as the host does) through every shared-data path: fixed and

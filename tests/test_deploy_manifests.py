@@ -1,4 +1,4 @@
-"""Tier 1 (no Envoy), deploy (issue 17): every manifest under deploy/ is valid, consistent and
+"""Tier 1 (no Envoy), deploy: every manifest under deploy/ is valid, consistent and
 listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pass hadolint.
 
 - Custom resources: tools/deploy-validate/validate.mjs, against the CRD schemas of pinned npm
@@ -9,7 +9,7 @@ listed in its kustomization; the mcp-approvals and mcp-ratelimit Dockerfiles pas
 - Each validator is shown to refuse a broken copy, so a pass means something.
 - The policy in the Istio and Envoy Gateway manifests is the seed policy (envoy/policy.json) but
   for the approval cluster, and that cluster names the Service of deploy/kubernetes.
-- Header names with '_' are refused by Envoy on both platforms (issue 12), as in envoy/envoy.yaml:
+- Header names with '_' are refused by Envoy on both platforms, as in envoy/envoy.yaml:
   Envoy Gateway's ClientTrafficPolicy `withUnderscoresAction: RejectRequest` on the Gateway, Istio's
   EnvoyFilter merging `headers_with_underscores_action: REJECT_REQUEST` into the inbound HCM.
 """
@@ -263,7 +263,7 @@ def test_istio_and_envoy_gateway_settings():
     assert patch["typed_config"]["max_request_bytes"] == 4 * 1024 * 1024
 
 
-# ----------------------------------------------------------------------------------- header names with '_' (issue 12)
+# ----------------------------------------------------------------------------------- header names with '_'
 
 
 def test_envoy_gateway_rejects_header_names_with_underscores_on_the_gateway():
@@ -341,7 +341,7 @@ def test_hadolint_refuses_a_bad_dockerfile(tmp_path):
     assert "DL3007" in done.stdout and "DL3008" in done.stdout, done.stdout
 
 
-# ----------------------------------------------------------------------------------- rate limit service (issue 14)
+# ----------------------------------------------------------------------------------- rate limit service
 
 RATELIMIT_DOCKERFILE = harness.REPO_ROOT / "ratelimit" / "Dockerfile"
 
@@ -386,7 +386,7 @@ def test_ratelimit_wiring_ports_redis_and_network_policies():
                                        "from": [{"podSelector": {"matchLabels": dep["spec"]["selector"]["matchLabels"]}}]}]
 
 
-# ----------------------------------------------------------------------------------- PostgreSQL variant (issue 18)
+# ----------------------------------------------------------------------------------- PostgreSQL variant
 
 PG_README = DEPLOY / "kubernetes" / "postgres" / "README.md"
 
@@ -500,7 +500,7 @@ def test_init_script_role_database_and_the_documented_url_agree():
     assert "kubectl -n mcp-system create secret generic mcp-approvals-db" in readme
 
 
-# ----------------------------------------------------------------------------------- the rate limit service's cluster (issue 14)
+# ----------------------------------------------------------------------------------- the rate limit service's cluster
 
 
 def istio_protocol(port: dict) -> str:

@@ -25,8 +25,9 @@ const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
                         {"path":"args.tags[0]","op":"contains","value":"x"}]}},
   "gateway":{"max_body_bytes":65536,"approval":{"cluster":"mcp_approvals"},"methods":{"resources/read":"allow"}}}"#;
 
-/// Issue 12's shapes: names that fold onto hidden or denied tools, numbers read as binary64,
-/// strings read after NFKC, a grant header with `_` variants, client responses denied.
+/// Shapes that the server reads differently: names that fold onto hidden or denied tools, numbers
+/// read as binary64, strings read after NFKC, a grant header with `_` variants, client responses
+/// denied.
 const POLICY_B: &str = r#"{"version":"1","default":"allow","hide":["delete_vm"],
   "tools":{"stop_vm":{"action":"deny","reason":"ticket"},
            "vm_agent_exec":{"require":[{"path":"args.n","op":"lte","value":100}],

@@ -18,8 +18,8 @@
 //!
 //! # Why not serde_json
 //!
-//! The policy used to be read with `serde_json::from_slice` and `serde_path_to_error`. This module
-//! replaced them because serde_json, reading the same `…Spec` types:
+//! The policy is read by this module, not by `serde_json::from_slice` and `serde_path_to_error`,
+//! because serde_json, reading the same `…Spec` types:
 //! - reads an array as a struct, fields by position (`[5]` loads as `{"a":5}`), and `{"deny":null}`
 //!   as an enum variant;
 //! - keeps the last of two equal keys in a map (`tools`, `gateway.methods`): the strict parser
@@ -40,13 +40,12 @@
 //! every other kind once (`reader::not_a_variant`), and numbers are read outside the generic code
 //! (`reader::read_number`). Handing struct, map, string, boolean, integer and array visitors only
 //! their own kind too made the module 23,685 B smaller but Envoy's resident memory about 12 MiB
-//! larger, measured at idle with the module loaded (issue 20, fifth session; V8 in Envoy compiles
-//! every function with its optimizing compiler, and the policy reading had become one function of
-//! about 48 KB): so those positions still go through `deserialize_any`. When it was measured at
-//! 573,512 B, switching the policy back to `serde_json::from_slice` made the `.wasm` 28,863 B larger
-//! (→ 602,375 B); when this module replaced serde_json and serde_path_to_error, the module lost
-//! 68.6 KB, see BENCHMARKS.md. `make lint` keeps serde_json out of the wasm32 dependency tree; see
-//! `crate::json` for the parser's side.
+//! larger, measured at idle with the module loaded (V8 in Envoy compiles every function with its
+//! optimizing compiler, and the policy reading became one function of about 48 KB): so those
+//! positions go through `deserialize_any`. Measured on a module of 573,512 B, reading the policy
+//! with `serde_json::from_slice` instead made the `.wasm` 28,863 B larger (→ 602,375 B); without
+//! serde_json and serde_path_to_error the module is 68.6 KB smaller, see BENCHMARKS.md. `make lint`
+//! keeps serde_json out of the wasm32 dependency tree; see `crate::json` for the parser's side.
 
 use std::fmt;
 

@@ -96,8 +96,8 @@ pub fn counter_base(counter: &str, scope: Scope, window: Window, algorithm: Algo
 /// whose ids differ in their first 16 bytes (the bytes grant markers keep too) give distinct keys
 /// (XOR with a constant is a bijection), and two limits' keys meet only
 /// where two grant ids differ by exactly the XOR of their bases: as hard to reach on purpose as a
-/// collision of the 128-bit truncation this replaced (issue 20: two of the decision's three
-/// SHA-256 compressions).
+/// collision of a hash truncated to 128 bits, which would cost two of the decision's three SHA-256
+/// compressions.
 pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
     let mut bytes = *limit.key_base();
     match limit.scope {

@@ -1,4 +1,4 @@
-"""Tier 3: MCP authorization through the shipped recipe envoy/envoy-oauth.yaml (issue 16).
+"""Tier 3: MCP authorization through the shipped recipe envoy/envoy-oauth.yaml.
 
 One authorization server (npm oidc-provider, tests/oauth/server.mjs) signs with a key this module
 made; one Envoy runs the recipe in front of the demo MCP server. The official Python SDK's OAuth

@@ -51,8 +51,9 @@ fn registered_grants_and_trusted_headers() {
     assert_eq!(reply(&gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0)).0, 401);
 }
 
-/// Issue 16: the challenge names the protected resource metadata (RFC 9728 §5.1) on every 401, and a
-/// trusted grant header that is repeated (a client copy next to `jwt_authn`'s) or empty is no grant.
+/// MCP authorization: the challenge names the protected resource metadata (RFC 9728 §5.1) on every
+/// 401, and a trusted grant header that is repeated (a client copy next to `jwt_authn`'s) or empty
+/// is no grant.
 #[test]
 fn challenge_and_trusted_header_shape() {
     let url = "https://mcp.example.com/.well-known/oauth-protected-resource";

@@ -1,4 +1,4 @@
-"""Tier 2: `gateway.audit` (issue 20) in real Envoy: `log` writes the audit record as an info line,
+"""Tier 2: `gateway.audit` in real Envoy: `log` writes the audit record as an info line,
 `access_log` puts the same record, byte for byte, into the filter-state value `wasm.mcp_audit` that
 envoy/envoy.yaml's access log prints as its last field (`audit=`), and `off` writes it nowhere.
 

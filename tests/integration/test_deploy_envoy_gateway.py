@@ -1,4 +1,4 @@
-"""Tier 2, deploy (issue 17): the module in the Envoy configuration Envoy Gateway renders for
+"""Tier 2, deploy: the module in the Envoy configuration Envoy Gateway renders for
 deploy/envoy-gateway, next to the real mcp-approvals.
 
 What Envoy Gateway emits (internal/xds/translator/wasm.go, httpfilters.go, jsonpatch.go), rebuilt

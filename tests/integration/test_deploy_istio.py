@@ -1,4 +1,4 @@
-"""Tier 2, deploy (issue 17): the OCI image of `make oci`, pushed to and pulled back from a real
+"""Tier 2, deploy: the OCI image of `make oci`, pushed to and pulled back from a real
 registry, and the module run in the Envoy configuration Istio renders for deploy/istio/wasmplugin.yaml.
 
 - The layout: the compat wasm image format (one tar+gzip layer holding plugin.wasm, variant
@@ -11,16 +11,16 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
 - Shared data: a second wasm plugin (tests/wasm-neighbour) in the same namespace writes the
   filter's key names without its prefix and counts requests; both stay exact.
 - Numbers: an integer beyond 2^53 in pluginConfig reaches the module rounded; 1e21 is refused.
-- Cluster-wide limits (issue 14): the pluginConfig's `rate_limit_service.cluster` is the outbound
-  cluster Istio builds for the h2c Service port of mcp-ratelimit (HTTP/2 options as Istio sets
-  them); the filter's gRPC callout reaches the real mcp-ratelimit through it (exactly 10 of 12
+- Cluster-wide limits (the rate limit service): the pluginConfig's `rate_limit_service.cluster`
+  is the outbound cluster Istio builds for the h2c Service port of mcp-ratelimit (HTTP/2 options as
+  Istio sets them); the filter's gRPC callout reaches the real mcp-ratelimit through it (exactly 10 of 12
   calls of one grant admitted). Two controls fail as they must: the same cluster without HTTP/2
   (what a Service port Istio reads as HTTP/1.1 gets), and without `authority` (the `:authority` is
   then the cluster name, whose '|' makes mcp-ratelimit's HTTP/2 server reset the stream): every
   limited call is refused with `limiter_unavailable`.
-- Header names with '_' (issue 12): envoyfilter-underscores.yaml merged into the inbound HTTP
-  connection manager; an allowed call carrying `x_mcp_grant` is answered 400 by Envoy and reaches
-  no server.
+- Header names with '_' (which CGI-style servers read as '-'): envoyfilter-underscores.yaml merged
+  into the inbound HTTP connection manager; an allowed call carrying `x_mcp_grant` is answered 400
+  by Envoy and reaches no server.
 """
 
 from __future__ import annotations
@@ -234,8 +234,8 @@ def test_neighbour_plugin_shares_the_namespace_without_collisions(stack, wasm, n
 def test_integer_beyond_2_53_reaches_the_module_rounded(stack, wasm):
     """pluginConfig value 9007199254740993 (2^53 + 1) arrives as 9007199254740992: the deny rule
     fires for vmid 2^53, and for the number the operator wrote only because conditions are also
-    judged on the binary64 reading of the argument (issue 12), where 2^53 + 1 is 2^53; vmid 2^53 + 2
-    (a double of its own) passes."""
+    judged on the binary64 reading of the argument (as servers read it), where 2^53 + 1 is 2^53;
+    vmid 2^53 + 2 (a double of its own) passes."""
     policy = {"version": "1", "default": "deny", "tools": {"vm_agent_exec": {"deny_if": [
         {"path": "args.vmid", "op": "eq", "value": 2**53 + 1, "reason": "protected VM"}]}}}
     assert '"value":9007199254740992' in ir.struct_json(policy)

@@ -1,4 +1,4 @@
-"""Tier 2, deploy (issue 18): deploy/kubernetes/postgres run for real, without Kubernetes.
+"""Tier 2, deploy: deploy/kubernetes/postgres run for real, without Kubernetes.
 
 The manifests' configuration is one the real binaries accept:
 - the init script of the bundled PostgreSQL (ConfigMap mcp-approvals-postgres-init) runs against a

@@ -1,4 +1,4 @@
-"""Tier 2: a panic in the filter fails closed (issue 3, "No panic reaches Envoy").
+"""Tier 2: a panic in the filter fails closed: no panic reaches Envoy.
 
 The crate's `test-panic` feature makes a request header `x-mcp-policy-test-panic: 1` panic the
 filter. That build goes to its own target dir (target/panic-test), built once per session here

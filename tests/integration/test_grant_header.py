@@ -1,4 +1,4 @@
-"""Tier 2: `gateway.grant_header` and `gateway.resource_metadata_url` in real Envoy (issue 16).
+"""Tier 2: `gateway.grant_header` and `gateway.resource_metadata_url` in real Envoy.
 
 The filter takes the grant from the trusted header only when it arrives exactly once and is not
 empty: a repeated header (a client's copy next to the one a trusted filter set) or an empty one is

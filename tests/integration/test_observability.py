@@ -1,4 +1,4 @@
-"""Tier 2: what operators see (issue 6): /stats/prometheus counts, the access log's decision fields,
+"""Tier 2: what operators see: /stats/prometheus counts, the access log's decision fields,
 the audit log, and dry-run mode, against the built filter in real Envoy (--concurrency 2).
 
 The upstream is a recorder (same JSONL log as tests/cases/recorder.py) that also answers

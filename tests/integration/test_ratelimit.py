@@ -1,4 +1,4 @@
-"""Tier 2: rate limits in real Envoy with --concurrency 4 (issue 4), upstream tests/cases/recorder.py.
+"""Tier 2: rate limits in real Envoy with --concurrency 4, upstream tests/cases/recorder.py.
 
 - 200 parallel calls from one grant against max 10: exactly 10 reach the upstream, 190 are refused
   with -31002 `rate_limited`; run with a `minute` window (the seed policy's, away from a minute edge)

@@ -1,5 +1,5 @@
-"""Tier 2: cluster-wide limits (issue 14): real Envoys (2 workers each), real mcp-ratelimit
-instances, one real Redis, upstream tests/cases/recorder.py.
+"""Tier 2: cluster-wide limits (the rate limit service): real Envoys (2 workers each), real
+mcp-ratelimit instances, one real Redis, upstream tests/cases/recorder.py.
 
 - Two Envoys, one quota: 200 parallel calls of one grant split across both Envoys (each asking its
   own mcp-ratelimit instance) admit exactly 10, and the upstream receives exactly 10; a second grant

@@ -1,4 +1,4 @@
-"""Tier 2: the filter judges what the server will run (issue 12), one test per kind, in real Envoy.
+"""Tier 2: the filter judges what the server will run, one test per kind, in real Envoy.
 
 Each kind is a way in which the filter's reading of a request could differ from the server's:
 (1) member names equal after case folding or removing invisible characters, (2) request charsets,

@@ -1,4 +1,4 @@
-//! The minimal body-reading filter (issue 20's limit baseline): for each request it reads one
+//! The minimal body-reading filter (the throughput target's baseline): for each request it reads one
 //! header (`authorization`, the credential the filter reads) and, at end of stream, the whole body
 //! in one host call; then it continues. No parsing, no decision, no logging. Run behind the same
 //! buffer filter as mcp-policy-filter (`bench/envoy/filters-wasm.yaml`).
