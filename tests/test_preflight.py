@@ -22,8 +22,8 @@ def test_a_taken_port_is_named_with_the_variable_that_moves_it():
         done = subprocess.run(["bash", "scripts/preflight.sh", "run-cluster", f"-={port}"],
                               cwd=harness.REPO_ROOT, capture_output=True, text=True, timeout=30)
         assert (done.returncode, done.stderr) == (
-            2, f"run-cluster: 127.0.0.1:{port} is already in use (another 'make run-cluster' still running? "
-               f"stop it first)\n")
+            2, f"run-cluster: 127.0.0.1:{port} is already in use: make run-cluster's ports are fixed; stop what holds "
+               f"it first (a 'make run' or another 'make run-cluster'?)\n")
 
 
 def test_make_run_stops_at_a_taken_port_before_building():
