@@ -111,10 +111,13 @@ def main() -> int:
                     help="on a terminal, take it for a process group of the view's own until it ends")
     a = ap.parse_args()
     colour = a.color == "always" or (a.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-    restore = take_terminal() if a.foreground else None
-    if a.title:
-        print(a.title, flush=True)
+    restore = None
+    # Once the view has the terminal, Ctrl-C may come at any point, the title's print included.
     try:
+        if a.foreground:
+            restore = take_terminal()
+        if a.title:
+            print(a.title, flush=True)
         logs = [tuple(arg.split("=", 1)) if "=" in arg else ("", arg) for arg in a.access_log]
         follow(logs, a.from_start, colour)
     except (KeyboardInterrupt, SystemExit):
