@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot redis-deps ratelimit
+.PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot redis-deps ratelimit docs
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them.
@@ -196,6 +196,23 @@ schema:
 	$(CARGO) run --quiet --locked $(FILTER_FEATURES) --bin mcp-policy -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
+## docs: the manual (docs/src, an mdBook) built into docs/book; open docs/book/index.html. mdBook comes
+##       from crates.io, pinned, installed into tools/mdbook on first use (cargo install: a few
+##       minutes, once). make test checks the docs without it (tests/test_docs.py).
+MDBOOK_VERSION := 0.5.4
+MDBOOK := tools/mdbook/bin/mdbook
+MDBOOK_STAMP := tools/mdbook/.installed-$(MDBOOK_VERSION)
+docs: $(MDBOOK_STAMP)
+	$(MDBOOK) build docs
+	@# The Benchmarks chapter includes BENCHMARKS.md, whose images are named from the repository root.
+	@imgs=$$(grep -oE '\]\([^):#]+\.(png|svg|jpg)\)' BENCHMARKS.md | sed -E 's/^\]\(//; s/\)$$//'); \
+	  [ -z "$$imgs" ] || cp --parents $$imgs docs/book/
+	@echo "built docs/book ($$(du -sh docs/book | cut -f1)): open docs/book/index.html"
+$(MDBOOK_STAMP):
+	@echo "docs: installing mdBook $(MDBOOK_VERSION) from crates.io into tools/mdbook (once)"
+	$(CARGO) install mdbook --locked --version $(MDBOOK_VERSION) --no-default-features --features search --root tools/mdbook
+	touch $@
+
 ## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
 ##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
 ##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
@@ -238,7 +255,7 @@ run-cluster:
 	@$(MAKE) -s --no-print-directory build native redis-deps venv
 	@bash scripts/run-cluster.sh || { rc=$$?; [ $$rc = 130 ] || exit $$rc; }
 
-## run-oauth: MCP authorization (README "Identify agents"): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
+## run-oauth: MCP authorization (docs: Identify agents): envoy/envoy-oauth.yaml on 127.0.0.1:10000 in front
 ##            of the demo MCP server (127.0.0.1:8000), the authorization server npm oidc-provider on
 ##            127.0.0.1:9400 (development login: any name, any password); then try
 ##            .venv/bin/python scripts/oauth_demo.py (Ctrl-C stops)
@@ -270,8 +287,7 @@ fuzz:
 
 # ---------------------------------------------------------------------------------------------
 # Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
-# under deploy/, and their checks. README: "Deploy on Istio", "Deploy on Envoy Gateway",
-# "Deploy on Kubernetes".
+# under deploy/, and their checks. The book: docs/src/deploy/.
 OCI_DIR := target/oci
 DEPLOY_VALIDATE := tools/deploy-validate/node_modules/.installed
 .PHONY: oci deploy-tools deploy-deps deploy-check test-wasm-neighbour

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run-oauth`: MCP authorization in front of the demo MCP server, as in README "Identify agents".
+# `make run-oauth`: MCP authorization in front of the demo MCP server, as in docs/src/identity/identify-agents.md.
 #   127.0.0.1:8000   the demo MCP server (stateful, SSE: what MCP clients expect)
 #   127.0.0.1:9400   the authorization server: npm oidc-provider (tests/oauth/server.mjs), issuer
 #                    http://127.0.0.1:9400, dynamic client registration, PKCE, development login pages

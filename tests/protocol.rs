@@ -1,5 +1,5 @@
 //! MCP protocol versions through the request pipeline: every method of every version, unknown
-//! versions, header/`_meta` mismatches, 2026-07-28 headers and SEP-2243 names; the README's protocol
+//! versions, header/`_meta` mismatches, 2026-07-28 headers and SEP-2243 names; the book's protocol
 //! section equals the rendering of the method table; SSE events that are not JSON-RPC.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
@@ -211,23 +211,24 @@ proptest! {
 }
 
 #[test]
-fn the_readme_protocol_section_is_the_rendered_table() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_book_protocol_section_is_the_rendered_table() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/policy/protocol-versions.md")).unwrap();
     let start = "<!-- protocol-table:start (rendered by protocol::render_markdown; tests/protocol.rs checks it) -->\n";
     let end = "<!-- protocol-table:end -->";
-    let from = readme.find(start).expect("README protocol table start marker") + start.len();
-    let to = readme[from..].find(end).expect("README protocol table end marker") + from;
-    assert_eq!(&readme[from..to], protocol::render_markdown());
+    let from = doc.find(start).expect("protocol-versions.md: protocol table start marker") + start.len();
+    let to = doc[from..].find(end).expect("protocol-versions.md: protocol table end marker") + from;
+    assert_eq!(&doc[from..to], protocol::render_markdown());
 }
 
 #[test]
-fn the_readme_lists_the_rendered_subscription_kinds() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_book_lists_the_rendered_subscription_kinds() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/policy/methods.md")).unwrap();
     let start = "<!-- subscription-kinds:start (rendered by protocol::render_subscription_kinds; tests/protocol.rs checks it) -->\n";
     let end = "<!-- subscription-kinds:end -->";
-    let from = readme.find(start).expect("README subscription kinds start marker") + start.len();
-    let to = readme[from..].find(end).expect("README subscription kinds end marker") + from;
-    assert_eq!(&readme[from..to], protocol::render_subscription_kinds());
+    let from = doc.find(start).expect("methods.md: subscription kinds start marker") + start.len();
+    let to = doc[from..].find(end).expect("methods.md: subscription kinds end marker") + from;
+    assert_eq!(&doc[from..to], protocol::render_subscription_kinds());
 }
 
 /// A 2026-07-28 `subscriptions/listen` with id "L1" and filter `notifications`, as the Python SDK sends it.

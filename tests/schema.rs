@@ -85,17 +85,30 @@ fn every_example_policy_is_valid_for_both() {
     }
 }
 
-/// Policies shown in the docs (```json blocks with a `version`): the schema and the parser agree.
+/// Every Markdown file under `dir`, at any depth.
+fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            markdown_under(&path, out);
+        } else if path.extension().is_some_and(|x| x == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// Policies shown in the docs (```json blocks with a `version`, in the README and the book, and
+/// the ```json,invalid examples of refused policies): the schema and the parser agree.
 #[test]
 fn policies_in_the_docs_agree() {
     let v = validator();
     let mut docs = vec![Path::new(ROOT).join("README.md")];
-    if let Ok(entries) = std::fs::read_dir(Path::new(ROOT).join("docs")) {
-        docs.extend(entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "md")));
-    }
+    markdown_under(&Path::new(ROOT).join("docs/src"), &mut docs);
+    assert!(docs.len() > 10, "the book's chapters not found under docs/src: {docs:?}");
     for doc in docs {
         let text = std::fs::read_to_string(&doc).unwrap();
-        for block in text.split("```json\n").skip(1).filter_map(|b| b.split("```").next()) {
+        let blocks = text.split("```json\n").skip(1).chain(text.split("```json,invalid\n").skip(1));
+        for block in blocks.filter_map(|b| b.split("```").next()) {
             let Ok(Value::Object(o)) = serde_json::from_str::<Value>(block) else { continue };
             if !o.contains_key("version") {
                 continue;

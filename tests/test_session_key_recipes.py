@@ -1,7 +1,7 @@
 """Tier 1 (no Envoy): every shipped recipe binds sessions to grants with a generated key.
 
-A policy without `gateway.session_key` serves one grant's `Mcp-Session-Id` to another (README,
-"Sessions bound to their grant"), so every recipe a user starts from sets
+A policy without `gateway.session_key` serves one grant's `Mcp-Session-Id` to another (the book,
+docs/src/identity/sessions.md), so every recipe a user starts from sets
 `gateway.session_key.current_env: MCPF_SESSION_KEY` and hands that variable to the wasm VM:
 
 - the Envoy bootstraps under envoy/ (every wasm filter, inline or through the ECDS resource), with
@@ -130,7 +130,7 @@ def test_istio_wasmplugin_reads_the_key_from_the_sidecars_environment():
     assert cmd == (f'kubectl -n {manifest("istio/wasmplugin.yaml")["metadata"]["namespace"]} create secret generic '
                    f'{SECRET} --from-literal={VAR}="$(openssl rand -base64 48)"')
     # The sidecar's environment: a container named istio-proxy in the MCP server's pod template
-    # (merged by Istio's injector), written next to it and in README "Deploy on Istio".
+    # (merged by Istio's injector), written next to it and in the book (docs/src/deploy/istio.md).
     text = (DEPLOY / "istio/wasmplugin.yaml").read_text(encoding="utf-8")
     assert f"valueFrom: {{secretKeyRef: {{name: {SECRET}, key: {VAR}}}}}" in text
     assert "- name: istio-proxy" in text
@@ -147,7 +147,7 @@ def test_envoy_gateway_passes_the_key_from_a_secret():
         f'--from-literal={VAR}="$(openssl rand -base64 48)"')
 
 
-def test_the_readme_says_how_to_make_each_secret():
-    readme = (harness.REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    for path in ("istio/wasmplugin.yaml", "envoy-gateway/envoyproxy.yaml"):
-        assert secret_command(path) in readme, path
+def test_the_book_says_how_to_make_each_secret():
+    book = harness.REPO_ROOT / "docs" / "src" / "deploy"
+    for path, chapter in (("istio/wasmplugin.yaml", "istio.md"), ("envoy-gateway/envoyproxy.yaml", "envoy-gateway.md")):
+        assert secret_command(path) in (book / chapter).read_text(encoding="utf-8"), (path, chapter)
