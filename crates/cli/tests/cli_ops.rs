@@ -1,6 +1,6 @@
 //! The `mcp-policy` operator commands: `grant-id` and `apply` (its file handling and its reading of
 //! Envoy's verdict, against a stand-in admin endpoint; the real Envoy is in
-//! tests/integration/test_run.py). Run with `cargo test --features cli --test cli_ops`.
+//! tests/integration/test_run.py). Run with `cargo test -p mcp-policy-cli --test cli_ops`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository root: the example policies and the ECDS file live there, and paths in the output
+/// are relative to it.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     let mut child = Command::new(BIN)

@@ -1,5 +1,5 @@
 //! The `mcp-policy` binary: exit statuses and exact output of `check`, `explain` and usage errors.
-//! Run with `cargo test --features cli --test cli`.
+//! Run with `cargo test -p mcp-policy-cli --test cli`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -10,9 +10,11 @@ use std::process::{Command, Stdio};
 use mcp_policy_filter::config::UNBOUND_SESSIONS_WARNING;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository root: the example policies and the ECDS file live there, and paths in the output
+/// are relative to it.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-/// Exit status, stdout, stderr of `mcp-policy ARGS` run from the crate root, with `stdin` as input
+/// Exit status, stdout, stderr of `mcp-policy ARGS` run from the repository root, with `stdin` as input
 /// and `env` added to an environment without `MCPF_SESSION_KEY`.
 fn run_env(args: &[&str], stdin: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let mut child = Command::new(BIN)

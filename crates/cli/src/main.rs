@@ -8,13 +8,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-#[path = "../cli/apply.rs"]
 mod apply;
-#[path = "../cli/check.rs"]
 mod check;
-#[path = "../cli/explain.rs"]
 mod explain;
-#[path = "../cli/grant_id.rs"]
 mod grant_id;
 
 use check::{check, key_from_env, warning_lines};
