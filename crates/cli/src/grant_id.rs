@@ -1,8 +1,13 @@
 //! `mcp-policy grant-id`: the grant id of a token, as `gateway.grants[].sha256` lists it, computed
 //! with the filter's own code (`grant::from_authorization` / `grant::from_trusted_header`).
 
-use mcp_policy_filter::grant;
-use mcp_policy_filter::grant::hex;
+use std::io::Read;
+
+use mcp_policy_filter::grant::{self, hex};
+use mcp_policy_filter::json;
+
+use super::args::GrantIdArgs;
+use super::{Failure, Report, OK, USAGE_OR_IO};
 
 /// The token read from standard input, without one trailing `\n` or `\r\n` (what `echo` and editors
 /// add).
@@ -11,24 +16,24 @@ fn token(stdin: &[u8]) -> &[u8] {
     t.strip_suffix(b"\r").unwrap_or(t)
 }
 
-/// Run `grant-id ARGS` on the bytes read from standard input; returns what to print, or the error.
-pub fn run(args: &[String], stdin: &[u8]) -> Result<String, String> {
-    let mut header = false;
-    let mut label: Option<&str> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--header" => header = true,
-            "--label" => label = Some(it.next().ok_or("--label needs a value")?),
-            s if s.starts_with("--label=") => label = s.strip_prefix("--label="),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => {
-                return Err("grant-id reads the token from standard input, not from its arguments \
-                             (they would stay in the shell history): printf %s TOKEN | mcp-policy grant-id"
-                    .into())
-            }
-        }
+/// `grant-id`: the token from standard input, never from the arguments.
+pub fn command(args: &GrantIdArgs) -> Result<Report, Failure> {
+    let fail = |m: &str| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: {m}") };
+    if !args.token.is_empty() {
+        return Err(fail(
+            "grant-id reads the token from standard input, not from its arguments \
+             (they would stay in the shell history): printf %s TOKEN | mcp-policy grant-id",
+        ));
     }
+    let mut stdin = Vec::new();
+    std::io::stdin().read_to_end(&mut stdin).map_err(|e| fail(&format!("cannot read the token: {e}")))?;
+    grant_id(&stdin, args.header, args.label.as_deref()).map(|out| Report::out(out, OK)).map_err(fail)
+}
+
+/// What `grant-id` prints for the bytes read from standard input, or the error: the grant id of a
+/// bearer token (or, with `header`, of a `gateway.grant_header` value), as a `gateway.grants` entry
+/// when it has a `label`.
+fn grant_id(stdin: &[u8], header: bool, label: Option<&str>) -> Result<String, &'static str> {
     let token = token(stdin);
     let g = if header {
         grant::from_trusted_header(token).ok_or("the header value is empty")?
@@ -45,7 +50,7 @@ pub fn run(args: &[String], stdin: &[u8]) -> Result<String, String> {
         None => format!("{id}\n"),
         Some(l) => {
             let mut label_json = String::new();
-            mcp_policy_filter::json::write_str(&mut label_json, l);
+            json::write_str(&mut label_json, l);
             format!("{{\"sha256\": \"{id}\", \"label\": {label_json}}}\n")
         }
     })
@@ -59,19 +64,18 @@ mod tests {
 
     #[test]
     fn bearer_tokens() {
-        assert_eq!(run(&[], b"abc").unwrap(), format!("{ABC}\n"));
-        assert_eq!(run(&[], b"abc\n").unwrap(), format!("{ABC}\n"));
-        assert_eq!(run(&[], b"abc==\r\n").unwrap(), format!("{ABC}\n"));
-        assert!(run(&[], b"a b").unwrap_err().starts_with("not a bearer token"));
-        assert!(run(&[], b"").is_err());
-        assert!(run(&["abc".into()], b"").unwrap_err().starts_with("grant-id reads the token from standard input"));
+        assert_eq!(grant_id(b"abc", false, None).unwrap(), format!("{ABC}\n"));
+        assert_eq!(grant_id(b"abc\n", false, None).unwrap(), format!("{ABC}\n"));
+        assert_eq!(grant_id(b"abc==\r\n", false, None).unwrap(), format!("{ABC}\n"));
+        assert!(grant_id(b"a b", false, None).unwrap_err().starts_with("not a bearer token"));
+        assert!(grant_id(b"", false, None).is_err());
     }
 
     #[test]
     fn header_values_and_labels() {
-        assert_eq!(run(&["--header".into()], b" abc \n").unwrap(), format!("{ABC}\n"));
+        assert_eq!(grant_id(b" abc \n", true, None).unwrap(), format!("{ABC}\n"));
         assert_eq!(
-            run(&["--label".into(), "agent \"a\"".into()], b"abc").unwrap(),
+            grant_id(b"abc", false, Some("agent \"a\"")).unwrap(),
             format!("{{\"sha256\": \"{ABC}\", \"label\": \"agent \\\"a\\\"\"}}\n")
         );
     }

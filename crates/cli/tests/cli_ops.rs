@@ -188,19 +188,36 @@ fn apply_without_envoy() {
 
 #[test]
 fn apply_usage_errors() {
+    let more = "For more information, try '--help'.\n";
+    let usage = "Usage: mcp-policy apply [OPTIONS] <POLICY.json>\n\n";
     for (args, message) in [
-        (&["apply"][..], "mcp-policy: apply needs POLICY.json\n"),
-        (&["apply", "a.json", "b.json"], "mcp-policy: apply takes one POLICY.json\n"),
-        (&["apply", "a.json", "--ecds"], "mcp-policy: --ecds needs a value\n"),
+        (
+            &["apply"][..],
+            format!(
+                "error: the following required arguments were not provided:\n  <POLICY.json>\n\n\
+                 Usage: mcp-policy apply <POLICY.json>\n\n{more}"
+            ),
+        ),
+        (&["apply", "a.json", "b.json"], format!("error: unexpected argument 'b.json' found\n\n{usage}{more}")),
+        (&["apply", "a.json", "--ecds"], format!("error: a value is required for '--ecds <FILE>' but none was supplied\n\n{more}")),
         (
             &["apply", "a.json", "--timeout", "0"],
-            "mcp-policy: --timeout \"0\": expected seconds, above 0, at most 3600\n",
+            format!("error: invalid value '0' for '--timeout <SECONDS>': expected seconds, above 0, at most 3600\n\n{more}"),
         ),
-        (&["apply", "a.json", "--admin=x", "--admin=y"], "mcp-policy: --admin given twice\n"),
-        (&["apply", "a.json", "--force"], "mcp-policy: unknown option --force\n"),
+        (
+            &["apply", "a.json", "--admin=x", "--admin=y"],
+            format!("error: the argument '--admin <URL>' cannot be used multiple times\n\n{usage}{more}"),
+        ),
+        (
+            &["apply", "a.json", "--force"],
+            format!(
+                "error: unexpected argument '--force' found\n\n  tip: to pass '--force' as a value, use '-- --force'\n\n\
+                 Usage: mcp-policy apply <POLICY.json>\n\n{more}"
+            ),
+        ),
     ] {
         let (status, out, err) = run_with(args, b"");
         assert_eq!((status, out.as_str()), (2, ""), "{args:?}");
-        assert_eq!(err, format!("{message}usage: see `mcp-policy --help`\n"), "{args:?}");
+        assert_eq!(err, message, "{args:?}");
     }
 }
