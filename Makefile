@@ -57,6 +57,7 @@ FILTER_FEATURES := --features mcp-policy-filter/cli
 
 test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked --all-targets $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-policy-cli $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
@@ -121,6 +122,7 @@ lint: wasm-target
 	    exit 1; \
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
 	$(CARGO) clippy --locked --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-policy-cli --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
@@ -177,7 +179,7 @@ bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 ##         nothing: the CLI, the two services and the load generator of make bench
 .PHONY: native
 native:
-	$(CARGO) build --release --locked $(FILTER_FEATURES) -p mcp-policy-filter -p mcp-approvals -p mcp-ratelimit \
+	$(CARGO) build --release --locked $(FILTER_FEATURES) -p mcp-policy-cli -p mcp-approvals -p mcp-ratelimit \
 	  --bins --example rls_load
 
 ## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
@@ -193,7 +195,7 @@ ratelimit: native
 
 ## schema: regenerate schema/policy.schema.json from the config types
 schema:
-	$(CARGO) run --quiet --locked $(FILTER_FEATURES) --bin mcp-policy -- schema > schema/policy.schema.json.tmp
+	$(CARGO) run --quiet --locked $(FILTER_FEATURES) -p mcp-policy-cli -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
 
 ## docs: the manual (docs/src, an mdBook) built into docs/book; open docs/book/index.html. mdBook comes
@@ -239,7 +241,7 @@ reload:
 	@mkdir -p $(RUN_DIR)
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
-	elif test -n "$$(find src approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	elif test -n "$$(find src crates approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }

@@ -1,6 +1,6 @@
 //! `schema/policy.schema.json`: generated from the config types (no drift), and in agreement with
 //! `config::load` on every example policy in the repo, the shared case policy, and systematic
-//! mutations of a policy that uses every key. Run with `cargo test --features cli --test schema`.
+//! mutations of a policy that uses every key. Run with `cargo test -p mcp-policy-cli --test schema`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -10,7 +10,9 @@ use std::process::Command;
 use mcp_policy_filter::config;
 use serde_json::{json, Value};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository root: the example policies and the ECDS file live there, and paths in the output
+/// are relative to it.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const SCHEMA_FILE: &str = "schema/policy.schema.json";
 
 fn committed_schema() -> Value {
@@ -43,7 +45,7 @@ fn committed_schema_is_generated_output() {
     let committed = std::fs::read_to_string(Path::new(ROOT).join(SCHEMA_FILE)).unwrap();
     assert!(
         generated == committed,
-        "{SCHEMA_FILE} is stale: regenerate it with `make schema` (cargo run --features cli --bin mcp-policy -- schema)"
+        "{SCHEMA_FILE} is stale: regenerate it with `make schema` (cargo run -p mcp-policy-cli -- schema)"
     );
     assert!(jsonschema::meta::is_valid(&committed_schema()), "not a valid JSON Schema");
     assert_eq!(committed_schema()["$schema"], "https://json-schema.org/draft/2020-12/schema");

@@ -16,7 +16,12 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use mcp_policy_filter::config;
 use serde_json::Value;
+
+use super::args::ApplyArgs;
+use super::check::{key_from_env, load_policy, warning_lines};
+use super::{read_input, Failure, Report, INVALID_POLICY, OK};
 
 /// How a failed apply ends: exit status 1 (the policy is invalid, nothing written), 2 (usage, files,
 /// admin endpoint), 5 (written, but Envoy refused it or did not answer).
@@ -231,7 +236,7 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
             );
             // Envoy remembers a plugin configuration that failed and refuses it again without
             // running the filter, so its log may not say why: the filter's own code does.
-            match mcp_policy_filter::config::load_with_env(policy.as_bytes(), &super::check::key_from_env) {
+            match config::load_with_env(policy.as_bytes(), &key_from_env) {
                 Err(errors) => {
                     msg.push_str("\nthe filter's check of this policy:");
                     for e in errors.0 {
@@ -271,6 +276,34 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
                 ),
             ));
         }
+    }
+}
+
+/// `apply POLICY.json`: check it (unless --no-check), write it, and wait for Envoy's verdict (unless
+/// --no-wait).
+pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
+    let policy_file = &args.policy;
+    let bytes = read_input(policy_file)?;
+    let mut warnings = String::new();
+    if !args.no_check {
+        let policy = load_policy(policy_file).map_err(|f| Failure {
+            status: f.status,
+            message: format!("{}\nnot applied: the ECDS file is unchanged and Envoy keeps its policy", f.message),
+        })?;
+        warnings = warning_lines(policy_file, &policy);
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Failure { status: INVALID_POLICY, message: format!("{policy_file}: not UTF-8; not applied") })?;
+    let target = Target {
+        ecds: Path::new(&args.ecds),
+        admin: (!args.no_wait).then_some(args.admin.as_str()),
+        envoy_log: args.envoy_log.as_deref().map(Path::new),
+        timeout: args.timeout,
+    };
+    match apply(&text, &target) {
+        Ok(line) => Ok(Report { stdout: format!("{policy_file}: {line}\n"), stderr: warnings, status: OK }),
+        Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
+        Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `mcp-policy` operator commands: `grant-id` and `apply` (its file handling and its reading of
 //! Envoy's verdict, against a stand-in admin endpoint; the real Envoy is in
-//! tests/integration/test_run.py). Run with `cargo test --features cli --test cli_ops`.
+//! tests/integration/test_run.py). Run with `cargo test -p mcp-policy-cli --test cli_ops`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository root: the example policies and the ECDS file live there, and paths in the output
+/// are relative to it.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     let mut child = Command::new(BIN)
@@ -186,19 +188,36 @@ fn apply_without_envoy() {
 
 #[test]
 fn apply_usage_errors() {
+    let more = "For more information, try '--help'.\n";
+    let usage = "Usage: mcp-policy apply [OPTIONS] <POLICY.json>\n\n";
     for (args, message) in [
-        (&["apply"][..], "mcp-policy: apply needs POLICY.json\n"),
-        (&["apply", "a.json", "b.json"], "mcp-policy: apply takes one POLICY.json\n"),
-        (&["apply", "a.json", "--ecds"], "mcp-policy: --ecds needs a value\n"),
+        (
+            &["apply"][..],
+            format!(
+                "error: the following required arguments were not provided:\n  <POLICY.json>\n\n\
+                 Usage: mcp-policy apply <POLICY.json>\n\n{more}"
+            ),
+        ),
+        (&["apply", "a.json", "b.json"], format!("error: unexpected argument 'b.json' found\n\n{usage}{more}")),
+        (&["apply", "a.json", "--ecds"], format!("error: a value is required for '--ecds <FILE>' but none was supplied\n\n{more}")),
         (
             &["apply", "a.json", "--timeout", "0"],
-            "mcp-policy: --timeout \"0\": expected seconds, above 0, at most 3600\n",
+            format!("error: invalid value '0' for '--timeout <SECONDS>': expected seconds, above 0, at most 3600\n\n{more}"),
         ),
-        (&["apply", "a.json", "--admin=x", "--admin=y"], "mcp-policy: --admin given twice\n"),
-        (&["apply", "a.json", "--force"], "mcp-policy: unknown option --force\n"),
+        (
+            &["apply", "a.json", "--admin=x", "--admin=y"],
+            format!("error: the argument '--admin <URL>' cannot be used multiple times\n\n{usage}{more}"),
+        ),
+        (
+            &["apply", "a.json", "--force"],
+            format!(
+                "error: unexpected argument '--force' found\n\n  tip: to pass '--force' as a value, use '-- --force'\n\n\
+                 Usage: mcp-policy apply <POLICY.json>\n\n{more}"
+            ),
+        ),
     ] {
         let (status, out, err) = run_with(args, b"");
         assert_eq!((status, out.as_str()), (2, ""), "{args:?}");
-        assert_eq!(err, format!("{message}usage: see `mcp-policy --help`\n"), "{args:?}");
+        assert_eq!(err, message, "{args:?}");
     }
 }

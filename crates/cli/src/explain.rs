@@ -8,7 +8,9 @@ use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_filter::policy::{GrantSource, Policy};
 use mcp_policy_filter::ratelimit::MemoryStore;
 
-use super::{load_policy, read_input, usage_error, Failure, Report, NEEDS_APPROVAL, OK, REFUSED};
+use super::args::ExplainArgs;
+use super::check::load_policy;
+use super::{read_input, usage_error, Failure, Report, NEEDS_APPROVAL, OK, REFUSED};
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
@@ -43,45 +45,26 @@ fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
     }
 }
 
-pub(super) fn explain(args: &[String]) -> Result<Report, Failure> {
-    const OPTIONS: [&str; 4] = ["--grant", "--cluster", "--authority", "--path"];
-    let mut files = Vec::new();
-    let mut values: [Option<String>; 4] = Default::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (name, inline) = a.split_once('=').map_or((a.as_str(), None), |(n, v)| (n, Some(v.to_owned())));
-        match OPTIONS.iter().position(|o| *o == name) {
-            Some(i) => {
-                let Some(v) = inline.or_else(|| it.next().cloned()) else {
-                    return Err(usage_error(format!("{name} needs a value")));
-                };
-                if values.get_mut(i).and_then(|slot| slot.replace(v)).is_some() {
-                    return Err(usage_error(format!("{name} given twice")));
-                }
-            }
-            None if a.starts_with("--") => return Err(usage_error(format!("unknown option {a}"))),
-            None => files.push(a.clone()),
-        }
+/// A value sent in a request header: non-empty, without control characters.
+fn header_safe(v: &str) -> bool {
+    !v.is_empty() && !v.bytes().any(|b| b.is_ascii_control())
+}
+
+pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
+    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path } = args;
+    if !header_safe(grant) {
+        return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
-    let [grant, cluster, authority, path] = values;
-    let [policy_file, request_file] = files.as_slice() else {
-        return Err(usage_error("explain needs POLICY.json and REQUEST.json"));
-    };
-    let grant = grant.unwrap_or_else(|| "cli".to_owned());
-    if grant.is_empty() || grant.bytes().any(|b| b.is_ascii_control()) {
-        return Err(usage_error("--grant must be non-empty, without control characters"));
+    if ![cluster, authority, path].into_iter().all(|v| header_safe(v)) {
+        return Err(usage_error(
+            "explain",
+            "--cluster, --authority and --path must be non-empty, without control characters",
+        ));
     }
-    let to = Target {
-        cluster: cluster.unwrap_or_else(|| "mcp_upstream".to_owned()),
-        authority: authority.unwrap_or_else(|| "127.0.0.1:10000".to_owned()),
-        path: path.unwrap_or_else(|| "/mcp".to_owned()),
-    };
-    if [&to.cluster, &to.authority, &to.path].iter().any(|v| v.is_empty() || v.bytes().any(|b| b.is_ascii_control())) {
-        return Err(usage_error("--cluster, --authority and --path must be non-empty, without control characters"));
-    }
+    let to = Target { cluster: cluster.clone(), authority: authority.clone(), path: path.clone() };
     let policy = load_policy(policy_file)?;
     let body = read_input(request_file)?;
-    let outcome = decide(&policy, &body, &grant, &to);
+    let outcome = decide(&policy, &body, grant, &to);
     let status = match (&outcome.reply, &outcome.approval) {
         (Some(_), _) => REFUSED,
         (None, Some(_)) => NEEDS_APPROVAL,

@@ -1,0 +1,116 @@
+//! `mcp-policy check`: a policy loaded with the filter's own loader (also for `explain` and `apply`),
+//! its one-line summary, the warnings a valid policy still deserves (`config::warnings`, also logged
+//! by the filter at load), and the keys a policy names by environment variable.
+
+use mcp_policy_filter::audit::AuditMode;
+use mcp_policy_filter::config;
+use mcp_policy_filter::policy::{Action, ApprovalMode, Mode, Policy};
+use mcp_policy_filter::session::MIN_KEY_BYTES;
+use mcp_policy_filter::{json, textpos};
+
+use super::{read_input, Failure, Report, INVALID_POLICY, OK};
+
+/// The value of a key the policy names by variable (`gateway.session_key.current_env`,
+/// `previous_env`): this process's own variable when it is set; otherwise a stand-in of the least
+/// length, one per name, so that the rest of the policy is still checked. The filter reads the wasm
+/// VM's environment, not this one (`make reload` runs apart from Envoy), and refuses the policy
+/// there when the variable is missing.
+pub fn key_from_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().or_else(|| Some(format!("{name}={}", "-".repeat(MIN_KEY_BYTES))))
+}
+
+/// The warnings of a valid policy, one `FILE: warning: …` line each (for stderr).
+pub fn warning_lines(path: &str, policy: &Policy) -> String {
+    config::warnings(policy).map(|w| format!("{path}: warning: {w}\n")).collect()
+}
+
+/// Load a policy with the filter's own loader; every error becomes one line naming its JSON path.
+pub fn load_policy(path: &str) -> Result<Policy, Failure> {
+    let bytes = read_input(path)?;
+    config::load_with_env(&bytes, &key_from_env).map_err(|errors| {
+        let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
+        // A syntax error: show the line and a caret under the column.
+        // Data after the value: first where the document closed (usually the mistake), then what follows.
+        if let Err(e) = json::parse(&bytes) {
+            if let (json::ParseErrorKind::TrailingData, Some(close)) = (e.kind, textpos::value_end(&bytes, e.offset)) {
+                lines.push(textpos::excerpt(&bytes, close));
+            }
+            lines.push(textpos::excerpt(&bytes, e.offset));
+        }
+        Failure { status: INVALID_POLICY, message: lines.join("\n") }
+    })
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn action_name(a: Action) -> &'static str {
+    match a {
+        Action::Allow => "allow",
+        Action::Deny => "deny",
+    }
+}
+
+/// One line describing a loaded policy.
+fn summary(p: &Policy) -> String {
+    let mut s = format!(
+        "ok: version 1, default {}, {}, {}",
+        action_name(p.default),
+        plural(p.listed_tools().count(), "tool rule", "tool rules"),
+        plural(p.limits.len(), "limit", "limits"),
+    );
+    if !p.gateway.grants.is_empty() {
+        s.push_str(&format!(", {}", plural(p.gateway.grants.len(), "registered grant", "registered grants")));
+    }
+    let approvals = p.approval_tools().count();
+    if let (true, Some(svc)) = (approvals > 0, &p.gateway.approval) {
+        let mode = match svc.mode {
+            ApprovalMode::Retry => "retry",
+            ApprovalMode::Hold => "hold",
+        };
+        s.push_str(&format!(
+            ", {} approval (cluster {}, mode {mode})",
+            plural(approvals, "tool requires", "tools require"),
+            svc.cluster
+        ));
+    }
+    if p.gateway.mode == Mode::DryRun {
+        s.push_str(", mode dry_run");
+    }
+    let dry_tools = p.gateway.tool_modes.values().filter(|m| **m == Mode::DryRun).count();
+    if dry_tools > 0 {
+        s.push_str(&format!(", {} in dry_run", plural(dry_tools, "tool", "tools")));
+    }
+    // Where decisions are recorded, when it is not the default: an operator reading the access log
+    // should learn here why its mcp_* fields print `-`.
+    match p.gateway.audit {
+        AuditMode::Log => {}
+        AuditMode::AccessLog => s.push_str(", audit access_log"),
+        AuditMode::Off => s.push_str(", audit off"),
+    }
+    if !p.gateway.filter_state {
+        s.push_str(", no filter state (the access log's mcp_* fields print -)");
+    }
+    s
+}
+
+/// `check FILE...`: a summary line per valid policy (stdout) and its warnings (stderr); every error
+/// of an invalid one (stderr).
+pub fn check(files: &[String]) -> Result<Report, Failure> {
+    let mut report = Report { stdout: String::new(), stderr: String::new(), status: OK };
+    for file in files {
+        match load_policy(file) {
+            Ok(p) => {
+                report.stdout.push_str(&format!("{file}: {}\n", summary(&p)));
+                report.stderr.push_str(&warning_lines(file, &p));
+            }
+            Err(f) => {
+                report.stderr.push_str(&f.message);
+                report.stderr.push('\n');
+                report.status = report.status.max(f.status);
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,220 @@
+//! `check`: summaries, warnings, every error with its path, syntax errors shown in place, and
+//! unreadable files.
+
+use mcp_policy_filter::config::UNBOUND_SESSIONS_WARNING;
+
+use super::{run, run_env, scratch};
+
+#[test]
+fn check_valid_policies() {
+    assert_eq!(
+        run(&["check", "envoy/policy.json"]),
+        (0, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n".into(), String::new())
+    );
+    assert_eq!(
+        run(&["check", "envoy/policy-conditions.json"]),
+        (0, "envoy/policy-conditions.json: ok: version 1, default deny, 4 tool rules, 1 limit\n".into(), String::new())
+    );
+    // Policies that admit sessions without a key get the filter's warning on stderr.
+    let unbound = |p: &str| format!("{p}: warning: {UNBOUND_SESSIONS_WARNING}\n");
+    let p = scratch(
+        "valid-gateway.json",
+        r#"{"version":"1","default":"allow","tools":{"x":{}},"gateway":{"mode":"dry_run","tool_modes":{"x":"enforce","y":"dry_run"},
+            "grants":[{"sha256":"6ff3b3bd11c44cac620c43d5b65377bd2ba7e8951c1e835ae40c96733730982b","label":"agent-one"}]}}"#,
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            0,
+            format!("{p}: ok: version 1, default allow, 1 tool rule, 0 limits, 1 registered grant, mode dry_run, 1 tool in dry_run\n"),
+            unbound(&p)
+        )
+    );
+    let p = scratch("valid-recording.json", r#"{"version":"1","gateway":{"audit":"access_log","filter_state":false}}"#);
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            0,
+            format!(
+                "{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit access_log, no filter state (the access log's mcp_* fields print -)\n"
+            ),
+            unbound(&p)
+        )
+    );
+    let p = scratch("valid-audit-off.json", r#"{"version":"1","gateway":{"audit":"off","filter_state":true}}"#);
+    assert_eq!(
+        run(&["check", &p]),
+        (0, format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"), unbound(&p))
+    );
+}
+
+#[test]
+fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() {
+    let keyless = scratch("keyless.json", r#"{"version":"1"}"#);
+    let summary = |p: &str| format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits\n");
+    assert_eq!(
+        run(&["check", &keyless]),
+        (0, summary(&keyless), format!("{keyless}: warning: {UNBOUND_SESSIONS_WARNING}\n"))
+    );
+    // No version with sessions accepted: nothing to bind, no warning.
+    let modern = scratch("modern-only.json", r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]}}"#);
+    assert_eq!(run(&["check", &modern]), (0, summary(&modern), String::new()));
+    // A key named by variable: checked as if set when this environment lacks it (the filter reads the
+    // wasm VM's), read from here when set, so a short one is refused as the filter would refuse it.
+    let by_env =
+        scratch("key-by-env.json", r#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#);
+    assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), String::new()));
+    let key = "0123456789abcdef0123456789abcdef";
+    assert_eq!(run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", key)]), (0, summary(&by_env), String::new()));
+    assert_eq!(
+        run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", "short")]),
+        (
+            1,
+            String::new(),
+            format!("{by_env}: invalid policy at gateway.session_key.current: must be at least 32 bytes\n")
+        )
+    );
+    // The shipped policies bind sessions: no warning.
+    for shipped in ["envoy/policy.json", "envoy/policy-conditions.json"] {
+        let (status, _, err) = run(&["check", shipped]);
+        assert_eq!((status, err.as_str()), (0, ""), "{shipped}");
+    }
+}
+
+#[test]
+fn check_reports_every_error_with_its_path() {
+    // Errors found after parsing are all reported, one per line: here two `max: 0` and the version.
+    let p = scratch(
+        "invalid-many.json",
+        r#"{"version":"2","all_tools":{"limits":[{"counter":"all","window":"hour","max":0}]},
+            "tools":{"x":{"limits":[{"counter":"c","window":"minute","max":0}]}}}"#,
+    );
+    let (status, out, err) = run(&["check", &p]);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "{p}: invalid policy at version: must be \"1\"\n\
+             {p}: invalid policy at all_tools.limits[0].max: must be at least 1\n\
+             {p}: invalid policy at tools.x.limits[0].max: must be at least 1\n"
+        )
+    );
+}
+
+#[test]
+fn check_unknown_field_stops_parsing() {
+    // An unknown field (like any type error) stops serde at once, so the `max: 0` beside it is
+    // not reported: `config::load` reports type errors one at a time, then all later checks together.
+    let p = scratch(
+        "invalid-unknown.json",
+        r#"{"version":"1","tools":{"x":{"actoin":"deny","limits":[{"counter":"c","window":"minute","max":0}]}}}"#,
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at tools.x.actoin: unknown field `actoin`, expected one of `action`, `reason`, `approval_timeout`, \
+                 `limits`, `require`, `deny_if`\n"
+            )
+        )
+    );
+    let p = scratch(
+        "invalid-window.json",
+        r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"fortnight","max":1}]}}}"#,
+    );
+    let (status, _, err) = run(&["check", &p]);
+    assert_eq!(status, 1);
+    assert!(
+        err.starts_with(&format!("{p}: invalid policy at tools.x.limits[0].window: unknown variant `fortnight`")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+}
+
+#[test]
+fn check_several_files_valid_and_invalid() {
+    let bad = scratch("invalid-dup.json", r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
+    let (status, out, err) = run(&["check", "envoy/policy.json", &bad]);
+    assert_eq!(status, 1);
+    assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n");
+    assert!(
+        err.starts_with(&format!("{bad}: invalid policy at . (the whole document): not a strict JSON document: ")),
+        "{err}"
+    );
+    assert!(err.contains("duplicate"), "{err}");
+    // An unreadable file wins over an invalid one: status 2.
+    let (status, _, err) = run(&["check", &bad, "no/such/policy.json"]);
+    assert_eq!(status, 2);
+    assert!(
+        err.ends_with("mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_a_document_closed_early_names_where_it_closed_and_what_follows() {
+    // A stray `}` on line 4 closes the document; the parser only stops at line 5's text.
+    let p = scratch(
+        "closed-early.json",
+        "{\n  \"version\": \"1\",\n  \"tools\": {\"list_vms\": {}}}\n}\n  ,\"default\": \"deny\"\n}\n",
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: the top-level object \
+                 closes at line 3, column 28; line 4, column 1 has more (data after the JSON value)\n\
+                 \x20  3 |   \"tools\": {{\"list_vms\": {{}}}}}}\n     |                            ^\n\
+                 \x20  4 | }}\n     | ^\n"
+            )
+        )
+    );
+}
+
+#[test]
+fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
+    let p = scratch("syntax.json", "{\n  \"version\": \"1\",\n  \"tools\": {\n    \"list_vms\": {},\n  }\n}\n");
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 5, column 3\n   5 |   }}\n     |   ^\n"
+            )
+        )
+    );
+    // Columns count characters (the é is one), and a missing end names the line after the last.
+    let p = scratch("syntax-utf8.json", "{\"version\":\"1\",\"tools\":{\"d\u{e9}l\":{\"action\":\"deny\",}}}");
+    let (status, _, err) = run(&["check", &p]);
+    assert_eq!(status, 1);
+    assert!(err.contains("unexpected character at line 1, column 48\n"), "{err}");
+    let p = scratch("syntax-end.json", "{\"version\":\"1\",\n");
+    let (_, _, err) = run(&["check", &p]);
+    assert!(err.ends_with("unexpected end of input at line 2, column 1\n   2 | \n     | ^\n"), "{err}");
+}
+
+#[test]
+fn unreadable_files_exit_2() {
+    assert_eq!(
+        run(&["check", "no/such/policy.json"]),
+        (
+            2,
+            String::new(),
+            "mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n".into()
+        )
+    );
+    let (status, out, err) = run(&["explain", "envoy/policy.json", "no/such/request.json"]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    assert_eq!(err, "mcp-policy: cannot read no/such/request.json: No such file or directory (os error 2)\n");
+    // The policy is read (and judged) first.
+    let (status, _, err) = run(&["explain", "no/such/policy.json", "no/such/request.json"]);
+    assert_eq!(
+        (status, err.as_str()),
+        (2, "mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n")
+    );
+}

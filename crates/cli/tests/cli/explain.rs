@@ -1,0 +1,193 @@
+//! `explain`: the decision, the rule, the reply and the exit status of one request, and the
+//! approval key of a held one.
+
+use super::{call, run, run_with, scratch};
+
+#[test]
+fn explain_allowed_call() {
+    let req = scratch("list_vms.json", &call("list_vms"));
+    assert_eq!(
+        run(&["explain", "envoy/policy.json", &req]),
+        (
+            0,
+            "decision: allowed\n\
+             rule:     tools.list_vms\n\
+             reason:   -\n\
+             method:   tools/call\n\
+             tool:     list_vms\n\
+             grant:    sha256:99bb88401742\n\
+             status:   forwarded to the MCP server (the agent gets the server's response)\n"
+                .into(),
+            String::new()
+        )
+    );
+}
+
+#[test]
+fn explain_denied_call() {
+    let req = scratch("delete_vm.json", &call("delete_vm"));
+    let (status, out, err) = run(&["explain", "envoy/policy.json", &req]);
+    assert_eq!((status, err.as_str()), (3, ""));
+    let reply = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-31001,"message":"tool 'delete_vm' denied: not allowed by policy (default: deny)","data":{"kind":"denied","tool":"delete_vm","reason":"not allowed by policy (default: deny)","rule":"default"}}}"#;
+    assert_eq!(
+        out,
+        format!(
+            "decision: denied\n\
+             rule:     default\n\
+             reason:   not allowed by policy (default: deny)\n\
+             method:   tools/call\n\
+             tool:     delete_vm\n\
+             grant:    sha256:99bb88401742\n\
+             error:    denied\n\
+             status:   200 (answered by the filter, JSON-RPC error -31001; nothing reaches the server)\n\
+             reply:\n\
+             {reply}\n"
+        )
+    );
+    let body: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], -31001);
+    assert_eq!(body["error"]["data"]["rule"], "default");
+}
+
+#[test]
+fn explain_conditions_and_stdin() {
+    let body = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"vm_agent_exec","arguments":{"vmid":100,"command":"rm -rf /"}}}"#;
+    let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], body);
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: denied\nrule:     tools.vm_agent_exec.deny_if[0]\nreason:   destructive commands are not allowed\n"), "{out}");
+    let body = body.replace("rm -rf /", "uptime");
+    let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], &body);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: allowed\nrule:     tools.vm_agent_exec\n"), "{out}");
+}
+
+#[test]
+fn explain_protocol_errors_and_passes() {
+    // Not JSON at all: refused before any policy, 400, id null.
+    let (status, out, _) = run_with(&["explain", "envoy/policy.json", "-"], "nope");
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: invalid\n"), "{out}");
+    assert!(
+        out.contains("\nerror:    parse_error\nstatus:   400 (answered by the filter, JSON-RPC error -32700;"),
+        "{out}"
+    );
+    // Lifecycle methods pass.
+    let (status, out, _) =
+        run_with(&["explain", "envoy/policy.json", "-"], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: passed\nrule:     -\nreason:   -\nmethod:   ping\n"), "{out}");
+}
+
+#[test]
+fn explain_grant_option() {
+    // sha256("agent-1") is registered: only that token gets through, and it shows by its label.
+    let p = scratch(
+        "grants.json",
+        r#"{"version":"1","default":"allow","gateway":{"grants":[{"sha256":"6ff3b3bd11c44cac620c43d5b65377bd2ba7e8951c1e835ae40c96733730982b","label":"agent-one"}]}}"#,
+    );
+    let req = scratch("reboot_vm.json", &call("reboot_vm"));
+    let (status, out, _) = run(&["explain", &p, &req, "--grant", "agent-1"]);
+    assert_eq!(status, 0);
+    assert!(out.contains("\ngrant:    agent-one\n"), "{out}");
+    let (status, out, _) = run(&["explain", &p, &req, "--grant=agent-1"]);
+    assert_eq!(status, 0, "{out}");
+    // The default grant, `cli`, is not registered: 401.
+    let (status, out, _) = run(&["explain", &p, &req]);
+    assert_eq!(status, 3);
+    assert!(
+        out.starts_with("decision: no_grant\nrule:     -\nreason:   the credential is not a registered grant\n"),
+        "{out}"
+    );
+    assert!(out.contains("\nstatus:   401 (answered by the filter, JSON-RPC error -31003; nothing reaches the server)\nheader:   www-authenticate: Bearer\n"), "{out}");
+    // With gateway.grant_header the grant goes in that header instead of Authorization.
+    let p = scratch("grant-header.json", r#"{"version":"1","default":"allow","gateway":{"grant_header":"X-Agent"}}"#);
+    let (status, out, _) = run(&["explain", &p, &req, "--grant", "agent-1"]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("\ngrant:    sha256:6ff3b3bd11c4\n"), "{out}");
+}
+
+#[test]
+fn explain_dry_run_forwards() {
+    let p = scratch("dry.json", r#"{"version":"1","default":"deny","gateway":{"mode":"dry_run"}}"#);
+    let req = scratch("dry-delete.json", &call("delete_vm"));
+    let (status, out, _) = run(&["explain", &p, &req]);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: would_deny\nrule:     default\n"), "{out}");
+    assert!(out.contains("\nstatus:   forwarded to the MCP server (dry run: the policy would refuse it;"), "{out}");
+}
+
+#[test]
+fn explain_invalid_policy_exits_1() {
+    let p = scratch(
+        "explain-invalid.json",
+        r#"{"version":"1","tools":{"x":{"limits":[{"counter":"","window":"day","max":1},{"counter":"c","window":"day","max":0}]}}}"#,
+    );
+    let req = scratch("x.json", &call("x"));
+    assert_eq!(
+        run(&["explain", &p, &req]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at tools.x.limits[0].counter: must not be empty\n\
+                 {p}: invalid policy at tools.x.limits[1].max: must be at least 1\n"
+            )
+        )
+    );
+}
+
+#[test]
+fn explain_call_that_needs_approval_exits_4() {
+    let req = scratch("start_vm.json", &call("start_vm"));
+    let grant = mcp_policy_filter::grant::from_authorization(b"Bearer cli").unwrap();
+    let upstream = mcp_policy_filter::approval::Upstream {
+        cluster: "mcp_upstream".into(),
+        authority: "127.0.0.1:10000".into(),
+        path: "/mcp".into(),
+    };
+    let key = mcp_policy_filter::approval::key(
+        &grant.id,
+        &upstream,
+        "start_vm",
+        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+    );
+    assert_eq!(
+        run(&["explain", "envoy/policy.json", &req]),
+        (
+            4,
+            format!(
+                "decision: allowed\n\
+                 rule:     tools.start_vm\n\
+                 reason:   -\n\
+                 method:   tools/call\n\
+                 tool:     start_vm\n\
+                 grant:    sha256:99bb88401742\n\
+                 approval: required, key {key}\n\
+                 upstream: cluster mcp_upstream, authority 127.0.0.1:10000, path /mcp\n\
+                 status:   held: the approval service (cluster mcp_approvals) is asked; forwarded only once a person \
+                 approved this exact call, else answered by the filter (JSON-RPC error -31007, -31008 or -31009)\n"
+            ),
+            String::new()
+        )
+    );
+    // The same call to another MCP server has another key.
+    let b = mcp_policy_filter::approval::Upstream {
+        cluster: "mcp_b".into(),
+        authority: "gw".into(),
+        path: "/b/mcp".into(),
+    };
+    let key_b = mcp_policy_filter::approval::key(
+        &grant.id,
+        &b,
+        "start_vm",
+        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+    );
+    let (status, out, _) =
+        run(&["explain", "envoy/policy.json", &req, "--cluster", "mcp_b", "--authority=gw", "--path", "/b/mcp"]);
+    assert_eq!(status, 4);
+    assert!(
+        out.contains(&format!("approval: required, key {key_b}\nupstream: cluster mcp_b, authority gw, path /b/mcp\n")),
+        "{out}"
+    );
+    assert_ne!(key_b, key);
+}
