@@ -45,8 +45,6 @@ def start_tools_upstream(stack: Stack, name: str = "tools-upstream") -> tuple[St
 
 
 CATALOG_SIZE = 286
-
-
 _DESTRUCTIVE = {"create", "update", "delete"}
 
 

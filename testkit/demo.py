@@ -12,8 +12,6 @@ from testkit.paths import REPO_ROOT
 from testkit.processes import ManagedProcess, new_log_dir, port_open, spawn
 
 DEMO_SERVER = REPO_ROOT / "demo" / "proxmox_server.py"
-
-
 # The eight tools of the demo server, in the order it lists them.
 DEMO_TOOLS = ["list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
               "vm_agent_exec", "vm_agent_exec_status"]

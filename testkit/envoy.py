@@ -34,26 +34,12 @@ if TYPE_CHECKING:
     from testkit.stack import Stack
 
 ENVOY_YAML = REPO_ROOT / "envoy" / "envoy.yaml"
-
-
 POLICY_JSON = REPO_ROOT / "envoy" / "policy.json"
-
-
 WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
-
-
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
-
-
 APPROVALS_CLUSTER = "mcp_approvals"  # the cluster of envoy/envoy.yaml the filter asks for approvals
-
-
 ENVOY_ECDS_YAML = REPO_ROOT / "envoy" / "envoy-ecds.yaml"
-
-
 ECDS_FILE = REPO_ROOT / "envoy" / "ecds" / "mcp_policy.yaml"
-
-
 CONDITIONS_POLICY = REPO_ROOT / "envoy" / "policy-conditions.json"
 
 
@@ -142,7 +128,7 @@ def config_ports(config: str) -> tuple[int, int]:
 
 def render(stack: Stack, policy: dict | str, upstream_port: int, *, wasm: Path | None = None,
            failure_policy: str | None = None, direct_response: str | None = None) -> str:
-    """The shipped bootstrap (via `testkit.envoy.render_envoy_config`) with optional changes:
+    """The shipped bootstrap (`render_envoy_config`) with optional changes:
     `failure_policy` of the wasm filter, and a route that answers with a fixed 200 JSON body
     (`direct_response`) instead of forwarding upstream."""
     text = render_envoy_config(policy, wasm or stack.wasm, free_port(), free_port(),
@@ -278,8 +264,6 @@ def _admin_live(admin_port: int) -> bool:
 # gateway.session_key.current_env = MCPF_SESSION_KEY, which Envoy hands the wasm VM from its own
 # environment (vm_config.environment_variables.host_env_keys), as `make run` does with a generated one.
 SESSION_KEY_ENV = "MCPF_SESSION_KEY"
-
-
 SESSION_KEY = "mcpf-tests-session-key-0123456789abcdef"
 
 

@@ -25,8 +25,6 @@ def token_sha256(token: str) -> str:
 
 
 AUDIT_RE = re.compile(r"\[ctx \d+\] audit (\{.*\})\s*$")
-
-
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 

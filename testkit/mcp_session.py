@@ -15,12 +15,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
-from mcp import MCPError
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
-
-__all__ = ["MCPError", "open_session", "result_json"]
 
 
 @asynccontextmanager

@@ -6,14 +6,8 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
 TESTS_DIR = REPO_ROOT / "tests"
-
-
 CASES_DIR = TESTS_DIR / "cases"
-
-
 DEFAULT_WASM = REPO_ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
 
 

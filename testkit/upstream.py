@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from testkit.paths import CASES_DIR
+from testkit.processes import HOST
 
-HOST = "127.0.0.1"
 RECORDER = CASES_DIR / "recorder.py"
 
 

@@ -20,7 +20,6 @@ import queue
 import re
 import sys
 import threading
-import time
 
 import httpx
 import pytest

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from testkit.envoy import start_envoy, wasm_filter
-from testkit.jsonrpc import ACCEPT, get, headers_for, post, tool_call
+from testkit.jsonrpc import get, headers_for, post, tool_call
 from testkit.mcp_session import open_session, result_json
 
 KEY_OLD = "k" * 40
