@@ -27,8 +27,8 @@ import shutil
 import sys
 
 import anyio
-
 from mcp import MCPError
+
 from testkit import approvals as ha
 from testkit.clock import boundary_wait
 from testkit.envoy import POLICY_JSON

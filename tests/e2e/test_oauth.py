@@ -25,8 +25,8 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult
-
 from mcp import MCPError
+
 from testkit import oauth as ho
 from testkit.clock import boundary_wait
 from testkit.envoy import Envoy

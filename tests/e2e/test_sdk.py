@@ -15,8 +15,8 @@ import re
 import anyio
 import pytest
 from mcp_types import TextContent
-
 from mcp import MCPError
+
 from testkit import demo
 from testkit.clock import boundary_wait
 from testkit.demo import DEMO_VMS

@@ -12,8 +12,8 @@ import re
 
 import anyio
 import pytest
-
 from mcp import MCPError
+
 from testkit import approvals as ha
 from testkit.envoy import POLICY_JSON
 from testkit.mcp_session import open_session, result_json

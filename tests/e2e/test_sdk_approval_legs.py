@@ -16,8 +16,8 @@ import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
-
 from mcp import MCPError
+
 from testkit import approvals as ha
 from testkit.demo import demo_argv
 from testkit.paths import REPO_ROOT

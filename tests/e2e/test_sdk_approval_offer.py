@@ -20,8 +20,8 @@ import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
-
 from mcp import MCPError
+
 from testkit import approvals as ha
 from testkit.envoy import POLICY_JSON
 

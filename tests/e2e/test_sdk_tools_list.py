@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-
 from mcp import MCPError
+
 from testkit.demo import DEMO_TOOLS, DEMO_VMS
 from testkit.envoy import POLICY_JSON, load_policy
 from testkit.mcp_session import open_session, result_json

@@ -15,8 +15,8 @@ import httpx2
 import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
-
 from mcp import MCPError
+
 from testkit import approvals as ha
 from testkit import demo
 from testkit.envoy import load_policy, policy_text

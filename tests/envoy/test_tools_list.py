@@ -23,8 +23,8 @@ import zlib
 
 import anyio
 import pytest
-
 from mcp import MCPError
+
 from testkit.catalog import mcp_stub, proxmox_catalog
 from testkit.demo import demo_module
 from testkit.jsonrpc import Reply, headers_for, post, rpc
@@ -71,7 +71,8 @@ def envoy(module_stack, stub):
 
 
 def list_via(envoy, path: str, id_, params: dict | None = None, **headers) -> Reply:
-    return post(envoy.url + path, rpc("tools/list", id_, {} if params is None else params), headers_for("lists-grant", **headers))
+    return post(envoy.url + path, rpc("tools/list", id_, {} if params is None else params),
+                headers_for("lists-grant", **headers))
 
 
 # ------------------------------------------------------------------------------ (a) recorded SSE stream
@@ -327,7 +328,8 @@ def test_other_methods_responses_are_not_touched(envoy, stub):
                                                            "clientInfo": {"name": "t", "version": "1"}})])
 def test_accept_encoding_is_not_forwarded_when_the_policy_hides_tools(envoy, stub, method, params):
     path = f"/accept-encoding-{method.replace('/', '-')}"
-    r = post(envoy.url + path, rpc(method, 11, params), headers_for("lists-grant", **{"accept-encoding": "gzip, deflate, br"}))
+    r = post(envoy.url + path, rpc(method, 11, params),
+             headers_for("lists-grant", **{"accept-encoding": "gzip, deflate, br"}))
     assert r.status == 200
     (seen,) = stub.requests(path)
     assert seen.body == rpc(method, 11, params)
