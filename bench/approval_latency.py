@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import harness  # noqa: E402
-import harness_approvals as ha  # noqa: E402
+from testkit import approvals as ha
+from testkit.envoy import start_envoy
+from testkit.processes import HOST, free_port
+from testkit.stack import Stack
 
 
 def body(id_: int, tool: str, args: dict) -> bytes:
@@ -37,7 +37,7 @@ def body(id_: int, tool: str, args: dict) -> bytes:
 
 class Client:
     def __init__(self, port: int):
-        self.conn = http.client.HTTPConnection(harness.HOST, port, timeout=10)
+        self.conn = http.client.HTTPConnection(HOST, port, timeout=10)
         self.headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
                         "authorization": "Bearer bench-agent"}
 
@@ -62,11 +62,11 @@ def main() -> int:
     allowed: list[float] = []
     approved: list[float] = []
     pending: list[float] = []
-    with harness.Stack() as stack:
-        rport = harness.free_port()
+    with Stack() as stack:
+        rport = free_port()
         template = (Path(__file__).resolve().parent / "envoy" / "upstream.yaml").read_text()
-        upstream = harness.start_envoy(
-            string.Template(template).substitute(PORT=rport, ADMIN_PORT=harness.free_port()),
+        upstream = start_envoy(
+            string.Template(template).substitute(PORT=rport, ADMIN_PORT=free_port()),
             concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
         stack.envoys.append(upstream)
         svc = ha.approvals(stack)

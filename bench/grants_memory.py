@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/grants_memory.py [--grants 100000] [--budget 180] [--threads 4]
 
-Starts Envoy (--concurrency 2, the shipped bootstrap via tests/harness.py) with the built filter
+Starts Envoy (--concurrency 2, the shipped bootstrap via testkit) with the built filter
 and a policy whose `vm_agent_exec` has a per-grant limit, then sends one call from each of N
 distinct grants (bearer tokens `mem-<i>`) over a few keep-alive HTTP/1.1 connections. Each such
 call creates the grant's counter key and its tracked-grant marker in proxy-wasm shared data.
@@ -31,10 +31,11 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-import harness  # noqa: E402
-import harness_extra as hx  # noqa: E402
+from testkit.envoy import Envoy, hcm, render
+from testkit.paths import wasm_path
+from testkit.processes import HOST, free_port, new_log_dir, proc_status
+from testkit.stack import Stack
+from testkit.stats import prometheus
 
 POLICY = {
     "version": "1",
@@ -48,11 +49,11 @@ BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": 
 DIRECT = '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}'
 
 
-def snapshot(envoy: harness.Envoy) -> dict:
-    status = hx.proc_status(envoy.proc.pid)
+def snapshot(envoy: Envoy) -> dict:
+    status = proc_status(envoy.proc.pid)
     _, mem = envoy.admin_get("/memory")
     mem = json.loads(mem)
-    samples = hx.prometheus(envoy)
+    samples = prometheus(envoy)
     return {"rss_kib": status["VmRSS"], "rss_anon_kib": status.get("RssAnon", 0),
             "allocated": int(mem["allocated"]), "heap_size": int(mem["heap_size"]),
             "tracked": int(samples["mcp_policy_tracked_grants{}"]),
@@ -67,7 +68,7 @@ def drive(port: int, prefix: str, n: int, threads: int, deadline: float) -> tupl
     problems: list[str] = []
 
     def worker(k: int) -> None:
-        conn = http.client.HTTPConnection(harness.HOST, port, timeout=30)
+        conn = http.client.HTTPConnection(HOST, port, timeout=30)
         for i in range(k, n, threads):
             if time.monotonic() > deadline:
                 break
@@ -101,21 +102,21 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args()
 
-    wasm = harness.wasm_path()
+    wasm = wasm_path()
     if not wasm.is_file():
         print(f"no filter at {wasm}: run make build", file=sys.stderr)
         return 2
     policy = dict(POLICY, gateway={"max_tracked_grants": a.grants + a.warmup + 10})
-    with harness.Stack(log_dir=harness.new_log_dir("grants-memory-")) as stack:
+    with Stack(log_dir=new_log_dir("grants-memory-")) as stack:
         if a.upstream == "recorder":
             _, up_port, _ = stack.recorder()
-            config = hx.render(stack, policy, up_port)
+            config = render(stack, policy, up_port)
         else:
-            config = hx.render(stack, policy, harness.free_port(), direct_response=DIRECT)
+            config = render(stack, policy, free_port(), direct_response=DIRECT)
         cfg = yaml.safe_load(config)
-        harness.hcm(cfg).pop("access_log", None)
+        hcm(cfg).pop("access_log", None)
         config = yaml.safe_dump(cfg, sort_keys=False, width=1000)
-        envoy = hx.start(stack, config, concurrency=a.concurrency, name="envoy-grants", log_level="warn")
+        envoy = stack.start_envoy(config, concurrency=a.concurrency, name="envoy-grants", log_level="warn")
         print(f"Envoy pid {envoy.proc.pid}, --concurrency {a.concurrency}, upstream {a.upstream}, logs {stack.log_dir}")
 
         ok, problems = drive(envoy.listen_port, "warm", a.warmup, a.threads, time.monotonic() + 120)

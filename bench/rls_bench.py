@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-import harness  # noqa: E402
-import harness_rls as hr  # noqa: E402
+from testkit import rls as hr
+from testkit.envoy import start_envoy
+from testkit.processes import HOST, free_port
+from testkit.stack import Stack
 
 LOAD = ROOT / "target" / "release" / "examples" / "rls_load"
 LIMIT = {"counter": "exec_rate", "window": "hour", "max": 1_000_000, "scope": "grant"}
@@ -46,7 +46,7 @@ def body(i: int) -> bytes:
 
 class Client:
     def __init__(self, port: int):
-        self.conn = http.client.HTTPConnection(harness.HOST, port, timeout=10)
+        self.conn = http.client.HTTPConnection(HOST, port, timeout=10)
         self.headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
                         "authorization": f"Bearer bench-{os.getpid()}"}
 
@@ -87,21 +87,21 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=64)
     args = ap.parse_args()
-    with harness.Stack() as stack:
+    with Stack() as stack:
         _, redis_port = hr.start_redis(stack)
         rls = [hr.start_rls(stack, redis_port, name="rls-1"), hr.start_rls(stack, redis_port, name="rls-2")]
-        rport = harness.free_port()
+        rport = free_port()
         template = (ROOT / "bench" / "envoy" / "upstream.yaml").read_text()
-        upstream = harness.start_envoy(string.Template(template).substitute(PORT=rport, ADMIN_PORT=harness.free_port()),
-                                       concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
+        upstream = start_envoy(string.Template(template).substitute(PORT=rport, ADMIN_PORT=free_port()),
+                               concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
         stack.envoys.append(upstream)
         tools = {"vm_agent_exec": {"limits": [LIMIT]}}
         local_policy = {"version": "1", "default": "deny", "tools": tools}
         service_policy = hr.cluster_policy(tools, timeout="100ms")
-        local = harness.start_envoy(hr.render(stack, local_policy, rport, [rls[0].port]), concurrency=1,
-                                    log_dir=stack.log_dir, name="envoy-local", log_level="warning")
-        service = harness.start_envoy(hr.render(stack, service_policy, rport, [rls[0].port]), concurrency=1,
-                                      log_dir=stack.log_dir, name="envoy-rls", log_level="warning")
+        local = start_envoy(hr.render(stack, local_policy, rport, [rls[0].port]), concurrency=1,
+                            log_dir=stack.log_dir, name="envoy-local", log_level="warning")
+        service = start_envoy(hr.render(stack, service_policy, rport, [rls[0].port]), concurrency=1,
+                              log_dir=stack.log_dir, name="envoy-rls", log_level="warning")
         stack.envoys += [local, service]
         a, b = Client(local.listen_port), Client(service.listen_port)
         for i in range(200):  # warm up both paths (connections, V8, Redis script cache)

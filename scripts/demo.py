@@ -2,7 +2,7 @@
 """`make demo`: a short agent session through Envoy and the policy filter, step by step.
 
 Starts its own demo MCP server, the approval service mcp-approvals (`make approvals`) and Envoy (the
-shipped envoy/envoy.yaml and envoy/policy.json, on free ports, via tests/harness.py), then drives
+shipped envoy/envoy.yaml and envoy/policy.json, on free ports, via testkit), then drives
 them with the official MCP Python SDK client:
 
   1. tools/list                           - the demo server's eight tools come through
@@ -25,15 +25,16 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import anyio
+from mcp import MCPError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import harness  # noqa: E402
-import harness_approvals as ha  # noqa: E402
-from mcp_session import MCPError, open_session, result_json  # noqa: E402
+from testkit import approvals as ha
+from testkit.clock import boundary_wait
+from testkit.envoy import POLICY_JSON
+from testkit.mcp_session import open_session, result_json
+from testkit.paths import wasm_path
+from testkit.stack import Stack
 
 DEMO_TOOLS = {"list_nodes", "list_vms", "vm_status", "start_vm", "stop_vm", "delete_vm",
               "vm_agent_exec", "vm_agent_exec_status"}
@@ -79,7 +80,7 @@ async def agent_session(url: str, svc: ha.Approvals, steps: Steps) -> None:
         steps.check("list_vms is allowed", len(vms) == 4,
                     ", ".join(f"{v['node']}/{v['vmid']} {v['name']} ({v['status']})" for v in vms))
 
-        wait = harness.boundary_wait()
+        wait = boundary_wait()
         if wait:
             print(f"       (waiting {wait:.1f} s so the burst falls in one UTC minute)", flush=True)
             await anyio.sleep(wait)
@@ -131,7 +132,7 @@ async def bounded(url: str, svc: ha.Approvals, steps: Steps) -> None:
 
 
 def main() -> int:
-    wasm = harness.wasm_path()
+    wasm = wasm_path()
     if not wasm.is_file():
         print(f"demo: filter not built: {wasm} is missing (run make build)", file=sys.stderr)
         return 2
@@ -143,10 +144,10 @@ def main() -> int:
           "      and whatever you changed in .run/policy.json: its calls never show in the `make run` window.\n"
           "      To see calls there, send them to http://127.0.0.1:10000/mcp (README: Try it).\n", flush=True)
     steps = Steps()
-    with harness.Stack(wasm=wasm) as stack:
+    with Stack(wasm=wasm) as stack:
         svc = ha.approvals(stack, approvers={APPROVER: APPROVER_TOKEN})
         _, port = stack.demo_server(json_response=False)
-        envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
+        envoy = stack.envoy(POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
         print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
               f"approvals {svc.url} (approver '{APPROVER}', token '{APPROVER_TOKEN}')\n"
               f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)

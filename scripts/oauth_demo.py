@@ -22,7 +22,6 @@ import sys
 import threading
 import webbrowser
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -32,9 +31,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import harness_oauth as ho  # noqa: E402
+from testkit import oauth as ho
 
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
 

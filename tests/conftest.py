@@ -2,11 +2,11 @@
 
 - `wasm`: the filter under test (`$MCP_POLICY_WASM`, default target/wasm32-wasip1/release/mcp_policy_filter.wasm);
   a missing file FAILS the tests that need it, it never skips them.
-- `stack` / `module_stack`: a `harness.Stack` logging under a tmp dir; everything it started is
+- `stack` / `module_stack`: a `testkit.stack.Stack` logging under a tmp dir; everything it started is
   stopped at teardown, and a failed test's report carries the tail of every process log and of
   every stub upstream's request log.
-- `stub`: the stub upstream (tests/upstream.py) of a test module.
-- Tests under integration/ and e2e/ get the `integration` / `e2e` markers.
+- `stub`: the stub upstream (testkit/upstream.py) of a test module.
+- Tests under envoy/ and e2e/ get the `integration` / `e2e` markers (tier 2 and tier 3).
 """
 
 from __future__ import annotations
@@ -15,17 +15,19 @@ from pathlib import Path
 
 import pytest
 
-import harness
-from upstream import StubUpstream
+from testkit.paths import wasm_path
+from testkit.stack import Stack
+from testkit.upstream import StubUpstream
 
 TESTS = Path(__file__).resolve().parent
+TIER_MARKERS = {"envoy": "integration", "e2e": "e2e"}
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
-        if parts[0] in ("integration", "e2e"):
-            item.add_marker(getattr(pytest.mark, parts[0]))
+        if parts[0] in TIER_MARKERS:
+            item.add_marker(getattr(pytest.mark, TIER_MARKERS[parts[0]]))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -34,7 +36,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.failed:
-        for s in [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, harness.Stack)]:
+        for s in [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, Stack)]:
             for proc in s.all_processes():
                 rep.sections.append((f"{proc.name} log {proc.log_path} (tail)", proc.log_tail()))
             for stub in s.upstreams:
@@ -44,7 +46,7 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def wasm() -> Path:
-    path = harness.wasm_path()
+    path = wasm_path()
     if not path.is_file():
         pytest.fail(f"filter not built: {path} is missing (make build, or set MCP_POLICY_WASM)", pytrace=False)
     return path
@@ -52,13 +54,13 @@ def wasm() -> Path:
 
 @pytest.fixture
 def stack(tmp_path, wasm):
-    with harness.Stack(log_dir=tmp_path, wasm=wasm) as s:
+    with Stack(log_dir=tmp_path, wasm=wasm) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def stub(tmp_path_factory):
-    """The stub upstream (tests/upstream.py), shared by the tests of one module: `route()` canned
+    """The stub upstream (testkit/upstream.py), shared by the tests of one module: `route()` canned
     answers on paths of its own; other paths get the recorder's answer."""
     with StubUpstream(tmp_path_factory.mktemp("stub") / "received.jsonl") as s:
         yield s
@@ -67,5 +69,5 @@ def stub(tmp_path_factory):
 @pytest.fixture(scope="module")
 def module_stack(tmp_path_factory, wasm):
     """Like `stack`, shared by the tests of one module (for setups many tests only read from)."""
-    with harness.Stack(log_dir=tmp_path_factory.mktemp("stack"), wasm=wasm) as s:
+    with Stack(log_dir=tmp_path_factory.mktemp("stack"), wasm=wasm) as s:
         yield s

@@ -26,12 +26,14 @@ from pathlib import Path
 
 import pytest
 
-import harness
-import harness_approvals as ha
-import harness_extra as hx
-from jsonrpc import headers_for, post, tool_call
+from testkit import approvals as ha
+from testkit.jsonrpc import headers_for, post, tool_call
+from testkit.logs import grant_label
+from testkit.paths import TESTS_DIR
+from testkit.stack import Stack
+from testkit.upstream import recorder_lines, recorder_reply
 
-BROWSER_DIR = harness.TESTS_DIR / "browser"
+BROWSER_DIR = TESTS_DIR / "browser"
 SCRIPT = BROWSER_DIR / "approve.mjs"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = {"node": "pve2", "vmid": 200}
@@ -54,7 +56,7 @@ def browser_ready():
 class Agent:
     """Envoy with a require_approval policy in front of the recorder, and the approval service."""
 
-    def __init__(self, stack: harness.Stack):
+    def __init__(self, stack: Stack):
         self.svc = ha.approvals(stack)
         _, port, self.log = stack.recorder()
         self.envoy = stack.envoy(ha.approval_policy(), port, approvals_port=self.svc.check_port)
@@ -112,7 +114,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def expected_text(token: str) -> list[str]:
     """What the pending row must show: tool, grant label, the server it goes to (the route's cluster
     and path), reason, the arguments pretty-printed."""
-    return ["start_vm", hx.grant_label(token), "server: cluster mcp_upstream", "/mcp", REASON, '"node": "pve2"',
+    return ["start_vm", grant_label(token), "server: cluster mcp_upstream", "/mcp", REASON, '"node": "pve2"',
             '"vmid": 200']
 
 
@@ -129,8 +131,8 @@ def test_approver_approves_in_the_browser_and_the_retry_passes(agent, tmp_path):
     assert (decided["state"], decided["approver"], decided["note"]) == ("approved", "alice", "approved in the browser")
 
     r = agent.call(token, id_=2)
-    assert (r.status, r.body) == (200, harness.recorder_reply(2))
-    (seen,) = harness.recorder_lines(agent.log)
+    assert (r.status, r.body) == (200, recorder_reply(2))
+    (seen,) = recorder_lines(agent.log)
     assert seen["body_len"] == len(tool_call("start_vm", ARGS, 2))
     assert agent.svc.get(approval_id)["state"] == "consumed"
 
@@ -142,7 +144,7 @@ def test_enter_in_the_note_field_decides_nothing(agent):
     result = run_browser(agent.svc, "enter-in-note", APPROVAL_ID=approval_id)
     assert (result["navigations"], result["still_pending"]) == (0, 1), result
     assert agent.svc.get(approval_id)["state"] == "pending"
-    assert harness.recorder_lines(agent.log) == []
+    assert recorder_lines(agent.log) == []
 
 
 def test_wrong_token_shows_the_login_error(agent):
@@ -186,7 +188,7 @@ def test_markup_in_arguments_and_note_stays_text(agent):
     assert result["url"].endswith(f"/approvals/{approval_id}")
     decided = agent.svc.get(approval_id)
     assert (decided["state"], decided["note"]) == ("denied", MARKUP_NOTE)
-    assert harness.recorder_lines(agent.log) == []
+    assert recorder_lines(agent.log) == []
 
 
 def test_screenshot_of_one_pending_call(agent, tmp_path):

@@ -5,7 +5,7 @@ made; one Envoy runs the recipe in front of the demo MCP server. The official Py
 client (`mcp.client.auth.OAuthClientProvider`) then does the whole MCP authorization flow on its own:
 401 -> protected resource metadata -> authorization server metadata -> dynamic client registration
 -> authorization code with PKCE (the user's login and consent played over HTTP by
-`harness_oauth.automated_consent`) -> token -> calls, where the grant is the verified `sub`.
+`testkit.oauth.automated_consent`) -> token -> calls, where the grant is the verified `sub`.
 The refusal, forgery and quota tests use tokens minted here with PyJWT, with the server's key or
 with others.
 """
@@ -25,12 +25,16 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult
+from mcp import MCPError
 
-import harness
-import harness_extra
-import harness_oauth as ho
-from jsonrpc import headers_for, post, tool_call
-from mcp_session import MCPError, open_session, result_json
+from testkit import oauth as ho
+from testkit.clock import boundary_wait
+from testkit.envoy import Envoy
+from testkit.jsonrpc import headers_for, post, tool_call
+from testkit.logs import audit_records, grant_label
+from testkit.mcp_session import open_session, result_json
+from testkit.processes import HOST, free_port, wait_for
+from testkit.stack import Stack
 
 STEP_TIMEOUT = 60
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
@@ -39,23 +43,23 @@ EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
 class Env:
     """The module's stack: authorization server, demo server, Envoy on the recipe."""
 
-    def __init__(self, stack: harness.Stack):
+    def __init__(self, stack: Stack):
         self.stack = stack
         self.key = ho.new_signing_key("test-key-1")
-        self.as_port = harness.free_port()
-        self.issuer = f"http://{harness.HOST}:{self.as_port}"
-        listen_port = harness.free_port()
-        self.resource = f"http://{harness.HOST}:{listen_port}/mcp"
-        self.metadata_url = f"http://{harness.HOST}:{listen_port}{ho.METADATA_PATH}"
+        self.as_port = free_port()
+        self.issuer = f"http://{HOST}:{self.as_port}"
+        listen_port = free_port()
+        self.resource = f"http://{HOST}:{listen_port}/mcp"
+        self.metadata_url = f"http://{HOST}:{listen_port}{ho.METADATA_PATH}"
         ho.start_authorization_server(stack, self.as_port, self.resource, self.key)
         _, self.upstream_port = stack.demo_server(json_response=True)
-        config = ho.render_oauth_config(stack.wasm, listen_port, harness.free_port(), self.upstream_port, self.as_port)
-        self.envoy = harness_extra.start(stack, config, name="envoy-oauth")
+        config = ho.render_oauth_config(stack.wasm, listen_port, free_port(), self.upstream_port, self.as_port)
+        self.envoy = stack.start_envoy(config, name="envoy-oauth")
 
     def token(self, sub: str | None, **changes) -> str:
         return ho.mint(self.key, ho.claims(self.issuer, self.resource, sub, **changes))
 
-    def upstream_requests(self, envoy: harness.Envoy | None = None) -> int:
+    def upstream_requests(self, envoy: Envoy | None = None) -> int:
         _, text = (envoy or self.envoy).admin_get("/stats?filter=^cluster%5C.mcp_upstream%5C.upstream_rq_total$")
         return int(text.strip().rsplit(": ", 1)[1])
 
@@ -76,13 +80,13 @@ def run(coro_fn, *args):
     return anyio.run(bounded)
 
 
-def grant_records(envoy: harness.Envoy, tool: str, at_least: int = 1) -> list[str]:
+def grant_records(envoy: Envoy, tool: str, at_least: int = 1) -> list[str]:
     """The grant labels of the filter's audit lines for `tools/call` to `tool`, in order, once there
     are `at_least` (the audit line is written as the filter decides; the access log only every 10 s)."""
     def labels():
-        out = [r["grant"] for r in harness_extra.audit_records(envoy.log_text()) if r.get("tool") == tool and "grant" in r]
+        out = [r["grant"] for r in audit_records(envoy.log_text()) if r.get("tool") == tool and "grant" in r]
         return out if len(out) >= at_least else None
-    return harness_extra.wait_for(labels, timeout=10, what=f"{at_least} audit lines for {tool}")
+    return wait_for(labels, timeout=10, what=f"{at_least} audit lines for {tool}")
 
 
 # ----------------------------------------------------------------------------------- discovery
@@ -109,7 +113,7 @@ def test_discovery_starts_from_the_401(env):
 
 def test_sdk_oauth_flow_end_to_end(env):
     """OAuthClientProvider discovers, registers, authorizes with PKCE and calls as the user `alice`."""
-    redirect_uri = f"http://{harness.HOST}:{harness.free_port()}/callback"  # never contacted: the code is read from the redirect
+    redirect_uri = f"http://{HOST}:{free_port()}/callback"  # never contacted: the code is read from the redirect
     storage = ho.MemoryStorage()
     seen: dict = {}
 
@@ -152,8 +156,8 @@ def test_sdk_oauth_flow_end_to_end(env):
                          algorithms=["RS256"], audience=env.resource, issuer=env.issuer)
     assert (payload["sub"], payload["scope"], payload["client_id"]) == ("alice", "mcp", storage.client_info.client_id)
     # The grant is the verified subject, not the token: the label is the hash of "alice".
-    assert grant_records(env.envoy, "list_vms")[-1] == harness_extra.grant_label("alice")
-    assert grant_records(env.envoy, "delete_vm")[-1] == harness_extra.grant_label("alice")
+    assert grant_records(env.envoy, "list_vms")[-1] == grant_label("alice")
+    assert grant_records(env.envoy, "delete_vm")[-1] == grant_label("alice")
     assert env.upstream_requests() > before
 
 
@@ -219,8 +223,8 @@ def test_a_forged_grant_header_is_stripped(env):
                     assert result_json(await session.call_tool("list_vms", {}))["vms"]
 
     run(scenario)
-    assert grant_records(env.envoy, "list_vms")[-1] == harness_extra.grant_label("alice")
-    assert harness_extra.grant_label("mallory-0001") not in grant_records(env.envoy, "list_vms", 2)
+    assert grant_records(env.envoy, "list_vms")[-1] == grant_label("alice")
+    assert grant_label("mallory-0001") not in grant_records(env.envoy, "list_vms", 2)
     # Without a token the forged header is no grant either: jwt_authn refuses first.
     r = post(env.envoy.mcp_url, tool_call("list_vms"), headers_for(None, **{ho.GRANT_HEADER: "mallory-0001"}))
     assert (r.status, r.headers["www-authenticate"]) == (401, env.challenge())
@@ -235,15 +239,15 @@ def test_jwt_authn_also_sanitizes_the_grant_header(env):
     then the client's copy is never the grant. The recipe still strips it at the edge, for routes
     and paths where jwt_authn does not run."""
     stack = env.stack
-    config = ho.render_oauth_config(stack.wasm, harness.free_port(), harness.free_port(), env.upstream_port,
+    config = ho.render_oauth_config(stack.wasm, free_port(), free_port(), env.upstream_port,
                                     env.as_port, public_port=urllib.parse.urlsplit(env.resource).port,
                                     strip_grant_header=False)
-    envoy = harness_extra.start(stack, config, name="envoy-oauth-nostrip")
+    envoy = stack.start_envoy(config, name="envoy-oauth-nostrip")
     try:
         forged = {ho.GRANT_HEADER: "mallory-0002"}
         r = post(envoy.mcp_url, tool_call("list_vms", id=3), headers_for(env.token("alice"), **forged))
         assert r.status != 401, r.body
-        assert grant_records(envoy, "list_vms") == [harness_extra.grant_label("alice")]
+        assert grant_records(envoy, "list_vms") == [grant_label("alice")]
         r = post(envoy.mcp_url, tool_call("list_vms", id=4), headers_for(env.token(None), **forged))
         assert (r.status, r.error["data"]["kind"]) == (401, "no_grant")
     finally:
@@ -275,7 +279,7 @@ def test_quota_is_per_identity_not_per_token(env):
         return out
 
     async def scenario():
-        await anyio.sleep(harness.boundary_wait(margin=8))
+        await anyio.sleep(boundary_wait(margin=8))
         first = await calls(carol_1, 6)
         second = await calls(carol_2, 6)
         third = await calls(dave, 11)
@@ -286,7 +290,7 @@ def test_quota_is_per_identity_not_per_token(env):
     assert second == ["ok"] * 4 + ["rate_limited"] * 2
     assert third == ["ok"] * 10 + ["rate_limited"]
     labels = grant_records(env.envoy, "vm_agent_exec", 23)
-    assert labels == [harness_extra.grant_label("carol")] * 12 + [harness_extra.grant_label("dave")] * 11
+    assert labels == [grant_label("carol")] * 12 + [grant_label("dave")] * 11
 
 
 # ----------------------------------------------------------------------------------- the JWKS cache
@@ -296,17 +300,17 @@ def test_jwks_cache_and_an_unreachable_authorization_server(env):
     """remote_jwks with cache_duration: keys fetched at startup keep verifying tokens while the
     authorization server is down; an Envoy that never got the keys refuses every token (fail closed)."""
     stack = env.stack
-    as_port = harness.free_port()
-    issuer = f"http://{harness.HOST}:{as_port}"
+    as_port = free_port()
+    issuer = f"http://{HOST}:{as_port}"
     server = ho.start_authorization_server(stack, as_port, env.resource, env.key)
     public_port = urllib.parse.urlsplit(env.resource).port
 
-    def start(name: str) -> harness.Envoy:
-        config = ho.render_oauth_config(stack.wasm, harness.free_port(), harness.free_port(), env.upstream_port,
+    def start(name: str) -> Envoy:
+        config = ho.render_oauth_config(stack.wasm, free_port(), free_port(), env.upstream_port,
                                         as_port, public_port=public_port)
-        return harness_extra.start(stack, config, name=name)
+        return stack.start_envoy(config, name=name)
 
-    def status(envoy: harness.Envoy) -> int:
+    def status(envoy: Envoy) -> int:
         token = ho.mint(env.key, ho.claims(issuer, env.resource, "erin"))
         return post(envoy.mcp_url, tool_call("list_vms"), headers_for(token)).status
 

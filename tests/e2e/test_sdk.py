@@ -15,13 +15,17 @@ import re
 import anyio
 import pytest
 from mcp_types import TextContent
+from mcp import MCPError
 
-import harness
-from jsonrpc import headers_for, post
-from mcp_session import MCPError, open_session, result_json
+from testkit import demo
+from testkit.clock import boundary_wait
+from testkit.demo import DEMO_VMS
+from testkit.envoy import POLICY_JSON, bound_session_id
+from testkit.jsonrpc import headers_for, post
+from testkit.mcp_session import open_session, result_json
 
-DEMO_TOOLS = set(harness.DEMO_TOOLS)
-SEEDED_VMS = harness.DEMO_VMS
+DEMO_TOOLS = set(demo.DEMO_TOOLS)
+SEEDED_VMS = DEMO_VMS
 STEP_TIMEOUT = 30
 
 
@@ -29,7 +33,7 @@ STEP_TIMEOUT = 30
 def through_envoy(request, stack):
     """(Envoy in front of the demo server, json_response) for both response modes of the server."""
     _, port = stack.demo_server(json_response=request.param)
-    return stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port), request.param
+    return stack.envoy(POLICY_JSON.read_text(encoding="utf-8"), port), request.param
 
 
 def run(coro_fn, *args):
@@ -53,7 +57,7 @@ def test_response_mode_and_session_id_pass_through(through_envoy):
     assert m, r.headers
     server_id = base64.urlsafe_b64decode(m.group(1) + "=" * (-len(m.group(1)) % 4)).decode()
     assert re.fullmatch(r"[0-9a-f]{32}", server_id), server_id
-    assert r.headers["mcp-session-id"] == harness.bound_session_id("e2e-raw", server_id)
+    assert r.headers["mcp-session-id"] == bound_session_id("e2e-raw", server_id)
 
 
 def test_session_through_filter(through_envoy):
@@ -90,7 +94,7 @@ def test_rate_limited_call_raises_and_session_survives(through_envoy):
 
     async def scenario():
         async with open_session(envoy.mcp_url, "e2e-burst") as s:
-            await anyio.sleep(harness.boundary_wait())
+            await anyio.sleep(boundary_wait())
             pids = []
             for _ in range(10):
                 pids.append(result_json(await s.call_tool(

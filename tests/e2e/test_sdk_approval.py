@@ -12,10 +12,11 @@ import re
 
 import anyio
 import pytest
+from mcp import MCPError
 
-import harness
-import harness_approvals as ha
-from mcp_session import MCPError, open_session, result_json
+from testkit import approvals as ha
+from testkit.envoy import POLICY_JSON
+from testkit.mcp_session import open_session, result_json
 
 STEP_TIMEOUT = 30
 ARGS = {"node": "pve2", "vmid": 200}
@@ -28,7 +29,7 @@ def through_envoy(request, stack):
     """(Envoy under envoy/policy.json in front of the demo server, the approval service)."""
     svc = ha.approvals(stack)
     _, port = stack.demo_server(json_response=request.param)
-    envoy = stack.envoy(harness.POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
+    envoy = stack.envoy(POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
     return envoy, svc
 
 

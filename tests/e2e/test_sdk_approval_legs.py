@@ -16,21 +16,24 @@ import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
+from mcp import MCPError
 
-import harness
-import harness_approvals as ha
-from mcp_session import MCPError
+from testkit import approvals as ha
+from testkit.demo import demo_argv
+from testkit.paths import REPO_ROOT
+from testkit.processes import free_port, port_open
+from testkit.stack import Stack
 
 TOKEN = "agent-sdk-legs"
 ARGS = {"node": "pve2", "vmid": 200}
 ANSWER = {"action": "accept", "content": {"name": "backup-01"}}
 
 
-def demo_confirming(stack: harness.Stack) -> int:
+def demo_confirming(stack: Stack) -> int:
     """The demo server with `--confirm-deletes` on a free port, owned by `stack`."""
-    port = harness.free_port()
-    argv = harness.demo_argv(port, False, None) + ["--confirm-deletes"]
-    stack.spawn("demo-confirm", argv, lambda: harness.port_open(port), "accepting connections", cwd=harness.REPO_ROOT)
+    port = free_port()
+    argv = demo_argv(port, False, None) + ["--confirm-deletes"]
+    stack.spawn("demo-confirm", argv, lambda: port_open(port), "accepting connections", cwd=REPO_ROOT)
     return port
 
 

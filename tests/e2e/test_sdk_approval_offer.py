@@ -20,10 +20,10 @@ import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
+from mcp import MCPError
 
-import harness
-import harness_approvals as ha
-from mcp_session import MCPError
+from testkit import approvals as ha
+from testkit.envoy import POLICY_JSON
 
 TOKEN = "agent-sdk-offer"
 KEY = "e2e-offer-session-key-0123456789abcdef"
@@ -36,7 +36,7 @@ STARTED = {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "running"
 
 def test_sdk_2026_client_approves_through_the_url_elicitation(stack):
     svc = ha.approvals(stack)
-    policy = json.loads(harness.POLICY_JSON.read_text(encoding="utf-8"))
+    policy = json.loads(POLICY_JSON.read_text(encoding="utf-8"))
     policy["gateway"]["session_key"] = {"current": KEY}
     _, port = stack.demo_server(json_response=False)
     envoy = stack.envoy(policy, port, approvals_port=svc.check_port)

@@ -18,21 +18,24 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
-import harness
-from mcp_session import result_json
+from testkit import demo
+from testkit.demo import DEMO_SERVER
+from testkit.mcp_session import result_json
+from testkit.paths import REPO_ROOT
+from testkit.processes import free_port, port_open, spawn
 
 HIDDEN = "vm_agent_exec_status"
-DEMO_TOOLS = set(harness.DEMO_TOOLS)
+DEMO_TOOLS = set(demo.DEMO_TOOLS)
 
 
 @pytest.fixture(params=["unbound", "session_key"])
 def envoy(request, stack):
-    port = harness.free_port()
-    proc = harness.spawn("demo-legacy-sse", [sys.executable, str(harness.DEMO_SERVER), "--port", str(port),
-                                             "--legacy-sse"], stack.log_dir / "demo-legacy-sse.log",
-                         cwd=harness.REPO_ROOT)
+    port = free_port()
+    proc = spawn("demo-legacy-sse", [sys.executable, str(DEMO_SERVER), "--port", str(port),
+                                     "--legacy-sse"], stack.log_dir / "demo-legacy-sse.log",
+                 cwd=REPO_ROOT)
     stack.procs.append(proc)
-    proc.wait_until(lambda: harness.port_open(port), 20, "accepting connections")
+    proc.wait_until(lambda: port_open(port), 20, "accepting connections")
     policy = {"version": "1", "default": "deny", "hide": [HIDDEN], "tools": {"list_vms": {}}}
     if request.param == "session_key":
         policy["gateway"] = {"session_key": {"current": "k" * 40}}

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from mcp import MCPError
 
-import harness
-from mcp_session import MCPError, open_session, result_json
+from testkit.demo import DEMO_TOOLS, DEMO_VMS
+from testkit.envoy import POLICY_JSON, load_policy
+from testkit.mcp_session import open_session, result_json
+from testkit.processes import HOST
 
 HIDDEN = ["delete_vm", "vm_agent_exec_status"]
-DEMO_TOOLS = harness.DEMO_TOOLS
-SEEDED_VMS = harness.DEMO_VMS
+SEEDED_VMS = DEMO_VMS
 STEP_TIMEOUT = 60
 
 
 def hiding_policy() -> dict:
-    policy = harness.load_policy(harness.POLICY_JSON)
+    policy = load_policy(POLICY_JSON)
     policy["hide"] = list(HIDDEN)
     return policy
 
@@ -52,7 +54,7 @@ def mode(request):
 def test_sdk_sees_filtered_list_and_session_stays_usable(stack, mode):
     _, port = stack.demo_server(json_response=mode)
     envoy = stack.envoy(hiding_policy(), port)
-    direct = run(tools_of, f"http://{harness.HOST}:{port}/mcp", "direct")
+    direct = run(tools_of, f"http://{HOST}:{port}/mcp", "direct")
     assert [t.name for t in direct] == DEMO_TOOLS  # the server really offers the hidden tools
 
     async def scenario():
@@ -82,7 +84,7 @@ def test_catalog_of_286_tools(stack):
     """SSE mode (the SDK default) with the demo server's generated 286-tool catalogue."""
     _, port = stack.demo_server(json_response=False, catalog=286)
     envoy = stack.envoy(hiding_policy(), port)
-    direct = run(tools_of, f"http://{harness.HOST}:{port}/mcp", "direct")
+    direct = run(tools_of, f"http://{HOST}:{port}/mcp", "direct")
     assert len(direct) == 286 and len({t.name for t in direct}) == 286
     assert [t.name for t in direct][:8] == DEMO_TOOLS
 

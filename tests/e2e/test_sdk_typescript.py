@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import harness
-import harness_approvals as ha
+from testkit import approvals as ha
+from testkit import demo
+from testkit.envoy import load_policy, policy_text
 
 CLIENT_DIR = Path(__file__).resolve().parent.parent / "ts-client"
-DEMO_TOOLS = sorted(harness.DEMO_TOOLS)
+DEMO_TOOLS = sorted(demo.DEMO_TOOLS)
 HIDDEN = "vm_agent_exec_status"
 
 
@@ -41,9 +42,9 @@ def ts_client(url: str, token: str, *calls: tuple[str, dict], env: dict[str, str
 def setup(request, stack):
     svc = ha.approvals(stack)
     _, port = stack.demo_server(json_response=request.param)
-    policy = harness.load_policy()
+    policy = load_policy()
     policy["hide"] = [HIDDEN]
-    envoy = stack.envoy(harness.policy_text(policy), port, approvals_port=svc.check_port)
+    envoy = stack.envoy(policy_text(policy), port, approvals_port=svc.check_port)
     return envoy, f"http://127.0.0.1:{port}/mcp", svc
 
 
@@ -67,9 +68,9 @@ def test_typescript_client_through_the_filter(setup):
 def test_typescript_client_gets_the_url_elicitation_and_retries(stack):
     svc = ha.approvals(stack)
     _, port = stack.demo_server(json_response=True)
-    policy = harness.load_policy()
+    policy = load_policy()
     policy["gateway"]["session_key"] = {"current": "ts-offer-session-key-0123456789abcdef"}
-    envoy = stack.envoy(harness.policy_text(policy), port, approvals_port=svc.check_port)
+    envoy = stack.envoy(policy_text(policy), port, approvals_port=svc.check_port)
     args = {"node": "pve2", "vmid": 200}
     plain = ts_client(envoy.mcp_url, "ts-offer-plain", ("start_vm", args))
     (call,) = plain["calls"]

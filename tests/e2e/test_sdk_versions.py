@@ -15,13 +15,15 @@ import httpx2
 import mcp
 import pytest
 from mcp.client.streamable_http import streamable_http_client
+from mcp import MCPError
 
-import harness
-import harness_approvals as ha
-from mcp_session import MCPError, result_json
+from testkit import approvals as ha
+from testkit import demo
+from testkit.envoy import load_policy, policy_text
+from testkit.mcp_session import result_json
 
 STEP_TIMEOUT = 30
-DEMO_TOOLS = set(harness.DEMO_TOOLS)
+DEMO_TOOLS = set(demo.DEMO_TOOLS)
 HIDDEN = "vm_agent_exec_status"
 MODES = {"auto": "2026-07-28", "2026-07-28": "2026-07-28", "legacy": "2025-11-25"}
 
@@ -37,9 +39,9 @@ def run(coro_fn, *args):
 def setup(module_stack):
     svc = ha.approvals(module_stack)
     _, port = module_stack.demo_server(json_response=False)
-    policy = harness.load_policy()
+    policy = load_policy()
     policy["hide"] = [HIDDEN]
-    envoy = module_stack.envoy(harness.policy_text(policy), port, approvals_port=svc.check_port)
+    envoy = module_stack.envoy(policy_text(policy), port, approvals_port=svc.check_port)
     return envoy, f"http://127.0.0.1:{port}/mcp", svc
 
 
@@ -111,9 +113,9 @@ def test_auto_falls_back_when_the_gateway_does_not_accept_2026(module_stack, set
     versions, and `auto` falls back to the handshake (2025-11-25); pinning 2026-07-28 fails."""
     envoy, direct_url, _ = setup
     port = int(direct_url.split(":")[2].split("/")[0])
-    policy = harness.load_policy()
+    policy = load_policy()
     policy["gateway"]["protocol_versions"] = ["2025-06-18", "2025-11-25"]
-    legacy_only = module_stack.envoy(harness.policy_text(policy), port, name="envoy-legacy-only")
+    legacy_only = module_stack.envoy(policy_text(policy), port, name="envoy-legacy-only")
     assert run(connect_and, legacy_only.mcp_url, "auto", "fallback", version_of) == "2025-11-25"
 
 

@@ -12,7 +12,7 @@
 //   2. unknown fields: the manifest as a TypeScript object literal typed with the package's
 //      interface, compiled by tsc (excess property checks at every level), since the compiled
 //      schemas accept unknown fields.
-// Kubernetes core kinds and Kustomization are not handled here (tests/test_deploy_manifests.py
+// Kubernetes core kinds and Kustomization are not handled here (tests/py/test_deploy_manifests.py
 // validates core kinds with kubernetes-validate). Usage: node validate.mjs FILE.yaml...
 // Prints one line per resource; exits 1 if any failed, 2 if a kind is not known here.
 import { readFileSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
