@@ -9,14 +9,9 @@
 # APPROVER_TOKEN, APPROVALS_DB, as in scripts/run.sh.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-venv="${VENV:-$root/.venv}"
-python="$venv/bin/python"
-envoy="$venv/bin/envoy"
-wasm="target/wasm32-wasip1/release/mcp_policy_filter.wasm"
-approvals="target/release/mcp-approvals"
-ratelimit="target/release/mcp-ratelimit"
+me=run-cluster
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 redis_port="${REDIS_PORT:-6380}"
 approver="${APPROVER:-demo}"
 approver_token="${APPROVER_TOKEN:-demo-approver-token}"
@@ -25,41 +20,20 @@ run_dir="$root/.run/cluster"
 
 [ -x "$python" ] || { echo "run-cluster: no Python at $python (make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run-cluster: no Envoy at $envoy (make venv)" >&2; exit 2; }
-[ -f "$wasm" ] || { echo "run-cluster: $wasm is missing (make build)" >&2; exit 2; }
-[ -x "$approvals" ] || { echo "run-cluster: $approvals is missing (make approvals)" >&2; exit 2; }
-[ -x "$ratelimit" ] || { echo "run-cluster: $ratelimit is missing (make ratelimit)" >&2; exit 2; }
+need_file "$wasm" "make build"
+need_exec "$approvals" "make approvals"
+need_exec "$ratelimit" "make ratelimit"
 command -v redis-server >/dev/null || { echo "run-cluster: redis-server is missing (apt-get install redis-server)" >&2; exit 2; }
 bash scripts/preflight.sh run-cluster REDIS_PORT="$redis_port" $(printf -- '-=%s ' 8000 10000 10001 9901 9902 8095 8096 8081 8082 9091 9092) || exit 2
 
-pids=()
-cleanup() {
-  trap - INT TERM EXIT
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  echo "run-cluster: stopped both Envoys, both mcp-ratelimit instances, Redis, mcp-approvals and the demo server"
-}
-trap cleanup EXIT
+stopped="stopped both Envoys, both mcp-ratelimit instances, Redis, mcp-approvals and the demo server"
 # Ctrl-C is how this is meant to end: stop everything and exit 0 (a failure exits non-zero).
-trap 'exit 0' INT
-trap 'exit 143' TERM
-
-wait_for() {  # wait_for WHAT COMMAND...: up to 10 s
-  local what="$1"; shift
-  for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-  echo "run-cluster: $what did not come up (logs: $run_dir)" >&2; exit 1
-}
-http_is() { [ "$(curl -s "$1" 2>/dev/null)" = "$2" ]; }
-tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+int_status=0
+arm_cleanup
+logs_hint="logs: $run_dir"
 
 mkdir -p "$run_dir" "$(dirname "$approvals_db")"
-# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
-# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
-# one (at least 32 bytes), else a new random key for this run, one for both Envoys (a session
-# opened through one is accepted by the other). Never printed.
-if [ -z "${MCPF_SESSION_KEY:-}" ]; then
-  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
-fi
-export MCPF_SESSION_KEY
+session_key
 
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$run_dir" >"$run_dir/redis.log" 2>&1 &
 pids+=($!)
@@ -119,24 +93,6 @@ Logs:               $run_dir/*.log
 Ctrl-C stops everything.
 
 EOF
-view=("$python" scripts/decisions.py --from-start --title "Decisions (Envoy, time UTC, grant, tool, decision, rule):" "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log")
-if [ -t 0 ]; then
-  # As in scripts/run.sh: the view is the terminal's foreground job, so Ctrl-C reaches it alone, and a
-  # watcher ends it if a service exits.
-  rm -f "$run_dir/.exited"
-  ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
-    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py --from-start --title" ) &
-  pids+=($!)
-  "${view[@]}" --foreground || true
-  if [ -e "$run_dir/.exited" ]; then
-    echo "run-cluster: a process exited (logs: $run_dir); stopping the others" >&2
-    exit 1
-  fi
-  exit 0
-fi
-"${view[@]}" &
-pids+=($!)
-status=0
-wait -n "${pids[@]}" || status=$?
-echo "run-cluster: a process exited (status $status; logs: $run_dir); stopping the others" >&2
-exit 1
+decision_view "$run_dir/.exited" "scripts/decisions.py --from-start --title" \
+  "$python" scripts/decisions.py --from-start --title "Decisions (Envoy, time UTC, grant, tool, decision, rule):" \
+  "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log"

@@ -10,60 +10,33 @@
 # http://127.0.0.1:10000/mcp. Ctrl-C stops all three. Environment: VENV (default .venv).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-venv="${VENV:-$root/.venv}"
-python="$venv/bin/python"
-envoy="$venv/bin/envoy"
-wasm="target/wasm32-wasip1/release/mcp_policy_filter.wasm"  # the path envoy/envoy-oauth.yaml loads
+me=run-oauth
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ -x "$python" ] || { echo "run-oauth: no Python at $python (make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run-oauth: no Envoy at $envoy (make venv)" >&2; exit 2; }
-[ -f "$wasm" ] || { echo "run-oauth: $wasm is missing (make build)" >&2; exit 2; }
+need_file "$wasm" "make build"
 [ -d tests/oauth/node_modules/oidc-provider ] || { echo "run-oauth: oidc-provider missing (make oauth-deps)" >&2; exit 2; }
 command -v node >/dev/null || { echo "run-oauth: node is needed for the authorization server" >&2; exit 2; }
-for port in 8000 9400 10000 9901; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "run-oauth: 127.0.0.1:$port is already in use" >&2; exit 2
-  fi
-done
+bash scripts/preflight.sh run-oauth -=8000 -=9400 -=10000 -=9901 || exit 2
 
-pids=()
-cleanup() {
-  trap - INT TERM EXIT
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  echo "run-oauth: stopped"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-wait_for() {  # wait_for WHAT COMMAND...: up to 10 s
-  local what="$1"; shift
-  for _ in $(seq 100); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "run-oauth: $what did not come up" >&2; exit 1
-}
+int_status=130
+arm_cleanup
 
 "$python" demo/proxmox_server.py --port 8000 &
 pids+=($!)
-wait_for "the demo server" bash -c 'exec 3<>/dev/tcp/127.0.0.1/8000'
+wait_for "the demo server" tcp_open 8000
 
 node tests/oauth/server.mjs --port 9400 --resource http://127.0.0.1:10000/mcp &
 pids+=($!)
 wait_for "oidc-provider" curl -sf http://127.0.0.1:9400/.well-known/openid-configuration
 
-# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
-# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
-# one (at least 32 bytes), else a new random key for this run. Never printed.
-if [ -z "${MCPF_SESSION_KEY:-}" ]; then
-  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
-fi
-export MCPF_SESSION_KEY
+session_key
 
 "$envoy" -c envoy/envoy-oauth.yaml --disable-hot-restart --concurrency 2 &
 pids+=($!)
-wait_for "Envoy" bash -c '[ "$(curl -s http://127.0.0.1:9901/ready)" = LIVE ]'
+wait_for "Envoy" http_is http://127.0.0.1:9901/ready LIVE
 
 cat <<INFO
 

@@ -20,14 +20,9 @@
 # (8095, the page), APPROVALS_CHECK_PORT (8096, Envoy's cluster mcp_approvals).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-venv="${VENV:-$root/.venv}"
-python="$venv/bin/python"
-envoy="$venv/bin/envoy"
-wasm="target/wasm32-wasip1/release/mcp_policy_filter.wasm"  # the path the ECDS resource loads
-approvals="target/release/mcp-approvals"
-cli="target/release/mcp-policy"
+me=run
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 approver="${APPROVER:-demo}"
 approver_token="${APPROVER_TOKEN:-demo-approver-token}"
 run_dir="${RUN_DIR:-.run}"
@@ -40,9 +35,9 @@ approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 
 [ -x "$python" ] || { echo "run: no Python at $python (create the venv: make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run: no Envoy at $envoy (pip install -r tests/requirements.txt)" >&2; exit 2; }
-[ -f "$wasm" ] || { echo "run: $wasm is missing (make build)" >&2; exit 2; }
-[ -x "$approvals" ] || { echo "run: $approvals is missing (make approvals)" >&2; exit 2; }
-[ -x "$cli" ] || { echo "run: $cli is missing (make cli)" >&2; exit 2; }
+need_file "$wasm" "make build"
+need_exec "$approvals" "make approvals"
+need_exec "$cli" "make cli"
 bash scripts/preflight.sh run DEMO_PORT="$demo_port" MCP_PORT="$mcp_port" ADMIN_PORT="$admin_port" \
   APPROVALS_PORT="$approvals_port" APPROVALS_CHECK_PORT="$check_port" || exit 2
 
@@ -66,18 +61,12 @@ if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:
     -e "s/port_value: 8096}/port_value: $check_port}/" envoy/envoy-ecds.yaml >"$bootstrap"
 fi
 
-pids=()
-cleanup() {
-  trap - INT TERM EXIT
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -f "$run_dir/envoy.pid"
-  echo "run: stopped Envoy, mcp-approvals and the demo server"
-}
-trap cleanup EXIT
+stopped="stopped Envoy, mcp-approvals and the demo server"
+forget_pid() { rm -f "$run_dir/envoy.pid"; }
+on_stop=forget_pid
 # Ctrl-C is how this is meant to end: stop everything and exit 0 (a failure exits non-zero).
-trap 'exit 0' INT
-trap 'exit 143' TERM
+int_status=0
+arm_cleanup
 
 # $1: what did not come up, $2: its log.
 not_up() {
@@ -90,29 +79,17 @@ not_up() {
 # shellcheck disable=SC2086  # DEMO_ARGS is a word list
 "$python" demo/proxmox_server.py --port "$demo_port" $DEMO_ARGS >"$run_dir/demo-server.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$demo_port") 2>/dev/null && break
-  sleep 0.1
-done
+for _ in $(seq 100); do tcp_open "$demo_port" && break; sleep 0.1; done
 
 mkdir -p "$(dirname "$approvals_db")"
 "$approvals" --listen "127.0.0.1:$approvals_port" --check-listen "127.0.0.1:$check_port" --db "$approvals_db" \
   --public-url "http://127.0.0.1:$approvals_port" \
   --approver "$approver=$approver_token" >"$run_dir/approvals.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] && break
-  sleep 0.1
-done
-[ "$(curl -s http://127.0.0.1:$approvals_port/healthz 2>/dev/null)" = ok ] || not_up mcp-approvals "$run_dir/approvals.log"
+for _ in $(seq 100); do http_is "http://127.0.0.1:$approvals_port/healthz" ok && break; sleep 0.1; done
+http_is "http://127.0.0.1:$approvals_port/healthz" ok || not_up mcp-approvals "$run_dir/approvals.log"
 
-# The key that binds each Mcp-Session-Id to its grant (the policy's gateway.session_key.current_env,
-# handed to the wasm VM by vm_config.environment_variables.host_env_keys): MCPF_SESSION_KEY if you set
-# one (at least 32 bytes), else a new random key for this run. Never printed.
-if [ -z "${MCPF_SESSION_KEY:-}" ]; then
-  MCPF_SESSION_KEY="$(head -c 48 /dev/urandom | base64 -w0)"
-fi
-export MCPF_SESSION_KEY
+session_key
 
 # Envoy's own log (stderr) to envoy.log, its access log (stdout, one line per request) to access.log,
 # flushed every 200 ms (Envoy's default is 1 s) so that decisions show up at once.
@@ -121,11 +98,8 @@ export MCPF_SESSION_KEY
   >"$run_dir/access.log" 2>"$run_dir/envoy.log" &
 pids+=($!)
 echo $! >"$run_dir/envoy.pid"
-for _ in $(seq 100); do
-  [ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] && break
-  sleep 0.1
-done
-[ "$(curl -s http://127.0.0.1:$admin_port/ready 2>/dev/null)" = LIVE ] || not_up Envoy "$run_dir/envoy.log"
+for _ in $(seq 100); do http_is "http://127.0.0.1:$admin_port/ready" LIVE && break; sleep 0.1; done
+http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envoy.log"
 
 reload="make reload"
 [ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
@@ -146,26 +120,5 @@ Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001
     -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}'
 
 EOF
-if [ -t 0 ]; then
-  # On a terminal the decision view takes the terminal for a process group of its own (--foreground),
-  # so the terminal's Ctrl-C reaches the view alone: not make, which would report "Error 130", and not
-  # the services, which cleanup stops in order. A watcher ends the view if a service exits.
-  rm -f "$run_dir/.exited"
-  ( while kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.5; done
-    touch "$run_dir/.exited"; pkill -TERM -f "scripts/decisions.py $run_dir/access.log" ) &
-  pids+=($!)
-  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --foreground --title "Decisions (time UTC, grant, tool, decision, rule):" || true
-  if [ -e "$run_dir/.exited" ]; then
-    echo "run: a process exited (its log is in $run_dir); stopping the others" >&2
-    exit 1
-  fi
-  exit 0
-fi
-"$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):" &
-pids+=($!)
-status=0
-wait -n "${pids[@]}" || status=$?
-# Ctrl-C reaches the services too, and they may exit before this script's INT trap runs: give it time.
-sleep 0.3
-echo "run: a process exited (status $status); stopping the others" >&2
-exit 1
+decision_view "$run_dir/.exited" "scripts/decisions.py $run_dir/access.log" \
+  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):"
