@@ -8,9 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_policy_filter::config;
-use mcp_policy_filter::gate::{self, HeadOutcome, RequestHead};
-use mcp_policy_filter::ratelimit::MemoryStore;
+use mcp_policy_core::config;
+use mcp_policy_core::gate::{self, HeadOutcome, RequestHead};
+use mcp_policy_core::ratelimit::MemoryStore;
 use std::sync::OnceLock;
 
 const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
@@ -37,9 +37,9 @@ const POLICY_B: &str = r#"{"version":"1","default":"allow","hide":["delete_vm"],
                         {"path":"args.tags","op":"contains","value":"x\u200b"}]}},
   "gateway":{"grant_header":"x-mcp-subject","client_responses":"deny"}}"#;
 
-fn policy(second: bool) -> &'static mcp_policy_filter::policy::Policy {
-    static P: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
-    static Q: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
+fn policy(second: bool) -> &'static mcp_policy_core::policy::Policy {
+    static P: OnceLock<mcp_policy_core::policy::Policy> = OnceLock::new();
+    static Q: OnceLock<mcp_policy_core::policy::Policy> = OnceLock::new();
     if second {
         Q.get_or_init(|| config::load(POLICY_B.as_bytes()).expect("second fuzz policy loads"))
     } else {
@@ -95,7 +95,7 @@ fuzz_target!(|data: &[u8]| {
             let _: serde_json_check::Value =
                 serde_json_check::from_str(&pending.check_body("rid", 0)).expect("check body is JSON");
             let status: &[u8] = if sel & 0x80 != 0 { b"200" } else { b"504" };
-            let answer = mcp_policy_filter::approval::read_answer(Some(status), values[4]);
+            let answer = mcp_policy_core::approval::read_answer(Some(status), values[4]);
             out = gate::on_approval_answer(p, *pending, answer, &store, 1_700_000_000_000);
         }
         if let Some(reply) = out.reply {
@@ -106,8 +106,8 @@ fuzz_target!(|data: &[u8]| {
 });
 
 mod serde_json_check {
-    pub use mcp_policy_filter::json::Json as Value;
-    pub fn from_str(s: &str) -> Result<Value, mcp_policy_filter::json::ParseError> {
-        mcp_policy_filter::json::parse(s.as_bytes())
+    pub use mcp_policy_core::json::Json as Value;
+    pub fn from_str(s: &str) -> Result<Value, mcp_policy_core::json::ParseError> {
+        mcp_policy_core::json::parse(s.as_bytes())
     }
 }
