@@ -57,7 +57,7 @@ async fn open(router: &Router) -> String {
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&GRANT[2 * i..2 * i + 2], 16).unwrap();
     }
-    let parse = |t: &str| mcp_policy_core::json::parse(t.as_bytes()).unwrap();
+    let parse = |t: &str| mcp_policy_core::wire::json::parse(t.as_bytes()).unwrap();
     let up = mcp_approvals::store::Upstream {
         cluster: "<img src=x onerror=alert(5)>".into(),
         authority: "<iframe src=//evil>".into(),

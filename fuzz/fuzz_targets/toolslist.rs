@@ -8,11 +8,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use mcp_policy_core::config;
-use mcp_policy_core::json::{self, Json};
-use mcp_policy_core::mcp::Id;
+use mcp_policy_core::wire::json::{self, Json};
+use mcp_policy_core::wire::mcp::Id;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::{Plan, ResponseFilter, Step};
-use mcp_policy_core::toolslist;
+use mcp_policy_core::response::toolslist;
 
 thread_local! {
     static POLICY: Policy = config::load(

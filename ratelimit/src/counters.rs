@@ -10,7 +10,7 @@
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use mcp_policy_core::grant::hex;
+use mcp_policy_core::identity::grant::hex;
 use sha2::{Digest, Sha256};
 
 /// Most descriptors in one request: the filter's own bound (`rls::MAX_DESCRIPTORS`), so that the

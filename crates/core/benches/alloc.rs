@@ -4,8 +4,8 @@
 //! of the same decisions under that allocator. `tests/alloc_count.rs` asserts the two allowed 1 KiB
 //! counts. Run: `cargo bench --locked --bench alloc`.
 //!
-//! A decision here is what the host runs per POST: `RequestHead::from_headers`, `gate::on_headers`,
-//! `gate::on_body`, and the `Outcome` dropped; plus, as its own row, the audit record the host
+//! A decision here is what the host runs per POST: `RequestHead::from_headers`, `pipeline::on_headers`,
+//! `pipeline::on_body`, and the `Outcome` dropped; plus, as its own row, the audit record the host
 //! formats for each decision (`Decision::audit_json`, gateway.audit "log" or "access_log").
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, Outcome};
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, Outcome};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::MemoryStore;
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;
@@ -39,8 +39,8 @@ const POLICY_SEED: &str = include_str!("../../../envoy/policy.json");
 
 fn decide(p: &Policy, body: &[u8], store: &MemoryStore) -> Outcome {
     let h = head(p);
-    let _ = gate::on_headers(p, &h);
-    gate::on_body(p, &h, body, store, NOW_MS)
+    let _ = pipeline::on_headers(p, &h);
+    pipeline::on_body(p, &h, body, store, NOW_MS)
 }
 
 fn alloc(c: &mut Criterion) {

@@ -11,11 +11,13 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome};
+use mcp_policy_core::config;
+use mcp_policy_core::limits::{Limiter, MemoryStore};
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::{Limiter, MemoryStore};
+use mcp_policy_core::response::toolslist;
 use mcp_policy_core::response::{Plan, ResponseFilter, Step};
-use mcp_policy_core::{config, json, mcp, toolslist};
+use mcp_policy_core::wire::{json, mcp};
 
 #[path = "support/request.rs"]
 mod request;
@@ -48,10 +50,10 @@ fn sanity(p: &Policy) {
     let s = MemoryStore::new();
     let h = head(p);
     for body in [ALLOWED_200, ALLOWED_1K, ALLOWED_64K] {
-        let o = gate::on_body(p, &h, body, &s, NOW_MS);
+        let o = pipeline::on_body(p, &h, body, &s, NOW_MS);
         assert_eq!((o.decision.kind, o.reply.is_none()), (DecisionKind::Allowed, true), "{:?}", o.decision);
     }
-    let o = gate::on_body(p, &h, DENIED_1K, &s, NOW_MS);
+    let o = pipeline::on_body(p, &h, DENIED_1K, &s, NOW_MS);
     assert_eq!(o.decision.kind, DecisionKind::Denied);
 }
 
@@ -69,8 +71,8 @@ fn decision(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 let h = head(&limited);
-                assert_eq!(gate::on_headers(&limited, &h), HeadOutcome::NeedBody);
-                let o = gate::on_body(&limited, &h, black_box(body), &store, NOW_MS);
+                assert_eq!(pipeline::on_headers(&limited, &h), HeadOutcome::NeedBody);
+                let o = pipeline::on_body(&limited, &h, black_box(body), &store, NOW_MS);
                 black_box(o)
             })
         });
@@ -84,7 +86,7 @@ fn decision(c: &mut Criterion) {
     g.bench_function("1KiB", |b| {
         b.iter(|| {
             let h = head(&seed);
-            black_box(gate::on_body(&seed, &h, black_box(ALLOWED_1K), &store, NOW_MS))
+            black_box(pipeline::on_body(&seed, &h, black_box(ALLOWED_1K), &store, NOW_MS))
         })
     });
     g.finish();
@@ -96,7 +98,7 @@ fn decision(c: &mut Criterion) {
     g.bench_function("1KiB", |b| {
         b.iter(|| {
             let h = head(&limited);
-            black_box(gate::on_body(&limited, &h, black_box(DENIED_1K), &store, NOW_MS))
+            black_box(pipeline::on_body(&limited, &h, black_box(DENIED_1K), &store, NOW_MS))
         })
     });
     g.finish();
@@ -107,7 +109,7 @@ fn conditions(c: &mut Criterion) {
     let without = policy(POLICY_NO_CONDITIONS);
     let store = MemoryStore::new();
     for p in [&with, &without] {
-        let o = gate::on_body(p, &head(p), EXEC_1K, &store, NOW_MS);
+        let o = pipeline::on_body(p, &head(p), EXEC_1K, &store, NOW_MS);
         assert_eq!((o.decision.kind, o.reply.is_none()), (DecisionKind::Allowed, true), "{:?}", o.decision);
     }
     // The whole decision for a 1 KiB vm_agent_exec call: with 5 conditions (in, eq, lte, exists,
@@ -116,7 +118,7 @@ fn conditions(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(EXEC_1K.len() as u64));
     for (name, p) in [("5-conditions-1KiB", &with), ("no-conditions-1KiB", &without)] {
         g.bench_function(name, |b| {
-            b.iter(|| black_box(gate::on_body(p, &head(p), black_box(EXEC_1K), &store, NOW_MS)))
+            b.iter(|| black_box(pipeline::on_body(p, &head(p), black_box(EXEC_1K), &store, NOW_MS)))
         });
     }
     g.finish();
@@ -219,7 +221,7 @@ fn headers(c: &mut Criterion) {
     c.bench_function("headers/from_headers+on_headers", |b| {
         b.iter(|| {
             let h = head(&p);
-            black_box(gate::on_headers(&p, black_box(&h)))
+            black_box(pipeline::on_headers(&p, black_box(&h)))
         })
     });
 }

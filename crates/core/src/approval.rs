@@ -9,9 +9,11 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::grant::hex;
-use crate::json::{self, write_str, Json};
-use crate::ratelimit::GrantId;
+pub mod offer;
+
+use crate::identity::grant::hex;
+use crate::limits::GrantId;
+use crate::wire::json::{self, write_str, Json};
 
 /// Where a call goes, as this Envoy routes it: the MCP server an approval is for. Two routes of one
 /// listener to two clusters, or one cluster serving several servers by host name or path, are
@@ -56,7 +58,7 @@ pub fn key(grant: &GrantId, upstream: &Upstream, tool: &str, arguments: Option<&
     key_with(grant, upstream, tool, arguments, None, None)
 }
 
-/// The approval key of a call that may be a continuation leg (MCP 2026-07-28, [`crate::leg`]):
+/// The approval key of a call that may be a continuation leg (MCP 2026-07-28, [`crate::wire::leg`]):
 /// lower-case hex SHA-256 of the canonical JSON of `{"arguments": ARGS, "grant": "<hex>",
 /// "inputResponses": ANSWERS, "requestState": "STATE", "tool": NAME, "upstream": {…}}`, where
 /// `inputResponses` and `requestState` are left out when the call does not carry them (so a first

@@ -1,5 +1,5 @@
 //! The policy file: PolicyLayer's `policy.json`, plus one extra top-level key, `gateway`, for
-//! deployment settings. Read once, in `on_configure`: the strict parser ([`crate::json`]) checks the
+//! deployment settings. Read once, in `on_configure`: the strict parser ([`crate::wire::json`]) checks the
 //! text, `de` reads its tree into the shapes of `spec`, and [`compile()`] turns them into a
 //! [`Policy`].
 //!
@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use crate::json;
 use crate::policy::Policy;
+use crate::wire::json;
 
 mod compile;
 mod de;
@@ -115,7 +115,10 @@ pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
 pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
     let doc = json::parse(bytes).map_err(|e| {
-        ConfigErrors(vec![err(".", format!("not a strict JSON document: {}", crate::textpos::describe(&e, bytes)))])
+        ConfigErrors(vec![err(
+            ".",
+            format!("not a strict JSON document: {}", crate::wire::textpos::describe(&e, bytes)),
+        )])
     })?;
     // Arrays never stand in for objects, and enums are strings only: see `de`.
     let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
@@ -295,7 +298,7 @@ mod tests {
             "gateway":{"grants":[{"sha256":"BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD","label":"agent-a"}]}}"#)
             .unwrap();
         assert_eq!(p.limits[0].algorithm, Algorithm::Sliding);
-        let id = crate::grant::Grant::from_credential(b"abc").id;
+        let id = crate::identity::grant::Grant::from_credential(b"abc").id;
         assert_eq!(p.gateway.grants.get(&id).map(String::as_str), Some("agent-a"));
         assert_eq!(
             load_err(r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"hour","max":1001,"algorithm":"sliding"}]}}}"#).path,
@@ -337,7 +340,7 @@ mod tests {
 
     #[test]
     fn gateway_audit_modes() {
-        use crate::audit::AuditMode;
+        use crate::outcome::audit::AuditMode;
         let audit =
             |gw: &str| load(format!(r#"{{"version":"1","gateway":{{{gw}}}}}"#).as_bytes()).map(|p| p.gateway.audit);
         assert_eq!(audit(""), Ok(AuditMode::Log));

@@ -18,17 +18,17 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::fold::FoldedNames;
+use crate::wire::fold::FoldedNames;
 
+pub mod conditions;
 mod gateway;
 mod judge;
 mod rules;
-mod terms;
 
+pub use crate::terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 pub use gateway::{ApprovalService, Gateway, GrantSource};
 pub use judge::Verdict;
 pub use rules::{Limit, NeedsApproval, ToolRule};
-pub use terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 
 /// The runtime policy, built once per plugin configuration.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! Allocations on the decision path: the exact number of heap allocations (`alloc`,
 //! `alloc_zeroed`, `realloc`) one allowed 1 KiB `tools/call` makes in the core, as the host runs it:
-//! `RequestHead::from_headers`, `gate::on_headers`, `gate::on_body` (strict parse, JSON-RPC/MCP
+//! `RequestHead::from_headers`, `pipeline::on_headers`, `pipeline::on_body` (strict parse, JSON-RPC/MCP
 //! checks, grant, policy, rate limit against `MemoryStore`), the `Outcome` dropped. The counter key
 //! already exists (the steady state: the grant's first call, which creates it, is made before).
 //!
@@ -18,8 +18,8 @@ mod request;
 use request::{head, NOW_MS};
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome};
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;
@@ -35,12 +35,12 @@ fn decision_allocations(policy_text: &str) -> u64 {
     // The seed policy reads its session key from the VM's environment.
     let p = config::load_with_env(policy_text.as_bytes(), &|_| Some("k".repeat(32))).unwrap();
     let store = MemoryStore::new();
-    let first = gate::on_body(&p, &head(&p), ALLOWED_1K, &store, NOW_MS);
+    let first = pipeline::on_body(&p, &head(&p), ALLOWED_1K, &store, NOW_MS);
     assert_eq!((first.decision.kind, first.reply.is_none()), (DecisionKind::Allowed, true));
     let (n, _, ()) = counting::count_in(|| {
         let h = head(&p);
-        assert_eq!(gate::on_headers(&p, &h), HeadOutcome::NeedBody);
-        let o = gate::on_body(&p, &h, ALLOWED_1K, &store, NOW_MS);
+        assert_eq!(pipeline::on_headers(&p, &h), HeadOutcome::NeedBody);
+        let o = pipeline::on_body(&p, &h, ALLOWED_1K, &store, NOW_MS);
         assert_eq!(o.decision.kind, DecisionKind::Allowed);
         drop(o);
     });

@@ -5,11 +5,11 @@
 
 use mcp_policy_core::approval::{self, Answer};
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
-use mcp_policy_core::grant;
-use mcp_policy_core::json;
+use mcp_policy_core::identity::grant;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::policy::{ApprovalMode, ApprovalService, Policy};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::wire::json;
 use serde_json::{json, Value};
 
 const T0: u64 = 1_700_000_040_000; // a UTC minute boundary
@@ -56,8 +56,8 @@ fn call(id: u64, tool: &str, args: &str) -> String {
 
 fn decide(p: &Policy, store: &MemoryStore, token: &str, body: &str) -> Outcome {
     let head = post(p, token);
-    assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
-    gate::on_body(p, &head, body.as_bytes(), store, T0)
+    assert_eq!(pipeline::on_headers(p, &head), HeadOutcome::NeedBody);
+    pipeline::on_body(p, &head, body.as_bytes(), store, T0)
 }
 
 fn held(o: Outcome) -> PendingApproval {
@@ -160,7 +160,7 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     assert_eq!(
         body,
         json!({"key": expected_key, "grant": pending.grant_label,
-               "grant_id": mcp_policy_core::grant::hex(&grant_id("agent-a")), "tool": "start_vm",
+               "grant_id": mcp_policy_core::identity::grant::hex(&grant_id("agent-a")), "tool": "start_vm",
                "upstream": {"cluster": "mcp_a", "authority": "gw.example:10000", "path": "/a/mcp"},
                "arguments": {"vmid": 100, "node": "pve1"}, "request_id": "req-1",
                "expires_in_seconds": 600, "wait_seconds": 0, "reason": "costs money"})
@@ -181,8 +181,8 @@ fn a_call_is_held_with_its_binding_key_and_request() {
 /// Decide `body` for `token` sent to the MCP server `to`.
 fn decide_to(p: &Policy, store: &MemoryStore, token: &str, to: &approval::Upstream, body: &str) -> Outcome {
     let head = post_to(p, token, to);
-    assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
-    gate::on_body(p, &head, body.as_bytes(), store, T0)
+    assert_eq!(pipeline::on_headers(p, &head), HeadOutcome::NeedBody);
+    pipeline::on_body(p, &head, body.as_bytes(), store, T0)
 }
 
 #[test]
@@ -264,13 +264,13 @@ fn a_call_whose_upstream_is_unknown_is_refused_not_held() {
         h
     };
     for (head, why) in [
-        (&no_cluster, gate::NO_CLUSTER),
-        (&empty_cluster, gate::NO_CLUSTER),
-        (&no_authority, gate::NO_AUTHORITY),
-        (&two_paths, gate::NO_PATH),
+        (&no_cluster, pipeline::NO_CLUSTER),
+        (&empty_cluster, pipeline::NO_CLUSTER),
+        (&no_authority, pipeline::NO_AUTHORITY),
+        (&two_paths, pipeline::NO_PATH),
     ] {
         let before = store.bytes();
-        let o = gate::on_body(&p, head, body.as_bytes(), &store, T0);
+        let o = pipeline::on_body(&p, head, body.as_bytes(), &store, T0);
         assert_eq!(o.approval, None, "{why}");
         assert_eq!(o.decision.kind, DecisionKind::ApprovalUnavailable);
         let (status, v, headers) = reply(&o);
@@ -283,7 +283,7 @@ fn a_call_whose_upstream_is_unknown_is_refused_not_held() {
         );
         assert_eq!(store.bytes(), before, "no quota is taken for a call that is not asked");
     }
-    assert!(gate::NO_CLUSTER.contains("xds.cluster_name"));
+    assert!(pipeline::NO_CLUSTER.contains("xds.cluster_name"));
 }
 
 #[test]
@@ -292,10 +292,10 @@ fn upstream_headers_are_kept_only_with_an_approval_service() {
     let with = RequestHead::from_headers(&policy(r#""t":{"action":"require_approval"}"#, GATEWAY), headers);
     assert_eq!(
         (with.authority, with.path),
-        (gate::HeaderValue::One(b"gw".to_vec()), gate::HeaderValue::One(b"/mcp".to_vec()))
+        (pipeline::HeaderValue::One(b"gw".to_vec()), pipeline::HeaderValue::One(b"/mcp".to_vec()))
     );
     let without = RequestHead::from_headers(&policy(r#""t":{}"#, r#""mode":"enforce""#), headers);
-    assert_eq!((without.authority, without.path), (gate::HeaderValue::Absent, gate::HeaderValue::Absent));
+    assert_eq!((without.authority, without.path), (pipeline::HeaderValue::Absent, pipeline::HeaderValue::Absent));
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn answers_become_replies_with_the_id_echoed() {
     let body = call(42, "start_vm", r#"{"vmid":100}"#);
     let ask = || held(decide(&p, &store, "agent-a", &body));
 
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         ask(),
         Answer::Pending {
@@ -328,7 +328,7 @@ fn answers_become_replies_with_the_id_echoed() {
                     "approval_id":"apr_1","approval_url":"http://a/approvals/apr_1"}}})
     );
 
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         ask(),
         Answer::Denied { approval_id: "apr_2".into(), approver: "alice".into(), note: "use vm 101".into() },
@@ -344,7 +344,7 @@ fn answers_become_replies_with_the_id_echoed() {
                "data":{"kind":"approval_denied","tool":"start_vm","reason":"use vm 101","approval_id":"apr_2",
                        "approver":"alice","note":"use vm 101"}})
     );
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         ask(),
         Answer::Denied { approval_id: "apr_2".into(), approver: "alice".into(), note: String::new() },
@@ -353,7 +353,7 @@ fn answers_become_replies_with_the_id_echoed() {
     );
     assert_eq!(reply(&o).1["error"]["data"]["reason"], "denied by an approver");
 
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         ask(),
         Answer::Unavailable("the approval service did not answer in time".into()),
@@ -369,7 +369,7 @@ fn answers_become_replies_with_the_id_echoed() {
                "data":{"kind":"approval_unavailable","tool":"start_vm","reason":"the approval service did not answer in time","retry_after_seconds":1}})
     );
 
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         ask(),
         Answer::Approved { approval_id: "apr_3".into(), approver: "bob".into() },
@@ -402,7 +402,7 @@ fn quota_is_reserved_while_asking_and_kept_only_when_the_call_goes_upstream() {
     ] {
         let pending = held(decide(&p, &store, "agent-a", &body));
         assert!(pending.admission.is_some());
-        let o = gate::on_approval_answer(&p, pending, answer, &store, T0);
+        let o = pipeline::on_approval_answer(&p, pending, answer, &store, T0);
         assert!(o.reply.is_some());
     }
     let pending = held(decide(&p, &store, "agent-a", &body));
@@ -410,7 +410,7 @@ fn quota_is_reserved_while_asking_and_kept_only_when_the_call_goes_upstream() {
     let o = decide(&p, &store, "agent-a", &call(2, "start_vm", r#"{"vmid":101}"#));
     assert_eq!(o.decision.kind, DecisionKind::RateLimited);
     assert_eq!(o.approval, None);
-    let o = gate::on_approval_answer(
+    let o = pipeline::on_approval_answer(
         &p,
         pending,
         Answer::Approved { approval_id: "a".into(), approver: "x".into() },

@@ -4,7 +4,7 @@
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
-use mcp_policy_core::b64::{self, Alphabet};
+use mcp_policy_core::wire::b64::{self, Alphabet};
 use proptest::prelude::*;
 
 fn enc(data: &[u8], a: Alphabet) -> String {

@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, HeadOutcome, RequestHead};
-use mcp_policy_core::mcp::{self, Body, Call, Message};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, HeadOutcome, RequestHead};
+use mcp_policy_core::wire::mcp::{self, Body, Call, Message};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -156,7 +156,7 @@ fn forwarded_bodies_read_the_same_in_serde_json_and_python() {
         &policy,
         [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", b"Bearer t")],
     );
-    assert_eq!(gate::on_headers(&policy, &head), HeadOutcome::NeedBody);
+    assert_eq!(pipeline::on_headers(&policy, &head), HeadOutcome::NeedBody);
     let mut runner = TestRunner::new(Config { cases: 3000, ..Config::default() });
     let mut forwarded: Vec<(String, View)> = Vec::new();
     let mut refused = 0usize;
@@ -164,7 +164,7 @@ fn forwarded_bodies_read_the_same_in_serde_json_and_python() {
         let tree = body().new_tree(&mut runner).unwrap();
         let text = tree.current();
         let store = MemoryStore::new();
-        let out = gate::on_body(&policy, &head, text.as_bytes(), &store, 1_700_000_000_000);
+        let out = pipeline::on_body(&policy, &head, text.as_bytes(), &store, 1_700_000_000_000);
         if out.reply.is_some() {
             refused += 1;
             continue;
@@ -216,8 +216,8 @@ for line in sys.stdin:
 /// strict parser accepts, serde_json accepts too.
 #[test]
 fn skip_and_build_agree_and_serde_json_accepts_what_we_accept() {
-    use mcp_policy_core::json::{parse, Parser};
-    let validate = |b: &[u8]| -> Result<(), mcp_policy_core::json::ParseError> {
+    use mcp_policy_core::wire::json::{parse, Parser};
+    let validate = |b: &[u8]| -> Result<(), mcp_policy_core::wire::json::ParseError> {
         let mut p = Parser::new(b)?;
         p.skip_value()?;
         p.finish()

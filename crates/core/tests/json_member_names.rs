@@ -3,8 +3,8 @@
 //! escape; read built (`parse`) and skipped (`Parser::skip_value`). Exact values: the error kind
 //! and the offset of the object's `{`.
 
-use mcp_policy_core::fold::{clash, Clash};
-use mcp_policy_core::json::{parse, parse_folded_keys_allowed, ParseError, ParseErrorKind, Parser};
+use mcp_policy_core::wire::fold::{clash, Clash};
+use mcp_policy_core::wire::json::{parse, parse_folded_keys_allowed, ParseError, ParseErrorKind, Parser};
 
 /// Skipped, as the message layer skips what no decision reads: the folded clashes counted.
 fn skipped(input: &str) -> Result<usize, ParseError> {

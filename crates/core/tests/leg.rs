@@ -5,14 +5,14 @@
 
 use mcp_policy_core::approval;
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_core::grant;
-use mcp_policy_core::grant::hex;
-use mcp_policy_core::json;
-use mcp_policy_core::leg::Leg;
-use mcp_policy_core::mcp::{self, Call, Message};
+use mcp_policy_core::identity::grant;
+use mcp_policy_core::identity::grant::hex;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::wire::json;
+use mcp_policy_core::wire::leg::Leg;
+use mcp_policy_core::wire::mcp::{self, Call, Message};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -41,8 +41,8 @@ fn decide(p: &Policy, body: &str) -> Outcome {
         ],
     );
     head.cluster = Some("mcp_upstream".into());
-    assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
-    gate::on_body(p, &head, body.as_bytes(), &MemoryStore::default(), T0)
+    assert_eq!(pipeline::on_headers(p, &head), HeadOutcome::NeedBody);
+    pipeline::on_body(p, &head, body.as_bytes(), &MemoryStore::default(), T0)
 }
 
 fn call(params_tail: &str) -> String {

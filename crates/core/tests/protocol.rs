@@ -5,11 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, Outcome, RequestHead};
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::protocol::{self, Handling, Kind, Version, METHODS};
-use mcp_policy_core::ratelimit::MemoryStore;
-use mcp_policy_core::toolslist;
+use mcp_policy_core::response::toolslist;
+use mcp_policy_core::wire::protocol::{self, Handling, Kind, Version, METHODS};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -25,7 +25,7 @@ fn decide(p: &Policy, headers: &[(&str, &str)], body: &str) -> Outcome {
         vec![(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer agent")];
     all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
     let head = RequestHead::from_headers(p, all);
-    gate::on_body(p, &head, body.as_bytes(), &MemoryStore::default(), T0)
+    pipeline::on_body(p, &head, body.as_bytes(), &MemoryStore::default(), T0)
 }
 
 /// (status, JSON-RPC error code, data.kind) of a refusal.
@@ -334,7 +334,7 @@ fn input_required_retries_are_judged_and_counted_like_any_call() {
         vec![(":method", b"POST"), ("content-type", b"application/json"), ("authorization", b"Bearer agent")];
     all.extend(h.iter().map(|(k, v)| (*k, v.as_bytes())));
     let head = RequestHead::from_headers(&p, all);
-    let run = |body: &str| gate::on_body(&p, &head, body.as_bytes(), &store, T0);
+    let run = |body: &str| pipeline::on_body(&p, &head, body.as_bytes(), &store, T0);
     assert_eq!(run(&leg(1, None)).decision.kind, DecisionKind::Allowed);
     assert_eq!(run(&leg(2, Some("opaque-state-from-the-server"))).decision.kind, DecisionKind::Allowed);
     let third = run(&leg(3, Some("opaque-state-2")));
@@ -349,7 +349,7 @@ fn input_required_retries_are_judged_and_counted_like_any_call() {
 
 #[test]
 fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused() {
-    use mcp_policy_core::gate::HeadOutcome;
+    use mcp_policy_core::pipeline::HeadOutcome;
     let p = policy(r#""protocol_versions":["2025-11-25"]"#);
     for method in ["GET", "DELETE"] {
         let head = |v: Option<&str>| {
@@ -359,7 +359,7 @@ fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused()
             }
             RequestHead::from_headers(&p, h)
         };
-        let outcome = |v: Option<&str>| match gate::on_headers(&p, &head(v)) {
+        let outcome = |v: Option<&str>| match pipeline::on_headers(&p, &head(v)) {
             HeadOutcome::Done(o) => *o,
             HeadOutcome::NeedBody => panic!("{method} needs no body"),
         };

@@ -6,8 +6,8 @@
 
 use std::cell::RefCell;
 
+use mcp_policy_core::limits::{Limiter, MemoryStore, NotAdmitted, SharedStore, StoreError};
 use mcp_policy_core::policy::{Algorithm, Limit, Scope, Window};
-use mcp_policy_core::ratelimit::{Limiter, MemoryStore, NotAdmitted, SharedStore, StoreError};
 use proptest::prelude::*;
 
 fn limit(counter: &str, window: Window, max: u64, algorithm: Algorithm) -> Limit {
@@ -97,11 +97,11 @@ proptest! {
         let mut admitted = 0u64;
         for &t in ts.iter().filter(|&&t| t < BASE + 20_000) {
             // Stay inside one minute window (BASE is 20 s into a minute).
-            let snapshot: Vec<_> = refs.iter().map(|l| s.get(&mcp_policy_core::ratelimit::counter_key(l, &G)).unwrap().map(|v| v.0)).collect();
+            let snapshot: Vec<_> = refs.iter().map(|l| s.get(&mcp_policy_core::limits::counter_key(l, &G)).unwrap().map(|v| v.0)).collect();
             match (Limiter { store: &s, now_ms: t, max_tracked_grants: 10 }).admit(&refs, &G) {
                 Ok(_) => admitted += 1,
                 Err(_) => {
-                    let after: Vec<_> = refs.iter().map(|l| s.get(&mcp_policy_core::ratelimit::counter_key(l, &G)).unwrap().map(|v| v.0)).collect();
+                    let after: Vec<_> = refs.iter().map(|l| s.get(&mcp_policy_core::limits::counter_key(l, &G)).unwrap().map(|v| v.0)).collect();
                     prop_assert_eq!(snapshot, after);
                 }
             }
@@ -172,7 +172,7 @@ fn interleaved_count(prime: bool) -> (u64, bool, bool) {
         }))),
     };
     let a_ok = Limiter { store: &store, now_ms: BASE, max_tracked_grants: 10 }.admit(&[&l], &G).is_ok();
-    let key = mcp_policy_core::ratelimit::counter_key(&l, &G);
+    let key = mcp_policy_core::limits::counter_key(&l, &G);
     let (v, _) = inner.get(&key).unwrap().unwrap();
     let count = u64::from_le_bytes(v[8..16].try_into().unwrap());
     let b = *b_ok.borrow();

@@ -5,16 +5,16 @@
 use std::collections::HashSet;
 use std::mem::discriminant;
 
-use mcp_policy_core::gate::DecisionKind;
-use mcp_policy_core::mcp::Id;
-use mcp_policy_core::policy::{Algorithm, Limit, Scope, Window};
-use mcp_policy_core::protocol::Versions;
-use mcp_policy_core::ratelimit::Unavailable;
-use mcp_policy_core::refusal::{
+use mcp_policy_core::limits::Unavailable;
+use mcp_policy_core::outcome::refusal::{
     ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, EVENT_ID_INVALID,
     HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
     SESSION_ID_NOT_REWRITTEN, SESSION_INVALID,
 };
+use mcp_policy_core::pipeline::DecisionKind;
+use mcp_policy_core::policy::{Algorithm, Limit, Scope, Window};
+use mcp_policy_core::wire::mcp::Id;
+use mcp_policy_core::wire::protocol::Versions;
 
 /// The number of `Refusal` variants.
 const VARIANTS: usize = 22;
@@ -449,7 +449,7 @@ fn row(r: &Refusal) -> Row {
 
 #[test]
 fn every_refusal_has_its_exact_code_kind_status_headers_and_json() {
-    let id: Id = Id::of(&mcp_policy_core::json::parse(b"7").unwrap());
+    let id: Id = Id::of(&mcp_policy_core::wire::json::parse(b"7").unwrap());
     for r in samples() {
         let want = row(&r);
         assert_eq!(r.code(), want.code, "{r:?}");

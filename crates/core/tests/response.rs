@@ -6,10 +6,10 @@
 use std::cell::RefCell;
 
 use mcp_policy_core::config;
-use mcp_policy_core::json;
-use mcp_policy_core::mcp::Id;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, ResponseFilter, Step};
+use mcp_policy_core::wire::json;
+use mcp_policy_core::wire::mcp::Id;
 
 /// `delete_vm` is hidden; JSON bodies and incomplete SSE events may hold 300 bytes.
 fn policy(hide: &str) -> Policy {
@@ -325,13 +325,13 @@ fn bound_policy(hide: &str) -> Policy {
 /// The response to a forwarded request of grant `[9; 32]` in the server's session `up-1`.
 fn bound(p: &Policy, ids: &[&str]) -> ResponseFilter {
     let ids: Vec<Id> = ids.iter().map(|t| id(t)).collect();
-    let seal = mcp_policy_core::gate::stream_ids(p, Some(&[9; 32]), Some(b"up-1"));
+    let seal = mcp_policy_core::pipeline::stream_ids(p, Some(&[9; 32]), Some(b"up-1"));
     ResponseFilter::forwarded(p, &ids).sealing(p, seal)
 }
 
 fn sealed_id(p: &Policy, session: &[u8], event: &str) -> String {
     let keys = p.gateway.session_keys.as_ref().unwrap();
-    mcp_policy_core::session::event::seal_id(keys, &[9; 32], session, event.as_bytes())
+    mcp_policy_core::identity::session::event::seal_id(keys, &[9; 32], session, event.as_bytes())
 }
 
 const SSE: &[(&str, &str)] = &[("content-type", "text/event-stream")];

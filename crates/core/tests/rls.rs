@@ -7,10 +7,10 @@
 
 use mcp_policy_core::approval::Answer as ApprovalAnswer;
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_core::grant;
+use mcp_policy_core::identity::grant;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::MemoryStore;
 use mcp_policy_core::rls::{self, proto, Answer, FailureMode, Pending, RateLimitService};
 use serde_json::Value;
 
@@ -41,8 +41,8 @@ fn decide(p: &Policy, store: &MemoryStore, token: &str, body: &str) -> Outcome {
         ],
     );
     head.cluster = Some("mcp_upstream".into());
-    assert_eq!(gate::on_headers(p, &head), HeadOutcome::NeedBody);
-    gate::on_body(p, &head, body.as_bytes(), store, T0)
+    assert_eq!(pipeline::on_headers(p, &head), HeadOutcome::NeedBody);
+    pipeline::on_body(p, &head, body.as_bytes(), store, T0)
 }
 
 fn call(id: u64, tool: &str) -> String {
@@ -423,12 +423,12 @@ fn approval_is_asked_first_and_only_approved_calls_are_counted() {
         ApprovalAnswer::Denied { approval_id: "a1".into(), approver: "bo".into(), note: String::new() },
         ApprovalAnswer::Unavailable("down".into()),
     ] {
-        let out = gate::on_approval_answer(&p, pending.clone(), a, &store, T0);
+        let out = pipeline::on_approval_answer(&p, pending.clone(), a, &store, T0);
         assert!(out.rls.is_none() && out.reply.is_some());
     }
     // Approved: now the service is asked; over the limit refuses the approved call.
     let approved = ApprovalAnswer::Approved { approval_id: "a1".into(), approver: "bo".into() };
-    let out = gate::on_approval_answer(&p, pending, approved, &store, T0);
+    let out = pipeline::on_approval_answer(&p, pending, approved, &store, T0);
     assert_eq!(out.decision.kind, DecisionKind::Approved);
     let rls_pending = held(out);
     assert_eq!(rls_pending.request(&p, "mcp").unwrap().descriptors[0].hits_addend, Some(1));
@@ -459,7 +459,7 @@ fn dry_run_asks_and_forwards_refusals_as_would_deny() {
 fn a_descriptor_that_cannot_be_built_refuses_the_call() {
     let p = policy(EXEC, RLS);
     let mut pending = Pending::new([1; 32], false);
-    pending.add(&p, Some(mcp_policy_core::mcp::Id::null()), Some("exec".into()), &[0, usize::MAX]);
+    pending.add(&p, Some(mcp_policy_core::wire::mcp::Id::null()), Some("exec".into()), &[0, usize::MAX]);
     let why = pending.request(&p, "mcp").unwrap_err();
     assert_eq!(why, rls::NotSendable::Broken);
     let out = rls::not_sent(&p, pending.clone(), why, T0);

@@ -1,19 +1,19 @@
 //! Property tests of what the server reads, one block per kind: the filter must judge what the
 //! server will run.
 //! Each generates variants of an input that some server reads as another input, and checks the
-//! decision of the whole pipeline (`gate::on_headers`, `gate::on_body`). The variants include every
+//! decision of the whole pipeline (`pipeline::on_headers`, `pipeline::on_body`). The variants include every
 //! case folding of each envelope member, every default-ignorable code point, and numbers around the
 //! limits of binary64 precision.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use mcp_policy_core::config;
-use mcp_policy_core::fold;
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_core::json::Json;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::MemoryStore;
-use mcp_policy_core::toolslist;
+use mcp_policy_core::response::toolslist;
+use mcp_policy_core::wire::fold;
+use mcp_policy_core::wire::json::Json;
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -49,9 +49,9 @@ fn head(p: &Policy, extra: &[(&str, &[u8])]) -> RequestHead {
 /// The outcome of one POST: from the headers if they decide, else from the body.
 fn decide(p: &Policy, extra: &[(&str, &[u8])], body: &str) -> Outcome {
     let h = head(p, extra);
-    match gate::on_headers(p, &h) {
+    match pipeline::on_headers(p, &h) {
         HeadOutcome::Done(o) => *o,
-        HeadOutcome::NeedBody => gate::on_body(p, &h, body.as_bytes(), &MemoryStore::new(), NOW),
+        HeadOutcome::NeedBody => pipeline::on_body(p, &h, body.as_bytes(), &MemoryStore::new(), NOW),
     }
 }
 
@@ -86,7 +86,7 @@ fn case_variants(name: &str) -> Vec<String> {
 
 fn escaped(name: &str) -> String {
     let mut out = String::new();
-    mcp_policy_core::json::write_str(&mut out, name);
+    mcp_policy_core::wire::json::write_str(&mut out, name);
     out
 }
 
@@ -276,8 +276,8 @@ proptest! {
         if let Some(e) = exp { text = format!("{}e{}", text, e); }
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"vm_agent_exec","arguments":{{"vmid":{text},"mode":"x","command":"ls"}}}}}}"#);
         let o = decide(&p, &[], &body);
-        let Ok(Json::Number(exact)) = mcp_policy_core::json::parse(text.as_bytes()) else { panic!() };
-        let exact_eq = mcp_policy_core::conditions::cmp_numbers(&exact, "9007199254740992") == Some(std::cmp::Ordering::Equal);
+        let Ok(Json::Number(exact)) = mcp_policy_core::wire::json::parse(text.as_bytes()) else { panic!() };
+        let exact_eq = mcp_policy_core::policy::conditions::cmp_numbers(&exact, "9007199254740992") == Some(std::cmp::Ordering::Equal);
         let double_eq = text.parse::<f64>().unwrap() == 9_007_199_254_740_992f64;
         let denied = o.decision.kind == DecisionKind::Denied;
         prop_assert_eq!(denied, exact_eq || double_eq, "{}", text);

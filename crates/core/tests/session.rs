@@ -1,12 +1,12 @@
-//! Sessions bound to their grant, natively: the request step (`gate::check_session`: the
+//! Sessions bound to their grant, natively: the request step (`pipeline::check_session`: the
 //! `Mcp-Session-Id`, the `Last-Event-ID`, the HTTP+SSE session in the query), the response step
-//! (`gate::session_id_out`, `gate::stream_ids`) and `gateway.session_key` errors.
+//! (`pipeline::session_id_out`, `pipeline::stream_ids`) and `gateway.session_key` errors.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, Binding, RequestHead, SessionCheck};
-use mcp_policy_core::grant::Grant;
+use mcp_policy_core::identity::grant::Grant;
+use mcp_policy_core::pipeline::{self, Binding, RequestHead, SessionCheck};
 use mcp_policy_core::policy::Policy;
 use serde_json::Value;
 
@@ -53,26 +53,32 @@ fn bound(c: SessionCheck) -> Binding {
 fn sessions_are_bound_to_the_grant_that_created_them() {
     let p = policy(r#"{"current":"0123456789abcdef0123456789abcdef"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    let sid = gate::session_id_out(&p, Some(&a), b"upstream-1", false).unwrap();
-    assert_eq!(gate::session_id_out(&p, None, b"upstream-1", false), None);
+    let sid = pipeline::session_id_out(&p, Some(&a), b"upstream-1", false).unwrap();
+    assert_eq!(pipeline::session_id_out(&p, None, b"upstream-1", false), None);
     for method in ["POST", "GET", "DELETE"] {
         assert_eq!(
-            gate::check_session(&p, &head(&p, method, "agent-a", Some(&sid))),
+            pipeline::check_session(&p, &head(&p, method, "agent-a", Some(&sid))),
             SessionCheck::Bound(Binding {
                 grant: Some(a),
                 session: Some(b"upstream-1".to_vec()),
                 ..Binding::default()
             })
         );
-        assert_eq!(refused(gate::check_session(&p, &head(&p, method, "agent-b", Some(&sid)))), (404, -31010));
-        assert_eq!(refused(gate::check_session(&p, &head(&p, method, "agent-a", Some("upstream-1")))), (404, -31010));
+        assert_eq!(refused(pipeline::check_session(&p, &head(&p, method, "agent-b", Some(&sid)))), (404, -31010));
+        assert_eq!(
+            refused(pipeline::check_session(&p, &head(&p, method, "agent-a", Some("upstream-1")))),
+            (404, -31010)
+        );
     }
     assert_eq!(
-        gate::check_session(&p, &head(&p, "POST", "agent-a", None)),
+        pipeline::check_session(&p, &head(&p, "POST", "agent-a", None)),
         SessionCheck::Bound(Binding { grant: Some(a), ..Binding::default() })
     );
     let unbound = config::load(br#"{"version":"1"}"#).unwrap();
-    assert_eq!(gate::check_session(&unbound, &head(&unbound, "POST", "agent-b", Some(&sid))), SessionCheck::Unbound);
+    assert_eq!(
+        pipeline::check_session(&unbound, &head(&unbound, "POST", "agent-b", Some(&sid))),
+        SessionCheck::Unbound
+    );
 }
 
 #[test]
@@ -82,12 +88,12 @@ fn rotation_keeps_old_ids_valid_until_previous_is_removed() {
         policy(r#"{"current":"fedcba9876543210fedcba9876543210","previous":"0123456789abcdef0123456789abcdef"}"#);
     let done = policy(r#"{"current":"fedcba9876543210fedcba9876543210"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    let sid = gate::session_id_out(&old, Some(&a), b"s", false).unwrap();
+    let sid = pipeline::session_id_out(&old, Some(&a), b"s", false).unwrap();
     assert_eq!(
-        bound(gate::check_session(&rotated, &head(&rotated, "POST", "agent-a", Some(&sid)))).session.unwrap(),
+        bound(pipeline::check_session(&rotated, &head(&rotated, "POST", "agent-a", Some(&sid)))).session.unwrap(),
         b"s"
     );
-    assert_eq!(refused(gate::check_session(&done, &head(&done, "POST", "agent-a", Some(&sid)))), (404, -31010));
+    assert_eq!(refused(pipeline::check_session(&done, &head(&done, "POST", "agent-a", Some(&sid)))), (404, -31010));
 }
 
 #[test]
@@ -118,7 +124,10 @@ fn keys_can_come_from_the_vm_environment() {
     let p = config::load_with_env(text, &env).unwrap();
     let inline = policy(r#"{"current":"fedcba9876543210fedcba9876543210"}"#);
     let a = Grant::from_credential(b"agent-a").id;
-    assert_eq!(gate::session_id_out(&p, Some(&a), b"s", false), gate::session_id_out(&inline, Some(&a), b"s", false));
+    assert_eq!(
+        pipeline::session_id_out(&p, Some(&a), b"s", false),
+        pipeline::session_id_out(&inline, Some(&a), b"s", false)
+    );
     let e = config::load(text).unwrap_err().to_string();
     assert!(e.contains("gateway.session_key.current_env: environment variable MCPF_KEY is not set"), "{e}");
     let both = br#"{"version":"1","gateway":{"session_key":{"current":"fedcba9876543210fedcba9876543210","current_env":"MCPF_KEY"}}}"#;
@@ -130,10 +139,10 @@ fn keys_can_come_from_the_vm_environment() {
 const KEY: &str = r#"{"current":"0123456789abcdef0123456789abcdef"}"#;
 
 /// The event id handed to `token` for the server's event `event` on a stream of its session
-/// `upstream` (the sealing a response applies: `gate::stream_ids`).
+/// `upstream` (the sealing a response applies: `pipeline::stream_ids`).
 fn event_id_out(p: &Policy, token: &str, upstream: &[u8], event: &str) -> String {
     let grant = Grant::from_credential(token.as_bytes()).id;
-    let ids = gate::stream_ids(p, Some(&grant), Some(upstream)).unwrap();
+    let ids = pipeline::stream_ids(p, Some(&grant), Some(upstream)).unwrap();
     let mut out = Vec::new();
     ids.seal_events(&mut out, format!("id: {event}\n\n").as_bytes(), false);
     let text = String::from_utf8(out).unwrap();
@@ -144,13 +153,13 @@ fn event_id_out(p: &Policy, token: &str, upstream: &[u8], event: &str) -> String
 fn last_event_ids_resume_only_their_own_grant_and_session() {
     let p = policy(KEY);
     let a = Grant::from_credential(b"agent-a").id;
-    let sid_a = gate::session_id_out(&p, Some(&a), b"up-a", false).unwrap();
-    let sid_b = gate::session_id_out(&p, Some(&Grant::from_credential(b"agent-b").id), b"up-b", false).unwrap();
-    let sid_a2 = gate::session_id_out(&p, Some(&a), b"up-a2", false).unwrap();
+    let sid_a = pipeline::session_id_out(&p, Some(&a), b"up-a", false).unwrap();
+    let sid_b = pipeline::session_id_out(&p, Some(&Grant::from_credential(b"agent-b").id), b"up-b", false).unwrap();
+    let sid_a2 = pipeline::session_id_out(&p, Some(&a), b"up-a2", false).unwrap();
     let ev = event_id_out(&p, "agent-a", b"up-a", "ev-1");
     assert!(ev.starts_with("e1."), "{ev}");
     let get = |token: &str, sid: Option<&str>, last: &str| {
-        gate::check_session(&p, &head_with(&p, "GET", token, sid, &[("last-event-id", last)]))
+        pipeline::check_session(&p, &head_with(&p, "GET", token, sid, &[("last-event-id", last)]))
     };
     // The owner resumes: the server gets its own session and event ids.
     let b = bound(get("agent-a", Some(&sid_a), &ev));
@@ -174,7 +183,7 @@ fn last_event_ids_resume_only_their_own_grant_and_session() {
     }
     // A repeated header is refused; an empty one names no event and passes as it is.
     let twice = head_with(&p, "GET", "agent-a", Some(&sid_a), &[("last-event-id", &ev), ("last-event-id", &ev)]);
-    assert_eq!(refused(gate::check_session(&p, &twice)), (404, -31010));
+    assert_eq!(refused(pipeline::check_session(&p, &twice)), (404, -31010));
     assert_eq!(bound(get("agent-a", Some(&sid_a), "")).last_event_id, None);
     // Without a session: bound to the grant alone (stateless servers).
     let bare = event_id_out(&p, "agent-a", b"", "7");
@@ -183,15 +192,15 @@ fn last_event_ids_resume_only_their_own_grant_and_session() {
     // Without gateway.session_key the header passes as sent, not even read.
     let unbound = config::load(br#"{"version":"1"}"#).unwrap();
     let h = head_with(&unbound, "GET", "agent-b", None, &[("last-event-id", "ev-1")]);
-    assert_eq!(gate::check_session(&unbound, &h), SessionCheck::Unbound);
-    assert_eq!(gate::stream_ids(&unbound, Some(&a), None), None);
-    assert_eq!(gate::stream_ids(&p, None, None), None, "no grant: nothing to bind to");
+    assert_eq!(pipeline::check_session(&unbound, &h), SessionCheck::Unbound);
+    assert_eq!(pipeline::stream_ids(&unbound, Some(&a), None), None);
+    assert_eq!(pipeline::stream_ids(&p, None, None), None, "no grant: nothing to bind to");
 }
 
 /// The URL a legacy `endpoint` event hands to `token` for the server's session `upstream`.
 fn endpoint_out(p: &Policy, token: &str, upstream: &str) -> String {
     let grant = Grant::from_credential(token.as_bytes()).id;
-    let ids = gate::stream_ids(p, Some(&grant), None).unwrap();
+    let ids = pipeline::stream_ids(p, Some(&grant), None).unwrap();
     let mut out = Vec::new();
     let event = format!("event: endpoint\r\ndata: /messages/?session_id={upstream}\r\n\r\n");
     ids.seal_events(&mut out, event.as_bytes(), true);
@@ -205,7 +214,7 @@ fn legacy_session_ids_in_the_query_are_bound_to_their_grant() {
     let url = endpoint_out(&p, "agent-a", "0a1b2c");
     assert!(url.starts_with("/messages/?session_id=l1."), "{url}");
     let post =
-        |token: &str, path: &str| gate::check_session(&p, &head_with(&p, "POST", token, None, &[(":path", path)]));
+        |token: &str, path: &str| pipeline::check_session(&p, &head_with(&p, "POST", token, None, &[(":path", path)]));
     assert_eq!(bound(post("agent-a", &url)).path.as_deref(), Some(&b"/messages/?session_id=0a1b2c"[..]));
     // The TypeScript SDK's name, another parameter beside it, a percent-encoded name.
     let sealed = url.split('=').nth(1).unwrap();
@@ -230,10 +239,10 @@ fn legacy_session_ids_in_the_query_are_bound_to_their_grant() {
     assert_eq!(bound(post("agent-a", "/mcp")).path, None);
     for method in ["GET", "DELETE"] {
         let h = head_with(&p, method, "agent-b", None, &[(":path", &url)]);
-        assert_eq!(refused(gate::check_session(&p, &h)), (404, -31010));
+        assert_eq!(refused(pipeline::check_session(&p, &h)), (404, -31010));
     }
     // Without gateway.session_key the query passes as sent.
     let unbound = config::load(br#"{"version":"1"}"#).unwrap();
     let h = head_with(&unbound, "POST", "agent-b", None, &[(":path", "/messages/?session_id=0a1b2c")]);
-    assert_eq!(gate::check_session(&unbound, &h), SessionCheck::Unbound);
+    assert_eq!(pipeline::check_session(&unbound, &h), SessionCheck::Unbound);
 }

@@ -1,7 +1,7 @@
 //! Shared-data keys. Istio sets no `vm_id`, so every wasm plugin on a proxy shares one
 //! shared-data namespace: every key this filter reads or writes must carry its prefix `mcpf1:`,
 //! and another plugin's keys must neither disturb it nor be disturbed by it. This drives the
-//! request pipeline (`gate::on_body`, as the host does) through every shared-data path: fixed and
+//! request pipeline (`pipeline::on_body`, as the host does) through every shared-data path: fixed and
 //! sliding windows, grant and global scope, batches, give-backs after a refusal, the tracked-grant
 //! cap, and the load-time lock; the real-Envoy counterpart is
 //! tests/integration/test_deploy_istio.py (a second wasm plugin next to the filter).
@@ -12,9 +12,9 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, RequestHead};
+use mcp_policy_core::limits::{self, MemoryStore, SharedStore, StoreError};
+use mcp_policy_core::pipeline::{self, DecisionKind, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::{self, MemoryStore, SharedStore, StoreError};
 
 const PREFIX: &str = "mcpf1:";
 const T0: u64 = 1_700_000_040_000; // a UTC minute boundary
@@ -69,11 +69,11 @@ fn call(id: u64, tool: &str) -> String {
 
 /// Decisions of a sequence of (grant, body) through one store.
 fn run(p: &Policy, store: &dyn SharedStore, calls: &[(&str, String)]) -> Vec<DecisionKind> {
-    ratelimit::init_lock(store).unwrap();
+    limits::init_lock(store).unwrap();
     calls
         .iter()
         .enumerate()
-        .map(|(i, (g, body))| gate::on_body(p, &post(p, g), body.as_bytes(), store, T0 + i as u64).decision.kind)
+        .map(|(i, (g, body))| pipeline::on_body(p, &post(p, g), body.as_bytes(), store, T0 + i as u64).decision.kind)
         .collect()
 }
 
@@ -101,7 +101,7 @@ fn every_key_the_filter_touches_carries_its_prefix() {
     // The workload reaches every path: admitted, rate limited, the grant cap (limiter unavailable).
     assert!(got.contains(&DecisionKind::Allowed) && got.contains(&DecisionKind::RateLimited), "{got:?}");
     assert!(got.contains(&DecisionKind::LimiterUnavailable), "{got:?}");
-    let _ = ratelimit::tracked_grants(&store);
+    let _ = limits::tracked_grants(&store);
     let (read, written) = (store.read.borrow(), store.written.borrow());
     assert!(!written.is_empty());
     for key in read.iter().chain(written.iter()) {

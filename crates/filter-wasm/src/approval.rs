@@ -9,10 +9,10 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
 use mcp_policy_core::approval::{self, Answer};
-use mcp_policy_core::gate::{self, PendingApproval};
-use mcp_policy_core::held;
+use mcp_policy_core::limits::held;
+use mcp_policy_core::limits::Limiter;
+use mcp_policy_core::pipeline::{self, PendingApproval};
 use mcp_policy_core::policy::ApprovalService;
-use mcp_policy_core::ratelimit::Limiter;
 
 /// Largest approval-service answer read, in bytes; a longer one is a bad answer.
 const MAX_APPROVAL_ANSWER_BYTES: usize = 64 * 1024;
@@ -41,9 +41,13 @@ impl Filter {
             approval::read_answer(status.as_deref(), &body.unwrap_or_default())
         };
         if let Answer::Unavailable(why) = &answer {
-            warn!("[ctx {}] approval service unusable for tool '{}': {why}", self.id, gate::log_safe(&pending.tool));
+            warn!(
+                "[ctx {}] approval service unusable for tool '{}': {why}",
+                self.id,
+                pipeline::log_safe(&pending.tool)
+            );
         }
-        let outcome = gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms());
+        let outcome = pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms());
         if self.finish(outcome) == Action::Continue {
             if let Err(s) = hostcalls::resume_http_request() {
                 warn!("[ctx {}] cannot resume the approved request ({s:?})", self.id);
@@ -70,7 +74,7 @@ impl Filter {
                 info!(
                     "[ctx {}] approval of tool '{}' asked without waiting: grant {} ({r:?}, max_held_per_grant {})",
                     self.id,
-                    gate::log_safe(&pending.tool),
+                    pipeline::log_safe(&pending.tool),
                     pending.grant_label,
                     svc.max_held_per_grant
                 );
@@ -99,7 +103,7 @@ impl Filter {
         let Some(svc) = policy.gateway.approval.as_ref() else {
             // config::load refuses require_approval without gateway.approval; never forward anyway.
             let answer = Answer::Unavailable("no approval service is configured".into());
-            return self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
+            return self.finish(pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
         };
         let wait = self.hold_slot(svc, policy.gateway.max_tracked_grants, &pending);
         let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), wait);
@@ -125,7 +129,7 @@ impl Filter {
                 self.release_held();
                 let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
                 warn!("[ctx {}] approval callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
-                self.finish(gate::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()))
+                self.finish(pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()))
             }
         }
     }
@@ -146,7 +150,7 @@ impl Filter {
             info!(
                 "[ctx {}] request ended while waiting for approval of tool '{}'",
                 self.id,
-                gate::log_safe(&pending.tool)
+                pipeline::log_safe(&pending.tool)
             );
         }
     }

@@ -32,9 +32,9 @@ mod root;
 use metrics::Metrics;
 use root::Root;
 
-use mcp_policy_core::gate::{PendingApproval, RequestHead};
+use mcp_policy_core::limits::{GrantId, SharedStore, StoreError, GRANTS_KEY};
+use mcp_policy_core::pipeline::{PendingApproval, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::{GrantId, SharedStore, StoreError, GRANTS_KEY};
 use mcp_policy_core::response::ResponseFilter;
 
 // `main!` exports `_start` with `#[no_mangle]`, which the `unsafe_code` lint reports; the
@@ -113,16 +113,16 @@ struct Filter {
     /// Envoy's `x-request-id`, for the audit log.
     request_id: Option<String>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
-    session_grant: Option<mcp_policy_core::ratelimit::GrantId>,
+    session_grant: Option<mcp_policy_core::limits::GrantId>,
     /// The server's own `Mcp-Session-Id` of the request, whose stream's event ids are bound to it.
     session_upstream: Option<Vec<u8>>,
-    /// The session's client declared URL elicitation: its id is handed out as `m2.` (`mcp_policy_core::offer`).
+    /// The session's client declared URL elicitation: its id is handed out as `m2.` (`mcp_policy_core::approval::offer`).
     session_url_elicitation: bool,
-    /// The grant whose held-callout count (`mcp_policy_core::held`) this stream's callout took, and the
+    /// The grant whose held-callout count (`mcp_policy_core::limits::held`) this stream's callout took, and the
     /// count's lease in ms; given back when the callout answers or the stream ends.
     held: Option<(GrantId, u64)>,
-    /// The body to forward instead of the received one, once the request goes upstream (`mcp_policy_core::rewrite`).
-    rewrite: Option<mcp_policy_core::rewrite::BodyRewrite>,
+    /// The body to forward instead of the received one, once the request goes upstream (`mcp_policy_core::pipeline::rewrite`).
+    rewrite: Option<mcp_policy_core::pipeline::rewrite::BodyRewrite>,
     /// The clock reading (ms since the epoch) the request's decision was made with, reused for the
     /// audit record's `ts`: one clock read per decision.
     decided_at_ms: Option<u64>,

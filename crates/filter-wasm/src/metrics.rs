@@ -14,17 +14,17 @@ use std::collections::HashMap;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
-use mcp_policy_core::gate::Decision;
-use mcp_policy_core::offer::Event;
+use mcp_policy_core::approval::offer::Event;
+use mcp_policy_core::limits::Unavailable;
+use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
+use mcp_policy_core::outcome::series;
+use mcp_policy_core::pipeline::Decision;
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::Unavailable;
-use mcp_policy_core::refusal::{LimiterFault, Refusal};
-use mcp_policy_core::series;
 
 // Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
 // call refused in dry-run mode and forwarded; `approved` a call forwarded after a person approved it;
 // `approval_*` the refusals of `require_approval` tools.
-use mcp_policy_core::series::LABELS;
+use mcp_policy_core::outcome::series::LABELS;
 
 /// The label a decision is counted under.
 fn label(d: &Decision) -> &'static str {
@@ -160,7 +160,7 @@ impl Metrics {
         Self::bump(self.totals.get(refusal.decision_kind().as_str()), 1);
     }
 
-    /// One approval offer event (`mcp_policy_core::offer`).
+    /// One approval offer event (`mcp_policy_core::approval::offer`).
     pub fn offer(&self, event: Event) {
         Self::bump(self.offers.iter().find(|(e, _)| *e == event).map(|(_, id)| id), 1);
     }

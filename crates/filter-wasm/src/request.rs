@@ -1,5 +1,5 @@
 //! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
-//! `mcp_policy_core::gate`; acting on its outcome (forward, local reply, or hold for a callout).
+//! `mcp_policy_core::pipeline`; acting on its outcome (forward, local reply, or hold for a callout).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -8,15 +8,15 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
-use mcp_policy_core::audit::AuditMode;
-use mcp_policy_core::gate::{self, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_core::refusal::{
+use mcp_policy_core::outcome::audit::AuditMode;
+use mcp_policy_core::outcome::refusal::{
     Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
     SESSION_ID_NOT_REWRITTEN,
 };
-use mcp_policy_core::reply::Reply;
+use mcp_policy_core::pipeline::rewrite::BodyRewrite;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::response::ResponseFilter;
-use mcp_policy_core::rewrite::BodyRewrite;
+use mcp_policy_core::wire::reply::Reply;
 
 impl Filter {
     /// Act on an outcome: record it, then forward or answer locally (or, for a call that needs
@@ -42,7 +42,7 @@ impl Filter {
                 if !self.apply(&rewrite) {
                     return self.unavailable(BODY_UNWRITABLE);
                 }
-                self.metrics.offer(mcp_policy_core::offer::Event::Forwarded);
+                self.metrics.offer(mcp_policy_core::approval::offer::Event::Forwarded);
             }
         }
         let d = &outcome.decision;
@@ -58,7 +58,7 @@ impl Filter {
         }
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
-        let record = |d: &gate::Decision| {
+        let record = |d: &pipeline::Decision| {
             let at =
                 decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
             let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
@@ -74,7 +74,8 @@ impl Filter {
         match outcome.reply {
             None => {
                 if let Some(policy) = self.policy.as_ref() {
-                    let ids = gate::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
+                    let ids =
+                        pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids).sealing(policy, ids);
                 }
                 Action::Continue
@@ -113,7 +114,7 @@ impl Filter {
     /// `unavailable`.
     fn unavailable(&mut self, reason: &'static str) -> Action {
         self.request = RequestState::Decided;
-        self.send(Refusal::Unavailable { reason }.reply(&mcp_policy_core::mcp::Id::null()))
+        self.send(Refusal::Unavailable { reason }.reply(&mcp_policy_core::wire::mcp::Id::null()))
     }
 
     fn decide_body(&mut self, body_size: usize) -> Action {
@@ -136,11 +137,11 @@ impl Filter {
             Ok(b) => b.unwrap_or_default(),
             Err(s) => {
                 warn!("[ctx {}] cannot read the request body ({s:?}); refusing", self.id);
-                return self.finish(gate::body_unreadable());
+                return self.finish(pipeline::body_unreadable());
             }
         };
         let now = *self.decided_at_ms.insert(now_ms());
-        let outcome = gate::on_body(&policy, &head, &body, &HostStore, now);
+        let outcome = pipeline::on_body(&policy, &head, &body, &HostStore, now);
         self.finish(outcome)
     }
 
@@ -176,9 +177,9 @@ impl Filter {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
             .map(str::to_owned);
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-        match gate::check_session(&policy, &head) {
-            gate::SessionCheck::Unbound => {}
-            gate::SessionCheck::Bound(bound) => {
+        match pipeline::check_session(&policy, &head) {
+            pipeline::SessionCheck::Unbound => {}
+            pipeline::SessionCheck::Bound(bound) => {
                 // The server sees its own ids; the client only ever sees the bound ones.
                 let rewrites = [
                     ("mcp-session-id", &bound.session, SESSION_ID_NOT_REWRITTEN),
@@ -196,19 +197,19 @@ impl Filter {
                 self.session_grant = bound.grant;
                 self.session_upstream = bound.session;
             }
-            gate::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+            pipeline::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
         }
-        match gate::on_headers(&policy, &head) {
+        match pipeline::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
                 if outcome.reply.is_none() && !end_of_stream {
                     // GET/DELETE carry no body in Streamable HTTP; one that does is not judged, so refuse it.
-                    return self.finish(gate::unexpected_body());
+                    return self.finish(pipeline::unexpected_body());
                 }
                 self.finish(*outcome)
             }
             HeadOutcome::NeedBody if end_of_stream => {
                 let now = *self.decided_at_ms.insert(now_ms());
-                let outcome = gate::on_body(&policy, &head, b"", &HostStore, now);
+                let outcome = pipeline::on_body(&policy, &head, b"", &HostStore, now);
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {
@@ -227,7 +228,7 @@ impl Filter {
             return self.unconfigured();
         };
         if body_size > policy.gateway.max_body_bytes {
-            return self.finish(gate::body_too_large(&policy));
+            return self.finish(pipeline::body_too_large(&policy));
         }
         if !end_of_stream {
             // Buffer until the end: never decide on a prefix.
@@ -248,16 +249,16 @@ impl Filter {
 
 /// The per-decision filter-state values, one `set_property` each (the SDK's path `wasm.<name>` in
 /// Envoy's filter state, readable as `%FILTER_STATE(wasm.<name>:PLAIN)%`).
-fn set_filter_state(d: &gate::Decision) {
+fn set_filter_state(d: &pipeline::Decision) {
     let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
     if let Some(t) = &d.tool {
-        let _ = hostcalls::set_property(vec!["mcp_tool"], Some(gate::log_safe(t).as_bytes()));
+        let _ = hostcalls::set_property(vec!["mcp_tool"], Some(pipeline::log_safe(t).as_bytes()));
     }
     if let Some(g) = &d.grant {
         let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
     }
     if let Some(r) = &d.rule {
-        let _ = hostcalls::set_property(vec!["mcp_rule"], Some(gate::log_safe(r).as_bytes()));
+        let _ = hostcalls::set_property(vec!["mcp_rule"], Some(pipeline::log_safe(r).as_bytes()));
     }
     if let Some(k) = d.error_kind() {
         let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));

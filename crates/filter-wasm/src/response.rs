@@ -7,8 +7,8 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::Filter;
-use mcp_policy_core::gate;
-use mcp_policy_core::refusal::Refusal;
+use mcp_policy_core::outcome::refusal::Refusal;
+use mcp_policy_core::pipeline;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
 
 impl Filter {
@@ -18,8 +18,12 @@ impl Filter {
             let name = "mcp-session-id";
             if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
                 self.response.set_session(&upstream);
-                let bound =
-                    gate::session_id_out(&policy, self.session_grant.as_ref(), &upstream, self.session_url_elicitation);
+                let bound = pipeline::session_id_out(
+                    &policy,
+                    self.session_grant.as_ref(),
+                    &upstream,
+                    self.session_url_elicitation,
+                );
                 let value = bound.as_ref().map(String::as_bytes);
                 if hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, value).is_err() {
                     // Never hand out an unbound session id.

@@ -11,8 +11,8 @@ use proxy_wasm::types::{BufferType, ContextType};
 use super::metrics::Metrics;
 use super::{Filter, HostStore, RequestState};
 use mcp_policy_core::config;
+use mcp_policy_core::limits;
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit;
 use mcp_policy_core::response::ResponseFilter;
 
 pub(super) struct Root {
@@ -57,7 +57,7 @@ impl RootContext for Root {
         // The VM's environment (Envoy vm_config.environment_variables), for keys named by variable.
         match config::load_with_env(&bytes, &|name| std::env::var(name).ok()) {
             Ok(policy) => {
-                if let Err(e) = ratelimit::init_lock(&HostStore) {
+                if let Err(e) = limits::init_lock(&HostStore) {
                     error!("[root {}] shared data unavailable: {e:?}", self.id);
                     return false;
                 }
@@ -74,7 +74,7 @@ impl RootContext for Root {
                 }
                 self.metrics = Rc::new(Metrics::define(&policy));
                 // From here on the gauge is only incremented, by the VM that registers a grant.
-                self.metrics.set_tracked_grants(ratelimit::tracked_grants(&HostStore));
+                self.metrics.set_tracked_grants(limits::tracked_grants(&HostStore));
                 self.policy = Some(Rc::new(policy));
                 true
             }

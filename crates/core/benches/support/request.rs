@@ -2,7 +2,7 @@
 //! headers (`bench/load.py`) and its clock. Shared by `benches/core.rs`, `benches/alloc.rs` and
 //! `tests/alloc_count.rs` (included with `#[path]`).
 
-use mcp_policy_core::gate::RequestHead;
+use mcp_policy_core::pipeline::RequestHead;
 use mcp_policy_core::policy::Policy;
 
 /// 2026-01-01T00:00:00Z, in ms since the Unix epoch.

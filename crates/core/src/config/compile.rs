@@ -11,9 +11,9 @@ use super::{
     err, ConfigError, ConfigErrors, DEFAULT_APPROVAL_TIMEOUT, MAX_APPROVAL_TIMEOUT_SECONDS, MAX_REGEX_LEN,
     MAX_SLIDING_MAX,
 };
-use crate::conditions::{self, Condition, Op};
-use crate::json::Json;
+use crate::policy::conditions::{self, Condition, Op};
 use crate::policy::{Action, Algorithm, Limit, NeedsApproval, Policy, ToolRule};
+use crate::wire::json::Json;
 
 mod gateway;
 

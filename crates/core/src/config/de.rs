@@ -45,13 +45,13 @@
 //! positions go through `deserialize_any`. Measured on a module of 573,512 B, reading the policy
 //! with `serde_json::from_slice` instead made the `.wasm` 28,863 B larger (→ 602,375 B); without
 //! serde_json and serde_path_to_error the module is 68.6 KB smaller, see BENCHMARKS.md. `make lint`
-//! keeps serde_json out of the wasm32 dependency tree; see `crate::json` for the parser's side.
+//! keeps serde_json out of the wasm32 dependency tree; see `crate::wire::json` for the parser's side.
 
 use std::fmt;
 
 use serde::de::{self, Visitor};
 
-use crate::json::{self, Json};
+use crate::wire::json::{self, Json};
 
 mod error;
 mod reader;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::JsonValue;
-use crate::audit::AuditMode;
+use crate::outcome::audit::AuditMode;
 use crate::policy::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 use crate::rls::FailureMode;
 
@@ -115,7 +115,7 @@ pub struct ConditionSpec {
     pub reason: Option<String>,
 }
 
-/// A condition's `op` as written; compiled with its `value` into a [`crate::conditions::Op`], which
+/// A condition's `op` as written; compiled with its `value` into a [`crate::policy::conditions::Op`], which
 /// carries the value and so cannot be read on its own.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

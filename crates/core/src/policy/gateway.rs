@@ -34,16 +34,16 @@ pub struct Gateway {
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
     /// `gateway.protocol_versions`: the MCP protocol versions accepted.
-    pub protocol_versions: crate::protocol::Versions,
+    pub protocol_versions: crate::wire::protocol::Versions,
     /// `gateway.session_key`: bind `Mcp-Session-Id` to its grant.
-    pub session_keys: Option<crate::session::SessionKeys>,
+    pub session_keys: Option<crate::identity::session::SessionKeys>,
     /// `gateway.client_responses`: forward (`Allow`, default) or refuse (`Deny`) JSON-RPC responses
     /// from the client.
     pub client_responses: Action,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
     pub rate_limit_service: Option<crate::rls::RateLimitService>,
     /// `gateway.audit`: where each decision's audit record goes (default: the log).
-    pub audit: crate::audit::AuditMode,
+    pub audit: crate::outcome::audit::AuditMode,
     /// `gateway.filter_state`: set the per-decision filter-state values (default true).
     pub filter_state: bool,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
@@ -63,7 +63,7 @@ pub struct ApprovalService {
     /// Callout timeout in milliseconds (default 5000 in retry mode, 30000 in hold mode).
     pub timeout_ms: u64,
     pub mode: ApprovalMode,
-    /// Hold mode: most held callouts of one grant at once, per Envoy process (`crate::held`).
+    /// Hold mode: most held callouts of one grant at once, per Envoy process (`crate::limits::held`).
     pub max_held_per_grant: u32,
 }
 

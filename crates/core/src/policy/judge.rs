@@ -2,8 +2,8 @@
 //! precedence is in the module documentation of `policy`.
 
 use super::{Action, Limit, NeedsApproval, Policy};
-use crate::conditions;
-use crate::mcp::{Arguments, Call, McpMethod};
+use crate::policy::conditions;
+use crate::wire::mcp::{Arguments, Call, McpMethod};
 
 /// The outcome of judging one request by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl Policy {
     /// and its method. A kind the filter does not know is refused: what it would open is unknown.
     /// Allowed: under the first rule that allowed a kind; with only kinds that pass (tools
     /// list changes) or none, it passes.
-    fn judge_listen(&self, listen: Option<&crate::protocol::Listen>) -> Verdict<'_> {
+    fn judge_listen(&self, listen: Option<&crate::wire::protocol::Listen>) -> Verdict<'_> {
         let Some(listen) = listen else {
             let reason = "subscriptions/listen must carry params.notifications".into();
             return Verdict::Deny { rule: "default".into(), reason };
@@ -75,7 +75,10 @@ impl Policy {
 
     fn judge_tool(&self, name: &str, args: Option<&Arguments>) -> Verdict<'_> {
         if self.is_hidden(name) {
-            return Verdict::Deny { rule: crate::refusal::HIDE_RULE.into(), reason: "tool is hidden by policy".into() };
+            return Verdict::Deny {
+                rule: crate::outcome::refusal::HIDE_RULE.into(),
+                reason: "tool is hidden by policy".into(),
+            };
         }
         if let Some((denied, r)) = self.denied_by_fold(name) {
             let reason = r.reason.clone().unwrap_or_else(|| "denied by policy".to_owned());
@@ -178,7 +181,7 @@ fn tool_rule_name(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::load;
-    use crate::mcp::ToolCall;
+    use crate::wire::mcp::ToolCall;
 
     fn tool(name: &str) -> Call {
         Call::Tool(ToolCall { name: name.into(), arguments: None, leg: Default::default() })
@@ -351,8 +354,8 @@ mod tests {
             })
             .collect();
         filter.extend(unknown.map(|u| format!(r#""{u}":true"#)));
-        let json = crate::json::parse(format!("{{{}}}", filter.join(",")).as_bytes()).unwrap();
-        let l = crate::protocol::Listen::from_filter(&json).unwrap();
+        let json = crate::wire::json::parse(format!("{{{}}}", filter.join(",")).as_bytes()).unwrap();
+        let l = crate::wire::protocol::Listen::from_filter(&json).unwrap();
         Call::Method { method: McpMethod::SubscriptionsListen, target: None, listen: Some(l) }
     }
 

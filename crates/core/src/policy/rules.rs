@@ -1,7 +1,7 @@
 //! The compiled rules of the policy's `tools`: a tool's rule, its limits, its approval.
 
 use super::{Action, Algorithm, Scope, Window};
-use crate::conditions::Condition;
+use crate::policy::conditions::Condition;
 
 /// A compiled rate limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub struct Limit {
     pub algorithm: Algorithm,
     /// JSON path of the limit in the policy, e.g. `tools.vm_agent_exec.limits[0]`.
     pub path: String,
-    /// The hashed part of its shared-data counter key ([`crate::ratelimit::counter_base`]); private,
+    /// The hashed part of its shared-data counter key ([`crate::limits::counter_base`]); private,
     /// so [`Limit::new`] is the only way to make a limit and the base always matches its fields.
     key_base: [u8; 16],
 }
@@ -21,7 +21,7 @@ pub struct Limit {
 impl Limit {
     /// A limit with its counter key's base computed (once, when the policy is compiled).
     pub fn new(counter: String, window: Window, max: u64, scope: Scope, algorithm: Algorithm, path: String) -> Self {
-        let key_base = crate::ratelimit::counter_base(&counter, scope, window, algorithm);
+        let key_base = crate::limits::counter_base(&counter, scope, window, algorithm);
         Limit { counter, window, max, scope, algorithm, path, key_base }
     }
 

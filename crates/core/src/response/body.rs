@@ -1,16 +1,16 @@
 //! The chunk filter: the response body, chunk by chunk as Envoy hands it over, after a
 //! [`Plan::FilterJson`](super::Plan::FilterJson) or [`Plan::FilterSse`](super::Plan::FilterSse).
 //!
-//! The body rules (each replaces the body by the JSON-RPC error −31006, see `crate::toolslist`):
+//! The body rules (each replaces the body by the JSON-RPC error −31006, see `crate::response::toolslist`):
 //! - a JSON body over `gateway.max_response_bytes`, or an incomplete SSE event over it;
 //! - JSON that does not parse (duplicate members included), or an SSE stream that is not UTF-8;
-//! - an SSE event whose data does not parse but could carry a JSON-RPC message (`crate::sse`), or a
+//! - an SSE event whose data does not parse but could carry a JSON-RPC message (`crate::wire::sse`), or a
 //!   field name that lenient clients read as `data`;
 //! - a result answering the request, or carrying `tools`, whose `tools` is not an array of objects
 //!   with string names, or whose member names clash after case folding.
 
 use super::{BadUpstream, ResponseFilter, State};
-use crate::toolslist;
+use crate::response::toolslist;
 
 /// A host call on the body bytes that failed ([`ResponseFilter::host_failed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

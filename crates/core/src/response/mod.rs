@@ -11,29 +11,30 @@
 //!   JSON reply to another request answers that request only.
 //!
 //! With `gateway.session_key`, every SSE reply also has the ids it hands out sealed for the grant
-//! ([`ResponseFilter::sealing`], `crate::session::StreamIds`); one that is content-encoded passes
+//! ([`ResponseFilter::sealing`], `crate::identity::session::StreamIds`); one that is content-encoded passes
 //! unsealed, since its bare ids are refused when presented back. Where the policy does not filter
 //! tool lists, SSE replies are read only for their ids: nothing in them is parsed or refused.
 //!
 //! The body is then filtered by [`ResponseFilter::on_body`] and [`ResponseFilter::on_chunk`]
-//! (`body`): JSON once whole, SSE event by event as it arrives (`crate::toolslist`). In Envoy 1.40 a
+//! (`body`): JSON once whole, SSE event by event as it arrives (`crate::response::toolslist`). In Envoy 1.40 a
 //! wasm filter that pauses response headers never sees the body, so the headers (status included)
 //! leave before the body is read: a body found unfilterable afterwards is replaced by the JSON-RPC
 //! error (framed as one SSE event on a stream), and the rest of it is dropped.
 //!
-//! Every refusal is `bad_upstream_response` (−31006, [`crate::reply::code::BAD_UPSTREAM_RESPONSE`])
+//! Every refusal is `bad_upstream_response` (−31006, [`crate::wire::reply::code::BAD_UPSTREAM_RESPONSE`])
 //! with the `tools/list` request's id where there is one, else `null`.
 
-use crate::json::{self, Json};
-use crate::mcp::Id;
+use crate::identity::session::StreamIds;
+use crate::outcome::refusal::Refusal;
 use crate::policy::Policy;
-use crate::refusal::Refusal;
-use crate::reply::Reply;
-use crate::session::StreamIds;
-use crate::toolslist::SseStream;
+use crate::response::toolslist::SseStream;
+use crate::wire::json::{self, Json};
+use crate::wire::mcp::Id;
+use crate::wire::reply::Reply;
 
 mod body;
 mod plan;
+pub mod toolslist;
 pub use body::{HostOp, Step};
 pub use plan::Plan;
 

@@ -13,8 +13,8 @@
 //! never refused: an SSE stream is read unless content-encoded, anything else passes.
 
 use super::{BadUpstream, Framing, ResponseFilter, Scope, State};
-use crate::http;
-use crate::toolslist::SseStream;
+use crate::response::toolslist::SseStream;
+use crate::wire::http;
 
 /// What the host does with a response, once its headers are in.
 #[derive(Debug, Clone, PartialEq, Eq)]

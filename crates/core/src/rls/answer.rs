@@ -10,10 +10,10 @@
 //!   provoke by the shape of its request must never become a way around the quota.
 
 use super::{proto, NotSendable, Pending, MAX_DESCRIPTORS};
-use crate::gate::{DecisionKind, Outcome};
-use crate::mcp::Id;
+use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
+use crate::pipeline::{DecisionKind, Outcome};
 use crate::policy::Policy;
-use crate::refusal::{LimiterFault, Refusal, Subject};
+use crate::wire::mcp::Id;
 
 use super::{Element, FailureMode};
 

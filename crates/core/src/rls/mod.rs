@@ -21,11 +21,11 @@
 
 use serde::Deserialize;
 
-use crate::gate::{Decision, DecisionKind};
-use crate::grant::hex;
-use crate::mcp::Id;
+use crate::identity::grant::hex;
+use crate::limits::GrantId;
+use crate::pipeline::{Decision, DecisionKind};
 use crate::policy::{Limit, Policy, Scope, Window};
-use crate::ratelimit::GrantId;
+use crate::wire::mcp::Id;
 
 mod answer;
 pub mod proto;

@@ -1,8 +1,8 @@
 //! Audit lines: argument keys not values, bounded sizes, no forged log lines.
 
 use super::{policy, post, T0};
-use mcp_policy_core::gate;
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline;
 use serde_json::{json, Value};
 
 #[test]
@@ -10,7 +10,7 @@ fn audit_lines_carry_keys_not_values() {
     let p = policy("");
     let s = MemoryStore::new();
     let body = r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"reboot_vm","arguments":{"node":"pve","vmid":100,"secret":"hunter2"}}}"#;
-    let o = gate::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
     let line = o.decision.audit_json("2026-11-30T09:00:00.000Z", Some("rid-1"));
     assert_eq!(
         serde_json::from_str::<Value>(&line).unwrap(),
@@ -32,7 +32,7 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
         r#"{{"jsonrpc":"2.0","id":{long_id},"method":"tools/call","params":{{"name":{},"arguments":{{{keys}}}}}}}"#,
         serde_json::to_string(&name).unwrap()
     );
-    let o = gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
     let line = o.decision.audit_json("t", None);
     assert!(line.len() < 2000, "audit line is {} bytes", line.len());
     let v: Value = serde_json::from_str(&line).unwrap();
@@ -40,7 +40,7 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
     assert_eq!(v["arg_keys"].as_array().unwrap().len(), 32);
     assert_eq!(v["arg_keys_total"], 100);
     assert_eq!(v["tool"].as_str().unwrap().chars().count(), 257);
-    let safe = gate::log_safe(&name);
+    let safe = pipeline::log_safe(&name);
     assert!(safe.starts_with("x\\u{a}[info] forged\\u{1b}[31m\\u{2028}yyy"), "{safe}");
     assert!(!safe.contains('\n') && !safe.contains('\u{1b}') && safe.chars().count() < 160);
 }
@@ -48,19 +48,19 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
 #[test]
 fn truncate_and_log_safe_at_their_caps() {
     // Within the byte cap: as it is. Over it in bytes but not in characters: as it is too.
-    assert_eq!(gate::truncate("abc", 3), "abc");
-    assert_eq!(gate::truncate("abcd", 3), "abc…");
-    assert_eq!(gate::truncate("ééé", 3), "ééé");
-    assert_eq!(gate::truncate("éééé", 3), "ééé…");
-    assert_eq!(gate::truncate("", 0), "");
-    assert_eq!(gate::truncate("a", 0), "…");
+    assert_eq!(pipeline::truncate("abc", 3), "abc");
+    assert_eq!(pipeline::truncate("abcd", 3), "abc…");
+    assert_eq!(pipeline::truncate("ééé", 3), "ééé");
+    assert_eq!(pipeline::truncate("éééé", 3), "ééé…");
+    assert_eq!(pipeline::truncate("", 0), "");
+    assert_eq!(pipeline::truncate("a", 0), "…");
     let a128 = "a".repeat(128);
-    assert_eq!(gate::log_safe(&a128), a128);
-    assert_eq!(gate::log_safe(&"a".repeat(129)), format!("{a128}…"));
-    assert_eq!(gate::log_safe(&"é".repeat(128)), "é".repeat(128));
-    assert_eq!(gate::log_safe(&"é".repeat(129)), format!("{}…", "é".repeat(128)));
-    assert_eq!(gate::log_safe("a\u{7f}b"), "a\\u{7f}b");
-    assert_eq!(gate::log_safe(&format!("{}\u{7f}", "a".repeat(127))), format!("{}\\u{{7f}}", "a".repeat(127)));
-    assert_eq!(gate::log_safe(" ~"), " ~");
-    assert_eq!(gate::log_safe("\u{1f}\u{85}\u{2029}"), "\\u{1f}\\u{85}\\u{2029}");
+    assert_eq!(pipeline::log_safe(&a128), a128);
+    assert_eq!(pipeline::log_safe(&"a".repeat(129)), format!("{a128}…"));
+    assert_eq!(pipeline::log_safe(&"é".repeat(128)), "é".repeat(128));
+    assert_eq!(pipeline::log_safe(&"é".repeat(129)), format!("{}…", "é".repeat(128)));
+    assert_eq!(pipeline::log_safe("a\u{7f}b"), "a\\u{7f}b");
+    assert_eq!(pipeline::log_safe(&format!("{}\u{7f}", "a".repeat(127))), format!("{}\\u{{7f}}", "a".repeat(127)));
+    assert_eq!(pipeline::log_safe(" ~"), " ~");
+    assert_eq!(pipeline::log_safe("\u{1f}\u{85}\u{2029}"), "\\u{1f}\\u{85}\\u{2029}");
 }

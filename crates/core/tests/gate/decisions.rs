@@ -2,15 +2,15 @@
 
 use super::{call, policy, post, reply, T0};
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind};
 use serde_json::{json, Value};
 
 #[test]
 fn allowed_call_is_forwarded_with_its_decision() {
     let p = policy("");
     let s = MemoryStore::new();
-    let o = gate::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
     assert_eq!(o.reply, None);
     assert_eq!(o.decision.kind, DecisionKind::Allowed);
     assert_eq!(o.decision.tool.as_deref(), Some("list_vms"));
@@ -23,7 +23,7 @@ fn denials_echo_the_id_and_name_the_reason() {
     let p = policy("");
     let s = MemoryStore::new();
     let body = r#"{"jsonrpc":"2.0","id":"q-\u00e9","method":"tools/call","params":{"name":"stop_vm"}}"#;
-    let o = gate::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
     assert_eq!(
         o.reply.as_ref().unwrap().body,
         r#"{"jsonrpc":"2.0","id":"q-\u00e9","error":{"code":-31001,"message":"tool 'stop_vm' denied: stopping VMs needs a change ticket","data":{"kind":"denied","tool":"stop_vm","reason":"stopping VMs needs a change ticket","rule":"tools.stop_vm"}}}"#
@@ -33,7 +33,7 @@ fn denials_echo_the_id_and_name_the_reason() {
         ("delete_vm", "hide", "tool is hidden by policy"),
         ("reboot_vm", "default", "not allowed by policy (default: deny)"),
     ] {
-        let o = gate::on_body(&p, &post(&p, "abc"), call(7, tool).as_bytes(), &s, T0);
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(7, tool).as_bytes(), &s, T0);
         let (status, b, _) = reply(&o);
         assert_eq!(status, 200);
         assert_eq!(
@@ -44,10 +44,10 @@ fn denials_echo_the_id_and_name_the_reason() {
         assert_eq!(b["id"], 7);
     }
     let rr = r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"x"}}"#;
-    let (_, b, _) = reply(&gate::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0));
+    let (_, b, _) = reply(&pipeline::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0));
     assert_eq!(b["error"]["data"]["reason"], "method prompts/get is not allowed by policy (default: deny)");
     let rr = r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x"}}"#;
-    assert_eq!(gate::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0).reply, None);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0).reply, None);
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn lifecycle_notifications_and_responses_pass() {
         r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}"#,
     ] {
-        let o = gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
+        let o = pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
         assert_eq!((o.reply, o.decision.kind), (None, DecisionKind::Passed), "{body}");
     }
 }
@@ -80,7 +80,7 @@ fn condition_denials_name_the_condition_not_the_value() {
             .to_string()
     };
     let ok = exec(1, json!({"node":"pve","vmid":100,"command":"uptime"}));
-    assert_eq!(gate::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
     for (args, rule, reason) in [
         (
             json!({"node":"pve","vmid":102,"command":"uptime"}),
@@ -104,7 +104,7 @@ fn condition_denials_name_the_condition_not_the_value() {
         ),
     ] {
         let body = exec(2, args);
-        let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
+        let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
         assert_eq!(status, 200);
         assert_eq!(
             b["error"]["data"],
@@ -120,8 +120,8 @@ fn condition_denials_name_the_condition_not_the_value() {
 fn tools_list_requests_are_marked_for_response_filtering() {
     let p = policy("");
     let s = MemoryStore::new();
-    let o = gate::on_body(&p, &post(&p, "a"), br#"{"jsonrpc":"2.0","id":"L","method":"tools/list"}"#, &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "a"), br#"{"jsonrpc":"2.0","id":"L","method":"tools/list"}"#, &s, T0);
     assert_eq!(o.tools_list_ids.iter().map(|i| i.raw()).collect::<Vec<_>>(), ["\"L\""]);
-    let o = gate::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
     assert!(o.tools_list_ids.is_empty());
 }

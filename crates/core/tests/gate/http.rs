@@ -1,23 +1,23 @@
 //! HTTP and JSON-RPC framing: methods, media types, body size, the MCP headers, protocol errors.
 
 use super::{call, done, head, policy, post, reply, T0};
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome, RequestHead};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, RequestHead};
 use serde_json::{json, Value};
 
 #[test]
 fn http_methods() {
     let p = policy("");
-    let o = done(gate::on_headers(&p, &head(&p, &[(":method", b"PUT"), ("authorization", b"Bearer a")])));
+    let o = done(pipeline::on_headers(&p, &head(&p, &[(":method", b"PUT"), ("authorization", b"Bearer a")])));
     let (status, body, headers) = reply(&o);
     assert_eq!(status, 405);
     assert_eq!(body["error"]["code"], -32600);
     assert_eq!(body["error"]["data"]["kind"], "method_not_allowed");
     assert_eq!(headers, vec![("allow", "GET, POST, DELETE".to_owned())]);
     for m in [&b"GET"[..], b"DELETE"] {
-        let o = done(gate::on_headers(&p, &head(&p, &[(":method", m), ("authorization", b"Bearer a")])));
+        let o = done(pipeline::on_headers(&p, &head(&p, &[(":method", m), ("authorization", b"Bearer a")])));
         assert_eq!((o.reply, o.decision.kind), (None, DecisionKind::Passed));
-        let o = done(gate::on_headers(&p, &head(&p, &[(":method", m)])));
+        let o = done(pipeline::on_headers(&p, &head(&p, &[(":method", m)])));
         assert_eq!(reply(&o).0, 401);
     }
 }
@@ -33,7 +33,7 @@ fn media_types_and_encodings() {
         if let Some(ce) = ce {
             h.push(("content-encoding", ce));
         }
-        gate::on_headers(&p, &head(&p, &h))
+        pipeline::on_headers(&p, &head(&p, &h))
     };
     for ct in [&b"Application/JSON"[..], b"application/json; charset=utf-8", b" application/json ;x=y"] {
         assert_eq!(with(Some(ct), None), HeadOutcome::NeedBody, "{}", String::from_utf8_lossy(ct));
@@ -54,7 +54,7 @@ fn media_types_and_encodings() {
         assert_eq!((status, body["error"]["data"]["kind"].as_str()), (415, Some("unsupported_media_type")));
     }
     // Two Content-Type headers: the server might read the other one.
-    let o = done(gate::on_headers(
+    let o = done(pipeline::on_headers(
         &p,
         &head(&p, &[(":method", b"POST"), ("content-type", b"application/json"), ("content-type", b"text/plain")]),
     ));
@@ -66,7 +66,7 @@ fn protocol_errors() {
     let p = policy("");
     let s = MemoryStore::new();
     let check = |body: &[u8], status: u16, code: i64, id: Value| {
-        let (st, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body, &s, T0));
+        let (st, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), body, &s, T0));
         assert_eq!(
             (st, b["error"]["code"].as_i64(), b["id"].clone()),
             (status, Some(code), id),
@@ -99,8 +99,14 @@ fn mcp_header_mismatch_is_minus_32020() {
     };
     let body = call(4, "list_vms");
     assert_eq!(
-        gate::on_body(&p, &with(&[("mcp-method", b"tools/call"), ("mcp-name", b"list_vms")]), body.as_bytes(), &s, T0)
-            .reply,
+        pipeline::on_body(
+            &p,
+            &with(&[("mcp-method", b"tools/call"), ("mcp-name", b"list_vms")]),
+            body.as_bytes(),
+            &s,
+            T0
+        )
+        .reply,
         None
     );
     for extra in [
@@ -110,11 +116,11 @@ fn mcp_header_mismatch_is_minus_32020() {
         &[("mcp-name", b"list_vms"), ("mcp-name", b"list_vms")],
         &[("mcp-name", b"\xff")],
     ] {
-        let (status, b, _) = reply(&gate::on_body(&p, &with(extra), body.as_bytes(), &s, T0));
+        let (status, b, _) = reply(&pipeline::on_body(&p, &with(extra), body.as_bytes(), &s, T0));
         assert_eq!((status, b["error"]["code"].as_i64(), b["id"].as_i64()), (400, Some(-32020), Some(4)));
     }
     let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
-    assert_eq!(reply(&gate::on_body(&p, &with(&[("mcp-name", b"x")]), ping.as_bytes(), &s, T0)).0, 400);
+    assert_eq!(reply(&pipeline::on_body(&p, &with(&[("mcp-name", b"x")]), ping.as_bytes(), &s, T0)).0, 400);
 }
 
 #[test]
@@ -122,7 +128,7 @@ fn oversized_bodies_are_refused_before_parsing() {
     let p = policy(r#","max_body_bytes":100"#);
     let s = MemoryStore::new();
     let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"pad\":\"{}\"}}", "x".repeat(100));
-    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
+    let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
     assert_eq!((status, b["error"]["data"]["kind"].as_str()), (413, Some("body_too_large")));
     assert_eq!(b["error"]["data"]["reason"], "request body exceeds 100 bytes");
 }

@@ -1,8 +1,8 @@
 //! Rate limits and their accounting: retry-after, batches giving quota back, the grant cap, dry run.
 
 use super::{call, done, head, policy, post, reply, T0};
-use mcp_policy_core::gate::{self, DecisionKind};
-use mcp_policy_core::ratelimit::MemoryStore;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::pipeline::{self, DecisionKind};
 use serde_json::{json, Value};
 
 #[test]
@@ -11,10 +11,10 @@ fn rate_limits_refuse_with_retry_after_and_per_grant() {
     let s = MemoryStore::new();
     let now = T0 + 20_250;
     for i in 0..2 {
-        let o = gate::on_body(&p, &post(&p, "a"), call(i, "vm_agent_exec").as_bytes(), &s, now);
+        let o = pipeline::on_body(&p, &post(&p, "a"), call(i, "vm_agent_exec").as_bytes(), &s, now);
         assert_eq!(o.reply, None, "call {i}");
     }
-    let o = gate::on_body(&p, &post(&p, "a"), call(9, "vm_agent_exec").as_bytes(), &s, now);
+    let o = pipeline::on_body(&p, &post(&p, "a"), call(9, "vm_agent_exec").as_bytes(), &s, now);
     let (status, b, headers) = reply(&o);
     assert_eq!(status, 200);
     assert_eq!(headers, vec![("retry-after", "40".to_owned())]);
@@ -27,8 +27,8 @@ fn rate_limits_refuse_with_retry_after_and_per_grant() {
     );
     assert_eq!(o.decision.kind, DecisionKind::RateLimited);
     // Another grant has its own vm_agent_exec counter, but the global all_tools counter (max 3) is shared.
-    assert_eq!(gate::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, now).reply, None);
-    let o = gate::on_body(&p, &post(&p, "b"), call(2, "list_vms").as_bytes(), &s, now);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, now).reply, None);
+    let o = pipeline::on_body(&p, &post(&p, "b"), call(2, "list_vms").as_bytes(), &s, now);
     assert_eq!(reply(&o).1["error"]["data"]["counter"], "everything");
 }
 
@@ -37,7 +37,7 @@ fn batches_are_all_or_nothing_and_give_quota_back() {
     let p = policy("");
     let s = MemoryStore::new();
     let ok = format!("[{},{}]", call(1, "list_vms"), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    assert_eq!(gate::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
 
     let mixed = format!(
         "[{},{},{}]",
@@ -45,7 +45,7 @@ fn batches_are_all_or_nothing_and_give_quota_back() {
         r#"{"jsonrpc":"2.0","method":"notifications/x"}"#,
         call(3, "delete_vm")
     );
-    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), mixed.as_bytes(), &s, T0));
+    let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), mixed.as_bytes(), &s, T0));
     assert_eq!(status, 200);
     assert_eq!(
         b,
@@ -58,12 +58,12 @@ fn batches_are_all_or_nothing_and_give_quota_back() {
     );
     // The refused batch gave back its vm_agent_exec unit: two calls are still admitted.
     for i in 0..2 {
-        assert_eq!(gate::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
+        assert_eq!(pipeline::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
     }
 
     // (A fresh store: the global all_tools counter, max 3, is used up by now.)
     let invalid = format!("[{},5]", call(4, "list_vms"));
-    let (status, b, _) = reply(&gate::on_body(&p, &post(&p, "a"), invalid.as_bytes(), &MemoryStore::new(), T0));
+    let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), invalid.as_bytes(), &MemoryStore::new(), T0));
     assert_eq!(status, 400);
     assert_eq!(b[0]["error"]["code"], -31005);
     assert_eq!((b[1]["id"].clone(), b[1]["error"]["code"].clone()), (Value::Null, json!(-32600)));
@@ -73,8 +73,8 @@ fn batches_are_all_or_nothing_and_give_quota_back() {
 fn grant_cap_fails_closed() {
     let p = policy(r#","max_tracked_grants":1"#);
     let s = MemoryStore::new();
-    assert_eq!(gate::on_body(&p, &post(&p, "a"), call(1, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
-    let o = gate::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, T0);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "a"), call(1, "vm_agent_exec").as_bytes(), &s, T0).reply, None);
+    let o = pipeline::on_body(&p, &post(&p, "b"), call(1, "vm_agent_exec").as_bytes(), &s, T0);
     let (status, b, headers) = reply(&o);
     assert_eq!((status, b["error"]["code"].as_i64()), (200, Some(-31004)));
     assert_eq!(b["error"]["data"]["reason"], "too many distinct grants are tracked; new grants are refused");
@@ -86,28 +86,28 @@ fn grant_cap_fails_closed() {
 fn dry_run_forwards_what_it_would_deny_and_consumes_nothing() {
     let p = policy(r#","mode":"dry_run","tool_modes":{"stop_vm":"enforce"}"#);
     let s = MemoryStore::new();
-    let o = gate::on_body(&p, &post(&p, "a"), call(1, "delete_vm").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "a"), call(1, "delete_vm").as_bytes(), &s, T0);
     assert_eq!(o.reply, None);
     assert_eq!((o.decision.kind, o.decision.dry_run, o.decision.label()), (DecisionKind::Denied, true, "would_deny"));
     assert_eq!(o.decision.rule.as_deref(), Some("hide"));
     // The per-tool override still enforces.
-    assert_eq!(reply(&gate::on_body(&p, &post(&p, "a"), call(2, "stop_vm").as_bytes(), &s, T0)).0, 200);
+    assert_eq!(reply(&pipeline::on_body(&p, &post(&p, "a"), call(2, "stop_vm").as_bytes(), &s, T0)).0, 200);
     // Allowed calls consume; would-be rate-limited calls are forwarded but consume nothing.
     for i in 0..4 {
-        let o = gate::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0);
+        let o = pipeline::on_body(&p, &post(&p, "a"), call(10 + i, "vm_agent_exec").as_bytes(), &s, T0);
         assert_eq!(o.reply, None);
         assert_eq!(o.decision.dry_run, i >= 2, "call {i}");
     }
-    let o = gate::on_body(&p, &post(&p, "b"), call(20, "list_vms").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "b"), call(20, "list_vms").as_bytes(), &s, T0);
     assert_eq!((o.decision.dry_run, o.decision.kind), (false, DecisionKind::Allowed), "global counter now 3 of 3");
-    let o = gate::on_body(&p, &post(&p, "b"), call(21, "list_vms").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &post(&p, "b"), call(21, "list_vms").as_bytes(), &s, T0);
     assert_eq!((o.reply, o.decision.dry_run, o.decision.kind), (None, true, DecisionKind::RateLimited));
     // Protocol errors are always enforced.
-    assert_eq!(reply(&gate::on_body(&p, &post(&p, "a"), b"{", &s, T0)).0, 400);
+    assert_eq!(reply(&pipeline::on_body(&p, &post(&p, "a"), b"{", &s, T0)).0, 400);
     // A missing grant is a policy refusal: forwarded as "would deny", for POST and GET alike.
     let h = head(&p, &[(":method", b"POST"), ("content-type", b"application/json")]);
-    let o = gate::on_body(&p, &h, call(30, "list_vms").as_bytes(), &s, T0);
+    let o = pipeline::on_body(&p, &h, call(30, "list_vms").as_bytes(), &s, T0);
     assert_eq!((o.reply, o.decision.kind, o.decision.dry_run), (None, DecisionKind::NoGrant, true));
-    let o = done(gate::on_headers(&p, &head(&p, &[(":method", b"GET")])));
+    let o = done(pipeline::on_headers(&p, &head(&p, &[(":method", b"GET")])));
     assert_eq!((o.reply, o.decision.kind, o.decision.dry_run), (None, DecisionKind::NoGrant, true));
 }

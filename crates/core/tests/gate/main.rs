@@ -10,7 +10,7 @@ mod http;
 mod limits;
 
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::pipeline::{HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
 use serde_json::{json, Value};
 

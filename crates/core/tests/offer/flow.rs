@@ -49,7 +49,7 @@ fn offer_retry_approved_is_forwarded_without_the_gateways_members() {
     let held = pending(o);
     assert_eq!((held.key.clone(), held.leg.is_continuation(), held.offer), (call_key(), false, Offer::InputRequired));
     let approved = Answer::Approved { approval_id: "apr_1".into(), approver: "alice".into() };
-    let o = gate::on_approval_answer(&p, held.clone(), approved, &MemoryStore::default(), T0 + 5_000);
+    let o = pipeline::on_approval_answer(&p, held.clone(), approved, &MemoryStore::default(), T0 + 5_000);
     assert_eq!((o.reply.clone(), o.decision.kind), (None, DecisionKind::Approved));
 
     // Still pending: a new offer (new state, same approval). Denied: −31008 as always.
@@ -61,7 +61,7 @@ fn offer_retry_approved_is_forwarded_without_the_gateways_members() {
         json!(state::seal(&keys(), &grant_a(), &call_key(), "apr_1", T0 / 1000 + 605))
     );
     let denied = Answer::Denied { approval_id: "apr_1".into(), approver: "bob".into(), note: "no".into() };
-    let (status, v) = body_of(&gate::on_approval_answer(&p, held, denied, &MemoryStore::default(), T0));
+    let (status, v) = body_of(&pipeline::on_approval_answer(&p, held, denied, &MemoryStore::default(), T0));
     assert_eq!((status, v["error"]["code"].clone()), (200, json!(-31008)));
 }
 
@@ -169,7 +169,7 @@ fn invalid_states_are_refused_with_400_and_the_id() {
     assert_eq!((o.approval.is_none(), o.rewrite.is_none(), o.offer), (true, true, None));
     let (status, v) = body_of(&o);
     assert_eq!((status, v["id"].clone(), v["error"]["code"].clone()), (200, json!(4), json!(-31009)));
-    assert_eq!(v["error"]["data"]["reason"], gate::NO_CLUSTER);
+    assert_eq!(v["error"]["data"]["reason"], pipeline::NO_CLUSTER);
     // Without gateway.session_key no state is ever valid.
     let o = decide_at(&policy(false), &head(&policy(false), V26, None), &retry_body(4, &state, "accept"), T0);
     assert_eq!(body_of(&o).1["error"]["data"]["reason"], not_ours);
@@ -244,7 +244,7 @@ fn initialize_with_url_elicitation_binds_an_m2_session() {
         &p,
         [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", b"Bearer agent-a")],
     );
-    let decide = |p: &Policy, body: &str| gate::on_body(p, &h, body.as_bytes(), &MemoryStore::default(), T0);
+    let decide = |p: &Policy, body: &str| pipeline::on_body(p, &h, body.as_bytes(), &MemoryStore::default(), T0);
     assert!(decide(&p, &init(r#"{"elicitation":{"url":{}}}"#)).url_elicitation);
     assert!(decide(&p, &init(r#"{"elicitation":{"form":{},"url":{}},"roots":{}}"#)).url_elicitation);
     for caps in [r#"{}"#, r#"{"elicitation":{}}"#, r#"{"elicitation":{"form":{}}}"#, r#"{"elicitation":{"url":1}}"#] {
@@ -252,12 +252,12 @@ fn initialize_with_url_elicitation_binds_an_m2_session() {
     }
     assert!(!decide(&policy(false), &init(r#"{"elicitation":{"url":{}}}"#)).url_elicitation, "no session_key");
     // The id handed out is m2, and presenting it keeps the flag for the ids handed back later.
-    let sid = gate::session_id_out(&p, Some(&grant_a()), b"up-1", true).unwrap();
+    let sid = pipeline::session_id_out(&p, Some(&grant_a()), b"up-1", true).unwrap();
     assert_eq!(sid, session::wrap_with(&keys(), &grant_a(), b"up-1", true));
     let again = head(&p, "2025-11-25", Some(&sid));
     assert_eq!(
-        gate::check_session(&p, &again),
-        gate::SessionCheck::Bound(gate::Binding {
+        pipeline::check_session(&p, &again),
+        pipeline::SessionCheck::Bound(pipeline::Binding {
             grant: Some(grant_a()),
             session: Some(b"up-1".to_vec()),
             url_elicitation: true,

@@ -7,19 +7,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use hmac::{Mac, SimpleHmac};
+use mcp_policy_core::approval::offer::state::{self, StateError};
+use mcp_policy_core::approval::offer::{self, Offer};
 use mcp_policy_core::approval::{self, Answer};
-use mcp_policy_core::b64::{self, Alphabet};
 use mcp_policy_core::config;
-use mcp_policy_core::gate::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
-use mcp_policy_core::grant;
-use mcp_policy_core::mcp::Id;
-use mcp_policy_core::offer::state::{self, StateError};
-use mcp_policy_core::offer::{self, Offer};
+use mcp_policy_core::identity::grant;
+use mcp_policy_core::identity::session::{self, SessionKeys};
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::outcome::refusal::{ApprovalLink, Refusal};
+use mcp_policy_core::pipeline::rewrite::{self, BodyRewrite};
+use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::ratelimit::MemoryStore;
-use mcp_policy_core::refusal::{ApprovalLink, Refusal};
-use mcp_policy_core::rewrite::{self, BodyRewrite};
-use mcp_policy_core::session::{self, SessionKeys};
+use mcp_policy_core::wire::b64::{self, Alphabet};
+use mcp_policy_core::wire::mcp::Id;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use sha2::Sha256;
@@ -81,8 +81,8 @@ fn head_as(p: &Policy, version: &str, session: Option<&str>, auth: &str, to: &ap
 }
 
 fn decide_at(p: &Policy, h: &RequestHead, body: &str, now: u64) -> Outcome {
-    assert_eq!(gate::on_headers(p, h), HeadOutcome::NeedBody);
-    gate::on_body(p, h, body.as_bytes(), &MemoryStore::default(), now)
+    assert_eq!(pipeline::on_headers(p, h), HeadOutcome::NeedBody);
+    pipeline::on_body(p, h, body.as_bytes(), &MemoryStore::default(), now)
 }
 
 /// A 2026-07-28 `tools/call` of start_vm with `meta` inside `_meta` and `tail` after it in params.
@@ -92,8 +92,8 @@ fn call26(id: u64, meta: &str, tail: &str) -> String {
     )
 }
 
-fn json_of(text: &str) -> mcp_policy_core::json::Json {
-    mcp_policy_core::json::parse(text.as_bytes()).unwrap()
+fn json_of(text: &str) -> mcp_policy_core::wire::json::Json {
+    mcp_policy_core::wire::json::parse(text.as_bytes()).unwrap()
 }
 
 fn grant_a() -> [u8; 32] {
@@ -101,7 +101,7 @@ fn grant_a() -> [u8; 32] {
 }
 
 fn call_key() -> String {
-    let args = mcp_policy_core::json::parse(br#"{"vmid":100}"#).unwrap();
+    let args = mcp_policy_core::wire::json::parse(br#"{"vmid":100}"#).unwrap();
     approval::key(&grant_a(), &server_a(), "start_vm", Some(&args))
 }
 
@@ -112,7 +112,7 @@ fn pending(o: Outcome) -> PendingApproval {
 
 fn answer_pending(p: &Policy, held: PendingApproval, now: u64) -> Outcome {
     let answer = Answer::Pending { approval_id: "apr_1".into(), approval_url: URL.into(), expires_in_seconds: 600 };
-    gate::on_approval_answer(p, held, answer, &MemoryStore::default(), now)
+    pipeline::on_approval_answer(p, held, answer, &MemoryStore::default(), now)
 }
 
 fn body_of(o: &Outcome) -> (u16, Value) {

@@ -11,10 +11,10 @@ use crate::config::{
     err, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TRACKED_GRANTS, MAX_APPROVAL_CALLOUT_MS,
     MAX_BODY_BYTES_CEILING,
 };
+use crate::identity::session::SessionKeys;
 use crate::policy::{Action, Algorithm, ApprovalMode, ApprovalService, Gateway, GrantSource, Limit, Mode};
-use crate::protocol::{Version, Versions};
 use crate::rls::{FailureMode, RateLimitService};
-use crate::session::SessionKeys;
+use crate::wire::protocol::{Version, Versions};
 
 /// An Envoy cluster name, authority or path: 1 to 256 printable ASCII characters.
 fn printable(s: &str) -> bool {
@@ -39,7 +39,9 @@ pub(super) fn gateway(
     }
     let grants = grants(&gw.grants, errs);
     let approval = gw.approval.as_ref().and_then(|a| approval(a, errs));
-    if let Some(Err(m)) = gw.resource_metadata_url.as_deref().map(crate::challenge::check_resource_metadata_url) {
+    if let Some(Err(m)) =
+        gw.resource_metadata_url.as_deref().map(crate::identity::challenge::check_resource_metadata_url)
+    {
         errs.push(err("gateway.resource_metadata_url", m));
     }
     if gw.approval.is_none() {
@@ -105,7 +107,7 @@ fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String> {
     let mut registry = HashMap::new();
     for (i, g) in specs.iter().enumerate() {
         let path = format!("gateway.grants[{i}]");
-        let Some(id) = crate::grant::from_hex32(&g.sha256.to_ascii_lowercase()) else {
+        let Some(id) = crate::identity::grant::from_hex32(&g.sha256.to_ascii_lowercase()) else {
             errs.push(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
             continue;
         };
@@ -149,8 +151,8 @@ fn approval(a: &ApprovalSpec, errs: &mut Errors) -> Option<ApprovalService> {
             0
         }
     };
-    let max_held_per_grant = a.max_held_per_grant.unwrap_or(crate::held::DEFAULT_MAX_HELD_PER_GRANT);
-    if !(1..=crate::held::MAX_MAX_HELD_PER_GRANT).contains(&max_held_per_grant) {
+    let max_held_per_grant = a.max_held_per_grant.unwrap_or(crate::limits::held::DEFAULT_MAX_HELD_PER_GRANT);
+    if !(1..=crate::limits::held::MAX_MAX_HELD_PER_GRANT).contains(&max_held_per_grant) {
         errs.push(err("gateway.approval.max_held_per_grant", "must be an integer from 1 to 10000"));
     }
     (errs.len() == before).then_some(ApprovalService {
@@ -195,7 +197,7 @@ pub fn sessions_unbound(gw: &Gateway) -> bool {
 /// `gateway.session_key` (its `…_env` names already resolved by `load_with_env`): keys of at least
 /// `session::MIN_KEY_BYTES` bytes, the previous one different from the current one.
 fn session_key(k: &SessionKeySpec, errs: &mut Errors) -> SessionKeys {
-    let min = crate::session::MIN_KEY_BYTES;
+    let min = crate::identity::session::MIN_KEY_BYTES;
     let current = k.current.clone().unwrap_or_default();
     if k.current.is_none() && k.current_env.is_none() {
         errs.push(err("gateway.session_key.current", "required (or current_env)"));

@@ -4,7 +4,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, U
 use serde::forward_to_deserialize_any;
 
 use super::{Error, JSON_VALUE};
-use crate::json::{self, Json};
+use crate::wire::json::{self, Json};
 
 /// Where a value sits in the document: a chain from the value up to the root.
 #[derive(Clone, Copy)]
