@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 pub mod offer;
 
 use crate::identity::grant::hex;
-use crate::limits::GrantId;
+use crate::identity::grant::GrantId;
 use crate::wire::json::{self, write_str, Json};
 
 /// Where a call goes, as this Envoy routes it: the MCP server an approval is for. Two routes of one

@@ -17,8 +17,6 @@ mod spec;
 
 pub use compile::{compile, sessions_unbound};
 pub use de::JsonValue;
-#[cfg(feature = "schema")]
-pub(crate) use spec::names_only;
 pub use spec::*;
 
 /// A policy that cannot be loaded: the JSON path of the problem and what is wrong.
@@ -340,7 +338,7 @@ mod tests {
 
     #[test]
     fn gateway_audit_modes() {
-        use crate::outcome::audit::AuditMode;
+        use crate::terms::AuditMode;
         let audit =
             |gw: &str| load(format!(r#"{{"version":"1","gateway":{{{gw}}}}}"#).as_bytes()).map(|p| p.gateway.audit);
         assert_eq!(audit(""), Ok(AuditMode::Log));

@@ -26,9 +26,11 @@ mod judge;
 mod rules;
 
 pub use crate::terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
-pub use gateway::{ApprovalService, Gateway, GrantSource};
+pub use gateway::{ApprovalService, Gateway, GrantSource, RateLimitService};
 pub use judge::Verdict;
-pub use rules::{Limit, NeedsApproval, ToolRule};
+pub use rules::{NeedsApproval, ToolRule};
+
+use crate::limits::Limit;
 
 /// The runtime policy, built once per plugin configuration.
 #[derive(Debug, Clone)]

@@ -4,11 +4,10 @@
 //!
 //! Their schema and serde's messages keep the names the published schema gave them (`ActionSpec`,
 //! …) and list only the names (`config::spec` explains why).
+//!
+//! Layer `terms`, the lowest: uses no other layer.
 
 use serde::Deserialize;
-
-#[cfg(feature = "schema")]
-use crate::config::names_only;
 
 /// Allow or deny, as written in `default`, `gateway.methods` and `gateway.client_responses`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -109,4 +108,49 @@ pub enum ApprovalMode {
     Retry,
     /// The service holds the callout (long poll) until a decision or the callout timeout.
     Hold,
+}
+
+/// Where the audit record of each decision goes (`gateway.audit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "AuditSpec", transform = names_only))]
+#[serde(rename_all = "snake_case", expecting = "enum AuditSpec")]
+pub enum AuditMode {
+    /// One info line `[ctx N] audit {record}` in Envoy's log (skipped when the `wasm` log level is
+    /// above info).
+    #[default]
+    Log,
+    /// The whole record as the filter-state value `wasm.mcp_audit`, for Envoy's access logger
+    /// (`%FILTER_STATE(wasm.mcp_audit:PLAIN)%`); nothing is logged.
+    AccessLog,
+    /// No audit record.
+    Off,
+}
+
+/// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "FailureModeSpec", transform = names_only))]
+#[serde(rename_all = "snake_case", expecting = "enum FailureModeSpec")]
+pub enum FailureMode {
+    Deny,
+    Allow,
+}
+
+/// Schema transform for the policy enums: the values as one plain `{"type": "string", "enum": […]}`,
+/// without the descriptions that the runtime types' doc comments would add (the fields that use an
+/// enum describe its values).
+#[cfg(feature = "schema")]
+pub(crate) fn names_only(schema: &mut schemars::Schema) {
+    let mut names = Vec::new();
+    let parts = schema.get("oneOf").and_then(|v| v.as_array()).cloned().unwrap_or_else(|| vec![schema.clone().into()]);
+    for part in &parts {
+        if let Some(values) = part.get("enum").and_then(|v| v.as_array()) {
+            names.extend(values.iter().cloned());
+        }
+        if let Some(value) = part.get("const") {
+            names.push(value.clone());
+        }
+    }
+    *schema = schemars::json_schema!({"type": "string", "enum": names});
 }

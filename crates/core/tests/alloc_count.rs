@@ -19,7 +19,8 @@ use request::{head, NOW_MS};
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome};
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::{self, HeadOutcome};
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;

@@ -6,7 +6,8 @@
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::pipeline::{self, DecisionKind, Outcome, RequestHead};
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::{self, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::toolslist;
 use mcp_policy_core::wire::protocol::{self, Handling, Kind, Version, METHODS};

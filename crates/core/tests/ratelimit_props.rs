@@ -6,8 +6,9 @@
 
 use std::cell::RefCell;
 
+use mcp_policy_core::limits::Limit;
 use mcp_policy_core::limits::{Limiter, MemoryStore, NotAdmitted, SharedStore, StoreError};
-use mcp_policy_core::policy::{Algorithm, Limit, Scope, Window};
+use mcp_policy_core::policy::{Algorithm, Scope, Window};
 use proptest::prelude::*;
 
 fn limit(counter: &str, window: Window, max: u64, algorithm: Algorithm) -> Limit {

@@ -9,9 +9,12 @@ use mcp_policy_core::approval::Answer as ApprovalAnswer;
 use mcp_policy_core::config;
 use mcp_policy_core::identity::grant;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
-use mcp_policy_core::rls::{self, proto, Answer, FailureMode, Pending, RateLimitService};
+use mcp_policy_core::policy::RateLimitService;
+use mcp_policy_core::rls::{self, proto, Answer, Pending};
+use mcp_policy_core::terms::FailureMode;
 use serde_json::Value;
 
 const T0: u64 = 1_700_000_040_000; // a UTC minute boundary

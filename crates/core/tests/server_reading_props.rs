@@ -9,7 +9,8 @@
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::pipeline::{self, DecisionKind, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::toolslist;
 use mcp_policy_core::wire::fold;

@@ -13,7 +13,8 @@ use std::collections::BTreeSet;
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::{self, MemoryStore, SharedStore, StoreError};
-use mcp_policy_core::pipeline::{self, DecisionKind, RequestHead};
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::{self, RequestHead};
 use mcp_policy_core::policy::Policy;
 
 const PREFIX: &str = "mcpf1:";

@@ -44,7 +44,7 @@ impl Filter {
             warn!(
                 "[ctx {}] approval service unusable for tool '{}': {why}",
                 self.id,
-                pipeline::log_safe(&pending.tool)
+                mcp_policy_core::outcome::audit::log_safe(&pending.tool)
             );
         }
         let outcome = pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms());
@@ -74,7 +74,7 @@ impl Filter {
                 info!(
                     "[ctx {}] approval of tool '{}' asked without waiting: grant {} ({r:?}, max_held_per_grant {})",
                     self.id,
-                    pipeline::log_safe(&pending.tool),
+                    mcp_policy_core::outcome::audit::log_safe(&pending.tool),
                     pending.grant_label,
                     svc.max_held_per_grant
                 );
@@ -150,7 +150,7 @@ impl Filter {
             info!(
                 "[ctx {}] request ended while waiting for approval of tool '{}'",
                 self.id,
-                pipeline::log_safe(&pending.tool)
+                mcp_policy_core::outcome::audit::log_safe(&pending.tool)
             );
         }
     }

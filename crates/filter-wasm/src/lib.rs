@@ -32,7 +32,8 @@ mod root;
 use metrics::Metrics;
 use root::Root;
 
-use mcp_policy_core::limits::{GrantId, SharedStore, StoreError, GRANTS_KEY};
+use mcp_policy_core::identity::grant::GrantId;
+use mcp_policy_core::limits::{SharedStore, StoreError, GRANTS_KEY};
 use mcp_policy_core::pipeline::{PendingApproval, RequestHead};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::ResponseFilter;
@@ -113,7 +114,7 @@ struct Filter {
     /// Envoy's `x-request-id`, for the audit log.
     request_id: Option<String>,
     /// The grant a new `Mcp-Session-Id` from the server is bound to (`gateway.session_key`).
-    session_grant: Option<mcp_policy_core::limits::GrantId>,
+    session_grant: Option<mcp_policy_core::identity::grant::GrantId>,
     /// The server's own `Mcp-Session-Id` of the request, whose stream's event ids are bound to it.
     session_upstream: Option<Vec<u8>>,
     /// The session's client declared URL elicitation: its id is handed out as `m2.` (`mcp_policy_core::approval::offer`).

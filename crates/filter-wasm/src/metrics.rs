@@ -16,9 +16,9 @@ use proxy_wasm::types::MetricType;
 
 use mcp_policy_core::approval::offer::Event;
 use mcp_policy_core::limits::Unavailable;
+use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
 use mcp_policy_core::outcome::series;
-use mcp_policy_core::pipeline::Decision;
 use mcp_policy_core::policy::Policy;
 
 // Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a

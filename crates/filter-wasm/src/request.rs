@@ -8,7 +8,6 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
-use mcp_policy_core::outcome::audit::AuditMode;
 use mcp_policy_core::outcome::refusal::{
     Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
     SESSION_ID_NOT_REWRITTEN,
@@ -16,6 +15,7 @@ use mcp_policy_core::outcome::refusal::{
 use mcp_policy_core::pipeline::rewrite::BodyRewrite;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::response::ResponseFilter;
+use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::wire::reply::Reply;
 
 impl Filter {
@@ -58,7 +58,7 @@ impl Filter {
         }
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
-        let record = |d: &pipeline::Decision| {
+        let record = |d: &mcp_policy_core::outcome::decision::Decision| {
             let at =
                 decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
             let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
@@ -249,16 +249,18 @@ impl Filter {
 
 /// The per-decision filter-state values, one `set_property` each (the SDK's path `wasm.<name>` in
 /// Envoy's filter state, readable as `%FILTER_STATE(wasm.<name>:PLAIN)%`).
-fn set_filter_state(d: &pipeline::Decision) {
+fn set_filter_state(d: &mcp_policy_core::outcome::decision::Decision) {
     let _ = hostcalls::set_property(vec!["mcp_decision"], Some(d.label().as_bytes()));
     if let Some(t) = &d.tool {
-        let _ = hostcalls::set_property(vec!["mcp_tool"], Some(pipeline::log_safe(t).as_bytes()));
+        let _ =
+            hostcalls::set_property(vec!["mcp_tool"], Some(mcp_policy_core::outcome::audit::log_safe(t).as_bytes()));
     }
     if let Some(g) = &d.grant {
         let _ = hostcalls::set_property(vec!["mcp_grant"], Some(g.as_bytes()));
     }
     if let Some(r) = &d.rule {
-        let _ = hostcalls::set_property(vec!["mcp_rule"], Some(pipeline::log_safe(r).as_bytes()));
+        let _ =
+            hostcalls::set_property(vec!["mcp_rule"], Some(mcp_policy_core::outcome::audit::log_safe(r).as_bytes()));
     }
     if let Some(k) = d.error_kind() {
         let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));

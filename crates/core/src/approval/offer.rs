@@ -21,8 +21,8 @@
 
 pub mod state;
 
+use crate::identity::grant::GrantId;
 use crate::identity::session::SessionKeys;
-use crate::limits::GrantId;
 use crate::outcome::refusal::ApprovalLink;
 use crate::wire::json::{write_str, Json};
 use crate::wire::leg::Leg;

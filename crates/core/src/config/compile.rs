@@ -11,8 +11,9 @@ use super::{
     err, ConfigError, ConfigErrors, DEFAULT_APPROVAL_TIMEOUT, MAX_APPROVAL_TIMEOUT_SECONDS, MAX_REGEX_LEN,
     MAX_SLIDING_MAX,
 };
+use crate::limits::Limit;
 use crate::policy::conditions::{self, Condition, Op};
-use crate::policy::{Action, Algorithm, Limit, NeedsApproval, Policy, ToolRule};
+use crate::policy::{Action, Algorithm, NeedsApproval, Policy, ToolRule};
 use crate::wire::json::Json;
 
 mod gateway;

@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::JsonValue;
-use crate::outcome::audit::AuditMode;
-use crate::policy::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
-use crate::rls::FailureMode;
+#[cfg(feature = "schema")]
+use crate::terms::names_only;
+use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, Scope, Window};
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
@@ -373,22 +373,4 @@ pub struct RateLimitServiceSpec {
     /// `allow`: the call is forwarded and counted as `limiter_unavailable`.
     #[serde(default)]
     pub failure_mode: Option<FailureMode>,
-}
-
-/// Schema transform for the policy enums: the values as one plain `{"type": "string", "enum": […]}`,
-/// without the descriptions that the runtime types' doc comments would add (the fields that use an
-/// enum describe its values).
-#[cfg(feature = "schema")]
-pub(crate) fn names_only(schema: &mut schemars::Schema) {
-    let mut names = Vec::new();
-    let parts = schema.get("oneOf").and_then(|v| v.as_array()).cloned().unwrap_or_else(|| vec![schema.clone().into()]);
-    for part in &parts {
-        if let Some(values) = part.get("enum").and_then(|v| v.as_array()) {
-            names.extend(values.iter().cloned());
-        }
-        if let Some(value) = part.get("const") {
-            names.push(value.clone());
-        }
-    }
-    *schema = schemars::json_schema!({"type": "string", "enum": names});
 }

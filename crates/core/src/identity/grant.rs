@@ -7,7 +7,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::limits::GrantId;
+/// SHA-256 of the grant's credential; the raw token is never stored or logged.
+pub type GrantId = [u8; 32];
 
 /// A caller's grant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use crate::wire::b64::{self, Alphabet};
 use hmac::{Mac, SimpleHmac};
 use sha2::Sha256;
 
-use crate::limits::GrantId;
+use crate::identity::grant::GrantId;
 
 pub mod event;
 pub mod legacy;

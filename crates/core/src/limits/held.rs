@@ -20,7 +20,8 @@
 //! reservations of one grant cannot lose an increment (the cap is exact across workers).
 
 use crate::identity::grant::hex;
-use crate::limits::{grant_key, GrantId, Limiter, SharedStore, StoreError, PREFIX};
+use crate::identity::grant::GrantId;
+use crate::limits::{grant_key, Limiter, SharedStore, StoreError, PREFIX};
 
 /// `gateway.approval.max_held_per_grant` default.
 pub const DEFAULT_MAX_HELD_PER_GRANT: u32 = 8;

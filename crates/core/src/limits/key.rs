@@ -2,10 +2,9 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Algorithm, Limit, Scope, Window};
-
-/// SHA-256 of the grant's credential; the raw token is never stored or logged.
-pub type GrantId = [u8; 32];
+use super::Limit;
+use crate::identity::grant::GrantId;
+use crate::terms::{Algorithm, Scope, Window};
 
 /// Key prefix of everything this filter stores; bump on any layout change.
 pub const PREFIX: &str = "mcpf1:";

@@ -1,10 +1,12 @@
 //! [`Limiter`]: taking one unit from each limit of a call, giving units back, and the creation lock.
 
-use super::key::{counter_key, grant_key, GrantId, GRANTS_KEY, LOCK_KEY};
+use super::key::{counter_key, grant_key, GRANTS_KEY, LOCK_KEY};
 use super::store::{SharedStore, StoreError};
 use super::value::{decode, decode_log, decode_u64, encode, encode_log};
+use super::Limit;
 use super::{Admission, NotAdmitted, Taken, Unavailable};
-use crate::policy::{Algorithm, Limit, Scope};
+use crate::identity::grant::GrantId;
+use crate::terms::{Algorithm, Scope};
 
 /// How long a creation lock is held at most before others may take it, in ms.
 const LOCK_LEASE_MS: u64 = 1000;

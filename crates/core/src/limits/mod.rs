@@ -29,17 +29,18 @@
 
 pub mod held;
 mod key;
+mod limit;
 mod limiter;
 mod store;
 mod value;
 
-pub use key::{counter_base, counter_key, grant_key, GrantId, Key, GRANTS_KEY, LOCK_KEY, PREFIX};
+pub use key::{counter_base, counter_key, grant_key, Key, GRANTS_KEY, LOCK_KEY, PREFIX};
 pub use limiter::{init_lock, tracked_grants, Limiter, MAX_CAS_RETRIES};
 pub use store::{MemoryStore, SharedStore, StoreError};
 #[cfg(test)]
 use value::decode;
 
-use crate::policy::Limit;
+pub use limit::Limit;
 
 /// Why the limiter could not count a call; the call is refused (fail closed).
 #[derive(Debug, Clone, PartialEq, Eq)]

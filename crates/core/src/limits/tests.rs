@@ -1,5 +1,6 @@
 use super::*;
-use crate::policy::{Algorithm, Scope, Window};
+use crate::identity::grant::GrantId;
+use crate::terms::{Algorithm, Scope, Window};
 
 fn limit(counter: &str, window: Window, max: u64, scope: Scope) -> Limit {
     Limit::new(counter.into(), window, max, scope, Algorithm::Fixed, format!("tools.t.limits[{counter}]"))

@@ -4,26 +4,7 @@
 //! ([`AuditMode`], `gateway.audit`) is the host's business: an info log line, one filter-state value
 //! for the access log, or nowhere.
 
-use serde::Deserialize;
-
-use crate::pipeline::Decision;
-
-/// Where the audit record of each decision goes (`gateway.audit`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[cfg_attr(feature = "schema", schemars(rename = "AuditSpec", transform = crate::config::names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum AuditSpec")]
-pub enum AuditMode {
-    /// One info line `[ctx N] audit {record}` in Envoy's log (skipped when the `wasm` log level is
-    /// above info).
-    #[default]
-    Log,
-    /// The whole record as the filter-state value `wasm.mcp_audit`, for Envoy's access logger
-    /// (`%FILTER_STATE(wasm.mcp_audit:PLAIN)%`); nothing is logged.
-    AccessLog,
-    /// No audit record.
-    Off,
-}
+use crate::outcome::decision::Decision;
 
 /// Longest request-derived value written to an audit line (characters); longer ones end in `…`.
 pub const AUDIT_MAX_VALUE: usize = 256;

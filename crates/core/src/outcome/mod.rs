@@ -5,5 +5,6 @@
 //! May use: `terms`, `wire`, `identity`, `limits`, `policy`, `rls`, `config`, `approval`.
 
 pub mod audit;
+pub mod decision;
 pub mod refusal;
 pub mod series;

@@ -12,9 +12,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::limits::Limit;
 use crate::limits::Unavailable;
-use crate::pipeline::DecisionKind;
-use crate::policy::Limit;
+use crate::outcome::decision::DecisionKind;
 use crate::wire::mcp::{Id, ProtocolError, ProtocolErrorKind};
 use crate::wire::protocol::Versions;
 use crate::wire::reply::{code, Reply, RpcError};

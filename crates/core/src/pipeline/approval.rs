@@ -1,10 +1,12 @@
 //! A call held for a person's approval ([`PendingApproval`]) and how the approval service's answer
 //! finishes it ([`on_approval_answer`]).
 
-use super::{Decision, DecisionKind, Outcome};
+use super::Outcome;
 use crate::approval::offer::{Event, Offer};
 use crate::approval::{self, Answer, CheckRequest};
-use crate::limits::{Admission, GrantId, Limiter, SharedStore};
+use crate::identity::grant::GrantId;
+use crate::limits::{Admission, Limiter, SharedStore};
+use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::{ApprovalLink, Refusal};
 use crate::policy::Policy;
 use crate::wire::mcp::Id;

@@ -3,8 +3,9 @@
 use super::body::tools_list_id;
 use super::credential::{grant_of, no_grant};
 use super::judge::{judge_message, Judged};
-use super::{refuse, refused, version, Decision, DecisionKind, HeaderValue, Outcome, RequestHead};
+use super::{refuse, refused, version, HeaderValue, Outcome, RequestHead};
 use crate::limits::Limiter;
+use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::Refusal;
 use crate::policy::Policy;
 use crate::wire::mcp::{Id, Message, ProtocolError};

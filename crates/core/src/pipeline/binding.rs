@@ -4,8 +4,8 @@
 
 use super::credential::grant_of;
 use super::{refuse, HeaderValue, Outcome, RequestHead};
+use crate::identity::grant::GrantId;
 use crate::identity::session::{self, event, legacy, StreamIds};
-use crate::limits::GrantId;
 use crate::outcome::refusal::{Refusal, EVENT_ID_INVALID, LEGACY_SESSION_INVALID, SESSION_INVALID};
 use crate::policy::Policy;
 use crate::wire::mcp::Id;

@@ -4,10 +4,11 @@
 use std::cell::OnceCell;
 
 use super::credential::{grant_of, no_grant};
-use super::{refuse, version, Decision, DecisionKind, Outcome};
+use super::{refuse, version, Outcome};
 use crate::approval;
 use crate::identity::grant::Grant;
 use crate::identity::stray;
+use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::Refusal;
 use crate::policy::{GrantSource, Mode, Policy};
 use crate::wire::http;

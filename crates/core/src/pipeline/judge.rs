@@ -1,9 +1,10 @@
 //! One JSON-RPC message judged against the policy and the limits, with a known grant.
 
-use super::{Decision, DecisionKind, PendingApproval, RequestHead};
+use super::{PendingApproval, RequestHead};
 use crate::approval;
 use crate::identity::grant::Grant;
 use crate::limits::{self, Admission, Limiter};
+use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
 use crate::policy::{Action, NeedsApproval, Policy, Verdict};
 use crate::wire::mcp::{Call, Message};

@@ -15,6 +15,7 @@
 //!
 //! The audit line written for a decision lives in [`crate::outcome::audit`].
 
+use crate::outcome::decision::Decision;
 use crate::outcome::refusal::Refusal;
 use crate::wire::mcp::Id;
 
@@ -30,11 +31,10 @@ mod offer;
 pub mod rewrite;
 mod version;
 
-pub use crate::outcome::audit::{log_safe, truncate, AUDIT_MAX_KEYS, AUDIT_MAX_VALUE};
 pub use approval::{on_approval_answer, PendingApproval};
 pub use binding::{check_session, session_id_out, stream_ids, Binding, SessionCheck};
 pub use body::on_body;
-pub use decision::{Decision, DecisionKind, Outcome};
+pub use decision::Outcome;
 pub use head::{
     body_too_large, body_unreadable, on_headers, unexpected_body, HeadOutcome, HeaderValue, HttpMethod, RequestHead,
     NO_AUTHORITY, NO_CLUSTER, NO_PATH,

@@ -41,9 +41,9 @@ pub struct Gateway {
     /// from the client.
     pub client_responses: Action,
     /// `gateway.rate_limit_service`: when set, it decides every limit instead of shared data.
-    pub rate_limit_service: Option<crate::rls::RateLimitService>,
+    pub rate_limit_service: Option<RateLimitService>,
     /// `gateway.audit`: where each decision's audit record goes (default: the log).
-    pub audit: crate::outcome::audit::AuditMode,
+    pub audit: crate::terms::AuditMode,
     /// `gateway.filter_state`: set the per-decision filter-state values (default true).
     pub filter_state: bool,
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
@@ -76,4 +76,16 @@ impl ApprovalService {
             ApprovalMode::Hold => (self.timeout_ms / 1000).saturating_sub(1).max(1),
         }
     }
+}
+
+/// `gateway.rate_limit_service` after defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitService {
+    pub cluster: String,
+    /// `:authority` of the callout; `None`: the cluster name (Envoy's default).
+    pub authority: Option<String>,
+    pub domain: String,
+    /// Milliseconds.
+    pub timeout_ms: u64,
+    pub failure_mode: crate::terms::FailureMode,
 }

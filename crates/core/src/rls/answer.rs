@@ -10,12 +10,14 @@
 //!   provoke by the shape of its request must never become a way around the quota.
 
 use super::{proto, NotSendable, Pending, MAX_DESCRIPTORS};
+use crate::outcome::decision::DecisionKind;
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
-use crate::pipeline::{DecisionKind, Outcome};
+use crate::pipeline::Outcome;
 use crate::policy::Policy;
 use crate::wire::mcp::Id;
 
-use super::{Element, FailureMode};
+use super::Element;
+use crate::terms::FailureMode;
 
 /// The gRPC statuses that mean an outage, the only ones `failure_mode` decides on:
 /// - 14 UNAVAILABLE: Envoy's own callout timeout, a cluster with no healthy endpoint, a connection

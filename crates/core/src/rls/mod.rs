@@ -19,12 +19,12 @@
 //! read, refuses the call whatever `failure_mode` says. The protocol cannot give quota back: a
 //! request the service counted is never refused afterwards by this filter.
 
-use serde::Deserialize;
-
 use crate::identity::grant::hex;
-use crate::limits::GrantId;
-use crate::pipeline::{Decision, DecisionKind};
-use crate::policy::{Limit, Policy, Scope, Window};
+use crate::identity::grant::GrantId;
+use crate::limits::Limit;
+use crate::outcome::decision::Decision;
+use crate::outcome::decision::DecisionKind;
+use crate::policy::{Policy, Scope, Window};
 use crate::wire::mcp::Id;
 
 mod answer;
@@ -53,28 +53,6 @@ pub const MAX_DESCRIPTORS: usize = 64;
 /// Longest descriptor entry key or value, and domain, in bytes (mcp-ratelimit's bound, checked at
 /// policy load for counter names).
 pub const MAX_TEXT_BYTES: usize = 256;
-
-/// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[cfg_attr(feature = "schema", schemars(rename = "FailureModeSpec", transform = crate::config::names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum FailureModeSpec")]
-pub enum FailureMode {
-    Deny,
-    Allow,
-}
-
-/// `gateway.rate_limit_service` after defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitService {
-    pub cluster: String,
-    /// `:authority` of the callout; `None`: the cluster name (Envoy's default).
-    pub authority: Option<String>,
-    pub domain: String,
-    /// Milliseconds.
-    pub timeout_ms: u64,
-    pub failure_mode: FailureMode,
-}
 
 /// Indices in [`Policy::limits`] of `limits` (references into it). A limit not found there gets
 /// `usize::MAX`, which makes the plan unusable ([`Pending::request`] fails): a descriptor that

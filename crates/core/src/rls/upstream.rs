@@ -5,7 +5,8 @@
 //! valid `:authority` (Istio's `outbound|PORT||HOST`): Envoy's gRPC client sends the cluster name by
 //! default, and HTTP/2 servers reset a stream whose `:authority` holds `|`.
 
-use super::{proto, RateLimitService};
+use super::proto;
+use crate::policy::RateLimitService;
 
 /// Longest cluster name plus authority, in bytes: the serialized `GrpcService` then has only
 /// one-byte lengths, so it is ASCII, as the SDK's `dispatch_grpc_call` (a `&str`) needs.

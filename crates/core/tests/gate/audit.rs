@@ -2,6 +2,7 @@
 
 use super::{policy, post, T0};
 use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::outcome::audit;
 use mcp_policy_core::pipeline;
 use serde_json::{json, Value};
 
@@ -40,7 +41,7 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
     assert_eq!(v["arg_keys"].as_array().unwrap().len(), 32);
     assert_eq!(v["arg_keys_total"], 100);
     assert_eq!(v["tool"].as_str().unwrap().chars().count(), 257);
-    let safe = pipeline::log_safe(&name);
+    let safe = audit::log_safe(&name);
     assert!(safe.starts_with("x\\u{a}[info] forged\\u{1b}[31m\\u{2028}yyy"), "{safe}");
     assert!(!safe.contains('\n') && !safe.contains('\u{1b}') && safe.chars().count() < 160);
 }
@@ -48,19 +49,19 @@ fn audit_lines_and_log_fields_are_bounded_and_cannot_forge_lines() {
 #[test]
 fn truncate_and_log_safe_at_their_caps() {
     // Within the byte cap: as it is. Over it in bytes but not in characters: as it is too.
-    assert_eq!(pipeline::truncate("abc", 3), "abc");
-    assert_eq!(pipeline::truncate("abcd", 3), "abc…");
-    assert_eq!(pipeline::truncate("ééé", 3), "ééé");
-    assert_eq!(pipeline::truncate("éééé", 3), "ééé…");
-    assert_eq!(pipeline::truncate("", 0), "");
-    assert_eq!(pipeline::truncate("a", 0), "…");
+    assert_eq!(audit::truncate("abc", 3), "abc");
+    assert_eq!(audit::truncate("abcd", 3), "abc…");
+    assert_eq!(audit::truncate("ééé", 3), "ééé");
+    assert_eq!(audit::truncate("éééé", 3), "ééé…");
+    assert_eq!(audit::truncate("", 0), "");
+    assert_eq!(audit::truncate("a", 0), "…");
     let a128 = "a".repeat(128);
-    assert_eq!(pipeline::log_safe(&a128), a128);
-    assert_eq!(pipeline::log_safe(&"a".repeat(129)), format!("{a128}…"));
-    assert_eq!(pipeline::log_safe(&"é".repeat(128)), "é".repeat(128));
-    assert_eq!(pipeline::log_safe(&"é".repeat(129)), format!("{}…", "é".repeat(128)));
-    assert_eq!(pipeline::log_safe("a\u{7f}b"), "a\\u{7f}b");
-    assert_eq!(pipeline::log_safe(&format!("{}\u{7f}", "a".repeat(127))), format!("{}\\u{{7f}}", "a".repeat(127)));
-    assert_eq!(pipeline::log_safe(" ~"), " ~");
-    assert_eq!(pipeline::log_safe("\u{1f}\u{85}\u{2029}"), "\\u{1f}\\u{85}\\u{2029}");
+    assert_eq!(audit::log_safe(&a128), a128);
+    assert_eq!(audit::log_safe(&"a".repeat(129)), format!("{a128}…"));
+    assert_eq!(audit::log_safe(&"é".repeat(128)), "é".repeat(128));
+    assert_eq!(audit::log_safe(&"é".repeat(129)), format!("{}…", "é".repeat(128)));
+    assert_eq!(audit::log_safe("a\u{7f}b"), "a\\u{7f}b");
+    assert_eq!(audit::log_safe(&format!("{}\u{7f}", "a".repeat(127))), format!("{}\\u{{7f}}", "a".repeat(127)));
+    assert_eq!(audit::log_safe(" ~"), " ~");
+    assert_eq!(audit::log_safe("\u{1f}\u{85}\u{2029}"), "\\u{1f}\\u{85}\\u{2029}");
 }

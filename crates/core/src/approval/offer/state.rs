@@ -16,8 +16,8 @@
 use hmac::{Mac, SimpleHmac};
 use sha2::Sha256;
 
+use crate::identity::grant::GrantId;
 use crate::identity::session::SessionKeys;
-use crate::limits::GrantId;
 use crate::wire::b64::{self, Alphabet};
 
 /// What every state this gateway issues starts with.

@@ -12,8 +12,10 @@ use crate::config::{
     MAX_BODY_BYTES_CEILING,
 };
 use crate::identity::session::SessionKeys;
-use crate::policy::{Action, Algorithm, ApprovalMode, ApprovalService, Gateway, GrantSource, Limit, Mode};
-use crate::rls::{FailureMode, RateLimitService};
+use crate::limits::Limit;
+use crate::policy::RateLimitService;
+use crate::policy::{Action, Algorithm, ApprovalMode, ApprovalService, Gateway, GrantSource, Mode};
+use crate::terms::FailureMode;
 use crate::wire::protocol::{Version, Versions};
 
 /// An Envoy cluster name, authority or path: 1 to 256 printable ASCII characters.

@@ -18,7 +18,7 @@
 //! server's id inside its bound `Mcp-Session-Id`); anything else is refused before it goes upstream.
 
 use super::{open, seal, Kind, SessionKeys};
-use crate::limits::GrantId;
+use crate::identity::grant::GrantId;
 
 const EVENT: Kind = Kind { prefix: "e1.", domain: b"mcpf-event-v1" };
 

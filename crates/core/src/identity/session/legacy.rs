@@ -18,7 +18,7 @@
 use std::ops::Range;
 
 use super::{open, seal, Kind, SessionKeys};
-use crate::limits::GrantId;
+use crate::identity::grant::GrantId;
 
 const LEGACY: Kind = Kind { prefix: "l1.", domain: b"mcpf-legacy-session-v1" };
 

@@ -10,7 +10,7 @@
 //! client; a lenient client that takes it as one presents the server's bare id, which is refused.
 
 use super::{event, legacy, SessionKeys};
-use crate::limits::GrantId;
+use crate::identity::grant::GrantId;
 
 const BOM: &[u8] = "\u{feff}".as_bytes();
 
