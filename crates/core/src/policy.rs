@@ -27,7 +27,7 @@ mod rules;
 
 pub use crate::terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
 pub use gateway::{ApprovalService, Gateway, GrantSource, RateLimitService};
-pub use judge::Verdict;
+pub use judge::{Verdict, HIDE_RULE};
 pub use rules::{NeedsApproval, ToolRule};
 
 use crate::limits::Limit;

@@ -5,12 +5,13 @@
 use std::collections::HashSet;
 use std::mem::discriminant;
 
+use mcp_policy_core::approval::offer::ApprovalLink;
 use mcp_policy_core::limits::Limit;
 use mcp_policy_core::limits::Unavailable;
 use mcp_policy_core::outcome::decision::DecisionKind;
 use mcp_policy_core::outcome::refusal::{
-    ApprovalLink, LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, EVENT_ID_INVALID,
-    HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
+    LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, EVENT_ID_INVALID, HEADERS_UNREADABLE,
+    LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
     SESSION_ID_NOT_REWRITTEN, SESSION_INVALID,
 };
 use mcp_policy_core::policy::{Algorithm, Scope, Window};

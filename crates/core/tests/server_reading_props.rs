@@ -278,7 +278,7 @@ proptest! {
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"vm_agent_exec","arguments":{{"vmid":{text},"mode":"x","command":"ls"}}}}}}"#);
         let o = decide(&p, &[], &body);
         let Ok(Json::Number(exact)) = mcp_policy_core::wire::json::parse(text.as_bytes()) else { panic!() };
-        let exact_eq = mcp_policy_core::policy::conditions::cmp_numbers(&exact, "9007199254740992") == Some(std::cmp::Ordering::Equal);
+        let exact_eq = mcp_policy_core::wire::numbers::cmp_numbers(&exact, "9007199254740992") == Some(std::cmp::Ordering::Equal);
         let double_eq = text.parse::<f64>().unwrap() == 9_007_199_254_740_992f64;
         let denied = o.decision.kind == DecisionKind::Denied;
         prop_assert_eq!(denied, exact_eq || double_eq, "{}", text);

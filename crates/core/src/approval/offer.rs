@@ -23,15 +23,21 @@ pub mod state;
 
 use crate::identity::grant::GrantId;
 use crate::identity::session::SessionKeys;
-use crate::outcome::refusal::ApprovalLink;
 use crate::wire::json::{write_str, Json};
 use crate::wire::leg::Leg;
 use crate::wire::mcp::Id;
 
 /// The gateway's key in `inputRequests` / `inputResponses`.
 pub const INPUT_KEY: &str = "mcp-policy-filter/approval";
-/// The `params._meta` key of a 2026-07-28 request's client capabilities.
-pub const CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Where a person approves a held call (`approval_required` from the approval service).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalLink {
+    pub approval_id: String,
+    pub approval_url: String,
+    /// Seconds the approval request stays open.
+    pub expires_in_seconds: u64,
+}
 
 /// How a call waiting for approval is answered while the approval is pending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,12 +49,6 @@ pub enum Offer {
     InputRequired,
     /// MCP 2025-11-25 −32042 with a URL elicitation.
     UrlElicitation,
-}
-
-/// Whether a `clientCapabilities` object declares URL-mode elicitation: `elicitation.url` is an
-/// object (`{"elicitation":{"form":{},"url":{}}}`).
-pub fn declares_url_elicitation(capabilities: &Json) -> bool {
-    matches!(capabilities.get("elicitation").and_then(|e| e.get("url")), Some(Json::Object(_)))
 }
 
 /// The `elicitation/create` params of an offer, as JSON text:

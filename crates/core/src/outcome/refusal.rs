@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::approval::offer::ApprovalLink;
 use crate::limits::Limit;
 use crate::limits::Unavailable;
 use crate::outcome::decision::DecisionKind;
@@ -66,17 +67,6 @@ pub enum LimiterFault {
     Service(String),
 }
 
-/// Where a person approves a held call (`approval_required` from the approval service).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalLink {
-    pub approval_id: String,
-    pub approval_url: String,
-    /// Seconds the approval request stays open.
-    pub expires_in_seconds: u64,
-}
-
-/// The `rule` of a denial by the policy's `hide` list (`Policy::judge` names it so).
-pub const HIDE_RULE: &str = "hide";
 /// `data.reason` of `session_invalid` for an `Mcp-Session-Id`.
 pub const SESSION_INVALID: &str =
     "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
@@ -363,7 +353,7 @@ impl Refusal {
 
     /// A tool hidden by the policy's `hide` list (counted as `hidden`; answered as `denied`).
     pub fn is_hidden(&self) -> bool {
-        matches!(self, Refusal::Denied { rule, .. } if rule == HIDE_RULE)
+        matches!(self, Refusal::Denied { rule, .. } if rule == crate::policy::HIDE_RULE)
     }
 
     /// `message`: a one-line summary for people.

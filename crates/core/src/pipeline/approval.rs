@@ -2,12 +2,13 @@
 //! finishes it ([`on_approval_answer`]).
 
 use super::Outcome;
+use crate::approval::offer::ApprovalLink;
 use crate::approval::offer::{Event, Offer};
 use crate::approval::{self, Answer, CheckRequest};
 use crate::identity::grant::GrantId;
 use crate::limits::{Admission, Limiter, SharedStore};
 use crate::outcome::decision::{Decision, DecisionKind};
-use crate::outcome::refusal::{ApprovalLink, Refusal};
+use crate::outcome::refusal::Refusal;
 use crate::policy::Policy;
 use crate::wire::mcp::Id;
 

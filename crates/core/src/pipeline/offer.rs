@@ -4,11 +4,12 @@
 
 use super::{HeaderValue, Outcome, PendingApproval, RequestHead};
 use crate::approval;
+use crate::approval::offer::ApprovalLink;
 use crate::approval::offer::{self, Offer, Retry};
 use crate::identity::grant::Grant;
 use crate::identity::grant::GrantId;
 use crate::limits::Limiter;
-use crate::outcome::refusal::{ApprovalLink, Refusal};
+use crate::outcome::refusal::Refusal;
 use crate::pipeline::rewrite::{self, BodyRewrite};
 use crate::policy::Policy;
 use crate::wire::leg::Leg;
@@ -96,7 +97,7 @@ pub(super) fn initialize_declares_url_elicitation(msg: &Message, body: &[u8]) ->
         return false;
     };
     let Ok(v) = crate::wire::json::parse_folded_keys_allowed(body) else { return false };
-    v.get("params").and_then(|p| p.get("capabilities")).is_some_and(offer::declares_url_elicitation)
+    v.get("params").and_then(|p| p.get("capabilities")).is_some_and(crate::wire::mcp::declares_url_elicitation)
 }
 
 /// The offer a call waiting for approval gets while the approval is pending: never without

@@ -75,10 +75,7 @@ impl Policy {
 
     fn judge_tool(&self, name: &str, args: Option<&Arguments>) -> Verdict<'_> {
         if self.is_hidden(name) {
-            return Verdict::Deny {
-                rule: crate::outcome::refusal::HIDE_RULE.into(),
-                reason: "tool is hidden by policy".into(),
-            };
+            return Verdict::Deny { rule: HIDE_RULE.into(), reason: "tool is hidden by policy".into() };
         }
         if let Some((denied, r)) = self.denied_by_fold(name) {
             let reason = r.reason.clone().unwrap_or_else(|| "denied by policy".to_owned());
@@ -176,6 +173,9 @@ fn tool_rule_name(name: &str) -> String {
     rule.push_str(name);
     rule
 }
+
+/// The `rule` of a denial by the policy's `hide` list (`Policy::judge` names it so).
+pub const HIDE_RULE: &str = "hide";
 
 #[cfg(test)]
 mod tests {

@@ -37,7 +37,7 @@ impl Reading {
     /// binary64, or an exponent beyond `i64` for exact decimals).
     pub fn cmp_numbers(self, a: &str, b: &str) -> Option<Ordering> {
         match self {
-            Reading::Sent => crate::policy::conditions::cmp_numbers(a, b),
+            Reading::Sent => cmp_numbers(a, b),
             Reading::Server => double(a)?.partial_cmp(&double(b)?),
         }
     }
@@ -73,6 +73,60 @@ pub fn may_read_differently(v: &Json) -> bool {
         Json::Array(items) => items.iter().any(may_read_differently),
         Json::Object(members) => members.iter().any(|(_, v)| may_read_differently(v)),
     }
+}
+
+/// An exact decimal: sign, significant digits without leading/trailing zeros, and the exponent of
+/// the last digit. Zero is `(false, "", 0)`.
+fn decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (neg, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exp) = match rest.find(['e', 'E']) {
+        Some(i) => (rest.get(..i)?, rest.get(i + 1..)?.parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits: String = int.chars().chain(frac.chars()).collect();
+    let mut exp = exp.checked_sub(i64::try_from(frac.len()).ok()?)?;
+    let trimmed = digits.trim_start_matches('0').to_owned();
+    digits = trimmed;
+    while digits.ends_with('0') {
+        digits.pop();
+        exp = exp.checked_add(1)?;
+    }
+    if digits.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    Some((neg, digits, exp))
+}
+
+/// Compare two JSON number texts exactly.
+pub fn cmp_numbers(a: &str, b: &str) -> Option<Ordering> {
+    let (an, ad, ae) = decimal(a)?;
+    let (bn, bd, be) = decimal(b)?;
+    let sign = |neg: bool, d: &str| {
+        if d.is_empty() {
+            0
+        } else if neg {
+            -1
+        } else {
+            1
+        }
+    };
+    let (sa, sb) = (sign(an, &ad), sign(bn, &bd));
+    if sa != sb || sa == 0 {
+        return Some(sa.cmp(&sb));
+    }
+    // Same sign, both non-zero: compare magnitudes by the position of the leading digit, then digits.
+    let lead_a = i64::try_from(ad.len()).ok()? + ae;
+    let lead_b = i64::try_from(bd.len()).ok()? + be;
+    let mag = lead_a.cmp(&lead_b).then_with(|| {
+        let n = ad.len().max(bd.len());
+        let pad = |d: &str| format!("{d:0<n$}");
+        pad(&ad).cmp(&pad(&bd))
+    });
+    Some(if sa < 0 { mag.reverse() } else { mag })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use hmac::{Mac, SimpleHmac};
 use mcp_policy_core::approval::offer::state::{self, StateError};
+use mcp_policy_core::approval::offer::ApprovalLink;
 use mcp_policy_core::approval::offer::{self, Offer};
 use mcp_policy_core::approval::{self, Answer};
 use mcp_policy_core::config;
@@ -15,7 +16,7 @@ use mcp_policy_core::identity::grant;
 use mcp_policy_core::identity::session::{self, SessionKeys};
 use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::outcome::decision::DecisionKind;
-use mcp_policy_core::outcome::refusal::{ApprovalLink, Refusal};
+use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::pipeline::rewrite::{self, BodyRewrite};
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::policy::Policy;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::wire::json::parse;
+use crate::wire::numbers::cmp_numbers;
 
 fn j(text: &str) -> Json {
     parse(text.as_bytes()).unwrap()

@@ -8,7 +8,7 @@ use crate::wire::json::{self, Json};
 /// that holds a number equals that number: some SDKs (e.g. the MCP Python SDK 2.x) treat `"7"` and
 /// `7` as one id, so a server answering `"7"` must not slip past the filter.
 fn same_id(a: &Json, b: &Json) -> bool {
-    let num_eq = |x: &str, y: &str| crate::policy::conditions::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal);
+    let num_eq = |x: &str, y: &str| crate::wire::numbers::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal);
     match (a, b) {
         (Json::Number(x), Json::Number(y)) => num_eq(x, y),
         (Json::String(s), Json::Number(n)) | (Json::Number(n), Json::String(s)) => {

@@ -19,6 +19,7 @@ mod read;
 pub use error::{ProtocolError, ProtocolErrorKind};
 pub use message::{Arguments, Body, Call, Id, Message, ToolCall};
 pub use method::McpMethod;
+pub use params::{declares_url_elicitation, CAPABILITIES_META_KEY};
 pub use read::read_body;
 
 #[cfg(test)]

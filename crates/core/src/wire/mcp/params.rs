@@ -101,8 +101,8 @@ fn read_meta(p: &mut Parser<'_>) -> Result<(MetaVersion, bool), ParseError> {
                 _ => MetaVersion::Invalid,
             };
             Ok(())
-        } else if key.as_ref() == crate::approval::offer::CAPABILITIES_META_KEY {
-            url_elicitation = crate::approval::offer::declares_url_elicitation(&p.value()?);
+        } else if key.as_ref() == CAPABILITIES_META_KEY {
+            url_elicitation = declares_url_elicitation(&p.value()?);
             Ok(())
         } else {
             p.skip_value()
@@ -185,4 +185,13 @@ pub(super) fn request_call(method: McpMethod, mut params: Params, id: &Id) -> Re
             Ok(Call::Method { method, target, listen: None })
         }
     }
+}
+
+/// The `params._meta` key of a 2026-07-28 request's client capabilities.
+pub const CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Whether a `clientCapabilities` object declares URL-mode elicitation: `elicitation.url` is an
+/// object (`{"elicitation":{"form":{},"url":{}}}`).
+pub fn declares_url_elicitation(capabilities: &Json) -> bool {
+    matches!(capabilities.get("elicitation").and_then(|e| e.get("url")), Some(Json::Object(_)))
 }
