@@ -10,10 +10,11 @@ use mcp_policy_core::config;
 use mcp_policy_core::identity::grant;
 use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline::rls::Pending;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::policy::RateLimitService;
-use mcp_policy_core::rls::{self, proto, Answer, Pending};
+use mcp_policy_core::rls::{self, proto, Answer};
 use mcp_policy_core::terms::FailureMode;
 use serde_json::Value;
 
@@ -172,7 +173,7 @@ fn one_descriptor_per_limit_with_override_and_hits() {
         ]
     );
     // Allowed: forwarded with the decision so far.
-    let out = rls::on_answer(&p, pending, answer(proto::CODE_OK, vec![]), T0);
+    let out = pipeline::rls::on_answer(&p, pending, answer(proto::CODE_OK, vec![]), T0);
     assert_eq!(out.reply, None);
     assert_eq!(out.decision.kind, DecisionKind::Allowed);
     assert_eq!(out.decision.tool.as_deref(), Some("exec"));
@@ -186,7 +187,7 @@ fn over_limit_is_rate_limited_with_retry_after_from_the_answer_or_the_window() {
     let store = MemoryStore::new();
     let over = |statuses| {
         let pending = held(decide(&p, &store, "tok", &call(7, "exec")));
-        rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, statuses), T0 + 20_000)
+        pipeline::rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, statuses), T0 + 20_000)
     };
     let ok = proto::Status { code: proto::CODE_OK, limit_remaining: 5, until_reset_ms: Some(1_000) };
     let out = over(vec![
@@ -221,7 +222,7 @@ fn outages_deny_by_default_and_allow_when_asked() {
     let deny = policy(EXEC, RLS);
     for a in outages.clone() {
         assert!(matches!(a, Answer::Unavailable(_)), "{a:?}");
-        let out = rls::on_answer(&deny, held(decide(&deny, &store, "t", &call(3, "exec"))), a.clone(), T0);
+        let out = pipeline::rls::on_answer(&deny, held(decide(&deny, &store, "t", &call(3, "exec"))), a.clone(), T0);
         let b = body(&out);
         assert_eq!(b["error"]["data"]["kind"], "limiter_unavailable", "{a:?}");
         assert_eq!(b["error"]["code"], -31004);
@@ -230,7 +231,7 @@ fn outages_deny_by_default_and_allow_when_asked() {
     }
     let allow = policy(EXEC, r#""rate_limit_service":{"cluster":"mcp_ratelimit","failure_mode":"allow"}"#);
     for a in outages {
-        let out = rls::on_answer(&allow, held(decide(&allow, &store, "t", &call(3, "exec"))), a, T0);
+        let out = pipeline::rls::on_answer(&allow, held(decide(&allow, &store, "t", &call(3, "exec"))), a, T0);
         assert_eq!(out.reply, None, "forwarded");
         assert_eq!(out.decision.kind, DecisionKind::LimiterUnavailable, "counted as limiter_unavailable");
         assert!(out.decision.reason.as_deref().unwrap().ends_with("forwarded (failure_mode allow)"));
@@ -272,7 +273,7 @@ fn only_outages_follow_failure_mode_every_other_status_refuses() {
             &format!(r#""rate_limit_service":{{"cluster":"mcp_ratelimit","failure_mode":"{failure_mode}"}}"#),
         );
         for a in unusable.clone() {
-            let out = rls::on_answer(&p, held(decide(&p, &store, "t", &call(9, "exec"))), a.clone(), T0);
+            let out = pipeline::rls::on_answer(&p, held(decide(&p, &store, "t", &call(9, "exec"))), a.clone(), T0);
             let b = body(&out);
             assert_eq!(b["error"]["data"]["kind"], "limiter_unavailable", "{failure_mode} {a:?}");
             assert_eq!((b["error"]["code"].as_i64(), b["id"].as_i64()), (Some(-31004), Some(9)));
@@ -306,8 +307,8 @@ fn a_batch_over_the_descriptor_bound_is_refused_by_the_filter_in_every_mode() {
         assert_eq!(held(decide(&p, &store, "tok", &batch(63))).request(&p, "mcp").unwrap().descriptors.len(), 64);
         let pending = held(decide(&p, &store, "tok", &batch(70)));
         let why = pending.request(&p, "mcp").unwrap_err();
-        assert_eq!(why, rls::NotSendable::TooManyDescriptors(71));
-        let out = rls::not_sent(&p, pending, why, T0);
+        assert_eq!(why, pipeline::rls::NotSendable::TooManyDescriptors(71));
+        let out = pipeline::rls::not_sent(&p, pending, why, T0);
         let reply = out.reply.as_ref().expect("refused, also in dry-run and with failure_mode allow");
         assert_eq!(reply.status, 400);
         let b = body(&out);
@@ -377,7 +378,7 @@ fn batches_count_once_per_descriptor_and_refuse_whole() {
     assert_eq!(req.descriptors.len(), 2);
     assert_eq!(req.descriptors[0].hits_addend, Some(11));
     let over = proto::Status { code: proto::CODE_OVER_LIMIT, limit_remaining: 10, until_reset_ms: Some(5_000) };
-    let out = rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, vec![over]), T0);
+    let out = pipeline::rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, vec![over]), T0);
     let b = body(&out);
     let items = b.as_array().unwrap();
     assert_eq!(items.len(), 11);
@@ -391,7 +392,8 @@ fn batches_count_once_per_descriptor_and_refuse_whole() {
     // Mixed batch over one limit: the calls under it are rate_limited, the others batch_refused.
     let pending = held(decide(&p, &store, "tok", &format!("[{},{}]", call(1, "exec"), call(2, "free"))));
     assert_eq!(pending.request(&p, "mcp").unwrap().descriptors[1].hits_addend, Some(2), "all_tools counts both");
-    let out = rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, vec![over_status(), ok_status()]), T0);
+    let out =
+        pipeline::rls::on_answer(&p, pending, answer(proto::CODE_OVER_LIMIT, vec![over_status(), ok_status()]), T0);
     let b = body(&out);
     assert_eq!(b[0]["error"]["data"]["kind"], "rate_limited");
     assert_eq!(b[1]["error"]["data"]["kind"], "batch_refused");
@@ -435,9 +437,9 @@ fn approval_is_asked_first_and_only_approved_calls_are_counted() {
     assert_eq!(out.decision.kind, DecisionKind::Approved);
     let rls_pending = held(out);
     assert_eq!(rls_pending.request(&p, "mcp").unwrap().descriptors[0].hits_addend, Some(1));
-    let out = rls::on_answer(&p, rls_pending.clone(), answer(proto::CODE_OK, vec![]), T0);
+    let out = pipeline::rls::on_answer(&p, rls_pending.clone(), answer(proto::CODE_OK, vec![]), T0);
     assert_eq!((out.reply, out.decision.kind), (None, DecisionKind::Approved));
-    let out = rls::on_answer(&p, rls_pending, answer(proto::CODE_OVER_LIMIT, vec![over_status()]), T0);
+    let out = pipeline::rls::on_answer(&p, rls_pending, answer(proto::CODE_OVER_LIMIT, vec![over_status()]), T0);
     assert_eq!(body(&out)["error"]["data"]["kind"], "rate_limited");
 }
 
@@ -447,12 +449,12 @@ fn dry_run_asks_and_forwards_refusals_as_would_deny() {
     let store = MemoryStore::new();
     let pending = held(decide(&p, &store, "tok", &call(1, "exec")));
     assert!(pending.dry_run);
-    let out = rls::on_answer(&p, pending.clone(), answer(proto::CODE_OVER_LIMIT, vec![over_status()]), T0);
+    let out = pipeline::rls::on_answer(&p, pending.clone(), answer(proto::CODE_OVER_LIMIT, vec![over_status()]), T0);
     assert_eq!(out.reply, None);
     assert!(out.decision.dry_run);
     assert_eq!(out.decision.kind, DecisionKind::RateLimited);
     assert_eq!(out.decision.label(), "would_deny");
-    let out = rls::on_answer(&p, pending, rls::read_answer(14, None), T0);
+    let out = pipeline::rls::on_answer(&p, pending, rls::read_answer(14, None), T0);
     assert_eq!((out.reply, out.decision.label()), (None, "would_deny"));
     // Denied calls in dry-run are never counted.
     assert!(decide(&p, &store, "tok", &call(1, "nope")).rls.is_none());
@@ -464,12 +466,12 @@ fn a_descriptor_that_cannot_be_built_refuses_the_call() {
     let mut pending = Pending::new([1; 32], false);
     pending.add(&p, Some(mcp_policy_core::wire::mcp::Id::null()), Some("exec".into()), &[0, usize::MAX]);
     let why = pending.request(&p, "mcp").unwrap_err();
-    assert_eq!(why, rls::NotSendable::Broken);
-    let out = rls::not_sent(&p, pending.clone(), why, T0);
+    assert_eq!(why, pipeline::rls::NotSendable::Broken);
+    let out = pipeline::rls::not_sent(&p, pending.clone(), why, T0);
     assert_eq!(body(&out)["error"]["data"]["kind"], "limiter_unavailable");
     // Never forwarded uncounted, also with failure_mode allow.
     let allow = policy(EXEC, r#""rate_limit_service":{"cluster":"mcp_ratelimit","failure_mode":"allow"}"#);
-    let out = rls::not_sent(&allow, pending, why, T0);
+    let out = pipeline::rls::not_sent(&allow, pending, why, T0);
     assert_eq!(body(&out)["error"]["data"]["reason"], "a rate limit descriptor could not be built");
     assert_eq!(rls::limit_indices(&p, &[&p.limits[0], &policy(EXEC, RLS).limits[0]]), vec![0, usize::MAX]);
 }
@@ -491,7 +493,7 @@ proptest::proptest! {
         let p = policy(EXEC, RLS);
         let store = MemoryStore::new();
         let pending = held(decide(&p, &store, "tok", &call(1, "exec")));
-        let out = rls::on_answer(&p, pending, rls::read_answer(0, Some(&bytes)), T0);
+        let out = pipeline::rls::on_answer(&p, pending, rls::read_answer(0, Some(&bytes)), T0);
         proptest::prop_assert!(out.reply.is_some() || out.decision.kind == DecisionKind::Allowed);
     }
 }

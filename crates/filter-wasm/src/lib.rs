@@ -138,7 +138,7 @@ enum RequestState {
     /// Held while the approval service is asked, with the callout's token.
     Approval(u32, PendingApproval),
     /// Held while the rate limit service is asked, with the callout's token.
-    Rls(u32, mcp_policy_core::rls::Pending),
+    Rls(u32, mcp_policy_core::pipeline::rls::Pending),
     /// Decided: forwarded or answered locally.
     Decided,
 }

@@ -9,7 +9,8 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType};
 
 use super::{now_ms, Filter, RequestState};
-use mcp_policy_core::rls::{self, Answer, Pending};
+use mcp_policy_core::pipeline::{self, rls::Pending};
+use mcp_policy_core::rls::{self, Answer};
 
 /// Largest answer read, in bytes; a longer one is a bad answer.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
@@ -21,13 +22,13 @@ impl Filter {
         let Some(policy) = self.policy.clone() else { return self.unconfigured() };
         let Some(svc) = policy.gateway.rate_limit_service.as_ref() else {
             let answer = Answer::Unusable("no rate limit service is configured".into());
-            return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
+            return self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()));
         };
         let message = match pending.request(&policy, &svc.domain) {
             Ok(r) => r.encode(),
             Err(why) => {
                 warn!("[ctx {}] rate limit request not sent: {why:?}", self.id);
-                return self.finish(rls::not_sent(&policy, pending, why, now_ms()));
+                return self.finish(pipeline::rls::not_sent(&policy, pending, why, now_ms()));
             }
         };
         let timeout = Duration::from_millis(svc.timeout_ms);
@@ -36,7 +37,7 @@ impl Filter {
         let upstream = svc.upstream();
         let Ok(upstream) = std::str::from_utf8(&upstream) else {
             let answer = Answer::Unusable("the rate limit upstream is not ASCII".into());
-            return self.finish(rls::on_answer(&policy, pending, answer, now_ms()));
+            return self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()));
         };
         match hostcalls::dispatch_grpc_call(upstream, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
             Ok(token) => {
@@ -46,7 +47,7 @@ impl Filter {
             Err(s) => {
                 warn!("[ctx {}] rate limit callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
                 let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
-                self.finish(rls::on_answer(&policy, pending, answer, now_ms()))
+                self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()))
             }
         }
     }
@@ -76,7 +77,7 @@ impl Filter {
         if let Answer::Unavailable(why) | Answer::Unusable(why) = &answer {
             warn!("[ctx {}] {why}", self.id);
         }
-        let outcome = rls::on_answer(&policy, pending, answer, now_ms());
+        let outcome = pipeline::rls::on_answer(&policy, pending, answer, now_ms());
         if self.finish(outcome) == Action::Continue {
             if let Err(s) = hostcalls::resume_http_request() {
                 warn!("[ctx {}] cannot resume the request after the rate limit answer ({s:?})", self.id);

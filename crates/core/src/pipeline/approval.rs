@@ -97,9 +97,9 @@ pub fn on_approval_answer(
             decision.kind = DecisionKind::Approved;
             decision.approval_id = Some(approval_id);
             // The approval is used up; the service counts the call now (it cannot be given back).
-            let rls = crate::rls::Pending::single(policy, grant_id, id, Some(tool), &rls_limits);
+            let rls = crate::pipeline::rls::Pending::single(policy, grant_id, id, Some(tool), &rls_limits);
             return Outcome {
-                rls: rls.map(|p| Box::new(crate::rls::Pending { decision: decision.clone(), ..p })),
+                rls: rls.map(|p| Box::new(crate::pipeline::rls::Pending { decision: decision.clone(), ..p })),
                 ..Outcome::new(decision, None)
             };
         }

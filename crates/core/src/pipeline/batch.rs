@@ -45,7 +45,7 @@ pub(super) fn on_batch(
     let mut invalid = false;
     let mut first_allowed: Option<Decision> = None;
     // With the rate limit service: what the whole batch counts, asked once it is allowed.
-    let mut service = crate::rls::Pending::new(grant.id, true);
+    let mut service = crate::pipeline::rls::Pending::new(grant.id, true);
     for item in items {
         match item {
             Err(e) => {

@@ -47,8 +47,9 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
                 // Shadow mode asks nobody: the call goes on, logged as one that would wait for approval.
                 if let Some(p) = out.approval.take() {
                     // As with local limits, the call still counts: the service is asked.
-                    out.rls = crate::rls::Pending::single(policy, p.grant_id, p.id, Some(p.tool), &p.rls_limits)
-                        .map(Box::new);
+                    out.rls =
+                        crate::pipeline::rls::Pending::single(policy, p.grant_id, p.id, Some(p.tool), &p.rls_limits)
+                            .map(Box::new);
                 }
                 out.decision.kind = DecisionKind::ApprovalRequired;
                 out.decision.dry_run = true;
@@ -97,7 +98,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
     let mut out = match judge_message(policy, head, msg, &grant, limiter) {
         Judged::Forward(d, _, counted) if counted.is_empty() => Outcome::new(d, None),
         Judged::Forward(d, _, counted) => {
-            let rls = crate::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
+            let rls = crate::pipeline::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
             Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }
         }
         Judged::Ask(pending) if !accepted => offer::declined(*pending, limiter),

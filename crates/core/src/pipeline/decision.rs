@@ -17,8 +17,8 @@ pub struct Outcome {
     /// A call allowed by every rule that still needs a person's approval.
     pub approval: Option<Box<PendingApproval>>,
     /// With `gateway.rate_limit_service`: hold the request, ask the service, finish with
-    /// [`crate::rls::on_answer`] (after approval, when both are needed).
-    pub rls: Option<Box<crate::rls::Pending>>,
+    /// [`crate::pipeline::rls::on_answer`] (after approval, when both are needed).
+    pub rls: Option<Box<crate::pipeline::rls::Pending>>,
     /// The body to forward instead of the one received, whenever the request goes upstream (after
     /// an approval or the rate limit service, too): the retry of an offer without the gateway's
     /// `inputResponses` entry and `requestState` (`crate::approval::offer`).

@@ -29,6 +29,7 @@ mod head;
 mod judge;
 mod offer;
 pub mod rewrite;
+pub mod rls;
 mod version;
 
 pub use approval::{on_approval_answer, PendingApproval};
