@@ -115,6 +115,7 @@ screenshot: build approvals venv browser-deps
 ##       lacks (see crates/core/src/json.rs); and the core's layer order (scripts/layers.py)
 lint: wasm-target
 	$(CARGO) fmt --check
+	python3 scripts/layers.py
 	@deps=$$($(CARGO) tree --locked --target $(WASM_TARGET) -e normal -p mcp-policy-filter --prefix none --format '{p}') && \
 	  if grep -q '^serde_json ' <<<"$$deps"; then \
 	    echo "lint: serde_json is in the wasm32 dependency tree of mcp-policy-filter (cargo tree --target $(WASM_TARGET) -e normal -i serde_json);" \

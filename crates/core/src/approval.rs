@@ -6,6 +6,8 @@
 //! [`canonical`]), so an approval of `{"vmid":100,"command":"uptime"}` can never let
 //! `{"command":"cat /etc/shadow"}` through, nor the same call to another MCP server behind the same
 //! Envoy ([`Upstream`]), and the service lets an approval through once.
+//!
+//! Layer `approval` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`, `rls`, `config`.
 
 use sha2::{Digest, Sha256};
 

@@ -5,6 +5,8 @@
 //!
 //! Every object rejects unknown fields (`deny_unknown_fields`): a misspelt key in a security policy
 //! must fail loudly, never be ignored. Every error names the JSON path of the offending value.
+//!
+//! Layer `config` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`, `rls`.
 
 use std::fmt;
 

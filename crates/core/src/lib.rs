@@ -3,6 +3,7 @@
 //!
 //! No host calls: shared data, the clock and callouts sit behind the seams that the adapter
 //! (`crates/filter-wasm`, the only proxy-wasm crate) implements.
+//!
 //! The modules are layers, bottom to top; a module uses only its own layer and the layers below it,
 //! never one above (`scripts/layers.py`, run by `make lint`, holds the order and checks it):
 //!
@@ -25,13 +26,15 @@
 //!     (`tools/list` results without hidden tools, or 502).
 //!
 //! The result-like types, by the layer that produces each:
-//! - `limits`: `Admission` (a limit's count admitted or not), `Taken`, `NotAdmitted`;
+//! - `limits`: `Admission`, `Taken` (units counted, to give back if the call does not go
+//!   upstream) and `NotAdmitted` (over a limit, or the limiter unavailable);
 //! - `policy`: `Verdict` (a call by name against the policy), `conditions::Step`;
-//! - `rls`: `rls::Answer` (the service's reply, decoded);
-//! - `approval`: `approval::Answer` (the approval service's reply);
+//! - `rls`: `rls::Answer` (the rate limit service's reply, read);
+//! - `approval`: `approval::Answer` (the approval service's reply), `offer::Retry` (what a
+//!   continuation leg says about an offer);
 //! - `outcome`: `Refusal` (what is answered), `Decision` and `DecisionKind` (what is recorded);
-//! - `pipeline`: `HeadOutcome` (the headers alone), `Judged`, `Outcome` (what the host does next),
-//!   `SessionCheck`, `Retry`;
+//! - `pipeline`: `HeadOutcome` (the headers alone), `Judged` (one message), `SessionCheck`,
+//!   `Outcome` (what the host does next);
 //! - `response`: `Plan` (from the response headers) and `Step` (per body chunk).
 
 #![forbid(unsafe_code)]

@@ -15,6 +15,8 @@
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
 //! methods MCP does not define are denied unless `gateway.methods` allows them.
+//!
+//! Layer `policy` (crate docs); may use: `terms`, `wire`, `identity`, `limits`.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -26,6 +26,8 @@
 //! - `key`: the shared-data keys (counter keys, grant markers, the lock and the grant count);
 //! - `value`: the stored values' byte layouts (fixed-window counters, sliding-window logs);
 //! - `limiter`: [`Limiter`], taking and giving back units, and the creation lock.
+//!
+//! Layer `limits` (crate docs); may use: `terms`, `wire`, `identity`.
 
 pub mod held;
 mod key;

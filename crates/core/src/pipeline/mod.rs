@@ -14,6 +14,8 @@
 //! - [`decision`]: the decision record and the outcome the host acts on.
 //!
 //! The audit line written for a decision lives in [`crate::outcome::audit`].
+//!
+//! Layer `pipeline` (crate docs); may use: every layer below it: `terms` … `outcome`.
 
 use crate::outcome::decision::Decision;
 use crate::outcome::refusal::Refusal;

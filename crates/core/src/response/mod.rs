@@ -23,6 +23,8 @@
 //!
 //! Every refusal is `bad_upstream_response` (−31006, [`crate::wire::reply::code::BAD_UPSTREAM_RESPONSE`])
 //! with the `tools/list` request's id where there is one, else `null`.
+//!
+//! Layer `response` (crate docs); may use: every layer below it: `terms` … `pipeline`.
 
 use crate::identity::session::StreamIds;
 use crate::outcome::refusal::Refusal;

@@ -18,6 +18,8 @@
 //! `failure_mode`; an answer that says the service could not take the request, or that cannot be
 //! read, refuses the call whatever `failure_mode` says. The protocol cannot give quota back: a
 //! request the service counted is never refused afterwards by this filter.
+//!
+//! Layer `rls` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`.
 
 use crate::limits::Limit;
 use crate::policy::{Policy, Window};
