@@ -1,4 +1,4 @@
-//! src/b64.rs against the `base64` crate: the same encodings, and decoding only canonical text.
+//! src/wire/b64.rs against the `base64` crate: the same encodings, and decoding only canonical text.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 

@@ -110,7 +110,7 @@ impl Filter {
         self.unavailable(POLICY_NOT_LOADED)
     }
 
-    /// The filter cannot judge this request (`reason`, a `data.reason` of src/refusal.rs): 503
+    /// The filter cannot judge this request (`reason`, a `data.reason` of crates/core/src/outcome/refusal.rs): 503
     /// `unavailable`.
     fn unavailable(&mut self, reason: &'static str) -> Action {
         self.request = RequestState::Decided;
