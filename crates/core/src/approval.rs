@@ -17,6 +17,9 @@ use crate::identity::grant::hex;
 use crate::identity::grant::GrantId;
 use crate::wire::json::{self, write_str, Json};
 
+/// The reason shown for a `require_approval` tool whose rule gives none.
+pub const DEFAULT_REASON: &str = "this tool needs a person's approval for each call";
+
 /// Where a call goes, as this Envoy routes it: the MCP server an approval is for. Two routes of one
 /// listener to two clusters, or one cluster serving several servers by host name or path, are
 /// different upstreams, so an approval given for one never lets the same call run on another.

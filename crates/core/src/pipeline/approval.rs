@@ -63,9 +63,6 @@ impl PendingApproval {
     }
 }
 
-/// The reason shown for a `require_approval` tool whose rule gives none.
-pub(super) const DEFAULT_REASON: &str = "this tool needs a person's approval for each call";
-
 /// Finish a held call with the approval service's answer: forward it when approved; otherwise
 /// give its reserved quota back and answer `approval_required`, `approval_denied` or
 /// `approval_unavailable` (JSON-RPC errors −31007/−31008/−31009, HTTP 200, id echoed). A pending
@@ -104,7 +101,7 @@ pub fn on_approval_answer(
             };
         }
         Answer::Pending { approval_id, approval_url, expires_in_seconds } => {
-            let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
+            let reason = reason.unwrap_or_else(|| approval::DEFAULT_REASON.to_owned());
             decision.approval_id = Some(approval_id.clone());
             let link = Some(ApprovalLink { approval_id, approval_url, expires_in_seconds });
             Refusal::ApprovalRequired { tool, reason, link }

@@ -1,6 +1,5 @@
 //! A JSON-RPC batch (MCP 2025-03-26), judged element by element and forwarded only whole.
 
-use super::body::tools_list_id;
 use super::credential::{grant_of, no_grant};
 use super::judge::{judge_message, Judged};
 use super::{refuse, refused, version, HeaderValue, Outcome, RequestHead};
@@ -59,7 +58,7 @@ pub(super) fn on_batch(
                     Message::Notification { .. } => None,
                     m => Some(m.id()),
                 };
-                list_ids.extend(tools_list_id(&msg));
+                list_ids.extend(msg.tools_list_id());
                 match judge_message(policy, head, &msg, &grant, limiter) {
                     Judged::Forward(d, adm, counted) => {
                         service.add(policy, id.clone(), d.tool.clone(), &counted);

@@ -9,7 +9,7 @@ use crate::limits::{Limiter, SharedStore};
 use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::Refusal;
 use crate::policy::{Mode, Policy};
-use crate::wire::mcp::{self, Body, Call, Id, Message};
+use crate::wire::mcp::{self, Body, Call, Message};
 
 /// Decide a POST on its whole body.
 ///
@@ -55,7 +55,7 @@ pub fn on_body(policy: &Policy, head: &RequestHead, body: &[u8], store: &dyn Sha
                 out.decision.dry_run = true;
             }
             if out.reply.is_none() {
-                out.tools_list_ids.extend(tools_list_id(&msg));
+                out.tools_list_ids.extend(msg.tools_list_id());
             }
             if let Some(r) = out.rls.as_mut() {
                 r.decision = out.decision.clone();
@@ -146,16 +146,6 @@ fn judged_method(msg: &Message) -> Option<String> {
         Message::Request { call: Call::Method { method, .. }, .. } => Some(method.name().into()),
         Message::Notification { method } => Some(method.name().into()),
         Message::Response { .. } => None,
-    }
-}
-
-/// The id of `msg` if it is a `tools/list` request.
-pub(super) fn tools_list_id(msg: &Message) -> Option<Id> {
-    match msg {
-        Message::Request { id, call: Call::Method { method: crate::wire::mcp::McpMethod::ToolsList, .. }, .. } => {
-            Some(id.clone())
-        }
-        _ => None,
     }
 }
 

@@ -126,7 +126,7 @@ pub(super) fn pending_reply(
     link: &ApprovalLink,
     now_ms: u64,
 ) -> Option<Reply> {
-    let reason = held.reason.as_deref().unwrap_or(super::approval::DEFAULT_REASON);
+    let reason = held.reason.as_deref().unwrap_or(approval::DEFAULT_REASON);
     let body = match held.offer {
         Offer::Fallback => return None,
         Offer::InputRequired => {

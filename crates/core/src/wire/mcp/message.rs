@@ -106,6 +106,14 @@ pub enum Message {
 }
 
 impl Message {
+    /// The id of this message if it is a `tools/list` request (its response is filtered).
+    pub fn tools_list_id(&self) -> Option<Id> {
+        match self {
+            Message::Request { id, call: Call::Method { method: McpMethod::ToolsList, .. }, .. } => Some(id.clone()),
+            _ => None,
+        }
+    }
+
     /// The id to echo in an error reply for this message (`null` for notifications).
     pub fn id(&self) -> Id {
         match self {
