@@ -90,18 +90,18 @@ def main() -> int:
             errors.append(f"{path}: top-level module `{own}` is not in the layer list of scripts/layers.py")
             continue
         seen.add(own)
-        for line_no, code in code_lines(path.read_text(encoding="utf-8")):
-            used = [m.group(1) for m in PATH.finditer(code)]
-            for group in GROUP.finditer(code):
-                used += [part.strip().split("::")[0] for part in group.group(1).split(",") if part.strip()]
-            for name in used:
-                if name in ("self", "super") or name == own:
-                    continue
-                if name not in rank:
-                    continue  # an item of lib.rs (e.g. VERSION)
-                if rank[name] > rank[own]:
-                    errors.append(f"{path}:{line_no}: layer `{own}` uses `crate::{name}`, a layer above it "
-                                  f"(order, bottom to top: {' < '.join(LAYERS)})")
+        lines = dict(code_lines(path.read_text(encoding="utf-8")))
+        text = "\n".join(lines.get(n, "") for n in range(1, max(lines, default=0) + 1))
+        uses = [(m.start(), m.group(1)) for m in PATH.finditer(text)]
+        for group in GROUP.finditer(text):  # `crate::{a, b::c}`, over several lines too
+            uses += [(group.start(), part.strip().split("::")[0]) for part in group.group(1).split(",") if part.strip()]
+        for at, name in uses:
+            if name in ("self", "super") or name == own or name not in rank:
+                continue  # its own layer, or an item of lib.rs (e.g. VERSION)
+            if rank[name] > rank[own]:
+                line_no = text.count("\n", 0, at) + 1
+                errors.append(f"{path}:{line_no}: layer `{own}` uses `crate::{name}`, a layer above it "
+                              f"(order, bottom to top: {' < '.join(LAYERS)})")
     missing = [name for name in LAYERS if name not in seen]
     if missing:
         errors.append(f"{src}: layers listed in scripts/layers.py but missing: {', '.join(missing)}")
