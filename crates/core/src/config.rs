@@ -19,7 +19,9 @@ mod spec;
 
 pub use compile::{compile, sessions_unbound};
 pub use de::JsonValue;
-pub use spec::*;
+// The policy document's root type, the schema's root (`mcp-policy schema`); the other spec types are
+// read only through it.
+pub use spec::PolicySpec;
 
 /// A policy that cannot be loaded: the JSON path of the problem and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +152,11 @@ pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Action, Algorithm, GrantSource, Scope, Window};
+    use crate::policy::GrantSource;
+    use crate::terms::Action;
+    use crate::terms::Algorithm;
+    use crate::terms::Scope;
+    use crate::terms::Window;
 
     fn load_err(text: &str) -> ConfigError {
         load(text.as_bytes()).unwrap_err().0.remove(0)

@@ -27,7 +27,7 @@ mod gateway;
 mod judge;
 mod rules;
 
-pub use crate::terms::{Action, Algorithm, ApprovalMode, Mode, Scope, Window};
+use crate::terms::{Action, Mode};
 pub use gateway::{ApprovalService, Gateway, GrantSource, RateLimitService};
 pub use judge::{Verdict, HIDE_RULE};
 pub use rules::{NeedsApproval, ToolRule};

@@ -9,7 +9,8 @@ use mcp_policy_core::identity::grant;
 use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::outcome::decision::DecisionKind;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};
-use mcp_policy_core::policy::{ApprovalMode, ApprovalService, Policy};
+use mcp_policy_core::policy::{ApprovalService, Policy};
+use mcp_policy_core::terms::ApprovalMode;
 use mcp_policy_core::wire::json;
 use serde_json::{json, Value};
 

@@ -8,7 +8,9 @@ use std::cell::RefCell;
 
 use mcp_policy_core::limits::Limit;
 use mcp_policy_core::limits::{Limiter, MemoryStore, NotAdmitted, SharedStore, StoreError};
-use mcp_policy_core::policy::{Algorithm, Scope, Window};
+use mcp_policy_core::terms::Algorithm;
+use mcp_policy_core::terms::Scope;
+use mcp_policy_core::terms::Window;
 use proptest::prelude::*;
 
 fn limit(counter: &str, window: Window, max: u64, algorithm: Algorithm) -> Limit {

@@ -14,7 +14,9 @@ use mcp_policy_core::outcome::refusal::{
     LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
     SESSION_ID_NOT_REWRITTEN, SESSION_INVALID,
 };
-use mcp_policy_core::policy::{Algorithm, Scope, Window};
+use mcp_policy_core::terms::Algorithm;
+use mcp_policy_core::terms::Scope;
+use mcp_policy_core::terms::Window;
 use mcp_policy_core::wire::mcp::Id;
 use mcp_policy_core::wire::protocol::Versions;
 

@@ -13,7 +13,9 @@ use super::{
 };
 use crate::limits::Limit;
 use crate::policy::conditions::{self, Condition, Op};
-use crate::policy::{Action, Algorithm, NeedsApproval, Policy, ToolRule};
+use crate::policy::{NeedsApproval, Policy, ToolRule};
+use crate::terms::Action;
+use crate::terms::Algorithm;
 use crate::wire::json::Json;
 
 mod gateway;

@@ -18,7 +18,9 @@
 //! `passed` never carries a tool. Should a decision outside this set still occur, the host defines
 //! its counter then, so no decision goes uncounted.
 
-use crate::policy::{Action, Mode, Policy};
+use crate::policy::Policy;
+use crate::terms::Action;
+use crate::terms::Mode;
 
 /// Every decision label, in the order of the README's table.
 pub const LABELS: [&str; 13] = [

@@ -8,7 +8,8 @@ use super::{body_too_large, refuse, version, HeaderValue, Outcome, RequestHead};
 use crate::limits::{Limiter, SharedStore};
 use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::Refusal;
-use crate::policy::{Mode, Policy};
+use crate::policy::Policy;
+use crate::terms::Mode;
 use crate::wire::mcp::{self, Body, Call, Message};
 
 /// Decide a POST on its whole body.

@@ -10,7 +10,8 @@ use crate::identity::grant::Grant;
 use crate::identity::stray;
 use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::Refusal;
-use crate::policy::{GrantSource, Mode, Policy};
+use crate::policy::{GrantSource, Policy};
+use crate::terms::Mode;
 use crate::wire::http;
 use crate::wire::mcp::Id;
 

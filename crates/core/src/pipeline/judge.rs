@@ -6,7 +6,8 @@ use crate::identity::grant::Grant;
 use crate::limits::{self, Admission, Limiter};
 use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
-use crate::policy::{Action, NeedsApproval, Policy, Verdict};
+use crate::policy::{NeedsApproval, Policy, Verdict};
+use crate::terms::Action;
 use crate::wire::mcp::{Call, Message};
 
 /// How one message fared.

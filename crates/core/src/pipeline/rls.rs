@@ -15,9 +15,10 @@ use super::Outcome;
 use crate::identity::grant::{hex, GrantId};
 use crate::outcome::decision::{Decision, DecisionKind};
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
-use crate::policy::{Policy, Scope};
+use crate::policy::Policy;
 use crate::rls::{proto, unit, Answer, COUNTER_KEY, GRANT_KEY, MAX_DESCRIPTORS};
 use crate::terms::FailureMode;
+use crate::terms::Scope;
 use crate::wire::mcp::Id;
 
 /// One message of the request that counts against descriptors.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Action, ApprovalMode, Mode};
+use crate::terms::{Action, ApprovalMode, Mode};
 
 /// Where the grant (the caller's credential) comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

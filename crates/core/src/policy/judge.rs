@@ -1,8 +1,9 @@
 //! [`Policy::judge`]: the one function that decides a call by name, and its [`Verdict`]. The
 //! precedence is in the module documentation of `policy`.
 
-use super::{Action, Limit, NeedsApproval, Policy};
+use super::{Limit, NeedsApproval, Policy};
 use crate::policy::conditions;
+use crate::terms::Action;
 use crate::wire::mcp::{Arguments, Call, McpMethod};
 
 /// The outcome of judging one request by name.

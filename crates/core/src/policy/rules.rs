@@ -1,7 +1,7 @@
 //! The compiled rules of the policy's `tools`: a tool's rule, its limits, its approval.
 
-use super::Action;
 use crate::policy::conditions::Condition;
+use crate::terms::Action;
 
 /// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
 #[derive(Debug, Clone)]

@@ -22,7 +22,8 @@
 //! Layer `rls` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`.
 
 use crate::limits::Limit;
-use crate::policy::{Policy, Window};
+use crate::policy::Policy;
+use crate::terms::Window;
 
 mod answer;
 pub mod proto;

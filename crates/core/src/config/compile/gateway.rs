@@ -14,8 +14,12 @@ use crate::config::{
 use crate::identity::session::SessionKeys;
 use crate::limits::Limit;
 use crate::policy::RateLimitService;
-use crate::policy::{Action, Algorithm, ApprovalMode, ApprovalService, Gateway, GrantSource, Mode};
+use crate::policy::{ApprovalService, Gateway, GrantSource};
+use crate::terms::Action;
+use crate::terms::Algorithm;
+use crate::terms::ApprovalMode;
 use crate::terms::FailureMode;
+use crate::terms::Mode;
 use crate::wire::protocol::{Version, Versions};
 
 /// An Envoy cluster name, authority or path: 1 to 256 printable ASCII characters.
