@@ -24,7 +24,7 @@ const KEY_LEN: usize = 40;
 
 /// A counter key (`mcpf1:c:` + 32 lower-case hex digits) or grant marker (`mcpf1:g:` + 32), built
 /// on the stack: no allocation per call. Dereferences to the key text, the exact bytes stored in
-/// shared data (`tests/shared_data_keys.rs` pins the layout).
+/// shared data (`tests/core/shared_data_keys.rs` pins the layout).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Key([u8; KEY_LEN]);
 

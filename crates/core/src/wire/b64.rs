@@ -2,7 +2,7 @@
 //! `=?base64?…?=` names and bound session ids.
 //!
 //! Own code for size: the `base64` crate measured about 10 KB of the wasm here and `base64ct` about
-//! 7.5 KB; this is under 1 KB. `tests/b64.rs` checks it against the `base64` crate (encoding, and
+//! 7.5 KB; this is under 1 KB. `tests/core/b64.rs` checks it against the `base64` crate (encoding, and
 //! canonical-only decoding) on random inputs.
 
 const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -1,6 +1,6 @@
 //! The README's protocol tables, rendered from [`METHODS`](super::METHODS) and
 //! [`RULES`](super::RULES), and its table of `subscriptions/listen` kinds, rendered from
-//! [`SUBSCRIPTION_KINDS`](super::SUBSCRIPTION_KINDS) (tests/protocol.rs checks the README holds
+//! [`SUBSCRIPTION_KINDS`](super::SUBSCRIPTION_KINDS) (tests/core/protocol.rs checks the README holds
 //! exactly this text).
 
 use super::Handling::{Method, Pass, Stream, Tool};

@@ -214,7 +214,7 @@ proptest! {
 #[test]
 fn the_readme_protocol_section_is_the_rendered_table() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start = "<!-- protocol-table:start (rendered by protocol::render_markdown; crates/core/tests/protocol.rs checks it) -->\n";
+    let start = "<!-- protocol-table:start (rendered by protocol::render_markdown; crates/core/tests/core/protocol.rs checks it) -->\n";
     let end = "<!-- protocol-table:end -->";
     let from = readme.find(start).expect("README protocol table start marker") + start.len();
     let to = readme[from..].find(end).expect("README protocol table end marker") + from;
@@ -224,7 +224,7 @@ fn the_readme_protocol_section_is_the_rendered_table() {
 #[test]
 fn the_readme_lists_the_rendered_subscription_kinds() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start = "<!-- subscription-kinds:start (rendered by protocol::render_subscription_kinds; crates/core/tests/protocol.rs checks it) -->\n";
+    let start = "<!-- subscription-kinds:start (rendered by protocol::render_subscription_kinds; crates/core/tests/core/protocol.rs checks it) -->\n";
     let end = "<!-- subscription-kinds:end -->";
     let from = readme.find(start).expect("README subscription kinds start marker") + start.len();
     let to = readme[from..].find(end).expect("README subscription kinds end marker") + from;
