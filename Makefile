@@ -21,7 +21,7 @@ WASM_OPT_FLAGS := -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-gl
 ## module it was made from ($(WASM).src-sha256), and put back in place (by mv, never written through
 ## cargo's link) when cargo's output is that module again.
 build: wasm-target $(WASM_OPT)
-	$(CARGO) build --release --target $(WASM_TARGET) --locked
+	$(CARGO) build --release --target $(WASM_TARGET) --locked -p mcp-policy-filter
 	@if [ -f $(WASM).opt ] && [ -f $(WASM).src-sha256 ] && sha256sum --status -c $(WASM).src-sha256 2>/dev/null; then \
 	  echo "wasm-opt: $(WASM) unchanged since it was shrunk"; \
 	else \
@@ -52,13 +52,13 @@ $(VENV)/.installed: tests/requirements.txt pyproject.toml
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
 test: lint test-unit build venv test-envoy
 
-# Every native cargo command builds the filter library with the same features (FILTER_FEATURES):
-# the library is a cdylib too, whose outputs carry no hash suffix, so two feature sets would
-# overwrite each other and every command would rebuild it, and the services on top of it.
-FILTER_FEATURES := --features mcp-policy-filter/cli
+# Every native cargo command builds the core (mcp-policy-core) with the same features
+# (FILTER_FEATURES): two feature sets would make every command rebuild it, and the services and
+# tools on top of it.
+FILTER_FEATURES := --features mcp-policy-core/schema
 
 test-unit: redis-deps postgres-deps venv
-	$(CARGO) test --locked --all-targets $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-policy-core --all-targets $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-policy-cli $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
@@ -114,20 +114,21 @@ screenshot: build approvals venv browser-deps
 
 ## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm; and
 ##       serde_json kept out of the .wasm: the filter reads every JSON text (bodies, policy) through
-##       src/json.rs and src/config/de.rs, whose guarantees serde_json lacks (see src/json.rs)
+##       crates/core/src/wire/json.rs and crates/core/src/config/de.rs, whose guarantees serde_json
+##       lacks (see crates/core/src/wire/json.rs); and the core's layer order (scripts/layers.py)
 lint: wasm-target
 	$(CARGO) fmt --check
+	python3 scripts/layers.py
 	@deps=$$($(CARGO) tree --locked --target $(WASM_TARGET) -e normal -p mcp-policy-filter --prefix none --format '{p}') && \
 	  if grep -q '^serde_json ' <<<"$$deps"; then \
 	    echo "lint: serde_json is in the wasm32 dependency tree of mcp-policy-filter (cargo tree --target $(WASM_TARGET) -e normal -i serde_json);" \
-	      "the filter must read JSON only through src/json.rs and src/config/de.rs: see src/json.rs for why" >&2; \
+	      "the filter must read JSON only through crates/core/src/wire/json.rs and crates/core/src/config/de.rs: see crates/core/src/wire/json.rs for why" >&2; \
 	    exit 1; \
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
-	$(CARGO) clippy --locked --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked -p mcp-policy-cli --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-policy-core -p mcp-policy-filter -p mcp-policy-cli --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
+	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -p mcp-policy-filter -- -D warnings
 
 fmt:
 	$(CARGO) fmt
@@ -168,7 +169,7 @@ bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
 	$(PY) -c 'import matplotlib' 2>/dev/null || \
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
-	$(CARGO) bench --locked --bench core
+	$(CARGO) bench --locked -p mcp-policy-core --bench core
 	$(PY) bench/load.py --out BENCHMARKS.md \
 	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm \
 	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
@@ -243,7 +244,7 @@ reload:
 	@mkdir -p $(RUN_DIR)
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
-	elif test -n "$$(find src crates approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	elif test -n "$$(find crates approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }

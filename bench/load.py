@@ -272,7 +272,8 @@ def wasm_sizes(benchmarked: pathlib.Path, build_variants: bool) -> list[dict]:
         target_dir = ROOT / "target" / "bench-footprint" / f"opt-{level}"
         env = dict(os.environ, CARGO_PROFILE_RELEASE_OPT_LEVEL=level, CARGO_TARGET_DIR=str(target_dir))
         log(f"building the wasm with opt-level={level} into {target_dir.relative_to(ROOT)}")
-        subprocess.run(["cargo", "build", "--quiet", "--release", "--locked", "--target", "wasm32-wasip1"],
+        subprocess.run(["cargo", "build", "--quiet", "--release", "--locked", "--target", "wasm32-wasip1",
+                        "-p", "mcp-policy-filter"],
                        cwd=ROOT, env=env, check=True)
         path = target_dir / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
         rows.append({"variant": f'opt-level="{level}"', "path": path, "bytes": path.stat().st_size})

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the request bodies shared by the micro benchmarks (benches/core.rs, include_bytes!) and the
+"""Write the request bodies shared by the micro benchmarks (crates/core/benches/core.rs, include_bytes!) and the
 load benchmark (bench/load.py): MCP tools/call requests of an exact size.
 
 The arguments are shaped like a real agent call (nested objects, an array of small records, numbers,

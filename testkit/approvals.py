@@ -80,14 +80,14 @@ def approval_policy(tools: dict | None = None, *, mode: str = "retry", timeout: 
 
 
 def upstream_of(envoy: Envoy, path: str = "/mcp", cluster: str = "mcp_upstream") -> dict:
-    """The upstream an approval of a call through `envoy` is bound to (src/approval.rs `Upstream`):
+    """The upstream an approval of a call through `envoy` is bound to (crates/core/src/approval.rs `Upstream`):
     the route's cluster, the `:authority` the tests' clients send (`127.0.0.1:PORT`) and the path."""
     return {"cluster": cluster, "authority": f"{HOST}:{envoy.listen_port}", "path": path}
 
 
 def approval_key(grant_id: str, tool: str, arguments: Any, upstream: dict) -> str:
     """API.md: SHA-256 (hex) of the canonical JSON of {arguments, grant, tool, upstream}; `grant_id`
-    is the full hex SHA-256 of the credential (src/approval.rs), not the logged label."""
+    is the full hex SHA-256 of the credential (crates/core/src/approval.rs), not the logged label."""
     canonical = json.dumps({"arguments": arguments, "grant": grant_id, "tool": tool, "upstream": upstream},
                            sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -35,7 +35,7 @@ REPOSITORY = "mcp-policy-filter"
 
 
 def crate_version() -> str:
-    """`version` of the root Cargo.toml's package."""
+    """`version` of the root Cargo.toml's `[workspace.package]`."""
     for line in (REPO_ROOT / "Cargo.toml").read_text(encoding="utf-8").splitlines():
         if line.startswith("version = "):
             return line.split('"')[1]

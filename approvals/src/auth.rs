@@ -115,7 +115,7 @@ pub fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
 }
 
 /// Lower-case hex: the filter's encoder, so session ids, grant ids and keys are written alike.
-pub use mcp_policy_filter::grant::hex;
+pub use mcp_policy_core::identity::grant::hex;
 
 const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 

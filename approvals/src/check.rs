@@ -1,13 +1,13 @@
 //! Reading a `/v1/check` body (API.md "Filter -> service"): one pass of the filter's strict parser
-//! (`mcp_policy_filter::json::Parser`: duplicate keys at any depth, lone surrogate escapes, NaN and
+//! (`mcp_policy_core::wire::json::Parser`: duplicate keys at any depth, lone surrogate escapes, NaN and
 //! the like refused), keeping the exact text of `arguments` and `input_responses` as the filter sent
 //! them, then the key recomputed with the filter's own `approval::key_with` (over the grant, the
 //! upstream, the tool, the arguments and a leg's answers and state).
 
 use std::collections::HashMap;
 
-use mcp_policy_filter::grant::from_hex32 as hex32;
-use mcp_policy_filter::json::{Json, Parser};
+use mcp_policy_core::identity::grant::from_hex32 as hex32;
+use mcp_policy_core::wire::json::{Json, Parser};
 
 use crate::api::{CheckError, KEY_MISMATCH, MAX_EXPIRES_IN, MAX_GRANT, MAX_REASON, MAX_REQUEST_ID, MAX_TOOL, MAX_WAIT};
 use crate::store::{CheckInput, Upstream};
@@ -64,7 +64,7 @@ struct Member<'a> {
 /// leg's answers') JSON text as sent (`--max-arguments-bytes`). The message of
 /// [`CheckError::Bad`] is the 400 answer.
 pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckInput, i64), CheckError> {
-    let strict = |e: mcp_policy_filter::json::ParseError| CheckError::Bad(format!("body is not strict JSON: {e}"));
+    let strict = |e: mcp_policy_core::wire::json::ParseError| CheckError::Bad(format!("body is not strict JSON: {e}"));
     let mut p = Parser::new(body).map_err(strict)?;
     if p.peek_non_ws() != Some(b'{') {
         // Not strict JSON at all is told as such; strict JSON of another type is not an object.
@@ -146,7 +146,7 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
         None | Some(Json::Null) => String::new(),
         Some(_) => string("reason", MAX_REASON)?,
     };
-    let expected = mcp_policy_filter::approval::key_with(
+    let expected = mcp_policy_core::approval::key_with(
         &grant_id_bytes,
         &upstream,
         &tool,

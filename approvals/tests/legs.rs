@@ -73,9 +73,9 @@ fn key_of(args: &str, answers: Option<&str>, state: Option<&str>) -> String {
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&GRANT[2 * i..2 * i + 2], 16).unwrap();
     }
-    let parse = |t: &str| mcp_policy_filter::json::parse(t.as_bytes()).unwrap();
+    let parse = |t: &str| mcp_policy_core::wire::json::parse(t.as_bytes()).unwrap();
     let up = mcp_approvals::store::Upstream { cluster: "mcp_a".into(), authority: "gw".into(), path: "/mcp".into() };
-    mcp_policy_filter::approval::key_with(&g, &up, "delete_vm", Some(&parse(args)), answers.map(parse).as_ref(), state)
+    mcp_policy_core::approval::key_with(&g, &up, "delete_vm", Some(&parse(args)), answers.map(parse).as_ref(), state)
 }
 
 /// A check body as the filter sends it (text, so the answers' bytes are exactly these).

@@ -26,10 +26,10 @@ fn sign(mut b: Value) -> Value {
     for (i, x) in g.iter_mut().enumerate() {
         *x = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
-    let args = mcp_policy_filter::json::parse(b["arguments"].to_string().as_bytes()).unwrap();
+    let args = mcp_policy_core::wire::json::parse(b["arguments"].to_string().as_bytes()).unwrap();
     let s = |k: &str| b["upstream"][k].as_str().unwrap().to_owned();
     let up = mcp_approvals::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") };
-    b["key"] = json!(mcp_policy_filter::approval::key(&g, &up, b["tool"].as_str().unwrap(), Some(&args)));
+    b["key"] = json!(mcp_policy_core::approval::key(&g, &up, b["tool"].as_str().unwrap(), Some(&args)));
     b
 }
 

@@ -57,14 +57,14 @@ async fn open(router: &Router) -> String {
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&GRANT[2 * i..2 * i + 2], 16).unwrap();
     }
-    let parse = |t: &str| mcp_policy_filter::json::parse(t.as_bytes()).unwrap();
+    let parse = |t: &str| mcp_policy_core::wire::json::parse(t.as_bytes()).unwrap();
     let up = mcp_approvals::store::Upstream {
         cluster: "<img src=x onerror=alert(5)>".into(),
         authority: "<iframe src=//evil>".into(),
         path: "/mcp?<svg onload=alert(6)>".into(),
     };
     let key =
-        mcp_policy_filter::approval::key_with(&g, &up, TOOL, Some(&parse(ARGS)), Some(&parse(ANSWERS)), Some(STATE));
+        mcp_policy_core::approval::key_with(&g, &up, TOOL, Some(&parse(ARGS)), Some(&parse(ANSWERS)), Some(STATE));
     let body = format!(
         r#"{{"key":"{key}","grant_id":"{GRANT}","grant":"<i>grant</i>","tool":{},"upstream":{{"cluster":{},"authority":{},"path":{}}},"arguments":{ARGS},"request_id":"<svg onload=alert(4)>","expires_in_seconds":600,"wait_seconds":0,"reason":"<u>reason</u>","input_responses":{ANSWERS},"request_state":{}}}"#,
         json!(TOOL),

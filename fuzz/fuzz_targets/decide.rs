@@ -1,5 +1,5 @@
-//! Fuzz the whole pure decision path: header bytes plus body bytes into `gate::on_headers` and
-//! `gate::on_body`, with an in-memory shared-data store. Any panic is a bug (the filter runs with
+//! Fuzz the whole pure decision path: header bytes plus body bytes into `pipeline::on_headers` and
+//! `pipeline::on_body`, with an in-memory shared-data store. Any panic is a bug (the filter runs with
 //! `panic = "abort"` inside Envoy). Input layout: byte 0 picks the HTTP method and which optional
 //! headers are present; byte 1 picks the policy (bit 0: the second one, with a grant header,
 //! `client_responses: "deny"`, folded deny/hide names and conditions on numbers and strings) and
@@ -8,9 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_policy_filter::config;
-use mcp_policy_filter::gate::{self, HeadOutcome, RequestHead};
-use mcp_policy_filter::ratelimit::MemoryStore;
+use mcp_policy_core::config;
+use mcp_policy_core::pipeline::{self, HeadOutcome, RequestHead};
+use mcp_policy_core::limits::MemoryStore;
 use std::sync::OnceLock;
 
 const POLICY: &str = r#"{"version":"1","default":"deny","hide":["delete_vm"],
@@ -37,9 +37,9 @@ const POLICY_B: &str = r#"{"version":"1","default":"allow","hide":["delete_vm"],
                         {"path":"args.tags","op":"contains","value":"x\u200b"}]}},
   "gateway":{"grant_header":"x-mcp-subject","client_responses":"deny"}}"#;
 
-fn policy(second: bool) -> &'static mcp_policy_filter::policy::Policy {
-    static P: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
-    static Q: OnceLock<mcp_policy_filter::policy::Policy> = OnceLock::new();
+fn policy(second: bool) -> &'static mcp_policy_core::policy::Policy {
+    static P: OnceLock<mcp_policy_core::policy::Policy> = OnceLock::new();
+    static Q: OnceLock<mcp_policy_core::policy::Policy> = OnceLock::new();
     if second {
         Q.get_or_init(|| config::load(POLICY_B.as_bytes()).expect("second fuzz policy loads"))
     } else {
@@ -86,17 +86,17 @@ fuzz_target!(|data: &[u8]| {
         Some(b'{') | Some(b'[') => Some("mcp_upstream".to_owned()),
         _ => None,
     };
-    if let HeadOutcome::NeedBody = gate::on_headers(p, &head) {
+    if let HeadOutcome::NeedBody = pipeline::on_headers(p, &head) {
         let store = MemoryStore::new();
-        let mut out = gate::on_body(p, &head, body, &store, 1_700_000_000_000);
+        let mut out = pipeline::on_body(p, &head, body, &store, 1_700_000_000_000);
         if let Some(pending) = out.approval.take() {
             // The callout body is JSON; any service answer (here: bytes from the input) finishes
             // the call with a JSON reply or a forward, and never panics.
             let _: serde_json_check::Value =
                 serde_json_check::from_str(&pending.check_body("rid", 0)).expect("check body is JSON");
             let status: &[u8] = if sel & 0x80 != 0 { b"200" } else { b"504" };
-            let answer = mcp_policy_filter::approval::read_answer(Some(status), values[4]);
-            out = gate::on_approval_answer(p, *pending, answer, &store, 1_700_000_000_000);
+            let answer = mcp_policy_core::approval::read_answer(Some(status), values[4]);
+            out = pipeline::on_approval_answer(p, *pending, answer, &store, 1_700_000_000_000);
         }
         if let Some(reply) = out.reply {
             // Every reply is valid JSON.
@@ -106,8 +106,8 @@ fuzz_target!(|data: &[u8]| {
 });
 
 mod serde_json_check {
-    pub use mcp_policy_filter::json::Json as Value;
-    pub fn from_str(s: &str) -> Result<Value, mcp_policy_filter::json::ParseError> {
-        mcp_policy_filter::json::parse(s.as_bytes())
+    pub use mcp_policy_core::wire::json::Json as Value;
+    pub fn from_str(s: &str) -> Result<Value, mcp_policy_core::wire::json::ParseError> {
+        mcp_policy_core::wire::json::parse(s.as_bytes())
     }
 }

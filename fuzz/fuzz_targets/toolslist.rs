@@ -7,12 +7,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_policy_filter::config;
-use mcp_policy_filter::json::{self, Json};
-use mcp_policy_filter::mcp::Id;
-use mcp_policy_filter::policy::Policy;
-use mcp_policy_filter::response::{Plan, ResponseFilter, Step};
-use mcp_policy_filter::toolslist;
+use mcp_policy_core::config;
+use mcp_policy_core::wire::json::{self, Json};
+use mcp_policy_core::wire::mcp::Id;
+use mcp_policy_core::policy::Policy;
+use mcp_policy_core::response::{Plan, ResponseFilter, Step};
+use mcp_policy_core::response::toolslist;
 
 thread_local! {
     static POLICY: Policy = config::load(

@@ -10,17 +10,17 @@
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use mcp_policy_filter::grant::hex;
+use mcp_policy_core::identity::grant::hex;
 use sha2::{Digest, Sha256};
 
 /// Most descriptors in one request: the filter's own bound (`rls::MAX_DESCRIPTORS`), so that the
 /// filter never sends a request this service refuses.
-pub const MAX_DESCRIPTORS: usize = mcp_policy_filter::rls::MAX_DESCRIPTORS;
+pub const MAX_DESCRIPTORS: usize = mcp_policy_core::rls::MAX_DESCRIPTORS;
 /// Most entries in one descriptor.
 pub const MAX_ENTRIES: usize = 16;
 /// Longest domain, entry key or entry value, in bytes (the filter checks counter names against it
 /// at policy load).
-pub const MAX_TEXT_BYTES: usize = mcp_policy_filter::rls::MAX_TEXT_BYTES;
+pub const MAX_TEXT_BYTES: usize = mcp_policy_core::rls::MAX_TEXT_BYTES;
 
 /// One counter a request counts against.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The filter's hand-written RLS codec (mcp_policy_filter::rls::proto) against envoy-types' prost
+//! The filter's hand-written RLS codec (mcp_policy_core::rls::proto) against envoy-types' prost
 //! messages: what the filter encodes, prost decodes identically; what prost encodes, the filter
 //! reads identically.
 
@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{DescriptorStatus, RateLimit};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::{Duration, UInt64Value};
-use mcp_policy_filter::rls::proto;
+use mcp_policy_core::rls::proto;
 use prost::Message;
 
 fn requests() -> Vec<proto::Request> {

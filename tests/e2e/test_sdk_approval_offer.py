@@ -1,4 +1,4 @@
-"""Tier 3: require_approval offered through the protocol (src/offer.rs), with the official Python
+"""Tier 3: require_approval offered through the protocol (crates/core/src/approval/offer.rs), with the official Python
 SDK client (`mcp.Client`, mode "2026-07-28", with an elicitation callback, so it declares URL
 elicitation in `_meta`), through Envoy under envoy/policy.json plus `gateway.session_key`, to the
 demo server, with the real mcp-approvals.

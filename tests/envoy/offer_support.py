@@ -1,5 +1,5 @@
 """Shared parts of the approval-offer tests (tests/envoy/test_approval_offer*.py): the
-2026-07-28 client's constants and the exact `input_required` offer (src/offer.rs)."""
+2026-07-28 client's constants and the exact `input_required` offer (crates/core/src/approval/offer.rs)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ REASON = "starting a VM costs money"
 ARGS = {"node": "pve2", "vmid": 200}
 ID_RE = re.compile(r"apr_[0-9A-Za-z]{26}")
 SETTLE = 0.3
-# approval_unavailable is answered like limiter_unavailable: HTTP 200, retry-after: 1 (src/gate/approval.rs
+# approval_unavailable is answered like limiter_unavailable: HTTP 200, retry-after: 1 (crates/core/src/pipeline/approval.rs
 # on_approval_answer), not 503: the filter answers 200 like its other refusals.
 UNAVAILABLE_STATUS = 200
 

@@ -65,7 +65,7 @@ def code_of(reply) -> int | None:
 
 def test_calls_over_the_cap_are_not_held(stack):
     # Three grants at once, on 2 workers, so that each grant's first reservations may race across
-    # workers. The exact interleavings are pinned by src/held.rs's native tests (a real race needs
+    # workers. The exact interleavings are pinned by crates/core/src/limits/held.rs's native tests (a real race needs
     # two workers within microseconds of each other); here the cap holds in real Envoy: never more
     # than 8 held per grant, and 8 unless a reservation found the creation lock busy for its whole
     # spin budget (then it is asked without waiting, logged as Unavailable: fail closed).

@@ -1,4 +1,4 @@
-"""Tier 2: require_approval offered through the protocol (src/offer.rs) in real Envoy, with the real
+"""Tier 2: require_approval offered through the protocol (crates/core/src/approval/offer.rs) in real Envoy, with the real
 mcp-approvals service, in front of tests/cases/recorder.py.
 
 A 2026-07-28 `tools/call` whose `_meta` client capabilities declare URL elicitation gets, while its

@@ -1,4 +1,4 @@
-"""Tier 2: a hostile agent against the approval offer (src/offer.rs, tests/envoy/test_approval_offer.py)
+"""Tier 2: a hostile agent against the approval offer (crates/core/src/approval/offer.rs, tests/envoy/test_approval_offer.py)
 in real Envoy, with the real mcp-approvals service, in front of tests/cases/recorder.py.
 
 Each attack asserts the exact reply and what reached the server: an approved `requestState`

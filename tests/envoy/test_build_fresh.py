@@ -2,10 +2,10 @@
 native binary in one cargo command) compiles nothing when no source changed, and wasm-opt does not run
 again on a module it already shrank.
 
-Cargo reports each unit with `-v`: `Fresh` (nothing to do), `Dirty` and `Compiling` (work). The library
-is a cdylib too, whose outputs carry no hash suffix, so two cargo commands that build it with different
-features or dependencies overwrite each other's output and each rebuilds it: the Makefile builds it one
-way only (FILTER_FEATURES, the `native` target), and this test holds it to that.
+Cargo reports each unit with `-v`: `Fresh` (nothing to do), `Dirty` and `Compiling` (work). Two cargo
+commands that build the core (mcp-policy-core) with different features make each other rebuild it and
+everything on top of it: the Makefile builds it one way only (FILTER_FEATURES, the `native` target),
+and this test holds it to that.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 
 from testkit.paths import REPO_ROOT
 
-UNITS = ("mcp-policy-filter", "mcp-approvals", "mcp-ratelimit")
+UNITS = ("mcp-policy-core", "mcp-policy-filter", "mcp-approvals", "mcp-ratelimit")
 
 
 def make_build() -> str:

@@ -2,7 +2,7 @@
 envoy/policy-conditions.json, in front of tests/cases/recorder.py.
 
 The example: `vm_agent_exec` requires `args.vmid in [100, 101]` and is denied if `args.command`
-matches a destructive-command regex; both conditions carry a reason. Semantics (src/conditions.rs):
+matches a destructive-command regex; both conditions carry a reason. Semantics (crates/core/src/policy/conditions.rs):
 type-strict (the integer 100 is not the string "100"; numbers compare as exact decimals), and a
 condition that cannot be evaluated (missing path, wrong JSON type) denies in `require` and in
 `deny_if` alike. A denial names the condition (`rule`: `tools.NAME.require[i]` / `deny_if[i]`,

@@ -102,7 +102,7 @@ REFUSED = {
                                 extra={"mcp-method": "tools/list"}),
     "mcp-name-mismatch": Case(tool_call("list_vms", {}, id=6), 400, -32020, "header_mismatch", 6,
                               extra={"mcp-method": "tools/call", "mcp-name": "vm_status"}),
-    # 10a: the retry of an approval offer with a requestState the gateway did not seal (src/offer.rs)
+    # 10a: the retry of an approval offer with a requestState the gateway did not seal (crates/core/src/approval/offer.rs)
     "forged-approval-state": Case(rpc(id=7, method="tools/call", params={
         "name": "list_vms", "arguments": {}, "requestState": "mcpf-a1.forged"}), 400, -31011, "approval_state_invalid", 7),
     "approval-answer-without-state": Case(rpc(id=7, method="tools/call", params={

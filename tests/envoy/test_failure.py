@@ -39,7 +39,7 @@ RELOAD_WAIT = 5.0
 @pytest.fixture(scope="session")
 def panic_wasm() -> Path:
     """The filter built with `--features test-panic` (fails the tests if the build fails)."""
-    done = cargo_build(["build", "--release", "--target", "wasm32-wasip1", "--features", "test-panic",
+    done = cargo_build(["build", "--release", "--target", "wasm32-wasip1", "-p", "mcp-policy-filter", "--features", "test-panic",
                         "--target-dir", str(PANIC_TARGET_DIR)])
     if done.returncode != 0 or not PANIC_WASM.is_file():
         pytest.fail(f"cargo build --features test-panic failed ({done.returncode}):\n{done.stderr[-3000:]}",

@@ -78,7 +78,7 @@ def test_prometheus_counts_after_a_scripted_session(stack):
     assert totals(samples) == {"allowed": 3, "passed": 1, "denied": 1, "hidden": 1, "rate_limited": 1,
                                "no_grant": 1, "invalid": 1, "limiter_unavailable": 0, "would_deny": 0,
                                **NO_APPROVALS}
-    # Per tool, only the decisions its rule can produce exist (src/series.rs), from 0.
+    # Per tool, only the decisions its rule can produce exist (crates/core/src/outcome/series.rs), from 0.
     possible = {"delete_vm": ["hidden"], "list_vms": ["allowed"], "other": ["denied"],
                 "vm_agent_exec": ["allowed", "rate_limited", "limiter_unavailable"]}
     expected = {f'{{mcp_tool="{t}",mcp_decision="{d}"}}': 0.0

@@ -1,7 +1,7 @@
 """Tier 2: tools/list filtering in real Envoy, in front of a stub upstream that replays canned responses
 (testkit/upstream.py `StubUpstream`).
 
-What the README ("tools/list filtering") and src/toolslist.rs promise:
+What the README ("tools/list filtering") and crates/core/src/response/toolslist/ promise:
 - tools in `hide` (all for `"*"`; with `gateway.hide_denied_tools`, also tools denied by name alone) are
   removed from every result carrying `tools` in the reply to a tools/list request (whatever its id:
   the MCP Python SDK takes "5" as the answer to 5); `nextCursor` and every other field of the result and

@@ -14,7 +14,7 @@ use serde_json::json;
 // 64 lower-case hex digits (a key or grant id) as bytes: the filter's decoder (the check body is
 // read in crate::check; the tests here use it).
 #[cfg(test)]
-use mcp_policy_filter::grant::from_hex32 as hex32;
+use mcp_policy_core::identity::grant::from_hex32 as hex32;
 
 use super::json_error;
 use crate::auth;
@@ -26,7 +26,7 @@ pub const KEY_MISMATCH: &str = "key does not match grant_id, upstream, tool and 
 
 /// Parses and validates a `/v1/check` body; the message is the 400 answer.
 ///
-/// The body is read with the filter's strict parser (`mcp_policy_filter::json`: duplicate keys,
+/// The body is read with the filter's strict parser (`mcp_policy_core::wire::json`: duplicate keys,
 /// lone surrogates, ... refused), and the approval key is recomputed from `grant_id`, `tool` and
 /// `arguments` with the filter's own `approval::key`: a check whose `key` differs is refused, so
 /// the call a person approves is exactly the call the key lets through.
@@ -238,8 +238,8 @@ mod tests {
     /// The filter's key of a call to `upstream`.
     fn key_to(grant_id: &str, upstream: &Value, tool: &str, args: &str) -> String {
         let g = hex32(grant_id).unwrap();
-        let args = mcp_policy_filter::json::parse(args.as_bytes()).unwrap();
-        mcp_policy_filter::approval::key(&g, &up(upstream), tool, Some(&args))
+        let args = mcp_policy_core::wire::json::parse(args.as_bytes()).unwrap();
+        mcp_policy_core::approval::key(&g, &up(upstream), tool, Some(&args))
     }
 
     /// A body with the right key for its grant_id, upstream ([`UP`] unless it has one), tool and

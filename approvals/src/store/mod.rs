@@ -28,7 +28,7 @@ pub const SCHEMA_VERSION: i64 = 5;
 
 /// The MCP server a call goes to, as the filter's Envoy routes it (the filter's own type): the
 /// cluster, `:authority` and `:path`, bound by the key and shown to the approver.
-pub use mcp_policy_filter::approval::Upstream;
+pub use mcp_policy_core::approval::Upstream;
 
 /// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
 pub(crate) fn utf8_prefix(bytes: Vec<u8>) -> String {

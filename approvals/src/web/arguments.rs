@@ -88,7 +88,7 @@ pub fn render_arguments(raw: &str) -> Rendered {
 /// [`render_arguments`] for another JSON text of the call (a continuation leg's answers); `root`
 /// names it in warnings.
 pub fn render_json(raw: &str, root: &str) -> Rendered {
-    use mcp_policy_filter::json::Json;
+    use mcp_policy_core::wire::json::Json;
 
     fn newline(out: &mut String, depth: usize) {
         out.push('\n');
@@ -185,7 +185,7 @@ pub fn render_json(raw: &str, root: &str) -> Rendered {
     };
     // Keys that clash only after folding are shown (and warned about below), not refused: the page
     // displays what it is asked about.
-    match mcp_policy_filter::json::parse_folded_keys_allowed(raw.as_bytes()) {
+    match mcp_policy_core::wire::json::parse_folded_keys_allowed(raw.as_bytes()) {
         Ok(v) => value(&v, 0, root, &mut r),
         Err(_) => r.escaped = push_visible(&mut r.text, raw, false),
     }

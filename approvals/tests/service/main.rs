@@ -139,10 +139,10 @@ fn key_to(grant_id: &str, upstream: &Value, tool: &str, arguments: &str) -> Stri
     for (i, b) in g.iter_mut().enumerate() {
         *b = u8::from_str_radix(&grant_id[2 * i..2 * i + 2], 16).unwrap();
     }
-    let args = mcp_policy_filter::json::parse_folded_keys_allowed(arguments.as_bytes()).unwrap();
+    let args = mcp_policy_core::wire::json::parse_folded_keys_allowed(arguments.as_bytes()).unwrap();
     let s = |k: &str| upstream[k].as_str().unwrap().to_owned();
     let up = mcp_approvals::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") };
-    mcp_policy_filter::approval::key(&g, &up, tool, Some(&args))
+    mcp_policy_core::approval::key(&g, &up, tool, Some(&args))
 }
 
 /// Sets `key` to the key of the body's grant_id, upstream ([`UP`] when it has none), tool and

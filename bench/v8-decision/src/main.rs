@@ -1,5 +1,5 @@
-//! Times `gate::on_body` on one body under one policy, with the load benchmark's request head
-//! (`benches/support/request.rs`), in whatever runs this program: `run.mjs` runs the wasm32-wasip1
+//! Times `pipeline::on_body` on one body under one policy, with the load benchmark's request head
+//! (`crates/core/benches/support/request.rs`), in whatever runs this program: `run.mjs` runs the wasm32-wasip1
 //! build in Node.js's V8. Arguments: `POLICY BODY [ITERATIONS]` (files; `run.mjs` passes them as
 //! absolute paths under the one directory it preopens, `/`). Prints one JSON line: the best and
 //! median of 5 timed runs of ITERATIONS decisions each, in µs per decision, after as many untimed
@@ -7,10 +7,10 @@
 
 use std::time::Instant;
 
-use mcp_policy_filter::ratelimit::MemoryStore;
-use mcp_policy_filter::{config, gate};
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::{config, pipeline};
 
-#[path = "../../../benches/support/request.rs"]
+#[path = "../../../crates/core/benches/support/request.rs"]
 mod request;
 
 fn main() {
@@ -39,12 +39,12 @@ fn main() {
         let t = Instant::now();
         for _ in 0..n {
             let head = request::head(&policy);
-            std::hint::black_box(gate::on_body(&policy, &head, std::hint::black_box(&body), &store, request::NOW_MS));
+            std::hint::black_box(pipeline::on_body(&policy, &head, std::hint::black_box(&body), &store, request::NOW_MS));
         }
         t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
     };
     // The first outcome must be the allowed forward the load benchmark measures.
-    let first = gate::on_body(&policy, &request::head(&policy), &body, &store, request::NOW_MS);
+    let first = pipeline::on_body(&policy, &request::head(&policy), &body, &store, request::NOW_MS);
     if first.reply.is_some() {
         eprintln!("the body is not allowed under this policy: {:?}", first.decision.label());
         std::process::exit(1);

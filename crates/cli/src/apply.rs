@@ -16,7 +16,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mcp_policy_filter::config;
+use mcp_policy_core::config;
 use serde_json::Value;
 
 use super::args::ApplyArgs;

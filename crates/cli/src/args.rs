@@ -27,7 +27,7 @@ Exit status:
 /// Runs the filter's own code: a policy is read exactly as the filter reads it in Envoy, and a
 /// request is decided exactly as the filter decides it.
 #[derive(Parser, Debug)]
-#[command(name = "mcp-policy", bin_name = "mcp-policy", version = mcp_policy_filter::VERSION)]
+#[command(name = "mcp-policy", bin_name = "mcp-policy", version = mcp_policy_core::VERSION)]
 #[command(verbatim_doc_comment, arg_required_else_help = true, after_help = EXIT_STATUSES)]
 pub struct Cli {
     #[command(subcommand)]

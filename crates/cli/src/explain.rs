@@ -1,12 +1,12 @@
 //! `mcp-policy explain`: the filter's decision on one POST, as the filter makes it in Envoy
-//! (`gate::on_headers` / `gate::on_body`, a fresh in-memory rate-limit store, the current time),
+//! (`pipeline::on_headers` / `pipeline::on_body`, a fresh in-memory rate-limit store, the current time),
 //! sent to the MCP server named by `--cluster`, `--authority` and `--path`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mcp_policy_filter::gate::{self, HeadOutcome, Outcome, RequestHead};
-use mcp_policy_filter::policy::{GrantSource, Policy};
-use mcp_policy_filter::ratelimit::MemoryStore;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::policy::{GrantSource, Policy};
+use mcp_policy_core::limits::MemoryStore;
 
 use super::args::ExplainArgs;
 use super::check::load_policy;
@@ -39,9 +39,9 @@ fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
     ];
     let mut head = RequestHead::from_headers(policy, headers);
     head.cluster = Some(to.cluster.clone());
-    match gate::on_headers(policy, &head) {
+    match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
-        HeadOutcome::NeedBody => gate::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
+        HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
     }
 }
 

@@ -3,8 +3,8 @@
 
 use std::io::Read;
 
-use mcp_policy_filter::grant::{self, hex};
-use mcp_policy_filter::json;
+use mcp_policy_core::identity::grant::{self, hex};
+use mcp_policy_core::wire::json;
 
 use super::args::GrantIdArgs;
 use super::{Failure, Report, OK, USAGE_OR_IO};

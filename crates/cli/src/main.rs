@@ -15,7 +15,7 @@ mod explain;
 mod grant_id;
 
 use args::{Cli, Command};
-use mcp_policy_filter::config::PolicySpec;
+use mcp_policy_core::config::PolicySpec;
 
 /// Exit statuses (listed in `mcp-policy --help`).
 const OK: u8 = 0;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mcp_policy_filter::config;
+use mcp_policy_core::config;
 use serde_json::{json, Value};
 
 /// The repository root: the example policies and the ECDS file live there, and paths in the output

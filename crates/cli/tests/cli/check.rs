@@ -1,7 +1,7 @@
 //! `check`: summaries, warnings, every error with its path, syntax errors shown in place, and
 //! unreadable files.
 
-use mcp_policy_filter::config::UNBOUND_SESSIONS_WARNING;
+use mcp_policy_core::config::UNBOUND_SESSIONS_WARNING;
 
 use super::{run, run_env, scratch};
 

@@ -139,17 +139,17 @@ fn explain_invalid_policy_exits_1() {
 #[test]
 fn explain_call_that_needs_approval_exits_4() {
     let req = scratch("start_vm.json", &call("start_vm"));
-    let grant = mcp_policy_filter::grant::from_authorization(b"Bearer cli").unwrap();
-    let upstream = mcp_policy_filter::approval::Upstream {
+    let grant = mcp_policy_core::identity::grant::from_authorization(b"Bearer cli").unwrap();
+    let upstream = mcp_policy_core::approval::Upstream {
         cluster: "mcp_upstream".into(),
         authority: "127.0.0.1:10000".into(),
         path: "/mcp".into(),
     };
-    let key = mcp_policy_filter::approval::key(
+    let key = mcp_policy_core::approval::key(
         &grant.id,
         &upstream,
         "start_vm",
-        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+        Some(&mcp_policy_core::wire::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
     );
     assert_eq!(
         run(&["explain", "envoy/policy.json", &req]),
@@ -171,16 +171,16 @@ fn explain_call_that_needs_approval_exits_4() {
         )
     );
     // The same call to another MCP server has another key.
-    let b = mcp_policy_filter::approval::Upstream {
+    let b = mcp_policy_core::approval::Upstream {
         cluster: "mcp_b".into(),
         authority: "gw".into(),
         path: "/b/mcp".into(),
     };
-    let key_b = mcp_policy_filter::approval::key(
+    let key_b = mcp_policy_core::approval::key(
         &grant.id,
         &b,
         "start_vm",
-        Some(&mcp_policy_filter::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
+        Some(&mcp_policy_core::wire::json::parse(br#"{"vmid":100,"node":"pve"}"#).unwrap()),
     );
     let (status, out, _) =
         run(&["explain", "envoy/policy.json", &req, "--cluster", "mcp_b", "--authority=gw", "--path", "/b/mcp"]);

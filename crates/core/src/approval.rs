@@ -1,0 +1,440 @@
+//! Require approval: the binding key of a call, the request to the approval service and the
+//! reading of its answer. Pure; the host adapter makes the callout (`dispatch_http_call`).
+//!
+//! The service's contract is `approvals/API.md`. An approval is bound to one exact call by its key:
+//! SHA-256 over the canonical JSON of `{"arguments":…,"grant":…,"tool":…,"upstream":…}` (see
+//! [`canonical`]), so an approval of `{"vmid":100,"command":"uptime"}` can never let
+//! `{"command":"cat /etc/shadow"}` through, nor the same call to another MCP server behind the same
+//! Envoy ([`Upstream`]), and the service lets an approval through once.
+//!
+//! Layer `approval` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`, `rls`, `config`.
+
+use sha2::{Digest, Sha256};
+
+pub mod offer;
+
+use crate::identity::grant::hex;
+use crate::identity::grant::GrantId;
+use crate::wire::json::{self, write_str, Json};
+
+/// The reason shown for a `require_approval` tool whose rule gives none.
+pub const DEFAULT_REASON: &str = "this tool needs a person's approval for each call";
+
+/// Where a call goes, as this Envoy routes it: the MCP server an approval is for. Two routes of one
+/// listener to two clusters, or one cluster serving several servers by host name or path, are
+/// different upstreams, so an approval given for one never lets the same call run on another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The Envoy cluster the request's route chose (property `xds.cluster_name`).
+    pub cluster: String,
+    /// The request's `:authority` (HTTP/1.1 `Host`).
+    pub authority: String,
+    /// The request's `:path`, query included, as received (before any route rewrite).
+    pub path: String,
+}
+
+impl Upstream {
+    /// `{"authority":…,"cluster":…,"path":…}`: canonical (members in code point order), as the key
+    /// hashes it and the filter sends it.
+    pub fn write_json(&self, out: &mut String) {
+        out.push_str("{\"authority\":");
+        write_str(out, &self.authority);
+        out.push_str(",\"cluster\":");
+        write_str(out, &self.cluster);
+        out.push_str(",\"path\":");
+        write_str(out, &self.path);
+        out.push('}');
+    }
+}
+
+/// Canonical JSON text of `v`: object members sorted by key (Unicode code point order, which is the
+/// byte order of their UTF-8), no insignificant whitespace, strings unescaped and re-escaped one way
+/// (`json::write_str`: only `"`, `\` and control characters), numbers exactly as sent (`1.0` and `1`
+/// are different values to a tool, so they are different keys).
+pub fn canonical(v: &Json, out: &mut String) {
+    json::write_sorted(out, v);
+}
+
+/// The approval key of a call: lower-case hex SHA-256 of the canonical JSON of
+/// `{"arguments": ARGS, "grant": "<hex SHA-256 of the credential>", "tool": NAME,
+/// "upstream": {"authority": …, "cluster": …, "path": …}}`.
+/// Absent arguments count as `{}` (MCP treats them alike).
+pub fn key(grant: &GrantId, upstream: &Upstream, tool: &str, arguments: Option<&Json>) -> String {
+    key_with(grant, upstream, tool, arguments, None, None)
+}
+
+/// The approval key of a call that may be a continuation leg (MCP 2026-07-28, [`crate::wire::leg`]):
+/// lower-case hex SHA-256 of the canonical JSON of `{"arguments": ARGS, "grant": "<hex>",
+/// "inputResponses": ANSWERS, "requestState": "STATE", "tool": NAME, "upstream": {…}}`, where
+/// `inputResponses` and `requestState` are left out when the call does not carry them (so a first
+/// leg has exactly the [`key`] of an ordinary call, and every continuation leg another key).
+pub fn key_with(
+    grant: &GrantId,
+    upstream: &Upstream,
+    tool: &str,
+    arguments: Option<&Json>,
+    input_responses: Option<&Json>,
+    request_state: Option<&str>,
+) -> String {
+    let empty = Json::Object(Vec::new());
+    let mut text = String::from("{\"arguments\":");
+    canonical(arguments.unwrap_or(&empty), &mut text);
+    text.push_str(",\"grant\":\"");
+    text.push_str(&hex(grant));
+    text.push('"');
+    if let Some(answers) = input_responses {
+        text.push_str(",\"inputResponses\":");
+        canonical(answers, &mut text);
+    }
+    if let Some(state) = request_state {
+        text.push_str(",\"requestState\":");
+        write_str(&mut text, state);
+    }
+    text.push_str(",\"tool\":");
+    write_str(&mut text, tool);
+    text.push_str(",\"upstream\":");
+    upstream.write_json(&mut text);
+    text.push('}');
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// What the filter sends to `POST {gateway.approval.path}` (approvals/API.md, "Filter -> service").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest<'a> {
+    pub key: &'a str,
+    /// The grant's label (`sha256:…` or the registry label), never the credential.
+    pub grant: &'a str,
+    /// The grant id (SHA-256 of the credential), so the service can recompute `key` from what it
+    /// shows the approver.
+    pub grant_id: &'a GrantId,
+    pub tool: &'a str,
+    /// The MCP server the call goes to (bound by `key`, shown to the approver).
+    pub upstream: &'a Upstream,
+    /// The arguments' JSON text as the agent sent them (already strictly checked); `None` is `{}`.
+    pub arguments: Option<&'a str>,
+    /// Envoy's `x-request-id` ("" when absent).
+    pub request_id: &'a str,
+    /// Seconds.
+    pub expires_in_seconds: u64,
+    /// Seconds the service may hold the callout (hold mode); 0 in retry mode.
+    pub wait_seconds: u64,
+    pub reason: Option<&'a str>,
+    /// A 2026-07-28 continuation leg: `inputResponses` (JSON text as sent) and `requestState`,
+    /// sent as `input_responses` / `request_state` (left out when absent).
+    pub input_responses: Option<&'a str>,
+    pub request_state: Option<&'a str>,
+}
+
+impl CheckRequest<'_> {
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        let mut o = String::with_capacity(256 + self.upstream.path.len() + self.arguments.map_or(2, str::len));
+        o.push_str("{\"key\":");
+        write_str(&mut o, self.key);
+        o.push_str(",\"grant\":");
+        write_str(&mut o, self.grant);
+        o.push_str(",\"grant_id\":\"");
+        o.push_str(&hex(self.grant_id));
+        o.push('"');
+        o.push_str(",\"tool\":");
+        write_str(&mut o, self.tool);
+        o.push_str(",\"upstream\":");
+        self.upstream.write_json(&mut o);
+        o.push_str(",\"arguments\":");
+        o.push_str(self.arguments.unwrap_or("{}"));
+        o.push_str(",\"request_id\":");
+        write_str(&mut o, self.request_id);
+        o.push_str(",\"expires_in_seconds\":");
+        o.push_str(&self.expires_in_seconds.to_string());
+        o.push_str(",\"wait_seconds\":");
+        o.push_str(&self.wait_seconds.to_string());
+        if let Some(r) = self.reason {
+            o.push_str(",\"reason\":");
+            write_str(&mut o, r);
+        }
+        if let Some(answers) = self.input_responses {
+            o.push_str(",\"input_responses\":");
+            o.push_str(answers);
+        }
+        if let Some(state) = self.request_state {
+            o.push_str(",\"request_state\":");
+            write_str(&mut o, state);
+        }
+        o.push('}');
+        o
+    }
+}
+
+/// Envoy's `x-request-id` as sent to the approval service, or "" when it is not a plain token:
+/// 1 to 128 of `[A-Za-z0-9._:-]`. A client on a trusted address can set the header itself, and the
+/// approver's page shows it, so free text ("pre-approved by security") must not get through.
+pub fn request_id_token(rid: &str) -> &str {
+    let plain =
+        !rid.is_empty() && rid.len() <= 128 && rid.bytes().all(|b| b.is_ascii_alphanumeric() || b".:_-".contains(&b));
+    if plain {
+        rid
+    } else {
+        ""
+    }
+}
+
+/// The service's answer, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Approved and consumed by the service for this call: forward it.
+    Approved {
+        approval_id: String,
+        approver: String,
+    },
+    /// Waiting for a person.
+    Pending {
+        approval_id: String,
+        approval_url: String,
+        expires_in_seconds: u64,
+    },
+    Denied {
+        approval_id: String,
+        approver: String,
+        note: String,
+    },
+    /// No usable answer (unreachable, timeout, non-200, malformed): fail closed.
+    Unavailable(String),
+}
+
+/// Longest approval id, URL, approver or note accepted from the service, in bytes.
+pub const MAX_ANSWER_FIELD: usize = 2048;
+
+/// Read the callout's result. `status` is the response's `:status` (Envoy answers a timeout with a
+/// synthetic 504 and an unreachable cluster with 503), `body` its bytes. Anything but a 200 JSON
+/// object of one of the three documented shapes is [`Answer::Unavailable`].
+pub fn read_answer(status: Option<&[u8]>, body: &[u8]) -> Answer {
+    match status {
+        Some(b"200") => {}
+        Some(b"504") => return Answer::Unavailable("the approval service did not answer in time".into()),
+        Some(s) => {
+            let s = String::from_utf8_lossy(s.get(..3).unwrap_or(s)).into_owned();
+            return Answer::Unavailable(format!("the approval service answered HTTP {s}"));
+        }
+        None => return Answer::Unavailable("the approval service answered without a status".into()),
+    }
+    let bad = |why: &str| Answer::Unavailable(format!("the approval service's answer is malformed: {why}"));
+    let Ok(v) = json::parse(body) else { return bad("not a JSON object") };
+    let text = |name: &str, required: bool| -> Result<String, String> {
+        match v.get(name) {
+            Some(Json::String(s)) if s.len() <= MAX_ANSWER_FIELD && (!required || !s.is_empty()) => Ok(s.clone()),
+            None | Some(Json::Null) if !required => Ok(String::new()),
+            _ => Err(format!("field {name}")),
+        }
+    };
+    let result = (|| -> Result<Answer, String> {
+        let approval_id = text("approval_id", true)?;
+        match v.get("status") {
+            Some(Json::String(s)) if s == "approved" => {
+                Ok(Answer::Approved { approval_id, approver: text("approver", false)? })
+            }
+            Some(Json::String(s)) if s == "denied" => {
+                Ok(Answer::Denied { approval_id, approver: text("approver", false)?, note: text("note", false)? })
+            }
+            Some(Json::String(s)) if s == "pending" => {
+                let expires_in_seconds = match v.get("expires_in_seconds") {
+                    Some(Json::Number(n)) => n.parse::<u64>().map_err(|_| "field expires_in_seconds".to_owned())?,
+                    _ => return Err("field expires_in_seconds".into()),
+                };
+                Ok(Answer::Pending { approval_id, approval_url: text("approval_url", true)?, expires_in_seconds })
+            }
+            _ => Err("field status".into()),
+        }
+    })();
+    result.unwrap_or_else(|why| bad(&why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(text: &str) -> String {
+        let mut out = String::new();
+        canonical(&json::parse(text.as_bytes()).unwrap(), &mut out);
+        out
+    }
+
+    fn up(cluster: &str, authority: &str, path: &str) -> Upstream {
+        Upstream { cluster: cluster.into(), authority: authority.into(), path: path.into() }
+    }
+
+    fn server_a() -> Upstream {
+        up("mcp_a", "mcp.example.com", "/a/mcp")
+    }
+
+    fn key_of(args: &str) -> String {
+        key(&[7u8; 32], &server_a(), "vm_agent_exec", Some(&json::parse(args.as_bytes()).unwrap()))
+    }
+
+    #[test]
+    fn canonical_form_is_exact() {
+        assert_eq!(
+            canon(r#" { "b" : [ 1 , {"z":null,"a":true} ], "a" : "x\u00e9\n\/" , "é":1.50 } "#),
+            "{\"a\":\"xé\\n/\",\"b\":[1,{\"a\":true,\"z\":null}],\"é\":1.50}"
+        );
+    }
+
+    #[test]
+    fn same_call_written_differently_gives_the_same_key() {
+        let base = key_of(r#"{"vmid":100,"command":"uptime","opts":{"a":[1,2],"b":"é"}}"#);
+        for same in [
+            r#"{"command":"uptime","vmid":100,"opts":{"b":"é","a":[1,2]}}"#,
+            "{ \"vmid\" : 100 ,\n\t\"command\" : \"uptime\" , \"opts\" : { \"a\" : [ 1 , 2 ] , \"b\" : \"é\" } }",
+            r#"{"vmid":100,"command":"\u0075ptime","opts":{"a":[1,2],"b":"\u00e9"}}"#,
+            r#"{"\u0076mid":100,"command":"uptime","opts":{"a":[1,2],"b":"\u00E9"}}"#,
+        ] {
+            assert_eq!(key_of(same), base, "{same}");
+        }
+        // Surrogate pairs and big numbers, as sent.
+        assert_eq!(
+            key_of(r#"{"n":123456789012345678901234567890,"s":"\ud83d\ude00"}"#),
+            key_of(r#"{"s":"😀","n":123456789012345678901234567890}"#)
+        );
+        assert_eq!(
+            key_of(r#"{"a":{"b":{"c":{"d":[{"y":1,"x":2}]}}}}"#),
+            key_of(r#"{"a":{"b":{"c":{"d":[{"x":2,"y":1}]}}}}"#)
+        );
+    }
+
+    #[test]
+    fn any_change_gives_another_key() {
+        let base = key_of(r#"{"vmid":100,"command":"uptime"}"#);
+        for other in [
+            r#"{"vmid":101,"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"cat /etc/shadow"}"#,
+            r#"{"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"uptime","extra":null}"#,
+            r#"{"vmid":100.0,"command":"uptime"}"#,
+            r#"{"vmid":1e2,"command":"uptime"}"#,
+            r#"{"vmid":"100","command":"uptime"}"#,
+            r#"{"vmid":[100],"command":"uptime"}"#,
+            r#"{"vmid":100,"command":"uptime "}"#,
+            r#"{"vmid":100,"command":"Uptime"}"#,
+        ] {
+            assert_ne!(key_of(other), base, "{other}");
+        }
+        let args = json::parse(br#"{"vmid":100,"command":"uptime"}"#).unwrap();
+        let a = server_a();
+        assert_eq!(key(&[7u8; 32], &a, "vm_agent_exec", Some(&args)), base);
+        assert_ne!(key(&[8u8; 32], &a, "vm_agent_exec", Some(&args)), base, "another grant");
+        assert_ne!(key(&[7u8; 32], &a, "vm_agent_exec2", Some(&args)), base, "another tool");
+        // The same call to another MCP server: another cluster, host name or path (query included).
+        for other in [
+            up("mcp_b", "mcp.example.com", "/a/mcp"),
+            up("mcp_a", "mcp2.example.com", "/a/mcp"),
+            up("mcp_a", "mcp.example.com", "/b/mcp"),
+            up("mcp_a", "mcp.example.com", "/a/mcp?tenant=2"),
+            up("mcp_a", "mcp.example.com", "/a/mcp/"),
+            up("mcp_a", "mcp.example.com:443", "/a/mcp"),
+        ] {
+            assert_ne!(key(&[7u8; 32], &other, "vm_agent_exec", Some(&args)), base, "{other:?}");
+        }
+        // No member can be shifted into another: each is a JSON string of its own.
+        assert_ne!(
+            key(&[7u8; 32], &up("a", "b", "/c"), "t", Some(&args)),
+            key(&[7u8; 32], &up("a\",\"authority\":\"b", "", "/c"), "t", Some(&args))
+        );
+        // Big numbers differing in the last digit stay different (no float rounding).
+        assert_ne!(key_of(r#"{"n":9007199254740993}"#), key_of(r#"{"n":9007199254740992}"#));
+    }
+
+    #[test]
+    fn key_is_sha256_of_the_documented_text() {
+        let args = json::parse(br#"{"b":2,"a":1}"#).unwrap();
+        let grant = [0xabu8; 32];
+        let text = format!(
+            "{{\"arguments\":{{\"a\":1,\"b\":2}},\"grant\":\"{}\",\"tool\":\"t\",\
+             \"upstream\":{{\"authority\":\"h:1\",\"cluster\":\"c\\\"x\",\"path\":\"/mcp?a=\\u0001\"}}}}",
+            "ab".repeat(32)
+        );
+        let u = up("c\"x", "h:1", "/mcp?a=\u{1}");
+        assert_eq!(key(&grant, &u, "t", Some(&args)), hex(&Sha256::digest(text.as_bytes())));
+        assert_eq!(key(&grant, &u, "t", None), key(&grant, &u, "t", Some(&Json::Object(vec![]))));
+        assert_eq!(key(&grant, &u, "t", None).len(), 64);
+    }
+
+    #[test]
+    fn check_request_json() {
+        let r = CheckRequest {
+            key: "k",
+            grant: "sha256:0123",
+            grant_id: &[0xab; 32],
+            tool: "start_vm",
+            upstream: &up("mcp_a", "mcp.example.com", "/a/mcp"),
+            arguments: Some(r#"{"vmid":100}"#),
+            request_id: "rid",
+            expires_in_seconds: 600,
+            wait_seconds: 0,
+            reason: Some("costs \"money\""),
+            input_responses: None,
+            request_state: None,
+        };
+        assert_eq!(
+            r.to_json(),
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","upstream":{"authority":"mcp.example.com","cluster":"mcp_a","path":"/a/mcp"},"arguments":{"vmid":100},"request_id":"rid","expires_in_seconds":600,"wait_seconds":0,"reason":"costs \"money\""}"#
+        );
+        let r = CheckRequest { arguments: None, reason: None, wait_seconds: 29, ..r };
+        assert_eq!(
+            r.to_json(),
+            r#"{"key":"k","grant":"sha256:0123","grant_id":"abababababababababababababababababababababababababababababababab","tool":"start_vm","upstream":{"authority":"mcp.example.com","cluster":"mcp_a","path":"/a/mcp"},"arguments":{},"request_id":"rid","expires_in_seconds":600,"wait_seconds":29}"#
+        );
+    }
+
+    #[test]
+    fn request_ids_must_be_plain_tokens() {
+        assert_eq!(request_id_token("c923e182-0611-4f68-a410-70d101e69aaf"), "c923e182-0611-4f68-a410-70d101e69aaf");
+        assert_eq!(request_id_token("a.b:c_d-9"), "a.b:c_d-9");
+        for bad in ["", "PRE-APPROVED by security", "x\ny", "é", "<b>"] {
+            assert_eq!(request_id_token(bad), "", "{bad:?}");
+        }
+        assert_eq!(request_id_token(&"a".repeat(128)).len(), 128);
+        assert_eq!(request_id_token(&"a".repeat(129)), "");
+    }
+
+    #[test]
+    fn answers() {
+        let ok = Some(&b"200"[..]);
+        assert_eq!(
+            read_answer(ok, br#"{"status":"approved","approval_id":"apr_1","approver":"alice","note":""}"#),
+            Answer::Approved { approval_id: "apr_1".into(), approver: "alice".into() }
+        );
+        assert_eq!(
+            read_answer(ok, br#"{"status":"pending","approval_id":"apr_1","approval_url":"http://x/approvals/apr_1","expires_at":1,"expires_in_seconds":593}"#),
+            Answer::Pending { approval_id: "apr_1".into(), approval_url: "http://x/approvals/apr_1".into(), expires_in_seconds: 593 }
+        );
+        assert_eq!(
+            read_answer(ok, br#"{"status":"denied","approval_id":"apr_1","approver":"bob","note":"no"}"#),
+            Answer::Denied { approval_id: "apr_1".into(), approver: "bob".into(), note: "no".into() }
+        );
+        let unavailable = |status: Option<&[u8]>, body: &[u8]| match read_answer(status, body) {
+            Answer::Unavailable(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(unavailable(Some(b"504"), b""), "the approval service did not answer in time");
+        assert_eq!(unavailable(Some(b"503"), b"no healthy upstream"), "the approval service answered HTTP 503");
+        assert_eq!(unavailable(None, b""), "the approval service answered without a status");
+        for garbage in [
+            &b""[..],
+            b"approved",
+            b"[]",
+            br#"{"status":"approved"}"#,
+            br#"{"status":"APPROVED","approval_id":"a"}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"u"}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"u","expires_in_seconds":-1}"#,
+            br#"{"status":"pending","approval_id":"a","approval_url":"","expires_in_seconds":1}"#,
+            br#"{"status":"approved","approval_id":""}"#,
+            br#"{"status":"approved","approval_id":"a","status":"denied"}"#,
+            br#"{"status":"approved","approval_id":7}"#,
+        ] {
+            assert!(
+                unavailable(ok, garbage).starts_with("the approval service's answer is malformed"),
+                "{}",
+                String::from_utf8_lossy(garbage)
+            );
+        }
+    }
+}

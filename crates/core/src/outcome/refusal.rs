@@ -1,0 +1,446 @@
+//! Every refusal the filter answers, as one type: [`Refusal`], one variant per `data.kind`.
+//!
+//! A variant carries what its reply says (tool, reason, limit, approval…) and gives everything else
+//! from one table: the JSON-RPC code ([`crate::wire::reply::code`]), `data.kind`, the HTTP status, the
+//! extra headers (`retry-after`, `www-authenticate`, `allow`) and the [`DecisionKind`] it is counted
+//! and logged under. [`Refusal::to_json`] renders the error response (JSON-RPC 2.0 §5.1, shape in
+//! `crate::wire::reply`) and [`Refusal::reply`] the whole local reply; nothing else builds one.
+//!
+//! A new refusal kind is a new variant: the compiler then asks for its row in every `match` here,
+//! and `tests/core/refusal.rs` for its row in the table test.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::approval::offer::ApprovalLink;
+use crate::limits::Limit;
+use crate::limits::Unavailable;
+use crate::outcome::decision::DecisionKind;
+use crate::wire::mcp::{Id, ProtocolError, ProtocolErrorKind};
+use crate::wire::protocol::Versions;
+use crate::wire::reply::{code, Reply, RpcError};
+
+/// What a policy refusal is about, as its message names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// `tool 'NAME'`; also `data.tool`.
+    Tool(String),
+    /// `method NAME`: any other request method.
+    Method(String),
+    /// `the call`: a request the rate limit service refused without a tool to name.
+    Call,
+    /// `client response`: a JSON-RPC response sent by the client (`gateway.client_responses`).
+    ClientResponse,
+}
+
+impl Subject {
+    /// The subject of a call to `tool`, or of any call when there is none.
+    pub fn of(tool: Option<&str>) -> Self {
+        tool.map_or(Subject::Call, |t| Subject::Tool(t.to_owned()))
+    }
+
+    fn tool(&self) -> Option<&str> {
+        match self {
+            Subject::Tool(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Tool(t) => write!(f, "tool '{t}'"),
+            Subject::Method(m) => write!(f, "method {m}"),
+            Subject::Call => f.write_str("the call"),
+            Subject::ClientResponse => f.write_str("client response"),
+        }
+    }
+}
+
+/// Why a call could not be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimiterFault {
+    /// The local limiter over shared data.
+    Local(Unavailable),
+    /// The rate limit service (`gateway.rate_limit_service`): unreachable, late or unreadable.
+    Service(String),
+}
+
+/// `data.reason` of `session_invalid` for an `Mcp-Session-Id`.
+pub const SESSION_INVALID: &str =
+    "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
+/// `data.reason` of `session_invalid` for a `Last-Event-ID`.
+pub const EVENT_ID_INVALID: &str =
+    "this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it";
+/// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`).
+pub const LEGACY_SESSION_INVALID: &str =
+    "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
+const BATCH_REFUSED: &str = "another message in the batch was refused";
+const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE only";
+/// `data.reason` of [`Refusal::Unavailable`] when the plugin has no policy.
+pub const POLICY_NOT_LOADED: &str = "policy not loaded";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request body.
+pub const BODY_UNREADABLE: &str = "the request body could not be read";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request headers.
+pub const HEADERS_UNREADABLE: &str = "the request headers could not be read";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
+/// Mcp-Session-Id with the server's before forwarding.
+pub const SESSION_ID_NOT_REWRITTEN: &str = "the Mcp-Session-Id header could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
+/// Last-Event-ID with the server's event id before forwarding.
+pub const LAST_EVENT_ID_NOT_REWRITTEN: &str = "the Last-Event-ID header could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the session id in the
+/// request's query with the server's before forwarding.
+pub const PATH_NOT_REWRITTEN: &str = "the request path could not be rewritten";
+/// `data.reason` of [`Refusal::Unavailable`] when the host could not set a rewritten request body.
+pub const BODY_UNWRITABLE: &str = "the request body could not be rewritten";
+
+/// One refusal: a local reply instead of forwarding. Variants are named after their `data.kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// −32700, 400: the body is not one strict JSON text.
+    ParseError { detail: String },
+    /// −32600, 400: JSON, but not a valid JSON-RPC message here (also a GET/DELETE with a body, a
+    /// batch where the version has none, a mixed batch, sessions or client responses in 2026-07-28).
+    InvalidRequest { detail: String },
+    /// −32602, 400: malformed `params`.
+    InvalidParams { detail: String },
+    /// −32020, 400: `Mcp-Method`/`Mcp-Name` (or `MCP-Protocol-Version`) disagree with the body.
+    HeaderMismatch { why: &'static str },
+    /// −32022, 400: the version is unknown or not accepted; `data.requested` (when one was sent)
+    /// and `data.supported` (`gateway.protocol_versions`).
+    UnsupportedProtocolVersion { why: String, requested: String, supported: Versions },
+    /// −32600, 400: a credential outside the grant's one place (`crate::identity::stray`).
+    StrayCredential { why: &'static str },
+    /// −32600, 405, `allow: GET, POST, DELETE`.
+    MethodNotAllowed,
+    /// −32600, 415: not `application/json` in UTF-8, or an encoded body.
+    UnsupportedMediaType { why: &'static str },
+    /// −32600, 413: a body over `gateway.max_body_bytes` (bytes); never judged on a prefix.
+    BodyTooLarge { max_bytes: usize },
+    /// −31010, 404: an `Mcp-Session-Id` ([`SESSION_INVALID`]), `Last-Event-ID`
+    /// ([`EVENT_ID_INVALID`]) or HTTP+SSE session id in the query ([`LEGACY_SESSION_INVALID`]) not
+    /// issued to this grant, so that clients start over.
+    SessionInvalid { why: &'static str },
+    /// −31003, 401 with a `www-authenticate` challenge (RFC 6750, RFC 9728).
+    NoGrant { reason: &'static str, challenge: String },
+    /// −31001, 200; 403 when what is denied is a client response (`gateway.client_responses`).
+    Denied { subject: Subject, rule: String, reason: String },
+    /// −31002, 200, `retry-after`: `limit` is exhausted for `retry_after_seconds`.
+    RateLimited { subject: Subject, limit: Limit, retry_after_seconds: u64 },
+    /// −31004, 200, `retry-after: 1`: the call could not be counted (fail closed).
+    LimiterUnavailable { subject: Subject, fault: LimiterFault },
+    /// −31005, 200: an allowed element of a batch refused because another one was. Never a decision
+    /// of its own: a batch is recorded under the refusal that caused it.
+    BatchRefused,
+    /// −31006, 502: a `tools/list` response the filter cannot filter.
+    BadUpstreamResponse { why: String },
+    /// −31007, 200: the tool needs a person's approval. With `link`, the approval service opened a
+    /// request; without, none can be opened (a call that needs approval inside a batch).
+    ApprovalRequired { tool: String, reason: String, link: Option<ApprovalLink> },
+    /// −31008, 200: an approver denied this exact call.
+    ApprovalDenied { tool: String, approval_id: String, approver: String, note: String },
+    /// −31009, 200, `retry-after: 1`: the approval service could not be asked (fail closed).
+    ApprovalUnavailable { tool: String, why: String },
+    /// −31011, 400: the retry of a call offered for approval through `input_required` carries a
+    /// `requestState` (or an answer to the gateway's request) this gateway did not seal for this grant
+    /// and call, or one that expired (`crate::approval::offer`).
+    ApprovalStateInvalid { tool: String, why: &'static str },
+    /// −32042 URLElicitationRequiredError (MCP 2025-11-25, client/elicitation), 200, `data.kind`
+    /// `approval_required`: [`Refusal::ApprovalRequired`] offered to a session whose client declared
+    /// URL-mode elicitation at `initialize`; `data.elicitations` holds one URL elicitation of the
+    /// approval page, which the client can open natively ([`crate::approval::offer`]). The retry is the
+    /// identical call.
+    UrlElicitationRequired { tool: String, reason: String, link: ApprovalLink },
+    /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
+    /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`],
+    /// [`LAST_EVENT_ID_NOT_REWRITTEN`], [`PATH_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
+    /// proxy's side, not the client's, which a retry may clear.
+    Unavailable { reason: &'static str },
+}
+
+impl Refusal {
+    /// The refusal of a message that is not valid JSON-RPC/MCP (`crate::wire::mcp::read_body`).
+    pub fn protocol(e: &ProtocolError) -> Self {
+        let detail = e.detail.clone();
+        match e.kind {
+            ProtocolErrorKind::Parse => Refusal::ParseError { detail },
+            ProtocolErrorKind::InvalidRequest => Refusal::InvalidRequest { detail },
+            ProtocolErrorKind::InvalidParams => Refusal::InvalidParams { detail },
+        }
+    }
+
+    /// The JSON-RPC error code.
+    pub fn code(&self) -> i32 {
+        match self {
+            Refusal::ParseError { .. } => code::PARSE_ERROR,
+            Refusal::InvalidParams { .. } => code::INVALID_PARAMS,
+            Refusal::InvalidRequest { .. }
+            | Refusal::StrayCredential { .. }
+            | Refusal::MethodNotAllowed
+            | Refusal::UnsupportedMediaType { .. }
+            | Refusal::BodyTooLarge { .. }
+            | Refusal::Unavailable { .. } => code::INVALID_REQUEST,
+            Refusal::HeaderMismatch { .. } => code::HEADER_MISMATCH,
+            Refusal::UnsupportedProtocolVersion { .. } => code::UNSUPPORTED_PROTOCOL_VERSION,
+            Refusal::SessionInvalid { .. } => code::SESSION_INVALID,
+            Refusal::NoGrant { .. } => code::NO_GRANT,
+            Refusal::Denied { .. } => code::DENIED,
+            Refusal::RateLimited { .. } => code::RATE_LIMITED,
+            Refusal::LimiterUnavailable { .. } => code::LIMITER_UNAVAILABLE,
+            Refusal::BatchRefused => code::BATCH_REFUSED,
+            Refusal::BadUpstreamResponse { .. } => code::BAD_UPSTREAM_RESPONSE,
+            Refusal::ApprovalRequired { .. } => code::APPROVAL_REQUIRED,
+            Refusal::ApprovalDenied { .. } => code::APPROVAL_DENIED,
+            Refusal::ApprovalUnavailable { .. } => code::APPROVAL_UNAVAILABLE,
+            Refusal::ApprovalStateInvalid { .. } => code::APPROVAL_STATE_INVALID,
+            Refusal::UrlElicitationRequired { .. } => code::URL_ELICITATION_REQUIRED,
+        }
+    }
+
+    /// `data.kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::ParseError { .. } => "parse_error",
+            Refusal::InvalidRequest { .. } => "invalid_request",
+            Refusal::InvalidParams { .. } => "invalid_params",
+            Refusal::HeaderMismatch { .. } => "header_mismatch",
+            Refusal::UnsupportedProtocolVersion { .. } => "unsupported_protocol_version",
+            Refusal::StrayCredential { .. } => "stray_credential",
+            Refusal::MethodNotAllowed => "method_not_allowed",
+            Refusal::UnsupportedMediaType { .. } => "unsupported_media_type",
+            Refusal::BodyTooLarge { .. } => "body_too_large",
+            Refusal::SessionInvalid { .. } => "session_invalid",
+            Refusal::NoGrant { .. } => "no_grant",
+            Refusal::Denied { .. } => "denied",
+            Refusal::RateLimited { .. } => "rate_limited",
+            Refusal::LimiterUnavailable { .. } => "limiter_unavailable",
+            Refusal::BatchRefused => "batch_refused",
+            Refusal::BadUpstreamResponse { .. } => "bad_upstream_response",
+            Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => "approval_required",
+            Refusal::ApprovalDenied { .. } => "approval_denied",
+            Refusal::ApprovalUnavailable { .. } => "approval_unavailable",
+            Refusal::ApprovalStateInvalid { .. } => "approval_state_invalid",
+            Refusal::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// The HTTP status of the local reply (a batch's reply has its own: 400 if an element is
+    /// invalid, else 200).
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::ParseError { .. }
+            | Refusal::InvalidRequest { .. }
+            | Refusal::InvalidParams { .. }
+            | Refusal::HeaderMismatch { .. }
+            | Refusal::UnsupportedProtocolVersion { .. }
+            | Refusal::StrayCredential { .. }
+            | Refusal::ApprovalStateInvalid { .. } => 400,
+            Refusal::NoGrant { .. } => 401,
+            Refusal::Denied { subject: Subject::ClientResponse, .. } => 403,
+            Refusal::SessionInvalid { .. } => 404,
+            Refusal::MethodNotAllowed => 405,
+            Refusal::BodyTooLarge { .. } => 413,
+            Refusal::UnsupportedMediaType { .. } => 415,
+            Refusal::BadUpstreamResponse { .. } => 502,
+            Refusal::Unavailable { .. } => 503,
+            Refusal::Denied { .. }
+            | Refusal::RateLimited { .. }
+            | Refusal::LimiterUnavailable { .. }
+            | Refusal::BatchRefused
+            | Refusal::ApprovalRequired { .. }
+            | Refusal::UrlElicitationRequired { .. }
+            | Refusal::ApprovalDenied { .. }
+            | Refusal::ApprovalUnavailable { .. } => 200,
+        }
+    }
+
+    /// Headers of the local reply besides `content-type: application/json`.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Refusal::MethodNotAllowed => vec![("allow", "GET, POST, DELETE".into())],
+            Refusal::NoGrant { challenge, .. } => vec![("www-authenticate", challenge.clone())],
+            Refusal::RateLimited { retry_after_seconds, .. } => vec![("retry-after", retry_after_seconds.to_string())],
+            Refusal::LimiterUnavailable { .. } | Refusal::ApprovalUnavailable { .. } => {
+                vec![("retry-after", "1".into())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// What the decision is counted and logged as.
+    pub fn decision_kind(&self) -> DecisionKind {
+        match self {
+            Refusal::NoGrant { .. } => DecisionKind::NoGrant,
+            Refusal::Denied { .. } => DecisionKind::Denied,
+            Refusal::RateLimited { .. } => DecisionKind::RateLimited,
+            Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
+            Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
+            Refusal::ApprovalDenied { .. } => DecisionKind::ApprovalDenied,
+            Refusal::ApprovalUnavailable { .. } => DecisionKind::ApprovalUnavailable,
+            Refusal::ParseError { .. }
+            | Refusal::InvalidRequest { .. }
+            | Refusal::InvalidParams { .. }
+            | Refusal::HeaderMismatch { .. }
+            | Refusal::UnsupportedProtocolVersion { .. }
+            | Refusal::StrayCredential { .. }
+            | Refusal::MethodNotAllowed
+            | Refusal::UnsupportedMediaType { .. }
+            | Refusal::BodyTooLarge { .. }
+            | Refusal::SessionInvalid { .. }
+            | Refusal::BatchRefused
+            | Refusal::BadUpstreamResponse { .. }
+            | Refusal::ApprovalStateInvalid { .. }
+            | Refusal::Unavailable { .. } => DecisionKind::Invalid,
+        }
+    }
+
+    /// `data.reason`: why, for the agent (never quotes the body or a credential).
+    pub fn reason(&self) -> Cow<'_, str> {
+        match self {
+            Refusal::ParseError { detail } | Refusal::InvalidRequest { detail } | Refusal::InvalidParams { detail } => {
+                Cow::Borrowed(detail)
+            }
+            Refusal::UnsupportedProtocolVersion { why, .. }
+            | Refusal::BadUpstreamResponse { why }
+            | Refusal::ApprovalUnavailable { why, .. } => Cow::Borrowed(why),
+            Refusal::HeaderMismatch { why }
+            | Refusal::StrayCredential { why }
+            | Refusal::ApprovalStateInvalid { why, .. }
+            | Refusal::UnsupportedMediaType { why } => Cow::Borrowed(why),
+            Refusal::MethodNotAllowed => Cow::Borrowed(METHOD_NOT_ALLOWED),
+            Refusal::BodyTooLarge { max_bytes } => Cow::Owned(format!("request body exceeds {max_bytes} bytes")),
+            Refusal::SessionInvalid { why } => Cow::Borrowed(why),
+            Refusal::NoGrant { reason, .. } | Refusal::Unavailable { reason } => Cow::Borrowed(reason),
+            Refusal::Denied { reason, .. }
+            | Refusal::ApprovalRequired { reason, .. }
+            | Refusal::UrlElicitationRequired { reason, .. } => Cow::Borrowed(reason),
+            Refusal::RateLimited { limit, .. } => {
+                Cow::Owned(format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name()))
+            }
+            Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. } => Cow::Borrowed(u.reason()),
+            Refusal::LimiterUnavailable { fault: LimiterFault::Service(why), .. } => Cow::Borrowed(why),
+            Refusal::BatchRefused => Cow::Borrowed(BATCH_REFUSED),
+            Refusal::ApprovalDenied { note, .. } if note.is_empty() => Cow::Borrowed("denied by an approver"),
+            Refusal::ApprovalDenied { note, .. } => Cow::Borrowed(note),
+        }
+    }
+
+    /// `data.tool`: the tool the refusal is about, if it is about one.
+    pub fn tool(&self) -> Option<&str> {
+        match self {
+            Refusal::Denied { subject, .. }
+            | Refusal::RateLimited { subject, .. }
+            | Refusal::LimiterUnavailable { subject, .. } => subject.tool(),
+            Refusal::ApprovalRequired { tool, .. }
+            | Refusal::UrlElicitationRequired { tool, .. }
+            | Refusal::ApprovalDenied { tool, .. }
+            | Refusal::ApprovalUnavailable { tool, .. }
+            | Refusal::ApprovalStateInvalid { tool, .. } => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// `data.rule`: the policy path that refused (a rule, a limit, `hide`, `gateway.client_responses`).
+    pub fn rule(&self) -> Option<&str> {
+        match self {
+            Refusal::Denied { rule, .. } => Some(rule),
+            Refusal::RateLimited { limit, .. } => Some(&limit.path),
+            _ => None,
+        }
+    }
+
+    /// A tool hidden by the policy's `hide` list (counted as `hidden`; answered as `denied`).
+    pub fn is_hidden(&self) -> bool {
+        matches!(self, Refusal::Denied { rule, .. } if rule == crate::policy::HIDE_RULE)
+    }
+
+    /// `message`: a one-line summary for people.
+    fn message(&self) -> String {
+        let reason = self.reason();
+        match self {
+            Refusal::ParseError { .. } => format!("Parse error: {reason}"),
+            Refusal::InvalidParams { .. } | Refusal::ApprovalStateInvalid { .. } => {
+                format!("Invalid params: {reason}")
+            }
+            Refusal::InvalidRequest { .. }
+            | Refusal::StrayCredential { .. }
+            | Refusal::MethodNotAllowed
+            | Refusal::UnsupportedMediaType { .. }
+            | Refusal::BodyTooLarge { .. } => format!("Invalid Request: {reason}"),
+            Refusal::HeaderMismatch { .. } => format!("Header mismatch: {reason}"),
+            Refusal::UnsupportedProtocolVersion { .. } => format!("Unsupported protocol version: {reason}"),
+            Refusal::SessionInvalid { .. } => format!("Not Found: {reason}"),
+            Refusal::NoGrant { .. } => format!("Unauthorized: {reason}"),
+            Refusal::Denied { subject, .. } => format!("{subject} denied: {reason}"),
+            Refusal::RateLimited { subject, retry_after_seconds, .. } => {
+                format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s")
+            }
+            Refusal::LimiterUnavailable { subject, .. } => format!("{subject} refused: {reason}"),
+            Refusal::BatchRefused => format!("Batch refused: {reason}"),
+            Refusal::BadUpstreamResponse { .. } => format!("Bad gateway: {reason}"),
+            Refusal::ApprovalRequired { tool, link: Some(l), .. } => format!(
+                "tool '{tool}' requires approval: ask an approver to approve it at {}, then retry the identical call",
+                l.approval_url
+            ),
+            Refusal::ApprovalRequired { tool, link: None, .. } => format!("tool '{tool}' requires approval: {reason}"),
+            Refusal::UrlElicitationRequired { tool, link, .. } => {
+                format!("tool '{tool}' requires approval: open {} to approve it", link.approval_url)
+            }
+            Refusal::ApprovalDenied { tool, .. } => format!("tool '{tool}' was denied by an approver: {reason}"),
+            Refusal::ApprovalUnavailable { tool, .. } => {
+                format!("tool '{tool}' refused: approval could not be checked: {reason}")
+            }
+            Refusal::Unavailable { reason } => (*reason).to_owned(),
+        }
+    }
+
+    /// The JSON-RPC error response for `id`: `{"jsonrpc":"2.0","id":ID,"error":{"code","message",
+    /// "data":{"kind","tool"?,"reason","rule"?,…}}}`. The one place a refusal is rendered.
+    pub fn to_json(&self, id: &Id) -> String {
+        let mut e = RpcError::new(self.code(), self.kind(), self.message(), self.reason());
+        e.tool = self.tool().map(str::to_owned);
+        e.rule = self.rule().map(str::to_owned);
+        match self {
+            Refusal::RateLimited { limit, retry_after_seconds, .. } => {
+                e.retry_after_seconds = Some(*retry_after_seconds);
+                e.counter = Some(limit.counter.clone());
+            }
+            Refusal::LimiterUnavailable { .. } | Refusal::ApprovalUnavailable { .. } => e.retry_after_seconds = Some(1),
+            Refusal::ApprovalRequired { link: Some(l), .. } => {
+                e.expires_in_seconds = Some(l.expires_in_seconds);
+                e.extra = vec![("approval_id", l.approval_id.clone()), ("approval_url", l.approval_url.clone())];
+            }
+            Refusal::ApprovalDenied { approval_id, approver, note, .. } => {
+                e.extra =
+                    vec![("approval_id", approval_id.clone()), ("approver", approver.clone()), ("note", note.clone())];
+            }
+            Refusal::UnsupportedProtocolVersion { requested, supported, .. } => {
+                if !requested.is_empty() {
+                    e.extra.push(("requested", requested.clone()));
+                }
+                let mut list = String::from("[");
+                for v in supported.iter() {
+                    if list.len() > 1 {
+                        list.push(',');
+                    }
+                    crate::wire::json::write_str(&mut list, v.as_str());
+                }
+                list.push(']');
+                return e.to_json_with(id, &[("supported", &list)]);
+            }
+            Refusal::UrlElicitationRequired { reason, link, .. } => {
+                let list = format!("[{}]", crate::approval::offer::elicitation(link, reason));
+                return e.to_json_with(id, &[("elicitations", &list)]);
+            }
+            _ => {}
+        }
+        e.to_json(id)
+    }
+
+    /// The whole local reply for `id`: status, headers and body.
+    pub fn reply(&self, id: &Id) -> Reply {
+        Reply { status: self.status(), headers: self.headers(), body: self.to_json(id) }
+    }
+}

@@ -1,0 +1,151 @@
+//! Which per-tool decision counters a policy needs (`mcp_policy_tool_decisions_total{mcp_tool,
+//! mcp_decision}`, defined by `host/metrics.rs`).
+//!
+//! A counter that exists reads 0 until its first decision, so Prometheus' `rate()` and `increase()`
+//! see its first increment; a counter for a decision the tool's rule can never produce is only noise.
+//! So each tool gets the labels its rule can produce, from the compiled policy alone:
+//!
+//! | label | when |
+//! |---|---|
+//! | `no_grant`, `invalid` | always: the grant and protocol checks (e.g. a `Mcp-Name` header mismatch) come before the rule |
+//! | `hidden` | the tool is hidden (by name or `"*"`); nothing else of its rule applies |
+//! | `denied` | `action: "deny"` (or `default: "deny"` for `other`), or `require` / `deny_if` conditions |
+//! | `allowed` | `action: "allow"` (or `{}`; `default: "allow"` for `other`) |
+//! | `approved`, `approval_required`, `approval_denied`, `approval_unavailable` | `action: "require_approval"` |
+//! | `rate_limited`, `limiter_unavailable` | an allowed tool with `limits`, or any `all_tools.limits` |
+//! | `would_deny` | the tool's mode is `dry_run`, or `gateway.mode` is (batches follow `gateway.mode`) |
+//!
+//! `passed` never carries a tool. Should a decision outside this set still occur, the host defines
+//! its counter then, so no decision goes uncounted.
+
+use crate::policy::Policy;
+use crate::terms::Action;
+use crate::terms::Mode;
+
+/// Every decision label, in the order of the README's table.
+pub const LABELS: [&str; 13] = [
+    "allowed",
+    "approved",
+    "approval_required",
+    "approval_denied",
+    "approval_unavailable",
+    "passed",
+    "denied",
+    "hidden",
+    "rate_limited",
+    "no_grant",
+    "invalid",
+    "limiter_unavailable",
+    "would_deny",
+];
+
+/// The labels a call to `tool` can be counted under (`None`: the `other` bucket, tools the policy
+/// does not name), in the order of [`LABELS`].
+pub fn possible(policy: &Policy, tool: Option<&str>) -> Vec<&'static str> {
+    let mut can = vec!["no_grant", "invalid"];
+    let dry_run = policy.gateway.mode == Mode::DryRun || policy.mode_for(tool) == Mode::DryRun;
+    if dry_run {
+        can.push("would_deny");
+    }
+    let hidden = match tool {
+        Some(t) => policy.is_hidden(t),
+        None => policy.is_hidden(""), // only `"*"` hides a tool the policy does not name
+    };
+    if hidden {
+        can.push("hidden");
+    } else {
+        let rule = tool.and_then(|t| policy.tool_rule(t));
+        let action = rule.map_or(policy.default, |r| r.action);
+        let conditions = rule.is_some_and(|r| !r.require.is_empty() || !r.deny_if.is_empty());
+        if action == Action::Deny || conditions {
+            can.push("denied");
+        }
+        if action == Action::Allow {
+            let approval = rule.is_some_and(|r| r.approval.is_some());
+            if approval {
+                can.extend(["approved", "approval_required", "approval_denied", "approval_unavailable"]);
+            } else {
+                can.push("allowed");
+            }
+            if rule.is_some_and(|r| !r.limits.is_empty()) || policy.has_all_tools_limits() {
+                can.extend(["rate_limited", "limiter_unavailable"]);
+            }
+        }
+    }
+    LABELS.iter().copied().filter(|l| can.contains(l)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config;
+
+    fn labels(policy: &str, tool: Option<&str>) -> Vec<&'static str> {
+        // The shipped policies read their session key from the VM's environment.
+        let key = |_: &str| Some("k".repeat(32));
+        possible(&config::load_with_env(policy.as_bytes(), &key).unwrap(), tool)
+    }
+
+    #[test]
+    fn every_decision_kind_has_a_label() {
+        use crate::outcome::decision::DecisionKind::{self, *};
+        // Exhaustive: a new `DecisionKind` stops compiling here; number it, and add it to
+        // `DecisionKind::ALL` (in this order) and to `LABELS`.
+        let position = |k: DecisionKind| match k {
+            Allowed => 0,
+            Passed => 1,
+            Denied => 2,
+            RateLimited => 3,
+            NoGrant => 4,
+            Invalid => 5,
+            LimiterUnavailable => 6,
+            Approved => 7,
+            ApprovalRequired => 8,
+            ApprovalDenied => 9,
+            ApprovalUnavailable => 10,
+        };
+        let positions: Vec<usize> = DecisionKind::ALL.iter().map(|k| position(*k)).collect();
+        assert_eq!(positions, (0..11).collect::<Vec<_>>());
+        // The host defines the `mcp_policy_<label>_total` counters from LABELS only: a kind missing
+        // there would go uncounted. LABELS is the kinds plus the two labels that are no kind.
+        let mut kinds: Vec<&str> = DecisionKind::ALL.iter().map(|k| k.as_str()).collect();
+        kinds.extend(["hidden", "would_deny"]);
+        kinds.sort_unstable();
+        let mut labels = LABELS.to_vec();
+        labels.sort_unstable();
+        assert_eq!(kinds, labels);
+    }
+
+    #[test]
+    fn the_shipped_policy() {
+        let p = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../envoy/policy.json")).unwrap();
+        assert_eq!(labels(&p, Some("list_vms")), ["allowed", "no_grant", "invalid"]);
+        assert_eq!(
+            labels(&p, Some("vm_agent_exec")),
+            ["allowed", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
+        );
+        assert_eq!(
+            labels(&p, Some("start_vm")),
+            ["approved", "approval_required", "approval_denied", "approval_unavailable", "no_grant", "invalid"]
+        );
+        assert_eq!(labels(&p, None), ["denied", "no_grant", "invalid"]);
+    }
+
+    #[test]
+    fn hidden_denied_conditions_all_tools_and_dry_run() {
+        let p = r#"{"version":"1","default":"allow","hide":["delete_vm"],
+            "all_tools":{"limits":[{"counter":"all","window":"minute","max":100}]},
+            "tools":{"stop_vm":{"action":"deny"},
+                     "exec":{"require":[{"path":"args.vmid","op":"in","value":[100]}]}},
+            "gateway":{"tool_modes":{"stop_vm":"dry_run"}}}"#;
+        assert_eq!(labels(p, Some("delete_vm")), ["hidden", "no_grant", "invalid"]);
+        assert_eq!(labels(p, Some("stop_vm")), ["denied", "no_grant", "invalid", "would_deny"]);
+        assert_eq!(
+            labels(p, Some("exec")),
+            ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
+        );
+        assert_eq!(labels(p, None), ["allowed", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]);
+        let all_hidden = r#"{"version":"1","hide":["*"],"gateway":{"mode":"dry_run"}}"#;
+        assert_eq!(labels(all_hidden, None), ["hidden", "no_grant", "invalid", "would_deny"]);
+    }
+}

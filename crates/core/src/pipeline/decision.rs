@@ -1,0 +1,46 @@
+//! What the host does about a request: the [`Outcome`] (its decision is recorded as a
+//! [`Decision`]).
+
+use super::PendingApproval;
+use crate::outcome::decision::Decision;
+use crate::wire::mcp::Id;
+use crate::wire::reply::Reply;
+
+/// The result: forward (`reply == None`) or answer locally with `reply` — unless `approval` is set:
+/// then hold the request, ask the approval service, and finish with [`on_approval_answer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    pub reply: Option<Reply>,
+    /// Ids of forwarded `tools/list` requests, whose responses must be filtered (`toolslist`).
+    pub tools_list_ids: Vec<Id>,
+    /// A call allowed by every rule that still needs a person's approval.
+    pub approval: Option<Box<PendingApproval>>,
+    /// With `gateway.rate_limit_service`: hold the request, ask the service, finish with
+    /// [`crate::pipeline::rls::on_answer`] (after approval, when both are needed).
+    pub rls: Option<Box<crate::pipeline::rls::Pending>>,
+    /// The body to forward instead of the one received, whenever the request goes upstream (after
+    /// an approval or the rate limit service, too): the retry of an offer without the gateway's
+    /// `inputResponses` entry and `requestState` (`crate::approval::offer`).
+    pub rewrite: Option<crate::pipeline::rewrite::BodyRewrite>,
+    /// An `initialize` whose client declares URL elicitation (`capabilities.elicitation.url`): the
+    /// session id the server hands out is bound as an `m2.` id (`crate::identity::session`, `crate::approval::offer`).
+    pub url_elicitation: bool,
+    /// What this outcome did with an approval offer, for the stats (`crate::approval::offer::Event`).
+    pub offer: Option<crate::approval::offer::Event>,
+}
+
+impl Outcome {
+    pub(crate) fn new(decision: Decision, reply: Option<Reply>) -> Self {
+        Outcome {
+            decision,
+            reply,
+            tools_list_ids: Vec::new(),
+            approval: None,
+            rls: None,
+            rewrite: None,
+            url_elicitation: false,
+            offer: None,
+        }
+    }
+}

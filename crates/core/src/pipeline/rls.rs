@@ -1,0 +1,254 @@
+//! A request held while the rate limit service (`gateway.rate_limit_service`) is asked: the plan of
+//! its descriptors ([`Pending`]) and the service's answer, or its absence, turned into forward or
+//! refuse ([`on_answer`], [`not_sent`]). The protocol itself is `crate::rls`.
+//!
+//! Three kinds of outcome, kept apart because only one of them may ever forward an uncounted call:
+//! - a decision (`OK` or `OVER_LIMIT`);
+//! - an outage ([`Answer::Unavailable`]): the service could not be reached or did not answer in
+//!   time. `failure_mode` decides: `deny` refuses `limiter_unavailable`, `allow` forwards;
+//! - an unusable answer ([`Answer::Unusable`]): the service was reached but did not take the
+//!   request (it rejected it, or answered something that is no decision), or the request could not
+//!   be built. Refused `limiter_unavailable` whatever `failure_mode` says: what a client can
+//!   provoke by the shape of its request must never become a way around the quota.
+
+use super::Outcome;
+use crate::identity::grant::{hex, GrantId};
+use crate::outcome::decision::{Decision, DecisionKind};
+use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
+use crate::policy::Policy;
+use crate::rls::{proto, unit, Answer, COUNTER_KEY, GRANT_KEY, MAX_DESCRIPTORS};
+use crate::terms::FailureMode;
+use crate::terms::Scope;
+use crate::wire::mcp::Id;
+
+/// One message of the request that counts against descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    /// `None` for a notification (never counted, kept for batch order).
+    pub id: Option<Id>,
+    pub tool: Option<String>,
+    /// Indices into [`Pending::counted`].
+    pub descriptors: Vec<usize>,
+}
+
+/// A request held while the rate limit service is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// One entry per descriptor: (index in [`Policy::limits`] of its tightest limit, hits).
+    pub counted: Vec<(usize, u64)>,
+    pub grant_id: GrantId,
+    pub elements: Vec<Element>,
+    pub batch: bool,
+    /// The decision to record when the request goes upstream.
+    pub decision: Decision,
+    /// `tools/list` ids of the forwarded request (response filtering).
+    pub tools_list_ids: Vec<Id>,
+    /// Dry-run: refusals are logged as "would deny" and the request is forwarded.
+    pub dry_run: bool,
+    /// A limit could not be turned into a descriptor: the request must not be sent (fail closed).
+    pub broken: bool,
+}
+
+impl Pending {
+    /// An empty plan for one request of `grant_id`.
+    pub fn new(grant_id: GrantId, batch: bool) -> Self {
+        Pending {
+            counted: Vec::new(),
+            grant_id,
+            elements: Vec::new(),
+            batch,
+            decision: Decision::new(DecisionKind::Allowed),
+            tools_list_ids: Vec::new(),
+            dry_run: false,
+            broken: false,
+        }
+    }
+
+    /// The plan for one message counting against `limits`, or `None` if there are none.
+    pub fn single(policy: &Policy, grant_id: GrantId, id: Id, tool: Option<String>, limits: &[usize]) -> Option<Self> {
+        if limits.is_empty() {
+            return None;
+        }
+        let mut p = Pending::new(grant_id, false);
+        p.add(policy, Some(id), tool, limits);
+        Some(p)
+    }
+
+    /// Count one message against `limits` (indices into `policy.limits`). Limits with the same
+    /// counter, scope and window are one descriptor (one count); its override is the smallest max.
+    pub fn add(&mut self, policy: &Policy, id: Option<Id>, tool: Option<String>, limits: &[usize]) {
+        let mut descriptors = Vec::new();
+        for &i in limits {
+            let Some(l) = policy.limits.get(i) else {
+                self.broken = true;
+                continue;
+            };
+            let same = |j: usize| {
+                policy
+                    .limits
+                    .get(j)
+                    .is_some_and(|o| o.counter == l.counter && o.scope == l.scope && o.window == l.window)
+            };
+            match self.counted.iter().position(|&(j, _)| same(j)) {
+                Some(d) => {
+                    if let Some(entry) = self.counted.get_mut(d) {
+                        if !descriptors.contains(&d) {
+                            entry.1 += 1;
+                            descriptors.push(d);
+                        }
+                        if policy.limits.get(entry.0).is_some_and(|o| l.max < o.max) {
+                            entry.0 = i;
+                        }
+                    }
+                }
+                None => {
+                    descriptors.push(self.counted.len());
+                    self.counted.push((i, 1));
+                }
+            }
+        }
+        self.elements.push(Element { id, tool, descriptors });
+    }
+
+    /// Does the request count against anything?
+    pub fn is_empty(&self) -> bool {
+        self.counted.is_empty()
+    }
+
+    /// The `RateLimitRequest` to send, or why none can be (then [`not_sent`] refuses the request,
+    /// whatever `failure_mode` says: forwarding it would skip the quota).
+    pub fn request(&self, policy: &Policy, domain: &str) -> Result<proto::Request, NotSendable> {
+        if self.broken || self.counted.iter().any(|&(i, _)| policy.limits.get(i).is_none()) {
+            return Err(NotSendable::Broken);
+        }
+        if self.counted.len() > MAX_DESCRIPTORS {
+            return Err(NotSendable::TooManyDescriptors(self.counted.len()));
+        }
+        let grant = hex(&self.grant_id);
+        let descriptors = self
+            .counted
+            .iter()
+            .filter_map(|&(i, hits)| {
+                let l = policy.limits.get(i)?;
+                let mut entries = vec![(COUNTER_KEY.to_owned(), l.counter.clone())];
+                if l.scope == Scope::Grant {
+                    entries.push((GRANT_KEY.to_owned(), grant.clone()));
+                }
+                Some(proto::Descriptor {
+                    entries,
+                    limit: Some((u32::try_from(l.max).unwrap_or(u32::MAX), unit(l.window))),
+                    hits_addend: Some(hits),
+                })
+            })
+            .collect();
+        Ok(proto::Request { domain: domain.to_owned(), descriptors, hits_addend: 0 })
+    }
+}
+
+/// Why a held request cannot be put to the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSendable {
+    /// A limit could not be turned into a descriptor (the plan refers to a limit the policy lacks).
+    Broken,
+    /// More than [`MAX_DESCRIPTORS`] descriptors: the service would refuse the request.
+    TooManyDescriptors(usize),
+}
+
+/// Finish a held request with the service's answer (or its absence).
+pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64) -> Outcome {
+    let failure_mode = policy.gateway.rate_limit_service.as_ref().map_or(FailureMode::Deny, |s| s.failure_mode);
+    let (why, outage) = match answer {
+        Answer::Decoded(r) => {
+            let over = r.statuses.iter().position(|s| s.code == proto::CODE_OVER_LIMIT);
+            match (r.overall_code, over) {
+                (proto::CODE_OK, None) => {
+                    let mut out = Outcome::new(pending.decision, None);
+                    out.tools_list_ids = pending.tools_list_ids;
+                    return out;
+                }
+                (proto::CODE_OK | proto::CODE_OVER_LIMIT, Some(d)) => {
+                    return over_limit(policy, pending, d, &r, now_ms)
+                }
+                (proto::CODE_OVER_LIMIT, None) => return over_limit(policy, pending, 0, &r, now_ms),
+                (c, _) => (format!("rate limit service answered code {c} (neither OK nor OVER_LIMIT)"), false),
+            }
+        }
+        Answer::Unavailable(why) => (why, true),
+        Answer::Unusable(why) => (why, false),
+    };
+    if outage && failure_mode == FailureMode::Allow {
+        let mut d = pending.decision;
+        d.kind = DecisionKind::LimiterUnavailable;
+        d.reason = Some(format!("{why}; forwarded (failure_mode allow)"));
+        let mut out = Outcome::new(d, None);
+        out.tools_list_ids = pending.tools_list_ids;
+        return out;
+    }
+    let make = |subject: Subject| Refusal::LimiterUnavailable { subject, fault: LimiterFault::Service(why.clone()) };
+    refuse(pending, &|_| true, &make)
+}
+
+/// Finish a held request that cannot be put to the service ([`Pending::request`] said why): refused,
+/// whatever `failure_mode` says. Too many descriptors is the shape of the client's batch: an
+/// `invalid_request` for every call of it, refused in dry-run too (as every invalid request is);
+/// a plan that could not be built is `limiter_unavailable`.
+pub fn not_sent(policy: &Policy, mut pending: Pending, why: NotSendable, now_ms: u64) -> Outcome {
+    match why {
+        NotSendable::Broken => {
+            let why = "a rate limit descriptor could not be built".to_owned();
+            on_answer(policy, pending, Answer::Unusable(why), now_ms)
+        }
+        NotSendable::TooManyDescriptors(n) => {
+            let detail = format!(
+                "the calls of this request count against {n} rate limits; the rate limit service takes at most \
+                 {MAX_DESCRIPTORS} in one request: send fewer calls per batch"
+            );
+            pending.dry_run = false;
+            let make = |_: Subject| Refusal::InvalidRequest { detail: detail.clone() };
+            refuse(pending, &|_| true, &make)
+        }
+    }
+}
+
+fn over_limit(policy: &Policy, pending: Pending, d: usize, r: &proto::Response, now_ms: u64) -> Outcome {
+    let Some(limit) = pending.counted.get(d).and_then(|&(i, _)| policy.limits.get(i)) else {
+        let why = "rate limit service answered OVER_LIMIT for an unknown descriptor".to_owned();
+        return on_answer(policy, pending, Answer::Unusable(why), now_ms);
+    };
+    let len_ms = limit.window.seconds() * 1000;
+    let until_ms = r.statuses.get(d).and_then(|s| s.until_reset_ms).unwrap_or(len_ms - now_ms % len_ms);
+    let retry = until_ms.div_ceil(1000).max(1);
+    let make = |subject: Subject| Refusal::RateLimited { subject, limit: limit.clone(), retry_after_seconds: retry };
+    refuse(pending, &|e| e.descriptors.contains(&d), &make)
+}
+
+/// Refuse the request: one error for a single call; for a batch, `make`'s error for each element
+/// `hit` selects and `batch_refused` for the other requests. Dry-run forwards instead.
+fn refuse(pending: Pending, hit: &dyn Fn(&Element) -> bool, make: &dyn Fn(Subject) -> Refusal) -> Outcome {
+    let Pending { elements, batch, mut decision, tools_list_ids, dry_run, .. } = pending;
+    let first = elements.iter().find(|e| hit(e)).or(elements.first());
+    let first_refusal = make(Subject::of(first.and_then(|e| e.tool.as_deref())));
+    if let Some(rule) = first_refusal.rule() {
+        decision.rule = Some(rule.to_owned());
+    }
+    let first_id = first.and_then(|e| e.id.clone()).unwrap_or_else(Id::null);
+    let mut reply = first_refusal.reply(&first_id);
+    decision.refused(first_refusal);
+    if dry_run {
+        decision.dry_run = true;
+        let mut out = Outcome::new(decision, None);
+        out.tools_list_ids = tools_list_ids;
+        return out;
+    }
+    if batch {
+        let parts: Vec<String> = elements
+            .iter()
+            .filter_map(|e| {
+                let id = e.id.as_ref()?;
+                Some(if hit(e) { make(Subject::of(e.tool.as_deref())) } else { Refusal::BatchRefused }.to_json(id))
+            })
+            .collect();
+        reply.body = format!("[{}]", parts.join(","));
+    }
+    Outcome::new(decision, Some(reply))
+}

@@ -1,0 +1,145 @@
+//! The compiled policy and the one function that decides a call by name.
+//!
+//! Precedence for `tools/call` (first match wins), see [`Policy::judge`]:
+//! 1. `hide` names the tool (or holds `"*"`): denied, rule `hide`.
+//! 2. `tools.NAME` exists: its `action` (absent means allow); rule `tools.NAME`.
+//! 3. otherwise `default`; rule `default`.
+//! 4. if allowed by its rule: every `require` condition holds and no `deny_if` condition does
+//!    (a condition that cannot be evaluated denies; see `conditions`);
+//! 5. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`);
+//! 6. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
+//!    asked only once every rule above allows it, with the quota reserved meanwhile and given back
+//!    unless the call goes upstream.
+//!    With `gateway.rate_limit_service` (see `rls`) the order of 5 and 6 is reversed: the approval
+//!    is asked first and the service counts only approved calls, since it cannot give quota back.
+//!
+//! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
+//! methods MCP does not define are denied unless `gateway.methods` allows them.
+//!
+//! Layer `policy` (crate docs); may use: `terms`, `wire`, `identity`, `limits`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::wire::fold::FoldedNames;
+
+pub mod conditions;
+mod gateway;
+mod judge;
+mod rules;
+
+use crate::terms::{Action, Mode};
+pub use gateway::{ApprovalService, Gateway, GrantSource, RateLimitService};
+pub use judge::{Verdict, HIDE_RULE};
+pub use rules::{NeedsApproval, ToolRule};
+
+use crate::limits::Limit;
+
+/// The runtime policy, built once per plugin configuration.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub default: Action,
+    hide_all: bool,
+    hidden: BTreeSet<String>,
+    /// `hide` and the tools with `action: "deny"`, matched after folding (`fold::tool_key`).
+    hidden_folded: FoldedNames,
+    denied_folded: FoldedNames,
+    tools: HashMap<String, ToolRule>,
+    all_tools: Vec<usize>,
+    pub limits: Vec<Limit>,
+    methods: HashMap<String, Action>,
+    pub gateway: Gateway,
+}
+
+impl Policy {
+    pub(crate) fn new(
+        default: Action,
+        hide: Vec<String>,
+        tools: HashMap<String, ToolRule>,
+        all_tools: Vec<usize>,
+        limits: Vec<Limit>,
+        methods: HashMap<String, Action>,
+        gateway: Gateway,
+    ) -> Self {
+        let hide_all = hide.iter().any(|h| h == "*");
+        let hidden_folded = FoldedNames::new(hide.iter().map(String::as_str).filter(|h| *h != "*"));
+        let denied =
+            tools.iter().filter(|(_, r)| r.action == Action::Deny).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
+        let denied_folded = FoldedNames::new(denied);
+        // Inserted one by one: `collect` into a set sorts first, which links another sort (3.5 KB).
+        let mut hidden = BTreeSet::new();
+        for h in hide.into_iter().filter(|h| h != "*") {
+            hidden.insert(h);
+        }
+        Policy { default, hide_all, hidden_folded, denied_folded, hidden, tools, all_tools, limits, methods, gateway }
+    }
+
+    /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
+    /// `delete\u200bvm`, `delete-vm` for `delete_vm`; see `fold::tool_key`) is hidden too.
+    pub fn is_hidden(&self, tool: &str) -> bool {
+        self.hide_all || self.hidden.contains(tool) || self.hidden_folded.find(tool).is_some()
+    }
+
+    /// The tool with `action: "deny"` that `tool` folds onto without being it, if any: deny rules
+    /// match folded names, allow rules only exact ones.
+    fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
+        let denied = self.denied_folded.find(tool).filter(|d| *d != tool)?;
+        self.tools.get_key_value(denied).map(|(n, r)| (n.as_str(), r))
+    }
+
+    /// Is `tool` removed from `tools/list` results? Hidden tools always are; with
+    /// `gateway.hide_denied_tools`, so is every tool denied by name alone (unlisted under
+    /// `default: "deny"`, or `action: "deny"`). Tools denied only by argument conditions stay listed.
+    pub fn is_unlisted(&self, tool: &str) -> bool {
+        if self.is_hidden(tool) {
+            return true;
+        }
+        self.gateway.hide_denied_tools
+            && (self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
+                || self.denied_by_fold(tool).is_some())
+    }
+
+    /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
+    /// `gateway.mode`.
+    pub fn mode_for(&self, tool: Option<&str>) -> Mode {
+        tool.and_then(|t| self.gateway.tool_modes.get(t)).copied().unwrap_or(self.gateway.mode)
+    }
+
+    /// Does any tool leave `tools/list`? (If not, responses need not be inspected.)
+    pub fn filters_tools_list(&self) -> bool {
+        self.hide_all || !self.hidden.is_empty() || self.gateway.hide_denied_tools
+    }
+
+    /// Tool names the policy lists under `tools`.
+    pub fn listed_tools(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// Tool names whose calls need a person's approval (`action: "require_approval"`).
+    pub fn approval_tools(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().filter(|(_, r)| r.approval.is_some()).map(|(n, _)| n.as_str())
+    }
+
+    /// The rule of a tool listed under `tools`.
+    pub fn tool_rule(&self, tool: &str) -> Option<&ToolRule> {
+        self.tools.get(tool)
+    }
+
+    /// Does `all_tools.limits` hold a limit (one every tool call counts against)?
+    pub fn has_all_tools_limits(&self) -> bool {
+        !self.all_tools.is_empty()
+    }
+
+    /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of
+    /// per-tool metric labels.
+    pub fn named_tools(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.listed_tools().chain(self.hidden.iter().map(String::as_str)).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Does `gateway.methods` allow the method `name` explicitly?
+    pub fn allows_method_by_name(&self, name: &str) -> bool {
+        self.methods.get(name) == Some(&Action::Allow)
+    }
+}

@@ -1,0 +1,115 @@
+use super::*;
+use crate::wire::json::parse;
+use crate::wire::numbers::cmp_numbers;
+
+fn j(text: &str) -> Json {
+    parse(text.as_bytes()).unwrap()
+}
+
+fn cond(path: &str, op: Op) -> Condition {
+    Condition { path_text: path.into(), path: parse_path(path).unwrap(), op, reason: None, rule: "r".into() }
+}
+
+#[test]
+fn paths() {
+    assert_eq!(
+        parse_path("args.a.b[2].c").unwrap(),
+        vec![Step::Key("a".into()), Step::Key("b".into()), Step::Index(2), Step::Key("c".into())]
+    );
+    assert_eq!(parse_path("args[0]").unwrap(), vec![Step::Index(0)]);
+    for bad in ["args", "arg.x", "args.", "args..x", "args.x[", "args.x[-1]", "args.x[a]", "args.x]", "x.args"] {
+        assert!(parse_path(bad).is_err(), "{bad}");
+    }
+    let args = j(r#"{"a":{"b":[1,{"c":"deep"}]}}"#);
+    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[1].c").unwrap()), Some(&j(r#""deep""#)));
+    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[5]").unwrap()), None);
+    assert_eq!(lookup(Some(&args), &parse_path("args.a[0]").unwrap()), None);
+    assert_eq!(lookup(None, &parse_path("args.a").unwrap()), None);
+}
+
+#[test]
+fn exact_number_comparison() {
+    use Ordering::*;
+    assert_eq!(cmp_numbers("100", "100.0"), Some(Equal));
+    assert_eq!(cmp_numbers("1e2", "100"), Some(Equal));
+    assert_eq!(cmp_numbers("-0", "0"), Some(Equal));
+    assert_eq!(cmp_numbers("0.1", "0.10"), Some(Equal));
+    assert_eq!(cmp_numbers("9007199254740993", "9007199254740992"), Some(Greater));
+    assert_eq!(cmp_numbers("123456789012345678901234567890", "123456789012345678901234567891"), Some(Less));
+    assert_eq!(cmp_numbers("-5", "3"), Some(Less));
+    assert_eq!(cmp_numbers("-5", "-30"), Some(Greater));
+    assert_eq!(cmp_numbers("2.5", "25e-1"), Some(Equal));
+    assert_eq!(cmp_numbers("0.001", "0.01"), Some(Less));
+    assert_eq!(cmp_numbers("99", "100"), Some(Less));
+}
+
+#[test]
+fn type_strict_equality() {
+    let c = cond("args.vmid", Op::In(vec![j("100"), j("101")]));
+    assert_eq!(c.eval(Some(&j(r#"{"vmid":100}"#))), Truth::True);
+    assert_eq!(c.eval(Some(&j(r#"{"vmid":100.0}"#))), Truth::True);
+    assert_eq!(c.eval(Some(&j(r#"{"vmid":102}"#))), Truth::False);
+    for s in [r#""100""#, r#""1_01""#, r#"" 100 ""#, r#""+100""#, "[100]", "null", "true"] {
+        assert_eq!(c.eval(Some(&j(&format!(r#"{{"vmid":{s}}}"#)))), Truth::Unknown, "{s}");
+    }
+    assert_eq!(c.eval(Some(&j("{}"))), Truth::Unknown);
+    assert_eq!(c.eval(None), Truth::Unknown);
+    let n = cond("args.vmid", Op::NotIn(vec![j("100")]));
+    assert_eq!(n.eval(Some(&j(r#"{"vmid":7}"#))), Truth::True);
+    assert_eq!(n.eval(Some(&j(r#"{"vmid":"7"}"#))), Truth::Unknown);
+    let e = cond("args.mode", Op::Eq(j(r#""safe""#)));
+    assert_eq!(e.eval(Some(&j(r#"{"mode":"safe"}"#))), Truth::True);
+    assert_eq!(e.eval(Some(&j(r#"{"mode":"Safe"}"#))), Truth::False);
+    assert_eq!(e.eval(Some(&j(r#"{"mode":1}"#))), Truth::Unknown);
+    let ne = cond("args.mode", Op::Neq(j(r#""x""#)));
+    assert_eq!(ne.eval(Some(&j(r#"{"mode":"y"}"#))), Truth::True);
+    let obj = cond("args.o", Op::Eq(j(r#"{"a":1,"b":[1,2]}"#)));
+    assert_eq!(obj.eval(Some(&j(r#"{"o":{"b":[1,2.0],"a":1}}"#))), Truth::True);
+}
+
+#[test]
+fn ordering_ops_need_numbers() {
+    let lt = cond("args.n", Op::Lt(j("10")));
+    assert_eq!(lt.eval(Some(&j(r#"{"n":9.99}"#))), Truth::True);
+    assert_eq!(lt.eval(Some(&j(r#"{"n":10}"#))), Truth::False);
+    assert_eq!(lt.eval(Some(&j(r#"{"n":"9"}"#))), Truth::Unknown);
+    assert_eq!(cond("args.n", Op::Lte(j("10"))).eval(Some(&j(r#"{"n":10}"#))), Truth::True);
+    assert_eq!(cond("args.n", Op::Gt(j("10"))).eval(Some(&j(r#"{"n":10}"#))), Truth::False);
+    assert_eq!(cond("args.n", Op::Gte(j("10"))).eval(Some(&j(r#"{"n":10}"#))), Truth::True);
+    let big = cond("args.n", Op::Gt(j("9007199254740992")));
+    assert_eq!(big.eval(Some(&j(r#"{"n":9007199254740993}"#))), Truth::True);
+}
+
+#[test]
+fn regex_contains_exists() {
+    let re = cond("args.command", Op::Regex(regex_lite::Regex::new(r"(^|\s)rm\s").unwrap()));
+    assert_eq!(re.eval(Some(&j(r#"{"command":"sudo rm -rf /"}"#))), Truth::True);
+    assert_eq!(re.eval(Some(&j(r#"{"command":"uptime"}"#))), Truth::False);
+    assert_eq!(re.eval(Some(&j(r#"{"command":["rm","-rf"]}"#))), Truth::Unknown);
+    let c = cond("args.command", Op::Contains(j(r#""shadow""#)));
+    assert_eq!(c.eval(Some(&j(r#"{"command":"cat /etc/shadow"}"#))), Truth::True);
+    assert_eq!(c.eval(Some(&j(r#"{"command":["a","shadow"]}"#))), Truth::True);
+    assert_eq!(c.eval(Some(&j(r#"{"command":["a","b"]}"#))), Truth::False);
+    assert_eq!(c.eval(Some(&j(r#"{"command":["a",1]}"#))), Truth::Unknown);
+    assert_eq!(c.eval(Some(&j(r#"{"command":5}"#))), Truth::Unknown);
+    let ex = cond("args.force", Op::Exists(true));
+    assert_eq!(ex.eval(Some(&j(r#"{"force":null}"#))), Truth::True);
+    assert_eq!(ex.eval(Some(&j("{}"))), Truth::False);
+    assert_eq!(cond("args.force", Op::Exists(false)).eval(None), Truth::True);
+}
+
+#[test]
+fn unknown_denies_in_both_lists() {
+    let req = [cond("args.vmid", Op::In(vec![j("100")]))];
+    let deny = [cond("args.command", Op::Regex(regex_lite::Regex::new("rm").unwrap()))];
+    let ok = j(r#"{"vmid":100,"command":"ls"}"#);
+    assert!(check(&req, &deny, Some(&ok)).is_none());
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":"100","command":"ls"}"#))).unwrap();
+    assert_eq!(why, "required condition cannot be evaluated: args.vmid in");
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":101,"command":"ls"}"#))).unwrap();
+    assert_eq!(why, "required condition not met: args.vmid in");
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100,"command":"rm x"}"#))).unwrap();
+    assert_eq!(why, "denied by condition: args.command regex");
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100}"#))).unwrap();
+    assert_eq!(why, "deny_if condition cannot be evaluated: args.command regex");
+}

@@ -1,0 +1,30 @@
+//! The compiled rules of the policy's `tools`: a tool's rule, its limits, its approval.
+
+use crate::policy::conditions::Condition;
+use crate::terms::Action;
+
+/// A compiled `tools.NAME` rule. `limits` index [`Policy::limits`].
+#[derive(Debug, Clone)]
+pub struct ToolRule {
+    /// The tool by name: `Deny` for `action: "deny"`, else `Allow` (`require_approval` included:
+    /// its calls are judged like allowed ones, then `approval` applies).
+    pub action: Action,
+    /// The rule's `reason`: shown to the agent when the tool is denied.
+    pub reason: Option<String>,
+    /// `action: "require_approval"`: each call the other rules allow needs a person's approval.
+    pub approval: Option<NeedsApproval>,
+    pub limits: Vec<usize>,
+    pub require: Vec<Condition>,
+    pub deny_if: Vec<Condition>,
+}
+
+/// `action: "require_approval"` of a tool: its calls need a person's approval before they may go
+/// upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeedsApproval {
+    /// Seconds an approval request stays open, and an approval stays usable (`approval_timeout`,
+    /// default 10 minutes, 1 s to 7 days).
+    pub timeout_seconds: u64,
+    /// The rule's `reason`, shown to the approver and the agent.
+    pub reason: Option<String>,
+}

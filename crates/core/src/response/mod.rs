@@ -1,0 +1,164 @@
+//! The response side of one stream, pure: the host reads response headers and body bytes, hands
+//! them here, and only acts on what comes back (and counts it).
+//!
+//! Responses are inspected only for requests the filter forwarded, and only when the policy removes
+//! tools from `tools/list` results ([`Policy::filters_tools_list`]) or binds sessions to their grant
+//! (`gateway.session_key`). For tool lists:
+//! - the reply to a forwarded `tools/list` request must be JSON or SSE the filter can read; any other
+//!   reply is refused with 502 before a byte of it leaves (`plan`, the header rules);
+//! - the reply to any other forwarded request (the GET stream, `subscriptions/listen`, resumed
+//!   streams) is filtered when it is an SSE stream, since a tool list can arrive on any stream; a
+//!   JSON reply to another request answers that request only.
+//!
+//! With `gateway.session_key`, every SSE reply also has the ids it hands out sealed for the grant
+//! ([`ResponseFilter::sealing`], `crate::identity::session::StreamIds`); one that is content-encoded passes
+//! unsealed, since its bare ids are refused when presented back. Where the policy does not filter
+//! tool lists, SSE replies are read only for their ids: nothing in them is parsed or refused.
+//!
+//! The body is then filtered by [`ResponseFilter::on_body`] and [`ResponseFilter::on_chunk`]
+//! (`body`): JSON once whole, SSE event by event as it arrives (`crate::response::toolslist`). In Envoy 1.40 a
+//! wasm filter that pauses response headers never sees the body, so the headers (status included)
+//! leave before the body is read: a body found unfilterable afterwards is replaced by the JSON-RPC
+//! error (framed as one SSE event on a stream), and the rest of it is dropped.
+//!
+//! Every refusal is `bad_upstream_response` (−31006, [`crate::wire::reply::code::BAD_UPSTREAM_RESPONSE`])
+//! with the `tools/list` request's id where there is one, else `null`.
+//!
+//! Layer `response` (crate docs); may use: every layer below it: `terms` … `pipeline`.
+
+use crate::identity::session::StreamIds;
+use crate::outcome::refusal::Refusal;
+use crate::policy::Policy;
+use crate::response::toolslist::SseStream;
+use crate::wire::json::{self, Json};
+use crate::wire::mcp::Id;
+use crate::wire::reply::Reply;
+
+mod body;
+mod plan;
+pub mod toolslist;
+pub use body::{HostOp, Step};
+pub use plan::Plan;
+
+/// The response side of one stream: what its request asked to inspect, and how far its response got.
+#[derive(Debug)]
+pub struct ResponseFilter {
+    /// Ids of the forwarded `tools/list` requests this response answers.
+    ids: Vec<Json>,
+    /// `gateway.max_response_bytes`: the largest JSON body, or incomplete SSE event, held.
+    max_bytes: usize,
+    /// How an error replacing the body is framed (set by the plan).
+    framing: Framing,
+    state: State,
+    /// With `gateway.session_key`: seals the ids an SSE reply hands out.
+    seal: Option<StreamIds>,
+}
+
+/// Which replies to a forwarded request can carry a tool list that must be filtered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The reply to a `tools/list` request: JSON or SSE; anything else is refused.
+    ListReply,
+    /// Any other forwarded request: SSE replies only.
+    AnyStream,
+    /// Tool lists are not filtered: SSE replies are read for their ids only.
+    Ids,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Passed untouched: never inspected, not a tool list, filtered already, or refused.
+    Pass,
+    /// Forwarded; its headers decide ([`ResponseFilter::on_headers`]).
+    Awaiting(Scope),
+    /// A JSON reply, held until whole, then filtered.
+    Json,
+    /// An SSE stream, filtered event by event.
+    Sse(SseStream),
+    /// The body was replaced by an error; the rest of it is dropped.
+    Dropping,
+}
+
+/// How an error that replaces a body is written: a JSON body, or one SSE `message` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Json,
+    Sse,
+}
+
+/// A response the filter cannot pass (`bad_upstream_response`, −31006): why (for the log line), and
+/// the text sent instead: the JSON-RPC error (as one SSE event when it replaces a stream's bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadUpstream {
+    pub why: String,
+    pub body: String,
+}
+
+impl BadUpstream {
+    /// The local reply of a response refused at its headers: 502 with the JSON-RPC error.
+    pub fn reply(self) -> Reply {
+        Reply { status: 502, headers: vec![], body: self.body }
+    }
+}
+
+impl ResponseFilter {
+    /// A response that is not inspected (answered locally, or before a decision).
+    pub fn pass() -> Self {
+        ResponseFilter { ids: Vec::new(), max_bytes: 0, framing: Framing::Json, state: State::Pass, seal: None }
+    }
+
+    /// The response to a request the filter forwarded; `tools_list_ids` are the ids of the
+    /// `tools/list` requests in it (`gate::Outcome::tools_list_ids`). Not inspected unless the policy
+    /// removes tools from lists.
+    pub fn forwarded(policy: &Policy, tools_list_ids: &[Id]) -> Self {
+        if !policy.filters_tools_list() {
+            return Self::pass();
+        }
+        let scope = if tools_list_ids.is_empty() { Scope::AnyStream } else { Scope::ListReply };
+        ResponseFilter {
+            ids: tools_list_ids.iter().filter_map(|id| json::parse(id.raw().as_bytes()).ok()).collect(),
+            max_bytes: policy.gateway.max_response_bytes,
+            framing: Framing::Json,
+            state: State::Awaiting(scope),
+            seal: None,
+        }
+    }
+
+    /// With `ids` (`gate::stream_ids`: `gateway.session_key` is set and the request has a grant),
+    /// the ids its SSE reply hands out are sealed; a reply whose tool lists are not filtered is then
+    /// read only when it is an SSE stream, and only for its ids.
+    pub fn sealing(mut self, policy: &Policy, ids: Option<StreamIds>) -> Self {
+        let Some(ids) = ids else { return self };
+        if matches!(self.state, State::Pass) {
+            self.max_bytes = policy.gateway.max_response_bytes;
+            self.state = State::Awaiting(Scope::Ids);
+        }
+        self.seal = Some(ids);
+        self
+    }
+
+    /// The response names the server's session (its `Mcp-Session-Id`, as `initialize` does): the
+    /// events it sends belong to that session.
+    pub fn set_session(&mut self, upstream: &[u8]) {
+        if let Some(seal) = &mut self.seal {
+            seal.set_session(upstream);
+        }
+    }
+
+    /// The JSON-RPC error (−31006) for `why`, with the first `tools/list` id, else `null`.
+    fn error_json(&self, why: &str) -> String {
+        Refusal::BadUpstreamResponse { why: why.to_owned() }.to_json(&self.ids.first().map_or_else(Id::null, Id::of))
+    }
+
+    /// The error for `why`: it replaces the bytes at hand (`end`: they end the body, else the rest
+    /// is dropped), or the whole response (a local 502, refused at its headers: `end` true, JSON).
+    fn fail(&mut self, why: String, end: bool) -> BadUpstream {
+        let json = self.error_json(&why);
+        let body = match self.framing {
+            Framing::Json => json,
+            Framing::Sse => format!("event: message\ndata: {json}\n\n"),
+        };
+        self.state = if end { State::Pass } else { State::Dropping };
+        BadUpstream { why, body }
+    }
+}

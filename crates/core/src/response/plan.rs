@@ -1,0 +1,95 @@
+//! The response plan, decided from the response headers: pass, filter, or refuse with 502.
+//!
+//! The header rules for a response that may carry a tool list (each refused with 502):
+//! - a reply to `tools/list` that is neither `application/json` nor `text/event-stream` (a `202`
+//!   without a body passes: the 2024-11-05 HTTP+SSE transport only acknowledges a POST there, and
+//!   the reply comes on the SSE stream, which is filtered);
+//! - a `content-encoding` other than `identity` (the request's `accept-encoding` was removed, so a
+//!   server that compresses anyway is not understood);
+//! - a `charset` other than UTF-8 (clients decode by the declared charset; the filter reads UTF-8);
+//! - a JSON reply whose `content-length` exceeds `gateway.max_response_bytes`.
+//!
+//! A reply read only for the ids it hands out (`gateway.session_key`, no tool list to filter) is
+//! never refused: an SSE stream is read unless content-encoded, anything else passes.
+
+use super::{BadUpstream, Framing, ResponseFilter, Scope, State};
+use crate::response::toolslist::SseStream;
+use crate::wire::http;
+
+/// What the host does with a response, once its headers are in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Forward it untouched.
+    PassThrough,
+    /// A JSON `tools/list` reply: hold the body until whole, then filter it. The body changes
+    /// length: remove `content-length`.
+    FilterJson,
+    /// An SSE stream: filter it (tool lists, ids) event by event as it arrives. Remove `content-length`.
+    FilterSse,
+    /// Answer 502 with this JSON-RPC error instead ([`BadUpstream::reply`]).
+    Refuse(BadUpstream),
+}
+
+impl ResponseFilter {
+    /// The plan for the response headers; `header` reads one by its lowercase name (`:status`
+    /// included), and is called only for the headers a rule needs. `end_of_stream`: the response
+    /// has no body. Call once per response.
+    pub fn on_headers(&mut self, end_of_stream: bool, header: impl Fn(&str) -> Option<Vec<u8>>) -> Plan {
+        let State::Awaiting(scope) = self.state else { return Plan::PassThrough };
+        self.state = State::Pass;
+        if end_of_stream {
+            return Plan::PassThrough;
+        }
+        let content_type = header("content-type").unwrap_or_default();
+        let is_sse = http::is_media_type(&content_type, "text/event-stream");
+        if scope == Scope::Ids {
+            // Read only for its ids: an encoded stream passes unsealed (its bare ids are refused
+            // when presented back), and nothing here is refused.
+            if !is_sse || header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
+                return Plan::PassThrough;
+            }
+            self.framing = Framing::Sse;
+            self.state = State::Sse(SseStream::ids_only(self.max_bytes));
+            return Plan::FilterSse;
+        }
+        let framing = if is_sse {
+            Framing::Sse
+        } else if scope != Scope::ListReply {
+            // A JSON reply to another request answers that request only: not a tool list.
+            return Plan::PassThrough;
+        } else if http::is_media_type(&content_type, "application/json") {
+            Framing::Json
+        } else if header(":status").as_deref() == Some(&b"202"[..]) {
+            // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
+            // the reply comes on the SSE stream, which is filtered there.
+            return Plan::PassThrough;
+        } else {
+            return self.refuse("the tools/list response has an unexpected content type");
+        };
+        if header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
+            return self.refuse("the response is content-encoded and its tool list cannot be filtered");
+        }
+        if !http::charset_is_utf8(&content_type) {
+            // Clients decode by the declared charset; the filter reads UTF-8. They must agree.
+            return self.refuse("the response declares a charset other than utf-8");
+        }
+        self.framing = framing;
+        if framing == Framing::Sse {
+            self.state = State::Sse(SseStream::new(self.max_bytes));
+            return Plan::FilterSse;
+        }
+        let too_long = header("content-length")
+            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
+            .is_some_and(|len| len > self.max_bytes);
+        if too_long {
+            return self.refuse("the tools/list response exceeds gateway.max_response_bytes");
+        }
+        self.state = State::Json;
+        Plan::FilterJson
+    }
+
+    /// Refuse the whole response (a local 502, [`BadUpstream::reply`]).
+    fn refuse(&mut self, why: &str) -> Plan {
+        Plan::Refuse(self.fail(why.into(), true))
+    }
+}

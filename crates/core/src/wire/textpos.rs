@@ -1,0 +1,192 @@
+//! Positions in a text: byte offsets (what the JSON parser reports) turned into the line and column
+//! that people and editors use, and a one-line excerpt with a caret under the column.
+//!
+//! Lines are counted from 1 and end at `\n` (a `\r` before it belongs to the line's end). Columns are
+//! counted from 1 in Unicode scalar values (characters), so `é` is one column; a tab is one column
+//! too, as editors report it in their "column" (not their screen position).
+
+use crate::wire::json::{ParseError, ParseErrorKind};
+
+/// A 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineCol {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// The start of the line holding `offset`, and that line's number.
+fn line_start(text: &[u8], offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    (start, before.iter().filter(|&&b| b == b'\n').count() + 1)
+}
+
+/// The line and column of byte `offset` in `text` (an offset past the end is the end). Bytes that
+/// are not valid UTF-8 count as one column each.
+pub fn line_col(text: &[u8], offset: usize) -> LineCol {
+    let offset = offset.min(text.len());
+    let (start, line) = line_start(text, offset);
+    let prefix = text.get(start..offset).unwrap_or(&[]);
+    LineCol { line, column: String::from_utf8_lossy(prefix).chars().count() + 1 }
+}
+
+/// Widest excerpt shown, in characters; longer lines are cut around the column with `…`.
+const EXCERPT_CHARS: usize = 100;
+
+/// The line holding byte `offset`, prefixed with its number, and a second line with `^` under the
+/// column, e.g.
+///
+/// ```text
+///    3 |   "tools": {,
+///      |             ^
+/// ```
+///
+/// Control characters are shown as `?` (a policy file must not drive the terminal); lines longer than
+/// 100 characters are cut to a window around the column.
+pub fn excerpt(text: &[u8], offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let (start, line) = line_start(text, offset);
+    let end =
+        text.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n')).map_or(text.len(), |i| start + i);
+    let content = String::from_utf8_lossy(text.get(start..end).unwrap_or(&[])).into_owned();
+    let content = content.strip_suffix('\r').unwrap_or(&content);
+    let chars: Vec<char> = content
+        .chars()
+        .map(|c| {
+            if c == '\t' {
+                c
+            } else if c.is_control() {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let col = line_col(text, offset).column - 1;
+    // A window of EXCERPT_CHARS characters that holds the column, about a third of the way in.
+    let from = if chars.len() <= EXCERPT_CHARS { 0 } else { col.saturating_sub(EXCERPT_CHARS / 3) };
+    let to = (from + EXCERPT_CHARS).min(chars.len());
+    let from = if to - from < EXCERPT_CHARS { to.saturating_sub(EXCERPT_CHARS) } else { from };
+    let mut shown: String = chars.get(from..to).unwrap_or(&[]).iter().collect();
+    let mut pad: String = chars
+        .get(from..col.min(chars.len()))
+        .unwrap_or(&[])
+        .iter()
+        .map(|&c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    if from > 0 {
+        shown.insert(0, '…');
+        pad.insert(0, ' ');
+    }
+    if to < chars.len() {
+        shown.push('…');
+    }
+    let number = line.to_string();
+    let gutter = " ".repeat(number.len());
+    format!("{number:>4} | {shown}\n{gutter:>4} | {pad}^")
+}
+
+/// A strict-JSON parse error with its line and column instead of its byte offset, e.g.
+/// `unexpected character at line 3, column 14`. The message never quotes the input.
+///
+/// Data after the value names both places, since the place where the parser stopped is rarely where
+/// the mistake is: a stray `}` closes the document early, and the error is only found at the text
+/// that follows it. So: `the top-level object closes at line 21, column 2; line 26, column 4 has
+/// more (data after the JSON value)`.
+pub fn describe(e: &ParseError, text: &[u8]) -> String {
+    let full = e.to_string();
+    let what = full.strip_suffix(&format!(" at byte {}", e.offset)).unwrap_or(&full);
+    let at = line_col(text, e.offset);
+    if let (ParseErrorKind::TrailingData, Some(close)) = (e.kind, value_end(text, e.offset)) {
+        let value = match text.get(close) {
+            Some(b'}') => "object",
+            Some(b']') => "array",
+            _ => "value",
+        };
+        let closed = line_col(text, close);
+        return format!(
+            "the top-level {value} closes at line {}, column {}; line {}, column {} has more ({what})",
+            closed.line, closed.column, at.line, at.column
+        );
+    }
+    format!("{what} at line {}, column {}", at.line, at.column)
+}
+
+/// The offset of the last byte of the top-level value, when trailing data starts at `offset`: the
+/// last byte before it that is not JSON whitespace (RFC 8259 §2).
+pub fn value_end(text: &[u8], offset: usize) -> Option<usize> {
+    text.get(..offset)?.iter().rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::json;
+
+    #[test]
+    fn lines_and_columns() {
+        let t = b"{\n  \"a\": 1,\n  \"b\": x\n}";
+        assert_eq!(line_col(t, 0), LineCol { line: 1, column: 1 });
+        assert_eq!(line_col(t, 1), LineCol { line: 1, column: 2 });
+        assert_eq!(line_col(t, 2), LineCol { line: 2, column: 1 });
+        let x = t.iter().position(|&b| b == b'x').unwrap();
+        assert_eq!(line_col(t, x), LineCol { line: 3, column: 8 });
+        assert_eq!(line_col(t, 10_000), LineCol { line: 4, column: 2 });
+        // Columns count characters, not bytes.
+        assert_eq!(line_col("\"é\" x".as_bytes(), 5), LineCol { line: 1, column: 5 });
+        assert_eq!(line_col(b"a\r\nb", 3), LineCol { line: 2, column: 1 });
+    }
+
+    #[test]
+    fn parse_errors_name_line_and_column() {
+        let t = b"{\n  \"version\": \"1\",\n  \"tools\": {,\n}\n";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(describe(&e, t), "unexpected character at line 3, column 13");
+        assert_eq!(excerpt(t, e.offset), "   3 |   \"tools\": {,\n     |             ^");
+        let t = b"{\"a\":1,\"a\":2}";
+        let e = json::parse(t).unwrap_err();
+        assert!(describe(&e, t).starts_with("duplicate object key at line 1, column "), "{}", describe(&e, t));
+        // The end of the input.
+        let t = b"{\n";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(describe(&e, t), "unexpected end of input at line 2, column 1");
+        assert_eq!(excerpt(t, e.offset), "   2 | \n     | ^");
+    }
+
+    #[test]
+    fn data_after_the_value_names_where_the_document_closed() {
+        let t = b"{\n  \"version\": \"1\",\n  \"tools\": {}\n}\n  }\n  ,\"x\": 1\n}";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level object closes at line 4, column 1; line 5, column 3 has more (data after the JSON value)"
+        );
+        assert_eq!(value_end(t, e.offset), Some(t.windows(3).position(|w| w == b"\n}\n").unwrap() + 1));
+        let t = b"[1]\n2";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level array closes at line 1, column 3; line 2, column 1 has more (data after the JSON value)"
+        );
+        let t = b"1 2";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(
+            describe(&e, t),
+            "the top-level value closes at line 1, column 1; line 1, column 3 has more (data after the JSON value)"
+        );
+    }
+
+    #[test]
+    fn excerpts_keep_tabs_hide_controls_and_cut_long_lines() {
+        assert_eq!(excerpt(b"\t\"a\": \x1b[2J x", 11), "   1 | \t\"a\": ?[2J x\n     | \t          ^");
+        let long = format!("{{\"k\": [{}x]}}", "1, ".repeat(100));
+        let at = long.find('x').unwrap();
+        let shown = excerpt(long.as_bytes(), at);
+        let (first, second) = shown.split_once('\n').unwrap();
+        assert!(first.starts_with("   1 | …") && first.ends_with("x]}"), "{first}");
+        assert_eq!(first.chars().count() - 7, EXCERPT_CHARS + 1);
+        // The caret sits under the x.
+        let caret = second.chars().count() - 1;
+        assert_eq!(first.chars().nth(caret), Some('x'), "{shown}");
+    }
+}

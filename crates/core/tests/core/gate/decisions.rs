@@ -1,0 +1,128 @@
+//! Policy decisions on the body: allowed and denied calls, conditions, passed messages, tools/list.
+
+use super::{call, policy, post, reply, T0};
+use mcp_policy_core::config;
+use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::pipeline;
+use serde_json::{json, Value};
+
+#[test]
+fn allowed_call_is_forwarded_with_its_decision() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let o = pipeline::on_body(&p, &post(&p, "abc"), call(1, "list_vms").as_bytes(), &s, T0);
+    assert_eq!(o.reply, None);
+    assert_eq!(o.decision.kind, DecisionKind::Allowed);
+    assert_eq!(o.decision.tool.as_deref(), Some("list_vms"));
+    assert_eq!(o.decision.rule.as_deref(), Some("tools.list_vms"));
+    assert_eq!(o.decision.grant.as_deref(), Some("sha256:ba7816bf8f01"));
+}
+
+#[test]
+fn denials_echo_the_id_and_name_the_reason() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let body = r#"{"jsonrpc":"2.0","id":"q-\u00e9","method":"tools/call","params":{"name":"stop_vm"}}"#;
+    let o = pipeline::on_body(&p, &post(&p, "abc"), body.as_bytes(), &s, T0);
+    assert_eq!(
+        o.reply.as_ref().unwrap().body,
+        r#"{"jsonrpc":"2.0","id":"q-\u00e9","error":{"code":-31001,"message":"tool 'stop_vm' denied: stopping VMs needs a change ticket","data":{"kind":"denied","tool":"stop_vm","reason":"stopping VMs needs a change ticket","rule":"tools.stop_vm"}}}"#
+    );
+    assert_eq!(o.reply.as_ref().unwrap().status, 200);
+    for (tool, rule, reason) in [
+        ("delete_vm", "hide", "tool is hidden by policy"),
+        ("reboot_vm", "default", "not allowed by policy (default: deny)"),
+    ] {
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(7, tool).as_bytes(), &s, T0);
+        let (status, b, _) = reply(&o);
+        assert_eq!(status, 200);
+        assert_eq!(
+            b["error"],
+            json!({"code":-31001,"message":format!("tool '{tool}' denied: {reason}"),
+                   "data":{"kind":"denied","tool":tool,"reason":reason,"rule":rule}})
+        );
+        assert_eq!(b["id"], 7);
+    }
+    let rr = r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"x"}}"#;
+    let (_, b, _) = reply(&pipeline::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0));
+    assert_eq!(b["error"]["data"]["reason"], "method prompts/get is not allowed by policy (default: deny)");
+    let rr = r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x"}}"#;
+    assert_eq!(pipeline::on_body(&p, &post(&p, "abc"), rr.as_bytes(), &s, T0).reply, None);
+}
+
+#[test]
+fn lifecycle_notifications_and_responses_pass() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}"#,
+    ] {
+        let o = pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0);
+        assert_eq!((o.reply, o.decision.kind), (None, DecisionKind::Passed), "{body}");
+    }
+}
+
+#[test]
+fn condition_denials_name_the_condition_not_the_value() {
+    let key = |_: &str| Some("k".repeat(32)); // the example reads its session key from the VM's environment
+    let p = config::load_with_env(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../envoy/policy-conditions.json")).unwrap(),
+        &key,
+    )
+    .unwrap();
+    let s = MemoryStore::new();
+    let exec = |id: u64, args: Value| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"vm_agent_exec","arguments":args}})
+            .to_string()
+    };
+    let ok = exec(1, json!({"node":"pve","vmid":100,"command":"uptime"}));
+    assert_eq!(pipeline::on_body(&p, &post(&p, "a"), ok.as_bytes(), &s, T0).reply, None);
+    for (args, rule, reason) in [
+        (
+            json!({"node":"pve","vmid":102,"command":"uptime"}),
+            "tools.vm_agent_exec.require[0]",
+            "vm_agent_exec is allowed on VMs 100 and 101 only",
+        ),
+        (
+            json!({"node":"pve","vmid":"100","command":"uptime"}),
+            "tools.vm_agent_exec.require[0]",
+            "vm_agent_exec is allowed on VMs 100 and 101 only",
+        ),
+        (
+            json!({"node":"pve","vmid":101,"command":"cd /tmp && rm -rf cache-7"}),
+            "tools.vm_agent_exec.deny_if[0]",
+            "destructive commands are not allowed",
+        ),
+        (
+            json!({"node":"pve","vmid":101,"command":["rm","-rf","/"]}),
+            "tools.vm_agent_exec.deny_if[0]",
+            "destructive commands are not allowed",
+        ),
+    ] {
+        let body = exec(2, args);
+        let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), body.as_bytes(), &s, T0));
+        assert_eq!(status, 200);
+        assert_eq!(
+            b["error"]["data"],
+            json!({"kind":"denied","tool":"vm_agent_exec","reason":reason,"rule":rule}),
+            "{body}"
+        );
+        let text = b.to_string();
+        assert!(!text.contains("cache-7") && !text.contains("-rf"), "argument values leaked: {text}");
+    }
+}
+
+#[test]
+fn tools_list_requests_are_marked_for_response_filtering() {
+    let p = policy("");
+    let s = MemoryStore::new();
+    let o = pipeline::on_body(&p, &post(&p, "a"), br#"{"jsonrpc":"2.0","id":"L","method":"tools/list"}"#, &s, T0);
+    assert_eq!(o.tools_list_ids.iter().map(|i| i.raw()).collect::<Vec<_>>(), ["\"L\""]);
+    let o = pipeline::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
+    assert!(o.tools_list_ids.is_empty());
+}

@@ -1,0 +1,186 @@
+//! Envoy stats for decisions (proxy-wasm custom metrics).
+//!
+//! A proxy-wasm metric `NAME` is `wasmcustom.NAME` in Envoy's `/stats` and `NAME` in
+//! `/stats/prometheus`. Per-tool counters are named `mcp_policy_tool_decisions_total.<tool>.<decision>`; the
+//! `stats_config.stats_tags` of `envoy/envoy.yaml` turn the two name parts into the tags `mcp_tool` and
+//! `mcp_decision`. Only tools named in the policy get their own counters; every other name falls into
+//! `other`, so attacker-chosen tool names cannot grow the number of stats. Each tool (and `other`)
+//! gets counters only for the decisions its rule can produce (`series::possible`); a decision outside
+//! that set defines its counter when it first occurs.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+
+use mcp_policy_core::approval::offer::Event;
+use mcp_policy_core::limits::Unavailable;
+use mcp_policy_core::outcome::decision::Decision;
+use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
+use mcp_policy_core::outcome::series;
+use mcp_policy_core::policy::Policy;
+
+// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
+// call refused in dry-run mode and forwarded; `approved` a call forwarded after a person approved it;
+// `approval_*` the refusals of `require_approval` tools.
+use mcp_policy_core::outcome::series::LABELS;
+
+/// The label a decision is counted under.
+fn label(d: &Decision) -> &'static str {
+    match d.refusal.as_deref() {
+        _ if d.dry_run => "would_deny",
+        Some(r) if r.is_hidden() => "hidden",
+        _ => d.kind.as_str(),
+    }
+}
+
+/// Tool names are used in stat names: keep `[A-Za-z0-9_-]`, map the rest to `_` (a `.` would split
+/// the tag).
+fn stat_safe(tool: &str) -> String {
+    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
+/// Counter ids by decision label: a handful of entries (at most `LABELS.len()`), so a list.
+#[derive(Default)]
+struct ByLabel(Vec<(&'static str, u32)>);
+
+impl ByLabel {
+    fn get(&self, label: &str) -> Option<&u32> {
+        self.0.iter().find(|(l, _)| *l == label).map(|(_, id)| id)
+    }
+}
+
+impl FromIterator<(&'static str, u32)> for ByLabel {
+    fn from_iter<I: IntoIterator<Item = (&'static str, u32)>>(iter: I) -> Self {
+        ByLabel(iter.into_iter().collect())
+    }
+}
+
+pub struct Metrics {
+    totals: ByLabel,
+    per_tool: RefCell<HashMap<String, ByLabel>>,
+    other_tool: RefCell<ByLabel>,
+    tracked_grants: Option<u32>,
+    tools_list_removed: Option<u32>,
+    cas_retries_exhausted: Option<u32>,
+    grant_cap_reached: Option<u32>,
+    offers: Vec<(Event, u32)>,
+}
+
+fn counter(name: &str) -> Option<u32> {
+    hostcalls::define_metric(MetricType::Counter, name).ok()
+}
+
+/// The per-tool counter name prefix of `tool` (`None`: `other`).
+fn tool_prefix(tool: Option<&str>) -> String {
+    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
+}
+
+fn per_label(prefix: &str, labels: &[&'static str]) -> ByLabel {
+    labels.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
+}
+
+impl Metrics {
+    /// No stats (before a policy is loaded).
+    pub fn none() -> Self {
+        Metrics {
+            totals: ByLabel::default(),
+            per_tool: RefCell::new(HashMap::new()),
+            other_tool: RefCell::new(ByLabel::default()),
+            tracked_grants: None,
+            tools_list_removed: None,
+            cas_retries_exhausted: None,
+            grant_cap_reached: None,
+            offers: Vec::new(),
+        }
+    }
+
+    /// Define every stat for `policy` (Envoy returns the same id for a name defined again, so a
+    /// reload keeps the counts).
+    pub fn define(policy: &Policy) -> Self {
+        let totals =
+            LABELS.iter().filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id))).collect();
+        let per_tool = policy
+            .named_tools()
+            .into_iter()
+            .map(|t| (t.to_owned(), per_label(&tool_prefix(Some(t)), &series::possible(policy, Some(t)))))
+            .collect();
+        Metrics {
+            totals,
+            per_tool: RefCell::new(per_tool),
+            other_tool: RefCell::new(per_label(&tool_prefix(None), &series::possible(policy, None))),
+            tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
+            tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
+            cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
+            grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
+            offers: Event::ALL
+                .iter()
+                .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
+                .collect(),
+        }
+    }
+
+    fn bump(id: Option<&u32>, by: i64) {
+        if let Some(id) = id {
+            let _ = hostcalls::increment_metric(*id, by);
+        }
+    }
+
+    /// Count one decision.
+    pub fn record(&self, d: &Decision) {
+        let l = label(d);
+        Self::bump(self.totals.get(l), 1);
+        if let Some(tool) = &d.tool {
+            let mut named = self.per_tool.borrow_mut();
+            let mut other = self.other_tool.borrow_mut();
+            let (bucket, name) = match named.get_mut(tool) {
+                Some(b) => (b, Some(tool.as_str())),
+                None => (&mut *other, None),
+            };
+            if bucket.get(l).is_none() {
+                // A decision outside `series::possible`: count it all the same.
+                if let Some(id) = counter(&format!("{}.{l}", tool_prefix(name))) {
+                    bucket.0.push((l, id));
+                }
+            }
+            Self::bump(bucket.get(l), 1);
+        }
+        if let Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. }) = d.refusal.as_deref() {
+            match u {
+                Unavailable::CasRetriesExhausted => Self::bump(self.cas_retries_exhausted.as_ref(), 1),
+                Unavailable::GrantCapReached => Self::bump(self.grant_cap_reached.as_ref(), 1),
+                _ => {}
+            }
+        }
+    }
+
+    /// A response that could not be filtered (counted under its refusal's decision kind, `invalid`).
+    pub fn record_bad_response(&self, refusal: &Refusal) {
+        Self::bump(self.totals.get(refusal.decision_kind().as_str()), 1);
+    }
+
+    /// One approval offer event (`mcp_policy_core::approval::offer`).
+    pub fn offer(&self, event: Event) {
+        Self::bump(self.offers.iter().find(|(e, _)| *e == event).map(|(_, id)| id), 1);
+    }
+
+    /// Tools removed from `tools/list` results.
+    pub fn tools_removed(&self, n: usize) {
+        Self::bump(self.tools_list_removed.as_ref(), i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// `n` more grants tracked (registered by this VM): the gauge is only added to per call.
+    pub fn add_tracked_grants(&self, n: u64) {
+        if n > 0 {
+            Self::bump(self.tracked_grants.as_ref(), i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The gauge set to the count in shared data (when the policy loads).
+    pub fn set_tracked_grants(&self, n: u64) {
+        if let Some(id) = self.tracked_grants {
+            let _ = hostcalls::record_metric(id, n);
+        }
+    }
+}

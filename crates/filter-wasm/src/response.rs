@@ -1,0 +1,103 @@
+//! The response side: the bound `Mcp-Session-Id` handed out, and the response plan and chunk
+//! filter of `mcp_policy_core::response` acted on (`tools/list` results filtered when the policy hides tools,
+//! SSE ids sealed with `gateway.session_key`; a response that cannot be filtered is refused, 502).
+
+use log::warn;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{Action, BufferType, MapType};
+
+use super::Filter;
+use mcp_policy_core::outcome::refusal::Refusal;
+use mcp_policy_core::pipeline;
+use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
+
+impl Filter {
+    #[inline]
+    pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
+        if let Some(policy) = self.policy.clone().filter(|p| p.gateway.session_keys.is_some()) {
+            let name = "mcp-session-id";
+            if let Ok(Some(upstream)) = hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name) {
+                self.response.set_session(&upstream);
+                let bound = pipeline::session_id_out(
+                    &policy,
+                    self.session_grant.as_ref(),
+                    &upstream,
+                    self.session_url_elicitation,
+                );
+                let value = bound.as_ref().map(String::as_bytes);
+                if hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, value).is_err() {
+                    // Never hand out an unbound session id.
+                    let _ = hostcalls::reset_http_response();
+                    return Action::Pause;
+                }
+            }
+        }
+        let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
+        match self.response.on_headers(end_of_stream, header) {
+            Plan::PassThrough => Action::Continue,
+            Plan::FilterJson | Plan::FilterSse => {
+                // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter
+                // that pauses response headers never sees the body. So a body that later turns out
+                // unfilterable is replaced by a JSON-RPC error under the status already sent.
+                let _ = hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, "content-length", None);
+                Action::Continue
+            }
+            Plan::Refuse(bad) => self.refuse_response(bad),
+        }
+    }
+
+    #[inline]
+    pub(super) fn response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let step = match self.response.on_body(body_size, end_of_stream) {
+            Step::Read => match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
+                Ok(chunk) => {
+                    let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+                    let chunk = chunk.unwrap_or_default();
+                    self.response.on_chunk(&chunk, end_of_stream, &|name| policy.is_unlisted(name))
+                }
+                Err(s) => Step::Fail(self.response.host_failed(HostOp::Read, &s, end_of_stream)),
+            },
+            step => step,
+        };
+        match step {
+            Step::Pass | Step::Read => Action::Continue,
+            Step::Hold => Action::Pause,
+            Step::Write { bytes, removed } => {
+                if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &bytes) {
+                    let bad = self.response.host_failed(HostOp::Write, &s, end_of_stream);
+                    return self.replace_body(body_size, bad);
+                }
+                if removed > 0 {
+                    self.metrics.tools_removed(removed);
+                }
+                Action::Continue
+            }
+            Step::Drop => {
+                let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, b"");
+                Action::Continue
+            }
+            Step::Fail(bad) => self.replace_body(body_size, bad),
+        }
+    }
+
+    /// A body that cannot be filtered after its headers went out: the error replaces it.
+    fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> Action {
+        self.count_bad(&bad);
+        if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
+            let _ = hostcalls::reset_http_response();
+        }
+        Action::Continue
+    }
+
+    /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
+    fn refuse_response(&mut self, bad: BadUpstream) -> Action {
+        self.count_bad(&bad);
+        self.send(bad.reply())
+    }
+
+    /// Log and count a response whose tool list cannot be filtered (counted as invalid).
+    fn count_bad(&self, bad: &BadUpstream) {
+        warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
+        self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
+    }
+}

@@ -1,0 +1,87 @@
+//! The rate limit service callout: `dispatch_grpc_call` to
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` on `gateway.rate_limit_service`'s
+//! cluster, holding the request until the answer (or Envoy's timeout, reported as gRPC status 14).
+
+use std::time::Duration;
+
+use log::warn;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{Action, BufferType};
+
+use super::{now_ms, Filter, RequestState};
+use mcp_policy_core::pipeline::{self, rls::Pending};
+use mcp_policy_core::rls::{self, Answer};
+
+/// Largest answer read, in bytes; a longer one is a bad answer.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+impl Filter {
+    /// Hold the request and ask the service. A callout that cannot start (e.g. an unknown cluster)
+    /// is an unavailable service: the failure mode decides at once.
+    pub(super) fn ask_rls(&mut self, pending: Pending) -> Action {
+        let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+        let Some(svc) = policy.gateway.rate_limit_service.as_ref() else {
+            let answer = Answer::Unusable("no rate limit service is configured".into());
+            return self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()));
+        };
+        let message = match pending.request(&policy, &svc.domain) {
+            Ok(r) => r.encode(),
+            Err(why) => {
+                warn!("[ctx {}] rate limit request not sent: {why:?}", self.id);
+                return self.finish(pipeline::rls::not_sent(&policy, pending, why, now_ms()));
+            }
+        };
+        let timeout = Duration::from_millis(svc.timeout_ms);
+        // The cluster name, or a serialized GrpcService when an authority is set: ASCII either way
+        // (rls::compile bounds the lengths so that no varint byte reaches 0x80).
+        let upstream = svc.upstream();
+        let Ok(upstream) = std::str::from_utf8(&upstream) else {
+            let answer = Answer::Unusable("the rate limit upstream is not ASCII".into());
+            return self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()));
+        };
+        match hostcalls::dispatch_grpc_call(upstream, rls::SERVICE, rls::METHOD, vec![], Some(&message), timeout) {
+            Ok(token) => {
+                self.request = RequestState::Rls(token, pending);
+                Action::Pause
+            }
+            Err(s) => {
+                warn!("[ctx {}] rate limit callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
+                let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
+                self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()))
+            }
+        }
+    }
+
+    /// The answer to [`Filter::ask_rls`]: forward (resume) or answer locally.
+    pub(super) fn on_rls_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        if !matches!(self.request, RequestState::Rls(token, _) if token == token_id) {
+            return;
+        }
+        let RequestState::Rls(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) else {
+            return;
+        };
+        let Some(policy) = self.policy.clone() else {
+            self.unconfigured();
+            return;
+        };
+        let answer = if response_size > MAX_ANSWER_BYTES {
+            Answer::Unusable(format!("rate limit service answer exceeds {MAX_ANSWER_BYTES} bytes"))
+        } else {
+            let body = if status_code == 0 {
+                hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).ok().flatten()
+            } else {
+                None
+            };
+            rls::read_answer(status_code, body.as_deref())
+        };
+        if let Answer::Unavailable(why) | Answer::Unusable(why) = &answer {
+            warn!("[ctx {}] {why}", self.id);
+        }
+        let outcome = pipeline::rls::on_answer(&policy, pending, answer, now_ms());
+        if self.finish(outcome) == Action::Continue {
+            if let Err(s) = hostcalls::resume_http_request() {
+                warn!("[ctx {}] cannot resume the request after the rate limit answer ({s:?})", self.id);
+            }
+        }
+    }
+}
