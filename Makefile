@@ -58,7 +58,7 @@ FILTER_FEATURES := --features mcp-policy-filter/cli
 test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked --all-targets $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
-	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-ratelimit -p mcp-service-kit $(FILTER_FEATURES)
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from tests/harness_pg.py):"
 	cd tests && ../$(PY) harness_pg.py run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
 
@@ -122,7 +122,7 @@ lint: wasm-target
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
 	$(CARGO) clippy --locked --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-ratelimit -p mcp-service-kit --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -- -D warnings
 
 fmt:
@@ -183,11 +183,11 @@ native:
 ## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
 cli: native
 
-## approvals: the approval service (approvals/README.md): target/release/mcp-approvals
+## approvals: the approval service (services/approvals/README.md): target/release/mcp-approvals
 .PHONY: approvals
 approvals: native
 
-## ratelimit: the rate limit service (ratelimit/README.md): target/release/mcp-ratelimit, and the
+## ratelimit: the rate limit service (services/ratelimit/README.md): target/release/mcp-ratelimit, and the
 ##            load generator of make bench (target/release/examples/rls_load)
 ratelimit: native
 
@@ -222,7 +222,7 @@ reload:
 	@mkdir -p $(RUN_DIR)
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
-	elif test -n "$$(find src approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	elif test -n "$$(find src services crates Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }

@@ -29,7 +29,7 @@ import harness
 
 DEPLOY = harness.REPO_ROOT / "deploy"
 VALIDATOR = harness.REPO_ROOT / "tools" / "deploy-validate" / "validate.mjs"
-DOCKERFILE = harness.REPO_ROOT / "approvals" / "Dockerfile"
+DOCKERFILE = harness.REPO_ROOT / "services" / "approvals" / "Dockerfile"
 HADOLINT = harness.REPO_ROOT / ".venv" / "bin" / "hadolint"
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 # The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
@@ -343,7 +343,7 @@ def test_hadolint_refuses_a_bad_dockerfile(tmp_path):
 
 # ----------------------------------------------------------------------------------- rate limit service
 
-RATELIMIT_DOCKERFILE = harness.REPO_ROOT / "ratelimit" / "Dockerfile"
+RATELIMIT_DOCKERFILE = harness.REPO_ROOT / "services" / "ratelimit" / "Dockerfile"
 
 
 def test_ratelimit_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
