@@ -95,7 +95,7 @@ async fn healthz(State(h): State<Http>) -> impl IntoResponse {
     }
 }
 
-/// The services gRPC health reports on: the server as a whole, and the RLS.
+/// The service names gRPC health reports on: the server as a whole (""), and the RLS.
 const HEALTH_SERVICES: [&str; 2] = ["", "envoy.service.ratelimit.v3.RateLimitService"];
 
 async fn report(reporter: &HealthReporter, status: ServingStatus) {
