@@ -61,7 +61,7 @@ test-unit: redis-deps postgres-deps venv
 	$(CARGO) test --locked -p mcp-policy-core --all-targets $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-policy-cli $(FILTER_FEATURES)
 	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
-	$(CARGO) test --locked -p mcp-ratelimit $(FILTER_FEATURES)
+	$(CARGO) test --locked -p mcp-ratelimit -p mcp-service-kit $(FILTER_FEATURES)
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from testkit/postgres.py):"
 	$(PY) -m testkit.postgres run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
 
@@ -127,7 +127,7 @@ lint: wasm-target
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
 	$(CARGO) clippy --locked -p mcp-policy-core -p mcp-policy-filter -p mcp-policy-cli --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked -p mcp-ratelimit --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked -p mcp-ratelimit -p mcp-service-kit --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -p mcp-policy-filter -- -D warnings
 
 fmt:
@@ -188,11 +188,11 @@ native:
 ## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
 cli: native
 
-## approvals: the approval service (approvals/README.md): target/release/mcp-approvals
+## approvals: the approval service (services/approvals/README.md): target/release/mcp-approvals
 .PHONY: approvals
 approvals: native
 
-## ratelimit: the rate limit service (ratelimit/README.md): target/release/mcp-ratelimit, and the
+## ratelimit: the rate limit service (services/ratelimit/README.md): target/release/mcp-ratelimit, and the
 ##            load generator of make bench (target/release/examples/rls_load)
 ratelimit: native
 
@@ -244,7 +244,7 @@ reload:
 	@mkdir -p $(RUN_DIR)
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
-	elif test -n "$$(find crates approvals/src ratelimit/src Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	elif test -n "$$(find crates services Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }

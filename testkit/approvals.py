@@ -1,5 +1,5 @@
 """Helpers for the approval tests, the browser test and the demo: the
-`mcp-approvals` service (approvals/API.md) as a managed process, its bearer JSON API, policies
+`mcp-approvals` service (services/approvals/API.md) as a managed process, its bearer JSON API, policies
 with `require_approval`, and stub approval services that misbehave. Plain Python, no pytest
 dependency.
 

@@ -1,4 +1,4 @@
-"""Tier 2: `require_approval` in real Envoy, with the real mcp-approvals service (approvals/API.md)
+"""Tier 2: `require_approval` in real Envoy, with the real mcp-approvals service (services/approvals/API.md)
 or a stub approval service, in front of tests/cases/recorder.py.
 
 What reaches the upstream is read from the recorder's log (body SHA-256 per request), what the

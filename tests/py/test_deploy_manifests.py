@@ -30,7 +30,7 @@ from testkit.paths import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 VALIDATOR = REPO_ROOT / "tools" / "deploy-validate" / "validate.mjs"
-DOCKERFILE = REPO_ROOT / "approvals" / "Dockerfile"
+DOCKERFILE = REPO_ROOT / "services" / "approvals" / "Dockerfile"
 HADOLINT = REPO_ROOT / ".venv" / "bin" / "hadolint"
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 # The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
@@ -344,7 +344,7 @@ def test_hadolint_refuses_a_bad_dockerfile(tmp_path):
 
 # ----------------------------------------------------------------------------------- rate limit service
 
-RATELIMIT_DOCKERFILE = REPO_ROOT / "ratelimit" / "Dockerfile"
+RATELIMIT_DOCKERFILE = REPO_ROOT / "services" / "ratelimit" / "Dockerfile"
 
 
 def test_ratelimit_dockerfile_passes_hadolint_and_is_multi_stage_non_root():

@@ -1,7 +1,7 @@
 //! Require approval: the binding key of a call, the request to the approval service and the
 //! reading of its answer. Pure; the host adapter makes the callout (`dispatch_http_call`).
 //!
-//! The service's contract is `approvals/API.md`. An approval is bound to one exact call by its key:
+//! The service's contract is `services/approvals/API.md`. An approval is bound to one exact call by its key:
 //! SHA-256 over the canonical JSON of `{"arguments":…,"grant":…,"tool":…,"upstream":…}` (see
 //! [`canonical`]), so an approval of `{"vmid":100,"command":"uptime"}` can never let
 //! `{"command":"cat /etc/shadow"}` through, nor the same call to another MCP server behind the same
@@ -98,7 +98,7 @@ pub fn key_with(
     hex(&Sha256::digest(text.as_bytes()))
 }
 
-/// What the filter sends to `POST {gateway.approval.path}` (approvals/API.md, "Filter -> service").
+/// What the filter sends to `POST {gateway.approval.path}` (services/approvals/API.md, "Filter -> service").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckRequest<'a> {
     pub key: &'a str,

@@ -41,7 +41,7 @@ impl Grant {
 }
 
 /// Lower-case hex of `bytes`, two digits a byte: grant ids, approval keys, session ids. The one hex
-/// encoder of the workspace (`approvals/` and `ratelimit/` use it too; shared-data keys are written
+/// encoder of the workspace (`services/approvals/` and `services/ratelimit/` use it too; shared-data keys are written
 /// on the stack by `ratelimit::Key`).
 pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);

@@ -42,7 +42,7 @@ pub struct PendingApproval {
 }
 
 impl PendingApproval {
-    /// The body of the callout to the approval service (approvals/API.md). `request_id` is Envoy's
+    /// The body of the callout to the approval service (services/approvals/API.md). `request_id` is Envoy's
     /// `x-request-id`; anything but a plain token is sent as "" ([`approval::request_id_token`]).
     pub fn check_body(&self, request_id: &str, wait_seconds: u64) -> String {
         CheckRequest {

@@ -1,7 +1,7 @@
 //! A minimal protobuf (proto3 wire format) codec for just the two messages of Envoy's rate limit
 //! service: `envoy.service.ratelimit.v3.RateLimitRequest` (encoded) and `RateLimitResponse`
 //! (decoded). Hand-written so the wasm module carries no protobuf runtime; checked against
-//! `envoy-types`' prost messages in `ratelimit/tests/filter_codec.rs`.
+//! `envoy-types`' prost messages in `services/ratelimit/tests/filter_codec.rs`.
 //!
 //! Field numbers (envoy/service/ratelimit/v3/rls.proto, envoy/extensions/common/ratelimit/v3/
 //! ratelimit.proto, google/protobuf/wrappers.proto and duration.proto):

@@ -1,0 +1,180 @@
+//! The shared state of the service: the store, the clock, the settings, the metrics, and what
+//! changed (the version pages and hold-mode checks wait on).
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mcp_service_kit::prom::Registry;
+use mcp_service_kit::Shutdown;
+use tokio::sync::watch;
+
+use crate::notify::Notifier;
+use crate::store::{self, Backend, Changes, Location, Storage, StoreError};
+use crate::{Clock, Config, Error, Metrics};
+
+pub struct Inner {
+    store: Backend,
+    pub clock: Arc<dyn Clock>,
+    pub config: Config,
+    pub metrics: Metrics,
+    /// The webhooks' queue (none configured: `None`).
+    pub notifier: Option<Notifier>,
+    /// Bumped whenever an approval is opened, decided, consumed or expired, here or (PostgreSQL)
+    /// on another instance: wakes hold-mode checks and is `/ui/version`.
+    version: watch::Sender<u64>,
+    /// Set on SIGTERM or SIGINT: `/healthz` answers 503, hold-mode checks answer at once.
+    shutdown: Shutdown,
+    /// The `/metrics` page: [`Metrics`], then the webhooks' counters.
+    page: Registry,
+}
+
+/// The shared state of the service (cheap to clone).
+#[derive(Clone)]
+pub struct App(pub Arc<Inner>);
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl App {
+    /// Opens the database (running its migrations) and builds the state. On PostgreSQL, also
+    /// starts the thread that listens for changes made by other instances (it ends when the
+    /// last clone of the `App` is dropped or on shutdown).
+    pub fn open(db: impl Into<Location>, config: Config, clock: Arc<dyn Clock>) -> Result<App, Error> {
+        let location = db.into();
+        let store = Backend::open(&location, config.db_pool_size)?;
+        // Starts from the wall clock in milliseconds so a restarted service never repeats a
+        // version an open page has seen.
+        let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
+        let (version, _) = watch::channel(start);
+        let notifier = Notifier::start(&config.notify);
+        let metrics = Metrics::default();
+        let mut page = metrics.registry();
+        if let Some(n) = &notifier {
+            n.register(&mut page);
+        }
+        let shutdown = Shutdown::new();
+        let app = App(Arc::new(Inner { store, clock, config, metrics, notifier, version, shutdown, page }));
+        if let Location::Postgres(url) = location {
+            app.start_listener(url)?;
+        }
+        Ok(app)
+    }
+
+    /// `LISTEN` on its own connection and thread: every change on any instance bumps the version.
+    fn start_listener(&self, url: String) -> Result<(), Error> {
+        let weak = Arc::downgrade(&self.0);
+        let stop_weak = weak.clone();
+        std::thread::Builder::new()
+            .name("pg-listen".into())
+            .spawn(move || {
+                store::postgres::listen(
+                    &url,
+                    || {
+                        if let Some(inner) = weak.upgrade() {
+                            inner.version.send_modify(|v| *v = v.wrapping_add(1));
+                        }
+                    },
+                    || stop_weak.upgrade().is_none_or(|inner| inner.shutdown.is_stopping()),
+                )
+            })
+            .map(|_| ())
+            .map_err(|e| Error::Internal(format!("listen thread: {e}")))
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    /// Runs `f` on the store in a blocking thread, then records what changed.
+    pub async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn Storage, i64) -> Result<(T, Changes), StoreError> + Send + 'static,
+    ) -> Result<T, Error> {
+        let store = self.store.clone();
+        let now = self.now();
+        let (value, changes) = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)))
+            .await
+            .map_err(|e| Error::Internal(format!("store task: {e}")))??;
+        self.record(&changes);
+        Ok(value)
+    }
+
+    fn record(&self, changes: &Changes) {
+        let m = &self.metrics;
+        for a in &changes.expired {
+            // Request-derived values are Debug-formatted (quoted, escaped): no forged log lines.
+            tracing::info!(approval = %a.id, tool = ?a.tool, grant = ?a.grant, state = "expired", "approval expired");
+        }
+        m.expired.inc_by(changes.expired.len() as u64);
+        m.opened.inc_by(changes.opened);
+        m.consumed.inc_by(changes.consumed);
+        m.approved.inc_by(changes.approved);
+        m.denied.inc_by(changes.denied);
+        if changes.any() {
+            self.version.send_modify(|v| *v = v.wrapping_add(1));
+        }
+        if let Some(n) = &self.notifier {
+            for a in &changes.events {
+                n.send(a, &self.approval_url(&a.id));
+            }
+        }
+    }
+
+    /// The UI version (`GET /ui/version`).
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    pub fn shutdown_receiver(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// The service's stop: begun on SIGTERM or SIGINT (main.rs).
+    pub fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    /// Reports not-serving and releases hold-mode checks (graceful shutdown).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.begin();
+    }
+
+    /// Marks expired approvals (the background task; reads also do it).
+    pub async fn expire_now(&self) -> Result<usize, Error> {
+        self.db(|s, now| {
+            let c = s.expire(now)?;
+            Ok((c.expired.len(), c))
+        })
+        .await
+    }
+
+    /// Retention (`--retain-days`): deletes old consumed, denied and expired approvals.
+    pub async fn purge_now(&self) -> Result<usize, Error> {
+        let days = self.config.retain_days;
+        let n = self.db(move |s, now| Ok((s.purge(now, days)?, Changes::default()))).await?;
+        if n > 0 {
+            tracing::info!(deleted = n, retain_days = days, "retention: old approvals deleted");
+        }
+        Ok(n)
+    }
+
+    /// `{public_url}/approvals/{id}`.
+    pub fn approval_url(&self, id: &str) -> String {
+        format!("{}/approvals/{}", self.config.public_url, id)
+    }
+
+    /// The `/metrics` page (pending approvals counted now).
+    pub async fn metrics_text(&self) -> Result<String, Error> {
+        let pending = self.db(|s, now| Ok((s.pending_count(now)?, Changes::default()))).await?;
+        self.metrics.pending.set(pending);
+        Ok(self.page.render())
+    }
+}
