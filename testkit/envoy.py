@@ -274,7 +274,7 @@ def envoy_env() -> dict[str, str]:
 
 def bound_session_id(token: str, server_id: str, key: str = SESSION_KEY) -> str:
     """The Mcp-Session-Id the filter hands a client of bearer `token` for the server's `server_id`
-    under `key` (src/session.rs): m1.<b64url(id)>.<b64url(HMAC-SHA-256(key, "mcpf-session-v1" ‖
+    under `key` (crates/core/src/identity/session.rs): m1.<b64url(id)>.<b64url(HMAC-SHA-256(key, "mcpf-session-v1" ‖
     SHA-256(token) ‖ id))>, base64url without padding."""
     def b64(b: bytes) -> str:
         return base64.urlsafe_b64encode(b).rstrip(b"=").decode()

@@ -55,7 +55,7 @@ def sse_data(event: list[str]) -> str | None:
 
 
 def sse_filtered(stream: bytes, request_id: Any, hidden: set[str]) -> bytes:
-    """What the filter must make of `stream` (README / src/toolslist.rs): every event and line byte
+    """What the filter must make of `stream` (README / crates/core/src/response/toolslist/): every event and line byte
     for byte, except the event whose JSON-RPC response has id `request_id`: its data lines become one
     `data: ` line (at the first data line, with that line's terminator) holding the compact response
     with the `hidden` tools removed."""

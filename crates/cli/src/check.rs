@@ -2,11 +2,11 @@
 //! its one-line summary, the warnings a valid policy still deserves (`config::warnings`, also logged
 //! by the filter at load), and the keys a policy names by environment variable.
 
-use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::config;
-use mcp_policy_core::policy::Policy;
-use mcp_policy_core::terms::{Action, ApprovalMode, Mode};
 use mcp_policy_core::identity::session::MIN_KEY_BYTES;
+use mcp_policy_core::policy::Policy;
+use mcp_policy_core::terms::AuditMode;
+use mcp_policy_core::terms::{Action, ApprovalMode, Mode};
 use mcp_policy_core::wire::{json, textpos};
 
 use super::{read_input, Failure, Report, INVALID_POLICY, OK};

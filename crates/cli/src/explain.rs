@@ -4,9 +4,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
-use mcp_policy_core::limits::MemoryStore;
 
 use super::args::ExplainArgs;
 use super::check::load_policy;

@@ -1,6 +1,6 @@
 //! The `mcp-policy` operator commands: `grant-id` and `apply` (its file handling and its reading of
 //! Envoy's verdict, against a stand-in admin endpoint; the real Envoy is in
-//! tests/integration/test_run.py). Run with `cargo test -p mcp-policy-cli --test cli_ops`.
+//! tests/envoy/test_run.py). Run with `cargo test -p mcp-policy-cli --test cli_ops`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 

@@ -67,7 +67,7 @@ async fn send(s: &Svc, req: Request<Body>) -> Res {
     Res { status, headers, body: String::from_utf8(bytes.to_vec()).unwrap() }
 }
 
-/// The filter's key (src/approval.rs `key_with`).
+/// The filter's key (crates/core/src/approval.rs `key_with`).
 fn key_of(args: &str, answers: Option<&str>, state: Option<&str>) -> String {
     let mut g = [0u8; 32];
     for (i, b) in g.iter_mut().enumerate() {

@@ -171,11 +171,8 @@ fn explain_call_that_needs_approval_exits_4() {
         )
     );
     // The same call to another MCP server has another key.
-    let b = mcp_policy_core::approval::Upstream {
-        cluster: "mcp_b".into(),
-        authority: "gw".into(),
-        path: "/b/mcp".into(),
-    };
+    let b =
+        mcp_policy_core::approval::Upstream { cluster: "mcp_b".into(), authority: "gw".into(), path: "/b/mcp".into() };
     let key_b = mcp_policy_core::approval::key(
         &grant.id,
         &b,

@@ -214,7 +214,8 @@ proptest! {
 #[test]
 fn the_book_protocol_section_is_the_rendered_table() {
     let doc =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/policy/protocol-versions.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/policy/protocol-versions.md"))
+            .unwrap();
     let start = "<!-- protocol-table:start (rendered by protocol::render_markdown; crates/core/tests/core/protocol.rs checks it) -->\n";
     let end = "<!-- protocol-table:end -->";
     let from = doc.find(start).expect("protocol-versions.md: protocol table start marker") + start.len();
@@ -224,7 +225,8 @@ fn the_book_protocol_section_is_the_rendered_table() {
 
 #[test]
 fn the_book_lists_the_rendered_subscription_kinds() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/policy/methods.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/policy/methods.md")).unwrap();
     let start = "<!-- subscription-kinds:start (rendered by protocol::render_subscription_kinds; crates/core/tests/core/protocol.rs checks it) -->\n";
     let end = "<!-- subscription-kinds:end -->";
     let from = doc.find(start).expect("methods.md: subscription kinds start marker") + start.len();

@@ -1,7 +1,7 @@
 //! Cluster-wide limits through the rate limit service, natively: the policy key, the descriptors
 //! sent, and every answer (or its absence) turned into the agent's reply. The wire codec is checked
 //! against envoy-types' prost messages in services/ratelimit/tests/filter_codec.rs; the whole path in real
-//! Envoy with the real service and Redis in tests/integration/test_rls.py.
+//! Envoy with the real service and Redis in tests/envoy/test_rls.py.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 

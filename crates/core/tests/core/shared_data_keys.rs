@@ -4,7 +4,7 @@
 //! request pipeline (`pipeline::on_body`, as the host does) through every shared-data path: fixed and
 //! sliding windows, grant and global scope, batches, give-backs after a refusal, the tracked-grant
 //! cap, and the load-time lock; the real-Envoy counterpart is
-//! tests/integration/test_deploy_istio.py (a second wasm plugin next to the filter).
+//! tests/envoy/test_deploy_istio.py (a second wasm plugin next to the filter).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 

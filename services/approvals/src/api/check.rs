@@ -184,7 +184,7 @@ mod tests {
         crate::store::Upstream { cluster: s("cluster"), authority: s("authority"), path: s("path") }
     }
 
-    /// The filter's key of a call to [`UP`] (src/approval.rs).
+    /// The filter's key of a call to [`UP`] (crates/core/src/approval.rs).
     fn key_of(grant_id: &str, tool: &str, args: &str) -> String {
         key_to(grant_id, &serde_json::from_str(UP).unwrap(), tool, args)
     }
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn key_is_the_filters_key() {
-        // src/approval.rs: SHA-256 of the canonical {arguments, grant (hex), tool, upstream}.
+        // crates/core/src/approval.rs: SHA-256 of the canonical {arguments, grant (hex), tool, upstream}.
         use sha2::{Digest, Sha256};
         let text = format!(
             r#"{{"arguments":{{"a":1,"b":"é"}},"grant":"{GRANT_ID}","tool":"t","upstream":{{"authority":"gw:10000","cluster":"mcp_a","path":"/a/mcp"}}}}"#

@@ -21,7 +21,7 @@ pub const MAX_TOOL: usize = 256;
 pub const MAX_GRANT: usize = 1024;
 pub const MAX_REQUEST_ID: usize = 1024;
 pub const MAX_REASON: usize = 4096;
-/// The filter accepts answer fields up to 2048 bytes (`MAX_ANSWER_FIELD` in src/approval.rs).
+/// The filter accepts answer fields up to 2048 bytes (`MAX_ANSWER_FIELD` in crates/core/src/approval.rs).
 pub const MAX_NOTE: usize = 2048;
 pub const MAX_EXPIRES_IN: i64 = 604_800;
 pub const MAX_WAIT: i64 = 300;

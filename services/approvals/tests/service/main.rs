@@ -1,6 +1,6 @@
 //! The service driven in-process through its axum Router, on a temp-file SQLite database and a
 //! manual clock; or, with `MCP_APPROVALS_TEST_PG` set to a PostgreSQL URL (`make test` runs the
-//! suite both ways, through tests/harness_pg.py), on a fresh PostgreSQL database per test.
+//! suite both ways, through testkit/postgres.py), on a fresh PostgreSQL database per test.
 //!
 //! The tests are in the modules below, by concept; this file holds the helpers they share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
@@ -128,7 +128,7 @@ fn up_a() -> Value {
     serde_json::from_str(UP).unwrap()
 }
 
-/// The filter's key of a call to [`UP`] (src/approval.rs).
+/// The filter's key of a call to [`UP`] (crates/core/src/approval.rs).
 fn key_of(grant_id: &str, tool: &str, arguments: &str) -> String {
     key_to(grant_id, &up_a(), tool, arguments)
 }
