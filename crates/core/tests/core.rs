@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-#[path = "core/approval.rs"]
+#[path = "core/approval/mod.rs"]
 mod approval;
 #[path = "core/b64.rs"]
 mod b64;
@@ -18,11 +18,11 @@ mod leg;
 mod offer;
 #[path = "core/protocol.rs"]
 mod protocol;
-#[path = "core/refusal.rs"]
+#[path = "core/refusal/mod.rs"]
 mod refusal;
 #[path = "core/response.rs"]
 mod response;
-#[path = "core/rls.rs"]
+#[path = "core/rls/mod.rs"]
 mod rls;
 #[path = "core/session.rs"]
 mod session;

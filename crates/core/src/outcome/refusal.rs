@@ -7,7 +7,7 @@
 //! `crate::wire::reply`) and [`Refusal::reply`] the whole local reply; nothing else builds one.
 //!
 //! A new refusal kind is a new variant: the compiler then asks for its row in every `match` here,
-//! and `tests/core/refusal.rs` for its row in the table test.
+//! and `tests/core/refusal/mod.rs` for its row in the table test.
 
 use std::borrow::Cow;
 use std::fmt;
