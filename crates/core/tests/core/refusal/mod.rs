@@ -20,6 +20,7 @@ use mcp_policy_core::terms::Window;
 use mcp_policy_core::wire::mcp::Id;
 use mcp_policy_core::wire::protocol::Versions;
 
+mod answers_chapter;
 mod samples;
 use samples::samples;
 
