@@ -244,7 +244,7 @@ reload:
 	@mkdir -p $(RUN_DIR)
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
-	elif test -n "$$(find crates services Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
+	elif test -n "$$(find crates/core/src crates/cli/src crates/core/Cargo.toml crates/cli/Cargo.toml Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
