@@ -172,6 +172,13 @@ async fn check_raw(s: &Svc, body: Value) -> Res {
     send(&s.router, check_request(body.to_string())).await
 }
 
+/// A hold-mode check of `key` (waiting up to `wait` seconds), sent on a task of its own.
+fn held_check(s: &Svc, key: &str, wait: i64) -> tokio::task::JoinHandle<Value> {
+    let router = s.router.clone();
+    let body = check_body(key, json!({"vmid": 100}), 600, wait).to_string();
+    tokio::spawn(async move { send(&router, check_request(body)).await.json() })
+}
+
 async fn check(s: &Svc, key: &str) -> Value {
     let r = check_raw(s, check_body(key, json!({"vmid": 100}), 600, 0)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);

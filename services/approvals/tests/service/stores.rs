@@ -65,9 +65,7 @@ async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
     let b = second_instance(&a);
     let k = grant(70);
     let id = id_of(&check(&a, &k).await);
-    let router = a.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
-    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    let held = held_check(&a, &k, 60);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!held.is_finished());
     let decided = std::time::Instant::now();
@@ -140,9 +138,7 @@ async fn hold_mode_wakeups_survive_a_lost_listen_connection() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let k = grant(72);
     let id = id_of(&check(&a, &k).await);
-    let router = a.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
-    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
+    let held = held_check(&a, &k, 60);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!held.is_finished());
     let decided = std::time::Instant::now();
