@@ -187,12 +187,17 @@ async fn check(s: &Svc, key: &str) -> Value {
 }
 
 async fn api(s: &Svc, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Res {
+    api_on(&s.router, method, path, token, body).await
+}
+
+/// [`api`] on a router of its own (one of a split service's, or a reopened one's).
+async fn api_on(router: &Router, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Res {
     let mut req = Request::builder().method(method).uri(path);
     if let Some(t) = token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let body = body.map_or(Body::empty(), |b| Body::from(b.to_string()));
-    send(&s.router, req.body(body).unwrap()).await
+    send(router, req.body(body).unwrap()).await
 }
 
 async fn approve(s: &Svc, id: &str, note: &str) -> Res {
