@@ -619,15 +619,21 @@ def main() -> None:
         for n in names:
             run_wrk(envoys[CONFIGS[n][1]][1], CONFIGS[n][2], args.warmup, args.threads, args.conns)
 
+        def measure(n: str, conns: int) -> tuple[dict, int]:
+            """One wrk run of configuration `n` with `conns` connections: its results with the Envoy's
+            CPU time per request, and the Envoy's RSS (KiB) after it."""
+            e, port = envoys[CONFIGS[n][1]]
+            _, cpu0 = proc_stat(e.proc.pid)
+            res = run_wrk(port, CONFIGS[n][2], args.seconds, args.threads, conns)
+            rss, cpu1 = proc_stat(e.proc.pid)
+            res["cpu_us_per_req"] = (cpu1 - cpu0) * 1e6 / max(res["requests"], 1)
+            return res, rss
+
         runs: dict[str, list[dict]] = {n: [] for n in names}
         for r in range(args.rounds):
             order = names if r % 2 == 0 else list(reversed(names))
             for n in order:
-                e, port = envoys[CONFIGS[n][1]]
-                _, cpu0 = proc_stat(e.proc.pid)
-                res = run_wrk(port, CONFIGS[n][2], args.seconds, args.threads, args.conns)
-                rss, cpu1 = proc_stat(e.proc.pid)
-                res["cpu_us_per_req"] = (cpu1 - cpu0) * 1e6 / max(res["requests"], 1)
+                res, rss = measure(n, args.conns)
                 res["rss_kib"] = rss
                 runs[n].append(res)
             line = "  ".join(f"{n}={runs[n][-1]['rps']:.0f}" for n in names)
@@ -640,12 +646,7 @@ def main() -> None:
             for r in range(args.sat_rounds):
                 order = sat_names if r % 2 == 0 else list(reversed(sat_names))
                 for n in order:
-                    e, port = envoys[CONFIGS[n][1]]
-                    _, cpu0 = proc_stat(e.proc.pid)
-                    res = run_wrk(port, CONFIGS[n][2], args.seconds, args.threads, args.sat_conns)
-                    _, cpu1 = proc_stat(e.proc.pid)
-                    res["cpu_us_per_req"] = (cpu1 - cpu0) * 1e6 / max(res["requests"], 1)
-                    sat[n].append(res)
+                    sat[n].append(measure(n, args.sat_conns)[0])
                 line = "  ".join(f"{n}={sat[n][-1]['rps']:.0f}" for n in sat_names)
                 log(f"saturation round {r + 1}/{args.sat_rounds} (-c{args.sat_conns}) req/s: {line}")
 

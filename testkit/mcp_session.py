@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+import mcp
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
@@ -30,6 +31,19 @@ async def open_session(url: str, token: str | None, *, timeout: float = 10.0) ->
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 yield session
+
+
+@asynccontextmanager
+async def open_client_2026(url: str, token: str, elicit) -> AsyncIterator[mcp.Client]:
+    """An `mcp.Client` in mode "2026-07-28" to the MCP endpoint `url`, sending
+    `Authorization: Bearer <token>`, with `elicit` as its elicitation callback (so it declares
+    elicitation, URL mode included)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(10.0, read=30.0)) as http:
+        async with mcp.Client(streamable_http_client(url, http_client=http), mode="2026-07-28",
+                              elicitation_callback=elicit) as client:
+            assert client.protocol_version == "2026-07-28"
+            yield client
 
 
 def result_json(result: CallToolResult) -> Any:

@@ -11,10 +11,7 @@ The agent then retries that leg as it is (the SDK's `session.call_tool` with `in
 from __future__ import annotations
 
 import anyio
-import httpx2
-import mcp
 import pytest
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 from mcp import MCPError
 
@@ -23,6 +20,7 @@ from testkit.demo import demo_argv
 from testkit.paths import REPO_ROOT
 from testkit.processes import free_port, port_open
 from testkit.stack import Stack
+from testkit.mcp_session import open_client_2026
 
 TOKEN = "agent-sdk-legs"
 ARGS = {"node": "pve2", "vmid": 200}
@@ -48,45 +46,41 @@ def test_sdk_2026_client_completes_each_leg_after_its_approval(stack):
         return ElicitResult(**ANSWER)
 
     async def scenario():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
-                                      timeout=httpx2.Timeout(10.0, read=30.0)) as http:
-            async with mcp.Client(streamable_http_client(envoy.mcp_url, http_client=http), mode="2026-07-28",
-                                  elicitation_callback=elicit) as client:
-                assert client.protocol_version == "2026-07-28"
-                # Leg 1: held for approval.
-                with pytest.raises(MCPError) as first:
-                    await client.call_tool("delete_vm", ARGS)
-                assert (first.value.error.code, first.value.error.data["kind"]) == (-31007, "approval_required")
-                svc.approve(first.value.error.data["approval_id"])
-                # Leg 1 runs; the server asks; the SDK answers and retries: leg 2 is held.
-                leg1 = await client.session.call_tool("delete_vm", ARGS, allow_input_required=True)
-                assert leg1.result_type == "input_required"
-                assert set(leg1.input_requests) == {"confirm"}
-                with pytest.raises(MCPError) as second:
-                    await client.session.call_tool("delete_vm", ARGS, input_responses={"confirm": ElicitResult(**ANSWER)},
-                                                   request_state=leg1.request_state)
-                err = second.value.error
-                assert (err.code, err.data["kind"]) == (-31007, "approval_required")
-                assert err.data["approval_url"] == f"{svc.url}/approvals/{err.data['approval_id']}"
-                shown = svc.get(err.data["approval_id"])
-                assert (shown["continuation"], shown["input_responses"], shown["request_state"]) == (
-                    True, {"confirm": ANSWER}, leg1.request_state)
-                svc.approve(err.data["approval_id"])
-                done = await client.session.call_tool("delete_vm", ARGS,
-                                                      input_responses={"confirm": ElicitResult(**ANSWER)},
-                                                      request_state=leg1.request_state)
-                assert done.structured_content == {"node": "pve2", "vmid": 200, "deleted": True}
-                assert svc.get(err.data["approval_id"])["state"] == "consumed"
-                # The SDK's own driver, from scratch: leg 1 needs an approval again (used up), and
-                # the elicitation callback answers the server's question.
-                with pytest.raises(MCPError) as again:
-                    await client.call_tool("delete_vm", {"node": "pve1", "vmid": 102})
-                svc.approve(again.value.error.data["approval_id"])
-                with pytest.raises(MCPError) as leg2:
-                    await client.call_tool("delete_vm", {"node": "pve1", "vmid": 102})
-                assert leg2.value.error.code == -31007
-                assert svc.get(leg2.value.error.data["approval_id"])["continuation"] is True
-                assert asked == ["Type the VM name (build-runner) to confirm deleting VM 102 on pve1"]
+        async with open_client_2026(envoy.mcp_url, TOKEN, elicit) as client:
+            # Leg 1: held for approval.
+            with pytest.raises(MCPError) as first:
+                await client.call_tool("delete_vm", ARGS)
+            assert (first.value.error.code, first.value.error.data["kind"]) == (-31007, "approval_required")
+            svc.approve(first.value.error.data["approval_id"])
+            # Leg 1 runs; the server asks; the SDK answers and retries: leg 2 is held.
+            leg1 = await client.session.call_tool("delete_vm", ARGS, allow_input_required=True)
+            assert leg1.result_type == "input_required"
+            assert set(leg1.input_requests) == {"confirm"}
+            with pytest.raises(MCPError) as second:
+                await client.session.call_tool("delete_vm", ARGS, input_responses={"confirm": ElicitResult(**ANSWER)},
+                                               request_state=leg1.request_state)
+            err = second.value.error
+            assert (err.code, err.data["kind"]) == (-31007, "approval_required")
+            assert err.data["approval_url"] == f"{svc.url}/approvals/{err.data['approval_id']}"
+            shown = svc.get(err.data["approval_id"])
+            assert (shown["continuation"], shown["input_responses"], shown["request_state"]) == (
+                True, {"confirm": ANSWER}, leg1.request_state)
+            svc.approve(err.data["approval_id"])
+            done = await client.session.call_tool("delete_vm", ARGS,
+                                                  input_responses={"confirm": ElicitResult(**ANSWER)},
+                                                  request_state=leg1.request_state)
+            assert done.structured_content == {"node": "pve2", "vmid": 200, "deleted": True}
+            assert svc.get(err.data["approval_id"])["state"] == "consumed"
+            # The SDK's own driver, from scratch: leg 1 needs an approval again (used up), and
+            # the elicitation callback answers the server's question.
+            with pytest.raises(MCPError) as again:
+                await client.call_tool("delete_vm", {"node": "pve1", "vmid": 102})
+            svc.approve(again.value.error.data["approval_id"])
+            with pytest.raises(MCPError) as leg2:
+                await client.call_tool("delete_vm", {"node": "pve1", "vmid": 102})
+            assert leg2.value.error.code == -31007
+            assert svc.get(leg2.value.error.data["approval_id"])["continuation"] is True
+            assert asked == ["Type the VM name (build-runner) to confirm deleting VM 102 on pve1"]
 
     async def bounded():
         with anyio.fail_after(60):

@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 
 import anyio
-import httpx2
-import mcp
 import pytest
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 from mcp import MCPError
 
 from testkit import approvals as ha
 from testkit.envoy import POLICY_JSON
+from testkit.mcp_session import open_client_2026
 
 TOKEN = "agent-sdk-offer"
 KEY = "e2e-offer-session-key-0123456789abcdef"
@@ -51,29 +49,25 @@ def test_sdk_2026_client_approves_through_the_url_elicitation(stack):
         return ElicitResult(action=decision["action"])
 
     async def scenario():
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
-                                      timeout=httpx2.Timeout(10.0, read=30.0)) as http:
-            async with mcp.Client(streamable_http_client(envoy.mcp_url, http_client=http), mode="2026-07-28",
-                                  elicitation_callback=elicit) as client:
-                assert client.protocol_version == "2026-07-28"
-                started = await client.call_tool("start_vm", ARGS)
-                assert started.structured_content == STARTED
-                ((mode, url, message),) = seen
-                assert (mode, message) == ("url", "starting a VM costs money")
-                approval_id = url.rsplit("/", 1)[-1]
-                assert url == f"{svc.url}/approvals/{approval_id}"
-                assert svc.get(approval_id)["state"] == "consumed"
+        async with open_client_2026(envoy.mcp_url, TOKEN, elicit) as client:
+            started = await client.call_tool("start_vm", ARGS)
+            assert started.structured_content == STARTED
+            ((mode, url, message),) = seen
+            assert (mode, message) == ("url", "starting a VM costs money")
+            approval_id = url.rsplit("/", 1)[-1]
+            assert url == f"{svc.url}/approvals/{approval_id}"
+            assert svc.get(approval_id)["state"] == "consumed"
 
-                # Used up: the identical call is offered anew; declined, the SDK surfaces −31007
-                # (nobody is asked on a decline, so it has no link; the new approval stays pending).
-                decision["action"] = "decline"
-                with pytest.raises(MCPError) as declined:
-                    await client.call_tool("start_vm", ARGS)
-                err = declined.value.error
-                assert (err.code, err.data) == (-31007, {"kind": "approval_required", "tool": "start_vm",
-                                                         "reason": DECLINED})
-                assert len(seen) == 2 and seen[1][1] != url
-                assert svc.get(seen[1][1].rsplit("/", 1)[-1])["state"] == "pending"
+            # Used up: the identical call is offered anew; declined, the SDK surfaces −31007
+            # (nobody is asked on a decline, so it has no link; the new approval stays pending).
+            decision["action"] = "decline"
+            with pytest.raises(MCPError) as declined:
+                await client.call_tool("start_vm", ARGS)
+            err = declined.value.error
+            assert (err.code, err.data) == (-31007, {"kind": "approval_required", "tool": "start_vm",
+                                                     "reason": DECLINED})
+            assert len(seen) == 2 and seen[1][1] != url
+            assert svc.get(seen[1][1].rsplit("/", 1)[-1])["state"] == "pending"
 
     async def bounded():
         with anyio.fail_after(60):

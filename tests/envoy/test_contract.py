@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -159,12 +160,18 @@ def assert_refusal(r: Reply, case: Case) -> None:
     assert msg["id"] == case.id
 
 
+def send_seeded(seeded, case: Case) -> tuple[Reply, Path, int]:
+    """`case` sent through the seeded Envoy: its reply, the upstream's log, and the log's line count
+    before it."""
+    envoy, log = seeded
+    before = len(recorder_lines(log))
+    return send(envoy.mcp_url, case), log, before
+
+
 @pytest.mark.parametrize("name", REFUSED)
 def test_refused_with_documented_error(seeded, name):
-    envoy, log = seeded
     case = REFUSED[name]
-    before = len(recorder_lines(log))
-    r = send(envoy.mcp_url, case)
+    r, log, before = send_seeded(seeded, case)
     assert_refusal(r, case)
     if case.status == 405:
         assert r.headers["allow"] == "GET, POST, DELETE"
@@ -173,10 +180,8 @@ def test_refused_with_documented_error(seeded, name):
 
 @pytest.mark.parametrize("name", FORWARDED)
 def test_forwarded_unchanged(seeded, name):
-    envoy, log = seeded
     case = FORWARDED[name]
-    before = len(recorder_lines(log))
-    r = send(envoy.mcp_url, case)
+    r, log, before = send_seeded(seeded, case)
     assert r.status == case.status, r.body
     new = upstream_lines(log, settle=False)[before:]
     assert [(e["method"], e["body_sha256"]) for e in new] == [("POST", hashlib.sha256(case.body).hexdigest())]

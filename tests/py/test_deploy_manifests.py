@@ -320,15 +320,21 @@ def hadolint(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(HADOLINT), "--no-color", str(path)], capture_output=True, text=True, timeout=60)
 
 
-def test_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
-    done = hadolint(DOCKERFILE)
+def final_stage(dockerfile: Path) -> list[str]:
+    """The lines (but blank and comment ones) of the last of `dockerfile`'s two stages, once hadolint
+    finds nothing to say and the first stage is named `build`."""
+    done = hadolint(dockerfile)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    lines = [ln.strip() for ln in DOCKERFILE.read_text(encoding="utf-8").splitlines()
+    lines = [ln.strip() for ln in dockerfile.read_text(encoding="utf-8").splitlines()
              if ln.strip() and not ln.startswith("#")]
     froms = [ln for ln in lines if ln.startswith("FROM ")]
     assert len(froms) == 2 and froms[0].endswith(" AS build")
-    assert froms[1] == "FROM gcr.io/distroless/cc-debian12:nonroot"
-    final = lines[lines.index(froms[1]):]
+    return lines[lines.index(froms[1]):]
+
+
+def test_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
+    final = final_stage(DOCKERFILE)
+    assert final[0] == "FROM gcr.io/distroless/cc-debian12:nonroot"
     assert "USER 65532:65532" in final
     uid = by_kind("Deployment", "mcp-approvals", SQLITE)["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
     assert uid == 65532
@@ -348,13 +354,7 @@ RATELIMIT_DOCKERFILE = REPO_ROOT / "services" / "ratelimit" / "Dockerfile"
 
 
 def test_ratelimit_dockerfile_passes_hadolint_and_is_multi_stage_non_root():
-    done = hadolint(RATELIMIT_DOCKERFILE)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    lines = [ln.strip() for ln in RATELIMIT_DOCKERFILE.read_text(encoding="utf-8").splitlines()
-             if ln.strip() and not ln.startswith("#")]
-    froms = [ln for ln in lines if ln.startswith("FROM ")]
-    assert len(froms) == 2 and froms[0].endswith(" AS build")
-    assert "USER 65532:65532" in lines[lines.index(froms[1]):]
+    assert "USER 65532:65532" in final_stage(RATELIMIT_DOCKERFILE)
 
 
 def test_ratelimit_wiring_ports_redis_and_network_policies():

@@ -7,35 +7,19 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-policy");
-/// The repository root: the example policies and the ECDS file live there, and paths in the output
-/// are relative to it.
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+mod common;
+
+use common::{output, scratch_in, ROOT};
 
 fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(ROOT)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    output(args, stdin, |c| c)
 }
 
 fn scratch(name: &str, text: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_ops");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
+    scratch_in("cli_ops", name, text)
 }
 
 fn s(p: &std::path::Path) -> &str {

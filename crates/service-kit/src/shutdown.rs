@@ -79,6 +79,28 @@ impl Shutdown {
             }
         }
     }
+
+    /// A service's servers from start to stop: begins the stop on a signal ([`Shutdown::on_signal`]),
+    /// runs `servers` ([`Shutdown::serve`]), then begins the stop anyway so that every task waiting
+    /// for it ends, and runs `wind_down` (the service's own tasks ending). Logs "stopped" unless a
+    /// server failed, whose error it returns.
+    pub async fn run(
+        &self,
+        deadline: Duration,
+        servers: impl Future<Output = Result<(), String>>,
+        wind_down: impl Future<Output = ()>,
+    ) -> Result<(), String> {
+        let signals = self.on_signal();
+        let result = self.serve(deadline, servers).await;
+        self.begin();
+        signals.abort();
+        wind_down.await;
+        if let Some(r) = result {
+            r?;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
 }
 
 /// The first SIGTERM or SIGINT. A handler that cannot be installed is logged and never fires.

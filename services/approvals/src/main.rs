@@ -169,9 +169,6 @@ async fn run(args: Args) -> Result<(), String> {
         );
     }
     let expiry = tokio::spawn(mcp_approvals::expiry_task(app.clone(), args.expire_interval));
-    // On SIGTERM or SIGINT: /healthz answers 503 and held checks (pending) are answered, so the
-    // servers can stop.
-    let signals = app.shutdown().on_signal();
     let stopped = app.shutdown().stopping();
     let main_router = if check_listener.is_some() { page_router(app.clone()) } else { router(app.clone()) };
     // The peer address reaches the handlers (a failed login logs it, and nothing typed).
@@ -192,15 +189,13 @@ async fn run(args: Args) -> Result<(), String> {
             None => main_server.await.map_err(|e| format!("server: {e}")),
         }
     };
-    let result = app.shutdown().serve(args.shutdown_timeout, servers).await;
-    app.begin_shutdown();
-    signals.abort();
-    let _ = expiry.await;
-    if let Some(r) = result {
-        r?;
-    }
-    tracing::info!("stopped");
-    Ok(())
+    // On SIGTERM or SIGINT: /healthz answers 503 and held checks (pending) are answered, so the
+    // servers can stop.
+    app.shutdown()
+        .run(args.shutdown_timeout, servers, async {
+            let _ = expiry.await;
+        })
+        .await
 }
 
 fn main() -> ExitCode {

@@ -74,8 +74,15 @@ impl std::io::Write for LogBuf {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn request_values_cannot_forge_log_lines() {
+impl LogBuf {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+/// Lines logged on this thread at `level` and above, without time or ANSI colours, until the guard
+/// drops.
+fn capture(level: tracing::Level) -> (LogBuf, tracing::subscriber::DefaultGuard) {
     let buf = LogBuf::default();
     let writer = buf.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -83,10 +90,13 @@ async fn request_values_cannot_forge_log_lines() {
         .with_ansi(false)
         .without_time()
         .with_target(false)
-        .with_max_level(tracing::Level::INFO)
+        .with_max_level(level)
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let dir = tempfile::tempdir().unwrap();
+    (buf, tracing::subscriber::set_default(subscriber))
+}
+
+/// The service on a SQLite file in `dir`, with one approver, alice.
+fn service(dir: &tempfile::TempDir) -> Router {
     let mut approvers = Approvers::default();
     approvers.add_spec(&format!("alice={ALICE}")).unwrap();
     let app = App::open(
@@ -95,7 +105,14 @@ async fn request_values_cannot_forge_log_lines() {
         ManualClock::new(1_764_500_000),
     )
     .unwrap();
-    let r = router(app);
+    router(app)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn request_values_cannot_forge_log_lines() {
+    let (buf, _guard) = capture(tracing::Level::INFO);
+    let dir = tempfile::tempdir().unwrap();
+    let r = service(&dir);
     let forged = "start_vm\n2026-01-01T00:00:00Z  INFO approval decided approval=apr_x approver=alice";
     let mut b = check_body(&grant(62), json!({"vmid": 100}), 600, 0);
     b["tool"] = json!(forged);
@@ -107,7 +124,7 @@ async fn request_values_cannot_forge_log_lines() {
     let mut bad = check_body(&grant(62), json!({}), 600, 0);
     bad["tool"] = json!("");
     check_raw(&r, bad).await;
-    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let text = buf.text();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines,
@@ -131,26 +148,9 @@ async fn request_values_cannot_forge_log_lines() {
 /// the service's own, never the name or the token, nor whether the name exists.
 #[tokio::test(flavor = "current_thread")]
 async fn a_failed_login_logs_nothing_that_was_typed() {
-    let buf = LogBuf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .with_max_level(tracing::Level::TRACE)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (buf, _guard) = capture(tracing::Level::TRACE);
     let dir = tempfile::tempdir().unwrap();
-    let mut approvers = Approvers::default();
-    approvers.add_spec(&format!("alice={ALICE}")).unwrap();
-    let app = App::open(
-        &dir.path().join("a.sqlite"),
-        Config::new("http://approvals.test", approvers),
-        ManualClock::new(1_764_500_000),
-    )
-    .unwrap();
-    let r = router(app);
+    let r = service(&dir);
     let login = |name: &str, token: &str| {
         let enc = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
         let body = format!("name={}&token={}&next=%2F", enc(name), enc(token));
@@ -164,7 +164,7 @@ async fn a_failed_login_logs_nothing_that_was_typed() {
         let res = r.clone().oneshot(login(name, token)).await.unwrap();
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     }
-    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let text = buf.text();
     assert!(!text.contains("XYZ"), "typed text in the log:\n{text}");
     assert!(!text.contains("mallory") && !text.contains("alice"), "a typed name in the log:\n{text}");
     let failed: Vec<&str> = text.lines().filter(|l| l.contains("failed login")).collect();

@@ -159,7 +159,6 @@ async fn run(args: Args) -> Result<(), String> {
         redis_timeout: args.redis_timeout,
         deadline_margin: args.deadline_margin,
     };
-    let signals = shutdown.on_signal();
     let router =
         axum::Router::new().route("/metrics", get(metrics_page)).route("/healthz", get(healthz)).with_state(Http {
             page: Arc::new(metrics.registry(store.name())),
@@ -181,15 +180,9 @@ async fn run(args: Args) -> Result<(), String> {
         tokio::try_join!(async { grpc_server.await.map_err(|e| format!("gRPC server: {e}")) }, async {
             http_server.await.map_err(|e| format!("metrics server: {e}"))
         })
+        .map(|_| ())
     };
-    let result = shutdown.serve(args.shutdown_timeout, servers).await;
-    signals.abort();
-    health_task.abort();
-    if let Some(r) = result {
-        r?;
-    }
-    tracing::info!("stopped");
-    Ok(())
+    shutdown.run(args.shutdown_timeout, servers, async { health_task.abort() }).await
 }
 
 fn main() -> ExitCode {

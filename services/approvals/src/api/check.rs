@@ -16,7 +16,7 @@ use serde_json::json;
 use mcp_policy_core::identity::grant::from_hex32 as hex32;
 
 use crate::auth;
-use crate::store::{CheckInput, CheckOutcome};
+use crate::store::{CheckInput, CheckOutcome, NewPending};
 use crate::{ApiError, App, Error};
 
 pub use crate::check::{arguments_too_large, parse_check, parse_check_limited, CheckError, KEY_MISMATCH};
@@ -40,8 +40,8 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
 pub async fn check_once(app: &App, input: &CheckInput) -> Result<CheckOutcome, Error> {
     let new_id = auth::new_approval_id().map_err(Error::Internal)?;
     let input = input.clone();
-    let (per_grant, in_all) = (app.config.max_pending_per_grant, app.config.max_pending);
-    app.db(move |s, now| s.check(&input, now, &new_id, per_grant, in_all)).await
+    let (max_per_grant, max_in_all) = (app.config.max_pending_per_grant, app.config.max_pending);
+    app.db(move |s, now| s.check(&input, now, &NewPending { id: &new_id, max_per_grant, max_in_all })).await
 }
 
 /// The check with hold mode: while pending, wait for any change (or the end of the wait), then

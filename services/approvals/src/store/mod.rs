@@ -176,6 +176,17 @@ pub struct CheckInput {
     pub request_state: Option<String>,
 }
 
+/// The pending approval a check may open (API.md step 4), and the limits it opens within.
+#[derive(Clone, Copy, Debug)]
+pub struct NewPending<'a> {
+    /// Its id, used only when it opens.
+    pub id: &'a str,
+    /// It opens only while the grant has fewer pending than this,
+    pub max_per_grant: u32,
+    /// and fewer than this are pending in all.
+    pub max_in_all: u32,
+}
+
 /// The answer to a check (API.md steps 1-4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckOutcome {
@@ -305,17 +316,9 @@ pub trait Storage {
     /// expiry; every other transaction also does it first).
     fn expire(&mut self, now: i64) -> Result<Changes>;
 
-    /// API.md `/v1/check` steps 1-4 in one transaction. `new_id` is used only when a new pending
-    /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending
-    /// and fewer than `max_pending` are pending in all.
-    fn check(
-        &mut self,
-        input: &CheckInput,
-        now: i64,
-        new_id: &str,
-        max_pending_per_grant: u32,
-        max_pending: u32,
-    ) -> Result<(CheckOutcome, Changes)>;
+    /// API.md `/v1/check` steps 1-4 in one transaction; a new pending approval opens only within
+    /// `open`'s limits.
+    fn check(&mut self, input: &CheckInput, now: i64, open: &NewPending<'_>) -> Result<(CheckOutcome, Changes)>;
 
     /// An approver approves (`approve`) or denies a pending approval. The decision stays current
     /// for `expires_in` seconds from now.

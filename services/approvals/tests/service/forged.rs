@@ -138,14 +138,7 @@ async fn check_listener_is_separate() {
     for path in ["/", "/login", "/metrics", "/v1/approvals", "/ui/version"] {
         assert_eq!(send(&checks, get(path, None)).await.status, StatusCode::NOT_FOUND, "{path}");
     }
-    let r = send(
-        &pages,
-        Request::get("/v1/approvals")
-            .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let r = api_on(&pages, Method::GET, "/v1/approvals", Some(ALICE), None).await;
     assert_eq!(r.json()["approvals"].as_array().unwrap().len(), 1);
 }
 

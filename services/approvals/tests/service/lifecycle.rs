@@ -186,13 +186,8 @@ async fn hold_mode_returns_the_decision() {
     let s = svc();
     let k = grant(9);
     let id = id_of(&check(&s, &k).await);
-    let router = s.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
     let started = std::time::Instant::now();
-    let held = tokio::spawn(async move {
-        let req = check_request(body);
-        send(&router, req).await.json()
-    });
+    let held = held_check(&s, &k, 30);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!held.is_finished());
     assert_eq!(approve(&s, &id, "go").await.status, StatusCode::OK);
@@ -208,12 +203,7 @@ async fn hold_mode_returns_a_denial() {
     let s = svc();
     let k = grant(10);
     let id = id_of(&check(&s, &k).await);
-    let router = s.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 30).to_string();
-    let held = tokio::spawn(async move {
-        let req = check_request(body);
-        send(&router, req).await.json()
-    });
+    let held = held_check(&s, &k, 30);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Unrelated activity wakes the waiter; it stays pending.
     check(&s, &grant(11)).await;

@@ -172,6 +172,13 @@ async fn check_raw(s: &Svc, body: Value) -> Res {
     send(&s.router, check_request(body.to_string())).await
 }
 
+/// A hold-mode check of `key` (waiting up to `wait` seconds), sent on a task of its own.
+fn held_check(s: &Svc, key: &str, wait: i64) -> tokio::task::JoinHandle<Value> {
+    let router = s.router.clone();
+    let body = check_body(key, json!({"vmid": 100}), 600, wait).to_string();
+    tokio::spawn(async move { send(&router, check_request(body)).await.json() })
+}
+
 async fn check(s: &Svc, key: &str) -> Value {
     let r = check_raw(s, check_body(key, json!({"vmid": 100}), 600, 0)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
@@ -180,12 +187,17 @@ async fn check(s: &Svc, key: &str) -> Value {
 }
 
 async fn api(s: &Svc, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Res {
+    api_on(&s.router, method, path, token, body).await
+}
+
+/// [`api`] on a router of its own (one of a split service's, or a reopened one's).
+async fn api_on(router: &Router, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Res {
     let mut req = Request::builder().method(method).uri(path);
     if let Some(t) = token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let body = body.map_or(Body::empty(), |b| Body::from(b.to_string()));
-    send(&s.router, req.body(body).unwrap()).await
+    send(router, req.body(body).unwrap()).await
 }
 
 async fn approve(s: &Svc, id: &str, note: &str) -> Res {

@@ -203,7 +203,7 @@ async fn arguments_over_the_limit_are_413() {
 
 #[test]
 fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
-    use mcp_approvals::store::{Backend, CheckInput};
+    use mcp_approvals::store::{Backend, CheckInput, NewPending};
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::open(&new_db(dir.path()), 2).unwrap();
     // 4094 ASCII bytes then 3-byte characters: byte 4096 is inside the first one.
@@ -227,7 +227,15 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             input_responses: String::new(),
             request_state: None,
         };
-        backend.with(|st| st.check(&input, T0 + i64::from(n), &format!("apr_{n:026}"), 20, 1000)).unwrap();
+        backend
+            .with(|st| {
+                st.check(
+                    &input,
+                    T0 + i64::from(n),
+                    &NewPending { id: &format!("apr_{n:026}"), max_per_grant: 20, max_in_all: 1000 },
+                )
+            })
+            .unwrap();
     }
     let (page, _) = backend.with(|st| st.pending(T0 + 2, 200, 4096, 10)).unwrap();
     let got: Vec<(&str, usize)> =

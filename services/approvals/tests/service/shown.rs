@@ -219,14 +219,7 @@ async fn a_schema_1_file_is_migrated() {
     }
     let app = App::open(&db, config(), ManualClock::new(T0)).unwrap();
     let r = router(app);
-    let got = send(
-        &r,
-        Request::get("/v1/approvals/apr_00000000000000000000000000")
-            .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let got = api_on(&r, Method::GET, "/v1/approvals/apr_00000000000000000000000000", Some(ALICE), None).await;
     assert_eq!(got.json()["state"], "pending");
     // Stored before upstreams were bound: none is claimed (its key matches no current check).
     assert_eq!(got.json()["upstream"], Value::Null);

@@ -63,19 +63,25 @@ async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
     }
     let a = svc();
     let b = second_instance(&a);
-    let k = grant(70);
-    let id = id_of(&check(&a, &k).await);
-    let router = a.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
-    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (v, id) = held_on_a_approved_on_b(&a, &b, 70, Duration::from_millis(500), "from b").await;
+    assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
+}
+
+/// A hold-mode check of grant `n` waiting on `a` (left `settle` to start waiting) and approved on
+/// `b` with `note`: the held check's answer, which must come within 3 s of the decision, and the
+/// approval's id.
+async fn held_on_a_approved_on_b(a: &Svc, b: &Svc, n: u8, settle: Duration, note: &str) -> (Value, String) {
+    let k = grant(n);
+    let id = id_of(&check(a, &k).await);
+    let held = held_check(a, &k, 60);
+    tokio::time::sleep(settle).await;
     assert!(!held.is_finished());
     let decided = std::time::Instant::now();
-    assert_eq!(approve(&b, &id, "from b").await.status, StatusCode::OK);
+    assert_eq!(approve(b, &id, note).await.status, StatusCode::OK);
     let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
     let waited = decided.elapsed();
-    assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
     assert!(waited < Duration::from_secs(3), "woken {waited:?} after the decision");
+    (v, id)
 }
 
 #[tokio::test]
@@ -138,16 +144,6 @@ async fn hold_mode_wakeups_survive_a_lost_listen_connection() {
     assert_eq!(killed, 2, "one LISTEN connection per instance");
     // Reconnects after 0.1 s (the first backoff step); give it time.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let k = grant(72);
-    let id = id_of(&check(&a, &k).await);
-    let router = a.router.clone();
-    let body = check_body(&k, json!({"vmid": 100}), 600, 60).to_string();
-    let held = tokio::spawn(async move { send(&router, check_request(body)).await.json() });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!held.is_finished());
-    let decided = std::time::Instant::now();
-    assert_eq!(approve(&b, &id, "after reconnect").await.status, StatusCode::OK);
-    let v = tokio::time::timeout(Duration::from_secs(10), held).await.unwrap().unwrap();
+    let (v, _) = held_on_a_approved_on_b(&a, &b, 72, Duration::from_millis(300), "after reconnect").await;
     assert_eq!(v["status"], "approved");
-    assert!(decided.elapsed() < Duration::from_secs(3), "woken {:?} after the decision", decided.elapsed());
 }

@@ -5,15 +5,13 @@ use postgres::Transaction;
 use super::rows::{approval, expire_in, find};
 use super::{LOCK_KEY, LOCK_OPEN};
 use crate::store::columns::COLUMNS;
-use crate::store::{Changes, CheckInput, CheckOutcome, Result, StoreError};
+use crate::store::{Changes, CheckInput, CheckOutcome, NewPending, Result, StoreError};
 
 pub(super) fn check_in(
     tx: &mut Transaction<'_>,
     input: &CheckInput,
     now: i64,
-    new_id: &str,
-    max_pending_per_grant: u32,
-    max_pending: u32,
+    open: &NewPending<'_>,
 ) -> Result<(CheckOutcome, Changes)> {
     // Checks of one key run one at a time, on every instance.
     tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&LOCK_KEY, &input.key])?;
@@ -59,13 +57,13 @@ pub(super) fn check_in(
             &[&input.grant_id, &now],
         )?
         .try_get(0)?;
-    if pending >= i64::from(max_pending_per_grant) {
+    if pending >= i64::from(open.max_per_grant) {
         return Ok((CheckOutcome::TooManyPending { pending }, changes));
     }
     let pending: i64 = tx
         .query_one("SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > $1", &[&now])?
         .try_get(0)?;
-    if pending >= i64::from(max_pending) {
+    if pending >= i64::from(open.max_in_all) {
         return Ok((CheckOutcome::TooManyPendingInAll { pending }, changes));
     }
     let expires_at = now.saturating_add(input.expires_in);
@@ -79,7 +77,7 @@ pub(super) fn check_in(
              RETURNING {COLUMNS}"
         ),
         &[
-            &new_id,
+            &open.id,
             &input.key,
             &input.grant,
             &input.tool,

@@ -3,38 +3,13 @@
 
 use postgres::{Row, Transaction};
 
-use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
-use crate::store::{Approval, Result, State, StoreError};
+use crate::store::columns::{approval_from_row, COLUMNS, COLUMNS_NO_ARGUMENTS};
+use crate::store::{Approval, Result, StoreError};
 
 pub(super) fn approval_with(row: &Row, arguments: String) -> Result<Approval> {
-    let state: String = row.try_get(2)?;
-    let state = State::parse(&state).ok_or_else(|| StoreError::Internal(format!("unknown state {state:?}")))?;
-    Ok(Approval {
-        id: row.try_get(0)?,
-        key: row.try_get(1)?,
-        state,
-        grant: row.try_get(3)?,
-        tool: row.try_get(4)?,
-        arguments,
-        request_id: row.try_get(6)?,
-        reason: row.try_get(7)?,
-        created_at: row.try_get(8)?,
-        expires_in: row.try_get(9)?,
-        expires_at: row.try_get(10)?,
-        decided_at: row.try_get(11)?,
-        approver: row.try_get(12)?,
-        note: row.try_get(13)?,
-        consumed_at: row.try_get(14)?,
-        consumed_request_id: row.try_get(15)?,
-        grant_id: row.try_get(16)?,
-        input_responses: row.try_get(17)?,
-        request_state: row.try_get(18)?,
-        upstream: crate::store::Upstream {
-            cluster: row.try_get(19)?,
-            authority: row.try_get(20)?,
-            path: row.try_get(21)?,
-        },
-    })
+    Ok(approval_from_row!(row, try_get, arguments, |state: String| {
+        StoreError::Internal(format!("unknown state {state:?}"))
+    }))
 }
 
 pub(super) fn approval(row: &Row) -> Result<Approval> {

@@ -12,8 +12,8 @@ use super::rows::{approval, approval_with, expire_in, find, rows};
 use super::CHANNEL;
 use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{
-    utf8_prefix, Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, Listed, PendingPage, Result, State,
-    Storage, StoreError, StoredSession,
+    utf8_prefix, Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, Listed, NewPending, PendingPage,
+    Result, State, Storage, StoreError, StoredSession,
 };
 
 fn is_retryable(e: &StoreError) -> bool {
@@ -73,15 +73,8 @@ impl Storage for PgStore {
         Ok(changes)
     }
 
-    fn check(
-        &mut self,
-        input: &CheckInput,
-        now: i64,
-        new_id: &str,
-        max_pending_per_grant: u32,
-        max_pending: u32,
-    ) -> Result<(CheckOutcome, Changes)> {
-        self.tx(|tx| check_in(tx, input, now, new_id, max_pending_per_grant, max_pending))
+    fn check(&mut self, input: &CheckInput, now: i64, open: &NewPending<'_>) -> Result<(CheckOutcome, Changes)> {
+        self.tx(|tx| check_in(tx, input, now, open))
     }
 
     fn decide(&mut self, id: &str, approve: bool, approver: &str, note: &str, now: i64) -> Result<(Decided, Changes)> {

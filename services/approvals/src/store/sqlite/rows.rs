@@ -5,8 +5,8 @@
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::SqliteStore;
-use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
-use crate::store::{utf8_prefix, Approval, Listed, State};
+use crate::store::columns::{approval_from_row, COLUMNS, COLUMNS_NO_ARGUMENTS};
+use crate::store::{utf8_prefix, Approval, Listed};
 
 /// [`COLUMNS`] for a list page: the first `{prefix}` bytes of the arguments (as a blob, cut to a
 /// character boundary when read) and, last, their size in bytes (`octet_length` reads it from the
@@ -24,33 +24,11 @@ pub(super) fn approval_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
 }
 
 fn approval_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Approval> {
-    let state: String = row.get(2)?;
-    let state = State::parse(&state).ok_or_else(|| {
+    Ok(approval_from_row!(row, get, arguments, |state: String| {
         rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("state {state}").into())
-    })?;
-    Ok(Approval {
-        id: row.get(0)?,
-        key: row.get(1)?,
-        state,
-        grant: row.get(3)?,
-        tool: row.get(4)?,
-        arguments,
-        request_id: row.get(6)?,
-        reason: row.get(7)?,
-        created_at: row.get(8)?,
-        expires_in: row.get(9)?,
-        expires_at: row.get(10)?,
-        decided_at: row.get(11)?,
-        approver: row.get(12)?,
-        note: row.get(13)?,
-        consumed_at: row.get(14)?,
-        consumed_request_id: row.get(15)?,
-        grant_id: row.get(16)?,
-        input_responses: row.get(17)?,
-        request_state: row.get(18)?,
-        upstream: crate::store::Upstream { cluster: row.get(19)?, authority: row.get(20)?, path: row.get(21)? },
-    })
+    }))
 }
+
 pub(super) fn listed_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
     let prefix: Vec<u8> = row.get(5)?;
     let bytes: i64 = row.get(22)?;

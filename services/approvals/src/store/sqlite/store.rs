@@ -6,7 +6,7 @@ use super::rows::{approval_row, listed_columns, listed_row};
 use super::SqliteStore;
 use crate::store::columns::{COLUMNS, COLUMNS_NO_ARGUMENTS};
 use crate::store::{
-    Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, PendingPage, Result, State, Storage,
+    Approval, Changes, CheckInput, CheckOutcome, Decided, GrantCount, NewPending, PendingPage, Result, State, Storage,
     StoredSession,
 };
 
@@ -23,17 +23,7 @@ impl Storage for SqliteStore {
         Ok(Changes { expired, ..Changes::default() })
     }
 
-    /// API.md `/v1/check` steps 1-4 in one transaction. `new_id` is used only when a new pending
-    /// approval is opened, and only while the grant has fewer than `max_pending_per_grant` pending
-    /// and fewer than `max_pending` are pending in all.
-    fn check(
-        &mut self,
-        input: &CheckInput,
-        now: i64,
-        new_id: &str,
-        max_pending_per_grant: u32,
-        max_pending: u32,
-    ) -> Result<(CheckOutcome, Changes)> {
+    fn check(&mut self, input: &CheckInput, now: i64, open: &NewPending<'_>) -> Result<(CheckOutcome, Changes)> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut changes = Changes { expired: Self::expire_in(&tx, now)?, ..Changes::default() };
 
@@ -83,7 +73,7 @@ impl Storage for SqliteStore {
             params![input.grant_id, now],
             |r| r.get(0),
         )?;
-        if pending >= i64::from(max_pending_per_grant) {
+        if pending >= i64::from(open.max_per_grant) {
             tx.commit()?;
             return Ok((CheckOutcome::TooManyPending { pending }, changes));
         }
@@ -92,12 +82,12 @@ impl Storage for SqliteStore {
             params![now],
             |r| r.get(0),
         )?;
-        if pending >= i64::from(max_pending) {
+        if pending >= i64::from(open.max_in_all) {
             tx.commit()?;
             return Ok((CheckOutcome::TooManyPendingInAll { pending }, changes));
         }
         let approval = Approval {
-            id: new_id.to_string(),
+            id: open.id.to_string(),
             key: input.key.clone(),
             state: State::Pending,
             grant: input.grant.clone(),
