@@ -13,7 +13,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mcp_policy_core::config;
 use mcp_policy_core::limits::{Limiter, MemoryStore};
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, HeadOutcome};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::toolslist;

@@ -19,7 +19,7 @@ use request::{head, NOW_MS};
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, HeadOutcome};
 
 #[global_allocator]

@@ -12,10 +12,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::kind::DecisionKind;
 use crate::approval::offer::ApprovalLink;
 use crate::limits::Limit;
 use crate::limits::Unavailable;
-use crate::outcome::decision::DecisionKind;
 use crate::wire::mcp::{Id, ProtocolError, ProtocolErrorKind};
 use crate::wire::protocol::Versions;
 use crate::wire::reply::{code, Reply, RpcError};

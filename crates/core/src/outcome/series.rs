@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn every_decision_kind_has_a_label() {
-        use crate::outcome::decision::DecisionKind::{self, *};
+        use crate::outcome::kind::DecisionKind::{self, *};
         // Exhaustive: a new `DecisionKind` stops compiling here; number it, and add it to
         // `DecisionKind::ALL` (in this order) and to `LABELS`.
         let position = |k: DecisionKind| match k {

@@ -13,7 +13,8 @@
 
 use super::Outcome;
 use crate::identity::grant::{hex, GrantId};
-use crate::outcome::decision::{Decision, DecisionKind};
+use crate::outcome::decision::Decision;
+use crate::outcome::kind::DecisionKind;
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
 use crate::policy::Policy;
 use crate::rls::{proto, unit, Answer, COUNTER_KEY, GRANT_KEY, MAX_DESCRIPTORS};

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use mcp_policy_core::config;
 use mcp_policy_core::limits::{self, MemoryStore, SharedStore, StoreError};
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, RequestHead};
 use mcp_policy_core::policy::Policy;
 

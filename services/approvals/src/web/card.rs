@@ -5,7 +5,8 @@ use maud::{html, Markup};
 use super::arguments::{
     raw_prefix_visible, render_arguments, visible, Rendered, ESCAPED_BADGE, NUMBERS_BADGE, WHITESPACE_BADGE,
 };
-use super::layout::{rfc3339, span};
+
+use super::layout::{badge, rfc3339, span};
 use crate::api::MAX_NOTE;
 use crate::auth::Session;
 use crate::store::{Approval, State as St};
@@ -49,11 +50,6 @@ fn upstream_html(a: &Approval) -> (Markup, bool) {
         }
     };
     (markup, e1 || e2 || e3)
-}
-
-/// A warning badge; `kind` names it for tests and styles (`data-warning`).
-pub(super) fn badge(kind: &str, text: &str) -> Markup {
-    html! { p.warning data-warning=(kind) { strong.badge { (text) } } }
 }
 
 /// Where a card is shown.

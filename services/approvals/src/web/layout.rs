@@ -85,3 +85,8 @@ pub(crate) fn flash(s: &Session) -> Markup {
         }
     }
 }
+
+/// A warning badge; `kind` names it for tests and styles (`data-warning`).
+pub(crate) fn badge(kind: &str, text: &str) -> Markup {
+    html! { p.warning data-warning=(kind) { strong.badge { (text) } } }
+}

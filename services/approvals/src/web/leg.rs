@@ -8,7 +8,7 @@
 use maud::{html, Markup};
 
 use super::arguments::{render_json, visible, ESCAPED_BADGE, NUMBERS_BADGE, WHITESPACE_BADGE};
-use super::card::badge;
+use super::layout::badge;
 use crate::store::Approval;
 
 /// The badge of every continuation card.

@@ -7,7 +7,7 @@ use mcp_policy_core::approval::{self, Answer};
 use mcp_policy_core::config;
 use mcp_policy_core::identity::grant;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::policy::{ApprovalService, Policy};
 use mcp_policy_core::terms::ApprovalMode;

@@ -3,7 +3,7 @@
 use super::{call, policy, post, reply, T0};
 use mcp_policy_core::config;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline;
 use serde_json::{json, Value};
 

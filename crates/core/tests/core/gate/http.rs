@@ -2,7 +2,7 @@
 
 use super::{call, done, head, policy, post, reply, T0};
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, HeadOutcome, RequestHead};
 use serde_json::{json, Value};
 

@@ -15,7 +15,7 @@ use mcp_policy_core::config;
 use mcp_policy_core::identity::grant;
 use mcp_policy_core::identity::session::{self, SessionKeys};
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::pipeline::rewrite::{self, BodyRewrite};
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};

@@ -8,7 +8,7 @@ use std::mem::discriminant;
 use mcp_policy_core::approval::offer::ApprovalLink;
 use mcp_policy_core::limits::Limit;
 use mcp_policy_core::limits::Unavailable;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::outcome::refusal::{
     LimiterFault, Refusal, Subject, BODY_UNREADABLE, BODY_UNWRITABLE, EVENT_ID_INVALID, HEADERS_UNREADABLE,
     LAST_EVENT_ID_NOT_REWRITTEN, LEGACY_SESSION_INVALID, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,

@@ -9,7 +9,7 @@ use mcp_policy_core::approval::Answer as ApprovalAnswer;
 use mcp_policy_core::config;
 use mcp_policy_core::identity::grant;
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::decision::DecisionKind;
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::rls::Pending;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
