@@ -57,13 +57,12 @@ test: lint test-unit build venv test-envoy
 # tools on top of it.
 FILTER_FEATURES := --features mcp-policy-core/schema
 
+# One cargo command for the whole workspace: shared dependencies are built once, with one feature
+# set, rather than once per package (the code has no doctests: its code blocks are text).
 test-unit: redis-deps postgres-deps venv
-	$(CARGO) test --locked -p mcp-policy-core --all-targets $(FILTER_FEATURES)
-	$(CARGO) test --locked -p mcp-policy-cli $(FILTER_FEATURES)
-	$(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES)
-	$(CARGO) test --locked -p mcp-ratelimit -p mcp-service-kit $(FILTER_FEATURES)
+	$(CARGO) test --locked --workspace --all-targets $(FILTER_FEATURES)
 	@echo "mcp-approvals service suite again, on PostgreSQL (a throwaway server from testkit/postgres.py):"
-	$(PY) -m testkit.postgres run -- $(CARGO) test --locked -p mcp-approvals $(FILTER_FEATURES) --test service --test legs
+	$(PY) -m testkit.postgres run -- $(CARGO) test --locked --workspace $(FILTER_FEATURES) --test service --test legs
 
 ## redis-deps: Debian's redis-server (installed when missing and run as root), for the rate limit
 ##             service's tests, the cluster tests and make run-cluster
@@ -125,9 +124,7 @@ lint: wasm-target
 	      "the filter must read JSON only through crates/core/src/wire/json.rs and crates/core/src/config/de.rs: see crates/core/src/wire/json.rs for why" >&2; \
 	    exit 1; \
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
-	$(CARGO) clippy --locked -p mcp-policy-core -p mcp-policy-filter -p mcp-policy-cli --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked -p mcp-approvals --all-targets $(FILTER_FEATURES) -- -D warnings
-	$(CARGO) clippy --locked -p mcp-ratelimit -p mcp-service-kit --all-targets $(FILTER_FEATURES) -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets $(FILTER_FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --release --target $(WASM_TARGET) -p mcp-policy-filter -- -D warnings
 
 fmt:
