@@ -31,6 +31,9 @@ import { z } from 'zod';
 
 const DRAFT = '2026-07-28';
 const LEGACY = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
+// The versions this server is tested in and lists in `server/discover`; the gateway in front of it
+// accepts the same (gateway.protocol_versions), so its −32022 names only versions served here.
+const SUPPORTED = ['2025-03-26', '2025-06-18', '2025-11-25', DRAFT];
 // A 1x1 PNG and a short WAV header: content the scenarios check by type and MIME type only.
 const PNG =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
@@ -299,13 +302,13 @@ async function draft(req, res) {
   if (header !== version) return reply(res, 400, id, { error: { code: -32020, message: 'MCP-Protocol-Version header does not match _meta' } });
   if (version !== DRAFT) {
     return reply(res, 400, id, {
-      error: { code: -32022, message: 'Unsupported protocol version', data: { supported: [DRAFT], requested: String(version) } }
+      error: { code: -32022, message: 'Unsupported protocol version', data: { supported: SUPPORTED, requested: String(version) } }
     });
   }
   if (body.id === undefined) return res.status(202).end();
   if (method === 'server/discover') {
     return result(res, id, method, {
-      supportedVersions: [DRAFT],
+      supportedVersions: SUPPORTED,
       capabilities: { tools: {}, resources: {}, prompts: {}, completions: {} },
       _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'mcp-policy-filter-conformance-server', version: '1.0.0' } }
     });

@@ -138,6 +138,11 @@ impl Policy {
         names
     }
 
+    /// Does `gateway.methods` name the method `name` (allow or deny)?
+    pub fn names_method(&self, name: &str) -> bool {
+        self.methods.contains_key(name)
+    }
+
     /// Does `gateway.methods` allow the method `name` explicitly?
     pub fn allows_method_by_name(&self, name: &str) -> bool {
         self.methods.get(name) == Some(&Action::Allow)

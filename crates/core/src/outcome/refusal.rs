@@ -17,7 +17,7 @@ use crate::approval::offer::ApprovalLink;
 use crate::limits::Limit;
 use crate::limits::Unavailable;
 use crate::wire::mcp::{Id, ProtocolError, ProtocolErrorKind};
-use crate::wire::protocol::Versions;
+use crate::wire::protocol::{Version, Versions};
 use crate::wire::reply::{code, Reply, RpcError};
 
 /// What a policy refusal is about, as its message names it.
@@ -125,6 +125,11 @@ pub enum Refusal {
     SessionInvalid { why: &'static str },
     /// −31003, 401 with a `www-authenticate` challenge (RFC 6750, RFC 9728).
     NoGrant { reason: &'static str, challenge: String },
+    /// −32601, 404 in 2026-07-28 and 200 before (`VersionRules::method_not_found_status`): a
+    /// request method the request's version does not define (`rule` `protocol_version`) or MCP does
+    /// not define (`unknown_method`), not named in `gateway.methods`. A policy decision (counted
+    /// `denied`, passed on in dry-run) answered as the version's specification asks.
+    MethodNotFound { rule: &'static str, reason: String, version: Version },
     /// −31001, 200; 403 when what is denied is a client response (`gateway.client_responses`).
     Denied { subject: Subject, rule: String, reason: String },
     /// −31002, 200, `retry-after`: `limit` is exhausted for `retry_after_seconds`.
@@ -186,6 +191,7 @@ impl Refusal {
             Refusal::UnsupportedProtocolVersion { .. } => code::UNSUPPORTED_PROTOCOL_VERSION,
             Refusal::SessionInvalid { .. } => code::SESSION_INVALID,
             Refusal::NoGrant { .. } => code::NO_GRANT,
+            Refusal::MethodNotFound { .. } => code::METHOD_NOT_FOUND,
             Refusal::Denied { .. } => code::DENIED,
             Refusal::RateLimited { .. } => code::RATE_LIMITED,
             Refusal::LimiterUnavailable { .. } => code::LIMITER_UNAVAILABLE,
@@ -213,6 +219,7 @@ impl Refusal {
             Refusal::BodyTooLarge { .. } => "body_too_large",
             Refusal::SessionInvalid { .. } => "session_invalid",
             Refusal::NoGrant { .. } => "no_grant",
+            Refusal::MethodNotFound { .. } => "method_not_found",
             Refusal::Denied { .. } => "denied",
             Refusal::RateLimited { .. } => "rate_limited",
             Refusal::LimiterUnavailable { .. } => "limiter_unavailable",
@@ -240,6 +247,7 @@ impl Refusal {
             Refusal::NoGrant { .. } => 401,
             Refusal::Denied { subject: Subject::ClientResponse, .. } => 403,
             Refusal::SessionInvalid { .. } => 404,
+            Refusal::MethodNotFound { version, .. } => version.rules().method_not_found_status,
             Refusal::MethodNotAllowed => 405,
             Refusal::BodyTooLarge { .. } => 413,
             Refusal::UnsupportedMediaType { .. } => 415,
@@ -273,7 +281,7 @@ impl Refusal {
     pub fn decision_kind(&self) -> DecisionKind {
         match self {
             Refusal::NoGrant { .. } => DecisionKind::NoGrant,
-            Refusal::Denied { .. } => DecisionKind::Denied,
+            Refusal::Denied { .. } | Refusal::MethodNotFound { .. } => DecisionKind::Denied,
             Refusal::RateLimited { .. } => DecisionKind::RateLimited,
             Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
             Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
@@ -314,6 +322,7 @@ impl Refusal {
             Refusal::SessionInvalid { why } => Cow::Borrowed(why),
             Refusal::NoGrant { reason, .. } | Refusal::Unavailable { reason } => Cow::Borrowed(reason),
             Refusal::Denied { reason, .. }
+            | Refusal::MethodNotFound { reason, .. }
             | Refusal::ApprovalRequired { reason, .. }
             | Refusal::UrlElicitationRequired { reason, .. } => Cow::Borrowed(reason),
             Refusal::RateLimited { limit, .. } => {
@@ -346,6 +355,7 @@ impl Refusal {
     pub fn rule(&self) -> Option<&str> {
         match self {
             Refusal::Denied { rule, .. } => Some(rule),
+            Refusal::MethodNotFound { rule, .. } => Some(rule),
             Refusal::RateLimited { limit, .. } => Some(&limit.path),
             _ => None,
         }
@@ -372,6 +382,7 @@ impl Refusal {
             Refusal::HeaderMismatch { .. } => format!("Header mismatch: {reason}"),
             Refusal::UnsupportedProtocolVersion { .. } => format!("Unsupported protocol version: {reason}"),
             Refusal::SessionInvalid { .. } => format!("Not Found: {reason}"),
+            Refusal::MethodNotFound { .. } => format!("Method not found: {reason}"),
             Refusal::NoGrant { .. } => format!("Unauthorized: {reason}"),
             Refusal::Denied { subject, .. } => format!("{subject} denied: {reason}"),
             Refusal::RateLimited { subject, retry_after_seconds, .. } => {

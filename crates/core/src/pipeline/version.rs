@@ -1,11 +1,13 @@
 //! Which MCP protocol version a POST is read by, and what that version forbids (`crate::wire::protocol`).
 //!
 //! Refusals here are protocol errors (decision `invalid`, always enforced, also in dry-run), except
-//! a method that does not exist in the request's version, which is a policy denial (−31001, rule
-//! `protocol_version`) that `gateway.methods` can lift by name.
+//! a method that does not exist in the request's version (rule `protocol_version`), or a request
+//! method MCP does not define (rule `unknown_method`): a policy denial that `gateway.methods` can
+//! lift by name, answered as the version's specification answers a method a server does not
+//! implement (−32601 Method not found; HTTP 404 in 2026-07-28, 200 before).
 
 use super::{refuse, HeaderValue, Outcome, RequestHead};
-use crate::outcome::refusal::{Refusal, Subject};
+use crate::outcome::refusal::Refusal;
 use crate::policy::Policy;
 use crate::wire::mcp::{Call, Id, McpMethod, Message};
 use crate::wire::protocol::{self, MetaVersion, Version, VersionError};
@@ -73,13 +75,19 @@ pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> 
         Message::Request { call: Call::Method { method, .. }, .. } => method.name(),
         Message::Notification { method } => method.name(),
     };
-    let known_elsewhere = protocol::row_of(name).is_some() && protocol::method(version, name).is_none();
-    if known_elsewhere && !policy.allows_method_by_name(name) {
-        let reason = format!("method {name} does not exist in MCP {}", version.as_str());
-        let (subject, rule) = (Subject::Method(name.to_owned()), "protocol_version".to_owned());
-        return Err(refused(Refusal::Denied { subject, rule, reason }, &id));
+    let not_found = if protocol::row_of(name).is_some() {
+        // Defined by another version: lifted only by an explicit allow.
+        (protocol::method(version, name).is_none() && !policy.allows_method_by_name(name))
+            .then(|| ("protocol_version", format!("method {name} does not exist in MCP {}", version.as_str())))
+    } else {
+        // Defined by no version: any `gateway.methods` entry decides it (policy::judge).
+        (is_request && !policy.names_method(name))
+            .then(|| ("unknown_method", format!("method {name} is not an MCP method this gateway knows")))
+    };
+    match not_found {
+        Some((rule, reason)) => Err(refused(Refusal::MethodNotFound { rule, reason, version }, &id)),
+        None => Ok(version),
     }
-    Ok(version)
 }
 
 /// A batch: read by the header's version (or the assumed one), which must allow batches.

@@ -181,6 +181,10 @@ pub struct VersionRules {
     /// Each request carries `params._meta["io.modelcontextprotocol/protocolVersion"]`, which must
     /// equal the `MCP-Protocol-Version` header.
     pub meta_version: bool,
+    /// The HTTP status of the −32601 answer to a method the version does not define: 404 in
+    /// 2026-07-28 (Streamable HTTP: "the server MUST respond with 404 Not Found and a JSON-RPC
+    /// error with code −32601"); before, a JSON-RPC error is the body of an ordinary 200 reply.
+    pub method_not_found_status: u16,
 }
 
 pub const RULES: [VersionRules; 4] = [
@@ -191,6 +195,7 @@ pub const RULES: [VersionRules; 4] = [
         client_responses: true,
         method_headers: false,
         meta_version: false,
+        method_not_found_status: 200,
     },
     VersionRules {
         version: Version::V2025_06_18,
@@ -199,6 +204,7 @@ pub const RULES: [VersionRules; 4] = [
         client_responses: true,
         method_headers: false,
         meta_version: false,
+        method_not_found_status: 200,
     },
     VersionRules {
         version: Version::V2025_11_25,
@@ -207,6 +213,7 @@ pub const RULES: [VersionRules; 4] = [
         client_responses: true,
         method_headers: false,
         meta_version: false,
+        method_not_found_status: 200,
     },
     VersionRules {
         version: Version::V2026_07_28,
@@ -215,6 +222,7 @@ pub const RULES: [VersionRules; 4] = [
         client_responses: false,
         method_headers: true,
         meta_version: true,
+        method_not_found_status: 404,
     },
 ];
 

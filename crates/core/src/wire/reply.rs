@@ -56,6 +56,9 @@ pub mod code {
     pub const INVALID_REQUEST: i32 = -32600;
     /// JSON-RPC 2.0 invalid params.
     pub const INVALID_PARAMS: i32 = -32602;
+    /// JSON-RPC 2.0 method not found: a method the request's protocol version does not define
+    /// (`method_not_found`; HTTP 404 in MCP 2026-07-28, 200 before).
+    pub const METHOD_NOT_FOUND: i32 = -32601;
 }
 
 /// One JSON-RPC error, before it is given an id.

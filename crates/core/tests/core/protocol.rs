@@ -91,8 +91,13 @@ fn every_method_of_every_version() {
                 );
             } else {
                 let id = if row.kind == Kind::Request { 1 } else { 0 };
-                assert_eq!(refusal(&o), (200, -31001, "denied".into()), "{} in {}", row.name, version.as_str());
+                // MCP 2026-07-28 answers a method it does not define with 404; earlier versions
+                // with the JSON-RPC error in an ordinary reply.
+                let status = if version == Version::V2026_07_28 { 404 } else { 200 };
+                let expected = (status, -32601, "method_not_found".into());
+                assert_eq!(refusal(&o), expected, "{} in {}", row.name, version.as_str());
                 assert_eq!(o.decision.rule.as_deref(), Some("protocol_version"));
+                assert_eq!(o.decision.kind, DecisionKind::Denied);
                 let v: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
                 assert_eq!(v["id"], if id == 1 { json!(1) } else { Value::Null });
             }
@@ -104,6 +109,33 @@ fn every_method_of_every_version() {
     let lifted = policy(r#""methods":{"tasks/get":"allow"}"#);
     let (headers, body) = message(Version::V2026_07_28, "tasks/get", Kind::Request, None);
     assert_eq!(decide_owned(&lifted, &headers, &body).decision.kind, DecisionKind::Allowed);
+}
+
+#[test]
+fn methods_mcp_does_not_define_get_method_not_found_unless_gateway_methods_names_them() {
+    let open = policy("");
+    for version in Version::ALL {
+        let (headers, body) = message(version, "x/custom", Kind::Request, None);
+        let o = decide_owned(&open, &headers, &body);
+        let status = if version == Version::V2026_07_28 { 404 } else { 200 };
+        assert_eq!(refusal(&o), (status, -32601, "method_not_found".into()), "{}", version.as_str());
+        assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (DecisionKind::Denied, Some("unknown_method")));
+        let v: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
+        assert_eq!(v["id"], 1);
+        assert_eq!(v["error"]["message"], "Method not found: method x/custom is not an MCP method this gateway knows");
+    }
+    // Named in gateway.methods: the policy decides, with its own rule.
+    let (headers, body) = message(Version::V2026_07_28, "x/custom", Kind::Request, None);
+    let allowed = decide_owned(&policy(r#""methods":{"x/custom":"allow"}"#), &headers, &body);
+    assert_eq!((allowed.reply.is_none(), allowed.decision.kind), (true, DecisionKind::Allowed));
+    let denied = decide_owned(&policy(r#""methods":{"x/custom":"deny"}"#), &headers, &body);
+    assert_eq!(refusal(&denied), (200, -31001, "denied".into()));
+    assert_eq!(denied.decision.rule.as_deref(), Some("gateway.methods.x/custom"));
+    // Lifecycle methods outside their version cannot be named (gateway.methods refuses them).
+    for name in ["initialize", "ping", "server/discover"] {
+        let text = format!(r#"{{"version":"1","gateway":{{"methods":{{"{name}":"allow"}}}}}}"#);
+        assert!(config::load(text.as_bytes()).is_err(), "{name}");
+    }
 }
 
 #[test]

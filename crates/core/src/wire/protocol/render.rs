@@ -51,16 +51,17 @@ pub fn render_markdown() -> String {
         }
         s.push_str(" |\n");
     }
-    s.push_str("\n| version | batches | `Mcp-Session-Id` | client responses on POST | `Mcp-Method`/`Mcp-Name` required | `params._meta` version required |\n|---|---|---|---|---|---|\n");
+    s.push_str("\n| version | batches | `Mcp-Session-Id` | client responses on POST | `Mcp-Method`/`Mcp-Name` required | `params._meta` version required | a method it does not define |\n|---|---|---|---|---|---|---|\n");
     for r in &RULES {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} −32601 |\n",
             r.version.as_str(),
             yes(r.batches),
             yes(r.sessions),
             yes(r.client_responses),
             yes(r.method_headers),
-            yes(r.meta_version)
+            yes(r.meta_version),
+            r.method_not_found_status
         ));
     }
     s

@@ -18,14 +18,14 @@ use mcp_policy_core::terms::Algorithm;
 use mcp_policy_core::terms::Scope;
 use mcp_policy_core::terms::Window;
 use mcp_policy_core::wire::mcp::Id;
-use mcp_policy_core::wire::protocol::Versions;
+use mcp_policy_core::wire::protocol::{Version, Versions};
 
 mod answers_chapter;
 mod samples;
 use samples::samples;
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 22;
+const VARIANTS: usize = 23;
 
 struct Row {
     code: i32,
@@ -171,7 +171,23 @@ fn row(r: &Refusal) -> Row {
             200,
             &[],
             Denied,
-            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31001,"message":"method ping denied: r","data":{"kind":"denied","reason":"r","rule":"protocol_version"}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31001,"message":"method resources/read denied: r","data":{"kind":"denied","reason":"r","rule":"gateway.methods.resources/read"}}}"#,
+        ),
+        Refusal::MethodNotFound { version: Version::V2026_07_28, .. } => (
+            -32601,
+            "method_not_found",
+            404,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found: method ping does not exist in MCP 2026-07-28","data":{"kind":"method_not_found","reason":"method ping does not exist in MCP 2026-07-28","rule":"protocol_version"}}}"#,
+        ),
+        Refusal::MethodNotFound { .. } => (
+            -32601,
+            "method_not_found",
+            200,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found: method x/y is not an MCP method this gateway knows","data":{"kind":"method_not_found","reason":"method x/y is not an MCP method this gateway knows","rule":"unknown_method"}}}"#,
         ),
         Refusal::Denied { rule, .. } if rule == "hide" => (
             -31001,

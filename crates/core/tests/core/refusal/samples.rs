@@ -31,9 +31,19 @@ pub(super) fn samples() -> Vec<Refusal> {
         Refusal::SessionInvalid { why: LEGACY_SESSION_INVALID },
         Refusal::NoGrant { reason: "no token", challenge: "Bearer".into() },
         Refusal::Denied { subject: Subject::Tool("x".into()), rule: "tools.x".into(), reason: "no \"x\"".into() },
+        Refusal::MethodNotFound {
+            rule: "protocol_version",
+            reason: "method ping does not exist in MCP 2026-07-28".into(),
+            version: Version::V2026_07_28,
+        },
+        Refusal::MethodNotFound {
+            rule: "unknown_method",
+            reason: "method x/y is not an MCP method this gateway knows".into(),
+            version: Version::V2025_11_25,
+        },
         Refusal::Denied {
-            subject: Subject::Method("ping".into()),
-            rule: "protocol_version".into(),
+            subject: Subject::Method("resources/read".into()),
+            rule: "gateway.methods.resources/read".into(),
             reason: "r".into(),
         },
         Refusal::Denied {

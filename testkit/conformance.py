@@ -1,0 +1,98 @@
+"""The official MCP conformance suite (npm @modelcontextprotocol/conformance, pinned twice in
+tests/conformance/package.json: the stable release and the 2026-07-28 draft suite, run by the Node 22
+pinned there) in server mode, its results read per check; the server it tests
+(tests/conformance/server.mjs); and an Envoy bootstrap with this filter in front of that server.
+
+The suite's client sends no credential, so the bootstrap puts Envoy's `header_mutation` filter in
+front of this filter: it sets `Authorization: Bearer <token>` on every request (overwriting any the
+client sent), which is how a deployment that authenticates earlier hands the filter its grant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from testkit.envoy import hcm, render_envoy_config
+from testkit.paths import REPO_ROOT
+from testkit.processes import free_port
+
+DIR = REPO_ROOT / "tests" / "conformance"
+NODE = DIR / "node_modules" / "node" / "bin" / "node"
+SERVER = DIR / "server.mjs"
+GRANT_TOKEN = "conformance-suite-agent"
+HEADER_MUTATION_TYPE = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    package: str        # the npm alias in tests/conformance/package.json
+    args: tuple[str, ...]
+
+
+# Stable: the suite's active scenarios (2025-06-18 and 2025-11-25). Draft: every server scenario
+# 2026-07-28 requires, run at the 2026-07-28 wire, plus its unscored (extension, pending) scenarios.
+STABLE = Suite("stable", "conformance-stable", ())
+DRAFT = Suite("draft", "conformance-draft", ("--requirements", "2026-07-28"))
+
+
+def installed() -> bool:
+    return NODE.is_file() and all((DIR / "node_modules" / s.package / "dist" / "index.js").is_file()
+                                  for s in (STABLE, DRAFT))
+
+
+def server_argv(port: int) -> list[str]:
+    return [str(NODE), str(SERVER), str(port)]
+
+
+def run_suite(suite: Suite, url: str, out: Path, *, timeout: float = 240.0) -> dict[tuple[str, str], str]:
+    """Run `suite` in server mode against `url`; {(scenario, check id): status} from the
+    checks.json files it writes under `out` (a check id repeated in one scenario gets `#2`, `#3`...).
+    Status is the suite's: SUCCESS, FAILURE, WARNING, SKIPPED, INFO."""
+    argv = [str(NODE), str(DIR / "node_modules" / suite.package / "dist" / "index.js"), "server",
+            "--url", url, "-o", str(out), *suite.args]
+    proc = subprocess.run(argv, cwd=DIR, capture_output=True, text=True, timeout=timeout)
+    (out / "suite.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    results: dict[tuple[str, str], str] = {}
+    files = sorted(out.glob("server-*/checks.json"))
+    if not files:
+        raise RuntimeError(f"the {suite.name} suite wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
+                           f"{proc.stderr[-3000:]}")
+    for path in files:
+        scenario = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", path.parent.name.removeprefix("server-"))
+        seen: Counter[str] = Counter()
+        for check in json.loads(path.read_text(encoding="utf-8")):
+            seen[check["id"]] += 1
+            key = check["id"] if seen[check["id"]] == 1 else f"{check['id']}#{seen[check['id']]}"
+            results[(scenario, key)] = check["status"]
+    return results
+
+
+def tally(results: dict[tuple[str, str], str]) -> str:
+    counts = Counter(results.values())
+    return f"{counts['SUCCESS']} of {len(results)} checks pass " + \
+        "(" + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) + ")"
+
+
+def failures(results: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    return {k: v for k, v in results.items() if v == "FAILURE"}
+
+
+def render_config(wasm: Path, policy: str, upstream_port: int) -> str:
+    """envoy/envoy.yaml with this filter under `policy` in front of 127.0.0.1:`upstream_port`, and
+    Envoy's header_mutation filter first in the chain, setting the suite's grant."""
+    cfg = yaml.safe_load(render_envoy_config(policy, wasm, free_port(), free_port(), upstream_port))
+    grant = {"append": {"header": {"key": "authorization", "value": f"Bearer {GRANT_TOKEN}"},
+                        "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}}
+    hcm(cfg)["http_filters"].insert(0, {
+        "name": "envoy.filters.http.header_mutation",
+        "typed_config": {"@type": HEADER_MUTATION_TYPE, "mutations": {"request_mutations": [grant]}},
+    })
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
