@@ -14,7 +14,6 @@ Both tallies are printed (`pytest -s`); docs/src/conformance.md records them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -110,19 +109,57 @@ REFUSED = {
     },
     "draft": {
         "server-stateless": "in tools/list",
-        "input-required-result-ignore-extra-params": denied("test_input_required_result_elicitation"),
         "tasks-capability-negotiation": denied("slow_compute"),
         "tasks-dispatch-and-envelope": "denied: not allowed by policy (default: deny)",
         "tasks-lifecycle": denied("greet"),
+        # Multi-round-trip tools ask the client for input, like sampling and elicitation.
+        **{f"input-required-result-{scenario}": denied(f"test_input_required_result_{tool}") for scenario, tool in [
+            ("basic-elicitation", "elicitation"), ("basic-sampling", "sampling"), ("basic-list-roots", "list_roots"),
+            ("request-state", "request_state"), ("multiple-input-requests", "multiple_inputs"),
+            ("capability-check", "capabilities"), ("result-type", "elicitation"),
+            ("ignore-extra-params", "elicitation")]},
+        # These report the suite's own words; the audit log below names the refused tools.
+        "input-required-result-missing-input-response": "Server returned JSON-RPC error instead of re-requesting",
+        "input-required-result-multi-round": "Expected InputRequiredResult with inputRequests and requestState",
+        "input-required-result-tampered-state": "could not get initial InputRequiredResult",
     },
 }
+
+# The tools the filter refuses in each run (audit log: decision denied, rule default); the draft
+# suite's `tasks` and diagnostic scenarios call the reference server's tools.
+REFUSED_TOOLS = {
+    "stable": {"test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults",
+               "test_elicitation_sep1330_enums"},
+    "draft": {"confirm_delete", "failing_job", "greet", "multi_input", "protocol_error_job", "slow_compute",
+              "test_logging_tool", "test_missing_capability", "test_streaming_elicitation", "test_tool_with_task",
+              *(f"test_input_required_result_{t}" for t in ["capabilities", "elicitation", "list_roots", "multi_round",
+                                                            "multiple_inputs", "request_state", "sampling",
+                                                            "tampered_state"])},
+}
+REFUSED_METHODS = {"stable": {"resources/subscribe"}, "draft": set()}
+
+
+def audit_denials(log: str) -> set[tuple[str, str, str]]:
+    """(method, tool or "", rule) of every `denied` audit record in an Envoy log."""
+    out = set()
+    for line in log.splitlines():
+        if "audit {" in line:
+            record = json.loads(line[line.index("audit {") + len("audit "):])
+            if record["decision"] == "denied":
+                out.add((record["method"], record.get("tool", ""), record["rule"]))
+    return out
 
 
 @pytest.mark.parametrize("suite", [cf.STABLE, cf.DRAFT], ids=lambda s: s.name)
 def test_deny_by_default_refuses_exactly_what_it_does_not_list(suite, direct, deny_by_default, tmp_path):
     base = direct[suite.name]
+    log_from = len(deny_by_default.log_text())
     via = cf.run_suite(suite, deny_by_default.mcp_url, tmp_path / "through")
     print(f"\n{suite.name} suite, deny by default: {cf.tally(via)}")
+    denials = audit_denials(deny_by_default.log_text()[log_from:])
+    assert {(m, t) for m, t, rule in denials if rule == "default"} == \
+        {("tools/call", t) for t in REFUSED_TOOLS[suite.name]} | {(m, "") for m in REFUSED_METHODS[suite.name]}
+    assert {rule for _, _, rule in denials} <= {"default", "protocol_version", "unknown_method"}
     lost = cf.lost(base, via)
     expected = REFUSED[suite.name]
     assert {scenario for scenario, _ in lost} == set(expected), f"see {tmp_path / 'through'}"
