@@ -106,6 +106,9 @@ function build() {
     }
     return text('Tool with progress executed successfully');
   });
+  // On the 2026-07-28 wire it needs the client's sampling capability (`draft` answers −32021 without);
+  // on the session wire the capability was negotiated at initialize.
+  tool('test_missing_capability', 'Needs the client to declare sampling', async () => text('sampling declared'));
   tool('test_error_handling', 'Always fails', async () => ({
     isError: true,
     content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }]
@@ -404,6 +407,18 @@ const DISPATCHED = new Set([
 ]);
 const CACHEABLE = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
 
+/** A tools/call answered as an SSE stream: three progress notifications, then the result. */
+async function progressStream(res, id, progressToken) {
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+  const send = (message) => res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...message })}\n\n`);
+  for (const progress of [0, 50, 100]) {
+    send({ method: 'notifications/progress', params: { progressToken, progress, total: 100 } });
+    await sleep(20);
+  }
+  send({ id, result: { resultType: 'complete', ...text('Tool with progress executed successfully') } });
+  res.end();
+}
+
 function reply(res, status, id, body) {
   res.status(status).json({ jsonrpc: '2.0', id, ...body });
 }
@@ -443,7 +458,20 @@ async function draft(req, res) {
     });
   }
   if (!DISPATCHED.has(method)) return reply(res, 404, id, { error: { code: -32601, message: `Method not found: ${method}` } });
-  const multiRound = mrtr(method, params, meta['io.modelcontextprotocol/clientCapabilities']);
+  const caps = meta['io.modelcontextprotocol/clientCapabilities'];
+  if (method === 'tools/call' && params.name === 'test_missing_capability' && !caps.sampling) {
+    return reply(res, 400, id, {
+      error: {
+        code: -32021,
+        message: 'Missing required client capability: sampling',
+        data: { requiredCapabilities: { sampling: {} } }
+      }
+    });
+  }
+  if (method === 'tools/call' && params.name === 'test_tool_with_progress' && meta.progressToken !== undefined) {
+    return progressStream(res, id, meta.progressToken);
+  }
+  const multiRound = mrtr(method, params, caps);
   if (multiRound?.error) return reply(res, 200, id, multiRound);
   if (multiRound) return result(res, id, method, multiRound.result);
   const { _meta, ...rest } = params;
@@ -454,7 +482,9 @@ async function draft(req, res) {
     return result(res, id, method, value);
   } catch (err) {
     const code = typeof err?.code === 'number' ? err.code : -32603;
-    return reply(res, 200, id, { error: { code, message: String(err?.message ?? err), ...(err?.data ? { data: err.data } : {}) } });
+    // SEP-2164: a resource that does not exist is −32602 naming its URI.
+    const data = method === 'resources/read' ? { uri: rest.uri, ...(err?.data ?? {}) } : err?.data;
+    return reply(res, 200, id, { error: { code, message: String(err?.message ?? err), ...(data ? { data } : {}) } });
   }
 }
 
