@@ -124,6 +124,13 @@ fn methods_mcp_does_not_define_get_method_not_found_unless_gateway_methods_names
         assert_eq!(v["id"], 1);
         assert_eq!(v["error"]["message"], "Method not found: method x/custom is not an MCP method this gateway knows");
     }
+    // A policy decision: dry-run forwards it, logged as one it would deny.
+    let (headers, body) = message(Version::V2026_07_28, "ping", Kind::Request, None);
+    let shadow = decide_owned(&policy(r#""mode":"dry_run""#), &headers, &body);
+    assert_eq!(
+        (shadow.reply.is_none(), shadow.decision.kind, shadow.decision.dry_run),
+        (true, DecisionKind::Denied, true)
+    );
     // Named in gateway.methods: the policy decides, with its own rule.
     let (headers, body) = message(Version::V2026_07_28, "x/custom", Kind::Request, None);
     let allowed = decide_owned(&policy(r#""methods":{"x/custom":"allow"}"#), &headers, &body);
