@@ -58,6 +58,9 @@ def rpc(**fields) -> bytes:
 
 
 LIST_VMS = tool_call("list_vms", {}, id=1)
+META_2026 = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {}}}
+HEADERS_2026 = {"mcp-protocol-version": "2026-07-28"}
 NESTED = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{"x":' \
          + b"[" * 100 + b"]" * 100 + b"}}}"
 
@@ -112,7 +115,14 @@ REFUSED = {
     # 10: policy (default deny) for methods other than tools/call
     "prompts-get": Case(rpc(id=8, method="prompts/get", params={"name": "p"}), 200, -31001, "denied", 8),
     "resources-list": Case(rpc(id=8, method="resources/list"), 200, -31001, "denied", 8),
-    "unknown-method": Case(rpc(id="u", method="vendor/do_things"), 200, -31001, "denied", "u"),
+    # A method no MCP version defines, not named in gateway.methods: JSON-RPC's "Method not found",
+    # in an ordinary reply (no MCP-Protocol-Version: read as 2025-03-26).
+    "unknown-method": Case(rpc(id="u", method="vendor/do_things"), 200, -32601, "method_not_found", "u"),
+    # In 2026-07-28, HTTP 404 (Streamable HTTP), for a method of no version as for one it removed.
+    "unknown-method-2026": Case(rpc(id="u", method="vendor/do_things", params=META_2026), 404, -32601,
+                                "method_not_found", "u", extra=HEADERS_2026 | {"mcp-method": "vendor/do_things"}),
+    "ping-2026": Case(rpc(id="p", method="ping", params=META_2026), 404, -32601, "method_not_found", "p",
+                      extra=HEADERS_2026 | {"mcp-method": "ping"}),
     "stop-vm-unlisted": Case(tool_call("stop_vm", {"node": "pve1", "vmid": 100}, id=9), 200, -31001, "denied", 9),
 }
 
