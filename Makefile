@@ -197,6 +197,8 @@ ratelimit: native
 schema:
 	$(CARGO) run --quiet --locked $(FILTER_FEATURES) -p mcp-policy-cli -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
+	$(CARGO) run --quiet --locked $(FILTER_FEATURES) -p mcp-policy-cli -- schema --tests > schema/policy-tests.schema.json.tmp
+	mv schema/policy-tests.schema.json.tmp schema/policy-tests.schema.json
 
 ## docs: the manual (docs/src, an mdBook) built into docs/book; open docs/book/index.html. mdBook comes
 ##       from crates.io, pinned, installed into tools/mdbook on first use (cargo install: a few

@@ -15,16 +15,14 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_STATUSES: &str = "\
 Exit status:
   0  check: every policy is valid; explain: the request would be forwarded to the MCP server;
-     apply: Envoy loaded the policy
-  1  a policy is invalid
-  2  usage error, or a file cannot be read
+     apply: Envoy loaded the policy; test: every case got the decision expected
+  1  a policy is invalid; test: a case got another decision than expected
+  2  usage error, or a file cannot be read; test: also an invalid policy or tests file
   3  explain: the filter would refuse the request (it answers the agent itself)
   4  explain: the request would be held until a person approves it (require_approval)
-     test: (1) a case got another decision than expected, (2) bad input: a policy or tests file
-     invalid or unreadable
   5  apply: Envoy refused the policy, or did not confirm it in time (the previous one serves)";
 
-/// Check and explain mcp-policy-filter policies (PolicyLayer policy.json)
+/// Check, explain and test mcp-policy-filter policies (PolicyLayer policy.json)
 ///
 /// Runs the filter's own code: a policy is read exactly as the filter reads it in Envoy, and a
 /// request is decided exactly as the filter decides it.
@@ -108,7 +106,7 @@ Exit status:
   0  the grant id is printed
   2  not a bearer token (with --header: an empty value), or the token was given as an argument")]
     GrantId(GrantIdArgs),
-    /// Test a policy: decide each case of a tests file and compare with the decision expected
+    /// Test a policy against a tests file of calls and the decisions expected
     ///
     /// TESTS is YAML or JSON (`mcp-policy schema --tests` prints its JSON Schema): cases, each a
     /// name, a grant, a call (a tool and its arguments, or a method and its params), the calls its

@@ -38,7 +38,8 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
     let now = now_ms();
     let mut verdicts = Vec::with_capacity(file.cases.len());
     for (i, case) in file.cases.iter().enumerate() {
-        let actual = run_case(&policy, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
+        let actual =
+            run_case(&policy, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
         verdicts.push(Verdict::new(case, actual));
     }
     let source = report::Source { tests: &args.tests, policy: &args.policy };
@@ -64,7 +65,8 @@ fn run_case(policy: &Policy, case: &Case, now: u64) -> Result<Actual, String> {
     let store = MemoryStore::new();
     if let Some(state) = &case.state {
         for (counter, &calls) in &state.counters {
-            count_prior_calls(policy, &store, grant, counter, calls, now).map_err(|e| format!("state.counters.{counter}: {e}"))?;
+            count_prior_calls(policy, &store, grant, counter, calls, now)
+                .map_err(|e| format!("state.counters.{counter}: {e}"))?;
         }
     }
     let body = request_body(&case.call);

@@ -162,7 +162,9 @@ pub fn parse(text: &[u8]) -> Result<TestsFile, String> {
         let c = &case.call;
         match (&c.tool, &c.method) {
             (Some(_), Some(_)) => errors.push(format!("{at}.call: give `tool` or `method`, not both")),
-            (None, None) => errors.push(format!("{at}.call: give `tool` (with `arguments`) or `method` (with `params`)")),
+            (None, None) => {
+                errors.push(format!("{at}.call: give `tool` (with `arguments`) or `method` (with `params`)"))
+            }
             (Some(_), None) if c.params.is_some() => {
                 errors.push(format!("{at}.call.params: only with `method`; a tool takes `arguments`"))
             }
@@ -199,13 +201,15 @@ mod tests {
         assert!(e.starts_with("cases[0].state: unknown field `marks`, expected `counters`"), "{e}");
         let e = parse(b"cases:\n- name: a\n  name: b\n  call: {tool: t}\n  expect: {kind: allowed}\n").unwrap_err();
         assert!(e.contains("duplicate"), "{e}");
-        let e = parse(br#"{"cases": [{"name": "a", "call": {"tool": "t"}, "expect": {"kind": "allow"}}]}"#).unwrap_err();
+        let e =
+            parse(br#"{"cases": [{"name": "a", "call": {"tool": "t"}, "expect": {"kind": "allow"}}]}"#).unwrap_err();
         assert!(e.starts_with("cases[0].expect.kind: unknown variant `allow`"), "{e}");
     }
 
     #[test]
     fn a_call_is_a_tool_or_a_method() {
-        let one = |call: &str| parse(format!("cases: [{{name: a, call: {call}, expect: {{kind: allowed}}}}]").as_bytes());
+        let one =
+            |call: &str| parse(format!("cases: [{{name: a, call: {call}, expect: {{kind: allowed}}}}]").as_bytes());
         assert!(one("{tool: t, arguments: {a: 1}}").is_ok());
         assert!(one("{method: tools/list}").is_ok());
         assert_eq!(one("{tool: t, method: m}").unwrap_err(), "cases[0].call: give `tool` or `method`, not both");
