@@ -50,7 +50,13 @@ $(VENV)/.installed: tests/requirements.txt pyproject.toml
 	touch $@
 
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
-test: lint test-unit build venv test-envoy
+test: lint test-unit build venv policy-test test-envoy
+
+## policy-test: mcp-policy test on every shipped tests file (a POLICY.tests.yaml beside POLICY.json)
+.PHONY: policy-test
+POLICY_TESTS := envoy/policy.tests.yaml envoy/policy-conditions.tests.yaml docs/examples/policy.tests.yaml
+policy-test: cli
+	@for t in $(POLICY_TESTS); do target/release/mcp-policy test $${t%.tests.yaml}.json $$t || exit 1; done
 
 # Every native cargo command builds the core (mcp-policy-core) with the same features
 # (FILTER_FEATURES): two feature sets would make every command rebuild it, and the services and
@@ -237,7 +243,9 @@ run:
 	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
-##         "applied" once Envoy loaded it, else why it was not
+##         "applied" once Envoy loaded it, else why it was not. First runs its tests file,
+##         $(RUN_DIR)/policy.tests.yaml (or .tests.json) when there is one (mcp-policy test), and
+##         applies nothing when a case fails
 .PHONY: reload
 reload:
 	@mkdir -p $(RUN_DIR)
@@ -247,6 +255,9 @@ reload:
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
+	@for t in $(RUN_DIR)/policy.tests.yaml $(RUN_DIR)/policy.tests.json; do \
+	  if [ -f $$t ]; then target/release/mcp-policy test $(RUN_DIR)/policy.json $$t || \
+	    { echo "reload: $$t does not pass: nothing applied (the previous policy serves)" >&2; exit 1; }; fi; done
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
 	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 
