@@ -50,7 +50,27 @@ $(VENV)/.installed: tests/requirements.txt pyproject.toml
 	touch $@
 
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
-test: lint test-unit build venv policy-test test-envoy
+test: lint test-unit build venv policy-test observability-test test-envoy
+
+## prometheus-deps: Debian's prometheus 2.42 (prometheus and promtool), unpacked into tools/prometheus
+##                  (apt-get download, dpkg-deb -x): installing the package would also start a system
+##                  Prometheus on :9090 (its postinst runs invoke-rc.d) and add a system user
+PROMETHEUS_DIR := tools/prometheus
+PROMTOOL := $(PROMETHEUS_DIR)/usr/bin/promtool
+.PHONY: prometheus-deps observability-test
+prometheus-deps: $(PROMTOOL)
+$(PROMTOOL):
+	@command -v apt-get >/dev/null || { echo "prometheus-deps needs apt-get (Debian's prometheus package)" >&2; exit 1; }
+	mkdir -p $(PROMETHEUS_DIR)
+	cd $(PROMETHEUS_DIR) && rm -f prometheus_*.deb && { apt-get download prometheus 2>/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb
+	touch $@
+
+## observability-test: the alert rules' unit tests (promtool test rules deploy/observability/rules.test.yaml)
+observability-test: prometheus-deps
+	$(PROMTOOL) check rules deploy/observability/rules.yaml
+	$(PROMTOOL) test rules deploy/observability/rules.test.yaml
 
 ## policy-test: mcp-policy test on every shipped tests file (a POLICY.tests.yaml beside POLICY.json)
 .PHONY: policy-test
@@ -85,7 +105,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps
+test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps prometheus-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
