@@ -72,9 +72,10 @@ observability-test: prometheus-deps
 	$(PROMTOOL) check rules deploy/observability/rules.yaml
 	$(PROMTOOL) test rules deploy/observability/rules.test.yaml
 
-## policy-test: mcp-policy test on every shipped tests file (a POLICY.tests.yaml beside POLICY.json)
+## policy-test: mcp-policy test on every shipped tests file (each POLICY.tests.yaml beside its POLICY.json,
+##              in envoy/ and docs/examples/)
 .PHONY: policy-test
-POLICY_TESTS := envoy/policy.tests.yaml envoy/policy-conditions.tests.yaml docs/examples/policy.tests.yaml
+POLICY_TESTS := $(wildcard envoy/*.tests.yaml docs/examples/*.tests.yaml)
 policy-test: cli
 	@for t in $(POLICY_TESTS); do target/release/mcp-policy test $${t%.tests.yaml}.json $$t || exit 1; done
 
