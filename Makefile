@@ -278,7 +278,7 @@ reload:
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
 	@for t in $(RUN_DIR)/policy.tests.yaml $(RUN_DIR)/policy.tests.json; do \
 	  if [ -f $$t ]; then target/release/mcp-policy test $(RUN_DIR)/policy.json $$t || \
-	    { echo "reload: $$t does not pass: nothing applied (the previous policy serves)" >&2; exit 1; }; fi; done
+	    { echo "reload: $$t fails: not applied (the previous policy keeps serving)" >&2; exit 1; }; fi; done
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
 	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 

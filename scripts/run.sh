@@ -46,8 +46,6 @@ mkdir -p "$run_dir"
 seeded="kept from the last run; rm it to start again from envoy/policy.json"
 if [ ! -f "$run_dir/policy.json" ]; then
   cp envoy/policy.json "$run_dir/policy.json"
-  # Its tests, which make reload runs before it applies an edited policy.
-  [ -f "$run_dir/policy.tests.yaml" ] || cp envoy/policy.tests.yaml "$run_dir/policy.tests.yaml"
   seeded="copied from envoy/policy.json"
 fi
 # The ECDS resource: envoy/ecds/mcp_policy.yaml (envoy/envoy.yaml's filter config) with that policy.
