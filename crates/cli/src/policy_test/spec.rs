@@ -46,6 +46,10 @@ pub struct Case {
 /// A call: a tool (`tools/call`) with its arguments, or a JSON-RPC method with its params.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["tool"], "not": {"anyOf": [{"required": ["method"]}, {"required": ["params"]}]}},
+    {"required": ["method"], "not": {"anyOf": [{"required": ["tool"]}, {"required": ["arguments"]}]}}
+]))]
 pub struct Call {
     /// The tool called with `tools/call`. Exactly one of `tool` and `method`.
     #[serde(default)]

@@ -166,6 +166,17 @@ fn the_committed_tests_schema_is_generated_output() {
             serde_norway::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
         let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{file}: {errors:?}");
-        assert!(!validator.is_valid(&serde_json::json!({"cases": [], "extra": 1})));
+    }
+    assert!(!validator.is_valid(&serde_json::json!({"cases": [], "extra": 1})));
+    let case = |call: serde_json::Value| serde_json::json!({"cases": [{"name": "a", "call": call, "expect": {"kind": "allowed"}}]});
+    assert!(validator.is_valid(&case(serde_json::json!({"tool": "t", "arguments": {}}))));
+    assert!(validator.is_valid(&case(serde_json::json!({"method": "tools/list", "params": {}}))));
+    for call in [
+        serde_json::json!({"tool": "t", "method": "m"}),
+        serde_json::json!({"tool": "t", "params": {}}),
+        serde_json::json!({"method": "m", "arguments": {}}),
+        serde_json::json!({}),
+    ] {
+        assert!(!validator.is_valid(&case(call.clone())), "{call}");
     }
 }
