@@ -180,3 +180,29 @@ fn the_committed_tests_schema_is_generated_output() {
         assert!(!validator.is_valid(&case(call.clone())), "{call}");
     }
 }
+
+/// With `gateway.grants` and `gateway.grant_header`, a case's grant is the header's value, counted
+/// under its own grant id; a grant not listed is refused `no_grant`.
+#[test]
+fn registered_grants_in_a_header_are_counted_under_their_id() {
+    let (status, entry, _) = super::run_with(&["grant-id", "--header", "--label", "ci"], "team-ci-token");
+    assert_eq!(status, 0);
+    let policy = scratch(
+        "grants.json",
+        &format!(
+            r#"{{"version": "1", "tools": {{"exec": {{"limits": [{{"counter": "c", "window": "hour", "max": 3}}]}}}},
+              "gateway": {{"grant_header": "x-grant", "grants": [{}]}}}}"#,
+            entry.trim()
+        ),
+    );
+    let tests = scratch(
+        "grants.tests.yaml",
+        "cases:\n\
+         \x20 - {name: listed, grant: team-ci-token, call: {tool: exec}, expect: {kind: allowed, rule: tools.exec}}\n\
+         \x20 - {name: full, grant: team-ci-token, state: {counters: {c: 3}}, call: {tool: exec}, expect: {kind: rate_limited}}\n\
+         \x20 - {name: not listed, grant: other, call: {tool: exec}, expect: {kind: no_grant, reason: not a registered grant}}\n",
+    );
+    let (status, out, err) = run(&["test", &policy, &tests]);
+    assert_eq!((status, err.as_str()), (0, ""), "{out}");
+    assert!(out.ends_with("\ntest result: ok. 3 passed; 0 failed\n"), "{out}");
+}
