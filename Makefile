@@ -50,7 +50,34 @@ $(VENV)/.installed: tests/requirements.txt pyproject.toml
 	touch $@
 
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
-test: lint test-unit build venv test-envoy
+test: lint test-unit build venv policy-test observability-test test-envoy
+
+## prometheus-deps: Debian's prometheus 2.42 (prometheus and promtool), unpacked into tools/prometheus
+##                  (apt-get download, dpkg-deb -x): installing the package would also start a system
+##                  Prometheus on :9090 (its postinst runs invoke-rc.d) and add a system user
+PROMETHEUS_DIR := tools/prometheus
+PROMTOOL := $(PROMETHEUS_DIR)/usr/bin/promtool
+.PHONY: prometheus-deps observability-test
+prometheus-deps: $(PROMTOOL)
+$(PROMTOOL):
+	@command -v apt-get >/dev/null || { echo "prometheus-deps needs apt-get (Debian's prometheus package)" >&2; exit 1; }
+	mkdir -p $(PROMETHEUS_DIR)
+	cd $(PROMETHEUS_DIR) && rm -f prometheus_*.deb && { apt-get download prometheus 2>/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb
+	touch $@
+
+## observability-test: the alert rules' unit tests (promtool test rules deploy/observability/rules.test.yaml)
+observability-test: prometheus-deps
+	$(PROMTOOL) check rules deploy/observability/rules.yaml
+	$(PROMTOOL) test rules deploy/observability/rules.test.yaml
+
+## policy-test: mcp-policy test on every shipped tests file (each POLICY.tests.yaml beside its POLICY.json,
+##              in envoy/ and docs/examples/)
+.PHONY: policy-test
+POLICY_TESTS := $(wildcard envoy/*.tests.yaml docs/examples/*.tests.yaml)
+policy-test: cli
+	@for t in $(POLICY_TESTS); do target/release/mcp-policy test $${t%.tests.yaml}.json $$t || exit 1; done
 
 # Every native cargo command builds the core (mcp-policy-core) with the same features
 # (FILTER_FEATURES): two feature sets would make every command rebuild it, and the services and
@@ -79,7 +106,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps
+test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -211,6 +238,8 @@ ratelimit: native
 schema:
 	$(CARGO) run --quiet --locked $(FILTER_FEATURES) -p mcp-policy-cli -- schema > schema/policy.schema.json.tmp
 	mv schema/policy.schema.json.tmp schema/policy.schema.json
+	$(CARGO) run --quiet --locked $(FILTER_FEATURES) -p mcp-policy-cli -- schema --tests > schema/policy-tests.schema.json.tmp
+	mv schema/policy-tests.schema.json.tmp schema/policy-tests.schema.json
 
 ## docs: the manual (docs/src, an mdBook) built into docs/book; open docs/book/index.html. mdBook comes
 ##       from crates.io, pinned, installed into tools/mdbook on first use (cargo install: a few
@@ -249,7 +278,9 @@ run:
 	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
-##         "applied" once Envoy loaded it, else why it was not
+##         "applied" once Envoy loaded it, else why it was not. First runs its tests file,
+##         $(RUN_DIR)/policy.tests.yaml (or .tests.json) when there is one (mcp-policy test), and
+##         applies nothing when a case fails
 .PHONY: reload
 reload:
 	@mkdir -p $(RUN_DIR)
@@ -259,6 +290,9 @@ reload:
 	  echo "reload: the source changed: rebuilding mcp-policy (log: $(RUN_DIR)/reload-build.log)"; fi
 	@$(MAKE) --no-print-directory native >$(RUN_DIR)/reload-build.log 2>&1 || \
 	  { cat $(RUN_DIR)/reload-build.log >&2; echo "reload: building mcp-policy failed (above)" >&2; exit 2; }
+	@for t in $(RUN_DIR)/policy.tests.yaml $(RUN_DIR)/policy.tests.json; do \
+	  if [ -f $$t ]; then target/release/mcp-policy test $(RUN_DIR)/policy.json $$t || \
+	    { echo "reload: $$t fails: not applied (the previous policy keeps serving)" >&2; exit 1; }; fi; done
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
 	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
 

@@ -15,14 +15,14 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_STATUSES: &str = "\
 Exit status:
   0  check: every policy is valid; explain: the request would be forwarded to the MCP server;
-     apply: Envoy loaded the policy
-  1  a policy is invalid
-  2  usage error, or a file cannot be read
+     apply: Envoy loaded the policy; test: every case got the decision expected
+  1  a policy is invalid; test: a case got another decision than expected
+  2  usage error, or a file cannot be read; test: also an invalid policy or tests file
   3  explain: the filter would refuse the request (it answers the agent itself)
   4  explain: the request would be held until a person approves it (require_approval)
   5  apply: Envoy refused the policy, or did not confirm it in time (the previous one serves)";
 
-/// Check and explain mcp-policy-filter policies (PolicyLayer policy.json)
+/// Check, explain and test mcp-policy-filter policies (PolicyLayer policy.json)
 ///
 /// Runs the filter's own code: a policy is read exactly as the filter reads it in Envoy, and a
 /// request is decided exactly as the filter decides it.
@@ -106,11 +106,47 @@ Exit status:
   0  the grant id is printed
   2  not a bearer token (with --header: an empty value), or the token was given as an argument")]
     GrantId(GrantIdArgs),
+    /// Test a policy against a tests file of calls and the decisions expected
+    ///
+    /// TESTS is YAML or JSON (`mcp-policy schema --tests` prints its JSON Schema): cases, each a
+    /// name, a grant, a call (a tool and its arguments, or a method and its params), the calls its
+    /// limits already counted (`state.counters`), and the decision expected (`expect.kind`, and
+    /// optionally `expect.rule` and text `expect.reason` contains). Each case is decided by the
+    /// filter's own code, as `explain` decides a request. Prints one line per case, `ok` or
+    /// `FAILED`, then expected versus actual for each failed case, then the counts.
+    #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Exit status:
+  0  every case got the decision expected
+  1  a case got another decision
+  2  bad input: usage error, the policy or the tests file is invalid or cannot be read, or a
+     case cannot be run (e.g. a counter the policy has no limit for)")]
+    Test(TestArgs),
     /// Print the JSON Schema of the policy file (generated from the filter's config types)
     #[command(after_help = "\
 Exit status:
   0  the schema is printed")]
-    Schema,
+    Schema(SchemaArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// The policy
+    #[arg(value_name = "POLICY.json")]
+    pub policy: String,
+    /// The tests file, YAML or JSON (`-` reads standard input)
+    #[arg(value_name = "TESTS")]
+    pub tests: String,
+    /// Also write the results as JUnit XML to FILE
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SchemaArgs {
+    /// The schema of a policy tests file (`mcp-policy test`) instead
+    #[arg(long)]
+    pub tests: bool,
 }
 
 #[derive(Args, Debug)]

@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::limits::{MemoryStore, SharedStore};
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
 
@@ -12,20 +12,35 @@ use super::args::ExplainArgs;
 use super::check::load_policy;
 use super::{read_input, usage_error, Failure, Report, NEEDS_APPROVAL, OK, REFUSED};
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 
 /// Where `explain` sends the request: `--cluster`, `--authority`, `--path` (defaults: the shipped
 /// envoy/envoy.yaml's cluster and listener, the MCP endpoint `/mcp`).
-struct Target {
-    cluster: String,
-    authority: String,
-    path: String,
+pub(super) struct Target {
+    pub cluster: String,
+    pub authority: String,
+    pub path: String,
 }
 
-/// Run the filter's decision path on one POST.
-fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
+impl Default for Target {
+    /// `explain`'s defaults: the shipped envoy/envoy.yaml's cluster and listener, `/mcp`.
+    fn default() -> Self {
+        Target { cluster: "mcp_upstream".into(), authority: "127.0.0.1:10000".into(), path: "/mcp".into() }
+    }
+}
+
+/// Run the filter's decision path on one POST, with `store` as the rate limits' shared data and
+/// `now_ms` as the time (`mcp-policy test` passes counters it filled before the call).
+pub(super) fn decide(
+    policy: &Policy,
+    body: &[u8],
+    grant: &str,
+    to: &Target,
+    store: &dyn SharedStore,
+    now_ms: u64,
+) -> Outcome {
     let credential = match &policy.gateway.grant {
         GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
         GrantSource::Header(h) => (h.as_str(), grant.to_owned()),
@@ -41,7 +56,7 @@ fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
     head.cluster = Some(to.cluster.clone());
     match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
-        HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
+        HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, store, now_ms),
     }
 }
 
@@ -64,7 +79,7 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
     let to = Target { cluster: cluster.clone(), authority: authority.clone(), path: path.clone() };
     let policy = load_policy(policy_file)?;
     let body = read_input(request_file)?;
-    let outcome = decide(&policy, &body, grant, &to);
+    let outcome = decide(&policy, &body, grant, &to, &MemoryStore::new(), now_ms());
     let status = match (&outcome.reply, &outcome.approval) {
         (Some(_), _) => REFUSED,
         (None, Some(_)) => NEEDS_APPROVAL,

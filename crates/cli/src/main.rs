@@ -13,8 +13,9 @@ mod args;
 mod check;
 mod explain;
 mod grant_id;
+mod policy_test;
 
-use args::{Cli, Command};
+use args::{Cli, Command, SchemaArgs};
 use mcp_policy_core::config::PolicySpec;
 
 /// Exit statuses (listed in `mcp-policy --help`).
@@ -65,9 +66,16 @@ fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
     read.map_err(|e| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: cannot read {path}: {e}") })
 }
 
-fn schema() -> Result<Report, Failure> {
-    let mut schema = schemars::schema_for!(PolicySpec);
-    schema.insert("title".into(), "mcp-policy-filter policy.json".into());
+fn schema(args: &SchemaArgs) -> Result<Report, Failure> {
+    let schema = if args.tests {
+        let mut s = schemars::schema_for!(policy_test::spec::TestsFile);
+        s.insert("title".into(), "mcp-policy test: policy tests file".into());
+        s
+    } else {
+        let mut s = schemars::schema_for!(PolicySpec);
+        s.insert("title".into(), "mcp-policy-filter policy.json".into());
+        s
+    };
     serde_json::to_string_pretty(&schema)
         .map(|s| Report::out(s + "\n", OK))
         .map_err(|e| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: cannot render the schema: {e}") })
@@ -79,7 +87,8 @@ fn run(command: &Command) -> Result<Report, Failure> {
         Command::Explain(args) => explain::explain(args),
         Command::Apply(args) => apply::command(args),
         Command::GrantId(args) => grant_id::command(args),
-        Command::Schema => schema(),
+        Command::Test(args) => policy_test::command(args),
+        Command::Schema(args) => schema(args),
     }
 }
 

@@ -54,7 +54,7 @@ fn committed_schema_is_generated_output() {
 /// Every `*policy*.json` in the directories that hold example policies, plus the shared case policy.
 fn example_policies() -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for dir in ["envoy", "tests/cases", "bench", "examples", "docs"] {
+    for dir in ["envoy", "tests/cases", "bench", "examples", "docs", "docs/examples"] {
         let Ok(entries) = std::fs::read_dir(Path::new(ROOT).join(dir)) else { continue };
         for e in entries {
             let path = e.unwrap().path();

@@ -173,8 +173,9 @@ impl App {
 
     /// The `/metrics` page (pending approvals counted now).
     pub async fn metrics_text(&self) -> Result<String, Error> {
-        let pending = self.db(|s, now| Ok((s.pending_count(now)?, Changes::default()))).await?;
+        let ((pending, oldest), now) = self.db(|s, now| Ok(((s.pending_count(now)?, now), Changes::default()))).await?;
         self.metrics.pending.set(pending);
+        self.metrics.oldest_pending_age.set(oldest.map_or(0, |opened| now.saturating_sub(opened).max(0)));
         Ok(self.page.render())
     }
 }

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub bad_requests: Counter,
     /// Pending approvals, counted in the database when the page is asked for.
     pub pending: Gauge,
+    /// Seconds since the oldest pending approval was opened (0 when none), read with `pending`.
+    pub oldest_pending_age: Gauge,
 }
 
 impl Metrics {
@@ -34,6 +36,11 @@ impl Metrics {
             r.register(&format!("mcp_approvals_{name}_total"), help, c.clone());
         }
         r.register("mcp_approvals_pending", "Pending approvals now.", self.pending.clone());
+        r.register(
+            "mcp_approvals_oldest_pending_age_seconds",
+            "Seconds since the oldest pending approval was opened (0 when none).",
+            self.oldest_pending_age.clone(),
+        );
         r.register(
             "mcp_approvals_checks_total",
             "Answers to /v1/check by status.",
@@ -66,6 +73,7 @@ mod tests {
         m.opened.inc();
         m.checks_pending.inc_by(2);
         m.pending.set(1);
+        m.oldest_pending_age.set(42);
         assert_eq!(
             m.registry().render(),
             "# HELP mcp_approvals_opened_total Approvals opened (new pending approvals).\n\
@@ -80,6 +88,8 @@ mod tests {
              # TYPE mcp_approvals_expired_total counter\nmcp_approvals_expired_total 0\n\
              # HELP mcp_approvals_pending Pending approvals now.\n\
              # TYPE mcp_approvals_pending gauge\nmcp_approvals_pending 1\n\
+             # HELP mcp_approvals_oldest_pending_age_seconds Seconds since the oldest pending approval was opened (0 when none).\n\
+             # TYPE mcp_approvals_oldest_pending_age_seconds gauge\nmcp_approvals_oldest_pending_age_seconds 42\n\
              # HELP mcp_approvals_checks_total Answers to /v1/check by status.\n\
              # TYPE mcp_approvals_checks_total counter\n\
              mcp_approvals_checks_total{status=\"approved\"} 0\n\

@@ -10,13 +10,14 @@ fn usage() {
     assert_eq!((status, out.as_str(), err.as_str()), (2, "", summary.as_str()));
     assert!(
         summary.starts_with(
-            "Check and explain mcp-policy-filter policies (PolicyLayer policy.json)\n\n\
+            "Check, explain and test mcp-policy-filter policies (PolicyLayer policy.json)\n\n\
              Usage: mcp-policy <COMMAND>\n\n\
              Commands:\n\
              \x20 check     Check policies: load each one exactly as the Envoy filter does\n\
              \x20 explain   Decide a request with the filter's own code, and say why\n\
              \x20 apply     Put a policy live in a running Envoy, through the ECDS file it reads\n\
              \x20 grant-id  Print the grant id of a token read from standard input\n\
+             \x20 test      Test a policy against a tests file of calls and the decisions expected\n\
              \x20 schema    Print the JSON Schema of the policy file (generated from the filter's config types)\n"
         ),
         "{summary}"
@@ -32,9 +33,9 @@ fn usage() {
         out.ends_with(
             "Exit status:\n\
              \x20 0  check: every policy is valid; explain: the request would be forwarded to the MCP server;\n\
-             \x20    apply: Envoy loaded the policy\n\
-             \x20 1  a policy is invalid\n\
-             \x20 2  usage error, or a file cannot be read\n\
+             \x20    apply: Envoy loaded the policy; test: every case got the decision expected\n\
+             \x20 1  a policy is invalid; test: a case got another decision than expected\n\
+             \x20 2  usage error, or a file cannot be read; test: also an invalid policy or tests file\n\
              \x20 3  explain: the filter would refuse the request (it answers the agent itself)\n\
              \x20 4  explain: the request would be held until a person approves it (require_approval)\n\
              \x20 5  apply: Envoy refused the policy, or did not confirm it in time (the previous one serves)\n"
@@ -117,7 +118,7 @@ fn usage() {
                  Usage: mcp-policy check <POLICY.json>...\n\n{more}"
             ),
         ),
-        (&["schema", "x"], format!("error: unexpected argument 'x' found\n\nUsage: mcp-policy schema\n\n{more}")),
+        (&["schema", "x"], format!("error: unexpected argument 'x' found\n\nUsage: mcp-policy schema [OPTIONS]\n\n{more}")),
     ] {
         let (status, out, err) = run(args);
         assert_eq!((status, out.as_str()), (2, ""), "{args:?}");

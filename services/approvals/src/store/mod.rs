@@ -346,8 +346,9 @@ pub trait Storage {
     /// approvals deleted.
     fn purge(&mut self, now: i64, retain_days: u32) -> Result<usize>;
 
-    /// Count of unexpired pending approvals (the metrics gauge).
-    fn pending_count(&mut self, now: i64) -> Result<i64>;
+    /// Count of unexpired pending approvals, and when the oldest of them was opened (the metrics
+    /// gauges: pending approvals and their age).
+    fn pending_count(&mut self, now: i64) -> Result<(i64, Option<i64>)>;
 
     /// A cheap liveness probe of the database.
     fn ping(&mut self) -> Result<()>;

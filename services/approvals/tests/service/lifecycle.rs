@@ -421,7 +421,10 @@ async fn healthz_and_metrics() {
     let s = svc();
     let r = send(&s.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "ok"));
+    let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(m.body.lines().any(|l| l == "mcp_approvals_oldest_pending_age_seconds 0"), "{}", m.body);
     check(&s, &grant(19)).await;
+    s.clock.advance(30);
     let m = send(&s.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
     assert_eq!(m.status, StatusCode::OK);
     assert!(m.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/plain"));
@@ -433,6 +436,7 @@ async fn healthz_and_metrics() {
         "mcp_approvals_expired_total 0",
         "mcp_approvals_pending 1",
         "# TYPE mcp_approvals_pending gauge",
+        "mcp_approvals_oldest_pending_age_seconds 30",
     ] {
         assert!(m.body.lines().any(|l| l == line), "{line} in {}", m.body);
     }

@@ -203,11 +203,12 @@ impl Storage for PgStore {
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn pending_count(&mut self, now: i64) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_one("SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > $1", &[&now])?
-            .try_get(0)?)
+    fn pending_count(&mut self, now: i64) -> Result<(i64, Option<i64>)> {
+        let row = self.conn.query_one(
+            "SELECT COUNT(*), MIN(created_at) FROM approvals WHERE state = 'pending' AND expires_at > $1",
+            &[&now],
+        )?;
+        Ok((row.try_get(0)?, row.try_get(1)?))
     }
 
     fn ping(&mut self) -> Result<()> {

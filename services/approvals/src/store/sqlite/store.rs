@@ -263,11 +263,11 @@ impl Storage for SqliteStore {
     }
 
     /// Count of unexpired pending approvals (the metrics gauge).
-    fn pending_count(&mut self, now: i64) -> Result<i64> {
+    fn pending_count(&mut self, now: i64) -> Result<(i64, Option<i64>)> {
         Ok(self.conn.query_row(
-            "SELECT COUNT(*) FROM approvals WHERE state = 'pending' AND expires_at > ?1",
+            "SELECT COUNT(*), MIN(created_at) FROM approvals WHERE state = 'pending' AND expires_at > ?1",
             [now],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
     }
 

@@ -1,0 +1,154 @@
+//! `mcp-policy test POLICY TESTS`: decide each case of a tests file with the filter's own code (what
+//! `explain` runs: `pipeline::on_headers` / `pipeline::on_body`) and compare the decision with the
+//! one expected. The rate limits' prior calls are counted by the filter's own limiter
+//! (`limits::Limiter`) into the store the call is then decided with.
+
+mod report;
+pub mod spec;
+
+use mcp_policy_core::identity::grant::{self, GrantId};
+use mcp_policy_core::limits::{Limiter, MemoryStore};
+use mcp_policy_core::outcome::kind::DecisionKind;
+use mcp_policy_core::policy::{GrantSource, Policy};
+
+use super::args::TestArgs;
+use super::check::load_policy;
+use super::explain::{decide, now_ms, Target};
+use super::{read_input, Failure, Report, INVALID_POLICY, USAGE_OR_IO};
+use report::{Actual, Verdict};
+use spec::Case;
+
+/// The credential of a case without `grant` (as `explain --grant`'s default).
+const DEFAULT_GRANT: &str = "cli";
+/// Exit status when a case got another decision than expected.
+const CASE_FAILED: u8 = 1;
+
+fn bad_input(message: String) -> Failure {
+    Failure { status: USAGE_OR_IO, message }
+}
+
+pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
+    // An invalid policy is bad input here (status 2): status 1 says a case failed.
+    let policy = load_policy(&args.policy).map_err(|f| match f.status {
+        INVALID_POLICY => bad_input(f.message),
+        _ => f,
+    })?;
+    let text = read_input(&args.tests)?;
+    let file = spec::parse(&text).map_err(|e| bad_input(prefixed(&args.tests, &e)))?;
+    let now = now_ms();
+    let mut verdicts = Vec::with_capacity(file.cases.len());
+    for (i, case) in file.cases.iter().enumerate() {
+        let actual =
+            run_case(&policy, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
+        verdicts.push(Verdict::new(case, actual));
+    }
+    let source = report::Source { tests: &args.tests, policy: &args.policy };
+    if let Some(path) = &args.junit {
+        let xml = report::junit(&source, &verdicts).map_err(|e| bad_input(format!("mcp-policy: {e}")))?;
+        std::fs::write(path, xml).map_err(|e| bad_input(format!("mcp-policy: cannot write {path}: {e}")))?;
+    }
+    let failed = verdicts.iter().filter(|v| !v.passed()).count();
+    Ok(Report::out(report::text(&source, &verdicts), if failed == 0 { 0 } else { CASE_FAILED }))
+}
+
+/// `FILE: ` before each line of `message`.
+fn prefixed(file: &str, message: &str) -> String {
+    message.lines().map(|l| format!("{file}: {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// The filter's decision on one case; an error names the case's key that cannot be honoured.
+fn run_case(policy: &Policy, case: &Case, now: u64) -> Result<Actual, String> {
+    if case.claims.is_some() {
+        return Err("claims: this filter decides on the grant only (no policy reads claims); remove `claims`".into());
+    }
+    let grant = case.grant.as_deref().unwrap_or(DEFAULT_GRANT);
+    let store = MemoryStore::new();
+    if let Some(state) = &case.state {
+        for (counter, &calls) in &state.counters {
+            count_prior_calls(policy, &store, grant, counter, calls, now)
+                .map_err(|e| format!("state.counters.{counter}: {e}"))?;
+        }
+    }
+    let body = request_body(&case.call);
+    let outcome = decide(policy, body.as_bytes(), grant, &Target::default(), &store, now);
+    let d = &outcome.decision;
+    match (&outcome.reply, &outcome.approval) {
+        // Held until a person approves (the approval service is not asked): what the filter
+        // records while the service answers "pending".
+        (None, Some(p)) => Ok(Actual {
+            kind: DecisionKind::ApprovalRequired.as_str(),
+            rule: d.rule.clone(),
+            reason: d.reason.clone().or_else(|| p.reason.clone()),
+        }),
+        _ => Ok(Actual { kind: d.label(), rule: d.rule.clone(), reason: d.reason.clone() }),
+    }
+}
+
+/// The grant id the filter derives from `grant` sent as the policy's credential.
+fn grant_id(policy: &Policy, grant: &str) -> Option<GrantId> {
+    let g = match &policy.gateway.grant {
+        GrantSource::Bearer => grant::from_authorization(format!("Bearer {grant}").as_bytes()),
+        GrantSource::Header(_) => grant::from_trusted_header(grant.as_bytes()),
+    };
+    g.map(|g| g.id)
+}
+
+/// `calls` calls admitted by every limit counting `counter`, for `grant`, in the window of `now`.
+fn count_prior_calls(
+    policy: &Policy,
+    store: &MemoryStore,
+    grant: &str,
+    counter: &str,
+    calls: u64,
+    now: u64,
+) -> Result<(), String> {
+    let limits: Vec<_> = policy.limits.iter().filter(|l| l.counter == counter).collect();
+    if limits.is_empty() {
+        let mut known: Vec<&str> = policy.limits.iter().map(|l| l.counter.as_str()).collect();
+        known.sort_unstable();
+        known.dedup();
+        return Err(format!("the policy has no limit with this counter (its counters: {})", list(&known)));
+    }
+    let id = grant_id(policy, grant).ok_or("the grant is not a credential the filter reads")?;
+    let limiter = Limiter { store, now_ms: now, max_tracked_grants: policy.gateway.max_tracked_grants };
+    for limit in limits {
+        if calls > limit.max {
+            return Err(format!("{calls} calls, above the max of {} ({})", limit.max, limit.path));
+        }
+        for _ in 0..calls {
+            limiter.admit(&[limit], &id).map_err(|e| format!("the limiter refused a prior call: {e:?}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn list(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// The JSON-RPC request of a call, id 1.
+fn request_body(call: &spec::Call) -> String {
+    let mut msg = serde_json::Map::new();
+    msg.insert("jsonrpc".into(), "2.0".into());
+    msg.insert("id".into(), 1.into());
+    match (&call.tool, &call.method) {
+        (Some(tool), _) => {
+            msg.insert("method".into(), "tools/call".into());
+            let mut params = serde_json::Map::new();
+            params.insert("name".into(), tool.as_str().into());
+            params.insert("arguments".into(), call.arguments.clone().unwrap_or_default().into());
+            msg.insert("params".into(), params.into());
+        }
+        (None, method) => {
+            msg.insert("method".into(), method.as_deref().unwrap_or_default().into());
+            if let Some(p) = &call.params {
+                msg.insert("params".into(), p.clone());
+            }
+        }
+    }
+    serde_json::Value::Object(msg).to_string()
+}

@@ -1,0 +1,225 @@
+//! The policy tests file: its types (the JSON Schema `schema/policy-tests.schema.json` is derived from
+//! them) and its reading. YAML or JSON (a JSON document is read as YAML, whose flow style it is);
+//! unknown keys and duplicate keys are errors, reported with the path of the key.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// A policy tests file: the calls to decide under one policy and the decision each must get.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestsFile {
+    /// The JSON Schema of this file, for editors (not read).
+    #[serde(rename = "$schema", default)]
+    #[allow(dead_code)]
+    pub schema: Option<String>,
+    /// The cases, decided in order, each from a fresh rate-limit store.
+    pub cases: Vec<Case>,
+}
+
+/// One case: who calls, what, from which prior state, and the decision expected.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// The case's name, unique in the file (the test runner's and JUnit's test name).
+    pub name: String,
+    /// The agent's credential (default `cli`), as `mcp-policy explain --grant` takes it: sent as
+    /// `Authorization: Bearer GRANT`, or as `gateway.grant_header` when the policy sets one. With
+    /// `gateway.grants`, a token whose SHA-256 is listed there.
+    #[serde(default)]
+    pub grant: Option<String>,
+    /// Verified identity claims, for policies that decide on claims. Refused while the filter has
+    /// no policy on claims: a case that needs them cannot be decided.
+    #[serde(default)]
+    pub claims: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The call, sent as a JSON-RPC request (id 1) in a POST to the MCP server.
+    pub call: Call,
+    /// What happened before the call.
+    #[serde(default)]
+    pub state: Option<State>,
+    /// The decision expected.
+    pub expect: Expect,
+}
+
+/// A call: a tool (`tools/call`) with its arguments, or a JSON-RPC method with its params.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["tool"], "not": {"anyOf": [{"required": ["method"]}, {"required": ["params"]}]}},
+    {"required": ["method"], "not": {"anyOf": [{"required": ["tool"]}, {"required": ["arguments"]}]}}
+]))]
+pub struct Call {
+    /// The tool called with `tools/call`. Exactly one of `tool` and `method`.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The tool's arguments (default `{}`); only with `tool`.
+    #[serde(default)]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A JSON-RPC method, e.g. `tools/list`. Exactly one of `tool` and `method`.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// The method's params (none when absent); only with `method`.
+    #[serde(default)]
+    pub params: Option<serde_json::Value>,
+}
+
+/// The state before the call.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Calls already counted in the current window, by the `counter` of the policy's limits
+    /// (every limit with that counter takes them, for the case's grant): e.g.
+    /// `{"vm_agent_exec_rate": 10}`. At most the limit's `max`.
+    #[serde(default)]
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// The decision expected; every key given must match.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// The decision, as the access log's `mcp_decision` and the metrics name it.
+    pub kind: Kind,
+    /// The rule that decided, exactly as `mcp-policy explain` prints it (e.g. `tools.delete_vm`,
+    /// `default`).
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// Text the decision's reason contains.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A decision: the filter's decision kinds, and `would_deny` (a refusal in dry-run mode: forwarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Allowed,
+    Passed,
+    Denied,
+    RateLimited,
+    NoGrant,
+    Invalid,
+    LimiterUnavailable,
+    Approved,
+    ApprovalRequired,
+    ApprovalDenied,
+    ApprovalUnavailable,
+    WouldDeny,
+}
+
+impl Kind {
+    #[cfg(test)]
+    pub const ALL: [Kind; 12] = [
+        Kind::Allowed,
+        Kind::Passed,
+        Kind::Denied,
+        Kind::RateLimited,
+        Kind::NoGrant,
+        Kind::Invalid,
+        Kind::LimiterUnavailable,
+        Kind::Approved,
+        Kind::ApprovalRequired,
+        Kind::ApprovalDenied,
+        Kind::ApprovalUnavailable,
+        Kind::WouldDeny,
+    ];
+
+    /// The word `Decision::label` gives for this decision.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Allowed => "allowed",
+            Kind::Passed => "passed",
+            Kind::Denied => "denied",
+            Kind::RateLimited => "rate_limited",
+            Kind::NoGrant => "no_grant",
+            Kind::Invalid => "invalid",
+            Kind::LimiterUnavailable => "limiter_unavailable",
+            Kind::Approved => "approved",
+            Kind::ApprovalRequired => "approval_required",
+            Kind::ApprovalDenied => "approval_denied",
+            Kind::ApprovalUnavailable => "approval_unavailable",
+            Kind::WouldDeny => "would_deny",
+        }
+    }
+}
+
+/// Read a tests file; the error names the path in the file and the line.
+pub fn parse(text: &[u8]) -> Result<TestsFile, String> {
+    let file: TestsFile = serde_norway::from_slice(text).map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    if file.cases.is_empty() {
+        errors.push("cases: no cases".to_owned());
+    }
+    for (i, case) in file.cases.iter().enumerate() {
+        let at = format!("cases[{i}]");
+        if case.name.trim().is_empty() {
+            errors.push(format!("{at}.name: empty"));
+        } else if !names.insert(case.name.as_str()) {
+            errors.push(format!("{at}.name: {:?} is the name of an earlier case", case.name));
+        }
+        if case.grant.as_deref().is_some_and(|g| g.is_empty() || g.bytes().any(|b| b.is_ascii_control())) {
+            errors.push(format!("{at}.grant: must be non-empty, without control characters"));
+        }
+        let c = &case.call;
+        match (&c.tool, &c.method) {
+            (Some(_), Some(_)) => errors.push(format!("{at}.call: give `tool` or `method`, not both")),
+            (None, None) => {
+                errors.push(format!("{at}.call: give `tool` (with `arguments`) or `method` (with `params`)"))
+            }
+            (Some(_), None) if c.params.is_some() => {
+                errors.push(format!("{at}.call.params: only with `method`; a tool takes `arguments`"))
+            }
+            (None, Some(_)) if c.arguments.is_some() => {
+                errors.push(format!("{at}.call.arguments: only with `tool`; a method takes `params`"))
+            }
+            _ => {}
+        }
+    }
+    if errors.is_empty() {
+        Ok(file)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_decision_kind_can_be_expected() {
+        let words: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        for k in mcp_policy_core::outcome::kind::DecisionKind::ALL {
+            assert!(words.contains(&k.as_str()), "{}", k.as_str());
+        }
+        assert_eq!(words.len(), mcp_policy_core::outcome::kind::DecisionKind::ALL.len() + 1);
+    }
+
+    #[test]
+    fn unknown_and_duplicate_keys_are_errors_with_their_path() {
+        let e = parse(b"cases:\n- name: a\n  call: {tool: t}\n  expect: {kind: allowed}\n  state: {marks: {}}\n")
+            .unwrap_err();
+        assert!(e.starts_with("cases[0].state: unknown field `marks`, expected `counters`"), "{e}");
+        let e = parse(b"cases:\n- name: a\n  name: b\n  call: {tool: t}\n  expect: {kind: allowed}\n").unwrap_err();
+        assert!(e.contains("duplicate"), "{e}");
+        let e =
+            parse(br#"{"cases": [{"name": "a", "call": {"tool": "t"}, "expect": {"kind": "allow"}}]}"#).unwrap_err();
+        assert!(e.starts_with("cases[0].expect.kind: unknown variant `allow`"), "{e}");
+    }
+
+    #[test]
+    fn a_call_is_a_tool_or_a_method() {
+        let one =
+            |call: &str| parse(format!("cases: [{{name: a, call: {call}, expect: {{kind: allowed}}}}]").as_bytes());
+        assert!(one("{tool: t, arguments: {a: 1}}").is_ok());
+        assert!(one("{method: tools/list}").is_ok());
+        assert_eq!(one("{tool: t, method: m}").unwrap_err(), "cases[0].call: give `tool` or `method`, not both");
+        assert_eq!(
+            one("{method: m, arguments: {}}").unwrap_err(),
+            "cases[0].call.arguments: only with `tool`; a method takes `params`"
+        );
+    }
+}

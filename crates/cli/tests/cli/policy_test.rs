@@ -1,0 +1,208 @@
+//! `mcp-policy test`: exact reports, exit statuses, the JUnit XML, bad input, and the shipped tests
+//! files (they pass).
+
+use super::{run, scratch};
+
+const POLICY: &str = "envoy/policy.json";
+
+#[test]
+fn the_shipped_tests_files_pass() {
+    for (policy, tests, n) in [
+        ("envoy/policy.json", "envoy/policy.tests.yaml", 7),
+        ("envoy/policy-conditions.json", "envoy/policy-conditions.tests.yaml", 6),
+        ("docs/examples/policy.json", "docs/examples/policy.tests.yaml", 8),
+    ] {
+        let (status, out, err) = run(&["test", policy, tests]);
+        assert_eq!((status, err.as_str()), (0, ""), "{out}");
+        assert!(out.starts_with(&format!("running {n} cases of {tests} on {policy}\n")), "{out}");
+        assert!(out.ends_with(&format!("\ntest result: ok. {n} passed; 0 failed\n")), "{out}");
+        assert_eq!(out.matches(" ... ok\n").count(), n, "{out}");
+    }
+}
+
+const TWO_CASES: &str = "\
+cases:
+  - name: list_vms is allowed
+    call: {tool: list_vms}
+    expect: {kind: allowed, rule: tools.list_vms}
+  - name: the 11th exec is refused
+    grant: ci-agent
+    state: {counters: {vm_agent_exec_rate: 10}}
+    call: {tool: vm_agent_exec, arguments: {vmid: 1}}
+    expect: {kind: denied, rule: default, reason: not allowed}
+";
+
+#[test]
+fn a_failed_case_shows_expected_and_actual_and_exits_1() {
+    let tests = scratch("two.tests.yaml", TWO_CASES);
+    let junit = scratch("two.junit.xml", "");
+    let (status, out, err) = run(&["test", POLICY, &tests, "--junit", &junit]);
+    assert_eq!((status, err.as_str()), (1, ""));
+    assert_eq!(
+        out,
+        format!(
+            "running 2 cases of {tests} on envoy/policy.json\n\
+             case list_vms is allowed ... ok\n\
+             case the 11th exec is refused ... FAILED\n\
+             \n\
+             failures:\n\
+             \n\
+             ---- the 11th exec is refused ----\n\
+             --- expected\n\
+             +++ actual\n\
+             -kind:   denied\n\
+             +kind:   rate_limited\n\
+             -rule:   default\n\
+             +rule:   tools.vm_agent_exec.limits[0]\n\
+             -reason: contains \"not allowed\"\n\
+             +reason: limit vm_agent_exec_rate (10 per minute) reached\n\
+             \n\
+             test result: FAILED. 1 passed; 1 failed\n"
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&junit).unwrap(),
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <testsuites name=\"mcp-policy test\" tests=\"2\" skipped=\"0\" failures=\"1\" errors=\"0\">\n\
+             \x20   <testsuite name=\"{tests}\" tests=\"2\" skipped=\"0\" errors=\"0\" failures=\"1\">\n\
+             \x20       <properties>\n\
+             \x20           <property name=\"policy\" value=\"envoy/policy.json\"/>\n\
+             \x20       </properties>\n\
+             \x20       <testcase name=\"list_vms is allowed\" classname=\"{tests}\"/>\n\
+             \x20       <testcase name=\"the 11th exec is refused\" classname=\"{tests}\">\n\
+             \x20           <failure message=\"the decision differs from the expected one\" type=\"decision\">--- expected\n\
+             +++ actual\n\
+             -kind:   denied\n\
+             +kind:   rate_limited\n\
+             -rule:   default\n\
+             +rule:   tools.vm_agent_exec.limits[0]\n\
+             -reason: contains &quot;not allowed&quot;\n\
+             +reason: limit vm_agent_exec_rate (10 per minute) reached\n\
+             </failure>\n\
+             \x20       </testcase>\n\
+             \x20   </testsuite>\n\
+             </testsuites>\n"
+        )
+    );
+}
+
+#[test]
+fn json_tests_and_one_prior_call_less() {
+    let tests = scratch(
+        "one.tests.json",
+        r#"{"cases": [{"name": "9 prior calls: the 10th passes", "grant": "ci-agent",
+            "state": {"counters": {"vm_agent_exec_rate": 9}},
+            "call": {"tool": "vm_agent_exec", "arguments": {"vmid": 1}},
+            "expect": {"kind": "allowed", "rule": "tools.vm_agent_exec"}}]}"#,
+    );
+    let (status, out, err) = run(&["test", POLICY, &tests]);
+    assert_eq!((status, err.as_str()), (0, ""));
+    assert_eq!(
+        out,
+        format!(
+            "running 1 case of {tests} on envoy/policy.json\ncase 9 prior calls: the 10th passes ... ok\n\n\
+             test result: ok. 1 passed; 0 failed\n"
+        )
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_where_and_why() {
+    let case = |extra: &str, call: &str| {
+        format!("cases:\n  - name: a\n    call: {call}\n    expect: {{kind: allowed}}\n{extra}")
+    };
+    for (name, text, message) in [
+        ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` at line 5 column 13"),
+        ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: this filter decides on the grant only (no policy reads claims); remove `claims`"),
+        ("counter.yaml", case("    state: {counters: {nope: 1}}\n", "{tool: t}"), "cases[0].state.counters.nope: the policy has no limit with this counter (its counters: vm_agent_exec_rate)"),
+        ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: t}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
+        ("both.yaml", case("", "{tool: t, method: m}"), "cases[0].call: give `tool` or `method`, not both"),
+        ("empty.yaml", "cases: []\n".to_owned(), "cases: no cases"),
+    ] {
+        let tests = scratch(name, &text);
+        let (status, out, err) = run(&["test", POLICY, &tests]);
+        assert_eq!((status, out.as_str(), err.as_str()), (2, "", format!("{tests}: {message}\n").as_str()), "{name}");
+    }
+    // An invalid policy is bad input too (1 means a case failed).
+    let policy = scratch("bad-policy.json", r#"{"version": "1", "tools": 3}"#);
+    let (status, out, _) = run(&["test", &policy, "envoy/policy.tests.yaml"]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    let (status, _, err) = run(&["test", POLICY, "no-such.tests.yaml"]);
+    assert_eq!(status, 2);
+    assert!(err.starts_with("mcp-policy: cannot read no-such.tests.yaml: "), "{err}");
+}
+
+#[test]
+fn the_help_gives_the_exit_statuses() {
+    let (status, out, _) = run(&["test", "--help"]);
+    assert_eq!(status, 0);
+    assert!(
+        out.ends_with(
+            "Exit status:\n\
+             \x20 0  every case got the decision expected\n\
+             \x20 1  a case got another decision\n\
+             \x20 2  bad input: usage error, the policy or the tests file is invalid or cannot be read, or a\n\
+             \x20    case cannot be run (e.g. a counter the policy has no limit for)\n"
+        ),
+        "{out}"
+    );
+}
+
+/// `schema/policy-tests.schema.json` is `mcp-policy schema --tests`, and every shipped tests file is
+/// valid under it.
+#[test]
+fn the_committed_tests_schema_is_generated_output() {
+    let (status, generated, _) = run(&["schema", "--tests"]);
+    assert_eq!(status, 0);
+    let root = std::path::Path::new(super::common::ROOT);
+    let committed = std::fs::read_to_string(root.join("schema/policy-tests.schema.json")).unwrap();
+    assert!(generated == committed, "schema/policy-tests.schema.json is stale: regenerate it with `make schema`");
+    let schema: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert!(jsonschema::meta::is_valid(&schema));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for file in ["envoy/policy.tests.yaml", "envoy/policy-conditions.tests.yaml", "docs/examples/policy.tests.yaml"] {
+        let doc: serde_json::Value =
+            serde_norway::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{file}: {errors:?}");
+    }
+    assert!(!validator.is_valid(&serde_json::json!({"cases": [], "extra": 1})));
+    let case = |call: serde_json::Value| serde_json::json!({"cases": [{"name": "a", "call": call, "expect": {"kind": "allowed"}}]});
+    assert!(validator.is_valid(&case(serde_json::json!({"tool": "t", "arguments": {}}))));
+    assert!(validator.is_valid(&case(serde_json::json!({"method": "tools/list", "params": {}}))));
+    for call in [
+        serde_json::json!({"tool": "t", "method": "m"}),
+        serde_json::json!({"tool": "t", "params": {}}),
+        serde_json::json!({"method": "m", "arguments": {}}),
+        serde_json::json!({}),
+    ] {
+        assert!(!validator.is_valid(&case(call.clone())), "{call}");
+    }
+}
+
+/// With `gateway.grants` and `gateway.grant_header`, a case's grant is the header's value, counted
+/// under its own grant id; a grant not listed is refused `no_grant`.
+#[test]
+fn registered_grants_in_a_header_are_counted_under_their_id() {
+    let (status, entry, _) = super::run_with(&["grant-id", "--header", "--label", "ci"], "team-ci-token");
+    assert_eq!(status, 0);
+    let policy = scratch(
+        "grants.json",
+        &format!(
+            r#"{{"version": "1", "tools": {{"exec": {{"limits": [{{"counter": "c", "window": "hour", "max": 3}}]}}}},
+              "gateway": {{"grant_header": "x-grant", "grants": [{}]}}}}"#,
+            entry.trim()
+        ),
+    );
+    let tests = scratch(
+        "grants.tests.yaml",
+        "cases:\n\
+         \x20 - {name: listed, grant: team-ci-token, call: {tool: exec}, expect: {kind: allowed, rule: tools.exec}}\n\
+         \x20 - {name: full, grant: team-ci-token, state: {counters: {c: 3}}, call: {tool: exec}, expect: {kind: rate_limited}}\n\
+         \x20 - {name: not listed, grant: other, call: {tool: exec}, expect: {kind: no_grant, reason: not a registered grant}}\n",
+    );
+    let (status, out, err) = run(&["test", &policy, &tests]);
+    assert_eq!((status, err.as_str()), (0, ""), "{out}");
+    assert!(out.ends_with("\ntest result: ok. 3 passed; 0 failed\n"), "{out}");
+}
