@@ -23,6 +23,10 @@ pub struct Decision {
     pub dry_run: bool,
     /// The approval this decision is about (`require_approval` tools).
     pub approval_id: Option<String>,
+    /// The attached policy's name, under a policy set.
+    pub policy: Option<String>,
+    /// Who called, from the verified token only (`gateway.identity`).
+    pub provenance: Option<Box<crate::identity::payload::Provenance>>,
 }
 
 impl Decision {
@@ -39,6 +43,8 @@ impl Decision {
             arg_keys: Vec::new(),
             dry_run: false,
             approval_id: None,
+            policy: None,
+            provenance: None,
         }
     }
 
