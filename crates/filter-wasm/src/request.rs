@@ -283,10 +283,10 @@ fn set_filter_state(d: &mcp_policy_core::outcome::decision::Decision) {
     if let Some(k) = d.error_kind() {
         let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
     }
-    if let Some(p) = &d.policy {
-        let _ = hostcalls::set_property(vec!["mcp_policy"], Some(p.as_bytes()));
-    }
     if let Some(p) = &d.provenance {
+        if let Some(name) = &p.policy {
+            let _ = hostcalls::set_property(vec!["mcp_policy"], Some(name.as_bytes()));
+        }
         let safe = mcp_policy_core::outcome::audit::log_safe;
         if let Some(s) = &p.subject {
             let _ = hostcalls::set_property(vec!["mcp_subject"], Some(safe(s).as_bytes()));

@@ -83,6 +83,7 @@ impl Claims {
             at = a.get("act");
         }
         Provenance {
+            policy: None,
             subject: self.text("sub").map(str::to_owned),
             client_id: self.text("client_id").or_else(|| self.text("azp")).map(str::to_owned),
             act,
@@ -93,6 +94,8 @@ impl Claims {
 /// Who made a call, from the verified token only: recorded with every decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Provenance {
+    /// The attached policy's name, under a policy set.
+    pub policy: Option<String>,
     pub subject: Option<String>,
     pub client_id: Option<String>,
     /// The RFC 8693 actor chain: each actor's `sub`, the current actor first.

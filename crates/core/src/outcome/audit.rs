@@ -66,8 +66,8 @@ impl Decision {
         field(&mut o, "reason", self.reason.as_deref());
         field(&mut o, "grant", self.grant.as_deref());
         field(&mut o, "approval_id", self.approval_id.as_deref());
-        field(&mut o, "policy", self.policy.as_deref());
         if let Some(p) = &self.provenance {
+            field(&mut o, "policy", p.policy.as_deref());
             field(&mut o, "subject", p.subject.as_deref());
             field(&mut o, "client_id", p.client_id.as_deref());
             if !p.act.is_empty() {

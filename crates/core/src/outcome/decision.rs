@@ -23,9 +23,8 @@ pub struct Decision {
     pub dry_run: bool,
     /// The approval this decision is about (`require_approval` tools).
     pub approval_id: Option<String>,
-    /// The attached policy's name, under a policy set.
-    pub policy: Option<String>,
-    /// Who called, from the verified token only (`gateway.identity`).
+    /// The attached policy's name under a policy set, and who called, from the verified token only
+    /// (`gateway.identity`).
     pub provenance: Option<Box<crate::identity::payload::Provenance>>,
 }
 
@@ -43,7 +42,6 @@ impl Decision {
             arg_keys: Vec::new(),
             dry_run: false,
             approval_id: None,
-            policy: None,
             provenance: None,
         }
     }

@@ -27,12 +27,12 @@ pub struct Attached {
 impl Attached {
     /// Record the policy and the caller in `d` (every decision of the request carries them).
     pub fn stamp(&self, d: &mut Decision) {
-        if d.policy.is_none() {
-            d.policy.clone_from(&self.policy.name);
+        if d.provenance.is_some() || (self.provenance.is_none() && self.policy.name.is_none()) {
+            return;
         }
-        if d.provenance.is_none() {
-            d.provenance.clone_from(&self.provenance);
-        }
+        let mut p = self.provenance.clone().unwrap_or_default();
+        p.policy.clone_from(&self.policy.name);
+        d.provenance = Some(p);
     }
 }
 
