@@ -11,11 +11,12 @@ use clap::{CommandFactory, Parser};
 mod apply;
 mod args;
 mod check;
+mod contain;
 mod explain;
 mod grant_id;
 
 use args::{Cli, Command};
-use mcp_policy_core::config::PolicySpec;
+use mcp_policy_core::config::{PolicySetSpec, PolicySpec};
 
 /// Exit statuses (listed in `mcp-policy --help`).
 const OK: u8 = 0;
@@ -65,8 +66,17 @@ fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
     read.map_err(|e| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: cannot read {path}: {e}") })
 }
 
+/// The plugin configuration: one policy for every caller, or a policy set.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum PolicyFile {
+    Policy(PolicySpec),
+    Set(PolicySetSpec),
+}
+
 fn schema() -> Result<Report, Failure> {
-    let mut schema = schemars::schema_for!(PolicySpec);
+    let mut schema = schemars::schema_for!(PolicyFile);
     schema.insert("title".into(), "mcp-policy-filter policy.json".into());
     serde_json::to_string_pretty(&schema)
         .map(|s| Report::out(s + "\n", OK))
@@ -79,6 +89,8 @@ fn run(command: &Command) -> Result<Report, Failure> {
         Command::Explain(args) => explain::explain(args),
         Command::Apply(args) => apply::command(args),
         Command::GrantId(args) => grant_id::command(args),
+        Command::Contain(args) => contain::command(args, true),
+        Command::Release(args) => contain::command(args, false),
         Command::Schema => schema(),
     }
 }

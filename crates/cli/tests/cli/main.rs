@@ -7,6 +7,7 @@ mod check;
 #[path = "../common/mod.rs"]
 mod common;
 mod explain;
+mod sets;
 mod usage;
 
 use common::{output, scratch_in};

@@ -17,6 +17,8 @@ fn usage() {
              \x20 explain   Decide a request with the filter's own code, and say why\n\
              \x20 apply     Put a policy live in a running Envoy, through the ECDS file it reads\n\
              \x20 grant-id  Print the grant id of a token read from standard input\n\
+             \x20 contain   Cut off one identity of a policy set at once: add a `contain` entry\n\
+             \x20 release   Restore an identity cut off by `contain`: remove its `contain` entry\n\
              \x20 schema    Print the JSON Schema of the policy file (generated from the filter's config types)\n"
         ),
         "{summary}"
