@@ -15,23 +15,16 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
-import jwt
 import pytest
-import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from testkit.envoy import hcm, render_ecds_config, set_policy
+from testkit.envoy import set_policy
+from testkit.identity import PAYLOAD_HEADER, Issuer, start_identity_envoy
 from testkit.jsonrpc import headers_for, post, rpc, tool_call
 from testkit.logs import audit_records, grant_label
 from testkit.processes import wait_for
 from testkit.upstream import StubUpstream, compact, json_canned
 
-ISSUER = "https://issuer.test"
-AUDIENCE = "mcp-identity-test"
-PAYLOAD_HEADER = "x-jwt-payload"
 TOOLS = [{"name": n, "inputSchema": {"type": "object"}} for n in ("list_vms", "vm_agent_exec", "delete_vm")]
 CONTAINED = "incident 42: alice's agent is cut off"
 
@@ -51,53 +44,6 @@ SET = {
 }
 
 
-class Issuer:
-    """An RS256 key whose public half is the JWKS inlined in the bootstrap."""
-
-    def __init__(self) -> None:
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.pem = self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption())
-        public = jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
-        self.jwks = {"keys": [dict(public, kid="k1", alg="RS256", use="sig")]}
-
-    def token(self, sub: str, **claims) -> str:
-        now = int(time.time())
-        payload = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600, "sub": sub, **claims}
-        return jwt.encode(payload, self.pem, algorithm="RS256", headers={"kid": "k1"})
-
-
-def bootstrap(stack, upstream_port: int, issuer: Issuer):
-    """envoy/envoy-ecds.yaml with jwt_authn before the policy filter and the payload header
-    stripped by an early header mutation; the set written to the ECDS file."""
-    setup = render_ecds_config(stack.log_dir / "envoy-identity", upstream_port)
-    cfg = yaml.safe_load(setup.config)
-    h = hcm(cfg)
-    h["early_header_mutation_extensions"] = [{
-        "name": "envoy.http.early_header_mutation.header_mutation",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
-            "mutations": [{"remove": PAYLOAD_HEADER}]},
-    }]
-    h["http_filters"].insert(0, {
-        "name": "envoy.filters.http.jwt_authn",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
-            "providers": {"test": {
-                "issuer": ISSUER,
-                "audiences": [AUDIENCE],
-                "from_headers": [{"name": "authorization", "value_prefix": "Bearer "}],
-                "local_jwks": {"inline_string": json.dumps(issuer.jwks)},
-                "forward_payload_header": PAYLOAD_HEADER,
-                "forward": False,
-            }},
-            "rules": [{"match": {"prefix": "/"}, "requires": {"provider_name": "test"}}],
-        },
-    })
-    set_policy(SET, setup.ecds_file, wasm=stack.wasm)
-    return stack.start_envoy(yaml.safe_dump(cfg, sort_keys=False, width=1000), "envoy-identity"), setup.ecds_file
-
-
 def lists(seen):
     msg = json.loads(seen.body or b"{}")
     if msg.get("method") == "tools/list":
@@ -109,7 +55,7 @@ def lists(seen):
 def world(stack):
     issuer = Issuer()
     with StubUpstream(responder=lists) as upstream:
-        envoy, ecds = bootstrap(stack, upstream.port, issuer)
+        envoy, ecds = start_identity_envoy(stack, upstream.port, issuer, SET)
         yield issuer, upstream, envoy, ecds
 
 

@@ -86,7 +86,9 @@ impl RootContext for Root {
                 for w in config::warnings(&policy) {
                     warn!("[root {}] {w}", self.id);
                 }
-                self.metrics = Rc::new(Metrics::define(set.members().first().unwrap_or(&policy)));
+                let mut all: Vec<&Policy> = set.members().iter().map(|p| &**p).collect();
+                all.push(set.base());
+                self.metrics = Rc::new(Metrics::define(&all));
                 // From here on the gauge is only incremented, by the VM that registers a grant.
                 self.metrics.set_tracked_grants(limits::tracked_grants(&HostStore));
                 self.set = chooses.then(|| Rc::new(set));
