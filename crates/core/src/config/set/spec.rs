@@ -17,7 +17,14 @@ pub struct PolicySetSpec {
     pub version: String,
     /// The policies by name (1 to 64 of `A-Z a-z 0-9 _ . -`), each a whole PolicyLayer policy
     /// without `gateway`: the gateway is one per Envoy, given at the top level.
-    #[cfg_attr(feature = "schema", schemars(extend("minProperties" = 1)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "minProperties" = 1,
+            "propertyNames" = {"pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+            "additionalProperties" = {"allOf": [{"$ref": "#/$defs/PolicySpec"}, {"not": {"required": ["gateway"]}}]}
+        ))
+    )]
     pub policies: BTreeMap<String, PolicySpec>,
     /// Tried in order; the first rule whose every matcher holds attaches its policy. A caller no
     /// rule matches has no policy: every `tools/call` is refused (`no_policy`), `tools/list` is empty.
