@@ -18,6 +18,7 @@ use crate::identity::payload::Claims;
 use crate::policy::Policy;
 
 mod compile;
+mod read;
 pub(super) mod spec;
 
 pub use compile::compile;

@@ -46,9 +46,20 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
         errs.push(err("version", "must be \"1\""));
     }
     let base = crate::config::compile(refusing(spec.gateway.clone()))?;
+    let one = |e| ConfigErrors(vec![e]);
+    let attach = super::read::attach(spec.attach.as_ref().map(|v| &v.0)).map_err(one)?;
+    let contained = super::read::contain(spec.contain.as_ref().map(|v| &v.0)).map_err(one)?;
     let mut names = Vec::new();
     let mut members = Vec::new();
-    for (name, mut member) in spec.policies {
+    for (name, raw) in spec.policies {
+        let mut member: PolicySpec = match crate::config::de::from_json(&raw.0) {
+            Ok(m) => m,
+            Err(e) => {
+                errs.extend(within(&name, ConfigErrors(vec![err(e.path(), e.message())])));
+                names.push(name);
+                continue;
+            }
+        };
         if !valid_name(&name) {
             errs.push(err(format!("policies.{name}"), "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -"));
         }
@@ -74,7 +85,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
     }
     let mut rules = Vec::new();
     let mut catch_all: Option<usize> = None;
-    for (i, rule) in spec.attach.iter().enumerate() {
+    for (i, rule) in attach.iter().enumerate() {
         let path = format!("attach[{i}]");
         if let Some(earlier) = catch_all {
             errs.push(err(&path, format!("never tried: attach[{earlier}] matches every caller")));
@@ -92,7 +103,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
         }
     }
     let mut contain = Vec::new();
-    for (i, c) in spec.contain.iter().enumerate() {
+    for (i, c) in contained.iter().enumerate() {
         let path = format!("contain[{i}]");
         if c.when.is_empty() {
             errs.push(err(format!("{path}.when"), "must name the identity (at least one matcher)"));
@@ -101,9 +112,15 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
             errs.push(err(format!("{path}.reason"), "must not be empty: the agent is shown it"));
         }
         let when = matchers(&c.when, &path, &base, &mut errs);
-        let mut p = base.clone();
-        p.stance = Stance::Contained { reason: c.reason.clone() };
-        contain.push(ContainRule { when, policy: Rc::new(p) });
+        // Compiled again rather than cloned: a clone of `Policy` would be compiled into the module
+        // for this alone.
+        match crate::config::compile(refusing(spec.gateway.clone())) {
+            Ok(mut p) => {
+                p.stance = Stance::Contained { reason: c.reason.clone() };
+                contain.push(ContainRule { when, policy: Rc::new(p) });
+            }
+            Err(e) => errs.extend(e.0),
+        }
     }
     if !errs.is_empty() {
         return Err(ConfigErrors(errs));

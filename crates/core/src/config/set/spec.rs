@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::config::spec::{GatewaySpec, PolicySpec};
+use crate::config::spec::GatewaySpec;
+#[cfg(feature = "schema")]
+use crate::config::spec::PolicySpec;
+use crate::config::JsonValue;
 
 /// A policy set: several named policies and the rules that attach them to callers.
 #[derive(Debug, Deserialize)]
@@ -25,36 +28,41 @@ pub struct PolicySetSpec {
             "additionalProperties" = {"allOf": [{"$ref": "#/$defs/PolicySpec"}, {"not": {"required": ["gateway"]}}]}
         ))
     )]
-    pub policies: BTreeMap<String, PolicySpec>,
+    // Each member is read as a `PolicySpec` by `compile`, through the same reader as a plain
+    // policy: one more map of `PolicySpec` here would compile that reader again into the module.
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, PolicySpec>"))]
+    pub policies: BTreeMap<String, JsonValue>,
     /// Tried in order; the first rule whose every matcher holds attaches its policy. A caller no
     /// rule matches has no policy: every `tools/call` is refused (`no_policy`), `tools/list` is empty.
+    // `attach` and `contain` are read by `read` from the tree: serde's readers of three more types
+    // would cost the module more than that code.
     #[serde(default)]
-    pub attach: Vec<AttachSpec>,
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<AttachSpec>"))]
+    pub attach: Option<JsonValue>,
     /// Identities cut off: a caller any entry matches has every `tools/call` refused
     /// (`contained`) whatever policy it would have, until the entry is removed.
     #[serde(default)]
-    pub contain: Vec<ContainSpec>,
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<ContainSpec>"))]
+    pub contain: Option<JsonValue>,
     /// The gateway settings of the whole set (grant source, identity, services, modes).
     #[serde(default)]
     pub gateway: Option<GatewaySpec>,
 }
 
 /// `attach[i]`: a policy and the matchers that must all hold.
-#[derive(Debug, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), serde(deny_unknown_fields))]
 pub struct AttachSpec {
     /// A name under `policies`.
     pub policy: String,
     /// Every matcher must hold; an empty list matches every caller (a last, catch-all rule).
-    #[serde(default)]
+    #[cfg_attr(feature = "schema", serde(default))]
     pub when: Vec<MatcherSpec>,
 }
 
 /// `contain[i]`: the identity cut off and why.
-#[derive(Debug, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), serde(deny_unknown_fields))]
 pub struct ContainSpec {
     /// Every matcher must hold (at least one).
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
@@ -66,20 +74,19 @@ pub struct ContainSpec {
 
 /// One matcher: a claim of the verified token (`claim` with `equals` or `includes`), or the grant
 /// (`grant`: `sha256:` and 64 hex digits, or a `gateway.grants` label).
-#[derive(Debug, Clone, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), serde(deny_unknown_fields))]
 pub struct MatcherSpec {
     /// A claim name of the verified payload (needs `gateway.identity`).
-    #[serde(default)]
+    #[cfg_attr(feature = "schema", serde(default))]
     pub claim: Option<String>,
     /// The claim is exactly this string.
-    #[serde(default)]
+    #[cfg_attr(feature = "schema", serde(default))]
     pub equals: Option<String>,
     /// The claim is an array holding this string, or a space-separated string (`scope`) with this entry.
-    #[serde(default)]
+    #[cfg_attr(feature = "schema", serde(default))]
     pub includes: Option<String>,
     /// The grant: `sha256:<64 hex>` of its credential, or a label of `gateway.grants`.
-    #[serde(default)]
+    #[cfg_attr(feature = "schema", serde(default))]
     pub grant: Option<String>,
 }
