@@ -231,6 +231,31 @@ fn set_errors_name_the_json_path() {
 }
 
 #[test]
+fn attach_and_contain_are_read_strictly() {
+    let one = |tail: &str| {
+        let e = set_err(&format!(r#"{{"version":"1","policies":{{"a":{{"version":"1"}}}},{tail}}}"#));
+        assert_eq!(e.len(), 1, "{e:?}");
+        (e[0].path.clone(), e[0].message.clone())
+    };
+    let pm = |p: &str, m: &str| (p.to_owned(), m.to_owned());
+    assert_eq!(one(r#""attach":{}"#), pm("attach", "must be an array, not object"));
+    assert_eq!(one(r#""attach":[["a"]]"#), pm("attach[0]", "must be an object, not array"));
+    assert_eq!(one(r#""attach":[{"when":[]}]"#), pm("attach[0]", "missing field `policy`"));
+    assert_eq!(one(r#""attach":[{"policy":1}]"#), pm("attach[0].policy", "must be a string, not number"));
+    assert_eq!(
+        one(r#""attach":[{"policy":"a","when":[{"claim":"sub","equal":"x"}]}]"#),
+        pm("attach[0].when[0].equal", "unknown field `equal`, expected one of `claim`, `equals`, `includes`, `grant`")
+    );
+    assert_eq!(
+        one(r#""contain":[{"when":[{"grant":true}],"reason":"r"}]"#),
+        pm("contain[0].when[0].grant", "must be a string, not boolean")
+    );
+    assert_eq!(one(r#""contain":[{"when":[]}]"#), pm("contain[0]", "missing field `reason`"));
+    assert_eq!(one(r#""policies2":1"#).0, "policies2");
+    assert_eq!(one(r#""attach":[{"policy":"a","when":[]}],"policies3":1"#).0, "policies3");
+}
+
+#[test]
 fn matchers_hold_as_documented() {
     let c = Claims::read(b64url(r#"{"sub":"a","scope":"openid vms:read","groups":["ops","dev"],"n":1}"#).as_bytes())
         .unwrap();
