@@ -4,6 +4,8 @@
 //!
 //! - `plain/direct`: the plain policy as the host ran it before sets (no `attach`);
 //! - `plain/attach`: the same policy loaded as a set of one (`attach` returns it at once);
+//! - `plain-identity/attach`: the same policy with `gateway.identity`: the payload header read
+//!   (base64url, strict JSON) and its `sub` made the grant, no rules;
 //! - `set10x50/claims`: the caller's payload header read (base64url, strict JSON), 49 claim rules
 //!   that do not match tried before the 50th that does;
 //! - `set10x50/grants`: no identity: 49 grant rules that do not match, then a catch-all.
@@ -67,6 +69,9 @@ fn set_text(miss: impl Fn(usize) -> String, last: &str, identity: bool) -> Strin
 fn sets(c: &mut Criterion) {
     let plain = config::load(POLICY_LIMITED.as_bytes()).unwrap();
     let plain_set = config::load_set(POLICY_LIMITED.as_bytes()).unwrap();
+    let with_identity = POLICY_LIMITED.trim_end().trim_end_matches('}').to_owned()
+        + r#","gateway": {"identity": {"payload_header": "x-jwt-payload"}}}"#;
+    let plain_identity = config::load_set(with_identity.as_bytes()).unwrap();
     let by_claims = config::load_set(
         set_text(
             |i| format!(r#"{{"claim": "groups", "includes": "team-{i}"}}"#),
@@ -84,6 +89,7 @@ fn sets(c: &mut Criterion) {
     // Every case is allowed and counted, the policy the rules pick is the last one.
     for (name, o) in [
         ("plain", chosen(&plain_set, payload, &MemoryStore::new())),
+        ("plain-identity", chosen(&plain_identity, payload, &MemoryStore::new())),
         ("claims", chosen(&by_claims, payload, &MemoryStore::new())),
         ("grants", chosen(&by_grants, payload, &MemoryStore::new())),
     ] {
@@ -98,6 +104,9 @@ fn sets(c: &mut Criterion) {
     let store = MemoryStore::new();
     g.bench_function("plain/direct", |b| b.iter(|| black_box(direct(&plain, black_box(payload), &store))));
     g.bench_function("plain/attach", |b| b.iter(|| black_box(chosen(&plain_set, black_box(payload), &store))));
+    g.bench_function("plain-identity/attach", |b| {
+        b.iter(|| black_box(chosen(&plain_identity, black_box(payload), &store)))
+    });
     g.bench_function("set10x50/claims", |b| b.iter(|| black_box(chosen(&by_claims, black_box(payload), &store))));
     g.bench_function("set10x50/grants", |b| b.iter(|| black_box(chosen(&by_grants, black_box(payload), &store))));
     g.finish();
