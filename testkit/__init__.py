@@ -16,4 +16,5 @@ One module per concern, each name imported from the module it lives in:
 - `approvals`, `rls`, `postgres`, `oauth`, `deploy`, `istio`: the approval service, the rate limit
   service and Redis, a throwaway PostgreSQL, the OAuth authorization server, the OCI image and
   registry, Istio's rendering of the filter
+- `identity`: policy sets behind real `jwt_authn` (an RS256 issuer, its JWKS inlined)
 """

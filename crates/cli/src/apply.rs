@@ -236,7 +236,7 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
             );
             // Envoy remembers a plugin configuration that failed and refuses it again without
             // running the filter, so its log may not say why: the filter's own code does.
-            match config::load_with_env(policy.as_bytes(), &key_from_env) {
+            match config::load_set_with_env(policy.as_bytes(), &key_from_env) {
                 Err(errors) => {
                     msg.push_str("\nthe filter's check of this policy:");
                     for e in errors.0 {
@@ -286,11 +286,11 @@ pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
     let bytes = read_input(policy_file)?;
     let mut warnings = String::new();
     if !args.no_check {
-        let policy = load_policy(policy_file).map_err(|f| Failure {
+        let set = load_policy(policy_file).map_err(|f| Failure {
             status: f.status,
             message: format!("{}\nnot applied: the ECDS file is unchanged and Envoy keeps its policy", f.message),
         })?;
-        warnings = warning_lines(policy_file, &policy);
+        warnings = warning_lines(policy_file, set.plain().unwrap_or_else(|| set.base()));
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| Failure { status: INVALID_POLICY, message: format!("{policy_file}: not UTF-8; not applied") })?;

@@ -122,6 +122,33 @@ Exit status:
   2  bad input: usage error, the policy or the tests file is invalid or cannot be read, or a
      case cannot be run (e.g. a counter the policy has no limit for)")]
     Test(TestArgs),
+    /// Cut off one identity of a policy set at once: add a `contain` entry
+    ///
+    /// Adds `{"when": [{"claim": NAME, "equals": VALUE}, ...], "reason": TEXT}` to the set's
+    /// `contain` list, checks the edited set as `check` does (an invalid one is never written),
+    /// rewrites the file, and with --ecds puts it live as `apply` does. Every tools/call of the
+    /// identity is then refused with `contained`; every other caller keeps its policy.
+    ///   mcp-policy contain --claim sub=alice --reason "incident 42" --ecds .run/mcp_policy.yaml .run/policy.json
+    #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Exit status:
+  0  the set is edited (and with --ecds, Envoy loaded it)
+  1  the edited set would be invalid: nothing is written
+  2  usage error, or the file cannot be read or written
+  5  with --ecds: Envoy refused the set, or did not confirm it in time")]
+    Contain(ContainArgs),
+    /// Restore an identity cut off by `contain`: remove its `contain` entry
+    ///
+    /// Removes every `contain` entry whose matchers are exactly the --claim list given, then
+    /// checks, writes and (with --ecds) applies the set as `contain` does.
+    #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Exit status:
+  0  the entry is removed (and with --ecds, Envoy loaded the set)
+  1  the edited set would be invalid: nothing is written
+  2  usage error, no such entry, or the file cannot be read or written
+  5  with --ecds: Envoy refused the set, or did not confirm it in time")]
+    Release(ContainArgs),
     /// Print the JSON Schema of the policy file (generated from the filter's config types)
     #[command(after_help = "\
 Exit status:
@@ -178,6 +205,35 @@ pub struct ExplainArgs {
     /// The MCP server's `:path` (default `/mcp`)
     #[arg(long, value_name = "PATH", default_value = "/mcp", hide_default_value = true)]
     pub path: String,
+    /// The caller's verified token claims, a JSON object, e.g.
+    /// '{"sub":"alice","groups":["ops"]}': sent as the payload header of
+    /// `gateway.identity`, as jwt_authn would; shows which policy of a
+    /// set applies and why
+    #[arg(long, value_name = "JSON", verbatim_doc_comment)]
+    pub claims: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ContainArgs {
+    /// The policy set to edit (a file with `policies`)
+    #[arg(value_name = "POLICY.json")]
+    pub policy: String,
+    /// A claim of the identity, NAME=VALUE (repeat: every one must hold)
+    #[arg(long = "claim", value_name = "NAME=VALUE", required = true)]
+    pub claims: Vec<String>,
+    /// Why, shown to the agent in each refusal (contain only)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Also put the edited set live, as `apply --ecds FILE` does (`make
+    /// reload` uses .run/mcp_policy.yaml)
+    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
+    pub ecds: Option<String>,
+    /// With --ecds: Envoy's admin endpoint (default `http://127.0.0.1:9901`)
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9901", hide_default_value = true)]
+    pub admin: String,
+    /// With --ecds: seconds to wait for Envoy's verdict (default `10`)
+    #[arg(long, value_name = "SECONDS", default_value = "10", hide_default_value = true, value_parser = seconds)]
+    pub timeout: Duration,
 }
 
 #[derive(Args, Debug)]

@@ -2,7 +2,7 @@
 //! its one-line summary, the warnings a valid policy still deserves (`config::warnings`, also logged
 //! by the filter at load), and the keys a policy names by environment variable.
 
-use mcp_policy_core::config;
+use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::identity::session::MIN_KEY_BYTES;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::terms::AuditMode;
@@ -25,10 +25,17 @@ pub fn warning_lines(path: &str, policy: &Policy) -> String {
     config::warnings(policy).map(|w| format!("{path}: warning: {w}\n")).collect()
 }
 
-/// Load a policy with the filter's own loader; every error becomes one line naming its JSON path.
-pub fn load_policy(path: &str) -> Result<Policy, Failure> {
+/// Load a policy or a policy set with the filter's own loader; every error becomes one line naming
+/// its JSON path.
+pub fn load_policy(path: &str) -> Result<PolicySet, Failure> {
     let bytes = read_input(path)?;
-    config::load_with_env(&bytes, &key_from_env).map_err(|errors| {
+    load_bytes(path, &bytes)
+}
+
+/// [`load_policy`] of text already read.
+pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<PolicySet, Failure> {
+    let bytes = bytes.to_vec();
+    config::load_set_with_env(&bytes, &key_from_env).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.
@@ -96,15 +103,41 @@ fn summary(p: &Policy) -> String {
     s
 }
 
+/// One line describing a loaded policy set, then one per member.
+fn set_summary(set: &PolicySet) -> String {
+    let mut s = format!(
+        "ok: version 1, policy set of {}, {}",
+        plural(set.members().len(), "policy", "policies"),
+        plural(set.rules().len(), "attach rule", "attach rules"),
+    );
+    if !set.contained().is_empty() {
+        s.push_str(&format!(", {} contained", plural(set.contained().len(), "identity", "identities")));
+    }
+    if let Some(i) = &set.base().gateway.identity {
+        s.push_str(&format!(", identity from {} (grant claim {})", i.payload_header, i.grant_claim));
+    }
+    for m in set.members() {
+        let body = summary(m);
+        s.push_str(&format!(
+            "\n  policies.{}: {}",
+            m.name.as_deref().unwrap_or("-"),
+            body.trim_start_matches("ok: version 1, ")
+        ));
+    }
+    s
+}
+
 /// `check FILE...`: a summary line per valid policy (stdout) and its warnings (stderr); every error
 /// of an invalid one (stderr).
 pub fn check(files: &[String]) -> Result<Report, Failure> {
     let mut report = Report { stdout: String::new(), stderr: String::new(), status: OK };
     for file in files {
         match load_policy(file) {
-            Ok(p) => {
-                report.stdout.push_str(&format!("{file}: {}\n", summary(&p)));
-                report.stderr.push_str(&warning_lines(file, &p));
+            Ok(set) => {
+                let p = set.plain().unwrap_or_else(|| set.base());
+                let line = if set.plain().is_some() { summary(p) } else { set_summary(&set) };
+                report.stdout.push_str(&format!("{file}: {line}\n"));
+                report.stderr.push_str(&warning_lines(file, p));
             }
             Err(f) => {
                 report.stderr.push_str(&f.message);

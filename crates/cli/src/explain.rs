@@ -4,8 +4,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use mcp_policy_core::config::{PolicySet, Why};
 use mcp_policy_core::limits::{MemoryStore, SharedStore};
-use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
 
 use super::args::ExplainArgs;
@@ -31,33 +32,82 @@ impl Default for Target {
     }
 }
 
-/// Run the filter's decision path on one POST, with `store` as the rate limits' shared data and
-/// `now_ms` as the time (`mcp-policy test` passes counters it filled before the call).
+/// Run the filter's decision path on one POST: the caller's policy chosen from the set (with
+/// `payload`, the claims as `jwt_authn` forwards them), then decided by it, with `store` as the rate
+/// limits' shared data and `now_ms` as the time (`mcp-policy test` passes counters it filled before
+/// the call).
 pub(super) fn decide(
-    policy: &Policy,
+    set: &PolicySet,
     body: &[u8],
     grant: &str,
+    payload: Option<&str>,
     to: &Target,
     store: &dyn SharedStore,
     now_ms: u64,
-) -> Outcome {
+) -> (Option<Attached>, Outcome) {
+    let policy: &Policy = set.plain().unwrap_or_else(|| set.base());
     let credential = match &policy.gateway.grant {
         GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
         GrantSource::Header(h) => (h.as_str(), grant.to_owned()),
     };
-    let headers: [(&str, &[u8]); 5] = [
+    let mut headers: Vec<(&str, &[u8])> = vec![
         (":method", b"POST"),
         (":authority", to.authority.as_bytes()),
         (":path", to.path.as_bytes()),
         ("content-type", b"application/json"),
         (credential.0, credential.1.as_bytes()),
     ];
+    if let (Some(p), Some(id)) = (payload, &policy.gateway.identity) {
+        headers.push((id.payload_header.as_str(), p.as_bytes()));
+    }
     let mut head = RequestHead::from_headers(policy, headers);
     head.cluster = Some(to.cluster.clone());
-    match pipeline::on_headers(policy, &head) {
+    let attached = match pipeline::attach(set, &head) {
+        Ok(a) => a,
+        Err(outcome) => return (None, *outcome),
+    };
+    let policy = &attached.policy;
+    let mut outcome = match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
         HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, store, now_ms),
+    };
+    attached.stamp(&mut outcome.decision);
+    outcome.shape(policy.gateway.refusal_shape);
+    (Some(attached), outcome)
+}
+
+/// `--claims`: a JSON object, as the base64url payload header `jwt_authn` forwards.
+pub(super) fn payload_of(claims: &str, set: &PolicySet) -> Result<String, Failure> {
+    if set.base().gateway.identity.is_none() {
+        return Err(usage_error("explain", "--claims needs a policy with gateway.identity (it reads no claims)"));
     }
+    let parsed = mcp_policy_core::wire::json::parse(claims.as_bytes()).ok();
+    if !matches!(parsed, Some(mcp_policy_core::wire::json::Json::Object(_))) {
+        return Err(usage_error("explain", "--claims must be a JSON object, e.g. '{\"sub\":\"alice\"}'"));
+    }
+    let mut out = String::new();
+    mcp_policy_core::wire::b64::encode_into(
+        &mut out,
+        claims.as_bytes(),
+        mcp_policy_core::wire::b64::Alphabet::UrlNoPad,
+    );
+    Ok(out)
+}
+
+/// Which policy of the set applies, and why.
+fn why_line(set: &PolicySet, a: &Attached) -> Option<String> {
+    Some(match a.why {
+        Why::Plain => return None,
+        Why::Attached(i) => format!(
+            "{} (attach[{i}]: the first rule whose every matcher holds)",
+            a.policy.name.as_deref().unwrap_or("-")
+        ),
+        Why::NoRule => format!(
+            "none (no attach rule of {} matches: every tools/call is refused with no_policy, tools/list is empty)",
+            set.rules().len()
+        ),
+        Why::Contained(i) => format!("contained (contain[{i}] matches: every tools/call is refused with contained)"),
+    })
 }
 
 /// A value sent in a request header: non-empty, without control characters.
@@ -66,7 +116,7 @@ fn header_safe(v: &str) -> bool {
 }
 
 pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
-    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path } = args;
+    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path, claims } = args;
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
@@ -77,15 +127,30 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
         ));
     }
     let to = Target { cluster: cluster.clone(), authority: authority.clone(), path: path.clone() };
-    let policy = load_policy(policy_file)?;
+    let set = load_policy(policy_file)?;
+    let payload = claims.as_deref().map(|c| payload_of(c, &set)).transpose()?;
     let body = read_input(request_file)?;
-    let outcome = decide(&policy, &body, grant, &to, &MemoryStore::new(), now_ms());
+    let (attached, outcome) = decide(&set, &body, grant, payload.as_deref(), &to, &MemoryStore::new(), now_ms());
+    let policy = attached.as_ref().map_or_else(|| set.plain().unwrap_or_else(|| set.base()), |a| &a.policy);
+    let mut text = String::new();
+    if let Some(line) = attached.as_ref().and_then(|a| why_line(&set, a)) {
+        text.push_str(&format!("{:<10}{line}\n", "policy:"));
+    }
+    if let Some(p) = &outcome.decision.provenance {
+        if let Some(s) = &p.subject {
+            text.push_str(&format!("{:<10}{s}\n", "subject:"));
+        }
+        if !p.act.is_empty() {
+            text.push_str(&format!("{:<10}{}\n", "act:", p.act.join(" <- ")));
+        }
+    }
     let status = match (&outcome.reply, &outcome.approval) {
         (Some(_), _) => REFUSED,
         (None, Some(_)) => NEEDS_APPROVAL,
         (None, None) => OK,
     };
-    Ok(Report::out(render(&policy, &outcome), status))
+    text.push_str(&render(policy, &outcome));
+    Ok(Report::out(text, status))
 }
 
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.

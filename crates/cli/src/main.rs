@@ -11,12 +11,13 @@ use clap::{CommandFactory, Parser};
 mod apply;
 mod args;
 mod check;
+mod contain;
 mod explain;
 mod grant_id;
 mod policy_test;
 
 use args::{Cli, Command, SchemaArgs};
-use mcp_policy_core::config::PolicySpec;
+use mcp_policy_core::config::{PolicySetSpec, PolicySpec};
 
 /// Exit statuses (listed in `mcp-policy --help`).
 const OK: u8 = 0;
@@ -66,13 +67,22 @@ fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
     read.map_err(|e| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: cannot read {path}: {e}") })
 }
 
+/// The plugin configuration: one policy for every caller, or a policy set.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum PolicyFile {
+    Policy(PolicySpec),
+    Set(PolicySetSpec),
+}
+
 fn schema(args: &SchemaArgs) -> Result<Report, Failure> {
     let schema = if args.tests {
         let mut s = schemars::schema_for!(policy_test::spec::TestsFile);
         s.insert("title".into(), "mcp-policy test: policy tests file".into());
         s
     } else {
-        let mut s = schemars::schema_for!(PolicySpec);
+        let mut s = schemars::schema_for!(PolicyFile);
         s.insert("title".into(), "mcp-policy-filter policy.json".into());
         s
     };
@@ -88,6 +98,8 @@ fn run(command: &Command) -> Result<Report, Failure> {
         Command::Apply(args) => apply::command(args),
         Command::GrantId(args) => grant_id::command(args),
         Command::Test(args) => policy_test::command(args),
+        Command::Contain(args) => contain::command(args, true),
+        Command::Release(args) => contain::command(args, false),
         Command::Schema(args) => schema(args),
     }
 }

@@ -34,7 +34,7 @@ fn verdicts(v: &jsonschema::Validator, text: &str) -> (Result<(), String>, Resul
     };
     // A key named by variable (`session_key.current_env`) is taken as set: the filter reads it from
     // the wasm VM's environment, which is not here.
-    (schema, config::load_with_env(text.as_bytes(), &|_| Some("k".repeat(32))).map(|_| ()))
+    (schema, config::load_set_with_env(text.as_bytes(), &|_| Some("k".repeat(32))).map(|_| ()))
 }
 
 #[test]
@@ -129,6 +129,13 @@ fn policies_in_the_docs_agree() {
 /// Invalid policies that both the schema and the parser reject; the parser's first error path.
 const BOTH_REJECT: &[(&str, &str)] = &[
     (r#"{"version":"1","colour":"red"}"#, "colour"),
+    (r#"{"version":"1","policies":{"a":{"version":"1","gateway":{}}}}"#, "policies.a.gateway"),
+    (r#"{"version":"1","policies":{"a":{"version":"1"}},"atach":[]}"#, "atach"),
+    (
+        r#"{"version":"1","policies":{"a":{"version":"1"}},"attach":[{"policy":"a","when":[{"claim":"sub","equals":"x","extra":1}]}]}"#,
+        "attach[0].when[0].extra",
+    ),
+    (r#"{"version":"1","policies":{"a":{"version":"1"}},"gateway":{"refusal_shape":"text"}}"#, "gateway.refusal_shape"),
     (r#"{"version":"1","tools":{"x":{"actoin":"deny"}}}"#, "tools.x.actoin"),
     (
         r#"{"version":"1","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":1,"burst":2}]}}}"#,

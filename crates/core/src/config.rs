@@ -15,10 +15,13 @@ use crate::wire::json;
 
 mod compile;
 mod de;
+mod set;
 mod spec;
 
 pub use compile::{compile, sessions_unbound};
 pub use de::JsonValue;
+pub use set::spec::PolicySetSpec;
+pub use set::{AttachRule, ContainRule, Matcher, PolicySet, Why};
 // The policy document's root type, the schema's root (`mcp-policy schema`); the other spec types are
 // read only through it.
 pub use spec::PolicySpec;
@@ -115,16 +118,48 @@ pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
 /// [`load`], with `env` giving the values of environment variables that the policy names
 /// (`gateway.session_key.current_env`, `previous_env`); the host passes the wasm VM's environment.
 pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigErrors> {
+    let doc = parse(bytes)?;
+    // Arrays never stand in for objects, and enums are strings only: see `de`.
+    let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    resolve_env(spec.gateway.as_mut(), env)?;
+    compile(spec)
+}
+
+/// [`load_with_env`] for the whole plugin configuration: a plain policy (one policy for every
+/// caller) or, when the document has a top-level `policies`, a policy set (see `set`).
+pub fn load_set_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<PolicySet, ConfigErrors> {
+    let doc = parse(bytes)?;
+    if doc.get("policies").is_none() {
+        let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+        resolve_env(spec.gateway.as_mut(), env)?;
+        return compile(spec).map(PolicySet::single);
+    }
+    let mut spec: PolicySetSpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    resolve_env(spec.gateway.as_mut(), env)?;
+    set::compile(spec)
+}
+
+/// [`load_set_with_env`] without environment variables.
+pub fn load_set(bytes: &[u8]) -> Result<PolicySet, ConfigErrors> {
+    load_set_with_env(bytes, &|_| None)
+}
+
+fn parse(bytes: &[u8]) -> Result<json::Json, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    let doc = json::parse(bytes).map_err(|e| {
+    json::parse(bytes).map_err(|e| {
         ConfigErrors(vec![err(
             ".",
             format!("not a strict JSON document: {}", crate::wire::textpos::describe(&e, bytes)),
         )])
-    })?;
-    // Arrays never stand in for objects, and enums are strings only: see `de`.
-    let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
-    if let Some(k) = spec.gateway.as_mut().and_then(|g| g.session_key.as_mut()) {
+    })
+}
+
+/// Resolve `gateway.session_key.current_env` and `previous_env` through `env`.
+fn resolve_env(
+    gateway: Option<&mut spec::GatewaySpec>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigErrors> {
+    if let Some(k) = gateway.and_then(|g| g.session_key.as_mut()) {
         let mut errs = Vec::new();
         for (value, name, path) in [
             (&mut k.current, &k.current_env, "gateway.session_key.current_env"),
@@ -146,7 +181,7 @@ pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Resu
             return Err(ConfigErrors(errs));
         }
     }
-    compile(spec)
+    Ok(())
 }
 
 #[cfg(test)]

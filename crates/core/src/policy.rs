@@ -28,7 +28,7 @@ mod judge;
 mod rules;
 
 use crate::terms::{Action, Mode};
-pub use gateway::{ApprovalService, Gateway, GrantSource, RateLimitService};
+pub use gateway::{ApprovalService, Gateway, GrantSource, IdentitySource, RateLimitService};
 pub use judge::{Verdict, HIDE_RULE};
 pub use rules::{NeedsApproval, ToolRule};
 
@@ -48,6 +48,21 @@ pub struct Policy {
     pub limits: Vec<Limit>,
     methods: HashMap<String, Action>,
     pub gateway: Gateway,
+    /// Its name in a policy set (`policies.NAME`); `None` for a plain `policy.json`.
+    pub name: Option<String>,
+    /// Whether it is a caller's attached policy, or stands for a caller with none or a contained one.
+    pub stance: Stance,
+}
+
+/// What a policy of a set stands for: an attached policy, or the refusal of every call of a caller
+/// that has none (`no_policy`) or is contained (`contained`, with the operator's reason). The last
+/// two deny every tool call and hide every tool; lifecycle methods still pass, so a client can
+/// connect and read the refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stance {
+    Attached,
+    Unattached,
+    Contained { reason: String },
 }
 
 impl Policy {
@@ -70,7 +85,30 @@ impl Policy {
         for h in hide.into_iter().filter(|h| h != "*") {
             hidden.insert(h);
         }
-        Policy { default, hide_all, hidden_folded, denied_folded, hidden, tools, all_tools, limits, methods, gateway }
+        Policy {
+            default,
+            hide_all,
+            hidden_folded,
+            denied_folded,
+            hidden,
+            tools,
+            all_tools,
+            limits,
+            methods,
+            gateway,
+            name: None,
+            stance: Stance::Attached,
+        }
+    }
+
+    /// The grant id an approval of `grant` is bound to: the grant itself under a plain policy, and
+    /// under a set's policy the grant within that policy (SHA-256 of the policy name and the grant),
+    /// so an approval given under one policy is never used under another.
+    pub fn approval_grant(&self, grant: &crate::identity::grant::GrantId) -> crate::identity::grant::GrantId {
+        match &self.name {
+            None => *grant,
+            Some(name) => crate::limits::within_policy(name, grant),
+        }
     }
 
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,

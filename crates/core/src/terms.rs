@@ -154,3 +154,20 @@ pub(crate) fn names_only(schema: &mut schemars::Schema) {
     }
     *schema = schemars::json_schema!({"type": "string", "enum": names});
 }
+
+/// `gateway.refusal_shape`: how a refused `tools/call` is answered. `error` (default): a JSON-RPC
+/// error; `tool_result`: a successful JSON-RPC response whose result is a failed tool call
+/// (`isError: true`, the reason as text), PolicyLayer's shape, which a model reads as any failed
+/// tool call. Every other refusal stays an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(
+    feature = "schema",
+    derive(schemars::JsonSchema),
+    schemars(rename = "RefusalShapeSpec", transform = names_only)
+)]
+#[serde(rename_all = "snake_case", expecting = "enum RefusalShapeSpec")]
+pub enum RefusalShape {
+    #[default]
+    Error,
+    ToolResult,
+}

@@ -26,5 +26,7 @@ mod response;
 mod rls;
 #[path = "core/session.rs"]
 mod session;
+#[path = "core/sets/mod.rs"]
+mod sets;
 #[path = "core/shared_data_keys.rs"]
 mod shared_data_keys;

@@ -105,7 +105,12 @@ fn now_ms() -> u64 {
 
 struct Filter {
     id: u32,
+    /// The request's policy: the plain one, or (with `set`) the set's base until the request's is chosen.
     policy: Option<Rc<Policy>>,
+    /// The policy set to choose the request's policy from; `None` for a plain policy without identity.
+    set: Option<Rc<mcp_policy_core::config::PolicySet>>,
+    /// The request's policy and caller, once chosen: recorded in every decision.
+    attached: Option<mcp_policy_core::pipeline::Attached>,
     metrics: Rc<Metrics>,
     /// How far the request got.
     request: RequestState,

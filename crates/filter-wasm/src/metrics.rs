@@ -96,20 +96,32 @@ impl Metrics {
         }
     }
 
-    /// Define every stat for `policy` (Envoy returns the same id for a name defined again, so a
-    /// reload keeps the counts).
-    pub fn define(policy: &Policy) -> Self {
+    /// Define every stat for `policies` (one, or every policy of a set and the one of callers with
+    /// none): a tool's series are those any of them can count. Envoy returns the same id for a name
+    /// defined again, so a reload keeps the counts.
+    pub fn define(policies: &[&Policy]) -> Self {
         let totals =
             LABELS.iter().filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id))).collect();
-        let per_tool = policy
-            .named_tools()
-            .into_iter()
-            .map(|t| (t.to_owned(), per_label(&tool_prefix(Some(t)), &series::possible(policy, Some(t)))))
-            .collect();
+        let possible = |tool: Option<&str>| {
+            let mut labels: Vec<&'static str> = Vec::new();
+            for p in policies {
+                for l in series::possible(p, tool) {
+                    if !labels.contains(&l) {
+                        labels.push(l);
+                    }
+                }
+            }
+            labels
+        };
+        let mut names: Vec<&str> = policies.iter().flat_map(|p| p.named_tools()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let per_tool =
+            names.into_iter().map(|t| (t.to_owned(), per_label(&tool_prefix(Some(t)), &possible(Some(t))))).collect();
         Metrics {
             totals,
             per_tool: RefCell::new(per_tool),
-            other_tool: RefCell::new(per_label(&tool_prefix(None), &series::possible(policy, None))),
+            other_tool: RefCell::new(per_label(&tool_prefix(None), &possible(None))),
             tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
             cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),

@@ -45,6 +45,9 @@ impl Filter {
                 self.metrics.offer(mcp_policy_core::approval::offer::Event::Forwarded);
             }
         }
+        if let Some(a) = &self.attached {
+            a.stamp(&mut outcome.decision);
+        }
         let d = &outcome.decision;
         self.metrics.record(d);
         if let Some(event) = outcome.offer {
@@ -70,6 +73,9 @@ impl Filter {
                 let _ = hostcalls::set_property(vec!["mcp_audit"], Some(record(d).as_bytes()));
             }
             AuditMode::Log | AuditMode::Off => {}
+        }
+        if let Some(p) = &self.policy {
+            outcome.shape(p.gateway.refusal_shape);
         }
         match outcome.reply {
             None => {
@@ -177,6 +183,18 @@ impl Filter {
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
             .map(str::to_owned);
         let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        let policy = match self.set.clone() {
+            None => policy,
+            Some(set) => match pipeline::attach(&set, &head) {
+                Ok(attached) => {
+                    let chosen = std::rc::Rc::clone(&attached.policy);
+                    self.policy = Some(std::rc::Rc::clone(&chosen));
+                    self.attached = Some(attached);
+                    chosen
+                }
+                Err(outcome) => return self.finish(*outcome),
+            },
+        };
         match pipeline::check_session(&policy, &head) {
             pipeline::SessionCheck::Unbound => {}
             pipeline::SessionCheck::Bound(bound) => {
@@ -264,5 +282,20 @@ fn set_filter_state(d: &mcp_policy_core::outcome::decision::Decision) {
     }
     if let Some(k) = d.error_kind() {
         let _ = hostcalls::set_property(vec!["mcp_error"], Some(k.as_bytes()));
+    }
+    if let Some(p) = &d.provenance {
+        if let Some(name) = &p.policy {
+            let _ = hostcalls::set_property(vec!["mcp_policy"], Some(name.as_bytes()));
+        }
+        let safe = mcp_policy_core::outcome::audit::log_safe;
+        if let Some(s) = &p.subject {
+            let _ = hostcalls::set_property(vec!["mcp_subject"], Some(safe(s).as_bytes()));
+        }
+        if let Some(c) = &p.client_id {
+            let _ = hostcalls::set_property(vec!["mcp_client_id"], Some(safe(c).as_bytes()));
+        }
+        if !p.act.is_empty() {
+            let _ = hostcalls::set_property(vec!["mcp_act"], Some(safe(&p.act.join(" ")).as_bytes()));
+        }
     }
 }

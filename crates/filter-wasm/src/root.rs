@@ -10,7 +10,7 @@ use proxy_wasm::types::{BufferType, ContextType};
 
 use super::metrics::Metrics;
 use super::{Filter, HostStore, RequestState};
-use mcp_policy_core::config;
+use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::limits;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::ResponseFilter;
@@ -18,12 +18,14 @@ use mcp_policy_core::response::ResponseFilter;
 pub(super) struct Root {
     id: u32,
     policy: Option<Rc<Policy>>,
+    /// The policy set, when a request's policy must be chosen (a set, or `gateway.identity`).
+    set: Option<Rc<PolicySet>>,
     metrics: Rc<Metrics>,
 }
 
 impl Root {
     pub(super) fn new(id: u32) -> Self {
-        Root { id, policy: None, metrics: Rc::new(Metrics::none()) }
+        Root { id, policy: None, set: None, metrics: Rc::new(Metrics::none()) }
     }
 }
 
@@ -55,8 +57,20 @@ impl RootContext for Root {
             }
         };
         // The VM's environment (Envoy vm_config.environment_variables), for keys named by variable.
-        match config::load_with_env(&bytes, &|name| std::env::var(name).ok()) {
-            Ok(policy) => {
+        match config::load_set_with_env(&bytes, &|name| std::env::var(name).ok()) {
+            Ok(set) => {
+                // A plain policy without an identity is the request's policy as is: nothing to choose.
+                let policy = Rc::clone(set.plain().unwrap_or_else(|| set.base()));
+                let chooses = set.plain().is_none() || policy.gateway.identity.is_some();
+                if set.plain().is_none() {
+                    info!(
+                        "[root {}] policy set loaded: {} policies, {} attach rules, {} contained",
+                        self.id,
+                        set.members().len(),
+                        set.rules().len(),
+                        set.contained().len()
+                    );
+                }
                 if let Err(e) = limits::init_lock(&HostStore) {
                     error!("[root {}] shared data unavailable: {e:?}", self.id);
                     return false;
@@ -72,10 +86,13 @@ impl RootContext for Root {
                 for w in config::warnings(&policy) {
                     warn!("[root {}] {w}", self.id);
                 }
-                self.metrics = Rc::new(Metrics::define(&policy));
+                let mut all: Vec<&Policy> = set.members().iter().map(|p| &**p).collect();
+                all.push(set.base());
+                self.metrics = Rc::new(Metrics::define(&all));
                 // From here on the gauge is only incremented, by the VM that registers a grant.
                 self.metrics.set_tracked_grants(limits::tracked_grants(&HostStore));
-                self.policy = Some(Rc::new(policy));
+                self.set = chooses.then(|| Rc::new(set));
+                self.policy = Some(policy);
                 true
             }
             Err(e) => {
@@ -96,6 +113,8 @@ impl RootContext for Root {
         Some(Box::new(Filter {
             id: context_id,
             policy: self.policy.clone(),
+            set: self.set.clone(),
+            attached: None,
             metrics: Rc::clone(&self.metrics),
             request: RequestState::Headers,
             response: ResponseFilter::pass(),

@@ -6,14 +6,15 @@
 mod report;
 pub mod spec;
 
-use mcp_policy_core::identity::grant::{self, GrantId};
+use mcp_policy_core::config::PolicySet;
+use mcp_policy_core::identity::grant::{self, Grant, GrantId};
 use mcp_policy_core::limits::{Limiter, MemoryStore};
 use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::{GrantSource, Policy};
 
 use super::args::TestArgs;
 use super::check::load_policy;
-use super::explain::{decide, now_ms, Target};
+use super::explain::{decide, now_ms, payload_of, Target};
 use super::{read_input, Failure, Report, INVALID_POLICY, USAGE_OR_IO};
 use report::{Actual, Verdict};
 use spec::Case;
@@ -29,7 +30,7 @@ fn bad_input(message: String) -> Failure {
 
 pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
     // An invalid policy is bad input here (status 2): status 1 says a case failed.
-    let policy = load_policy(&args.policy).map_err(|f| match f.status {
+    let set = load_policy(&args.policy).map_err(|f| match f.status {
         INVALID_POLICY => bad_input(f.message),
         _ => f,
     })?;
@@ -39,7 +40,7 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
     let mut verdicts = Vec::with_capacity(file.cases.len());
     for (i, case) in file.cases.iter().enumerate() {
         let actual =
-            run_case(&policy, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
+            run_case(&set, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
         verdicts.push(Verdict::new(case, actual));
     }
     let source = report::Source { tests: &args.tests, policy: &args.policy };
@@ -57,20 +58,34 @@ fn prefixed(file: &str, message: &str) -> String {
 }
 
 /// The filter's decision on one case; an error names the case's key that cannot be honoured.
-fn run_case(policy: &Policy, case: &Case, now: u64) -> Result<Actual, String> {
-    if case.claims.is_some() {
-        return Err("claims: this filter decides on the grant only (no policy reads claims); remove `claims`".into());
-    }
+fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
+    let payload = match &case.claims {
+        Some(claims) => {
+            let text = serde_json::Value::Object(claims.clone()).to_string();
+            Some(
+                payload_of(&text, set)
+                    .map_err(|_| "claims: the policy reads no claims (it has no gateway.identity)")?,
+            )
+        }
+        None => None,
+    };
     let grant = case.grant.as_deref().unwrap_or(DEFAULT_GRANT);
+    let body = request_body(&case.call);
+    let to = Target::default();
     let store = MemoryStore::new();
     if let Some(state) = &case.state {
+        // The policy the caller is attached to counts the prior calls: a first decision, on a
+        // throwaway store, says which one it is.
+        let (attached, _) = decide(set, body.as_bytes(), grant, payload.as_deref(), &to, &MemoryStore::new(), now);
+        let attached = attached.ok_or("state.counters: the caller has no identity the filter reads")?;
+        let id = grant_id(set, &attached.policy, grant, case.claims.as_ref())
+            .ok_or("state.counters: the grant is not a credential the filter reads")?;
         for (counter, &calls) in &state.counters {
-            count_prior_calls(policy, &store, grant, counter, calls, now)
+            count_prior_calls(&attached.policy, &store, &id, counter, calls, now)
                 .map_err(|e| format!("state.counters.{counter}: {e}"))?;
         }
     }
-    let body = request_body(&case.call);
-    let outcome = decide(policy, body.as_bytes(), grant, &Target::default(), &store, now);
+    let (_, outcome) = decide(set, body.as_bytes(), grant, payload.as_deref(), &to, &store, now);
     let d = &outcome.decision;
     match (&outcome.reply, &outcome.approval) {
         // Held until a person approves (the approval service is not asked): what the filter
@@ -84,8 +99,19 @@ fn run_case(policy: &Policy, case: &Case, now: u64) -> Result<Actual, String> {
     }
 }
 
-/// The grant id the filter derives from `grant` sent as the policy's credential.
-fn grant_id(policy: &Policy, grant: &str) -> Option<GrantId> {
+/// The grant id the filter derives for the case: from the verified claim named by
+/// `gateway.identity.grant_claim` when the policy reads identities, else from `grant` sent as the
+/// policy's credential.
+fn grant_id(
+    set: &PolicySet,
+    policy: &Policy,
+    grant: &str,
+    claims: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<GrantId> {
+    if let Some(identity) = &set.base().gateway.identity {
+        let subject = claims?.get(&identity.grant_claim)?.as_str()?;
+        return Some(Grant::from_credential(subject.as_bytes()).id);
+    }
     let g = match &policy.gateway.grant {
         GrantSource::Bearer => grant::from_authorization(format!("Bearer {grant}").as_bytes()),
         GrantSource::Header(_) => grant::from_trusted_header(grant.as_bytes()),
@@ -97,7 +123,7 @@ fn grant_id(policy: &Policy, grant: &str) -> Option<GrantId> {
 fn count_prior_calls(
     policy: &Policy,
     store: &MemoryStore,
-    grant: &str,
+    id: &GrantId,
     counter: &str,
     calls: u64,
     now: u64,
@@ -109,14 +135,13 @@ fn count_prior_calls(
         known.dedup();
         return Err(format!("the policy has no limit with this counter (its counters: {})", list(&known)));
     }
-    let id = grant_id(policy, grant).ok_or("the grant is not a credential the filter reads")?;
     let limiter = Limiter { store, now_ms: now, max_tracked_grants: policy.gateway.max_tracked_grants };
     for limit in limits {
         if calls > limit.max {
             return Err(format!("{calls} calls, above the max of {} ({})", limit.max, limit.path));
         }
         for _ in 0..calls {
-            limiter.admit(&[limit], &id).map_err(|e| format!("the limiter refused a prior call: {e:?}"))?;
+            limiter.admit(&[limit], id).map_err(|e| format!("the limiter refused a prior call: {e:?}"))?;
         }
     }
     Ok(())

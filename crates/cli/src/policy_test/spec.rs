@@ -30,8 +30,8 @@ pub struct Case {
     /// `gateway.grants`, a token whose SHA-256 is listed there.
     #[serde(default)]
     pub grant: Option<String>,
-    /// Verified identity claims, for policies that decide on claims. Refused while the filter has
-    /// no policy on claims: a case that needs them cannot be decided.
+    /// Verified identity claims (the JWT payload `jwt_authn` forwards), for a policy with
+    /// `gateway.identity`: they choose the policy of a set and, through `grant_claim`, the grant.
     #[serde(default)]
     pub claims: Option<serde_json::Map<String, serde_json::Value>>,
     /// The call, sent as a JSON-RPC request (id 1) in a POST to the MCP server.

@@ -8,6 +8,7 @@ mod check;
 mod common;
 mod explain;
 mod policy_test;
+mod sets;
 mod usage;
 
 use common::{output, scratch_in};

@@ -114,7 +114,7 @@ fn bad_input_exits_2_with_where_and_why() {
     };
     for (name, text, message) in [
         ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` at line 5 column 13"),
-        ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: this filter decides on the grant only (no policy reads claims); remove `claims`"),
+        ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: the policy reads no claims (it has no gateway.identity)"),
         ("counter.yaml", case("    state: {counters: {nope: 1}}\n", "{tool: t}"), "cases[0].state.counters.nope: the policy has no limit with this counter (its counters: vm_agent_exec_rate)"),
         ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: t}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
         ("both.yaml", case("", "{tool: t, method: m}"), "cases[0].call: give `tool` or `method`, not both"),

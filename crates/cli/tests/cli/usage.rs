@@ -18,6 +18,8 @@ fn usage() {
              \x20 apply     Put a policy live in a running Envoy, through the ECDS file it reads\n\
              \x20 grant-id  Print the grant id of a token read from standard input\n\
              \x20 test      Test a policy against a tests file of calls and the decisions expected\n\
+             \x20 contain   Cut off one identity of a policy set at once: add a `contain` entry\n\
+             \x20 release   Restore an identity cut off by `contain`: remove its `contain` entry\n\
              \x20 schema    Print the JSON Schema of the policy file (generated from the filter's config types)\n"
         ),
         "{summary}"

@@ -174,7 +174,7 @@ pub struct LimitSpec {
 }
 
 /// `gateway`: settings of this filter, absent from PolicyLayer files.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySpec {
@@ -278,12 +278,34 @@ pub struct GatewaySpec {
     /// "Sessions bound to their grant". Absent: session ids pass unchanged.
     #[serde(default)]
     pub session_key: Option<SessionKeySpec>,
+    /// Who calls, from the verified token: the header Envoy's `jwt_authn` forwards the verified
+    /// payload in, and the claim that becomes the grant. See the "Many agents" chapter.
+    #[serde(default)]
+    pub identity: Option<IdentitySpec>,
+    /// `error` (default) or `tool_result`: how a refused `tools/call` is answered.
+    #[serde(default)]
+    pub refusal_shape: Option<crate::terms::RefusalShape>,
+}
+
+/// `gateway.identity`.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdentitySpec {
+    /// The header `jwt_authn` fills with the verified payload (`forward_payload_header`), e.g.
+    /// `x-jwt-payload`. Strip it at the edge: only `jwt_authn` may set it.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_.-]+$")))]
+    pub payload_header: String,
+    /// The claim whose value becomes the grant (default `sub`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub grant_claim: Option<String>,
 }
 
 /// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is), each
 /// given inline or as the name of an environment variable of the wasm VM (Envoy
 /// `vm_config.environment_variables`), which keeps the secret out of the plugin configuration.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionKeySpec {
@@ -305,7 +327,7 @@ pub struct SessionKeySpec {
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSpec {
@@ -337,7 +359,7 @@ pub struct ApprovalSpec {
 }
 
 /// One registered grant: the SHA-256 of its token (64 hex digits) and a label for logs.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GrantSpec {
@@ -348,7 +370,7 @@ pub struct GrantSpec {
 }
 
 /// `gateway.rate_limit_service`: the rate limit service that decides every limit of the policy.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitServiceSpec {

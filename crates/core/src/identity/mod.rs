@@ -5,5 +5,6 @@
 
 pub mod challenge;
 pub mod grant;
+pub mod payload;
 pub mod session;
 pub mod stray;

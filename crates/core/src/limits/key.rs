@@ -114,3 +114,15 @@ pub fn counter_key(limit: &Limit, grant: &GrantId) -> Key {
 pub fn grant_key(grant: &GrantId) -> Key {
     Key::new(b'g', grant.get(..16).unwrap_or(&[]))
 }
+
+/// SHA-256 over the length-prefixed (`policy`, `name`, `id`): an id (a grant's, or zeros for a
+/// counter's key base) within the set's policy `name`.
+pub fn within_policy(name: &str, id: &GrantId) -> GrantId {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"policy");
+    push_field(&mut h, name.as_bytes());
+    push_field(&mut h, id);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&h.finalize());
+    out
+}

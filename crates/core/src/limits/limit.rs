@@ -24,6 +24,18 @@ impl Limit {
         Limit { counter, window, max, scope, algorithm, path, key_base }
     }
 
+    /// The limit as a member of the set's policy `policy`: its counter is counted apart from every
+    /// other policy's counter of the same name (key base rehashed with the policy name), and its
+    /// path is prefixed with `policies.NAME.`.
+    pub fn within(mut self, policy: &str) -> Self {
+        let digest = super::within_policy(policy, &[0u8; 32]);
+        for (b, d) in self.key_base.iter_mut().zip(digest) {
+            *b ^= d;
+        }
+        self.path = format!("policies.{policy}.{}", self.path);
+        self
+    }
+
     /// The hashed part of this limit's counter key, computed by [`Limit::new`].
     pub fn key_base(&self) -> &[u8; 16] {
         &self.key_base

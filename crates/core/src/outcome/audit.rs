@@ -66,6 +66,21 @@ impl Decision {
         field(&mut o, "reason", self.reason.as_deref());
         field(&mut o, "grant", self.grant.as_deref());
         field(&mut o, "approval_id", self.approval_id.as_deref());
+        if let Some(p) = &self.provenance {
+            field(&mut o, "policy", p.policy.as_deref());
+            field(&mut o, "subject", p.subject.as_deref());
+            field(&mut o, "client_id", p.client_id.as_deref());
+            if !p.act.is_empty() {
+                o.push_str(",\"act\":[");
+                for (i, a) in p.act.iter().enumerate() {
+                    if i > 0 {
+                        o.push(',');
+                    }
+                    crate::wire::json::write_str(&mut o, &truncate(a, AUDIT_MAX_VALUE));
+                }
+                o.push(']');
+            }
+        }
         match &self.id {
             Some(id) if id.len() <= AUDIT_MAX_VALUE => {
                 o.push_str(",\"id\":");

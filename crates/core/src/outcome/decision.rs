@@ -23,6 +23,9 @@ pub struct Decision {
     pub dry_run: bool,
     /// The approval this decision is about (`require_approval` tools).
     pub approval_id: Option<String>,
+    /// The attached policy's name under a policy set, and who called, from the verified token only
+    /// (`gateway.identity`).
+    pub provenance: Option<Box<crate::identity::payload::Provenance>>,
 }
 
 impl Decision {
@@ -39,6 +42,7 @@ impl Decision {
             arg_keys: Vec::new(),
             dry_run: false,
             approval_id: None,
+            provenance: None,
         }
     }
 

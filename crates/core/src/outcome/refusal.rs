@@ -76,6 +76,8 @@ pub const EVENT_ID_INVALID: &str =
 /// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`).
 pub const LEGACY_SESSION_INVALID: &str =
     "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
+/// `data.reason` of `no_policy`.
+pub const NO_POLICY: &str = "no policy is attached to this caller (no attach rule of the policy set matches it)";
 const BATCH_REFUSED: &str = "another message in the batch was refused";
 const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE only";
 /// `data.reason` of [`Refusal::Unavailable`] when the plugin has no policy.
@@ -132,6 +134,10 @@ pub enum Refusal {
     MethodNotFound { rule: &'static str, reason: String, version: Version },
     /// −31001, 200; 403 when what is denied is a client response (`gateway.client_responses`).
     Denied { subject: Subject, rule: String, reason: String },
+    /// −31001, 200: the caller has no policy: no `attach` rule of the policy set matches it.
+    NoPolicy { subject: Subject },
+    /// −31001, 200: the caller is contained (`contain` of the policy set), with the operator's reason.
+    Contained { subject: Subject, reason: String },
     /// −31002, 200, `retry-after`: `limit` is exhausted for `retry_after_seconds`.
     RateLimited { subject: Subject, limit: Limit, retry_after_seconds: u64 },
     /// −31004, 200, `retry-after: 1`: the call could not be counted (fail closed).
@@ -192,7 +198,7 @@ impl Refusal {
             Refusal::SessionInvalid { .. } => code::SESSION_INVALID,
             Refusal::NoGrant { .. } => code::NO_GRANT,
             Refusal::MethodNotFound { .. } => code::METHOD_NOT_FOUND,
-            Refusal::Denied { .. } => code::DENIED,
+            Refusal::Denied { .. } | Refusal::NoPolicy { .. } | Refusal::Contained { .. } => code::DENIED,
             Refusal::RateLimited { .. } => code::RATE_LIMITED,
             Refusal::LimiterUnavailable { .. } => code::LIMITER_UNAVAILABLE,
             Refusal::BatchRefused => code::BATCH_REFUSED,
@@ -221,6 +227,8 @@ impl Refusal {
             Refusal::NoGrant { .. } => "no_grant",
             Refusal::MethodNotFound { .. } => "method_not_found",
             Refusal::Denied { .. } => "denied",
+            Refusal::NoPolicy { .. } => "no_policy",
+            Refusal::Contained { .. } => "contained",
             Refusal::RateLimited { .. } => "rate_limited",
             Refusal::LimiterUnavailable { .. } => "limiter_unavailable",
             Refusal::BatchRefused => "batch_refused",
@@ -254,6 +262,8 @@ impl Refusal {
             Refusal::BadUpstreamResponse { .. } => 502,
             Refusal::Unavailable { .. } => 503,
             Refusal::Denied { .. }
+            | Refusal::NoPolicy { .. }
+            | Refusal::Contained { .. }
             | Refusal::RateLimited { .. }
             | Refusal::LimiterUnavailable { .. }
             | Refusal::BatchRefused
@@ -281,7 +291,10 @@ impl Refusal {
     pub fn decision_kind(&self) -> DecisionKind {
         match self {
             Refusal::NoGrant { .. } => DecisionKind::NoGrant,
-            Refusal::Denied { .. } | Refusal::MethodNotFound { .. } => DecisionKind::Denied,
+            Refusal::Denied { .. }
+            | Refusal::MethodNotFound { .. }
+            | Refusal::NoPolicy { .. }
+            | Refusal::Contained { .. } => DecisionKind::Denied,
             Refusal::RateLimited { .. } => DecisionKind::RateLimited,
             Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
             Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
@@ -321,8 +334,10 @@ impl Refusal {
             Refusal::BodyTooLarge { max_bytes } => Cow::Owned(format!("request body exceeds {max_bytes} bytes")),
             Refusal::SessionInvalid { why } => Cow::Borrowed(why),
             Refusal::NoGrant { reason, .. } | Refusal::Unavailable { reason } => Cow::Borrowed(reason),
+            Refusal::NoPolicy { .. } => Cow::Borrowed(NO_POLICY),
             Refusal::Denied { reason, .. }
             | Refusal::MethodNotFound { reason, .. }
+            | Refusal::Contained { reason, .. }
             | Refusal::ApprovalRequired { reason, .. }
             | Refusal::UrlElicitationRequired { reason, .. } => Cow::Borrowed(reason),
             Refusal::RateLimited { limit, .. } => {
@@ -340,6 +355,8 @@ impl Refusal {
     pub fn tool(&self) -> Option<&str> {
         match self {
             Refusal::Denied { subject, .. }
+            | Refusal::NoPolicy { subject }
+            | Refusal::Contained { subject, .. }
             | Refusal::RateLimited { subject, .. }
             | Refusal::LimiterUnavailable { subject, .. } => subject.tool(),
             Refusal::ApprovalRequired { tool, .. }
@@ -384,7 +401,9 @@ impl Refusal {
             Refusal::SessionInvalid { .. } => format!("Not Found: {reason}"),
             Refusal::MethodNotFound { .. } => format!("Method not found: {reason}"),
             Refusal::NoGrant { .. } => format!("Unauthorized: {reason}"),
-            Refusal::Denied { subject, .. } => format!("{subject} denied: {reason}"),
+            Refusal::Denied { subject, .. } | Refusal::NoPolicy { subject } | Refusal::Contained { subject, .. } => {
+                format!("{subject} denied: {reason}")
+            }
             Refusal::RateLimited { subject, retry_after_seconds, .. } => {
                 format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s")
             }

@@ -31,6 +31,35 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// With `gateway.refusal_shape: "tool_result"`: a refused `tools/call` (a policy refusal about
+    /// one tool, answered 200) becomes a successful JSON-RPC response whose result is a failed tool
+    /// call, `{"content":[{"type":"text","text":REASON}],"isError":true}`; every other reply stays.
+    pub fn shape(&mut self, shape: crate::terms::RefusalShape) {
+        if shape != crate::terms::RefusalShape::ToolResult {
+            return;
+        }
+        let (Some(reply), Some(refusal), Some(id)) = (&mut self.reply, &self.decision.refusal, &self.decision.id)
+        else {
+            return;
+        };
+        let about_a_call = self.decision.method.as_deref() == Some("tools/call") && refusal.tool().is_some();
+        if !about_a_call
+            || reply.status != 200
+            || !reply.body.starts_with('{')
+            || refusal.code() == crate::wire::reply::code::URL_ELICITATION_REQUIRED
+        {
+            return;
+        }
+        let mut body = String::with_capacity(96 + reply.body.len() / 2);
+        body.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+        body.push_str(id);
+        body.push_str(",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+        crate::wire::json::write_str(&mut body, &refusal.reason());
+        body.push_str("}],\"isError\":true}}");
+        reply.body = body;
+        reply.headers.retain(|(k, _)| *k != "retry-after");
+    }
+
     pub(crate) fn new(decision: Decision, reply: Option<Reply>) -> Self {
         Outcome {
             decision,

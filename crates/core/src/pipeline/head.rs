@@ -73,6 +73,8 @@ pub struct RequestHead {
     /// The Envoy cluster the request's route chose (`xds.cluster_name`), set by the host with
     /// `gateway.approval`; `None` when it could not be read.
     pub cluster: Option<String>,
+    /// `gateway.identity.payload_header`: the verified token's payload (read only then).
+    pub payload: HeaderValue,
     /// The grant read from `credential`, once: the credential is hashed (SHA-256) at most once per
     /// request, however many steps ask (`check_session`, `on_headers`, `on_body`).
     pub(super) grant: OnceCell<Result<Grant, &'static str>>,
@@ -102,8 +104,10 @@ impl RequestHead {
             authority: HeaderValue::Absent,
             path: HeaderValue::Absent,
             cluster: None,
+            payload: HeaderValue::Absent,
             grant: OnceCell::new(),
         };
+        let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.
         let upstream = policy.gateway.approval.is_some();
         for (name, value) in headers {
@@ -124,6 +128,7 @@ impl RequestHead {
                 "mcp-session-id" => head.session_id.add(value),
                 "last-event-id" if bound => head.last_event_id.add(value),
                 n if n == credential_header => head.credential.add(value),
+                n if n == payload_header => head.payload.add(value),
                 ":path" => {
                     if stray::query_has_access_token(value) {
                         head.stray_credential = Some(STRAY_QUERY);

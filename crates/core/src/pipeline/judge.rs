@@ -7,7 +7,7 @@ use crate::limits::{self, Admission, Limiter};
 use crate::outcome::decision::Decision;
 use crate::outcome::kind::DecisionKind;
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
-use crate::policy::{NeedsApproval, Policy, Verdict};
+use crate::policy::{NeedsApproval, Policy, Stance, Verdict};
 use crate::terms::Action;
 use crate::wire::mcp::{Call, Message};
 
@@ -55,7 +55,11 @@ pub(super) fn judge_message(
     };
     match policy.judge(call) {
         Verdict::Pass => Judged::Forward(d, None, Vec::new()),
-        Verdict::Deny { rule, reason } => Judged::Refused(Refusal::Denied { subject: subject(), rule, reason }),
+        Verdict::Deny { rule, reason } => Judged::Refused(match &policy.stance {
+            Stance::Attached => Refusal::Denied { subject: subject(), rule, reason },
+            Stance::Unattached => Refusal::NoPolicy { subject: subject() },
+            Stance::Contained { reason } => Refusal::Contained { subject: subject(), reason: reason.clone() },
+        }),
         Verdict::Allow { rule, limits, approval } => {
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
@@ -76,7 +80,7 @@ pub(super) fn judge_message(
                 let value = args.and_then(crate::wire::mcp::Arguments::value);
                 Judged::Ask(Box::new(PendingApproval {
                     key: approval::key_with(
-                        &grant.id,
+                        &policy.approval_grant(&grant.id),
                         &upstream,
                         &t.name,
                         value.as_ref(),

@@ -22,6 +22,7 @@ use crate::outcome::refusal::Refusal;
 use crate::wire::mcp::Id;
 
 mod approval;
+mod attach;
 mod batch;
 mod binding;
 mod body;
@@ -35,6 +36,7 @@ pub mod rls;
 mod version;
 
 pub use approval::{on_approval_answer, PendingApproval};
+pub use attach::{attach, Attached};
 pub use binding::{check_session, session_id_out, stream_ids, Binding, SessionCheck};
 pub use body::on_body;
 pub use decision::Outcome;

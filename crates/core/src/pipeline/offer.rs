@@ -47,7 +47,10 @@ pub(super) fn check_retry(
     // open (the empty key matches no seal), and a state of the gateway's is refused below.
     let upstream = head.upstream();
     let args = t.arguments.as_ref().and_then(crate::wire::mcp::Arguments::value);
-    let key = upstream.as_ref().map(|u| approval::key(&grant.id, u, &t.name, args.as_ref())).unwrap_or_default();
+    let key = upstream
+        .as_ref()
+        .map(|u| approval::key(&policy.approval_grant(&grant.id), u, &t.name, args.as_ref()))
+        .unwrap_or_default();
     let keys = policy.gateway.session_keys.as_ref();
     let refuse = |why| Checked::Refused(Refusal::ApprovalStateInvalid { tool: t.name.clone(), why });
     let retry = offer::check_retry(keys, &grant.id, &key, &t.leg, now_ms / 1000);

@@ -131,7 +131,12 @@ impl Pending {
             .iter()
             .filter_map(|&(i, hits)| {
                 let l = policy.limits.get(i)?;
-                let mut entries = vec![(COUNTER_KEY.to_owned(), l.counter.clone())];
+                // A set's policy counts its counters apart from every other policy's (`Limit::within`).
+                let counter = match &policy.name {
+                    Some(name) => format!("{name}/{}", l.counter),
+                    None => l.counter.clone(),
+                };
+                let mut entries = vec![(COUNTER_KEY.to_owned(), counter)];
                 if l.scope == Scope::Grant {
                     entries.push((GRANT_KEY.to_owned(), grant.clone()));
                 }

@@ -49,6 +49,19 @@ pub struct Gateway {
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,
+    /// `gateway.identity`: who calls, from the verified token's payload; `None`: the grant alone.
+    pub identity: Option<IdentitySource>,
+    /// `gateway.refusal_shape`: how a refused `tools/call` is answered.
+    pub refusal_shape: crate::terms::RefusalShape,
+}
+
+/// `gateway.identity` after defaults: the header `jwt_authn` forwards the verified payload in
+/// (`forward_payload_header`) and the claim that becomes the grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentitySource {
+    /// Lower-case header name.
+    pub payload_header: String,
+    pub grant_claim: String,
 }
 
 /// `gateway.approval` after defaults: where the filter asks for approvals (an Envoy cluster).

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{duration_ms, Errors, TIMEOUT_LIKE};
 use crate::config::spec::{
-    ApprovalSpec, GatewaySpec, GrantSpec, RateLimitServiceSpec, SessionKeySpec, ToolAction, ToolRuleSpec,
+    ApprovalSpec, GatewaySpec, GrantSpec, IdentitySpec, RateLimitServiceSpec, SessionKeySpec, ToolAction, ToolRuleSpec,
 };
 use crate::config::{
     err, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TRACKED_GRANTS, MAX_APPROVAL_CALLOUT_MS,
@@ -14,7 +14,7 @@ use crate::config::{
 use crate::identity::session::SessionKeys;
 use crate::limits::Limit;
 use crate::policy::RateLimitService;
-use crate::policy::{ApprovalService, Gateway, GrantSource};
+use crate::policy::{ApprovalService, Gateway, GrantSource, IdentitySource};
 use crate::terms::Action;
 use crate::terms::Algorithm;
 use crate::terms::ApprovalMode;
@@ -35,6 +35,9 @@ pub(super) fn gateway(
     limits: &[Limit],
     errs: &mut Errors,
 ) -> Gateway {
+    if gw.identity.is_some() && gw.grant_header.is_some() {
+        errs.push(err("gateway.grant_header", "with gateway.identity the grant is its grant_claim: remove one"));
+    }
     let grant = grant_source(gw.grant_header, errs);
     let max_body_bytes = byte_limit(gw.max_body_bytes, DEFAULT_MAX_BODY_BYTES, "gateway.max_body_bytes", errs);
     let max_response_bytes =
@@ -80,7 +83,29 @@ pub(super) fn gateway(
         audit: gw.audit.unwrap_or_default(),
         filter_state: gw.filter_state.unwrap_or(true),
         resource_metadata_url: gw.resource_metadata_url,
+        identity: gw.identity.as_ref().map(|i| identity(i, errs)),
+        refusal_shape: gw.refusal_shape.unwrap_or_default(),
     }
+}
+
+/// `gateway.identity`: a plain header name (lower-cased) other than the grant's, the credential
+/// headers and `host`; the grant claim (default `sub`) non-empty.
+fn identity(spec: &IdentitySpec, errs: &mut Errors) -> IdentitySource {
+    let lower = spec.payload_header.to_ascii_lowercase();
+    let valid = !lower.is_empty()
+        && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
+    if !valid {
+        errs.push(err(
+            "gateway.identity.payload_header",
+            "must be a plain header name (letters, digits, '-', '_', '.'), not authorization, cookie or host",
+        ));
+    }
+    let grant_claim = spec.grant_claim.clone().unwrap_or_else(|| "sub".to_owned());
+    if grant_claim.is_empty() {
+        errs.push(err("gateway.identity.grant_claim", "must not be empty"));
+    }
+    IdentitySource { payload_header: lower, grant_claim }
 }
 
 /// `gateway.grant_header`: a plain header name (lower-cased), else `Authorization: Bearer`.

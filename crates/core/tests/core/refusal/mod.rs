@@ -25,7 +25,7 @@ mod samples;
 use samples::samples;
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 23;
+const VARIANTS: usize = 25;
 
 struct Row {
     code: i32,
@@ -204,6 +204,22 @@ fn row(r: &Refusal) -> Row {
             &[],
             Denied,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31001,"message":"tool 'x' denied: no \"x\"","data":{"kind":"denied","tool":"x","reason":"no \"x\"","rule":"tools.x"}}}"#,
+        ),
+        Refusal::NoPolicy { .. } => (
+            -31001,
+            "no_policy",
+            200,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31001,"message":"tool 'x' denied: no policy is attached to this caller (no attach rule of the policy set matches it)","data":{"kind":"no_policy","tool":"x","reason":"no policy is attached to this caller (no attach rule of the policy set matches it)"}}}"#,
+        ),
+        Refusal::Contained { .. } => (
+            -31001,
+            "contained",
+            200,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31001,"message":"tool 'x' denied: incident 42","data":{"kind":"contained","tool":"x","reason":"incident 42"}}}"#,
         ),
         Refusal::RateLimited { subject: Subject::Call, .. } => (
             -31002,

@@ -56,6 +56,8 @@ pub(super) fn samples() -> Vec<Refusal> {
             rule: "hide".into(),
             reason: "tool is hidden by policy".into(),
         },
+        Refusal::NoPolicy { subject: Subject::Tool("x".into()) },
+        Refusal::Contained { subject: Subject::Tool("x".into()), reason: "incident 42".into() },
         Refusal::RateLimited { subject: Subject::Tool("x".into()), limit: limit(), retry_after_seconds: 42 },
         Refusal::RateLimited { subject: Subject::Call, limit: limit(), retry_after_seconds: 1 },
         Refusal::LimiterUnavailable {
