@@ -19,6 +19,9 @@ from testkit.envoy import POLICY_JSON, bound_session_id, load_policy
 from testkit.jsonrpc import call_tool, get, headers_for, post, tool_call
 from testkit.upstream import recorder_lines, recorder_reply
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 SEED = load_policy(POLICY_JSON)
 STOP_REASON = "stopping VMs needs a change ticket"
 EXEC_ARGS = {"node": "pve1", "vmid": 100, "command": "uptime"}
