@@ -22,15 +22,12 @@ pub struct Config {
 
 /// Why a loaded policy cannot run in this build, if it cannot.
 ///
-/// The approval service, the approval offer and the rate limit service need HTTP and gRPC callouts,
-/// which this build does not make: such a policy is refused when it loads, never half served.
+/// The rate limit service is asked over gRPC, which this build does not do (the ABI's callouts are
+/// HTTP): such a policy is refused when it loads, never half served.
 pub fn unsupported(policy: &Policy) -> Option<&'static str> {
-    if policy.gateway.approval.is_some() {
-        return Some("gateway.approval (the approval service) needs callouts, which the native build does not make; use the wasm build");
-    }
     if policy.gateway.rate_limit_service.is_some() {
         return Some(
-            "gateway.rate_limit_service needs callouts, which the native build does not make; use the wasm build",
+            "gateway.rate_limit_service (a gRPC callout) is not supported by the native build; use the wasm build",
         );
     }
     None

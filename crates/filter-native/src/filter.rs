@@ -14,7 +14,8 @@ use mcp_policy_core::outcome::refusal::{
     Refusal, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN,
     POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN,
 };
-use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::pipeline::rewrite::BodyRewrite;
+use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::response::ResponseFilter;
 use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::wire::reply::Reply;
@@ -32,11 +33,13 @@ pub enum Flow {
 }
 
 /// How far a request got.
-enum RequestState {
+pub(crate) enum RequestState {
     /// The headers are not judged yet.
     Headers,
     /// A POST body is being buffered; the head is judged with it.
     Body(RequestHead),
+    /// Held while the approval service is asked, with the callout's id.
+    Approval(u64, PendingApproval),
     /// Decided: forwarded or answered locally.
     Decided,
 }
@@ -55,13 +58,17 @@ pub struct Filter {
     pub(crate) stream: Stream,
     /// A hook of this stream panicked: the stream was reset and is ignored from then on.
     pub(crate) poisoned: bool,
-    request: RequestState,
+    pub(crate) request: RequestState,
     pub(crate) response: ResponseFilter,
-    request_id: Option<String>,
+    pub(crate) request_id: Option<String>,
     pub(crate) session_grant: Option<GrantId>,
     session_upstream: Option<Vec<u8>>,
     pub(crate) session_url_elicitation: bool,
     decided_at_ms: Option<u64>,
+    /// The grant whose held-callout count this stream's callout took, and the count's lease in ms.
+    pub(crate) held: Option<(GrantId, u64)>,
+    /// The body to forward instead of the received one, once the request goes upstream.
+    rewrite: Option<BodyRewrite>,
     /// A JSON response body held whole until its end (`Step::Hold`), taken out of Envoy's buffers.
     pub(crate) held_response: Vec<u8>,
 }
@@ -80,22 +87,37 @@ impl Filter {
             session_upstream: None,
             session_url_elicitation: false,
             decided_at_ms: None,
+            held: None,
+            rewrite: None,
             held_response: Vec::new(),
         }
     }
 
     /// Act on an outcome: record it, then forward or answer locally.
-    fn finish(&mut self, mut outcome: Outcome) -> Flow {
+    pub(crate) fn finish(&mut self, mut outcome: Outcome) -> Flow {
+        if let Some(rewrite) = outcome.rewrite.take() {
+            self.rewrite = Some(rewrite);
+        }
         self.session_url_elicitation |= outcome.url_elicitation;
         let decided_at_ms = self.decided_at_ms.take();
-        if outcome.approval.is_some() || outcome.rls.is_some() {
+        if let Some(pending) = outcome.approval.take() {
+            return self.ask_approval(*pending);
+        }
+        if outcome.rls.is_some() {
             // Refused at load (config::unsupported): never reached, and refused if it were.
-            warn!("[ctx {}] a callout was asked for, which this build does not make; refusing", self.id);
+            warn!("[ctx {}] a rate limit callout was asked for, which this build does not make; refusing", self.id);
             return self.unavailable(POLICY_NOT_LOADED);
         }
         self.request = RequestState::Decided;
-        if outcome.reply.is_none() && outcome.rewrite.take().is_some() {
-            return self.unavailable(BODY_UNWRITABLE);
+        // An approved offer's retry goes upstream rewritten; the body is set before the decision is
+        // recorded, so a failure is recorded as what it is (503 `unavailable`), never as forwarded.
+        if outcome.reply.is_none() {
+            if let Some(rewrite) = self.rewrite.take() {
+                if !self.apply(&rewrite) {
+                    return self.unavailable(BODY_UNWRITABLE);
+                }
+                self.config.metrics.offer(&self.stream, mcp_policy_core::approval::offer::Event::Forwarded);
+            }
         }
         let config = Arc::clone(&self.config);
         let d = &outcome.decision;
@@ -129,6 +151,30 @@ impl Filter {
         }
     }
 
+    /// Replace the first `replaced_bytes` bytes of the request body (the rewrite keeps the body's
+    /// length, so `content-length` stays right). The body is what Envoy buffered plus, in a body
+    /// hook, the chunk at hand; the rewritten body goes where Envoy will forward it from.
+    fn apply(&self, rewrite: &BodyRewrite) -> bool {
+        let s = &self.stream;
+        let Some(buffered) = s.body(Body::BufferedRequest) else { return false };
+        let received = if s.received_is_buffered_request() {
+            Vec::new()
+        } else {
+            s.body(Body::ReceivedRequest).unwrap_or_default()
+        };
+        let mut body = [buffered.as_slice(), received.as_slice()].concat();
+        if rewrite.replaced_bytes > body.len() {
+            warn!("[ctx {}] cannot rewrite the request body (shorter than the rewrite); refusing", self.id);
+            return false;
+        }
+        body.splice(..rewrite.replaced_bytes, rewrite.body.iter().copied());
+        if buffered.is_empty() {
+            return s.replace_body(Body::ReceivedRequest, &body);
+        }
+        (received.is_empty() || s.replace_body(Body::ReceivedRequest, b""))
+            && s.replace_body(Body::BufferedRequest, &body)
+    }
+
     /// The per-decision filter-state values, under the wasm build's keys (`wasm.<name>`), so the
     /// same `%FILTER_STATE(wasm.mcp_decision:PLAIN)%` access-log formats work with either build.
     fn set_filter_state(&self, d: &Decision) {
@@ -156,7 +202,7 @@ impl Filter {
     }
 
     /// The filter cannot judge this request: 503 `unavailable` with `reason`.
-    fn unavailable(&mut self, reason: &'static str) -> Flow {
+    pub(crate) fn unavailable(&mut self, reason: &'static str) -> Flow {
         self.request = RequestState::Decided;
         self.send(Refusal::Unavailable { reason }.reply(&mcp_policy_core::wire::mcp::Id::null()))
     }
@@ -173,9 +219,13 @@ impl Filter {
     }
 
     fn decide_body(&mut self, with_received: bool) -> Flow {
-        let RequestState::Body(head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
+        let RequestState::Body(mut head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
             return Flow::Continue;
         };
+        if self.config.policy.gateway.approval.is_some() {
+            // The cluster the route chose: an approval is bound to it (`approval::Upstream`).
+            head.cluster = self.stream.cluster_name();
+        }
         let Some(body) = self.request_body_bytes(with_received) else {
             warn!("[ctx {}] cannot read the request body; refusing", self.id);
             let _ = BODY_UNREADABLE;

@@ -10,13 +10,16 @@
 //! - `store`: the limiter's state in process memory, shared by every worker thread;
 //! - `metrics`: the stats, with the wasm build's names.
 //!
-//! Differences from the wasm build: no callouts (a policy with `gateway.approval` or
-//! `gateway.rate_limit_service` is refused when it loads), and no sandbox: a panic resets the stream
-//! (the request is never forwarded), but a fault outside Rust's control would take Envoy down.
+//! - `approval`: the approval callout (an HTTP callout through the ABI).
+//!
+//! Differences from the wasm build: no gRPC callout (a policy with `gateway.rate_limit_service` is
+//! refused when it loads), and no sandbox: a panic resets the stream (the request is never
+//! forwarded), but a fault outside Rust's control would take Envoy down.
 
 // The wasm target builds only crates/filter-wasm; this crate is native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+pub mod approval;
 pub mod config;
 pub mod ffi;
 pub mod filter;

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use super::{Buffer, ConfigHandle, Header, Stream};
+use super::{Buffer, CalloutAnswer, ConfigHandle, Header, Stream};
 use crate::config::Config;
 use crate::filter::{Filter, Flow};
 
@@ -182,12 +182,41 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
 ) {
+    on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
+        f.abandon_approval();
+        Flow::Continue
+    });
 }
 
-// Hooks of ABI features this filter does not use (per-route configuration, callouts and streams,
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    callout_id: u64,
+    result: u32,
+    headers: *mut Header,
+    headers_size: usize,
+    body_chunks: *mut Buffer,
+    body_chunks_size: usize,
+) {
+    let answer = CalloutAnswer::read(
+        result,
+        headers,
+        headers_size,
+        body_chunks,
+        body_chunks_size,
+        crate::approval::MAX_APPROVAL_ANSWER_BYTES,
+    );
+    on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
+        f.on_approval_response(callout_id, answer);
+        Flow::Continue
+    });
+}
+
+// Hooks of ABI features this filter does not use (per-route configuration, callout streams,
 // schedulers, watermarks, local-reply notices): Envoy resolves every one of them at load.
 
 #[no_mangle]
@@ -201,19 +230,6 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(_config: *const c_void) {}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _callout_id: u64,
-    _result: u32,
-    _headers: *mut Header,
-    _headers_size: usize,
-    _body_chunks: *mut Buffer,
-    _body_chunks_size: usize,
-) {
-}
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(

@@ -106,6 +106,17 @@ extern "C" {
         details: Buffer,
     );
     fn envoy_dynamic_module_callback_http_filter_reset_stream(filter: *mut c_void, reason: u32, details: Buffer);
+    fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: *mut c_void);
+    fn envoy_dynamic_module_callback_http_get_cluster_name(filter: *mut c_void, out: *mut Buffer) -> bool;
+    fn envoy_dynamic_module_callback_http_filter_http_callout(
+        filter: *mut c_void,
+        callout_id_out: *mut u64,
+        cluster_name: Buffer,
+        headers: *mut Header,
+        headers_size: usize,
+        body: Buffer,
+        timeout_milliseconds: u64,
+    ) -> u32;
 
     fn envoy_dynamic_module_callback_http_get_body_size(filter: *mut c_void, body: u32) -> usize;
     fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: *mut c_void, body: u32) -> usize;
@@ -268,7 +279,8 @@ impl Stream {
                 hs.as_mut_ptr(),
                 hs.len(),
                 Buffer::of(body),
-                Buffer::of(b"mcp_policy"),
+                // No details: the same %RESPONSE_CODE_DETAILS% as the wasm build.
+                Buffer::NULL,
             )
         }
     }
@@ -277,6 +289,54 @@ impl Stream {
     pub fn reset(&self, details: &str) {
         // SAFETY: reason 0 is `LocalReset`; the details are a module buffer.
         unsafe { envoy_dynamic_module_callback_http_filter_reset_stream(self.0, 0, Buffer::of(details.as_bytes())) }
+    }
+
+    /// Let the request held by this filter go on (after a callout answered).
+    pub fn continue_decoding(&self) {
+        // SAFETY: `self.0` is this stream's filter pointer, used inside one of its event hooks.
+        unsafe { envoy_dynamic_module_callback_http_filter_continue_decoding(self.0) }
+    }
+
+    /// The cluster the route chose for this request.
+    pub fn cluster_name(&self) -> Option<String> {
+        let mut out = Buffer::NULL;
+        // SAFETY: `out` is a valid out pointer, copied out at once.
+        let ok = unsafe { envoy_dynamic_module_callback_http_get_cluster_name(self.0, &mut out) };
+        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+    }
+
+    /// Start an HTTP callout to `cluster`; its id, or the ABI's init result code when it cannot start.
+    /// The answer arrives in `on_http_filter_http_callout_done` with that id.
+    pub fn http_callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut hs: Vec<Header> = headers
+            .iter()
+            .map(|(k, v)| Header { key: Buffer::of(k.as_bytes()), value: Buffer::of(v.as_bytes()) })
+            .collect();
+        let mut id = 0u64;
+        // SAFETY: the header array, its buffers, the cluster name and the body outlive the call; `id`
+        // is a valid out pointer.
+        let r = unsafe {
+            envoy_dynamic_module_callback_http_filter_http_callout(
+                self.0,
+                &mut id,
+                Buffer::of(cluster.as_bytes()),
+                hs.as_mut_ptr(),
+                hs.len(),
+                Buffer::of(body),
+                timeout_ms,
+            )
+        };
+        if r == 0 {
+            Ok(id)
+        } else {
+            Err(r)
+        }
     }
 
     /// Bytes in body `which`.
@@ -348,6 +408,47 @@ impl Stream {
     pub fn gauge_add(&self, id: usize, by: u64) {
         // SAFETY: `id` was defined by this stream's configuration; no labels.
         unsafe { envoy_dynamic_module_callback_http_filter_increment_gauge(self.0, id, std::ptr::null_mut(), 0, by) };
+    }
+}
+
+/// The answer to an HTTP callout: its `:status` and body, copied out of Envoy's buffers (`None`
+/// status: the callout failed, was reset or its answer was too large).
+pub struct CalloutAnswer {
+    pub status: Option<Vec<u8>>,
+    pub body: Vec<u8>,
+    pub body_size: usize,
+}
+
+impl CalloutAnswer {
+    /// Read from the arguments of `on_http_filter_http_callout_done`, keeping at most `max_body` bytes.
+    fn read(
+        result: u32,
+        headers: *const Header,
+        headers_size: usize,
+        chunks: *const Buffer,
+        chunks_size: usize,
+        max_body: usize,
+    ) -> Self {
+        let mut answer = CalloutAnswer { status: None, body: Vec::new(), body_size: 0 };
+        if result != 0 {
+            return answer;
+        }
+        if !headers.is_null() {
+            // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
+            let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
+            answer.status = hs.iter().find(|h| h.key.to_vec() == b":status").map(|h| h.value.to_vec());
+        }
+        if !chunks.is_null() {
+            // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
+            let cs = unsafe { std::slice::from_raw_parts(chunks, chunks_size) };
+            answer.body_size = cs.iter().map(|c| c.len).sum();
+            if answer.body_size <= max_body {
+                for c in cs {
+                    answer.body.extend_from_slice(&c.to_vec());
+                }
+            }
+        }
+        answer
     }
 }
 
