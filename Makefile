@@ -36,6 +36,16 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 	cd tools/wasm-opt && npm ci --silent --no-audit --no-fund
 	touch $@
 
+## dynamic-module: the native build of the filter, an Envoy dynamic module (crates/filter-native, for
+##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
+##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
+DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
+.PHONY: dynamic-module
+dynamic-module:
+	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
+	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
+	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
+
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
@@ -79,7 +89,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps
+test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
