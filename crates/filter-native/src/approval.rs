@@ -46,7 +46,7 @@ impl Filter {
                 mcp_policy_core::outcome::audit::log_safe(&pending.tool)
             );
         }
-        let outcome = pipeline::on_approval_answer(&config.policy, pending, answer, process_store(), now_ms());
+        let outcome = pipeline::on_approval_answer(&config.policy, *pending, answer, process_store(), now_ms());
         if self.finish(outcome) == Flow::Continue {
             self.stream.continue_decoding();
         }
@@ -113,7 +113,7 @@ impl Filter {
         }
         match self.stream.http_callout(&svc.cluster, &headers, body.as_bytes(), svc.timeout_ms) {
             Ok(id) => {
-                self.request = RequestState::Approval(id, pending);
+                self.request = RequestState::Approval(id, Box::new(pending));
                 Flow::Buffer
             }
             Err(code) => {

@@ -32,14 +32,16 @@ pub enum Flow {
     Buffer,
 }
 
-/// How far a request got.
+/// How far a request got. It lives inside the stream's boxed `Filter`, so the head is kept inline
+/// (boxing it would cost every POST one more allocation).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum RequestState {
     /// The headers are not judged yet.
     Headers,
     /// A POST body is being buffered; the head is judged with it.
     Body(RequestHead),
     /// Held while the approval service is asked, with the callout's id.
-    Approval(u64, PendingApproval),
+    Approval(u64, Box<PendingApproval>),
     /// Decided: forwarded or answered locally.
     Decided,
 }
