@@ -56,6 +56,8 @@ impl Filter {
         let s = self.stream;
         let received = s.body_size(Body::ReceivedResponse);
         let size = self.held_response.len().saturating_add(received);
+        // Bytes held earlier and read now: if the filter lets them through as they were, they go back.
+        let mut held_back: Option<Vec<u8>> = None;
         let step = match self.response.on_body(size, end_of_stream) {
             Step::Hold => {
                 // Keep the bytes here, out of Envoy's buffer (whose limit would otherwise end the stream).
@@ -70,9 +72,14 @@ impl Filter {
             Step::Read => match s.body(Body::ReceivedResponse) {
                 Some(chunk) => {
                     let mut bytes = std::mem::take(&mut self.held_response);
+                    let had_held = !bytes.is_empty();
                     bytes.extend_from_slice(&chunk);
                     let config = Arc::clone(&self.config);
-                    self.response.on_chunk(&bytes, end_of_stream, &|name| config.policy.is_unlisted(name))
+                    let step = self.response.on_chunk(&bytes, end_of_stream, &|name| config.policy.is_unlisted(name));
+                    if had_held {
+                        held_back = Some(bytes);
+                    }
+                    step
                 }
                 None => Step::Fail(self.response.host_failed(HostOp::Read, &"body not readable", end_of_stream)),
             },
@@ -81,9 +88,12 @@ impl Filter {
         match step {
             Step::Pass | Step::Read => {
                 if !self.held_response.is_empty() {
-                    // Bytes held and then let through as they were: give them back, in front.
                     let mut bytes = std::mem::take(&mut self.held_response);
                     bytes.extend_from_slice(&s.body(Body::ReceivedResponse).unwrap_or_default());
+                    held_back = Some(bytes);
+                }
+                if let Some(bytes) = held_back {
+                    // Bytes held and then let through as they were: they go out whole, in order.
                     if !s.replace_body(Body::ReceivedResponse, &bytes) {
                         s.reset("mcp_policy_body_unwritable");
                         return Flow::Stop;
