@@ -48,7 +48,7 @@ impl Filter {
         }
         let outcome = pipeline::on_approval_answer(&config.policy, *pending, answer, process_store(), now_ms());
         if self.finish(outcome) == Flow::Continue {
-            self.stream.continue_decoding();
+            self.resume();
         }
     }
 

@@ -46,6 +46,29 @@ pub(crate) enum RequestState {
     Decided,
 }
 
+/// Calls into Envoy that may run this stream's hooks again at once: made by the hook after the
+/// filter is left (`ffi::hooks`).
+#[derive(Default)]
+pub struct Effects {
+    /// A local reply to send.
+    pub reply: Option<Reply>,
+    /// Continue decoding a request held for a callout.
+    pub resume: bool,
+}
+
+impl Effects {
+    /// Carry them out on `stream`.
+    pub fn apply(self, stream: Stream) {
+        if let Some(reply) = self.reply {
+            let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+            headers.extend(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
+            stream.send_response(u32::from(reply.status), &headers, reply.body.as_bytes());
+        } else if self.resume {
+            stream.continue_decoding();
+        }
+    }
+}
+
 /// Stream ids for log lines (`[ctx N]`), unique in the process.
 static NEXT_CTX: AtomicU64 = AtomicU64::new(1);
 
@@ -73,6 +96,8 @@ pub struct Filter {
     rewrite: Option<BodyRewrite>,
     /// A JSON response body held whole until its end (`Step::Hold`), taken out of Envoy's buffers.
     pub(crate) held_response: Vec<u8>,
+    /// Calls into Envoy left for the hook to make after leaving the filter.
+    effects: Effects,
 }
 
 impl Filter {
@@ -92,6 +117,7 @@ impl Filter {
             held: None,
             rewrite: None,
             held_response: Vec::new(),
+            effects: Effects::default(),
         }
     }
 
@@ -196,11 +222,22 @@ impl Filter {
         }
     }
 
-    pub(crate) fn send(&self, reply: Reply) -> Flow {
-        let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
-        headers.extend(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
-        self.stream.send_response(u32::from(reply.status), &headers, reply.body.as_bytes());
+    /// Answer locally with `reply`. The reply is sent when the hook has returned from the filter
+    /// (`Filter::take_effects`): Envoy runs a local reply through the encoder hooks of this same
+    /// stream at once, which must not meet a borrow of the filter still in use.
+    pub(crate) fn send(&mut self, reply: Reply) -> Flow {
+        self.effects.reply = Some(reply);
         Flow::Stop
+    }
+
+    /// Let the held request go on, once the hook has returned from the filter (as `send`).
+    pub(crate) fn resume(&mut self) {
+        self.effects.resume = true;
+    }
+
+    /// What the hook must do on Envoy's side after leaving the filter.
+    pub(crate) fn take_effects(&mut self) -> Effects {
+        std::mem::take(&mut self.effects)
     }
 
     /// The filter cannot judge this request: 503 `unavailable` with `reason`.

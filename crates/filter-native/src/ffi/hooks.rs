@@ -36,7 +36,13 @@ fn on_filter(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, f: impl F
     }
     filter.stream = Stream(filter_envoy_ptr);
     match catch_unwind(AssertUnwindSafe(|| f(filter))) {
-        Ok(flow) => flow,
+        Ok(flow) => {
+            let effects = filter.take_effects();
+            // `filter` is not used past this point: a local reply or a resumed request runs this
+            // stream's hooks again at once, and they take the filter afresh.
+            effects.apply(Stream(filter_envoy_ptr));
+            flow
+        }
         Err(_) => {
             filter.poisoned = true;
             Stream(filter_envoy_ptr).reset("mcp_policy_panic");
