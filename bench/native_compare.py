@@ -5,12 +5,12 @@ load on loopback, without the rest of `make bench`.
     make build dynamic-module
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
 
-One upstream Envoy (bench/envoy/upstream.yaml) and four front Envoys (concurrency 1, no access
+One upstream Envoy (bench/envoy/upstream.yaml) and six front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (b) the wasm filter + buffer, (n) the native
-module + buffer, with bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
+module + buffer, and (b'), (n') the same without the audit line (the filter's logger at warn), with
+bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
 drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
 p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load.
-The audit record goes to Envoy's log at info, as shipped, in both builds.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import load  # noqa: E402  (bench/load.py: the Envoy runner, wrk and /proc reade
 ROOT = load.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "n": "dynamic"}
+CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic", "n'": "dynamic_quiet"}
 LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "b": "(b) wasm filter + buffer",
-          "n": "(n) native module + buffer"}
+          "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
+          "n'": "(n') (n), dynamic_modules log level warn"}
 
 
 def main() -> None:
@@ -47,6 +48,8 @@ def main() -> None:
             raise SystemExit(f"{f} missing: make build dynamic-module")
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
     load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
+    # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
+    load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
     policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     up_port, up_admin = load.free_port(), load.free_port()

@@ -12,7 +12,12 @@
 
 #![allow(unsafe_code)]
 
+mod callout;
 pub mod hooks;
+mod logging;
+
+pub use callout::CalloutAnswer;
+pub use logging::init_logging;
 
 use std::ffi::c_void;
 
@@ -409,84 +414,4 @@ impl Stream {
         // SAFETY: `id` was defined by this stream's configuration; no labels.
         unsafe { envoy_dynamic_module_callback_http_filter_increment_gauge(self.0, id, std::ptr::null_mut(), 0, by) };
     }
-}
-
-/// The answer to an HTTP callout: its `:status` and body, copied out of Envoy's buffers (`None`
-/// status: the callout failed, was reset or its answer was too large).
-pub struct CalloutAnswer {
-    pub status: Option<Vec<u8>>,
-    pub body: Vec<u8>,
-    pub body_size: usize,
-}
-
-impl CalloutAnswer {
-    /// Read from the arguments of `on_http_filter_http_callout_done`, keeping at most `max_body` bytes.
-    fn read(
-        result: u32,
-        headers: *const Header,
-        headers_size: usize,
-        chunks: *const Buffer,
-        chunks_size: usize,
-        max_body: usize,
-    ) -> Self {
-        let mut answer = CalloutAnswer { status: None, body: Vec::new(), body_size: 0 };
-        if result != 0 {
-            return answer;
-        }
-        if !headers.is_null() {
-            // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
-            let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
-            answer.status = hs.iter().find(|h| h.key.to_vec() == b":status").map(|h| h.value.to_vec());
-        }
-        if !chunks.is_null() {
-            // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
-            let cs = unsafe { std::slice::from_raw_parts(chunks, chunks_size) };
-            answer.body_size = cs.iter().map(|c| c.len).sum();
-            if answer.body_size <= max_body {
-                for c in cs {
-                    answer.body.extend_from_slice(&c.to_vec());
-                }
-            }
-        }
-        answer
-    }
-}
-
-/// The `log` crate's records, forwarded to Envoy's `dynamic_modules` logger.
-struct EnvoyLogger;
-
-fn level_of(l: log::Level) -> Level {
-    match l {
-        log::Level::Error => Level::Error,
-        log::Level::Warn => Level::Warn,
-        log::Level::Info => Level::Info,
-        log::Level::Debug => Level::Debug,
-        log::Level::Trace => Level::Trace,
-    }
-}
-
-impl log::Log for EnvoyLogger {
-    fn enabled(&self, metadata: &log::Metadata) -> bool {
-        log_enabled(level_of(metadata.level()))
-    }
-
-    fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            log(level_of(record.level()), &record.args().to_string());
-        }
-    }
-
-    fn flush(&self) {}
-}
-
-static LOGGER: EnvoyLogger = EnvoyLogger;
-
-/// Route the `log` crate to Envoy (once per process) and log panics at critical level.
-pub fn init_logging() {
-    if log::set_logger(&LOGGER).is_ok() {
-        log::set_max_level(log::LevelFilter::Trace);
-    }
-    std::panic::set_hook(Box::new(|info| {
-        log(Level::Critical, &format!("mcp-policy-filter panicked: {info}; failing closed"));
-    }));
 }
