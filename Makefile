@@ -227,7 +227,8 @@ $(MDBOOK_STAMP):
 
 ## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
 ##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
-##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
+##      .run/*.log, one line per decision on the terminal (Ctrl-C stops).
+##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic.yaml, no live reload
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
 MCP_PORT ?= 10000
@@ -241,8 +242,8 @@ run:
 	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
 	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
 	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi
-	@$(MAKE) -s --no-print-directory build native venv
-	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
+	@$(MAKE) -s --no-print-directory build native venv $(if $(filter native,$(FILTER)),dynamic-module)
+	@RUN_DIR=$(RUN_DIR) FILTER=$(FILTER) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
 ##         "applied" once Envoy loaded it, else why it was not
