@@ -36,6 +36,16 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 	cd tools/wasm-opt && npm ci --silent --no-audit --no-fund
 	touch $@
 
+## dynamic-module: the native build of the filter, an Envoy dynamic module (crates/filter-native, for
+##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
+##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
+DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
+.PHONY: dynamic-module
+dynamic-module:
+	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
+	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
+	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
+
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
@@ -106,7 +116,7 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
-test-envoy: build approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
+test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
@@ -260,7 +270,8 @@ $(MDBOOK_STAMP):
 
 ## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
 ##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
-##      .run/*.log, one line per decision on the terminal (Ctrl-C stops)
+##      .run/*.log, one line per decision on the terminal (Ctrl-C stops).
+##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic.yaml, no live reload
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
 MCP_PORT ?= 10000
@@ -274,8 +285,8 @@ run:
 	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
 	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
 	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi
-	@$(MAKE) -s --no-print-directory build native venv
-	@RUN_DIR=$(RUN_DIR) $(RUN_PORTS) bash scripts/run.sh
+	@$(MAKE) -s --no-print-directory build native venv $(if $(filter native,$(FILTER)),dynamic-module)
+	@RUN_DIR=$(RUN_DIR) FILTER=$(FILTER) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
 ##         "applied" once Envoy loaded it, else why it was not. First runs its tests file,

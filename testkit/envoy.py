@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from testkit import stats
+from testkit.native import native_path
 from testkit.paths import REPO_ROOT, wasm_path
 from testkit.processes import HOST, ManagedProcess, answers, forget, free_port, http_get, new_log_dir, spawn
 
@@ -269,7 +270,9 @@ SESSION_KEY = "mcpf-tests-session-key-0123456789abcdef"
 
 def envoy_env() -> dict[str, str]:
     """The environment of an Envoy the tests start: this one, with the tests' session key."""
-    return {**os.environ, SESSION_KEY_ENV: SESSION_KEY}
+    return {**os.environ, SESSION_KEY_ENV: SESSION_KEY,
+            # Where the native build (testkit.native) is found; unused by the wasm build.
+            "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(native_path().parent)}
 
 
 def bound_session_id(token: str, server_id: str, key: str = SESSION_KEY) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from testkit.demo import demo_server_name, start_demo_server
 from testkit.envoy import Envoy, EnvoyExit, render_envoy_config, run_envoy_expect_failure, start_envoy
+from testkit.native import filter_build, to_native
 from testkit.paths import wasm_path
 from testkit.processes import ManagedProcess, free_port, new_log_dir, spawn
 from testkit.upstream import Responder, StubUpstream
@@ -20,6 +21,8 @@ class Stack:
 
     log_dir: Path = field(default_factory=new_log_dir)
     wasm: Path = field(default_factory=wasm_path)
+    # "wasm" or "native" (testkit.native): which build of the filter `render` and `envoy` run.
+    build: str = field(default_factory=filter_build)
     procs: list[ManagedProcess] = field(default_factory=list)
     envoys: list[Envoy] = field(default_factory=list)
     upstreams: list[StubUpstream] = field(default_factory=list)
@@ -71,9 +74,10 @@ class Stack:
         return proc, port
 
     def render(self, policy: dict | str, upstream_port: int, *, approvals_port: int | None = None) -> str:
-        """The shipped bootstrap for this stack's wasm with fresh listener and admin ports."""
-        return render_envoy_config(policy, self.wasm, free_port(), free_port(), upstream_port,
+        """The shipped bootstrap for this stack's build of the filter with fresh listener and admin ports."""
+        text = render_envoy_config(policy, self.wasm, free_port(), free_port(), upstream_port,
                                    approvals_port=approvals_port)
+        return to_native(text) if self.build == "native" else text
 
     def envoy(self, policy: dict | str, upstream_port: int, *, concurrency: int = 2, name: str = "envoy",
               approvals_port: int | None = None, log_level: str = "info") -> Envoy:

@@ -7,6 +7,8 @@
   every stub upstream's request log.
 - `stub`: the stub upstream (testkit/upstream.py) of a test module.
 - Tests under envoy/ and e2e/ get the `integration` / `e2e` markers (tier 2 and tier 3).
+- `filter_build`: the build of the filter `stack` runs (testkit.native): `$MCP_POLICY_FILTER_BUILD`
+  (default `wasm`); a test module marked `both_builds` runs every test that uses it once per build.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.native import BUILDS, native_path
+from testkit.native import filter_build as default_build
 from testkit.paths import wasm_path
 from testkit.stack import Stack
 from testkit.upstream import StubUpstream
@@ -28,6 +32,12 @@ def pytest_collection_modifyitems(items):
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if parts[0] in TIER_MARKERS:
             item.add_marker(getattr(pytest.mark, TIER_MARKERS[parts[0]]))
+
+
+def pytest_generate_tests(metafunc):
+    """Tests of modules marked `both_builds` that use `filter_build` (through `stack`) run on each build."""
+    if "filter_build" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_builds"):
+        metafunc.parametrize("filter_build", BUILDS, indirect=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -53,8 +63,17 @@ def wasm() -> Path:
 
 
 @pytest.fixture
-def stack(tmp_path, wasm):
-    with Stack(log_dir=tmp_path, wasm=wasm) as s:
+def filter_build(request) -> str:
+    build = getattr(request, "param", None) or default_build()
+    if build == "native" and not native_path().is_file():
+        pytest.fail(f"native filter not built: {native_path()} is missing (make dynamic-module, or set "
+                    "MCP_POLICY_NATIVE)", pytrace=False)
+    return build
+
+
+@pytest.fixture
+def stack(tmp_path, wasm, filter_build):
+    with Stack(log_dir=tmp_path, wasm=wasm, build=filter_build) as s:
         yield s
 
 

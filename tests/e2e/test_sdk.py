@@ -24,6 +24,9 @@ from testkit.envoy import POLICY_JSON, bound_session_id
 from testkit.jsonrpc import headers_for, post
 from testkit.mcp_session import open_session, result_json
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 DEMO_TOOLS = set(demo.DEMO_TOOLS)
 SEEDED_VMS = DEMO_VMS
 STEP_TIMEOUT = 30

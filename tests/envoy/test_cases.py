@@ -14,6 +14,9 @@ import pytest
 
 from testkit.paths import CASES_DIR
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 CASE_FILES = sorted(CASES_DIR.glob("requests/*.json"))
 
 

@@ -19,6 +19,9 @@ from testkit.envoy import POLICY_JSON, bound_session_id, load_policy
 from testkit.jsonrpc import call_tool, get, headers_for, post, tool_call
 from testkit.upstream import recorder_lines, recorder_reply
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 SEED = load_policy(POLICY_JSON)
 STOP_REASON = "stopping VMs needs a change ticket"
 EXEC_ARGS = {"node": "pve1", "vmid": 100, "command": "uptime"}
@@ -273,7 +276,9 @@ def test_seed_policy_starts_under_the_same_harness(stack):
 def test_invalid_policy_stops_envoy_and_names_the_field(stack, policy, names):
     ended = stack.envoy_expect_failure(policy)
     assert ended.returncode == 1, ended.log[-2000:]
-    assert "Unable to create Wasm plugin mcp_policy" in ended.log  # Envoy's words: the plugin refused its config
+    # Envoy's words: the filter refused its config.
+    refused = {"wasm": "Unable to create Wasm plugin mcp_policy", "native": "Failed to initialize dynamic module"}
+    assert refused[stack.build] in ended.log
     if names is not None:
         assert names in ended.log, ended.log[-2000:]
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The native build against the wasm build, passthrough and the buffer filter: a short side-by-side
+load on loopback, without the rest of `make bench`.
+
+    make build dynamic-module
+    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
+
+One upstream Envoy (bench/envoy/upstream.yaml) and six front Envoys (concurrency 1, no access
+log), all at once: (a) passthrough, (a') buffer only, (b) the wasm filter + buffer, (n) the native
+module + buffer, and (b'), (n') the same without the audit line (the filter's logger at warn), with
+bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
+drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
+p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import load  # noqa: E402  (bench/load.py: the Envoy runner, wrk and /proc readers)
+
+ROOT = load.ROOT
+NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
+WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
+CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic", "n'": "dynamic_quiet"}
+LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "b": "(b) wasm filter + buffer",
+          "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
+          "n'": "(n') (n), dynamic_modules log level warn"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--conns", type=int, default=2)
+    ap.add_argument("--json", type=pathlib.Path)
+    args = ap.parse_args()
+    for f in (NATIVE, WASM):
+        if not f.is_file():
+            raise SystemExit(f"{f} missing: make build dynamic-module")
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
+    load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
+    # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
+    load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
+    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
+    work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
+    up_port, up_admin = load.free_port(), load.free_port()
+    upstream = load.Envoy(args.envoy, work, "upstream",
+                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    fronts: dict[str, tuple[load.Envoy, int]] = {}
+    try:
+        upstream.wait_ready(up_admin)
+        for key, inst in CONFIGS.items():
+            started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
+            fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
+        body = (load.BODIES / "allowed-1k.json").read_bytes()
+        for key, (e, port) in fronts.items():
+            status, answer = load.post(port, body)
+            if status != 200 or b'"result"' not in answer:
+                raise SystemExit(f"{key}: not allowed ({status}): {answer[:300]!r}")
+            load.run_wrk(port, "allowed-1k.json", 1, 1, args.conns)  # warm-up
+        rows: dict[str, list[dict]] = {k: [] for k in CONFIGS}
+        order = list(CONFIGS)
+        for r in range(args.rounds):
+            for key in (order if r % 2 == 0 else order[::-1]):
+                e, port = fronts[key]
+                _, cpu0 = load.proc_stat(e.proc.pid)
+                w = load.run_wrk(port, "allowed-1k.json", args.seconds, 1, args.conns)
+                _, cpu1 = load.proc_stat(e.proc.pid)
+                rows[key].append({"rps": w["rps"], "p50": w["latency_us"]["percentiles"]["50"],
+                                  "p99": w["latency_us"]["percentiles"]["99"], "errors": w["non2xx"],
+                                  "cpu_us": (cpu1 - cpu0) * 1e6 / max(w["requests"], 1)})
+        result = {}
+        for key, runs in rows.items():
+            e, _ = fronts[key]
+            rss, _ = load.proc_stat(e.proc.pid)
+            result[key] = {m: statistics.median(x[m] for x in runs) for m in ("rps", "p50", "p99", "cpu_us")}
+            result[key]["errors"] = sum(x["errors"] for x in runs)
+            result[key]["rss_mib"] = rss / 1024
+        print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1; medians")
+        print("| configuration | req/s | vs passthrough | p50 µs | p99 µs | CPU µs/req | RSS MiB | non-2xx |")
+        print("|---|---|---|---|---|---|---|---|")
+        base = result["a"]["rps"]
+        for key, r in result.items():
+            print(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
+                  f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+    finally:
+        for e, _ in fronts.values():
+            e.stop()
+        upstream.stop()
+
+
+if __name__ == "__main__":
+    main()

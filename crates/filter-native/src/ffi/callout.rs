@@ -1,0 +1,45 @@
+//! The answer of an HTTP callout, read out of the arguments Envoy passes to
+//! `on_http_filter_http_callout_done`.
+
+use super::{Buffer, Header};
+
+/// The answer to an HTTP callout: its `:status` and body, copied out of Envoy's buffers (`None`
+/// status: the callout failed, was reset or its answer was too large).
+pub struct CalloutAnswer {
+    pub status: Option<Vec<u8>>,
+    pub body: Vec<u8>,
+    pub body_size: usize,
+}
+
+impl CalloutAnswer {
+    /// Read from the arguments of `on_http_filter_http_callout_done`, keeping at most `max_body` bytes.
+    pub(super) fn read(
+        result: u32,
+        headers: *const Header,
+        headers_size: usize,
+        chunks: *const Buffer,
+        chunks_size: usize,
+        max_body: usize,
+    ) -> Self {
+        let mut answer = CalloutAnswer { status: None, body: Vec::new(), body_size: 0 };
+        if result != 0 {
+            return answer;
+        }
+        if !headers.is_null() {
+            // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
+            let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
+            answer.status = hs.iter().find(|h| h.key.to_vec() == b":status").map(|h| h.value.to_vec());
+        }
+        if !chunks.is_null() {
+            // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
+            let cs = unsafe { std::slice::from_raw_parts(chunks, chunks_size) };
+            answer.body_size = cs.iter().map(|c| c.len).sum();
+            if answer.body_size <= max_body {
+                for c in cs {
+                    answer.body.extend_from_slice(&c.to_vec());
+                }
+            }
+        }
+        answer
+    }
+}

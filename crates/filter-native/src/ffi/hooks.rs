@@ -1,0 +1,391 @@
+//! The event hooks Envoy calls (`envoy_dynamic_module_on_*`). Each one converts the raw pointers
+//! into the crate's safe types and runs the safe code under `catch_unwind`: a panic never unwinds
+//! into Envoy, and a stream whose hook panicked is reset (never forwarded), then ignored.
+
+use std::ffi::{c_char, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use super::{Buffer, CalloutAnswer, ConfigHandle, Header, Stream};
+use crate::config::Config;
+use crate::filter::{Filter, Flow};
+
+/// The ABI version this module was written against: `ENVOY_DYNAMIC_MODULES_ABI_VERSION` of Envoy
+/// 1.40's `abi.h`. Envoy compares it with its own at load and logs `ABI version … matched`, or that
+/// it is deprecated (an Envoy of another release).
+pub const ABI_VERSION: &str = "v0.2.0";
+const ABI_VERSION_C: &[u8] = b"v0.2.0\0";
+
+// `envoy_dynamic_module_type_on_http_filter_*_status` values.
+const CONTINUE: u32 = 0;
+const STOP_ITERATION: u32 = 1;
+const STOP_ITERATION_AND_BUFFER: u32 = 1;
+const STOP_ITERATION_NO_BUFFER: u32 = 3;
+
+/// Run `f` on the filter behind `module_ptr`; a panic resets the stream and poisons the filter.
+fn on_filter(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, f: impl FnOnce(&mut Filter) -> Flow) -> Flow {
+    if module_ptr.is_null() {
+        return Flow::Stop;
+    }
+    // SAFETY: `module_ptr` is the `Box<Filter>` this module returned from `on_http_filter_new` for
+    // this stream; Envoy passes it back, on the stream's worker thread only, until
+    // `on_http_filter_destroy`; no other reference to it exists while a hook runs.
+    let filter = unsafe { &mut *(module_ptr as *mut Filter) };
+    if filter.poisoned {
+        return Flow::Stop;
+    }
+    filter.stream = Stream(filter_envoy_ptr);
+    match catch_unwind(AssertUnwindSafe(|| f(filter))) {
+        Ok(flow) => {
+            let effects = filter.take_effects();
+            // `filter` is not used past this point: a local reply or a resumed request runs this
+            // stream's hooks again at once, and they take the filter afresh.
+            effects.apply(Stream(filter_envoy_ptr));
+            flow
+        }
+        Err(_) => {
+            filter.poisoned = true;
+            Stream(filter_envoy_ptr).reset("mcp_policy_panic");
+            Flow::Stop
+        }
+    }
+}
+
+fn headers_status(flow: Flow) -> u32 {
+    match flow {
+        Flow::Continue => CONTINUE,
+        Flow::Stop | Flow::Buffer => STOP_ITERATION,
+    }
+}
+
+fn body_status(flow: Flow) -> u32 {
+    match flow {
+        Flow::Continue => CONTINUE,
+        Flow::Buffer => STOP_ITERATION_AND_BUFFER,
+        Flow::Stop => STOP_ITERATION_NO_BUFFER,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
+    let ok = catch_unwind(|| {
+        super::init_logging();
+        log::info!(
+            "mcp-policy-filter {} (dynamic module, ABI {ABI_VERSION} of Envoy 1.40) loaded",
+            mcp_policy_core::VERSION
+        );
+    });
+    if ok.is_err() {
+        return std::ptr::null();
+    }
+    ABI_VERSION_C.as_ptr().cast()
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
+    filter_config_envoy_ptr: *mut c_void,
+    name: Buffer,
+    config: Buffer,
+) -> *const c_void {
+    let made = catch_unwind(AssertUnwindSafe(|| {
+        Config::new(&ConfigHandle(filter_config_envoy_ptr), &name.to_vec(), &config.to_vec())
+    }));
+    match made {
+        Ok(Some(config)) => Box::into_raw(Box::new(Arc::new(config))) as *const c_void,
+        _ => std::ptr::null(),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(filter_config_ptr: *const c_void) {
+    if filter_config_ptr.is_null() {
+        return;
+    }
+    // SAFETY: the pointer is the `Box<Arc<Config>>` returned by `on_http_filter_config_new`, given
+    // back exactly once; filters hold their own `Arc`.
+    drop(unsafe { Box::from_raw(filter_config_ptr as *mut Arc<Config>) });
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_new(
+    filter_config_ptr: *const c_void,
+    filter_envoy_ptr: *mut c_void,
+) -> *const c_void {
+    if filter_config_ptr.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: the pointer is a live `Box<Arc<Config>>` from `on_http_filter_config_new` (Envoy keeps
+    // the configuration alive while it creates filters from it); only shared access is taken.
+    let config = unsafe { &*(filter_config_ptr as *const Arc<Config>) };
+    match catch_unwind(AssertUnwindSafe(|| Filter::new(Arc::clone(config), Stream(filter_envoy_ptr)))) {
+        Ok(filter) => Box::into_raw(Box::new(filter)) as *const c_void,
+        // A null filter makes Envoy close the stream.
+        Err(_) => std::ptr::null(),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter_module_ptr: *const c_void) {
+    if filter_module_ptr.is_null() {
+        return;
+    }
+    // SAFETY: the pointer is the `Box<Filter>` from `on_http_filter_new`, given back exactly once.
+    let filter = unsafe { Box::from_raw(filter_module_ptr as *mut Filter) };
+    let _ = catch_unwind(AssertUnwindSafe(|| drop(filter)));
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    end_of_stream: bool,
+) -> u32 {
+    headers_status(on_filter(filter_envoy_ptr, filter_module_ptr, |f| f.request_headers(end_of_stream)))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    end_of_stream: bool,
+) -> u32 {
+    body_status(on_filter(filter_envoy_ptr, filter_module_ptr, |f| f.request_body(end_of_stream)))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+) -> u32 {
+    headers_status(on_filter(filter_envoy_ptr, filter_module_ptr, Filter::request_trailers))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    end_of_stream: bool,
+) -> u32 {
+    headers_status(on_filter(filter_envoy_ptr, filter_module_ptr, |f| f.response_headers(end_of_stream)))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    end_of_stream: bool,
+) -> u32 {
+    body_status(on_filter(filter_envoy_ptr, filter_module_ptr, |f| f.response_body(end_of_stream)))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+) -> u32 {
+    headers_status(on_filter(filter_envoy_ptr, filter_module_ptr, Filter::response_trailers))
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+) {
+    on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
+        f.abandon_approval();
+        Flow::Continue
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
+    filter_envoy_ptr: *mut c_void,
+    filter_module_ptr: *const c_void,
+    callout_id: u64,
+    result: u32,
+    headers: *mut Header,
+    headers_size: usize,
+    body_chunks: *mut Buffer,
+    body_chunks_size: usize,
+) {
+    let answer = CalloutAnswer::read(
+        result,
+        headers,
+        headers_size,
+        body_chunks,
+        body_chunks_size,
+        crate::approval::MAX_APPROVAL_ANSWER_BYTES,
+    );
+    on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
+        f.on_approval_response(callout_id, answer);
+        Flow::Continue
+    });
+}
+
+// Hooks of ABI features this filter does not use (per-route configuration, callout streams,
+// schedulers, watermarks, local-reply notices): Envoy resolves every one of them at load.
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
+    _name: Buffer,
+    _config: Buffer,
+) -> *const c_void {
+    log::error!("mcp-policy-filter has no per-route configuration; refusing it");
+    std::ptr::null()
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_destroy(_config: *const c_void) {}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _event_id: u64,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _stream_id: u64,
+    _headers: *mut Header,
+    _headers_size: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _stream_id: u64,
+    _data: *const Buffer,
+    _data_count: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _stream_id: u64,
+    _trailers: *mut Header,
+    _trailers_size: usize,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _stream_id: u64,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _stream_id: u64,
+    _reason: u32,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _event_id: u64,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _callout_id: u64,
+    _result: u32,
+    _headers: *mut Header,
+    _headers_size: usize,
+    _body_chunks: *mut Buffer,
+    _body_chunks_size: usize,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_headers(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _stream_id: u64,
+    _headers: *mut Header,
+    _headers_size: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_data(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _stream_id: u64,
+    _data: *const Buffer,
+    _data_count: usize,
+    _end_stream: bool,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailers(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _stream_id: u64,
+    _trailers: *mut Header,
+    _trailers_size: usize,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _stream_id: u64,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
+    _filter_config_envoy_ptr: *mut c_void,
+    _filter_config_ptr: *const c_void,
+    _stream_id: u64,
+    _reason: u32,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+) {
+}
+
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+) {
+}
+
+/// `envoy_dynamic_module_type_on_http_filter_local_reply_status_Continue`: Envoy's replies go out.
+#[no_mangle]
+pub extern "C" fn envoy_dynamic_module_on_http_filter_local_reply(
+    _filter_envoy_ptr: *mut c_void,
+    _filter_module_ptr: *const c_void,
+    _response_code: u32,
+    _details: Buffer,
+    _reset_imminent: bool,
+) -> u32 {
+    0
+}

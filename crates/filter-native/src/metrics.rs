@@ -1,0 +1,144 @@
+//! Envoy stats for decisions, with the names of the wasm build (crates/filter-wasm/src/metrics.rs).
+//!
+//! A dynamic module's stat `NAME` is `dynamicmodulescustom.NAME` in Envoy's `/stats` and `NAME` in
+//! `/stats/prometheus`, as the wasm build's `wasmcustom.NAME`. Per-tool counters are named
+//! `mcp_policy_tool_decisions_total.<tool>.<decision>`; the `stats_tags` of
+//! `envoy/envoy-dynamic.yaml` turn the two name parts into the tags `mcp_tool` and `mcp_decision`.
+//! Every counter is defined when the configuration loads (Envoy defines stats on the main thread
+//! only); a decision outside `series::possible` for its tool is counted on a counter with the same
+//! two labels, which Prometheus prints in the same family.
+
+use std::collections::HashMap;
+
+use mcp_policy_core::approval::offer::Event;
+use mcp_policy_core::limits::Unavailable;
+use mcp_policy_core::outcome::decision::Decision;
+use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
+use mcp_policy_core::outcome::series::{self, LABELS};
+use mcp_policy_core::policy::Policy;
+
+use crate::ffi::{ConfigHandle, Stream};
+
+/// The label a decision is counted under (the wasm build's).
+fn label(d: &Decision) -> &'static str {
+    match d.refusal.as_deref() {
+        _ if d.dry_run => "would_deny",
+        Some(r) if r.is_hidden() => "hidden",
+        _ => d.kind.as_str(),
+    }
+}
+
+/// Tool names in stat names keep `[A-Za-z0-9_-]`; the rest becomes `_` (a `.` would split the tag).
+fn stat_safe(tool: &str) -> String {
+    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
+type ByLabel = Vec<(&'static str, usize)>;
+
+fn find(by: &ByLabel, label: &str) -> Option<usize> {
+    by.iter().find(|(l, _)| *l == label).map(|(_, id)| *id)
+}
+
+/// The stats of one configuration: ids Envoy gave when they were defined.
+#[derive(Default)]
+pub struct Metrics {
+    totals: ByLabel,
+    per_tool: HashMap<String, ByLabel>,
+    other_tool: ByLabel,
+    /// `mcp_policy_tool_decisions_total` with labels `mcp_tool`, `mcp_decision`.
+    tool_labelled: Option<usize>,
+    tracked_grants: Option<usize>,
+    tools_list_removed: Option<usize>,
+    cas_retries_exhausted: Option<usize>,
+    grant_cap_reached: Option<usize>,
+    offers: Vec<(Event, usize)>,
+}
+
+fn tool_prefix(tool: Option<&str>) -> String {
+    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
+}
+
+fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> ByLabel {
+    labels.iter().filter_map(|l| config.counter(&format!("{prefix}.{l}"), &[]).map(|id| (*l, id))).collect()
+}
+
+impl Metrics {
+    /// Define every stat for `policy`.
+    pub fn define(config: &ConfigHandle, policy: &Policy) -> Self {
+        Metrics {
+            totals: LABELS
+                .iter()
+                .filter_map(|l| config.counter(&format!("mcp_policy_{l}_total"), &[]).map(|id| (*l, id)))
+                .collect(),
+            per_tool: policy
+                .named_tools()
+                .into_iter()
+                .map(|t| (t.to_owned(), per_label(config, &tool_prefix(Some(t)), &series::possible(policy, Some(t)))))
+                .collect(),
+            other_tool: per_label(config, &tool_prefix(None), &series::possible(policy, None)),
+            tool_labelled: config.counter("mcp_policy_tool_decisions_total", &["mcp_tool", "mcp_decision"]),
+            tracked_grants: config.gauge("mcp_policy_tracked_grants"),
+            tools_list_removed: config.counter("mcp_policy_tools_list_removed_total", &[]),
+            cas_retries_exhausted: config.counter("mcp_policy_cas_retries_exhausted_total", &[]),
+            grant_cap_reached: config.counter("mcp_policy_grant_cap_reached_total", &[]),
+            offers: Event::ALL
+                .iter()
+                .filter_map(|e| {
+                    config.counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str()), &[]).map(|id| (*e, id))
+                })
+                .collect(),
+        }
+    }
+
+    fn bump(s: &Stream, id: Option<usize>, by: u64) {
+        if let Some(id) = id {
+            s.count(id, &[], by);
+        }
+    }
+
+    /// Count one decision.
+    pub fn record(&self, s: &Stream, d: &Decision) {
+        let l = label(d);
+        Self::bump(s, find(&self.totals, l), 1);
+        if let Some(tool) = &d.tool {
+            let (bucket, name) = match self.per_tool.get(tool) {
+                Some(b) => (b, stat_safe(tool)),
+                None => (&self.other_tool, "other".to_owned()),
+            };
+            match (find(bucket, l), self.tool_labelled) {
+                (Some(id), _) => s.count(id, &[], 1),
+                (None, Some(id)) => s.count(id, &[&name, l], 1),
+                (None, None) => {}
+            }
+        }
+        if let Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. }) = d.refusal.as_deref() {
+            match u {
+                Unavailable::CasRetriesExhausted => Self::bump(s, self.cas_retries_exhausted, 1),
+                Unavailable::GrantCapReached => Self::bump(s, self.grant_cap_reached, 1),
+                _ => {}
+            }
+        }
+    }
+
+    /// A response that could not be filtered (counted under its refusal's decision kind, `invalid`).
+    pub fn record_bad_response(&self, s: &Stream, refusal: &Refusal) {
+        Self::bump(s, find(&self.totals, refusal.decision_kind().as_str()), 1);
+    }
+
+    /// One approval offer event.
+    pub fn offer(&self, s: &Stream, event: Event) {
+        Self::bump(s, self.offers.iter().find(|(e, _)| *e == event).map(|(_, id)| *id), 1);
+    }
+
+    /// Tools removed from `tools/list` results.
+    pub fn tools_removed(&self, s: &Stream, n: usize) {
+        Self::bump(s, self.tools_list_removed, u64::try_from(n).unwrap_or(u64::MAX));
+    }
+
+    /// `n` more grants tracked in this process.
+    pub fn add_tracked_grants(&self, s: &Stream, n: u64) {
+        if let (true, Some(id)) = (n > 0, self.tracked_grants) {
+            s.gauge_add(id, n);
+        }
+    }
+}

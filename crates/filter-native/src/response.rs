@@ -1,0 +1,148 @@
+//! One HTTP stream, response side: the bound `Mcp-Session-Id` handed out, and the response plan and
+//! chunk filter of `mcp_policy_core::response` acted on, as the wasm build does
+//! (crates/filter-wasm/src/response.rs). A JSON body is held whole by the module (taken out of
+//! Envoy's buffer chunk by chunk) and written back filtered at its end; SSE chunks are filtered as
+//! they come.
+
+use std::sync::Arc;
+
+use log::warn;
+
+use mcp_policy_core::outcome::refusal::Refusal;
+use mcp_policy_core::pipeline;
+use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
+
+use crate::ffi::{Body, HeaderMap};
+use crate::filter::{Filter, Flow};
+
+impl Filter {
+    pub fn response_headers(&mut self, end_of_stream: bool) -> Flow {
+        let config = Arc::clone(&self.config);
+        let policy = &config.policy;
+        let s = self.stream;
+        if policy.gateway.session_keys.is_some() {
+            let name = "mcp-session-id";
+            if let Some(upstream) = s.header(HeaderMap::Response, name) {
+                self.response.set_session(&upstream);
+                let bound = pipeline::session_id_out(
+                    policy,
+                    self.session_grant.as_ref(),
+                    &upstream,
+                    self.session_url_elicitation,
+                );
+                if !s.set_header(HeaderMap::Response, name, bound.as_ref().map(String::as_bytes)) {
+                    // Never hand out an unbound session id.
+                    s.reset("mcp_policy_session_id_not_bound");
+                    return Flow::Stop;
+                }
+            }
+        }
+        let header = |name: &str| s.header(HeaderMap::Response, name);
+        match self.response.on_headers(end_of_stream, header) {
+            Plan::PassThrough => Flow::Continue,
+            Plan::FilterJson | Plan::FilterSse => {
+                // The body will change length.
+                let _ = s.set_header(HeaderMap::Response, "content-length", None);
+                Flow::Continue
+            }
+            Plan::Refuse(bad) => {
+                self.count_bad(&bad);
+                self.send(bad.reply())
+            }
+        }
+    }
+
+    pub fn response_body(&mut self, end_of_stream: bool) -> Flow {
+        let s = self.stream;
+        let received = s.body_size(Body::ReceivedResponse);
+        let size = self.held_response.len().saturating_add(received);
+        // Bytes held earlier and read now: if the filter lets them through as they were, they go back.
+        let mut held_back: Option<Vec<u8>> = None;
+        let step = match self.response.on_body(size, end_of_stream) {
+            Step::Hold => {
+                // Keep the bytes here, out of Envoy's buffer (whose limit would otherwise end the stream).
+                match s.body(Body::ReceivedResponse) {
+                    Some(chunk) if s.replace_body(Body::ReceivedResponse, b"") => {
+                        self.held_response.extend_from_slice(&chunk);
+                        return Flow::Stop;
+                    }
+                    _ => Step::Fail(self.response.host_failed(HostOp::Read, &"body not readable", end_of_stream)),
+                }
+            }
+            Step::Read => match s.body(Body::ReceivedResponse) {
+                Some(chunk) => {
+                    let mut bytes = std::mem::take(&mut self.held_response);
+                    let had_held = !bytes.is_empty();
+                    bytes.extend_from_slice(&chunk);
+                    let config = Arc::clone(&self.config);
+                    let step = self.response.on_chunk(&bytes, end_of_stream, &|name| config.policy.is_unlisted(name));
+                    if had_held {
+                        held_back = Some(bytes);
+                    }
+                    step
+                }
+                None => Step::Fail(self.response.host_failed(HostOp::Read, &"body not readable", end_of_stream)),
+            },
+            step => step,
+        };
+        match step {
+            Step::Pass | Step::Read => {
+                if !self.held_response.is_empty() {
+                    let mut bytes = std::mem::take(&mut self.held_response);
+                    bytes.extend_from_slice(&s.body(Body::ReceivedResponse).unwrap_or_default());
+                    held_back = Some(bytes);
+                }
+                if let Some(bytes) = held_back {
+                    // Bytes held and then let through as they were: they go out whole, in order.
+                    if !s.replace_body(Body::ReceivedResponse, &bytes) {
+                        s.reset("mcp_policy_body_unwritable");
+                        return Flow::Stop;
+                    }
+                }
+                Flow::Continue
+            }
+            Step::Hold => Flow::Stop,
+            Step::Write { bytes, removed } => {
+                if !s.replace_body(Body::ReceivedResponse, &bytes) {
+                    let bad = self.response.host_failed(HostOp::Write, &"body not writable", end_of_stream);
+                    return self.replace_with_error(bad);
+                }
+                if removed > 0 {
+                    self.config.metrics.tools_removed(&s, removed);
+                }
+                Flow::Continue
+            }
+            Step::Drop => {
+                let _ = s.replace_body(Body::ReceivedResponse, b"");
+                Flow::Continue
+            }
+            Step::Fail(bad) => self.replace_with_error(bad),
+        }
+    }
+
+    pub fn response_trailers(&mut self) -> Flow {
+        if !self.held_response.is_empty() {
+            // A held JSON body that ended in trailers: it cannot be written back; never pass it unfiltered.
+            self.stream.reset("mcp_policy_body_unwritable");
+            return Flow::Stop;
+        }
+        Flow::Continue
+    }
+
+    /// A body that cannot be filtered after its headers went out: the error replaces it.
+    fn replace_with_error(&mut self, bad: BadUpstream) -> Flow {
+        self.count_bad(&bad);
+        self.held_response.clear();
+        if !self.stream.replace_body(Body::ReceivedResponse, bad.body.as_bytes()) {
+            self.stream.reset("mcp_policy_body_unwritable");
+            return Flow::Stop;
+        }
+        Flow::Continue
+    }
+
+    /// Log and count a response whose tool list cannot be filtered (counted as invalid).
+    fn count_bad(&self, bad: &BadUpstream) {
+        warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
+        self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
+    }
+}

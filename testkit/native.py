@@ -1,0 +1,65 @@
+"""The native build of the filter (crates/filter-native, an Envoy dynamic module) in the tests.
+
+- `filter_build()`: the build the tests run by default, `$MCP_POLICY_FILTER_BUILD` (`wasm` or `native`);
+  test modules that run on both builds are parametrized in tests/conftest.py.
+- `native_path()`: the module, `$MCP_POLICY_NATIVE` or `make dynamic-module`'s release build;
+  Envoy finds it through `ENVOY_DYNAMIC_MODULES_SEARCH_PATH` (set by `testkit.envoy.envoy_env`).
+- `to_native(text)`: a rendered wasm bootstrap with its wasm filter replaced by the module, the same
+  policy text and the stats tags of envoy/envoy-dynamic.yaml; everything else unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from testkit.paths import REPO_ROOT
+
+BUILDS = ("wasm", "native")
+DEFAULT_NATIVE = REPO_ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
+MODULE_NAME = "mcp_policy_native"
+DYNAMIC_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+WASM_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+STRING_VALUE_TYPE = "type.googleapis.com/google.protobuf.StringValue"
+
+
+def filter_build() -> str:
+    build = os.environ.get("MCP_POLICY_FILTER_BUILD", "wasm")
+    if build not in BUILDS:
+        raise ValueError(f"MCP_POLICY_FILTER_BUILD must be one of {BUILDS}, not {build!r}")
+    return build
+
+
+def native_path() -> Path:
+    env = os.environ.get("MCP_POLICY_NATIVE")
+    return Path(env).resolve() if env else DEFAULT_NATIVE
+
+
+def native_filter(policy_text: str) -> dict:
+    """The `typed_config` of the module's HTTP filter with `policy_text`."""
+    return {"@type": DYNAMIC_FILTER_TYPE, "dynamic_module_config": {"name": MODULE_NAME},
+            "filter_name": "mcp_policy", "filter_config": {"@type": STRING_VALUE_TYPE, "value": policy_text}}
+
+
+def _swap_filters(node) -> None:
+    """Replace every wasm HTTP filter under `node` by the module, in place."""
+    if isinstance(node, dict):
+        tc = node.get("typed_config")
+        if isinstance(tc, dict) and tc.get("@type") == WASM_FILTER_TYPE:
+            node["typed_config"] = native_filter(tc["config"]["configuration"]["value"])
+        for v in node.values():
+            _swap_filters(v)
+    elif isinstance(node, list):
+        for v in node:
+            _swap_filters(v)
+
+
+def to_native(text: str) -> str:
+    """A rendered bootstrap with its wasm filter(s) replaced by the native module."""
+    cfg = yaml.safe_load(text)
+    _swap_filters(cfg.get("static_resources", {}))
+    for tag in cfg.get("stats_config", {}).get("stats_tags", []):
+        tag["regex"] = tag["regex"].replace("^wasmcustom", "^dynamicmodulescustom")
+    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
