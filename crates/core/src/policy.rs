@@ -25,6 +25,7 @@ use crate::wire::fold::FoldedNames;
 pub mod conditions;
 mod gateway;
 mod judge;
+pub mod result;
 mod rules;
 
 use crate::terms::{Action, Mode};
@@ -136,6 +137,25 @@ impl Policy {
         names.sort_unstable();
         names.dedup();
         names
+    }
+
+    /// The `result` rules of `tool`, if it has any.
+    pub fn result_rules(&self, tool: &str) -> Option<&result::ResultRules> {
+        self.tools.get(tool).and_then(|r| r.result.as_ref())
+    }
+
+    /// Does any tool have `result` rules? (If not, results need not be read.)
+    pub fn has_result_rules(&self) -> bool {
+        self.tools.values().any(|r| r.result.is_some())
+    }
+
+    /// Every tool's `result` rules, by tool name: applied to a result whose call is not known
+    /// (a response replayed on another stream), so that none passes unread.
+    pub fn all_result_rules(&self) -> Vec<(&str, &result::ResultRules)> {
+        let mut all: Vec<_> =
+            self.tools.iter().filter_map(|(n, r)| r.result.as_ref().map(|rules| (n.as_str(), rules))).collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
     }
 
     /// Does `gateway.methods` allow the method `name` explicitly?

@@ -80,6 +80,7 @@ pub(super) fn gateway(
         audit: gw.audit.unwrap_or_default(),
         filter_state: gw.filter_state.unwrap_or(true),
         resource_metadata_url: gw.resource_metadata_url,
+        pins: gw.pins.unwrap_or_default(),
     }
 }
 
