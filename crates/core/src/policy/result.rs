@@ -19,15 +19,57 @@ pub struct ResultRules {
 /// One `deny_if` entry.
 #[derive(Debug, Clone)]
 pub struct ResultDeny {
-    pub regex: Regex,
+    pub needle: Needle,
     pub reason: String,
 }
 
 /// One `redact` entry.
 #[derive(Debug, Clone)]
 pub struct Redact {
-    pub regex: Regex,
+    pub needle: Needle,
     pub with: String,
+}
+
+/// A compiled regex of a result rule, with the literal text every match starts with when the
+/// pattern has one (`AKIA` for `AKIA[0-9A-Z]{16}`): a text without it is skipped with a substring
+/// search, which is much faster than running `regex-lite` over it.
+#[derive(Debug, Clone)]
+pub struct Needle {
+    pub regex: Regex,
+    literal: Option<Box<str>>,
+}
+
+impl Needle {
+    pub fn new(regex: Regex) -> Self {
+        let literal = literal_prefix(regex.as_str()).map(String::into_boxed_str);
+        Needle { regex, literal }
+    }
+
+    /// Does the regex match anywhere in `text`?
+    pub fn is_match(&self, text: &str) -> bool {
+        self.literal.as_deref().is_none_or(|l| text.contains(l)) && self.regex.is_match(text)
+    }
+
+    /// Could the regex match in `text`? (False only when its literal prefix is absent.)
+    pub fn may_match(&self, text: &str) -> bool {
+        self.literal.as_deref().is_none_or(|l| text.contains(l))
+    }
+}
+
+/// The literal text every match of `pattern` starts with, if it is sure: the leading run of plain
+/// characters (letters, digits, space and punctuation with no meaning in a regex), without its last
+/// character when a `?`, `*` or `{` follows it. None for patterns with an alternation or inline
+/// flags (`(?i)` changes what a literal matches).
+pub fn literal_prefix(pattern: &str) -> Option<String> {
+    if pattern.contains('|') || pattern.contains("(?") {
+        return None;
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || " -_:/=@#%&!~,;'\"<>".contains(c);
+    let mut lit: String = pattern.chars().take_while(|&c| plain(c)).collect();
+    if matches!(pattern.get(lit.len()..).and_then(|rest| rest.chars().next()), Some('?' | '*' | '{')) {
+        lit.pop();
+    }
+    (!lit.is_empty()).then_some(lit)
 }
 
 /// `data.reason` of a `deny_if` entry written without one.

@@ -3,7 +3,7 @@
 use super::Errors;
 use crate::config::spec::ResultSpec;
 use crate::config::{err, MAX_BODY_BYTES_CEILING, MAX_REGEX_LEN};
-use crate::policy::result::{Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
+use crate::policy::result::{Needle, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
 
 /// `tools.NAME.result` at `path` (`tools.NAME`).
 pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> ResultRules {
@@ -18,13 +18,13 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
     for (i, d) in spec.deny_if.iter().enumerate() {
         if let Some(regex) = regex(&d.regex, &format!("{base}.deny_if[{i}].regex"), errs) {
             let reason = d.reason.clone().unwrap_or_else(|| DEFAULT_RESULT_REASON.to_owned());
-            deny_if.push(ResultDeny { regex, reason });
+            deny_if.push(ResultDeny { needle: Needle::new(regex), reason });
         }
     }
     let mut redact = Vec::new();
     for (i, r) in spec.redact.iter().enumerate() {
         if let Some(regex) = regex(&r.regex, &format!("{base}.redact[{i}].regex"), errs) {
-            redact.push(Redact { regex, with: r.with.clone() });
+            redact.push(Redact { needle: Needle::new(regex), with: r.with.clone() });
         }
     }
     ResultRules { path: path.to_owned(), max_bytes, deny_if, redact }

@@ -1,7 +1,10 @@
 //! Result rules and pins: the policy (`tools.NAME.result`, `tools.NAME.pin`, `gateway.pins`), the
 //! result reader, and the response filter judging `tools/call` results.
 
+mod filter;
 mod policy_file;
+mod props;
+mod reader;
 
 use mcp_policy_core::policy::Policy;
 
