@@ -205,11 +205,14 @@ impl ResponseFilter {
     fn refusal_for(&self, why: &str, rule: Option<&str>) -> (Refusal, Id) {
         match (self.ids.first(), self.calls.0.first()) {
             (None, Some((id, tool))) => {
-                let refusal = Refusal::ResultRefused {
-                    tool: tool.clone(),
-                    rule: rule.map_or_else(|| format!("tools.{tool}.result"), str::to_owned),
-                    reason: format!("the tool result cannot be read with certainty: {why}"),
+                let (rule, reason) = match rule {
+                    Some(rule) => (rule.to_owned(), why.to_owned()),
+                    None => (
+                        format!("tools.{tool}.result"),
+                        format!("the tool result cannot be read with certainty: {why}"),
+                    ),
                 };
+                let refusal = Refusal::ResultRefused { tool: tool.clone(), rule, reason };
                 (refusal, Id::of(id))
             }
             (first, _) => (Refusal::BadUpstreamResponse { why: why.to_owned() }, first.map_or_else(Id::null, Id::of)),
