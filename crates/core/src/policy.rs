@@ -158,6 +158,16 @@ impl Policy {
         all
     }
 
+    /// The `pin` of `tool`, if it has one.
+    pub fn pin(&self, tool: &str) -> Option<&result::Pin> {
+        self.tools.get(tool).and_then(|r| r.pin.as_ref())
+    }
+
+    /// Does any tool have a `pin`? (If not, tool lists need not be read for it.)
+    pub fn has_pins(&self) -> bool {
+        self.tools.values().any(|r| r.pin.is_some())
+    }
+
     /// Does `gateway.methods` allow the method `name` explicitly?
     pub fn allows_method_by_name(&self, name: &str) -> bool {
         self.methods.get(name) == Some(&Action::Allow)

@@ -77,11 +77,16 @@ impl ResponseFilter {
         policy: Option<&Policy>,
     ) -> Step {
         let (lists, ids, calls, events) = (self.lists, &self.ids, &self.calls, &mut self.events);
-        let policy = policy.filter(|_| self.results);
+        let (results, pins) = (self.results, self.pins);
         let mut results_changed = false;
         let mut judge = |msg: &mut Json, size: usize| -> Result<Option<usize>, ListError> {
             let mut changed = if lists { toolslist::filter_message(msg, ids, hidden)? } else { None };
-            if let Some(p) = policy {
+            if let Some(p) = policy.filter(|_| pins) {
+                if let Some(removed) = result::pins::check_lists(msg, p, events) {
+                    changed = Some(changed.unwrap_or(0) + removed);
+                }
+            }
+            if let Some(p) = policy.filter(|_| results) {
                 if result::judge_message(msg, size, p, calls, events) {
                     results_changed = true;
                     changed = Some(changed.unwrap_or(0));

@@ -55,6 +55,8 @@ pub struct ResponseFilter {
     seal: Option<StreamIds>,
     /// Tool lists are filtered (the policy removes tools from them).
     lists: bool,
+    /// Listed tools are checked against their pins (some tool has a `pin`).
+    pins: bool,
     /// Tool results are judged (some tool has `result` rules), and the calls this response answers.
     results: bool,
     calls: result::Calls,
@@ -125,6 +127,7 @@ impl ResponseFilter {
             state: State::Pass,
             seal: None,
             lists: false,
+            pins: false,
             results: false,
             calls: result::Calls::default(),
             events: Vec::new(),
@@ -135,7 +138,7 @@ impl ResponseFilter {
     /// `tools/list` requests in it (`gate::Outcome::tools_list_ids`). Not inspected unless the policy
     /// removes tools from lists.
     pub fn forwarded(policy: &Policy, tools_list_ids: &[Id]) -> Self {
-        if !policy.filters_tools_list() {
+        if !policy.filters_tools_list() && !policy.has_pins() {
             return Self::pass();
         }
         let scope = if tools_list_ids.is_empty() { Scope::AnyStream } else { Scope::ListReply };
@@ -143,7 +146,8 @@ impl ResponseFilter {
             ids: tools_list_ids.iter().filter_map(|id| json::parse(id.raw().as_bytes()).ok()).collect(),
             max_bytes: policy.gateway.max_response_bytes,
             state: State::Awaiting(scope),
-            lists: true,
+            lists: policy.filters_tools_list(),
+            pins: policy.has_pins(),
             ..Self::pass()
         }
     }

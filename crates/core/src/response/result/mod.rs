@@ -21,6 +21,7 @@ use crate::wire::mcp::Id;
 
 mod event;
 pub mod judge;
+pub mod pins;
 pub mod reader;
 
 pub use event::ResultEvent;

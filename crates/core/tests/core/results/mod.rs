@@ -2,6 +2,7 @@
 //! result reader, and the response filter judging `tools/call` results.
 
 mod filter;
+mod pins;
 mod policy_file;
 mod props;
 mod reader;
