@@ -13,6 +13,8 @@ mod args;
 mod check;
 mod explain;
 mod grant_id;
+mod pin;
+mod pin_write;
 
 use args::{Cli, Command};
 use mcp_policy_core::config::PolicySpec;
@@ -79,6 +81,7 @@ fn run(command: &Command) -> Result<Report, Failure> {
         Command::Explain(args) => explain::explain(args),
         Command::Apply(args) => apply::command(args),
         Command::GrantId(args) => grant_id::command(args),
+        Command::Pin(args) => pin::command(args),
         Command::Schema => schema(),
     }
 }

@@ -17,6 +17,7 @@ fn usage() {
              \x20 explain   Decide a request with the filter's own code, and say why\n\
              \x20 apply     Put a policy live in a running Envoy, through the ECDS file it reads\n\
              \x20 grant-id  Print the grant id of a token read from standard input\n\
+             \x20 pin       Pin an MCP server's tool definitions: print each tool's `pin`\n\
              \x20 schema    Print the JSON Schema of the policy file (generated from the filter's config types)\n"
         ),
         "{summary}"
