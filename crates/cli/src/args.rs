@@ -156,6 +156,10 @@ pub struct ExplainArgs {
     /// The MCP server's `:path` (default `/mcp`)
     #[arg(long, value_name = "PATH", default_value = "/mcp", hide_default_value = true)]
     pub path: String,
+    /// A JSON tools/call response the server would send: shows what the
+    /// tool's result rules make of it (refused, redactions, or unchanged)
+    #[arg(long, value_name = "RESULT.json", verbatim_doc_comment)]
+    pub result: Option<String>,
 }
 
 #[derive(Args, Debug)]
