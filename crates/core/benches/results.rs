@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
     let rules = config::load(RULES.as_bytes()).unwrap();
     let none = config::load(NO_RULES.as_bytes()).unwrap();
     let d = call();
-    let (r1k, r64k, k1k) = (result(1000, false), result(65536, false), result(1000, true));
+    let (r1k, r64k, k1k) = (result(900, false), result(65536, false), result(900, true));
     assert!(r1k.len() < 1024 && r64k.len() <= 65536, "{} {}", r1k.len(), r64k.len());
     assert_eq!(judge(&rules, &d, &r1k), r1k.len());
     assert!(judge(&rules, &d, &k1k) < k1k.len());

@@ -91,13 +91,10 @@ pub fn redact(text: &mut String, needle: &Needle, with: &str) -> usize {
     let mut out = String::new();
     let mut last = 0;
     let mut n = 0;
-    for m in needle.regex.find_iter(text) {
-        if m.start() == m.end() {
-            continue; // an empty match replaces nothing (such regexes are refused at load anyway)
-        }
-        out.push_str(text.get(last..m.start()).unwrap_or(""));
+    for (start, end) in needle.matches(text) {
+        out.push_str(text.get(last..start).unwrap_or(""));
         out.push_str(with);
-        last = m.end();
+        last = end;
         n += 1;
     }
     if n > 0 {

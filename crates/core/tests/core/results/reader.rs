@@ -46,3 +46,17 @@ fn literal_prefixes_are_only_taken_when_sure() {
         assert_eq!(needle(re).is_match(text), regex_lite::Regex::new(re).unwrap().is_match(text), "{re}");
     }
 }
+
+proptest::proptest! {
+    /// The literal-anchored search finds exactly what `regex-lite` finds on its own.
+    #[test]
+    fn the_anchored_search_agrees_with_the_regex(text in "(AK|AKIA|AAKIA|[A-Z0-9]{1,8}|-----BEGIN |[ a-z]{1,4}|é){0,16}") {
+        for re in ["AKIA[0-9A-Z]{4}", "AKIA[0-9A-Z]{16}", "-----BEGIN [A-Z ]*KEY", "AA?KIA", "AK+I"] {
+            let n = needle(re);
+            let plain = regex_lite::Regex::new(re).unwrap();
+            let want: Vec<(usize, usize)> = plain.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            proptest::prop_assert_eq!(n.matches(&text), want, "{}", re);
+            proptest::prop_assert_eq!(n.is_match(&text), plain.is_match(&text), "{}", re);
+        }
+    }
+}
