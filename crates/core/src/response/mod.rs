@@ -164,8 +164,8 @@ impl ResponseFilter {
         let gateway_max = policy.gateway.max_response_bytes;
         // Held up to the largest limit that applies; each result is then held to its own.
         let own = self.calls.0.iter().filter_map(|(_, t)| policy.result_rules(t)).map(|r| r.max_bytes_or(gateway_max));
-        let all = policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max));
-        let limit = own.max().or_else(|| all.max()).unwrap_or(gateway_max);
+        let all = || policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max)).max();
+        let limit = own.max().or_else(all).unwrap_or(gateway_max);
         self.max_bytes = if self.ids.is_empty() { limit } else { self.max_bytes.max(limit) };
         self.state = match self.state {
             State::Pass | State::Awaiting(Scope::AnyStream) if !self.calls.0.is_empty() => {
