@@ -47,6 +47,17 @@ def test_a_changed_description_leaves_the_list_and_its_calls_get_pin_mismatch(st
                              timeout=60)
     assert json.loads(printed.stdout) == {"tools": {n: {"pin": r["pin"]} for n, r in pinned["tools"].items()}}
 
+    # The legacy way (initialize): through an Envoy that accepts 2025-11-25 only, so server/discover
+    # at 2026-07-28 is refused (−32022) and the CLI falls back; it needs the bearer token there.
+    legacy = stack.envoy({"version": "1", "default": "allow", "gateway": {"protocol_versions": ["2025-11-25"]}},
+                         port, name="envoy-legacy-only")
+    via = subprocess.run([str(cli()), "pin", "--bearer", "pin-grant", "-H", "X-Pin-Run: 1", legacy.mcp_url],
+                         capture_output=True, text=True, timeout=60)
+    assert via.returncode == 0, via.stderr
+    assert json.loads(via.stdout) == json.loads(printed.stdout)
+    missing = subprocess.run([str(cli()), "pin", legacy.mcp_url], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no_grant" in missing.stderr, missing.stderr
+
     poisoned = free_port()
     proc = spawn("demo-rug-pull", demo_argv(poisoned, False) + ["--rug-pull", "list_vms"],
                  stack.log_dir / "demo-rug-pull.log", cwd=REPO_ROOT)
