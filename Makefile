@@ -337,14 +337,15 @@ clean:
 	$(CARGO) clean
 	rm -rf $(VENV)
 
-## fuzz: cargo fuzz (nightly): FUZZ_TARGET=decide (header and body bytes into the decision path) or
+## fuzz: cargo fuzz (nightly): FUZZ_TARGET=decide (header and body bytes into the decision path),
+## results (tool results under result rules; seeds in fuzz/seeds-results) or
 ## toolslist (upstream tools/list responses into the JSON/SSE filter), for FUZZ_SECONDS
 FUZZ_SECONDS ?= 600
 FUZZ_TARGET ?= decide
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
-	cd fuzz && cargo +nightly fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	cd fuzz && cargo +nightly fuzz run $(FUZZ_TARGET) corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds)$(if $(filter results,$(FUZZ_TARGET)),seeds-results) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 
 # ---------------------------------------------------------------------------------------------
 # Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests

@@ -149,6 +149,20 @@ Exit status:
   2  usage error, no such entry, or the file cannot be read or written
   5  with --ecds: Envoy refused the set, or did not confirm it in time")]
     Release(ContainArgs),
+    /// Pin an MCP server's tool definitions: print each tool's `pin`
+    ///
+    /// Connects to URL as an MCP client (2026-07-28 `server/discover`, else the `initialize`
+    /// handshake), lists every tool (every page of `tools/list`) and prints a policy fragment
+    /// `{"tools": {"NAME": {"pin": "sha256:..."}}}`: the SHA-256 of each definition's canonical
+    /// form, the form the filter checks (see the book, "Result rules and pins"). With --write,
+    /// the pins go into the policy file instead (under default "deny", only into tools it lists).
+    #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Exit status:
+  0  the pins are printed (or written)
+  1  the policy file is invalid, or would be with the pins
+  2  usage error, a file cannot be read, or the server cannot be listed")]
+    Pin(PinArgs),
     /// Print the JSON Schema of the policy file (generated from the filter's config types)
     #[command(after_help = "\
 Exit status:
@@ -205,6 +219,10 @@ pub struct ExplainArgs {
     /// The MCP server's `:path` (default `/mcp`)
     #[arg(long, value_name = "PATH", default_value = "/mcp", hide_default_value = true)]
     pub path: String,
+    /// A JSON tools/call response the server would send: shows what the
+    /// tool's result rules make of it (refused, redactions, or unchanged)
+    #[arg(long, value_name = "RESULT.json", verbatim_doc_comment)]
+    pub result: Option<String>,
     /// The caller's verified token claims, a JSON object, e.g.
     /// '{"sub":"alice","groups":["ops"]}': sent as the payload header of
     /// `gateway.identity`, as jwt_authn would; shows which policy of a
@@ -262,6 +280,22 @@ pub struct ApplyArgs {
     /// Only write the file, without asking Envoy (before Envoy starts)
     #[arg(long)]
     pub no_wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PinArgs {
+    /// The MCP endpoint, e.g. http://127.0.0.1:8000/mcp
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Add the pins to this policy file instead of printing them
+    #[arg(long, value_name = "POLICY.json")]
+    pub write: Option<String>,
+    /// Send `Authorization: Bearer TOKEN`
+    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+    pub bearer: Option<String>,
+    /// Send this header with every request, as `-H 'Name: value'`
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub header: Vec<String>,
 }
 
 #[derive(Args, Debug)]

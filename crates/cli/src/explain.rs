@@ -116,7 +116,8 @@ fn header_safe(v: &str) -> bool {
 }
 
 pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
-    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path, claims } = args;
+    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path, claims, result } =
+        args;
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
@@ -150,7 +151,41 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
         (None, None) => OK,
     };
     text.push_str(&render(policy, &outcome));
+    if let Some(file) = result {
+        text.push_str(&result_lines(policy, &outcome, &read_input(file)?));
+    }
     Ok(Report::out(text, status))
+}
+
+/// What the result rules of the forwarded call make of `body` (a JSON response), as the filter
+/// judges it in Envoy (`ResponseFilter::judging`): never the matched text.
+fn result_lines(policy: &Policy, o: &Outcome, body: &[u8]) -> String {
+    use mcp_policy_core::response::{Plan, ResponseFilter, Step};
+    let mut f = ResponseFilter::forwarded(policy, &o.tools_list_ids).judging(policy, &o.decision);
+    let line = match f.on_headers(false, |n| (n == "content-type").then(|| b"application/json".to_vec())) {
+        Plan::PassThrough => "passed unread (no result rule applies)".to_owned(),
+        Plan::Refuse(bad) => format!("refused: {}", bad.why),
+        Plan::FilterJson | Plan::FilterSse => {
+            let step = match f.on_body(body.len(), true) {
+                Step::Read => f.on_chunk_judged(body, true, &|n| policy.is_unlisted(n), policy),
+                step => step,
+            };
+            let events = f.take_events();
+            let what: Vec<String> = events
+                .iter()
+                .map(|e| match e.reason.as_deref() {
+                    Some(r) => format!("{} by {} ({r})", e.label(), e.rule),
+                    None => format!("{} by {} ({} redactions)", e.label(), e.rule, e.redactions),
+                })
+                .collect();
+            match (step, what.is_empty()) {
+                (Step::Pass, true) => "passes unchanged".to_owned(),
+                (_, false) => what.join("; "),
+                (_, true) => "changed (tools removed from a list)".to_owned(),
+            }
+        }
+    };
+    format!("{:<10}{line}\n", "result:")
 }
 
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.
@@ -206,6 +241,14 @@ fn render(policy: &Policy, o: &Outcome) -> String {
             for (name, value) in &r.headers {
                 lines.push(("header", format!("{name}: {value}")));
             }
+        }
+    }
+    if let Some(tool) = d.tool.as_deref().filter(|_| o.reply.is_none()) {
+        if policy.result_rules(tool).is_some() {
+            lines.push(("note", format!("the result is judged by tools.{tool}.result (see --result)")));
+        }
+        if policy.pin(tool).is_some() {
+            lines.push(("note", format!("tools.{tool}.pin: refused once a tools/list showed another definition")));
         }
     }
     if o.reply.is_none() && !o.tools_list_ids.is_empty() && policy.filters_tools_list() {

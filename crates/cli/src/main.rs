@@ -14,6 +14,8 @@ mod check;
 mod contain;
 mod explain;
 mod grant_id;
+mod pin;
+mod pin_write;
 mod policy_test;
 
 use args::{Cli, Command, SchemaArgs};
@@ -100,6 +102,7 @@ fn run(command: &Command) -> Result<Report, Failure> {
         Command::Test(args) => policy_test::command(args),
         Command::Contain(args) => contain::command(args, true),
         Command::Release(args) => contain::command(args, false),
+        Command::Pin(args) => pin::command(args),
         Command::Schema(args) => schema(args),
     }
 }

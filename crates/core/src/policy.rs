@@ -25,6 +25,7 @@ use crate::wire::fold::FoldedNames;
 pub mod conditions;
 mod gateway;
 mod judge;
+pub mod result;
 mod rules;
 
 use crate::terms::{Action, Mode};
@@ -179,6 +180,35 @@ impl Policy {
     /// Does `gateway.methods` name the method `name` (allow or deny)?
     pub fn names_method(&self, name: &str) -> bool {
         self.methods.contains_key(name)
+    }
+
+    /// The `result` rules of `tool`, if it has any.
+    pub fn result_rules(&self, tool: &str) -> Option<&result::ResultRules> {
+        self.tools.get(tool).and_then(|r| r.result.as_ref())
+    }
+
+    /// Does any tool have `result` rules? (If not, results need not be read.)
+    pub fn has_result_rules(&self) -> bool {
+        self.tools.values().any(|r| r.result.is_some())
+    }
+
+    /// Every tool's `result` rules, by tool name: applied to a result whose call is not known
+    /// (a response replayed on another stream), so that none passes unread.
+    pub fn all_result_rules(&self) -> Vec<(&str, &result::ResultRules)> {
+        let mut all: Vec<_> =
+            self.tools.iter().filter_map(|(n, r)| r.result.as_ref().map(|rules| (n.as_str(), rules))).collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
+    /// The `pin` of `tool`, if it has one.
+    pub fn pin(&self, tool: &str) -> Option<&result::Pin> {
+        self.tools.get(tool).and_then(|r| r.pin.as_ref())
+    }
+
+    /// Does any tool have a `pin`? (If not, tool lists need not be read for it.)
+    pub fn has_pins(&self) -> bool {
+        self.tools.values().any(|r| r.pin.is_some())
     }
 
     /// Does `gateway.methods` allow the method `name` explicitly?

@@ -127,6 +127,19 @@ pub enum AuditMode {
     Off,
 }
 
+/// `gateway.pins`: what a listed tool whose definition does not match its `pin` gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "PinsSpec", transform = names_only))]
+#[serde(rename_all = "snake_case", expecting = "enum PinsSpec")]
+pub enum PinMode {
+    /// Removed from `tools/list`, and its calls refused (`pin_mismatch`) until the policy changes.
+    #[default]
+    Enforce,
+    /// Only audited and counted: the tool stays listed and callable.
+    Report,
+}
+
 /// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

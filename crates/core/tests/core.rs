@@ -22,6 +22,8 @@ mod protocol;
 mod refusal;
 #[path = "core/response.rs"]
 mod response;
+#[path = "core/results/mod.rs"]
+mod results;
 #[path = "core/rls/mod.rs"]
 mod rls;
 #[path = "core/session.rs"]

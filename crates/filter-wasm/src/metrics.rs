@@ -66,7 +66,13 @@ pub struct Metrics {
     cas_retries_exhausted: Option<u32>,
     grant_cap_reached: Option<u32>,
     offers: Vec<(Event, u32)>,
+    /// `mcp_policy_results_<label>_total` ([`RESULT_LABELS`]) and `mcp_policy_redactions_total`.
+    results: ByLabel,
+    redactions: Option<u32>,
 }
+
+/// What happens to tool results and listed definitions (`ResultEvent::label`).
+const RESULT_LABELS: [&str; 5] = ["result_refused", "redacted", "pin_mismatch", "would_deny", "would_redact"];
 
 fn counter(name: &str) -> Option<u32> {
     hostcalls::define_metric(MetricType::Counter, name).ok()
@@ -93,6 +99,8 @@ impl Metrics {
             cas_retries_exhausted: None,
             grant_cap_reached: None,
             offers: Vec::new(),
+            results: ByLabel::default(),
+            redactions: None,
         }
     }
 
@@ -130,6 +138,19 @@ impl Metrics {
                 .iter()
                 .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
                 .collect(),
+            results: RESULT_LABELS
+                .iter()
+                .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
+                .collect(),
+            redactions: counter("mcp_policy_redactions_total"),
+        }
+    }
+
+    /// One tool result refused or redacted, or one listed definition that did not match its pin.
+    pub fn result(&self, e: &mcp_policy_core::response::result::ResultEvent) {
+        Self::bump(self.results.get(e.label()), 1);
+        if e.redactions > 0 && !e.dry_run {
+            Self::bump(self.redactions.as_ref(), i64::try_from(e.redactions).unwrap_or(i64::MAX));
         }
     }
 

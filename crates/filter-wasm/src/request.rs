@@ -82,7 +82,9 @@ impl Filter {
                 if let Some(policy) = self.policy.as_ref() {
                     let ids =
                         pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
-                    self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids).sealing(policy, ids);
+                    self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
+                        .judging(policy, d)
+                        .sealing(policy, ids);
                 }
                 Action::Continue
             }

@@ -2,7 +2,8 @@
 //! filter of `mcp_policy_core::response` acted on (`tools/list` results filtered when the policy hides tools,
 //! SSE ids sealed with `gateway.session_key`; a response that cannot be filtered is refused, 502).
 
-use log::warn;
+use log::{info, warn};
+use mcp_policy_core::terms::AuditMode;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
@@ -53,7 +54,10 @@ impl Filter {
                 Ok(chunk) => {
                     let Some(policy) = self.policy.clone() else { return self.unconfigured() };
                     let chunk = chunk.unwrap_or_default();
-                    self.response.on_chunk(&chunk, end_of_stream, &|name| policy.is_unlisted(name))
+                    let step =
+                        self.response.on_chunk_judged(&chunk, end_of_stream, &|name| policy.is_unlisted(name), &policy);
+                    self.result_events();
+                    step
                 }
                 Err(s) => Step::Fail(self.response.host_failed(HostOp::Read, &s, end_of_stream)),
             },
@@ -80,8 +84,40 @@ impl Filter {
         }
     }
 
+    /// Audit and count what happened to tool results (never their text).
+    fn result_events(&mut self) {
+        let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
+        for e in self.response.take_events() {
+            self.metrics.result(&e);
+            if e.kind == "pin_mismatch" && !e.dry_run {
+                // From now on, in this Envoy (every worker), calls of the tool are refused.
+                if let Some(pin) = self.policy.as_ref().and_then(|p| p.pin(&e.tool)) {
+                    let key = mcp_policy_core::limits::pin_mismatch_key(&e.tool, pin);
+                    if let Err(s) = mcp_policy_core::limits::SharedStore::set(&super::HostStore, &key, b"1", 0) {
+                        warn!("[ctx {}] cannot record a pin mismatch in shared data: {s:?}", self.id);
+                    }
+                }
+            }
+            if audit == AuditMode::Off {
+                continue;
+            }
+            let ts = hostcalls::get_current_time()
+                .map(|t| humantime::format_rfc3339_millis(t).to_string())
+                .unwrap_or_default();
+            let record = e.audit_json(&ts);
+            match audit {
+                AuditMode::AccessLog => {
+                    let _ = hostcalls::set_property(vec!["mcp_result_audit"], Some(record.as_bytes()));
+                }
+                _ if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {record}", self.id),
+                _ => {}
+            }
+        }
+    }
+
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> Action {
+        self.result_events();
         self.count_bad(&bad);
         if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
             let _ = hostcalls::reset_http_response();
@@ -91,13 +127,14 @@ impl Filter {
 
     /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
     fn refuse_response(&mut self, bad: BadUpstream) -> Action {
+        self.result_events();
         self.count_bad(&bad);
         self.send(bad.reply())
     }
 
-    /// Log and count a response whose tool list cannot be filtered (counted as invalid).
+    /// Log and count a response that cannot be filtered (counted as invalid).
     fn count_bad(&self, bad: &BadUpstream) {
-        warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
+        warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }
 }

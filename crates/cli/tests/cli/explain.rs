@@ -188,3 +188,32 @@ fn explain_call_that_needs_approval_exits_4() {
     );
     assert_ne!(key_b, key);
 }
+
+#[test]
+fn explain_judges_a_result_under_the_tools_result_rules() {
+    let policy = scratch(
+        "results-policy.json",
+        r#"{"version":"1","default":"allow","tools":{"read_file":{"result":{
+        "deny_if":[{"regex":"-----BEGIN [A-Z ]*PRIVATE KEY-----","reason":"a private key"}],
+        "redact":[{"regex":"AKIA[0-9A-Z]{16}","with":"[redacted]"}]}}}}"#,
+    );
+    let req = scratch("read_file.json", &call("read_file"));
+    let tail = "status:   forwarded to the MCP server (the agent gets the server's response)\n\
+                note:     the result is judged by tools.read_file.result (see --result)\n";
+    for (name, text, line) in [
+        ("clean", "hello", "result:   passes unchanged\n"),
+        ("aws", "AKIAIOSFODNN7EXAMPLE", "result:   redacted by tools.read_file.result.redact (1 redactions)\n"),
+        (
+            "key",
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "result:   result_refused by tools.read_file.result.deny_if[0] (a private key)\n",
+        ),
+    ] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#);
+        let result = scratch(&format!("result-{name}.json"), &body);
+        let (status, out, err) = run(&["explain", &policy, &req, "--result", &result]);
+        assert_eq!((status, err.as_str()), (0, ""));
+        assert!(out.ends_with(&format!("{tail}{line}")), "{out}");
+        assert!(!out.contains(text) || name == "clean", "{out}");
+    }
+}

@@ -20,6 +20,7 @@ fn usage() {
              \x20 test      Test a policy against a tests file of calls and the decisions expected\n\
              \x20 contain   Cut off one identity of a policy set at once: add a `contain` entry\n\
              \x20 release   Restore an identity cut off by `contain`: remove its `contain` entry\n\
+             \x20 pin       Pin an MCP server's tool definitions: print each tool's `pin`\n\
              \x20 schema    Print the JSON Schema of the policy file (generated from the filter's config types)\n"
         ),
         "{summary}"

@@ -19,6 +19,7 @@ use crate::terms::Algorithm;
 use crate::wire::json::Json;
 
 mod gateway;
+mod result;
 
 pub use gateway::sessions_unbound;
 use gateway::{gateway, methods};
@@ -194,6 +195,8 @@ fn tool(rule: &ToolRuleSpec, path: &str, limits: &mut Vec<Limit>, errs: &mut Err
         limits: own,
         require,
         deny_if,
+        result: rule.result.as_ref().map(|r| result::result(r, path, errs)),
+        pin: rule.pin.as_deref().and_then(|p| result::pin(p, path, errs)),
     }
 }
 

@@ -19,7 +19,10 @@ use serde::Deserialize;
 use super::JsonValue;
 #[cfg(feature = "schema")]
 use crate::terms::names_only;
-use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, Scope, Window};
+use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, PinMode, Scope, Window};
+
+mod result;
+pub use result::ResultSpec;
 
 /// The whole policy document.
 #[derive(Debug, Deserialize)]
@@ -94,6 +97,13 @@ pub struct ToolRuleSpec {
     /// Argument conditions of which none may hold.
     #[serde(default)]
     pub deny_if: Vec<ConditionSpec>,
+    /// Rules on the tool's results (`max_bytes`, `deny_if`, `redact`).
+    #[serde(default)]
+    pub result: Option<ResultSpec>,
+    /// `sha256:` and 64 lowercase hex digits: the reviewed definition's hash (`mcp-policy pin`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^sha256:[0-9a-f]{64}$")))]
+    pub pin: Option<String>,
 }
 
 /// `{path, op, value?, reason?}`: a condition over `params.arguments` (see `conditions`).
@@ -278,6 +288,10 @@ pub struct GatewaySpec {
     /// "Sessions bound to their grant". Absent: session ids pass unchanged.
     #[serde(default)]
     pub session_key: Option<SessionKeySpec>,
+    /// What a listed tool whose definition does not match its `pin` gets: `enforce` (default:
+    /// removed from `tools/list`, calls refused with `pin_mismatch`) or `report` (audited only).
+    #[serde(default)]
+    pub pins: Option<PinMode>,
     /// Who calls, from the verified token: the header Envoy's `jwt_authn` forwards the verified
     /// payload in, and the claim that becomes the grant. See the "Many agents" chapter.
     #[serde(default)]

@@ -66,6 +66,17 @@ impl std::fmt::Debug for Key {
     }
 }
 
+/// The marker of a pinned tool whose listed definition did not match its pin (`mcpf1:p:` + 32 hex
+/// digits of SHA-256 over the tool name and the pin): while it exists, calls of the tool are refused
+/// (`pin_mismatch`). The pin is in the key, so a policy with another pin for the tool starts clean.
+pub fn pin_mismatch_key(tool: &str, pin: &[u8; 32]) -> Key {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"pin_mismatch");
+    push_field(&mut h, tool.as_bytes());
+    push_field(&mut h, pin);
+    Key::new(b'p', &h.finalize())
+}
+
 /// The hashed part of a counter key, computed once per limit when the policy is compiled
 /// ([`Limit::new`]): the first 16 bytes of SHA-256 over the length-prefixed tuple (counter name,
 /// scope, window length in seconds, algorithm). The grant is not hashed in here, so the decision

@@ -78,6 +78,7 @@ pub const LEGACY_SESSION_INVALID: &str =
     "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
 /// `data.reason` of `no_policy`.
 pub const NO_POLICY: &str = "no policy is attached to this caller (no attach rule of the policy set matches it)";
+const PIN_MISMATCH: &str = "the tool's definition changed since it was pinned (tools.NAME.pin)";
 const BATCH_REFUSED: &str = "another message in the batch was refused";
 const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE only";
 /// `data.reason` of [`Refusal::Unavailable`] when the plugin has no policy.
@@ -164,6 +165,12 @@ pub enum Refusal {
     /// approval page, which the client can open natively ([`crate::approval::offer`]). The retry is the
     /// identical call.
     UrlElicitationRequired { tool: String, reason: String, link: ApprovalLink },
+    /// −31012, 200: a `tools/call` result refused by `tools.NAME.result` (`rule`: the `deny_if[i]`
+    /// or `max_bytes` path), or one that cannot be read with certainty (`rule`: `tools.NAME.result`).
+    /// Never quotes the result.
+    ResultRefused { tool: String, rule: String, reason: String },
+    /// −31013, 200: the tool's definition in `tools/list` did not match `tools.NAME.pin`.
+    PinMismatch { tool: String },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
     /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`],
     /// [`LAST_EVENT_ID_NOT_REWRITTEN`], [`PATH_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
@@ -208,6 +215,8 @@ impl Refusal {
             Refusal::ApprovalUnavailable { .. } => code::APPROVAL_UNAVAILABLE,
             Refusal::ApprovalStateInvalid { .. } => code::APPROVAL_STATE_INVALID,
             Refusal::UrlElicitationRequired { .. } => code::URL_ELICITATION_REQUIRED,
+            Refusal::ResultRefused { .. } => code::RESULT_REFUSED,
+            Refusal::PinMismatch { .. } => code::PIN_MISMATCH,
         }
     }
 
@@ -238,6 +247,8 @@ impl Refusal {
             Refusal::ApprovalUnavailable { .. } => "approval_unavailable",
             Refusal::ApprovalStateInvalid { .. } => "approval_state_invalid",
             Refusal::Unavailable { .. } => "unavailable",
+            Refusal::ResultRefused { .. } => "result_refused",
+            Refusal::PinMismatch { .. } => "pin_mismatch",
         }
     }
 
@@ -270,7 +281,9 @@ impl Refusal {
             | Refusal::ApprovalRequired { .. }
             | Refusal::UrlElicitationRequired { .. }
             | Refusal::ApprovalDenied { .. }
-            | Refusal::ApprovalUnavailable { .. } => 200,
+            | Refusal::ApprovalUnavailable { .. }
+            | Refusal::ResultRefused { .. }
+            | Refusal::PinMismatch { .. } => 200,
         }
     }
 
@@ -294,7 +307,9 @@ impl Refusal {
             Refusal::Denied { .. }
             | Refusal::MethodNotFound { .. }
             | Refusal::NoPolicy { .. }
-            | Refusal::Contained { .. } => DecisionKind::Denied,
+            | Refusal::Contained { .. }
+            | Refusal::ResultRefused { .. }
+            | Refusal::PinMismatch { .. } => DecisionKind::Denied,
             Refusal::RateLimited { .. } => DecisionKind::RateLimited,
             Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
             Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
@@ -339,7 +354,9 @@ impl Refusal {
             | Refusal::MethodNotFound { reason, .. }
             | Refusal::Contained { reason, .. }
             | Refusal::ApprovalRequired { reason, .. }
-            | Refusal::UrlElicitationRequired { reason, .. } => Cow::Borrowed(reason),
+            | Refusal::UrlElicitationRequired { reason, .. }
+            | Refusal::ResultRefused { reason, .. } => Cow::Borrowed(reason),
+            Refusal::PinMismatch { .. } => Cow::Borrowed(PIN_MISMATCH),
             Refusal::RateLimited { limit, .. } => {
                 Cow::Owned(format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name()))
             }
@@ -363,7 +380,9 @@ impl Refusal {
             | Refusal::UrlElicitationRequired { tool, .. }
             | Refusal::ApprovalDenied { tool, .. }
             | Refusal::ApprovalUnavailable { tool, .. }
-            | Refusal::ApprovalStateInvalid { tool, .. } => Some(tool),
+            | Refusal::ApprovalStateInvalid { tool, .. }
+            | Refusal::ResultRefused { tool, .. }
+            | Refusal::PinMismatch { tool } => Some(tool),
             _ => None,
         }
     }
@@ -371,7 +390,7 @@ impl Refusal {
     /// `data.rule`: the policy path that refused (a rule, a limit, `hide`, `gateway.client_responses`).
     pub fn rule(&self) -> Option<&str> {
         match self {
-            Refusal::Denied { rule, .. } => Some(rule),
+            Refusal::Denied { rule, .. } | Refusal::ResultRefused { rule, .. } => Some(rule),
             Refusal::MethodNotFound { rule, .. } => Some(rule),
             Refusal::RateLimited { limit, .. } => Some(&limit.path),
             _ => None,
@@ -423,6 +442,8 @@ impl Refusal {
                 format!("tool '{tool}' refused: approval could not be checked: {reason}")
             }
             Refusal::Unavailable { reason } => (*reason).to_owned(),
+            Refusal::ResultRefused { tool, .. } => format!("tool '{tool}' result refused: {reason}"),
+            Refusal::PinMismatch { tool } => format!("tool '{tool}' refused: {reason}"),
         }
     }
 

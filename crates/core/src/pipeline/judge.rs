@@ -61,6 +61,10 @@ pub(super) fn judge_message(
             Stance::Contained { reason } => Refusal::Contained { subject: subject(), reason: reason.clone() },
         }),
         Verdict::Allow { rule, limits, approval } => {
+            if let Some(refusal) = tool.and_then(|t| pin_mismatch(policy, t, limiter)) {
+                d.rule = Some(rule);
+                return Judged::Refused(refusal);
+            }
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
             // The MCP server the approval is for; none readable: refused before any quota is taken.
@@ -128,5 +132,19 @@ pub(super) fn judge_message(
                 }
             }
         }
+    }
+}
+
+/// A pinned tool whose listed definition did not match its pin in this Envoy (the marker in shared
+/// data, `crate::limits::pin_mismatch_key`), under `gateway.pins: "enforce"`: refused. A marker that
+/// cannot be read refuses too (fail closed).
+fn pin_mismatch(policy: &Policy, tool: &str, limiter: &Limiter<'_>) -> Option<Refusal> {
+    let pin = policy.pin(tool)?;
+    if policy.gateway.pins != crate::terms::PinMode::Enforce {
+        return None;
+    }
+    match limiter.store.get(&crate::limits::pin_mismatch_key(tool, pin)) {
+        Ok(None) => None,
+        Ok(Some(_)) | Err(_) => Some(Refusal::PinMismatch { tool: tool.to_owned() }),
     }
 }

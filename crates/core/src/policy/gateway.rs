@@ -49,6 +49,8 @@ pub struct Gateway {
     /// `gateway.resource_metadata_url`: the RFC 9728 protected resource metadata URL named in the
     /// `WWW-Authenticate` challenge of every 401 (checked by `challenge::check_resource_metadata_url`).
     pub resource_metadata_url: Option<String>,
+    /// `gateway.pins`: enforce (default) or only report pin mismatches.
+    pub pins: crate::terms::PinMode,
     /// `gateway.identity`: who calls, from the verified token's payload; `None`: the grant alone.
     pub identity: Option<IdentitySource>,
     /// `gateway.refusal_shape`: how a refused `tools/call` is answered.

@@ -16,6 +16,10 @@ pub struct ToolRule {
     pub limits: Vec<usize>,
     pub require: Vec<Condition>,
     pub deny_if: Vec<Condition>,
+    /// `result`: rules on what the tool sends back.
+    pub result: Option<crate::policy::result::ResultRules>,
+    /// `pin`: the SHA-256 of the reviewed definition.
+    pub pin: Option<crate::policy::result::Pin>,
 }
 
 /// `action: "require_approval"` of a tool: its calls need a person's approval before they may go

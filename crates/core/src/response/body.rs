@@ -10,7 +10,10 @@
 //!   with string names, or whose member names clash after case folding.
 
 use super::{BadUpstream, ResponseFilter, State};
-use crate::response::toolslist;
+use crate::policy::Policy;
+use crate::response::result;
+use crate::response::toolslist::{self, ListError};
+use crate::wire::json::{self, Json};
 
 /// A host call on the body bytes that failed ([`ResponseFilter::host_failed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +47,10 @@ impl ResponseFilter {
         match self.state {
             State::Dropping => Step::Drop,
             State::Sse(_) => Step::Read,
-            State::Json if body_size > self.max_bytes => {
-                Step::Fail(self.fail("the tools/list response exceeds gateway.max_response_bytes".into(), end))
-            }
+            State::Json if body_size > self.max_bytes => match self.call_oversize() {
+                Some((rule, why)) => Step::Fail(self.fail_rule(why, Some(&rule), end)),
+                None => Step::Fail(self.fail("the tools/list response exceeds gateway.max_response_bytes".into(), end)),
+            },
             State::Json if !end => Step::Hold,
             State::Json => Step::Read,
             State::Pass | State::Awaiting(_) => Step::Pass,
@@ -56,19 +60,56 @@ impl ResponseFilter {
     /// Filter the bytes read after [`Step::Read`]; `hidden` says which tools leave lists
     /// ([`crate::policy::Policy::is_unlisted`]).
     pub fn on_chunk(&mut self, chunk: &[u8], end: bool, hidden: &dyn Fn(&str) -> bool) -> Step {
+        self.filter_chunk(chunk, end, hidden, None)
+    }
+
+    /// [`Self::on_chunk`], with the tool results in the bytes judged by `policy`'s `result` rules
+    /// ([`ResponseFilter::judging`]); what happened is kept for [`ResponseFilter::take_events`].
+    pub fn on_chunk_judged(&mut self, chunk: &[u8], end: bool, hidden: &dyn Fn(&str) -> bool, policy: &Policy) -> Step {
+        self.filter_chunk(chunk, end, hidden, Some(policy))
+    }
+
+    fn filter_chunk(
+        &mut self,
+        chunk: &[u8],
+        end: bool,
+        hidden: &dyn Fn(&str) -> bool,
+        policy: Option<&Policy>,
+    ) -> Step {
+        let (lists, ids, calls, events) = (self.lists, &self.ids, &self.calls, &mut self.events);
+        let (results, pins) = (self.results, self.pins);
+        let mut results_changed = false;
+        let mut judge = |msg: &mut Json, size: usize| -> Result<Option<usize>, ListError> {
+            let mut changed = if lists { toolslist::filter_message(msg, ids, hidden)? } else { None };
+            if let Some(p) = policy.filter(|_| pins) {
+                if let Some(removed) = result::pins::check_lists(msg, p, events) {
+                    changed = Some(changed.unwrap_or(0) + removed);
+                }
+            }
+            if let Some(p) = policy.filter(|_| results) {
+                if result::judge_message(msg, size, p, calls, events) {
+                    results_changed = true;
+                    changed = Some(changed.unwrap_or(0));
+                }
+            }
+            Ok(changed)
+        };
         let filtered = match &mut self.state {
-            State::Sse(stream) => match stream.push_sealed(chunk, end, &self.ids, hidden, self.seal.as_ref()) {
+            State::Sse(stream) => match stream.push_judged(chunk, end, &mut judge, self.seal.as_ref()) {
                 Ok((out, 0)) if out == chunk => return Step::Pass,
                 other => other,
             },
             State::Json => {
-                let r = toolslist::filter_json(chunk, &self.ids, hidden);
+                let r = judge_json(chunk, &mut judge);
                 if r.is_ok() {
                     self.state = State::Pass;
                 }
                 match r {
-                    Ok((_, 0)) => return Step::Pass,
-                    other => other,
+                    // A tool list with nothing removed passes byte for byte.
+                    Ok(None) | Ok(Some((_, 0))) if !results_changed => return Step::Pass,
+                    Ok(Some(changed)) => Ok(changed),
+                    Ok(None) => return Step::Pass,
+                    Err(e) => Err(e),
                 }
             }
             _ => return Step::Pass,
@@ -89,4 +130,14 @@ impl ResponseFilter {
         };
         self.fail(format!("cannot {what} the response body: {detail:?}"), end)
     }
+}
+
+/// A whole JSON body through `judge`: `None` if it passes unchanged, else the new body and the
+/// number of tools removed.
+fn judge_json(body: &[u8], judge: &mut toolslist::Judge<'_>) -> Result<Option<(Vec<u8>, usize)>, ListError> {
+    let mut msg = json::parse_folded_keys_allowed(body).map_err(|e| ListError::Unreadable(e.to_string()))?;
+    let Some(removed) = judge(&mut msg, body.len())? else { return Ok(None) };
+    let mut out = String::with_capacity(body.len());
+    json::write(&mut out, &msg);
+    Ok(Some((out.into_bytes(), removed)))
 }

@@ -36,6 +36,7 @@ use crate::wire::reply::Reply;
 
 mod body;
 mod plan;
+pub mod result;
 pub mod toolslist;
 pub use body::{HostOp, Step};
 pub use plan::Plan;
@@ -52,6 +53,15 @@ pub struct ResponseFilter {
     state: State,
     /// With `gateway.session_key`: seals the ids an SSE reply hands out.
     seal: Option<StreamIds>,
+    /// Tool lists are filtered (the policy removes tools from them).
+    lists: bool,
+    /// Listed tools are checked against their pins (some tool has a `pin`).
+    pins: bool,
+    /// Tool results are judged (some tool has `result` rules), and the calls this response answers.
+    results: bool,
+    calls: result::Calls,
+    /// What happened to results so far, for the audit record and the metrics ([`Self::take_events`]).
+    events: Vec<result::ResultEvent>,
 }
 
 /// Which replies to a forwarded request can carry a tool list that must be filtered.
@@ -59,6 +69,9 @@ pub struct ResponseFilter {
 enum Scope {
     /// The reply to a `tools/list` request: JSON or SSE; anything else is refused.
     ListReply,
+    /// The reply to a `tools/call` whose tool has `result` rules: JSON or SSE; anything else is
+    /// refused (`result_refused`).
+    CallReply,
     /// Any other forwarded request: SSE replies only.
     AnyStream,
     /// Tool lists are not filtered: SSE replies are read for their ids only.
@@ -92,36 +105,81 @@ enum Framing {
 pub struct BadUpstream {
     pub why: String,
     pub body: String,
+    /// The status of the local reply when refused at its headers: 502 (`bad_upstream_response`),
+    /// or 200 for a tool result (`result_refused`, a tool call error the agent is shown).
+    pub status: u16,
 }
 
 impl BadUpstream {
-    /// The local reply of a response refused at its headers: 502 with the JSON-RPC error.
+    /// The local reply of a response refused at its headers, with the JSON-RPC error.
     pub fn reply(self) -> Reply {
-        Reply { status: 502, headers: vec![], body: self.body }
+        Reply { status: self.status, headers: vec![], body: self.body }
     }
 }
 
 impl ResponseFilter {
     /// A response that is not inspected (answered locally, or before a decision).
     pub fn pass() -> Self {
-        ResponseFilter { ids: Vec::new(), max_bytes: 0, framing: Framing::Json, state: State::Pass, seal: None }
+        ResponseFilter {
+            ids: Vec::new(),
+            max_bytes: 0,
+            framing: Framing::Json,
+            state: State::Pass,
+            seal: None,
+            lists: false,
+            pins: false,
+            results: false,
+            calls: result::Calls::default(),
+            events: Vec::new(),
+        }
     }
 
     /// The response to a request the filter forwarded; `tools_list_ids` are the ids of the
     /// `tools/list` requests in it (`gate::Outcome::tools_list_ids`). Not inspected unless the policy
     /// removes tools from lists.
     pub fn forwarded(policy: &Policy, tools_list_ids: &[Id]) -> Self {
-        if !policy.filters_tools_list() {
+        if !policy.filters_tools_list() && !policy.has_pins() {
             return Self::pass();
         }
         let scope = if tools_list_ids.is_empty() { Scope::AnyStream } else { Scope::ListReply };
         ResponseFilter {
             ids: tools_list_ids.iter().filter_map(|id| json::parse(id.raw().as_bytes()).ok()).collect(),
             max_bytes: policy.gateway.max_response_bytes,
-            framing: Framing::Json,
             state: State::Awaiting(scope),
-            seal: None,
+            lists: policy.filters_tools_list(),
+            pins: policy.has_pins(),
+            ..Self::pass()
         }
+    }
+
+    /// Where some tool has `result` rules, the response's tool results are judged: those of the
+    /// `tools/call` its request's `decision` forwarded by their tool's rules, any other on any
+    /// stream by every tool's ([`result`]).
+    pub fn judging(mut self, policy: &Policy, decision: &crate::outcome::decision::Decision) -> Self {
+        if !policy.has_result_rules() {
+            return self;
+        }
+        self.results = true;
+        self.calls = result::Calls::of(policy, decision);
+        let gateway_max = policy.gateway.max_response_bytes;
+        // Held up to the largest limit that applies; each result is then held to its own.
+        let own = self.calls.0.iter().filter_map(|(_, t)| policy.result_rules(t)).map(|r| r.max_bytes_or(gateway_max));
+        let all = || policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max)).max();
+        let limit = own.max().or_else(all).unwrap_or(gateway_max);
+        self.max_bytes = if self.ids.is_empty() { limit } else { self.max_bytes.max(limit) };
+        self.state = match self.state {
+            State::Pass | State::Awaiting(Scope::AnyStream) if !self.calls.0.is_empty() => {
+                State::Awaiting(Scope::CallReply)
+            }
+            State::Pass => State::Awaiting(Scope::AnyStream),
+            other => other,
+        };
+        self
+    }
+
+    /// What happened to tool results since the last call (for the audit record and the metrics).
+    pub fn take_events(&mut self) -> Vec<result::ResultEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// With `ids` (`gate::stream_ids`: `gateway.session_key` is set and the request has a grant),
@@ -145,20 +203,46 @@ impl ResponseFilter {
         }
     }
 
-    /// The JSON-RPC error (−31006) for `why`, with the first `tools/list` id, else `null`.
-    fn error_json(&self, why: &str) -> String {
-        Refusal::BadUpstreamResponse { why: why.to_owned() }.to_json(&self.ids.first().map_or_else(Id::null, Id::of))
+    /// The refusal for `why` and the id it answers: with a `tools/list` id (or no call), −31006 with
+    /// that id, else `null`; for the reply to a `tools/call` whose results are judged,
+    /// `result_refused` for that call (`rule`: `tools.NAME.result`, else the rule given).
+    fn refusal_for(&self, why: &str, rule: Option<&str>) -> (Refusal, Id) {
+        match (self.ids.first(), self.calls.0.first()) {
+            (None, Some((id, tool))) => {
+                let (rule, reason) = match rule {
+                    Some(rule) => (rule.to_owned(), why.to_owned()),
+                    None => (
+                        format!("tools.{tool}.result"),
+                        format!("the tool result cannot be read with certainty: {why}"),
+                    ),
+                };
+                let refusal = Refusal::ResultRefused { tool: tool.clone(), rule, reason };
+                (refusal, Id::of(id))
+            }
+            (first, _) => (Refusal::BadUpstreamResponse { why: why.to_owned() }, first.map_or_else(Id::null, Id::of)),
+        }
     }
 
     /// The error for `why`: it replaces the bytes at hand (`end`: they end the body, else the rest
     /// is dropped), or the whole response (a local 502, refused at its headers: `end` true, JSON).
     fn fail(&mut self, why: String, end: bool) -> BadUpstream {
-        let json = self.error_json(&why);
+        self.fail_rule(why, None, end)
+    }
+
+    /// [`Self::fail`], naming the rule that refused a tool result.
+    fn fail_rule(&mut self, why: String, rule: Option<&str>, end: bool) -> BadUpstream {
+        let (refusal, id) = self.refusal_for(&why, rule);
+        let json = refusal.to_json(&id);
+        if matches!(refusal, Refusal::ResultRefused { .. }) {
+            let id_json = json::parse(id.raw().as_bytes()).unwrap_or(Json::Null);
+            self.events.push(result::ResultEvent::refused(&refusal, &id_json, false));
+        }
+        let status = refusal.status();
         let body = match self.framing {
             Framing::Json => json,
             Framing::Sse => format!("event: message\ndata: {json}\n\n"),
         };
         self.state = if end { State::Pass } else { State::Dropping };
-        BadUpstream { why, body }
+        BadUpstream { why, body, status }
     }
 }

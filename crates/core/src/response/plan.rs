@@ -52,9 +52,10 @@ impl ResponseFilter {
             self.state = State::Sse(SseStream::ids_only(self.max_bytes));
             return Plan::FilterSse;
         }
+        let reply = matches!(scope, Scope::ListReply | Scope::CallReply);
         let framing = if is_sse {
             Framing::Sse
-        } else if scope != Scope::ListReply {
+        } else if !reply {
             // A JSON reply to another request answers that request only: not a tool list.
             return Plan::PassThrough;
         } else if http::is_media_type(&content_type, "application/json") {
@@ -63,10 +64,15 @@ impl ResponseFilter {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
             // the reply comes on the SSE stream, which is filtered there.
             return Plan::PassThrough;
+        } else if scope == Scope::CallReply {
+            return self.refuse("the tools/call response has an unexpected content type");
         } else {
             return self.refuse("the tools/list response has an unexpected content type");
         };
         if header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
+            if self.ids.is_empty() && !self.calls.0.is_empty() {
+                return self.refuse("the response is content-encoded and its tool result cannot be read");
+            }
             return self.refuse("the response is content-encoded and its tool list cannot be filtered");
         }
         if !http::charset_is_utf8(&content_type) {
@@ -82,10 +88,23 @@ impl ResponseFilter {
             .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
             .is_some_and(|len| len > self.max_bytes);
         if too_long {
+            if let Some((rule, why)) = self.call_oversize() {
+                return Plan::Refuse(self.fail_rule(why, Some(&rule), true));
+            }
             return self.refuse("the tools/list response exceeds gateway.max_response_bytes");
         }
         self.state = State::Json;
         Plan::FilterJson
+    }
+
+    /// For the reply to a `tools/call` whose results are judged: the `max_bytes` rule it exceeds
+    /// and why (the size limit held is that rule's, or the largest of several).
+    pub(super) fn call_oversize(&self) -> Option<(String, String)> {
+        let (_, tool) = self.calls.0.first().filter(|_| self.ids.is_empty())?;
+        Some((
+            format!("tools.{tool}.result.max_bytes"),
+            format!("the tool result is larger than {} bytes", self.max_bytes),
+        ))
     }
 
     /// Refuse the whole response (a local 502, [`BadUpstream::reply`]).

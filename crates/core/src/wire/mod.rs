@@ -11,6 +11,7 @@ pub mod json;
 pub mod leg;
 pub mod mcp;
 pub mod numbers;
+pub mod pin;
 pub mod protocol;
 pub mod reply;
 pub mod sse;

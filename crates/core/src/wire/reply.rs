@@ -36,6 +36,10 @@ pub mod code {
     /// (or an answer to the gateway's request) that this gateway did not seal for this grant and
     /// call, or that has expired (`approval_state_invalid`, HTTP 400; `crate::approval::offer`).
     pub const APPROVAL_STATE_INVALID: i32 = -31011;
+    /// A tool result refused by its tool's `result` rules, or unreadable (`result_refused`).
+    pub const RESULT_REFUSED: i32 = -31012;
+    /// A tool whose definition does not match its `pin` (`pin_mismatch`).
+    pub const PIN_MISMATCH: i32 = -31013;
     /// MCP 2025-11-25 URLElicitationRequiredError: a pending approval offered to a client that
     /// declared URL-mode elicitation (`crate::approval::offer`); `data.elicitations` holds the approval page.
     pub const URL_ELICITATION_REQUIRED: i32 = -32042;

@@ -45,7 +45,7 @@ fn error(id: &str, why: &str) -> String {
 }
 
 fn refused(id: &str, why: &str) -> Plan {
-    Plan::Refuse(BadUpstream { why: why.into(), body: error(id, why) })
+    Plan::Refuse(BadUpstream { why: why.into(), body: error(id, why), status: 502 })
 }
 
 fn hidden(name: &str) -> bool {
@@ -163,7 +163,7 @@ fn json_body(body: &str) -> Step {
 }
 
 fn failed(body: String, why: &str) -> Step {
-    Step::Fail(BadUpstream { why: why.into(), body })
+    Step::Fail(BadUpstream { why: why.into(), body, status: 502 })
 }
 
 #[test]
@@ -195,7 +195,7 @@ fn json_bodies_that_cannot_be_filtered_are_replaced_by_the_error() {
     ] {
         let Step::Fail(bad) = json_body(&body) else { panic!("{body} passed") };
         if let Some(why) = why {
-            assert_eq!(bad, BadUpstream { why: why.clone(), body: error("7", &why) }, "{body}");
+            assert_eq!(bad, BadUpstream { why: why.clone(), body: error("7", &why), status: 502 }, "{body}");
         } else {
             assert!(bad.why.starts_with("unreadable tools/list response: "), "{body}: {}", bad.why);
             assert_eq!(bad.body, error("7", &bad.why));
@@ -303,14 +303,14 @@ fn host_failures_replace_the_body_with_the_error() {
     let mut f = sse(&["7"]);
     let why = "cannot read the response body: InternalFailure";
     let bad = f.host_failed(HostOp::Read, &InternalFailure, false);
-    assert_eq!(bad, BadUpstream { why: why.into(), body: sse_error("7", why) });
+    assert_eq!(bad, BadUpstream { why: why.into(), body: sse_error("7", why), status: 502 });
     assert_eq!(f.on_body(3, true), Step::Drop);
     let mut f = forwarded(&["7"]);
     plan(&mut f, &[("content-type", "application/json")]);
     let why = "cannot rewrite the response body: InternalFailure";
     assert_eq!(
         f.host_failed(HostOp::Write, &InternalFailure, true),
-        BadUpstream { why: why.into(), body: error("7", why) }
+        BadUpstream { why: why.into(), body: error("7", why), status: 502 }
     );
 }
 

@@ -85,6 +85,7 @@ pub(super) fn gateway(
         resource_metadata_url: gw.resource_metadata_url,
         identity: gw.identity.as_ref().map(|i| identity(i, errs)),
         refusal_shape: gw.refusal_shape.unwrap_or_default(),
+        pins: gw.pins.unwrap_or_default(),
     }
 }
 

@@ -17,8 +17,8 @@ use crate::wire::json::{self, Json};
 
 mod message;
 mod stream;
-use message::filter_message;
-pub use stream::SseStream;
+pub(crate) use message::{filter_message, same_id};
+pub use stream::{Judge, SseStream};
 
 /// Why a response could not be filtered (the caller answers 502).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,9 @@ use super::{filter_message, ListError};
 use crate::identity::session::StreamIds;
 use crate::wire::json::{self, Json};
 
+/// A filter of one event's JSON-RPC message ([`SseStream::push_judged`]).
+pub type Judge<'a> = dyn FnMut(&mut Json, usize) -> Result<Option<usize>, ListError> + 'a;
+
 /// An SSE stream filtered event by event as it arrives, so that long-lived streams (the GET stream,
 /// resumed streams) are filtered without waiting for their end. Complete events are filtered and
 /// passed on at once; an incomplete last event is held until its end arrives.
@@ -57,6 +60,19 @@ impl SseStream {
         hidden: &dyn Fn(&str) -> bool,
         ids: Option<&StreamIds>,
     ) -> Result<(Vec<u8>, usize), ListError> {
+        self.push_judged(chunk, end, &mut |msg, _| filter_message(msg, request_ids, hidden), ids)
+    }
+
+    /// [`SseStream::push_sealed`] with any message filter: `judge` gets each event's JSON-RPC
+    /// message (and its data's length in bytes) and returns how many tools it removed, or `None` if
+    /// it left the message unchanged.
+    pub fn push_judged(
+        &mut self,
+        chunk: &[u8],
+        end: bool,
+        judge: &mut Judge<'_>,
+        ids: Option<&StreamIds>,
+    ) -> Result<(Vec<u8>, usize), ListError> {
         self.tail.extend_from_slice(chunk);
         let mut out = Vec::new();
         if let Some(line_start) = self.passing {
@@ -90,7 +106,7 @@ impl SseStream {
         if !done.is_empty() {
             let at_start = std::mem::replace(&mut self.at_start, false);
             let filtered = if self.lists {
-                let (text, n) = self.filter(&done, at_start, request_ids, hidden)?;
+                let (text, n) = self.filter(&done, at_start, judge)?;
                 removed = n;
                 text.into_bytes()
             } else {
@@ -116,13 +132,7 @@ impl SseStream {
     }
 
     /// Filter complete events' tool lists.
-    fn filter(
-        &self,
-        done: &[u8],
-        at_start: bool,
-        request_ids: &[Json],
-        hidden: &dyn Fn(&str) -> bool,
-    ) -> Result<(String, usize), ListError> {
+    fn filter(&self, done: &[u8], at_start: bool, judge: &mut Judge<'_>) -> Result<(String, usize), ListError> {
         let text = std::str::from_utf8(done).map_err(|_| ListError::Unreadable("SSE stream is not UTF-8".into()))?;
         let mut out = String::with_capacity(done.len());
         // WHATWG §9.2.6: one leading byte order mark is ignored by SSE parsers; keep it, parse after it.
@@ -133,7 +143,7 @@ impl SseStream {
             }
             _ => text,
         };
-        let removed = filter_events(&mut out, text, request_ids, hidden)?;
+        let removed = filter_events(&mut out, text, judge)?;
         Ok((out, removed))
     }
 }
@@ -191,12 +201,7 @@ fn last_event_end(data: &[u8], from: usize) -> (usize, usize) {
 }
 
 /// Filter complete events (and, at the end of a stream, an unterminated last one).
-fn filter_events(
-    out: &mut String,
-    text: &str,
-    request_ids: &[Json],
-    hidden: &dyn Fn(&str) -> bool,
-) -> Result<usize, ListError> {
+fn filter_events(out: &mut String, text: &str, judge: &mut Judge<'_>) -> Result<usize, ListError> {
     let mut removed = 0;
     // Split into lines keeping their terminators (CRLF, LF or CR), then group into events.
     let mut event: Vec<&str> = Vec::new();
@@ -216,7 +221,7 @@ fn filter_events(
         let bare = line.trim_end_matches(['\n', '\r']);
         event.push(line);
         if bare.is_empty() {
-            removed += flush_event(out, &event, request_ids, hidden)?;
+            removed += flush_event(out, &event, judge)?;
             event.clear();
         }
         rest = next;
@@ -224,7 +229,7 @@ fn filter_events(
     // WHATWG §9.2.6 says an unterminated last event is not dispatched, but some clients (httpx-sse)
     // dispatch it anyway: filter it like any other event.
     if !event.is_empty() {
-        removed += flush_event(out, &event, request_ids, hidden)?;
+        removed += flush_event(out, &event, judge)?;
     }
     Ok(removed)
 }
@@ -237,12 +242,7 @@ fn lenient_data_field(field: &str) -> bool {
     trimmed.len() <= 16 && crate::wire::fold::name_key(trimmed) == "data"
 }
 
-fn flush_event(
-    out: &mut String,
-    lines: &[&str],
-    request_ids: &[Json],
-    hidden: &dyn Fn(&str) -> bool,
-) -> Result<usize, ListError> {
+fn flush_event(out: &mut String, lines: &[&str], judge: &mut Judge<'_>) -> Result<usize, ListError> {
     let mut data: Option<String> = None;
     let mut event_type: Option<&str> = None;
     for line in lines {
@@ -279,7 +279,7 @@ fn flush_event(
         }
         Err(e) => return Err(ListError::Unreadable(format!("SSE data: {e}"))),
     };
-    let Some(removed) = filter_message(&mut msg, request_ids, hidden)? else {
+    let Some(removed) = judge(&mut msg, data.len())? else {
         lines.iter().for_each(|l| out.push_str(l));
         return Ok(0);
     };

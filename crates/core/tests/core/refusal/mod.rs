@@ -25,7 +25,7 @@ mod samples;
 use samples::samples;
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 27;
 
 struct Row {
     code: i32,
@@ -268,6 +268,22 @@ fn row(r: &Refusal) -> Row {
             &[],
             Invalid,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31006,"message":"Bad gateway: not JSON","data":{"kind":"bad_upstream_response","reason":"not JSON"}}}"#,
+        ),
+        Refusal::ResultRefused { .. } => (
+            -31012,
+            "result_refused",
+            200,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31012,"message":"tool 'read_file' result refused: a private key","data":{"kind":"result_refused","tool":"read_file","reason":"a private key","rule":"tools.read_file.result.deny_if[0]"}}}"#,
+        ),
+        Refusal::PinMismatch { .. } => (
+            -31013,
+            "pin_mismatch",
+            200,
+            &[],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31013,"message":"tool 'list_vms' refused: the tool's definition changed since it was pinned (tools.NAME.pin)","data":{"kind":"pin_mismatch","tool":"list_vms","reason":"the tool's definition changed since it was pinned (tools.NAME.pin)"}}}"#,
         ),
         Refusal::ApprovalRequired { link: None, .. } => (
             -31007,

@@ -67,6 +67,12 @@ pub(super) fn samples() -> Vec<Refusal> {
         Refusal::LimiterUnavailable { subject: Subject::Call, fault: LimiterFault::Service("gRPC status 14".into()) },
         Refusal::BatchRefused,
         Refusal::BadUpstreamResponse { why: "not JSON".into() },
+        Refusal::ResultRefused {
+            tool: "read_file".into(),
+            rule: "tools.read_file.result.deny_if[0]".into(),
+            reason: "a private key".into(),
+        },
+        Refusal::PinMismatch { tool: "list_vms".into() },
         Refusal::ApprovalRequired {
             tool: "x".into(),
             reason: "costs money".into(),

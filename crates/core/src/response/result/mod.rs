@@ -1,0 +1,112 @@
+//! Rules on what a tool sends back (`tools.NAME.result`): the result reader (`reader`, pure and
+//! shared), one response judged (`judge`), and the messages of a response body walked (here).
+//!
+//! A response is judged against its tool's rules when its id answers the forwarded `tools/call`
+//! ([`Calls`]). A response whose call is not known here (one element of a batch, an event replayed
+//! on another stream) but that looks like a tool result (its `result` has `content` or
+//! `structuredContent`) is judged against every tool's rules: none passes unread.
+//!
+//! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
+//! batch the other elements stay, in an SSE stream the other events stay. A redacted result is
+//! written again (compact JSON, numbers as received). Under dry run (`gateway.mode`,
+//! `gateway.tool_modes`) nothing is changed; what would have happened is recorded.
+
+use crate::outcome::decision::Decision;
+use crate::outcome::refusal::Refusal;
+use crate::policy::result::ResultRules;
+use crate::policy::Policy;
+use crate::terms::Mode;
+use crate::wire::json::{self, Json};
+use crate::wire::mcp::Id;
+
+mod event;
+pub mod judge;
+pub mod pins;
+pub mod reader;
+
+pub use event::ResultEvent;
+use judge::Verdict;
+
+/// The forwarded `tools/call` requests (id and tool) whose tool has `result` rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Calls(pub Vec<(Json, String)>);
+
+impl Calls {
+    /// The call a forwarded request's decision names, if its tool has `result` rules.
+    pub fn of(policy: &Policy, decision: &Decision) -> Self {
+        let call = match (decision.method.as_deref(), &decision.tool, &decision.id) {
+            (Some("tools/call"), Some(tool), Some(id)) if policy.result_rules(tool).is_some() => {
+                json::parse(id.as_bytes()).ok().map(|id| (id, tool.clone()))
+            }
+            _ => None,
+        };
+        Calls(call.into_iter().collect())
+    }
+
+    /// The tool of the call `id` answers.
+    fn tool_of(&self, id: &Json) -> Option<&str> {
+        self.0.iter().find(|(c, _)| crate::response::toolslist::same_id(c, id)).map(|(_, t)| t.as_str())
+    }
+}
+
+/// Judge every response in `msg` (one message or a batch; `size`: its bytes as received) whose
+/// result the rules cover, recording what happened in `events`. Returns whether `msg` changed.
+pub fn judge_message(
+    msg: &mut Json,
+    size: usize,
+    policy: &Policy,
+    calls: &Calls,
+    events: &mut Vec<ResultEvent>,
+) -> bool {
+    match msg {
+        Json::Array(items) => {
+            let mut changed = false;
+            for item in items {
+                changed |= judge_one(item, size, policy, calls, events);
+            }
+            changed
+        }
+        one => judge_one(one, size, policy, calls, events),
+    }
+}
+
+/// Does `payload` look like a `tools/call` result (MCP `CallToolResult`)?
+fn looks_like_tool_result(msg: &Json) -> bool {
+    msg.get("result").is_some_and(|r| r.get("content").is_some() || r.get("structuredContent").is_some())
+}
+
+fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) -> bool {
+    if msg.get("method").is_some() {
+        return false; // a request or notification from the server, not a response
+    }
+    let Some(id) = msg.get("id").cloned() else { return false };
+    let rules: Vec<(&str, &ResultRules)> = match calls.tool_of(&id) {
+        Some(tool) => policy.result_rules(tool).map(|r| (tool, r)).into_iter().collect(),
+        None if looks_like_tool_result(msg) => policy.all_result_rules(),
+        None => return false,
+    };
+    let Some(&(first_tool, _)) = rules.first() else { return false };
+    let dry_run = policy.mode_for(Some(first_tool)) == Mode::DryRun;
+    match judge::judge(msg, size, &rules, policy.gateway.max_response_bytes, !dry_run) {
+        Verdict::Clean => false,
+        Verdict::Redacted { count } => {
+            events.push(ResultEvent::redacted(first_tool, &id, count, dry_run));
+            !dry_run
+        }
+        Verdict::Refused(refusal) => {
+            events.push(ResultEvent::refused(&refusal, &id, dry_run));
+            if dry_run {
+                return false;
+            }
+            replace_by_error(msg, &refusal, &id);
+            true
+        }
+    }
+}
+
+/// Replace `msg` by the JSON-RPC error of `refusal` for `id`.
+fn replace_by_error(msg: &mut Json, refusal: &Refusal, id: &Json) {
+    let text = refusal.to_json(&Id::of(id));
+    // The refusal renders valid JSON; should it ever not parse, the result is dropped all the same.
+    *msg = json::parse(text.as_bytes()).unwrap_or(Json::Null);
+}

@@ -1,0 +1,62 @@
+//! The result reader: the texts a model sees, decoded; matches across texts; literal prefixes.
+
+use mcp_policy_core::policy::result::{literal_prefix, Needle};
+use mcp_policy_core::response::result::reader;
+use mcp_policy_core::wire::json;
+
+fn needle(re: &str) -> Needle {
+    Needle::new(regex_lite::Regex::new(re).unwrap())
+}
+
+#[test]
+fn every_string_value_of_the_result_is_read_decoded() {
+    let msg = json::parse(
+        br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\u002db"},{"type":"resource","resource":{"uri":"u","text":"r"}}],"structuredContent":{"k":["s",1,{"deep":"d"}]},"isError":false}}"#,
+    )
+    .unwrap();
+    let texts = reader::texts(reader::payload(&msg).unwrap());
+    assert_eq!(texts.all, ["text", "a-b", "resource", "u", "r", "s", "d"]);
+    assert!(reader::matches(&texts, &needle("a-b")));
+    assert!(reader::matches(&texts, &needle("a-br")), "the text members joined are read too");
+    assert!(!reader::matches(&texts, &needle("rs")), "other values are not joined");
+    assert_eq!(reader::first_match(&texts, [&needle("zz"), &needle("deep|d$")]), Some(1));
+    let err = json::parse(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#).unwrap();
+    assert_eq!(reader::texts(reader::payload(&err).unwrap()).all, ["m"]);
+}
+
+#[test]
+fn redaction_replaces_literally_and_counts() {
+    let mut s = String::from("AKIAABCDEFGHIJKLMNOP, AKIAABCDEFGHIJKLMNOQ; AKIA");
+    assert_eq!(reader::redact(&mut s, &needle("AKIA[0-9A-Z]{16}"), "$0"), 2);
+    assert_eq!(s, "$0, $0; AKIA");
+}
+
+#[test]
+fn literal_prefixes_are_only_taken_when_sure() {
+    assert_eq!(literal_prefix("-----BEGIN [A-Z ]*PRIVATE KEY-----").as_deref(), Some("-----BEGIN "));
+    assert_eq!(literal_prefix("AKIA[0-9A-Z]{16}").as_deref(), Some("AKIA"));
+    assert_eq!(literal_prefix("abc?d").as_deref(), Some("ab"));
+    assert_eq!(literal_prefix("ab{2}").as_deref(), Some("a"));
+    assert_eq!(literal_prefix("ab+").as_deref(), Some("ab"));
+    for none in ["a|b", "(?i)akia", "[a]b", "\\d", "x*", ".abc", "^abc"] {
+        assert_eq!(literal_prefix(none), None, "{none}");
+    }
+    // The prefilter never changes the answer.
+    for (re, text) in [("ab?c", "ac"), ("AKIA[0-9]{2}", "xAKIA12"), ("a{0}b", "b")] {
+        assert_eq!(needle(re).is_match(text), regex_lite::Regex::new(re).unwrap().is_match(text), "{re}");
+    }
+}
+
+proptest::proptest! {
+    /// The literal-anchored search finds exactly what `regex-lite` finds on its own.
+    #[test]
+    fn the_anchored_search_agrees_with_the_regex(text in "(AK|AKIA|AAKIA|[A-Z0-9]{1,8}|-----BEGIN |[ a-z]{1,4}|é){0,16}") {
+        for re in ["AKIA[0-9A-Z]{4}", "AKIA[0-9A-Z]{16}", "-----BEGIN [A-Z ]*KEY", "AA?KIA", "AK+I"] {
+            let n = needle(re);
+            let plain = regex_lite::Regex::new(re).unwrap();
+            let want: Vec<(usize, usize)> = plain.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            proptest::prop_assert_eq!(n.matches(&text), want, "{}", re);
+            proptest::prop_assert_eq!(n.is_match(&text), plain.is_match(&text), "{}", re);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+"""Tier 2: result rules (`tools.NAME.result`) in real Envoy, in front of a stub upstream that answers
+each `tools/call` with chosen text, in JSON and in SSE (testkit/upstream.py `StubUpstream`).
+
+What docs/src/policy/results-and-pins.md promises:
+- a private key in `content[].text`, in `structuredContent`, straddling two body chunks, in an SSE
+  event spread over several `data:` lines, or written with JSON escapes: the result is replaced by the
+  JSON-RPC error for its id (−31012 `result_refused`, naming the rule and its reason), and no byte of
+  the key reaches the client;
+- an access key is redacted, with the rest of the result byte for byte as sent (compact JSON);
+- a result larger than `max_bytes` is refused; a clean result passes byte for byte;
+- each refusal and redaction has an audit record and a counter; neither holds the text.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testkit.jsonrpc import get, headers_for, post, tool_call
+from testkit.logs import audit_records
+from testkit.stats import prometheus
+from testkit.upstream import Canned, compact, json_canned, sse_canned
+
+KEY = "-----BEGIN RSA PRIVATE KEY-----"
+KEY_BODY = "MIIEowIBAAKCAQEA7x9"
+AWS = "AKIAIOSFODNN7EXAMPLE"
+TOKEN = "tok-results-3hQ"
+POLICY = {
+    "version": "1",
+    "default": "allow",
+    "tools": {
+        "read_file": {"result": {
+            "max_bytes": 4096,
+            "deny_if": [{"regex": "-----BEGIN [A-Z ]*PRIVATE KEY-----", "reason": "a private key in a tool result"}],
+            "redact": [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"}],
+        }},
+    },
+}
+RULE = "tools.read_file.result.deny_if[0]"
+
+
+def refused(id_) -> dict:
+    reason = "a private key in a tool result"
+    return {"jsonrpc": "2.0", "id": id_, "error": {
+        "code": -31012, "message": f"tool 'read_file' result refused: {reason}",
+        "data": {"kind": "result_refused", "tool": "read_file", "reason": reason, "rule": RULE}}}
+
+
+def text_result(id_, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": text}], "isError": False}}
+
+
+@pytest.fixture(scope="module")
+def envoy(module_stack, stub):
+    return module_stack.envoy(POLICY, stub.port, name="envoy-results")
+
+
+def call(envoy, path: str, id_=1, tool: str = "read_file"):
+    return post(envoy.url + path, tool_call(tool, {"path": "/etc/x"}, id_), headers_for(TOKEN))
+
+
+def assert_no_key(body: bytes) -> None:
+    for piece in (KEY.encode(), b"PRIVATE KEY", KEY_BODY.encode(), b"\\u002d\\u002d"):
+        assert piece not in body, f"key bytes reached the client: {body[:300]!r}"
+
+
+def test_a_private_key_in_content_text_is_refused(envoy, stub):
+    path = stub.route("/k-text", json_canned(text_result(1, f"here:\n{KEY}\n{KEY_BODY}")))
+    r = call(envoy, path)
+    assert r.status == 200
+    assert json.loads(r.body) == refused(1)
+    assert_no_key(r.body)
+
+
+def test_a_private_key_in_structured_content_is_refused(envoy, stub):
+    msg = {"jsonrpc": "2.0", "id": "s-1", "result": {
+        "content": [{"type": "text", "text": "see structured"}],
+        "structuredContent": {"files": [{"name": "id_rsa", "body": f"{KEY}\n{KEY_BODY}"}]}}}
+    path = stub.route("/k-structured", json_canned(msg))
+    r = call(envoy, path, "s-1")
+    assert json.loads(r.body) == refused("s-1")
+    assert_no_key(r.body)
+
+
+def test_a_private_key_straddling_two_body_chunks_is_refused(envoy, stub):
+    body = compact(text_result(2, f"{KEY}\n{KEY_BODY}"))
+    cut = body.index(b"PRIVATE") + 3
+    canned = Canned(200, [("content-type", "application/json")], chunks=[body[:cut], body[cut:]], chunk_delay=0.3)
+    path = stub.route("/k-straddle", canned)
+    r = call(envoy, path, 2)
+    assert json.loads(r.body) == refused(2)
+    assert_no_key(r.body)
+
+
+def test_a_private_key_in_sse_data_lines_is_refused_and_other_events_pass(envoy, stub):
+    note = (b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
+            b'"params":{"progressToken":1,"progress":1}}\n\n')
+    text = json.dumps(f"{KEY}\n{KEY_BODY}")
+    event = (b'event: message\nid: ev-2\ndata: {"jsonrpc":"2.0","id":3,\ndata: "result":{"content":'
+             b'[{"type":"text",\ndata: "text":' + text.encode() + b'}]}}\n\n')
+    stream = note + event
+    path = stub.route("/k-sse", sse_canned(stream, pieces=5, chunk_delay=0.05))
+    r = post(envoy.url + path, tool_call("read_file", {}, 3), headers_for(TOKEN))
+    assert r.status == 200
+    assert r.body.startswith(note), r.body[:200]
+    assert r.body == note + b"event: message\nid: ev-2\ndata: " + compact(refused(3)) + b"\n\n"
+    assert_no_key(r.body)
+
+
+def test_a_result_replayed_on_the_get_stream_is_judged_by_every_tool_rule(envoy, stub):
+    """A resumed GET stream may replay the response to a call made on another request: whatever its
+    call, a tool result there is judged by every tool's rules."""
+    event = b"id: ev-9\nevent: message\ndata: " + compact(text_result(11, KEY)) + b"\n\n"
+    path = stub.route("/get-replay", sse_canned(event, pieces=2))
+    r = get(envoy.url + path, {"accept": "text/event-stream", "authorization": f"Bearer {TOKEN}"})
+    assert r.status == 200
+    assert r.body == b"id: ev-9\nevent: message\ndata: " + compact(refused(11)) + b"\n\n"
+    assert_no_key(r.body)
+
+
+def test_a_private_key_written_with_json_escapes_is_refused(envoy, stub):
+    escaped = "".join(f"\\u{ord(c):04x}" if c in "-K" else c for c in KEY)
+    body = b'{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"' + escaped.encode() + b'"}]}}'
+    path = stub.route("/k-escaped", json_canned(body))
+    r = call(envoy, path, 4)
+    assert json.loads(r.body) == refused(4)
+    assert_no_key(r.body)
+    sse = b"event: message\ndata: " + body + b"\n\n"
+    path = stub.route("/k-escaped-sse", sse_canned(sse, pieces=3))
+    r = call(envoy, path, 4)
+    assert r.body == b"event: message\ndata: " + compact(refused(4)) + b"\n\n"
+
+
+def test_an_access_key_is_redacted_and_the_rest_is_byte_identical(envoy, stub):
+    sent = text_result(5, f"aws_access_key_id = {AWS}\nregion = eu-west-1 \u00e9")
+    path = stub.route("/aws", json_canned(sent))
+    r = call(envoy, path, 5)
+    assert r.status == 200
+    assert r.body == compact(text_result(5, "aws_access_key_id = [redacted]\nregion = eu-west-1 \u00e9"))
+    assert AWS.encode() not in r.body
+    length = r.headers.get("content-length")
+    assert length is None or int(length) == len(r.body)
+
+
+def test_an_oversized_result_is_refused(envoy, stub):
+    big = text_result(6, "x" * 5000)
+    # With a content-length: refused at the headers, as a local reply.
+    path = stub.route("/big", json_canned(big))
+    r = call(envoy, path, 6)
+    assert r.status == 200
+    err = json.loads(r.body)["error"]
+    assert (err["code"], err["data"]["kind"], err["data"]["rule"], err["data"]["reason"]) == (
+        -31012, "result_refused", "tools.read_file.result.max_bytes", "the tool result is larger than 4096 bytes")
+    # Chunked, no length: refused once the body passes max_bytes.
+    body = compact(big)
+    path = stub.route("/big-chunked", Canned(200, [("content-type", "application/json")],
+                                             chunks=[body[:3000], body[3000:]], chunk_delay=0.2))
+    r = call(envoy, path, 6)
+    assert json.loads(r.body)["error"]["data"]["rule"] == "tools.read_file.result.max_bytes"
+    assert b"xxxxxxxx" not in r.body
+
+
+def test_a_clean_result_is_byte_identical(envoy, stub):
+    body = b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "caf\\u00e9 \\u002d ok"}]}}'
+    path = stub.route("/clean", json_canned(body))
+    r = call(envoy, path, 7)
+    assert r.body == body
+    sse = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+    path = stub.route("/clean-sse", sse_canned(sse, pieces=4))
+    assert call(envoy, path, 7).body == sse
+    # Another tool's results are not read.
+    path = stub.route("/other", json_canned(text_result(8, KEY)))
+    assert json.loads(call(envoy, path, 8, tool="other_tool").body) == text_result(8, KEY)
+
+
+def test_audit_records_and_counters_name_the_rule_never_the_text(envoy, stub):
+    path = stub.route("/audit-key", json_canned(text_result(9, KEY)))
+    call(envoy, path, 9)
+    path = stub.route("/audit-aws", json_canned(text_result(10, f"{AWS} {AWS}")))
+    call(envoy, path, 10)
+    log = envoy.log_text()
+    results = [a for a in audit_records(log) if a.get("event") == "result"]
+    refused_9 = [a for a in results if a["id"] == 9]
+    assert refused_9 and refused_9[0]["decision"] == "result_refused" and refused_9[0]["rule"] == RULE
+    redacted_10 = [a for a in results if a["id"] == 10]
+    assert redacted_10[0]["decision"] == "redacted" and redacted_10[0]["redactions"] == 2
+    assert KEY not in log and AWS not in log and KEY_BODY not in log
+    stats = prometheus(envoy)
+    assert stats["mcp_policy_results_result_refused_total{}"] >= 9
+    assert stats["mcp_policy_results_redacted_total{}"] >= 2
+    assert stats["mcp_policy_redactions_total{}"] >= 3
