@@ -23,6 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::wire::fold::FoldedNames;
 
 pub mod conditions;
+pub mod flows;
 mod gateway;
 mod judge;
 pub mod result;
@@ -49,6 +50,8 @@ pub struct Policy {
     pub limits: Vec<Limit>,
     methods: HashMap<String, Action>,
     pub gateway: Gateway,
+    /// `flows`: rules across calls (`flows`).
+    pub flows: Vec<flows::Flow>,
 }
 
 impl Policy {
@@ -71,7 +74,19 @@ impl Policy {
         for h in hide.into_iter().filter(|h| h != "*") {
             hidden.insert(h);
         }
-        Policy { default, hide_all, hidden_folded, denied_folded, hidden, tools, all_tools, limits, methods, gateway }
+        Policy {
+            default,
+            hide_all,
+            hidden_folded,
+            denied_folded,
+            hidden,
+            tools,
+            all_tools,
+            limits,
+            methods,
+            gateway,
+            flows: Vec::new(),
+        }
     }
 
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
@@ -166,6 +181,16 @@ impl Policy {
     /// Does any tool have a `pin`? (If not, tool lists need not be read for it.)
     pub fn has_pins(&self) -> bool {
         self.tools.values().any(|r| r.pin.is_some())
+    }
+
+    /// The flows that deny `tool` while one of their marks holds.
+    pub fn flows_denying<'p>(&'p self, tool: &'p str) -> impl Iterator<Item = &'p flows::Flow> + 'p {
+        self.flows.iter().filter(move |f| f.denies(tool))
+    }
+
+    /// The marks a forwarded call of `tool` sets once answered with a result.
+    pub fn marks_of(&self, tool: &str) -> &[String] {
+        self.tools.get(tool).map_or(&[], |r| r.marks.as_slice())
     }
 
     /// Does `gateway.methods` allow the method `name` explicitly?

@@ -77,6 +77,17 @@ pub fn pin_mismatch_key(tool: &str, pin: &[u8; 32]) -> Key {
     Key::new(b'p', &h.finalize())
 }
 
+/// The key of one mark on one grant (`mcpf1:m:` + 32 hex digits of SHA-256 over the mark, the
+/// grant id and `scope`; `scope` is empty until marks are kept per attached policy, when it names it).
+pub fn mark_key(scope: &str, mark: &str, grant: &GrantId) -> Key {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"mark");
+    push_field(&mut h, scope.as_bytes());
+    push_field(&mut h, mark.as_bytes());
+    push_field(&mut h, grant);
+    Key::new(b'm', &h.finalize())
+}
+
 /// The hashed part of a counter key, computed once per limit when the policy is compiled
 /// ([`Limit::new`]): the first 16 bytes of SHA-256 over the length-prefixed tuple (counter name,
 /// scope, window length in seconds, algorithm). The grant is not hashed in here, so the decision
