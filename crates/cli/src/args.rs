@@ -156,6 +156,10 @@ pub struct ExplainArgs {
     /// The MCP server's `:path` (default `/mcp`)
     #[arg(long, value_name = "PATH", default_value = "/mcp", hide_default_value = true)]
     pub path: String,
+    /// Marks the grant carries, set just now (comma-separated, e.g. `secret,pii`): the policy's
+    /// `flows` judge the call as they would right after a marking result
+    #[arg(long, value_name = "MARK[,MARK]", value_delimiter = ',', verbatim_doc_comment)]
+    pub marks: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mcp_policy_core::limits::MemoryStore;
+use mcp_policy_core::limits::{Limiter, MemoryStore};
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
 
@@ -25,7 +25,7 @@ struct Target {
 }
 
 /// Run the filter's decision path on one POST.
-fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
+fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target, marks: &[String]) -> Outcome {
     let credential = match &policy.gateway.grant {
         GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
         GrantSource::Header(h) => (h.as_str(), grant.to_owned()),
@@ -41,7 +41,23 @@ fn decide(policy: &Policy, body: &[u8], grant: &str, to: &Target) -> Outcome {
     head.cluster = Some(to.cluster.clone());
     match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
-        HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, &MemoryStore::new(), now_ms()),
+        HeadOutcome::NeedBody if marks.is_empty() => {
+            pipeline::on_body(policy, &head, body, &MemoryStore::new(), now_ms())
+        }
+        HeadOutcome::NeedBody => {
+            // The grant's id, from a first decision on a store of its own; its marks set on a fresh one.
+            let now = now_ms();
+            let first = pipeline::on_body(policy, &head, body, &MemoryStore::new(), now);
+            let Some(grant_id) = first.grant_id else { return first };
+            let store = MemoryStore::new();
+            let limiter = Limiter { store: &store, now_ms: now, max_tracked_grants: u64::MAX };
+            for m in marks {
+                if mcp_policy_core::limits::marks::set(&limiter, &grant_id, m).is_err() {
+                    return first;
+                }
+            }
+            pipeline::on_body(policy, &head, body, &store, now)
+        }
     }
 }
 
@@ -51,7 +67,7 @@ fn header_safe(v: &str) -> bool {
 }
 
 pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
-    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path } = args;
+    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path, marks } = args;
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
@@ -64,7 +80,10 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
     let to = Target { cluster: cluster.clone(), authority: authority.clone(), path: path.clone() };
     let policy = load_policy(policy_file)?;
     let body = read_input(request_file)?;
-    let outcome = decide(&policy, &body, grant, &to);
+    if let Some(m) = marks.iter().find(|m| !policy.flows.iter().any(|f| f.marks.contains(m))) {
+        return Err(usage_error("explain", format!("--marks: no flow of the policy uses the mark \"{m}\"")));
+    }
+    let outcome = decide(&policy, &body, grant, &to, marks);
     let status = match (&outcome.reply, &outcome.approval) {
         (Some(_), _) => REFUSED,
         (None, Some(_)) => NEEDS_APPROVAL,
