@@ -6,7 +6,7 @@
 //! that every write is a compare-and-swap that only moves the time forward, so two workers marking
 //! at once both leave a mark no older than their own.
 
-use super::key::{grant_key, mark_key};
+use super::key::{grant_key, mark_base, mark_key};
 use super::limiter::{Limiter, MAX_CAS_RETRIES};
 use super::store::{SharedStore, StoreError};
 use super::value::decode_u64;
@@ -14,12 +14,12 @@ use super::Unavailable;
 use crate::identity::grant::GrantId;
 
 /// `scope` of the keys: marks are per grant (a per-policy name goes here once policies attach).
-const SCOPE: &str = "";
+pub const SCOPE: &str = "";
 
 /// Set `mark` on `grant` at `limiter.now_ms`. Errors: [`Unavailable`] (shared data failed, the
 /// lock stayed busy, the grant cap, or a value not in this format).
 pub fn set(limiter: &Limiter<'_>, grant: &GrantId, mark: &str) -> Result<(), Unavailable> {
-    let key = mark_key(SCOPE, mark, grant);
+    let key = mark_key(&mark_base(SCOPE, mark), grant);
     let now = limiter.now_ms;
     for _ in 0..MAX_CAS_RETRIES {
         let (value, cas) = match limiter.store.get(&key)? {
@@ -43,9 +43,10 @@ pub fn set(limiter: &Limiter<'_>, grant: &GrantId, mark: &str) -> Result<(), Una
     Err(Unavailable::CasRetriesExhausted)
 }
 
-/// When `mark` was last set on `grant` (ms since the epoch), or `None` if never.
-pub fn set_at(store: &dyn SharedStore, grant: &GrantId, mark: &str) -> Result<Option<u64>, Unavailable> {
-    match store.get(&mark_key(SCOPE, mark, grant))? {
+/// When the mark whose [`mark_base`] is `base` was last set on `grant` (ms since the epoch), or
+/// `None` if never.
+pub fn set_at(store: &dyn SharedStore, grant: &GrantId, base: &[u8; 16]) -> Result<Option<u64>, Unavailable> {
+    match store.get(&mark_key(base, grant))? {
         None => Ok(None),
         Some((v, _)) => match decode_u64(&v).ok_or(Unavailable::CorruptValue)? {
             0 => Ok(None), // created, not yet written

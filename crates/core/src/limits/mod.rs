@@ -37,7 +37,9 @@ pub mod marks;
 mod store;
 mod value;
 
-pub use key::{counter_base, counter_key, grant_key, mark_key, pin_mismatch_key, Key, GRANTS_KEY, LOCK_KEY, PREFIX};
+pub use key::{
+    counter_base, counter_key, grant_key, mark_base, mark_key, pin_mismatch_key, Key, GRANTS_KEY, LOCK_KEY, PREFIX,
+};
 pub use limiter::{init_lock, tracked_grants, Limiter, MAX_CAS_RETRIES};
 pub use store::{MemoryStore, SharedStore, StoreError};
 #[cfg(test)]

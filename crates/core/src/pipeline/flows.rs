@@ -12,8 +12,8 @@ use crate::policy::Policy;
 pub(super) fn check(policy: &Policy, tool: &str, grant: &GrantId, limiter: &Limiter<'_>) -> Option<Refusal> {
     for flow in policy.flows_denying(tool) {
         let mut latest: Option<(&str, u64)> = None;
-        for mark in &flow.marks {
-            match marks::set_at(limiter.store, grant, mark) {
+        for (mark, base) in flow.marks.iter().zip(&flow.mark_bases) {
+            match marks::set_at(limiter.store, grant, base) {
                 Ok(Some(at)) if latest.is_none_or(|(_, l)| at > l) => latest = Some((mark, at)),
                 Ok(_) => {}
                 Err(u) => {

@@ -18,6 +18,8 @@ pub struct Flow {
     pub path: String,
     /// `if_marked`: any one of them, set less than `for_ms` ago, denies.
     pub marks: Vec<String>,
+    /// The key base of each of `marks` (`crate::limits::mark_base`), hashed once here.
+    pub mark_bases: Vec<[u8; 16]>,
     /// `deny` holds `"*"`: every tool but `except`.
     deny_all: bool,
     /// `deny` by exact name, and folded (matched as `action: "deny"` is).
@@ -40,10 +42,12 @@ impl Flow {
         let deny_all = deny.iter().any(|d| d == "*");
         let named: BTreeSet<String> = deny.iter().filter(|d| *d != "*").cloned().collect();
         let deny_folded = FoldedNames::new(named.iter().map(String::as_str));
+        let mark_bases = marks.iter().map(|m| crate::limits::mark_base(crate::limits::marks::SCOPE, m)).collect();
         Flow {
             name,
             path,
             marks,
+            mark_bases,
             deny_all,
             deny: named,
             deny_folded,

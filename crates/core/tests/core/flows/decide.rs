@@ -149,9 +149,9 @@ fn marks_count_against_the_grant_cap_and_only_move_forward() {
     let (a, b) = ([1u8; 32], [2u8; 32]);
     marks::set(&limiter(T0 + 10), &a, "secret").unwrap();
     marks::set(&limiter(T0), &a, "secret").unwrap();
-    assert_eq!(marks::set_at(&s, &a, "secret").unwrap(), Some(T0 + 10));
+    assert_eq!(marks::set_at(&s, &a, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), Some(T0 + 10));
     assert_eq!(marks::set(&limiter(T0), &b, "secret"), Err(mcp_policy_core::limits::Unavailable::GrantCapReached));
-    assert_eq!(marks::set_at(&s, &b, "secret").unwrap(), None);
+    assert_eq!(marks::set_at(&s, &b, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), None);
     let _ = p;
 }
 
