@@ -182,9 +182,7 @@ fn a_marking_call_in_a_batch_is_refused() {
 fn an_sse_result_marks_through_the_same_reader() {
     let p = trifecta("");
     let d = decision_of("query_db", "1");
-    let event = format!(
-        "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"078-05-1120\"}}]}}}}\n\n"
-    );
+    let event = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"078-05-1120\"}]}}\n\n";
     let (out, events) = run(&p, &d, "text/event-stream", &[event.as_bytes()]);
     assert_eq!(out, event.as_bytes());
     let marked: Vec<_> = events.iter().filter_map(|e| e.mark.as_deref()).collect();
