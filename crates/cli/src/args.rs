@@ -229,6 +229,10 @@ pub struct ExplainArgs {
     /// set applies and why
     #[arg(long, value_name = "JSON", verbatim_doc_comment)]
     pub claims: Option<String>,
+    /// Marks the grant carries, set just now (comma-separated, e.g. `secret,pii`): the policy's
+    /// `flows` judge the call as they would right after a marking result
+    #[arg(long, value_name = "MARK[,MARK]", value_delimiter = ',', verbatim_doc_comment)]
+    pub marks: Vec<String>,
 }
 
 #[derive(Args, Debug)]

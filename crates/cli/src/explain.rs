@@ -5,7 +5,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcp_policy_core::config::{PolicySet, Why};
-use mcp_policy_core::limits::{MemoryStore, SharedStore};
+use mcp_policy_core::limits::{Limiter, MemoryStore, SharedStore};
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
 
@@ -32,19 +32,28 @@ impl Default for Target {
     }
 }
 
+/// Who sends the request `decide` judges: the credential, the verified claims (the base64url
+/// payload `jwt_authn` forwards) and the marks the grant already carries.
+#[derive(Clone, Copy)]
+pub(super) struct Caller<'a> {
+    pub grant: &'a str,
+    pub payload: Option<&'a str>,
+    pub marks: &'a [String],
+}
+
 /// Run the filter's decision path on one POST: the caller's policy chosen from the set (with
 /// `payload`, the claims as `jwt_authn` forwards them), then decided by it, with `store` as the rate
 /// limits' shared data and `now_ms` as the time (`mcp-policy test` passes counters it filled before
-/// the call).
+/// the call); `marks` are set for the grant first, as a marking result would (`--marks`).
 pub(super) fn decide(
     set: &PolicySet,
     body: &[u8],
-    grant: &str,
-    payload: Option<&str>,
+    caller: &Caller<'_>,
     to: &Target,
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> (Option<Attached>, Outcome) {
+    let Caller { grant, payload, marks } = *caller;
     let policy: &Policy = set.plain().unwrap_or_else(|| set.base());
     let credential = match &policy.gateway.grant {
         GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
@@ -69,7 +78,22 @@ pub(super) fn decide(
     let policy = &attached.policy;
     let mut outcome = match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
-        HeadOutcome::NeedBody => pipeline::on_body(policy, &head, body, store, now_ms),
+        HeadOutcome::NeedBody if marks.is_empty() => pipeline::on_body(policy, &head, body, store, now_ms),
+        HeadOutcome::NeedBody => {
+            // The grant's id, from a first decision on a store of its own; its marks set in `store`.
+            let first = pipeline::on_body(policy, &head, body, &MemoryStore::new(), now_ms);
+            match first.grant_id {
+                None => first,
+                Some(grant_id) => {
+                    let limiter = Limiter { store, now_ms, max_tracked_grants: u64::MAX };
+                    if marks.iter().any(|m| mcp_policy_core::limits::marks::set(&limiter, &grant_id, m).is_err()) {
+                        first
+                    } else {
+                        pipeline::on_body(policy, &head, body, store, now_ms)
+                    }
+                }
+            }
+        }
     };
     attached.stamp(&mut outcome.decision);
     outcome.shape(policy.gateway.refusal_shape);
@@ -116,8 +140,17 @@ fn header_safe(v: &str) -> bool {
 }
 
 pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
-    let ExplainArgs { policy: policy_file, request: request_file, grant, cluster, authority, path, claims, result } =
-        args;
+    let ExplainArgs {
+        policy: policy_file,
+        request: request_file,
+        grant,
+        cluster,
+        authority,
+        path,
+        claims,
+        result,
+        marks,
+    } = args;
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
@@ -131,8 +164,12 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
     let set = load_policy(policy_file)?;
     let payload = claims.as_deref().map(|c| payload_of(c, &set)).transpose()?;
     let body = read_input(request_file)?;
-    let (attached, outcome) = decide(&set, &body, grant, payload.as_deref(), &to, &MemoryStore::new(), now_ms());
+    let (attached, outcome) =
+        decide(&set, &body, &Caller { grant, payload: payload.as_deref(), marks }, &to, &MemoryStore::new(), now_ms());
     let policy = attached.as_ref().map_or_else(|| set.plain().unwrap_or_else(|| set.base()), |a| &a.policy);
+    if let Some(m) = marks.iter().find(|m| !policy.flows.iter().any(|f| f.marks.contains(m))) {
+        return Err(usage_error("explain", format!("--marks: no flow of the policy uses the mark \"{m}\"")));
+    }
     let mut text = String::new();
     if let Some(line) = attached.as_ref().and_then(|a| why_line(&set, a)) {
         text.push_str(&format!("{:<10}{line}\n", "policy:"));

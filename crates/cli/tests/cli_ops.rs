@@ -116,7 +116,7 @@ fn apply_reports_rejection_with_the_filters_reason() {
             "{}: rejected: Envoy refused the new configuration of mcp_policy (update_rejected 1 -> 2); the previous \
              policy keeps serving\nthe filter's check of this policy:\n  invalid policy at tools.x.acton: unknown \
              field `acton`, expected one of `action`, `reason`, `approval_timeout`, `limits`, `require`, `deny_if`, \
-             `result`, `pin`\n",
+             `result`, `marks`, `pin`\n",
             s(&bad)
         )
     );

@@ -23,6 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::wire::fold::FoldedNames;
 
 pub mod conditions;
+pub mod flows;
 mod gateway;
 mod judge;
 pub mod result;
@@ -53,6 +54,8 @@ pub struct Policy {
     pub name: Option<String>,
     /// Whether it is a caller's attached policy, or stands for a caller with none or a contained one.
     pub stance: Stance,
+    /// `flows`: rules across calls (`flows`).
+    pub flows: Vec<flows::Flow>,
 }
 
 /// What a policy of a set stands for: an attached policy, or the refusal of every call of a caller
@@ -97,6 +100,7 @@ impl Policy {
             limits,
             methods,
             gateway,
+            flows: Vec::new(),
             name: None,
             stance: Stance::Attached,
         }
@@ -209,6 +213,16 @@ impl Policy {
     /// Does any tool have a `pin`? (If not, tool lists need not be read for it.)
     pub fn has_pins(&self) -> bool {
         self.tools.values().any(|r| r.pin.is_some())
+    }
+
+    /// The flows that deny `tool` while one of their marks holds.
+    pub fn flows_denying<'p>(&'p self, tool: &'p str) -> impl Iterator<Item = &'p flows::Flow> + 'p {
+        self.flows.iter().filter(move |f| f.denies(tool))
+    }
+
+    /// The marks a forwarded call of `tool` sets once answered with a result.
+    pub fn marks_of(&self, tool: &str) -> &[String] {
+        self.tools.get(tool).map_or(&[], |r| r.marks.as_slice())
     }
 
     /// Does `gateway.methods` allow the method `name` explicitly?

@@ -8,6 +8,8 @@
 mod approval;
 #[path = "core/b64.rs"]
 mod b64;
+#[path = "core/flows/mod.rs"]
+mod flows;
 #[path = "core/gate/mod.rs"]
 mod gate;
 #[path = "core/json_member_names.rs"]

@@ -132,6 +132,10 @@ struct Filter {
     /// The clock reading (ms since the epoch) the request's decision was made with, reused for the
     /// audit record's `ts`: one clock read per decision.
     decided_at_ms: Option<u64>,
+    /// The grant of the forwarded request: the marks its results set go on it (`flows`).
+    mark_grant: Option<GrantId>,
+    /// A mark could not be recorded: the response is reset, never released unmarked.
+    mark_failed: bool,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

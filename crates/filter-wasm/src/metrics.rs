@@ -66,6 +66,11 @@ pub struct Metrics {
     cas_retries_exhausted: Option<u32>,
     grant_cap_reached: Option<u32>,
     offers: Vec<(Event, u32)>,
+    /// `mcp_policy_marks_set_total`: marks set on grants by tool results (`flows`).
+    marks_set: Option<u32>,
+    /// `mcp_policy_flow_denied_total` and `…_would_deny_total` (dry run): calls a flow refused.
+    flows_denied: Option<u32>,
+    flows_would_deny: Option<u32>,
     /// `mcp_policy_results_<label>_total` ([`RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<u32>,
@@ -101,6 +106,9 @@ impl Metrics {
             offers: Vec::new(),
             results: ByLabel::default(),
             redactions: None,
+            marks_set: None,
+            flows_denied: None,
+            flows_would_deny: None,
         }
     }
 
@@ -143,6 +151,9 @@ impl Metrics {
                 .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
                 .collect(),
             redactions: counter("mcp_policy_redactions_total"),
+            marks_set: counter("mcp_policy_marks_set_total"),
+            flows_denied: counter("mcp_policy_flow_denied_total"),
+            flows_would_deny: counter("mcp_policy_flow_would_deny_total"),
         }
     }
 
@@ -160,8 +171,16 @@ impl Metrics {
         }
     }
 
+    /// One mark set on a grant.
+    pub fn mark_set(&self) {
+        Self::bump(self.marks_set.as_ref(), 1);
+    }
+
     /// Count one decision.
     pub fn record(&self, d: &Decision) {
+        if let Some(Refusal::FlowDenied { .. }) = d.refusal.as_deref() {
+            Self::bump(if d.dry_run { self.flows_would_deny.as_ref() } else { self.flows_denied.as_ref() }, 1);
+        }
         let l = label(d);
         Self::bump(self.totals.get(l), 1);
         if let Some(tool) = &d.tool {

@@ -26,6 +26,9 @@ impl Filter {
             self.rewrite = Some(rewrite);
         }
         self.session_url_elicitation |= outcome.url_elicitation;
+        if let Some(grant) = outcome.grant_id {
+            self.mark_grant = Some(grant);
+        }
         // Taken first: a held call is finished later, when the callout answers, at its own time.
         let decided_at_ms = self.decided_at_ms.take();
         if let Some(pending) = outcome.approval.take() {

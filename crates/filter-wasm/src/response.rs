@@ -57,6 +57,11 @@ impl Filter {
                     let step =
                         self.response.on_chunk_judged(&chunk, end_of_stream, &|name| policy.is_unlisted(name), &policy);
                     self.result_events();
+                    if self.mark_failed {
+                        // Never released before its mark is recorded: no later call may slip past.
+                        let _ = hostcalls::reset_http_response();
+                        return Action::Pause;
+                    }
                     step
                 }
                 Err(s) => Step::Fail(self.response.host_failed(HostOp::Read, &s, end_of_stream)),
@@ -88,7 +93,11 @@ impl Filter {
     fn result_events(&mut self) {
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
         for e in self.response.take_events() {
-            self.metrics.result(&e);
+            if let Some(mark) = e.mark.as_deref() {
+                self.record_mark(&e.tool, mark);
+            } else {
+                self.metrics.result(&e);
+            }
             if e.kind == "pin_mismatch" && !e.dry_run {
                 // From now on, in this Envoy (every worker), calls of the tool are refused.
                 if let Some(pin) = self.policy.as_ref().and_then(|p| p.pin(&e.tool)) {
@@ -111,6 +120,31 @@ impl Filter {
                 }
                 _ if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {record}", self.id),
                 _ => {}
+            }
+        }
+    }
+
+    /// Set `mark` on the request's grant in shared data, before the result that set it goes on.
+    fn record_mark(&mut self, tool: &str, mark: &str) {
+        let Some(policy) = self.policy.clone() else { return };
+        let Some(grant) = self.mark_grant else {
+            warn!(
+                "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
+                self.id
+            );
+            self.mark_failed = true;
+            return;
+        };
+        let limiter = mcp_policy_core::limits::Limiter {
+            store: &super::HostStore,
+            now_ms: super::now_ms(),
+            max_tracked_grants: policy.gateway.max_tracked_grants,
+        };
+        match mcp_policy_core::limits::marks::set(&limiter, &grant, mark) {
+            Ok(()) => self.metrics.mark_set(),
+            Err(u) => {
+                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
+                self.mark_failed = true;
             }
         }
     }

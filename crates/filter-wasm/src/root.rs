@@ -125,6 +125,8 @@ impl RootContext for Root {
             held: None,
             rewrite: None,
             decided_at_ms: None,
+            mark_grant: None,
+            mark_failed: false,
         }))
     }
 

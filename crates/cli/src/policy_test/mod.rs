@@ -14,7 +14,7 @@ use mcp_policy_core::policy::{GrantSource, Policy};
 
 use super::args::TestArgs;
 use super::check::load_policy;
-use super::explain::{decide, now_ms, payload_of, Target};
+use super::explain::{decide, now_ms, payload_of, Caller, Target};
 use super::{read_input, Failure, Report, INVALID_POLICY, USAGE_OR_IO};
 use report::{Actual, Verdict};
 use spec::Case;
@@ -72,11 +72,12 @@ fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
     let grant = case.grant.as_deref().unwrap_or(DEFAULT_GRANT);
     let body = request_body(&case.call);
     let to = Target::default();
+    let caller = Caller { grant, payload: payload.as_deref(), marks: &[] };
     let store = MemoryStore::new();
     if let Some(state) = &case.state {
         // The policy the caller is attached to counts the prior calls: a first decision, on a
         // throwaway store, says which one it is.
-        let (attached, _) = decide(set, body.as_bytes(), grant, payload.as_deref(), &to, &MemoryStore::new(), now);
+        let (attached, _) = decide(set, body.as_bytes(), &caller, &to, &MemoryStore::new(), now);
         let attached = attached.ok_or("state.counters: the caller has no identity the filter reads")?;
         let id = grant_id(set, &attached.policy, grant, case.claims.as_ref())
             .ok_or("state.counters: the grant is not a credential the filter reads")?;
@@ -85,7 +86,7 @@ fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
                 .map_err(|e| format!("state.counters.{counter}: {e}"))?;
         }
     }
-    let (_, outcome) = decide(set, body.as_bytes(), grant, payload.as_deref(), &to, &store, now);
+    let (_, outcome) = decide(set, body.as_bytes(), &caller, &to, &store, now);
     let d = &outcome.decision;
     match (&outcome.reply, &outcome.approval) {
         // Held until a person approves (the approval service is not asked): what the filter

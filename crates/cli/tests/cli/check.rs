@@ -116,7 +116,7 @@ fn check_unknown_field_stops_parsing() {
             String::new(),
             format!(
                 "{p}: invalid policy at tools.x.actoin: unknown field `actoin`, expected one of `action`, `reason`, `approval_timeout`, \
-                 `limits`, `require`, `deny_if`, `result`, `pin`\n"
+                 `limits`, `require`, `deny_if`, `result`, `marks`, `pin`\n"
             )
         )
     );

@@ -18,6 +18,7 @@ use crate::terms::Action;
 use crate::terms::Algorithm;
 use crate::wire::json::Json;
 
+mod flows;
 mod gateway;
 mod result;
 
@@ -48,8 +49,11 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
         descriptor_bound(&spec.tools, &tools, &all_tools, &limits, &mut errs);
     }
     let methods = methods(methods_spec, &mut errs);
-    let policy =
+    let service = gateway.rate_limit_service.is_some();
+    let flows = flows::flows(&spec.flows, &tools, service, &mut errs);
+    let mut policy =
         Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway);
+    policy.flows = flows;
     if !errs.is_empty() {
         return Err(ConfigErrors(errs));
     }
@@ -195,7 +199,19 @@ fn tool(rule: &ToolRuleSpec, path: &str, limits: &mut Vec<Limit>, errs: &mut Err
         limits: own,
         require,
         deny_if,
-        result: rule.result.as_ref().map(|r| result::result(r, path, errs)),
+        marks: flows::tool_marks(&rule.marks, path, errs),
+        // A tool that marks its grant has its results read (to know it was answered with one).
+        result: match (&rule.result, rule.marks.is_empty()) {
+            (Some(r), _) => Some(result::result(r, path, errs)),
+            (None, false) => Some(crate::policy::result::ResultRules {
+                path: path.to_owned(),
+                max_bytes: None,
+                deny_if: Vec::new(),
+                redact: Vec::new(),
+                mark_if: Vec::new(),
+            }),
+            (None, true) => None,
+        },
         pin: rule.pin.as_deref().and_then(|p| result::pin(p, path, errs)),
     }
 }

@@ -21,7 +21,9 @@ use super::JsonValue;
 use crate::terms::names_only;
 use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, PinMode, Scope, Window};
 
+mod flows;
 mod result;
+pub use flows::FlowSpec;
 pub use result::ResultSpec;
 
 /// The whole policy document.
@@ -46,6 +48,9 @@ pub struct PolicySpec {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
     pub tools: BTreeMap<String, ToolRuleSpec>,
+    /// Rules across calls: tools denied to a grant for a while after it carries a mark.
+    #[serde(default)]
+    pub flows: Vec<FlowSpec>,
     /// Deployment settings (not part of PolicyLayer's format); everything has a safe default.
     #[serde(default)]
     pub gateway: Option<GatewaySpec>,
@@ -100,6 +105,11 @@ pub struct ToolRuleSpec {
     /// Rules on the tool's results (`max_bytes`, `deny_if`, `redact`).
     #[serde(default)]
     pub result: Option<ResultSpec>,
+    /// Marks a forwarded call of this tool sets on its grant once it is answered with a result
+    /// (see `flows`).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(inner(length(min = 1, max = 64))))]
+    pub marks: Vec<String>,
     /// `sha256:` and 64 lowercase hex digits: the reviewed definition's hash (`mcp-policy pin`).
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = "^sha256:[0-9a-f]{64}$")))]

@@ -77,6 +77,29 @@ pub fn pin_mismatch_key(tool: &str, pin: &[u8; 32]) -> Key {
     Key::new(b'p', &h.finalize())
 }
 
+/// The hashed part of a mark's key, computed once per mark when the policy is compiled: the first
+/// 16 bytes of SHA-256 over the length-prefixed ("mark", `scope`, `mark`); `scope` is empty until
+/// marks are kept per attached policy, when it names it.
+pub fn mark_base(scope: &str, mark: &str) -> [u8; 16] {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"mark");
+    push_field(&mut h, scope.as_bytes());
+    push_field(&mut h, mark.as_bytes());
+    let mut base = [0u8; 16];
+    base.copy_from_slice(h.finalize().get(..16).unwrap_or(&[0u8; 16]));
+    base
+}
+
+/// The key of one mark on one grant (`mcpf1:m:` + 32 hex digits): the mark's [`mark_base`] XOR the
+/// first 16 bytes of the grant id, as [`counter_key`] makes a per-grant counter's key (no hash per call).
+pub fn mark_key(base: &[u8; 16], grant: &GrantId) -> Key {
+    let mut bytes = *base;
+    for (b, g) in bytes.iter_mut().zip(grant) {
+        *b ^= g;
+    }
+    Key::new(b'm', &bytes)
+}
+
 /// The hashed part of a counter key, computed once per limit when the policy is compiled
 /// ([`Limit::new`]): the first 16 bytes of SHA-256 over the length-prefixed tuple (counter name,
 /// scope, window length in seconds, algorithm). The grant is not hashed in here, so the decision

@@ -171,6 +171,9 @@ pub enum Refusal {
     ResultRefused { tool: String, rule: String, reason: String },
     /// −31013, 200: the tool's definition in `tools/list` did not match `tools.NAME.pin`.
     PinMismatch { tool: String },
+    /// −31014, 200, `retry-after`: `flow` (at `rule`, `flows[i]`) denies the tool while the grant
+    /// carries `mark`, for `retry_after_seconds` more.
+    FlowDenied { tool: String, flow: String, rule: String, mark: String, reason: String, retry_after_seconds: u64 },
     /// −32600 `unavailable`, 503: the filter cannot judge at all ([`POLICY_NOT_LOADED`],
     /// [`BODY_UNREADABLE`], [`HEADERS_UNREADABLE`], [`SESSION_ID_NOT_REWRITTEN`],
     /// [`LAST_EVENT_ID_NOT_REWRITTEN`], [`PATH_NOT_REWRITTEN`], [`BODY_UNWRITABLE`]): a fault on the
@@ -217,6 +220,7 @@ impl Refusal {
             Refusal::UrlElicitationRequired { .. } => code::URL_ELICITATION_REQUIRED,
             Refusal::ResultRefused { .. } => code::RESULT_REFUSED,
             Refusal::PinMismatch { .. } => code::PIN_MISMATCH,
+            Refusal::FlowDenied { .. } => code::FLOW_DENIED,
         }
     }
 
@@ -249,6 +253,7 @@ impl Refusal {
             Refusal::Unavailable { .. } => "unavailable",
             Refusal::ResultRefused { .. } => "result_refused",
             Refusal::PinMismatch { .. } => "pin_mismatch",
+            Refusal::FlowDenied { .. } => "flow_denied",
         }
     }
 
@@ -283,7 +288,8 @@ impl Refusal {
             | Refusal::ApprovalDenied { .. }
             | Refusal::ApprovalUnavailable { .. }
             | Refusal::ResultRefused { .. }
-            | Refusal::PinMismatch { .. } => 200,
+            | Refusal::PinMismatch { .. }
+            | Refusal::FlowDenied { .. } => 200,
         }
     }
 
@@ -292,7 +298,9 @@ impl Refusal {
         match self {
             Refusal::MethodNotAllowed => vec![("allow", "GET, POST, DELETE".into())],
             Refusal::NoGrant { challenge, .. } => vec![("www-authenticate", challenge.clone())],
-            Refusal::RateLimited { retry_after_seconds, .. } => vec![("retry-after", retry_after_seconds.to_string())],
+            Refusal::RateLimited { retry_after_seconds, .. } | Refusal::FlowDenied { retry_after_seconds, .. } => {
+                vec![("retry-after", retry_after_seconds.to_string())]
+            }
             Refusal::LimiterUnavailable { .. } | Refusal::ApprovalUnavailable { .. } => {
                 vec![("retry-after", "1".into())]
             }
@@ -309,7 +317,8 @@ impl Refusal {
             | Refusal::NoPolicy { .. }
             | Refusal::Contained { .. }
             | Refusal::ResultRefused { .. }
-            | Refusal::PinMismatch { .. } => DecisionKind::Denied,
+            | Refusal::PinMismatch { .. }
+            | Refusal::FlowDenied { .. } => DecisionKind::Denied,
             Refusal::RateLimited { .. } => DecisionKind::RateLimited,
             Refusal::LimiterUnavailable { .. } => DecisionKind::LimiterUnavailable,
             Refusal::ApprovalRequired { .. } | Refusal::UrlElicitationRequired { .. } => DecisionKind::ApprovalRequired,
@@ -355,7 +364,8 @@ impl Refusal {
             | Refusal::Contained { reason, .. }
             | Refusal::ApprovalRequired { reason, .. }
             | Refusal::UrlElicitationRequired { reason, .. }
-            | Refusal::ResultRefused { reason, .. } => Cow::Borrowed(reason),
+            | Refusal::ResultRefused { reason, .. }
+            | Refusal::FlowDenied { reason, .. } => Cow::Borrowed(reason),
             Refusal::PinMismatch { .. } => Cow::Borrowed(PIN_MISMATCH),
             Refusal::RateLimited { limit, .. } => {
                 Cow::Owned(format!("limit {} ({} per {}) reached", limit.counter, limit.max, limit.window.name()))
@@ -382,7 +392,8 @@ impl Refusal {
             | Refusal::ApprovalUnavailable { tool, .. }
             | Refusal::ApprovalStateInvalid { tool, .. }
             | Refusal::ResultRefused { tool, .. }
-            | Refusal::PinMismatch { tool } => Some(tool),
+            | Refusal::PinMismatch { tool }
+            | Refusal::FlowDenied { tool, .. } => Some(tool),
             _ => None,
         }
     }
@@ -390,7 +401,9 @@ impl Refusal {
     /// `data.rule`: the policy path that refused (a rule, a limit, `hide`, `gateway.client_responses`).
     pub fn rule(&self) -> Option<&str> {
         match self {
-            Refusal::Denied { rule, .. } | Refusal::ResultRefused { rule, .. } => Some(rule),
+            Refusal::Denied { rule, .. } | Refusal::ResultRefused { rule, .. } | Refusal::FlowDenied { rule, .. } => {
+                Some(rule)
+            }
             Refusal::MethodNotFound { rule, .. } => Some(rule),
             Refusal::RateLimited { limit, .. } => Some(&limit.path),
             _ => None,
@@ -444,6 +457,9 @@ impl Refusal {
             Refusal::Unavailable { reason } => (*reason).to_owned(),
             Refusal::ResultRefused { tool, .. } => format!("tool '{tool}' result refused: {reason}"),
             Refusal::PinMismatch { tool } => format!("tool '{tool}' refused: {reason}"),
+            Refusal::FlowDenied { tool, flow, retry_after_seconds, .. } => {
+                format!("tool '{tool}' denied by flow '{flow}': {reason}; retry in {retry_after_seconds} s")
+            }
         }
     }
 
@@ -459,6 +475,10 @@ impl Refusal {
                 e.counter = Some(limit.counter.clone());
             }
             Refusal::LimiterUnavailable { .. } | Refusal::ApprovalUnavailable { .. } => e.retry_after_seconds = Some(1),
+            Refusal::FlowDenied { flow, mark, retry_after_seconds, .. } => {
+                e.retry_after_seconds = Some(*retry_after_seconds);
+                e.extra = vec![("flow", flow.clone()), ("mark", mark.clone())];
+            }
             Refusal::ApprovalRequired { link: Some(l), .. } => {
                 e.expires_in_seconds = Some(l.expires_in_seconds);
                 e.extra = vec![("approval_id", l.approval_id.clone()), ("approval_url", l.approval_url.clone())];

@@ -61,6 +61,18 @@ pub(super) fn on_batch(
                 };
                 list_ids.extend(msg.tools_list_id());
                 match judge_message(policy, head, &msg, &grant, limiter) {
+                    Judged::Forward(d, adm, _) if d.tool.as_deref().is_some_and(|t| !policy.marks_of(t).is_empty()) => {
+                        // Its response is read only when it comes alone: the mark must not be missed.
+                        admissions.extend(adm);
+                        let tool = d.tool.unwrap_or_default();
+                        let refusal = Refusal::Denied {
+                            subject: crate::outcome::refusal::Subject::Tool(tool.clone()),
+                            rule: format!("tools.{tool}.marks"),
+                            reason: "a call that marks its grant cannot be part of a batch; send it on its own".into(),
+                        };
+                        worst.get_or_insert_with(|| refusal.clone());
+                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
+                    }
                     Judged::Forward(d, adm, counted) => {
                         service.add(policy, id.clone(), d.tool.clone(), &counted);
                         admissions.extend(adm);
@@ -89,6 +101,7 @@ pub(super) fn on_batch(
         d.grant = Some(grant.label());
         let mut out = Outcome::new(d, None);
         out.tools_list_ids = list_ids;
+        out.grant_id = Some(grant.id);
         if !service.is_empty() {
             service.decision = out.decision.clone();
             service.tools_list_ids = out.tools_list_ids.clone();

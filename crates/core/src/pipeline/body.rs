@@ -119,6 +119,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
     // A valid retry goes upstream (now, or once approved) without the gateway's members, whichever
     // way it was judged; the host applies the rewrite only to a call it forwards.
     out.rewrite = rewrite;
+    out.grant_id = Some(grant.id);
     out
 }
 

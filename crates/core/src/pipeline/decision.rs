@@ -28,6 +28,9 @@ pub struct Outcome {
     pub url_elicitation: bool,
     /// What this outcome did with an approval offer, for the stats (`crate::approval::offer::Event`).
     pub offer: Option<crate::approval::offer::Event>,
+    /// The grant of a request that may go upstream: the marks its results set are set on it
+    /// (`crate::policy::flows`).
+    pub grant_id: Option<crate::identity::grant::GrantId>,
 }
 
 impl Outcome {
@@ -70,6 +73,7 @@ impl Outcome {
             rewrite: None,
             url_elicitation: false,
             offer: None,
+            grant_id: None,
         }
     }
 }

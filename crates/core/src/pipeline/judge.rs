@@ -65,6 +65,9 @@ pub(super) fn judge_message(
                 d.rule = Some(rule);
                 return Judged::Refused(refusal);
             }
+            if let Some(refusal) = tool.and_then(|t| super::flows::check(policy, t, &grant.id, limiter)) {
+                return Judged::Refused(refusal);
+            }
             d.kind = DecisionKind::Allowed;
             d.rule = Some(rule);
             // The MCP server the approval is for; none readable: refused before any quota is taken.

@@ -28,6 +28,7 @@ mod binding;
 mod body;
 mod credential;
 mod decision;
+mod flows;
 mod head;
 mod judge;
 mod offer;

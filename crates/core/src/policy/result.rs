@@ -14,6 +14,8 @@ pub struct ResultRules {
     pub deny_if: Vec<ResultDeny>,
     /// `redact[i]`: the regex and its literal replacement.
     pub redact: Vec<Redact>,
+    /// `mark_if[i]`: a match marks the call's grant (`crate::policy::flows`).
+    pub mark_if: Vec<crate::policy::flows::MarkIf>,
 }
 
 /// One `deny_if` entry.

@@ -18,6 +18,8 @@ pub struct ToolRule {
     pub deny_if: Vec<Condition>,
     /// `result`: rules on what the tool sends back.
     pub result: Option<crate::policy::result::ResultRules>,
+    /// `marks`: set on the grant when a forwarded call is answered with a result (`flows`).
+    pub marks: Vec<String>,
     /// `pin`: the SHA-256 of the reviewed definition.
     pub pin: Option<crate::policy::result::Pin>,
 }

@@ -40,6 +40,9 @@ pub mod code {
     pub const RESULT_REFUSED: i32 = -31012;
     /// A tool whose definition does not match its `pin` (`pin_mismatch`).
     pub const PIN_MISMATCH: i32 = -31013;
+    /// A tool denied by a flow while the grant carries one of its marks (`flow_denied`); `data`
+    /// holds `flow`, `mark` and `retry_after_seconds` (when it lifts).
+    pub const FLOW_DENIED: i32 = -31014;
     /// MCP 2025-11-25 URLElicitationRequiredError: a pending approval offered to a client that
     /// declared URL-mode elicitation (`crate::approval::offer`); `data.elicitations` holds the approval page.
     pub const URL_ELICITATION_REQUIRED: i32 = -32042;

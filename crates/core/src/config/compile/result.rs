@@ -27,7 +27,15 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
             redact.push(Redact { needle: Needle::new(regex), with: r.with.clone() });
         }
     }
-    ResultRules { path: path.to_owned(), max_bytes, deny_if, redact }
+    let mut mark_if = Vec::new();
+    for (i, m) in spec.mark_if.iter().enumerate() {
+        let at = format!("{base}.mark_if[{i}]");
+        super::flows::mark_name(&m.mark, &format!("{at}.mark"), errs);
+        if let Some(regex) = regex(&m.regex, &format!("{at}.regex"), errs) {
+            mark_if.push(crate::policy::flows::MarkIf { needle: Needle::new(regex), mark: m.mark.clone() });
+        }
+    }
+    ResultRules { path: path.to_owned(), max_bytes, deny_if, redact, mark_if }
 }
 
 /// A regex of a result rule: at most [`MAX_REGEX_LEN`] bytes, one that compiles, and one that cannot

@@ -19,6 +19,7 @@ fn refusing(gateway: Option<GatewaySpec>) -> PolicySpec {
         hide: vec!["*".to_owned()],
         all_tools: None,
         tools: BTreeMap::new(),
+        flows: Vec::new(),
         gateway,
     }
 }

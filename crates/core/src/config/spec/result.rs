@@ -18,6 +18,21 @@ pub struct ResultSpec {
     /// Each match of these regexes is replaced by `with`, in order.
     #[serde(default)]
     pub redact: Vec<RedactSpec>,
+    /// A result in which `regex` matches sets `mark` on the call's grant (see `flows`).
+    #[serde(default)]
+    pub mark_if: Vec<MarkIfSpec>,
+}
+
+/// `{regex, mark}`: a result in which `regex` matches marks its grant with `mark`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MarkIfSpec {
+    /// Rust `regex` syntax (the `regex-lite` subset), matched against each decoded text.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024)))]
+    pub regex: String,
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64)))]
+    pub mark: String,
 }
 
 /// `{regex, reason}`: refuse a result in which `regex` matches.

@@ -19,6 +19,8 @@ pub struct ResultEvent {
     pub redactions: usize,
     /// Dry run: nothing was changed.
     pub dry_run: bool,
+    /// `marked`: the mark to set on the call's grant (`crate::policy::flows`).
+    pub mark: Option<String>,
 }
 
 impl ResultEvent {
@@ -31,6 +33,7 @@ impl ResultEvent {
             reason: None,
             redactions: count,
             dry_run,
+            mark: None,
         }
     }
 
@@ -43,6 +46,7 @@ impl ResultEvent {
             reason: Some(refusal.reason().into_owned()),
             redactions: 0,
             dry_run,
+            mark: None,
         }
     }
 
@@ -56,6 +60,22 @@ impl ResultEvent {
             reason: None,
             redactions: 0,
             dry_run,
+            mark: None,
+        }
+    }
+
+    /// A result that marks its call's grant with `mark` (`rule`: `tools.NAME.marks` or
+    /// `tools.NAME.result.mark_if[i]`). Set under dry run too: flows then report `would_deny`.
+    pub fn marked(tool: &str, id: &Json, rule: String, mark: &str) -> Self {
+        ResultEvent {
+            tool: tool.to_owned(),
+            id: id_text(id),
+            kind: "marked",
+            rule,
+            reason: None,
+            redactions: 0,
+            dry_run: false,
+            mark: Some(mark.to_owned()),
         }
     }
 
@@ -89,12 +109,16 @@ impl ResultEvent {
             out.push_str(",\"reason\":");
             json::write_str(&mut out, r);
         }
+        if let Some(m) = &self.mark {
+            out.push_str(",\"mark\":");
+            json::write_str(&mut out, m);
+        }
         out.push_str(&format!(",\"redactions\":{}}}", self.redactions));
         out
     }
 }
 
-fn id_text(id: &Json) -> String {
+pub(super) fn id_text(id: &Json) -> String {
     let mut s = String::new();
     json::write(&mut s, id);
     s

@@ -21,6 +21,7 @@ use crate::wire::mcp::Id;
 
 mod event;
 pub mod judge;
+mod marks;
 pub mod pins;
 pub mod reader;
 
@@ -87,7 +88,12 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     };
     let Some(&(first_tool, _)) = rules.first() else { return false };
     let dry_run = policy.mode_for(Some(first_tool)) == Mode::DryRun;
-    match judge::judge(msg, size, &rules, policy.gateway.max_response_bytes, !dry_run) {
+    let known = calls.tool_of(&id).is_some();
+    let verdict = judge::judge(msg, size, &rules, policy.gateway.max_response_bytes, !dry_run);
+    if dry_run || !matches!(verdict, Verdict::Refused(_)) {
+        marks::of_response(msg, policy, &rules, known, &id, events);
+    }
+    match verdict {
         Verdict::Clean => false,
         Verdict::Redacted { count } => {
             events.push(ResultEvent::redacted(first_tool, &id, count, dry_run));

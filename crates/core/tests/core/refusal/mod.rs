@@ -25,7 +25,7 @@ mod samples;
 use samples::samples;
 
 /// The number of `Refusal` variants.
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 28;
 
 struct Row {
     code: i32,
@@ -284,6 +284,14 @@ fn row(r: &Refusal) -> Row {
             &[],
             Denied,
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31013,"message":"tool 'list_vms' refused: the tool's definition changed since it was pinned (tools.NAME.pin)","data":{"kind":"pin_mismatch","tool":"list_vms","reason":"the tool's definition changed since it was pinned (tools.NAME.pin)"}}}"#,
+        ),
+        Refusal::FlowDenied { .. } => (
+            -31014,
+            "flow_denied",
+            200,
+            &[("retry-after", "600")],
+            Denied,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31014,"message":"tool 'http_post' denied by flow 'no-egress': no egress after secrets; retry in 600 s","data":{"kind":"flow_denied","tool":"http_post","reason":"no egress after secrets","rule":"flows[0]","retry_after_seconds":600,"flow":"no-egress","mark":"secret"}}}"#,
         ),
         Refusal::ApprovalRequired { link: None, .. } => (
             -31007,

@@ -73,6 +73,14 @@ pub(super) fn samples() -> Vec<Refusal> {
             reason: "a private key".into(),
         },
         Refusal::PinMismatch { tool: "list_vms".into() },
+        Refusal::FlowDenied {
+            tool: "http_post".into(),
+            flow: "no-egress".into(),
+            rule: "flows[0]".into(),
+            mark: "secret".into(),
+            reason: "no egress after secrets".into(),
+            retry_after_seconds: 600,
+        },
         Refusal::ApprovalRequired {
             tool: "x".into(),
             reason: "costs money".into(),

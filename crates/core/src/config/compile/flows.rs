@@ -1,0 +1,117 @@
+//! `flows` and the marks of `tools.NAME.marks` and `tools.NAME.result.mark_if`: every error with
+//! its JSON path.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{duration_ms, Errors};
+use crate::config::err;
+use crate::config::spec::FlowSpec;
+use crate::policy::flows::Flow;
+use crate::policy::ToolRule;
+
+/// The longest `for` of a flow: 30 days.
+pub const MAX_FLOW_SECONDS: u64 = 30 * 24 * 3600;
+/// Most flows in one policy (each is checked on every call of the tools it denies).
+pub const MAX_FLOWS: usize = 64;
+
+/// A mark's name: 1 to 64 of `A-Z a-z 0-9 _ . : -` (it is named in refusals, metrics and keys).
+pub(super) fn mark_name(name: &str, path: &str, errs: &mut Errors) {
+    let ok = (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+    if !ok {
+        errs.push(err(path, "must be 1 to 64 characters of A-Z, a-z, 0-9, _, ., : and -"));
+    }
+}
+
+/// `tools.NAME.marks` at `path` (`tools.NAME`).
+pub(super) fn tool_marks(marks: &[String], path: &str, errs: &mut Errors) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, m) in marks.iter().enumerate() {
+        mark_name(m, &format!("{path}.marks[{i}]"), errs);
+        if out.contains(m) {
+            errs.push(err(format!("{path}.marks[{i}]"), "duplicate mark"));
+        }
+        out.push(m.clone());
+    }
+    out
+}
+
+/// The tools that can set each mark (`marks` or `result.mark_if`).
+fn setters(tools: &HashMap<String, ToolRule>) -> BTreeMap<&str, BTreeSet<String>> {
+    let mut by_mark: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (name, rule) in tools {
+        let conditional = rule.result.iter().flat_map(|r| r.mark_if.iter().map(|m| m.mark.as_str()));
+        for mark in rule.marks.iter().map(String::as_str).chain(conditional) {
+            by_mark.entry(mark).or_default().insert(name.clone());
+        }
+    }
+    by_mark
+}
+
+/// `flows`: names unique, every mark one some tool sets, `deny` not empty, `for` 1 s to 30 days.
+/// Under `gateway.rate_limit_service`, refused: marks are kept in this Envoy's shared data only.
+pub(super) fn flows(
+    specs: &[FlowSpec],
+    tools: &HashMap<String, ToolRule>,
+    rate_limit_service: bool,
+    errs: &mut Errors,
+) -> Vec<Flow> {
+    if specs.is_empty() {
+        return Vec::new();
+    }
+    if rate_limit_service {
+        errs.push(err(
+            "flows",
+            "flows are not supported with gateway.rate_limit_service: marks are kept in one Envoy's shared data, \
+             so another Envoy would not see them",
+        ));
+    }
+    if specs.len() > MAX_FLOWS {
+        errs.push(err("flows", format!("at most {MAX_FLOWS} flows")));
+    }
+    let setters = setters(tools);
+    let mut names = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, f) in specs.iter().enumerate() {
+        let path = format!("flows[{i}]");
+        mark_name(&f.name, &format!("{path}.name"), errs);
+        if !names.insert(f.name.as_str()) {
+            errs.push(err(format!("{path}.name"), "duplicate flow name"));
+        }
+        if f.if_marked.is_empty() {
+            errs.push(err(format!("{path}.if_marked"), "must name at least one mark"));
+        }
+        let mut except = BTreeSet::new();
+        for (j, m) in f.if_marked.iter().enumerate() {
+            match setters.get(m.as_str()) {
+                Some(by) => except.extend(by.iter().cloned()),
+                None => errs.push(err(
+                    format!("{path}.if_marked[{j}]"),
+                    format!("no tool sets the mark \"{m}\" (tools.NAME.marks or tools.NAME.result.mark_if)"),
+                )),
+            }
+        }
+        if f.deny.is_empty() {
+            errs.push(err(format!("{path}.deny"), "must name at least one tool, or \"*\""));
+        }
+        for (j, d) in f.deny.iter().enumerate() {
+            if d.is_empty() {
+                errs.push(err(format!("{path}.deny[{j}]"), "must not be empty"));
+            }
+        }
+        let for_ms = match duration_ms(&f.for_, "\"10m\" or \"1h\"", 1000, MAX_FLOW_SECONDS * 1000) {
+            Ok(ms) => ms,
+            Err(m) => {
+                errs.push(err(format!("{path}.for"), m));
+                0
+            }
+        };
+        let mut flow = Flow::new(f.name.clone(), path, f.if_marked.clone(), &f.deny, except);
+        flow.for_ms = for_ms;
+        if let Some(r) = &f.reason {
+            flow.reason = r.clone();
+        }
+        out.push(flow);
+    }
+    out
+}

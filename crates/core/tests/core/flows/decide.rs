@@ -1,0 +1,190 @@
+//! Marks set by results and the calls flows refuse, natively: the request pipeline and the
+//! response filter over one in-memory shared data, with the clock moved by hand.
+
+use mcp_policy_core::identity::grant::GrantId;
+use mcp_policy_core::limits::{marks, Limiter, MemoryStore, SharedStore, StoreError};
+use mcp_policy_core::outcome::kind::DecisionKind;
+use mcp_policy_core::pipeline::{self, Outcome, RequestHead};
+use mcp_policy_core::policy::Policy;
+use mcp_policy_core::response::result::ResultEvent;
+use serde_json::{json, Value};
+
+use super::trifecta;
+use crate::results::filter::{call as decision_of, run};
+
+const T0: u64 = 1_700_000_040_000;
+
+fn post(p: &Policy, token: &str) -> RequestHead {
+    let auth = format!("Bearer {token}");
+    RequestHead::from_headers(
+        p,
+        [(":method", &b"POST"[..]), ("content-type", b"application/json"), ("authorization", auth.as_bytes())],
+    )
+}
+
+fn ask(p: &Policy, s: &dyn SharedStore, token: &str, id: u64, tool: &str, now: u64) -> Outcome {
+    let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{}}});
+    pipeline::on_body(p, &post(p, token), body.to_string().as_bytes(), s, now)
+}
+
+/// The events of the JSON response `body` to a forwarded call of `tool` with id 1.
+fn answered(p: &Policy, tool: &str, body: &Value) -> Vec<ResultEvent> {
+    let d = decision_of(tool, "1");
+    run(p, &d, "application/json", &[body.to_string().as_bytes()]).1
+}
+
+/// Set the marks of `events` on `grant` at `now`, as the host does before releasing the result.
+fn record(p: &Policy, s: &dyn SharedStore, grant: &GrantId, events: &[ResultEvent], now: u64) {
+    let limiter = Limiter { store: s, now_ms: now, max_tracked_grants: p.gateway.max_tracked_grants };
+    for m in events.iter().filter_map(|e| e.mark.as_deref()) {
+        marks::set(&limiter, grant, m).unwrap();
+    }
+}
+
+fn error_data(o: &Outcome) -> Value {
+    let body: Value = serde_json::from_str(&o.reply.as_ref().expect("a refusal").body).unwrap();
+    body["error"]["data"].clone()
+}
+
+fn text(t: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":t}]}})
+}
+
+#[test]
+fn a_secret_read_denies_egress_for_its_grant_until_the_window_ends() {
+    let p = trifecta("");
+    let s = MemoryStore::new();
+    assert_eq!(ask(&p, &s, "a", 1, "http_post", T0).reply, None);
+    let o = ask(&p, &s, "a", 2, "read_secret", T0);
+    assert_eq!(o.reply, None);
+    let grant = o.grant_id.unwrap();
+    let events = answered(&p, "read_secret", &text("hunter2"));
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].kind, events[0].rule.as_str()), ("marked", "tools.read_secret.marks"));
+    assert_eq!(events[0].mark.as_deref(), Some("secret"));
+    record(&p, &s, &grant, &events, T0 + 500);
+
+    let o = ask(&p, &s, "a", 3, "http_post", T0 + 1_000);
+    assert_eq!(o.decision.kind, DecisionKind::Denied);
+    assert_eq!(o.reply.as_ref().unwrap().headers, vec![("retry-after", "600".to_owned())]);
+    assert_eq!(
+        error_data(&o),
+        json!({"kind":"flow_denied","tool":"http_post","reason":"no outbound tools for 10 minutes after reading secrets",
+               "rule":"flows[0]","retry_after_seconds":600,"flow":"no-egress-after-secrets","mark":"secret"})
+    );
+    // Folded names are denied as well; tools the flow does not name are not.
+    assert_eq!(error_data(&ask(&p, &s, "a", 4, "Send-Email", T0 + 1_000))["kind"], "denied");
+    assert_eq!(error_data(&ask(&p, &s, "a", 4, "send_email", T0 + 1_000))["kind"], "flow_denied");
+    assert_eq!(ask(&p, &s, "a", 5, "list_files", T0 + 1_000).reply, None);
+    // Another grant is not marked.
+    assert_eq!(ask(&p, &s, "b", 6, "http_post", T0 + 1_000).reply, None);
+    // It lifts `for` after the latest mark.
+    let o = ask(&p, &s, "a", 7, "http_post", T0 + 500 + 599_001);
+    assert_eq!(error_data(&o)["retry_after_seconds"], 1);
+    assert_eq!(ask(&p, &s, "a", 8, "http_post", T0 + 500 + 600_000).reply, None);
+}
+
+#[test]
+fn a_result_matching_mark_if_marks_pii_and_errors_do_not_mark() {
+    let p = trifecta("");
+    let s = MemoryStore::new();
+    let grant = ask(&p, &s, "a", 1, "query_db", T0).grant_id.unwrap();
+    assert!(answered(&p, "query_db", &text("no rows")).is_empty());
+    // A JSON-RPC error answers no result: `marks` is not set.
+    let err = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"vault sealed"}});
+    assert!(answered(&p, "read_secret", &err).is_empty());
+    // `isError: true` is a result: it marks.
+    let is_error = json!({"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"x"}]}});
+    assert_eq!(answered(&p, "read_secret", &is_error).len(), 1);
+    let events = answered(&p, "query_db", &text("name: Ann, ssn 078-05-1120"));
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].rule.as_str(), events[0].mark.as_deref()), ("tools.query_db.result.mark_if[0]", Some("pii")));
+    assert!(events[0].audit_json("t").contains(
+        r#""kind":"marked","tool":"query_db","id":1,"rule":"tools.query_db.result.mark_if[0]","mark":"pii""#
+    ));
+    record(&p, &s, &grant, &events, T0);
+    let o = ask(&p, &s, "a", 2, "http_post", T0 + 60_000);
+    assert_eq!(
+        (error_data(&o)["mark"].clone(), error_data(&o)["retry_after_seconds"].clone()),
+        (json!("pii"), json!(540))
+    );
+}
+
+#[test]
+fn dry_run_forwards_and_records_would_deny() {
+    let p = trifecta(r#","gateway":{"mode":"dry_run"}"#);
+    let s = MemoryStore::new();
+    let grant = ask(&p, &s, "a", 1, "read_secret", T0).grant_id.unwrap();
+    record(&p, &s, &grant, &answered(&p, "read_secret", &text("k")), T0);
+    let o = ask(&p, &s, "a", 2, "http_post", T0 + 1);
+    assert_eq!(o.reply, None);
+    assert!(o.decision.dry_run);
+    assert_eq!(o.decision.refusal.as_ref().unwrap().kind(), "flow_denied");
+}
+
+/// A store whose every operation fails.
+struct Broken;
+impl SharedStore for Broken {
+    fn get(&self, _: &str) -> Result<Option<(Vec<u8>, u32)>, StoreError> {
+        Err(StoreError::Host("down".into()))
+    }
+    fn set(&self, _: &str, _: &[u8], _: u32) -> Result<(), StoreError> {
+        Err(StoreError::Host("down".into()))
+    }
+}
+
+#[test]
+fn an_unreadable_store_refuses_the_flows_tools_only() {
+    let p = trifecta("");
+    let o = ask(&p, &Broken, "a", 1, "http_post", T0);
+    assert_eq!(error_data(&o)["kind"], "limiter_unavailable");
+    assert_eq!(ask(&p, &Broken, "a", 2, "list_files", T0).reply, None);
+}
+
+#[test]
+fn marks_count_against_the_grant_cap_and_only_move_forward() {
+    let p = trifecta(r#","gateway":{"max_tracked_grants":1}"#);
+    let s = MemoryStore::new();
+    let limiter = |now| Limiter { store: &s, now_ms: now, max_tracked_grants: 1 };
+    let (a, b) = ([1u8; 32], [2u8; 32]);
+    marks::set(&limiter(T0 + 10), &a, "secret").unwrap();
+    marks::set(&limiter(T0), &a, "secret").unwrap();
+    assert_eq!(marks::set_at(&s, &a, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), Some(T0 + 10));
+    assert_eq!(marks::set(&limiter(T0), &b, "secret"), Err(mcp_policy_core::limits::Unavailable::GrantCapReached));
+    assert_eq!(marks::set_at(&s, &b, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), None);
+    let _ = p;
+}
+
+#[test]
+fn a_marking_call_in_a_batch_is_refused() {
+    let p = trifecta("");
+    let s = MemoryStore::new();
+    let batch = json!([
+        {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_files","arguments":{}}},
+        {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_secret","arguments":{}}}
+    ]);
+    let head = RequestHead::from_headers(
+        &p,
+        [
+            (":method", &b"POST"[..]),
+            ("content-type", b"application/json"),
+            ("authorization", b"Bearer a"),
+            ("mcp-protocol-version", b"2025-03-26"),
+        ],
+    );
+    let o = pipeline::on_body(&p, &head, batch.to_string().as_bytes(), &s, T0);
+    let body: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
+    assert_eq!(body[1]["error"]["data"]["rule"], "tools.read_secret.marks");
+    assert_eq!(body[0]["error"]["data"]["kind"], "batch_refused");
+}
+
+#[test]
+fn an_sse_result_marks_through_the_same_reader() {
+    let p = trifecta("");
+    let d = decision_of("query_db", "1");
+    let event = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"078-05-1120\"}]}}\n\n";
+    let (out, events) = run(&p, &d, "text/event-stream", &[event.as_bytes()]);
+    assert_eq!(out, event.as_bytes());
+    let marked: Vec<_> = events.iter().filter_map(|e| e.mark.as_deref()).collect();
+    assert_eq!(marked, ["pii"]);
+}
