@@ -10,94 +10,18 @@
 //! and `tests/core/refusal/mod.rs` for its row in the table test.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use super::kind::DecisionKind;
 use crate::approval::offer::ApprovalLink;
 use crate::limits::Limit;
-use crate::limits::Unavailable;
 use crate::wire::mcp::{Id, ProtocolError, ProtocolErrorKind};
 use crate::wire::protocol::{Version, Versions};
 use crate::wire::reply::{code, Reply, RpcError};
 
-/// What a policy refusal is about, as its message names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Subject {
-    /// `tool 'NAME'`; also `data.tool`.
-    Tool(String),
-    /// `method NAME`: any other request method.
-    Method(String),
-    /// `the call`: a request the rate limit service refused without a tool to name.
-    Call,
-    /// `client response`: a JSON-RPC response sent by the client (`gateway.client_responses`).
-    ClientResponse,
-}
+mod render;
+mod subject;
 
-impl Subject {
-    /// The subject of a call to `tool`, or of any call when there is none.
-    pub fn of(tool: Option<&str>) -> Self {
-        tool.map_or(Subject::Call, |t| Subject::Tool(t.to_owned()))
-    }
-
-    fn tool(&self) -> Option<&str> {
-        match self {
-            Subject::Tool(t) => Some(t),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Subject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Subject::Tool(t) => write!(f, "tool '{t}'"),
-            Subject::Method(m) => write!(f, "method {m}"),
-            Subject::Call => f.write_str("the call"),
-            Subject::ClientResponse => f.write_str("client response"),
-        }
-    }
-}
-
-/// Why a call could not be counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LimiterFault {
-    /// The local limiter over shared data.
-    Local(Unavailable),
-    /// The rate limit service (`gateway.rate_limit_service`): unreachable, late or unreadable.
-    Service(String),
-}
-
-/// `data.reason` of `session_invalid` for an `Mcp-Session-Id`.
-pub const SESSION_INVALID: &str =
-    "this Mcp-Session-Id was not issued to this grant by this gateway; start a new session";
-/// `data.reason` of `session_invalid` for a `Last-Event-ID`.
-pub const EVENT_ID_INVALID: &str =
-    "this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it";
-/// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`).
-pub const LEGACY_SESSION_INVALID: &str =
-    "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
-/// `data.reason` of `no_policy`.
-pub const NO_POLICY: &str = "no policy is attached to this caller (no attach rule of the policy set matches it)";
-const PIN_MISMATCH: &str = "the tool's definition changed since it was pinned (tools.NAME.pin)";
-const BATCH_REFUSED: &str = "another message in the batch was refused";
-const METHOD_NOT_ALLOWED: &str = "MCP Streamable HTTP uses POST, GET and DELETE only";
-/// `data.reason` of [`Refusal::Unavailable`] when the plugin has no policy.
-pub const POLICY_NOT_LOADED: &str = "policy not loaded";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request body.
-pub const BODY_UNREADABLE: &str = "the request body could not be read";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not hand over the request headers.
-pub const HEADERS_UNREADABLE: &str = "the request headers could not be read";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
-/// Mcp-Session-Id with the server's before forwarding.
-pub const SESSION_ID_NOT_REWRITTEN: &str = "the Mcp-Session-Id header could not be rewritten";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the client's
-/// Last-Event-ID with the server's event id before forwarding.
-pub const LAST_EVENT_ID_NOT_REWRITTEN: &str = "the Last-Event-ID header could not be rewritten";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not replace the session id in the
-/// request's query with the server's before forwarding.
-pub const PATH_NOT_REWRITTEN: &str = "the request path could not be rewritten";
-/// `data.reason` of [`Refusal::Unavailable`] when the host could not set a rewritten request body.
-pub const BODY_UNWRITABLE: &str = "the request body could not be rewritten";
+pub use subject::*;
 
 /// One refusal: a local reply instead of forwarding. Variants are named after their `data.kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -413,105 +337,5 @@ impl Refusal {
     /// A tool hidden by the policy's `hide` list (counted as `hidden`; answered as `denied`).
     pub fn is_hidden(&self) -> bool {
         matches!(self, Refusal::Denied { rule, .. } if rule == crate::policy::HIDE_RULE)
-    }
-
-    /// `message`: a one-line summary for people.
-    fn message(&self) -> String {
-        let reason = self.reason();
-        match self {
-            Refusal::ParseError { .. } => format!("Parse error: {reason}"),
-            Refusal::InvalidParams { .. } | Refusal::ApprovalStateInvalid { .. } => {
-                format!("Invalid params: {reason}")
-            }
-            Refusal::InvalidRequest { .. }
-            | Refusal::StrayCredential { .. }
-            | Refusal::MethodNotAllowed
-            | Refusal::UnsupportedMediaType { .. }
-            | Refusal::BodyTooLarge { .. } => format!("Invalid Request: {reason}"),
-            Refusal::HeaderMismatch { .. } => format!("Header mismatch: {reason}"),
-            Refusal::UnsupportedProtocolVersion { .. } => format!("Unsupported protocol version: {reason}"),
-            Refusal::SessionInvalid { .. } => format!("Not Found: {reason}"),
-            Refusal::MethodNotFound { .. } => format!("Method not found: {reason}"),
-            Refusal::NoGrant { .. } => format!("Unauthorized: {reason}"),
-            Refusal::Denied { subject, .. } | Refusal::NoPolicy { subject } | Refusal::Contained { subject, .. } => {
-                format!("{subject} denied: {reason}")
-            }
-            Refusal::RateLimited { subject, retry_after_seconds, .. } => {
-                format!("{subject} rate limited: {reason}; retry in {retry_after_seconds} s")
-            }
-            Refusal::LimiterUnavailable { subject, .. } => format!("{subject} refused: {reason}"),
-            Refusal::BatchRefused => format!("Batch refused: {reason}"),
-            Refusal::BadUpstreamResponse { .. } => format!("Bad gateway: {reason}"),
-            Refusal::ApprovalRequired { tool, link: Some(l), .. } => format!(
-                "tool '{tool}' requires approval: ask an approver to approve it at {}, then retry the identical call",
-                l.approval_url
-            ),
-            Refusal::ApprovalRequired { tool, link: None, .. } => format!("tool '{tool}' requires approval: {reason}"),
-            Refusal::UrlElicitationRequired { tool, link, .. } => {
-                format!("tool '{tool}' requires approval: open {} to approve it", link.approval_url)
-            }
-            Refusal::ApprovalDenied { tool, .. } => format!("tool '{tool}' was denied by an approver: {reason}"),
-            Refusal::ApprovalUnavailable { tool, .. } => {
-                format!("tool '{tool}' refused: approval could not be checked: {reason}")
-            }
-            Refusal::Unavailable { reason } => (*reason).to_owned(),
-            Refusal::ResultRefused { tool, .. } => format!("tool '{tool}' result refused: {reason}"),
-            Refusal::PinMismatch { tool } => format!("tool '{tool}' refused: {reason}"),
-            Refusal::FlowDenied { tool, flow, retry_after_seconds, .. } => {
-                format!("tool '{tool}' denied by flow '{flow}': {reason}; retry in {retry_after_seconds} s")
-            }
-        }
-    }
-
-    /// The JSON-RPC error response for `id`: `{"jsonrpc":"2.0","id":ID,"error":{"code","message",
-    /// "data":{"kind","tool"?,"reason","rule"?,…}}}`. The one place a refusal is rendered.
-    pub fn to_json(&self, id: &Id) -> String {
-        let mut e = RpcError::new(self.code(), self.kind(), self.message(), self.reason());
-        e.tool = self.tool().map(str::to_owned);
-        e.rule = self.rule().map(str::to_owned);
-        match self {
-            Refusal::RateLimited { limit, retry_after_seconds, .. } => {
-                e.retry_after_seconds = Some(*retry_after_seconds);
-                e.counter = Some(limit.counter.clone());
-            }
-            Refusal::LimiterUnavailable { .. } | Refusal::ApprovalUnavailable { .. } => e.retry_after_seconds = Some(1),
-            Refusal::FlowDenied { flow, mark, retry_after_seconds, .. } => {
-                e.retry_after_seconds = Some(*retry_after_seconds);
-                e.extra = vec![("flow", flow.clone()), ("mark", mark.clone())];
-            }
-            Refusal::ApprovalRequired { link: Some(l), .. } => {
-                e.expires_in_seconds = Some(l.expires_in_seconds);
-                e.extra = vec![("approval_id", l.approval_id.clone()), ("approval_url", l.approval_url.clone())];
-            }
-            Refusal::ApprovalDenied { approval_id, approver, note, .. } => {
-                e.extra =
-                    vec![("approval_id", approval_id.clone()), ("approver", approver.clone()), ("note", note.clone())];
-            }
-            Refusal::UnsupportedProtocolVersion { requested, supported, .. } => {
-                if !requested.is_empty() {
-                    e.extra.push(("requested", requested.clone()));
-                }
-                let mut list = String::from("[");
-                for v in supported.iter() {
-                    if list.len() > 1 {
-                        list.push(',');
-                    }
-                    crate::wire::json::write_str(&mut list, v.as_str());
-                }
-                list.push(']');
-                return e.to_json_with(id, &[("supported", &list)]);
-            }
-            Refusal::UrlElicitationRequired { reason, link, .. } => {
-                let list = format!("[{}]", crate::approval::offer::elicitation(link, reason));
-                return e.to_json_with(id, &[("elicitations", &list)]);
-            }
-            _ => {}
-        }
-        e.to_json(id)
-    }
-
-    /// The whole local reply for `id`: status, headers and body.
-    pub fn reply(&self, id: &Id) -> Reply {
-        Reply { status: self.status(), headers: self.headers(), body: self.to_json(id) }
     }
 }
