@@ -238,3 +238,14 @@ def test_a_rug_pull_removes_the_tool_and_refuses_its_calls_on_every_worker(nativ
     assert records == [("pin_mismatch", "list_vms", "tools.list_vms.pin")]
     assert "attacker.example" not in envoy.log_text()
     assert prometheus(envoy)[PROM + "mcp_policy_results_pin_mismatch_total{}"] == 1
+
+
+def test_refusal_shape_tool_result_answers_a_refused_call_as_a_failed_tool_call(native_stack):
+    _, port, _ = native_stack.recorder()
+    policy = {"version": "1", "default": "deny", "tools": {"list_vms": {}},
+              "gateway": {"refusal_shape": "tool_result"}}
+    envoy = native_stack.envoy(policy, port)
+    r = post(envoy.mcp_url, tool_call("delete_vm", {}, 5), headers_for("grant-shape"))
+    assert r.status == 200
+    result = r.json()["result"]
+    assert result == {"content": [{"type": "text", "text": "not allowed by policy (default: deny)"}], "isError": True}, result
