@@ -83,7 +83,7 @@ impl Filter {
                     let ids =
                         pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
-                        .judging(policy, d)
+                        .judging(policy, &outcome.decision)
                         .sealing(policy, ids);
                 }
                 Action::Continue
