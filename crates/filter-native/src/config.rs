@@ -23,15 +23,28 @@ pub struct Config {
 /// Why a loaded policy cannot run in this build, if it cannot.
 ///
 /// The rate limit service is asked over gRPC, which this build does not do (the ABI's callouts are
-/// HTTP): such a policy is refused when it loads, never half served.
+/// HTTP). Choosing a policy by the caller's verified identity (`gateway.identity`) is served by the
+/// wasm build only. Such a policy is refused when it loads, never half served.
 pub fn unsupported(policy: &Policy) -> Option<&'static str> {
     if policy.gateway.rate_limit_service.is_some() {
         return Some(
             "gateway.rate_limit_service (a gRPC callout) is not supported by the native build; use the wasm build",
         );
     }
+    if policy.gateway.identity.is_some() {
+        return Some(
+            "gateway.identity (policies by verified identity, docs chapter \"Many agents: policies per identity\") is not \
+             supported by the native build; use the wasm build",
+        );
+    }
     None
 }
+
+/// A policy set (a document with a top-level `policies`): served by the wasm build only, so refused
+/// here by name rather than as an unknown key.
+const SET_UNSUPPORTED: &str =
+    "a policy set (top-level \"policies\", docs chapter \"Many agents: policies per identity\") is \
+                               not supported by the native build; use the wasm build";
 
 impl Config {
     /// Load the configuration; `None` (logged) makes Envoy refuse it.
@@ -47,7 +60,22 @@ impl Config {
             error!("invalid policy at . (the whole document): the filter configuration is empty");
             return None;
         }
-        let policy = match config::load_with_env(bytes, &|name| std::env::var(name).ok()) {
+        let env = |name: &str| std::env::var(name).ok();
+        // Read as the wasm build reads it, so an invalid document gets the same errors; a valid set
+        // is then refused by name.
+        let why = match config::load_set_with_env(bytes, &env) {
+            Ok(set) if set.plain().is_some() => None,
+            Ok(_) => Some(SET_UNSUPPORTED.to_owned()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = why {
+            error!(
+                "policy not loaded: {why}. Envoy refuses this configuration: on a reload the previous policy \
+                 keeps serving, at startup Envoy exits"
+            );
+            return None;
+        }
+        let policy = match config::load_with_env(bytes, &env) {
             Ok(p) => p,
             Err(e) => {
                 error!(

@@ -168,11 +168,14 @@ impl Filter {
             }
             AuditMode::Log | AuditMode::Off => {}
         }
+        outcome.shape(config.policy.gateway.refusal_shape);
         match outcome.reply {
             None => {
                 let policy = &config.policy;
                 let ids = pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
-                self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids).sealing(policy, ids);
+                self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
+                    .judging(policy, &outcome.decision)
+                    .sealing(policy, ids);
                 Flow::Continue
             }
             Some(reply) => self.send(reply),

@@ -52,7 +52,13 @@ pub struct Metrics {
     cas_retries_exhausted: Option<usize>,
     grant_cap_reached: Option<usize>,
     offers: Vec<(Event, usize)>,
+    /// `mcp_policy_results_<label>_total` ([`RESULT_LABELS`]) and `mcp_policy_redactions_total`.
+    results: ByLabel,
+    redactions: Option<usize>,
 }
+
+/// What happens to tool results and listed definitions (`ResultEvent::label`), as the wasm build.
+const RESULT_LABELS: [&str; 5] = ["result_refused", "redacted", "pin_mismatch", "would_deny", "would_redact"];
 
 fn tool_prefix(tool: Option<&str>) -> String {
     format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
@@ -87,6 +93,19 @@ impl Metrics {
                     config.counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str()), &[]).map(|id| (*e, id))
                 })
                 .collect(),
+            results: RESULT_LABELS
+                .iter()
+                .filter_map(|l| config.counter(&format!("mcp_policy_results_{l}_total"), &[]).map(|id| (*l, id)))
+                .collect(),
+            redactions: config.counter("mcp_policy_redactions_total", &[]),
+        }
+    }
+
+    /// One tool result refused or redacted, or one listed definition that did not match its pin.
+    pub fn result(&self, s: &Stream, e: &mcp_policy_core::response::result::ResultEvent) {
+        Self::bump(s, find(&self.results, e.label()), 1);
+        if e.redactions > 0 && !e.dry_run {
+            Self::bump(s, self.redactions, u64::try_from(e.redactions).unwrap_or(u64::MAX));
         }
     }
 

@@ -6,14 +6,19 @@
 
 use std::sync::Arc;
 
-use log::warn;
+use std::time::SystemTime;
 
+use log::{info, warn};
+
+use mcp_policy_core::limits::{self, SharedStore};
 use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::pipeline;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
+use mcp_policy_core::terms::AuditMode;
 
 use crate::ffi::{Body, HeaderMap};
 use crate::filter::{Filter, Flow};
+use crate::store::process_store;
 
 impl Filter {
     pub fn response_headers(&mut self, end_of_stream: bool) -> Flow {
@@ -46,6 +51,7 @@ impl Filter {
                 Flow::Continue
             }
             Plan::Refuse(bad) => {
+                self.result_events();
                 self.count_bad(&bad);
                 self.send(bad.reply())
             }
@@ -75,7 +81,10 @@ impl Filter {
                     let had_held = !bytes.is_empty();
                     bytes.extend_from_slice(&chunk);
                     let config = Arc::clone(&self.config);
-                    let step = self.response.on_chunk(&bytes, end_of_stream, &|name| config.policy.is_unlisted(name));
+                    let policy = &config.policy;
+                    let step =
+                        self.response.on_chunk_judged(&bytes, end_of_stream, &|name| policy.is_unlisted(name), policy);
+                    self.result_events();
                     if had_held {
                         held_back = Some(bytes);
                     }
@@ -131,6 +140,7 @@ impl Filter {
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_with_error(&mut self, bad: BadUpstream) -> Flow {
+        self.result_events();
         self.count_bad(&bad);
         self.held_response.clear();
         if !self.stream.replace_body(Body::ReceivedResponse, bad.body.as_bytes()) {
@@ -138,6 +148,36 @@ impl Filter {
             return Flow::Stop;
         }
         Flow::Continue
+    }
+
+    /// Audit and count what happened to tool results (never their text), as the wasm build: the
+    /// same counters, the audit record in the log or in filter state `wasm.mcp_result_audit`, and a
+    /// pin mismatch marked in the process's store so that later calls of the tool are refused.
+    fn result_events(&mut self) {
+        let config = Arc::clone(&self.config);
+        let audit = config.policy.gateway.audit;
+        for e in self.response.take_events() {
+            config.metrics.result(&self.stream, &e);
+            if e.kind == "pin_mismatch" && !e.dry_run {
+                if let Some(pin) = config.policy.pin(&e.tool) {
+                    let key = limits::pin_mismatch_key(&e.tool, pin);
+                    if let Err(s) = SharedStore::set(process_store(), &key, b"1", 0) {
+                        warn!("[ctx {}] cannot record a pin mismatch in the shared store: {s:?}", self.id);
+                    }
+                }
+            }
+            if audit == AuditMode::Off {
+                continue;
+            }
+            let record = || e.audit_json(&humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+            match audit {
+                AuditMode::AccessLog => {
+                    let _ = self.stream.set_filter_state("wasm.mcp_result_audit", record().as_bytes());
+                }
+                _ if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record()),
+                _ => {}
+            }
+        }
     }
 
     /// Log and count a response whose tool list cannot be filtered (counted as invalid).
