@@ -151,6 +151,17 @@ def test_gateway_identity_is_refused_when_the_policy_loads(native_stack):
            "identity\") is not supported by the native build; use the wasm build" in ended.log, ended.log[-2000:]
 
 
+def test_flows_are_refused_when_the_policy_loads(native_stack):
+    policy = load_policy(POLICY_JSON)
+    policy["tools"]["read_secret"] = {"marks": ["secret"]}
+    policy["flows"] = [{"name": "no-egress", "if_marked": ["secret"], "deny": ["http_post"], "for": "10m",
+                        "reason": "no outbound tools after reading secrets"}]
+    ended = native_stack.envoy_expect_failure(policy)
+    assert ended.returncode == 1, ended.log[-2000:]
+    assert "flows (rules across calls, docs chapter \"Flows: rules across calls\") are not supported by the " \
+           "native build; use the wasm build" in ended.log, ended.log[-2000:]
+
+
 KEY = "-----BEGIN RSA PRIVATE KEY-----"
 AWS = "AKIAIOSFODNN7EXAMPLE"
 RESULTS_TOKEN = "tok-native-results"

@@ -37,6 +37,14 @@ pub fn unsupported(policy: &Policy) -> Option<&'static str> {
              supported by the native build; use the wasm build",
         );
     }
+    if !policy.flows.is_empty() {
+        // A flow denies by marks, and marks are set as a marking result leaves the response path:
+        // a host that checked flows without setting marks would never deny.
+        return Some(
+            "flows (rules across calls, docs chapter \"Flows: rules across calls\") are not supported by the \
+             native build; use the wasm build",
+        );
+    }
     None
 }
 
