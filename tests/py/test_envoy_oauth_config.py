@@ -65,7 +65,9 @@ def test_provider_metadata_policy_and_challenge_agree():
 def test_grant_header_is_stripped_at_the_edge():
     manager = hcm(shipped())
     (mutation,) = manager["early_header_mutation_extensions"]
-    assert mutation["typed_config"]["mutations"] == [{"remove": ho.GRANT_HEADER}]
+    # The grant header, and the verified payload a policy set's gateway.identity reads: only
+    # jwt_authn may write either, never the client.
+    assert mutation["typed_config"]["mutations"] == [{"remove": ho.GRANT_HEADER}, {"remove": "x-jwt-payload"}]
     assert manager["common_http_protocol_options"]["headers_with_underscores_action"] == "REJECT_REQUEST"
 
 
