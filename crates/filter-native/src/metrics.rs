@@ -19,20 +19,6 @@ use mcp_policy_core::policy::Policy;
 
 use crate::ffi::{ConfigHandle, Stream};
 
-/// The label a decision is counted under (the wasm build's).
-fn label(d: &Decision) -> &'static str {
-    match d.refusal.as_deref() {
-        _ if d.dry_run => "would_deny",
-        Some(r) if r.is_hidden() => "hidden",
-        _ => d.kind.as_str(),
-    }
-}
-
-/// Tool names in stat names keep `[A-Za-z0-9_-]`; the rest becomes `_` (a `.` would split the tag).
-fn stat_safe(tool: &str) -> String {
-    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
-}
-
 type ByLabel = Vec<(&'static str, usize)>;
 
 fn find(by: &ByLabel, label: &str) -> Option<usize> {
@@ -52,16 +38,9 @@ pub struct Metrics {
     cas_retries_exhausted: Option<usize>,
     grant_cap_reached: Option<usize>,
     offers: Vec<(Event, usize)>,
-    /// `mcp_policy_results_<label>_total` ([`RESULT_LABELS`]) and `mcp_policy_redactions_total`.
+    /// `mcp_policy_results_<label>_total` ([`series::RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<usize>,
-}
-
-/// What happens to tool results and listed definitions (`ResultEvent::label`), as the wasm build.
-const RESULT_LABELS: [&str; 5] = ["result_refused", "redacted", "pin_mismatch", "would_deny", "would_redact"];
-
-fn tool_prefix(tool: Option<&str>) -> String {
-    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
 }
 
 fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> ByLabel {
@@ -79,9 +58,11 @@ impl Metrics {
             per_tool: policy
                 .named_tools()
                 .into_iter()
-                .map(|t| (t.to_owned(), per_label(config, &tool_prefix(Some(t)), &series::possible(policy, Some(t)))))
+                .map(|t| {
+                    (t.to_owned(), per_label(config, &series::tool_prefix(Some(t)), &series::possible(policy, Some(t))))
+                })
                 .collect(),
-            other_tool: per_label(config, &tool_prefix(None), &series::possible(policy, None)),
+            other_tool: per_label(config, &series::tool_prefix(None), &series::possible(policy, None)),
             tool_labelled: config.counter("mcp_policy_tool_decisions_total", &["mcp_tool", "mcp_decision"]),
             tracked_grants: config.gauge("mcp_policy_tracked_grants"),
             tools_list_removed: config.counter("mcp_policy_tools_list_removed_total", &[]),
@@ -93,7 +74,7 @@ impl Metrics {
                     config.counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str()), &[]).map(|id| (*e, id))
                 })
                 .collect(),
-            results: RESULT_LABELS
+            results: series::RESULT_LABELS
                 .iter()
                 .filter_map(|l| config.counter(&format!("mcp_policy_results_{l}_total"), &[]).map(|id| (*l, id)))
                 .collect(),
@@ -117,11 +98,11 @@ impl Metrics {
 
     /// Count one decision.
     pub fn record(&self, s: &Stream, d: &Decision) {
-        let l = label(d);
+        let l = series::counter_label(d);
         Self::bump(s, find(&self.totals, l), 1);
         if let Some(tool) = &d.tool {
             let (bucket, name) = match self.per_tool.get(tool) {
-                Some(b) => (b, stat_safe(tool)),
+                Some(b) => (b, series::stat_safe(tool)),
                 None => (&self.other_tool, "other".to_owned()),
             };
             match (find(bucket, l), self.tool_labelled) {

@@ -26,21 +26,6 @@ use mcp_policy_core::policy::Policy;
 // `approval_*` the refusals of `require_approval` tools.
 use mcp_policy_core::outcome::series::LABELS;
 
-/// The label a decision is counted under.
-fn label(d: &Decision) -> &'static str {
-    match d.refusal.as_deref() {
-        _ if d.dry_run => "would_deny",
-        Some(r) if r.is_hidden() => "hidden",
-        _ => d.kind.as_str(),
-    }
-}
-
-/// Tool names are used in stat names: keep `[A-Za-z0-9_-]`, map the rest to `_` (a `.` would split
-/// the tag).
-fn stat_safe(tool: &str) -> String {
-    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
-}
-
 /// Counter ids by decision label: a handful of entries (at most `LABELS.len()`), so a list.
 #[derive(Default)]
 struct ByLabel(Vec<(&'static str, u32)>);
@@ -71,21 +56,13 @@ pub struct Metrics {
     /// `mcp_policy_flow_denied_total` and `…_would_deny_total` (dry run): calls a flow refused.
     flows_denied: Option<u32>,
     flows_would_deny: Option<u32>,
-    /// `mcp_policy_results_<label>_total` ([`RESULT_LABELS`]) and `mcp_policy_redactions_total`.
+    /// `mcp_policy_results_<label>_total` ([`series::RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<u32>,
 }
 
-/// What happens to tool results and listed definitions (`ResultEvent::label`).
-const RESULT_LABELS: [&str; 5] = ["result_refused", "redacted", "pin_mismatch", "would_deny", "would_redact"];
-
 fn counter(name: &str) -> Option<u32> {
     hostcalls::define_metric(MetricType::Counter, name).ok()
-}
-
-/// The per-tool counter name prefix of `tool` (`None`: `other`).
-fn tool_prefix(tool: Option<&str>) -> String {
-    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
 }
 
 fn per_label(prefix: &str, labels: &[&'static str]) -> ByLabel {
@@ -132,12 +109,14 @@ impl Metrics {
         let mut names: Vec<&str> = policies.iter().flat_map(|p| p.named_tools()).collect();
         names.sort_unstable();
         names.dedup();
-        let per_tool =
-            names.into_iter().map(|t| (t.to_owned(), per_label(&tool_prefix(Some(t)), &possible(Some(t))))).collect();
+        let per_tool = names
+            .into_iter()
+            .map(|t| (t.to_owned(), per_label(&series::tool_prefix(Some(t)), &possible(Some(t)))))
+            .collect();
         Metrics {
             totals,
             per_tool: RefCell::new(per_tool),
-            other_tool: RefCell::new(per_label(&tool_prefix(None), &possible(None))),
+            other_tool: RefCell::new(per_label(&series::tool_prefix(None), &possible(None))),
             tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
             cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
@@ -146,7 +125,7 @@ impl Metrics {
                 .iter()
                 .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
                 .collect(),
-            results: RESULT_LABELS
+            results: series::RESULT_LABELS
                 .iter()
                 .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
                 .collect(),
@@ -181,7 +160,7 @@ impl Metrics {
         if let Some(Refusal::FlowDenied { .. }) = d.refusal.as_deref() {
             Self::bump(if d.dry_run { self.flows_would_deny.as_ref() } else { self.flows_denied.as_ref() }, 1);
         }
-        let l = label(d);
+        let l = series::counter_label(d);
         Self::bump(self.totals.get(l), 1);
         if let Some(tool) = &d.tool {
             let mut named = self.per_tool.borrow_mut();
@@ -192,7 +171,7 @@ impl Metrics {
             };
             if bucket.get(l).is_none() {
                 // A decision outside `series::possible`: count it all the same.
-                if let Some(id) = counter(&format!("{}.{l}", tool_prefix(name))) {
+                if let Some(id) = counter(&format!("{}.{l}", series::tool_prefix(name))) {
                     bucket.0.push((l, id));
                 }
             }

@@ -22,6 +22,31 @@ use crate::policy::Policy;
 use crate::terms::Action;
 use crate::terms::Mode;
 
+/// What happens to tool results and listed definitions (`ResultEvent::label`): the labels of
+/// `mcp_policy_results_<label>_total`.
+pub const RESULT_LABELS: [&str; 5] = ["result_refused", "redacted", "pin_mismatch", "would_deny", "would_redact"];
+
+/// The label a decision is counted under: its kind, `would_deny` in dry run, and `hidden` for a
+/// call to a hidden tool (told apart from other denials in the counters, not in the reply).
+pub fn counter_label(d: &crate::outcome::decision::Decision) -> &'static str {
+    match d.refusal.as_deref() {
+        _ if d.dry_run => "would_deny",
+        Some(r) if r.is_hidden() => "hidden",
+        _ => d.kind.as_str(),
+    }
+}
+
+/// The per-tool counter name prefix of `tool` (`None`: `other`). Tool names are used in stat
+/// names: `[A-Za-z0-9_-]` is kept and the rest becomes `_` (a `.` would split the tag).
+pub fn tool_prefix(tool: Option<&str>) -> String {
+    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
+}
+
+/// `tool` with every character outside `[A-Za-z0-9_-]` made `_`.
+pub fn stat_safe(tool: &str) -> String {
+    tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
 /// Every decision label, in the order of the README's table.
 pub const LABELS: [&str; 13] = [
     "allowed",
