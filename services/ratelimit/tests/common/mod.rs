@@ -15,23 +15,43 @@ pub struct Redis {
 }
 
 impl Redis {
+    /// A `redis-server` on `port`, once it answers as itself: a server of another test that took
+    /// the same port would also accept connections, so the answer's `process_id` must be ours.
     pub fn start_on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
+        Self::try_start_on(port).unwrap_or_else(|| panic!("redis-server could not listen on port {port}"))
+    }
+
+    /// `None` when the server exits before it answers (its port was taken in the meantime).
+    fn try_start_on(port: u16) -> Option<Redis> {
+        let mut child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (apt-get install redis-server)");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let ours = format!("process_id:{}", child.id());
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return None;
+            }
+            if cli_on(port, &["INFO", "server"]).lines().any(|l| l.trim() == ours) {
+                return Some(Redis { child, port });
+            }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Redis { child, port }
     }
 
+    /// A `redis-server` on a free port. A port found free can be taken by another test before the
+    /// server binds it: then the server exits, and another port is tried.
     pub fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        Self::start_on(port)
+        for _ in 0..10 {
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            if let Some(redis) = Self::try_start_on(port) {
+                return redis;
+            }
+        }
+        panic!("redis-server found no free port in 10 tries")
     }
 
     pub fn url(&self) -> String {
@@ -44,9 +64,14 @@ impl Redis {
     }
 
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        cli_on(self.port, args)
     }
+}
+
+/// `redis-cli -p PORT ARGS...`, its output trimmed (empty when nothing answers).
+fn cli_on(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli").args(["-p", &port.to_string()]).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 impl Drop for Redis {
