@@ -36,15 +36,17 @@
 //! `typed_positions_refuse_every_other_kind` (the type error for each JSON kind).
 //!
 //! Size: the visitors are generic, so everything the reader does per visitor is compiled once per
-//! type of the policy. Enum positions hand their visitor only a string and build the type error for
-//! every other kind once (`reader::not_a_variant`), and numbers are read outside the generic code
-//! (`reader::read_number`). Handing struct, map, string, boolean, integer and array visitors only
-//! their own kind too made the module 23,685 B smaller but Envoy's resident memory about 12 MiB
-//! larger, measured at idle with the module loaded (V8 in Envoy compiles every function with its
-//! optimizing compiler, and the policy reading became one function of about 48 KB): so those
-//! positions go through `deserialize_any`. Measured on a module of 573,512 B, reading the policy
-//! with `serde_json::from_slice` instead made the `.wasm` 28,863 B larger (→ 602,375 B); without
-//! serde_json and serde_path_to_error the module is 68.6 KB smaller, see BENCHMARKS.md. `make lint`
+//! type of the policy. Each position hands its visitor only its own JSON kind (an object to a
+//! struct or map, an array to a sequence, a string to a string or an enum, a boolean, a number) and
+//! builds the type error for every other kind once (`reader::wrong_kind`), so the derived visitors'
+//! methods for other kinds (a struct's `visit_seq`, which would read it from an array, fields by
+//! position) are not compiled; numbers are read outside the generic code (`reader::read_number`).
+//! Measured on a module of 642,675 B: 19,759 B smaller, and Envoy's resident memory at idle with the
+//! module loaded (`--concurrency 2`, medians of 6 starts) 2.3 MiB larger, 121.8 → 124.1 MiB: V8 in
+//! Envoy compiles every function with its optimizing compiler, and the policy reading's largest
+//! functions grew (reading a `PolicySpec` from 5 to 21 KB). Measured on a module of 573,512 B, reading
+//! the policy with `serde_json::from_slice` instead made the `.wasm` 28,863 B larger (→ 602,375 B);
+//! without serde_json and serde_path_to_error the module is 68.6 KB smaller, see BENCHMARKS.md. `make lint`
 //! keeps serde_json out of the wasm32 dependency tree; see `crate::wire::json` for the parser's side.
 
 use std::fmt;

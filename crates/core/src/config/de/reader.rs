@@ -73,8 +73,11 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        // Only an object reaches the visitor: its `visit_seq` (a struct read from an array, fields
+        // by position) and other `visit_*` methods are not compiled.
         match self.value {
-            Json::Object(_) | Json::Null => self.any(visitor),
+            Json::Object(members) => visitor.visit_map(Map { members: members.iter(), value: None, path: self.path }),
+            Json::Null => Err(de::Error::invalid_type(Unexpected::Unit, &visitor)),
             other => Err(not_an_object(other)),
         }
         .map_err(|e| e.at(self.path))
@@ -98,7 +101,7 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         match self.value {
             Json::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
             // Only unit variants, named by a string: `{"allow": null}` is not an action.
-            other => Err(not_a_variant(other, &visitor)),
+            other => Err(wrong_kind(other, &visitor)),
         }
         .map_err(|e| e.at(self.path))
     }
@@ -112,9 +115,67 @@ impl<'de> de::Deserializer<'de> for Deserializer<'de, '_> {
         visitor.visit_newtype_struct(self)
     }
 
+    // Sequences, strings, booleans and integers: the visitor gets only its own kind (the others
+    // are `wrong_kind`), so each derived visitor's methods for other kinds are not compiled.
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Array(items) => visitor.visit_seq(Seq { items: items.iter(), index: 0, path: self.path }),
+            other => Err(wrong_kind(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::String(s) => visitor.visit_borrowed_str(s),
+            other => Err(wrong_kind(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Bool(b) => visitor.visit_bool(*b),
+            other => Err(wrong_kind(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.value {
+            Json::Number(text) => number(text, visitor),
+            other => Err(wrong_kind(other, &visitor)),
+        }
+        .map_err(|e| e.at(self.path))
+    }
+
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(visitor)
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct identifier ignored_any
+        i8 i16 i128 u128 f32 f64 char
+        bytes byte_buf unit unit_struct tuple tuple_struct identifier ignored_any
     }
 }
 
@@ -123,10 +184,11 @@ fn not_an_object(value: &Json) -> Error {
     de::Error::custom(format_args!("must be an object, not {}", value.type_name()))
 }
 
-/// The error for a value that is no string where an enum is read: the type error the derived
-/// enum visitors (which accept only `visit_enum`) return from their other `visit_*` methods, built
-/// here once instead of through each visitor.
-fn not_a_variant(value: &Json, expected: &dyn de::Expected) -> Error {
+/// The error for a value of another JSON kind than a position reads (a string where an enum is
+/// read; an array, string, boolean or number where such a type is): the type error the visitor's
+/// own `visit_*` method for that kind returns (serde's default for a kind a visitor does not accept),
+/// built here once instead of through each visitor.
+fn wrong_kind(value: &Json, expected: &dyn de::Expected) -> Error {
     let text;
     let unexpected = match value {
         Json::Null => Unexpected::Unit,
