@@ -37,6 +37,19 @@ build: wasm-target $(WASM_OPT)
 	@cp $(WASM).opt $(WASM).tmp && mv $(WASM).tmp $(WASM)
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
 
+## size-check: fails when the module `make build` made is larger than WASM_SIZE_BUDGET bytes (part
+##             of make test); BENCHMARKS.md (Footprint) says where the bytes go and how to measure them
+WASM_SIZE_BUDGET := 620000
+.PHONY: size-check
+size-check: build
+	@size=$$(stat -c %s $(WASM)); \
+	if [ $$size -gt $(WASM_SIZE_BUDGET) ]; then \
+	  echo "size-check: $(WASM) is $$size bytes, over the budget of $(WASM_SIZE_BUDGET) (Makefile WASM_SIZE_BUDGET) by $$((size - $(WASM_SIZE_BUDGET)))." \
+	    "Find what grew with twiggy (BENCHMARKS.md, Footprint: how to measure) and shrink it; raise the budget only with the reason in BENCHMARKS.md" >&2; \
+	  exit 1; \
+	fi; \
+	echo "size-check: $$size bytes, $$(( $(WASM_SIZE_BUDGET) - size )) under the budget of $(WASM_SIZE_BUDGET)"
+
 $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 	cd tools/wasm-opt && npm ci --silent --no-audit --no-fund
 	touch $@
@@ -65,7 +78,7 @@ $(VENV)/.installed: tests/requirements.txt pyproject.toml
 	touch $@
 
 ## test: all three tiers: native unit/property tests, the .wasm in real Envoy, the MCP SDK end to end
-test: lint test-unit build venv policy-test observability-test test-envoy
+test: lint test-unit build size-check venv policy-test observability-test test-envoy
 
 ## prometheus-deps: Debian's prometheus 2.42 (prometheus and promtool), unpacked into tools/prometheus
 ##                  (apt-get download, dpkg-deb -x): installing the package would also start a system
