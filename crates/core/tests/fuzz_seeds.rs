@@ -1,6 +1,8 @@
 //! The fuzz targets' seeds, replayed under `cargo test` through the very functions the targets
 //! call (`fuzz/src`, included here by path): a seed that panics fails the ordinary test run, on
 //! stable Rust, without cargo-fuzz. `make fuzz` explores beyond the seeds.
+// Test code, and the fuzz targets' checks panic by design.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::path::{Path, PathBuf};
 
