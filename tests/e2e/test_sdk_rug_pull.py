@@ -40,12 +40,14 @@ def test_a_changed_description_leaves_the_list_and_its_calls_get_pin_mismatch(st
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     pinned = json.loads(policy.read_text())
-    assert sorted(pinned["tools"]) == sorted(DEMO_TOOLS)
-    assert all(rule["pin"].startswith("sha256:") for rule in pinned["tools"].values())
+    # Not listed under tools: recorded under pins with their annotations (which allows nothing).
+    assert pinned["tools"] == {}
+    assert sorted(pinned["pins"]) == sorted(DEMO_TOOLS)
+    assert all(rule["pin"].startswith("sha256:") for rule in pinned["pins"].values())
     # Printed, the same pins.
     printed = subprocess.run([str(cli()), "pin", f"http://{HOST}:{port}/mcp"], capture_output=True, text=True,
                              timeout=60)
-    assert json.loads(printed.stdout) == {"tools": {n: {"pin": r["pin"]} for n, r in pinned["tools"].items()}}
+    assert json.loads(printed.stdout) == {"tools": {n: {"pin": r["pin"]} for n, r in pinned["pins"].items()}}
 
     # The legacy way (initialize): through an Envoy that accepts 2025-11-25 only, so server/discover
     # at 2026-07-28 is refused (−32022) and the CLI falls back; it needs the bearer token there.

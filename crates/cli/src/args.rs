@@ -155,7 +155,9 @@ Exit status:
     /// handshake), lists every tool (every page of `tools/list`) and prints a policy fragment
     /// `{"tools": {"NAME": {"pin": "sha256:..."}}}`: the SHA-256 of each definition's canonical
     /// form, the form the filter checks (see the book, "Result rules and pins"). With --write,
-    /// the pins go into the policy file instead (under default "deny", only into tools it lists).
+    /// the pins go into the policy file instead: a tool it lists under `tools` gets its `pin`
+    /// there, every other tool is recorded under `pins` with its annotations (that allows
+    /// nothing; the policy's `default_for` may then decide it by those annotations).
     #[command(verbatim_doc_comment)]
     #[command(after_help = "\
 Exit status:
@@ -233,6 +235,11 @@ pub struct ExplainArgs {
     /// `flows` judge the call as they would right after a marking result
     #[arg(long, value_name = "MARK[,MARK]", value_delimiter = ',', verbatim_doc_comment)]
     pub marks: Vec<String>,
+    /// Tools of the policy's `pins` that a tools/list through this Envoy
+    /// showed matching their pin (comma-separated): `default_for` allows
+    /// such a tool only then
+    #[arg(long, value_name = "TOOL[,TOOL]", value_delimiter = ',', verbatim_doc_comment)]
+    pub pins_listed: Vec<String>,
 }
 
 #[derive(Args, Debug)]

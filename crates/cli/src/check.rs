@@ -68,6 +68,13 @@ fn summary(p: &Policy) -> String {
         plural(p.listed_tools().count(), "tool rule", "tool rules"),
         plural(p.limits.len(), "limit", "limits"),
     );
+    let pinned = p.pinned_tools().count();
+    if pinned > 0 {
+        s.push_str(&format!(", {}", plural(pinned, "pinned unlisted tool", "pinned unlisted tools")));
+    }
+    if p.has_default_for() {
+        s.push_str(&format!(", {}", plural(p.default_for_rules().len(), "default_for rule", "default_for rules")));
+    }
     if !p.gateway.grants.is_empty() {
         s.push_str(&format!(", {}", plural(p.gateway.grants.len(), "registered grant", "registered grants")));
     }

@@ -5,7 +5,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcp_policy_core::config::{PolicySet, Why};
-use mcp_policy_core::limits::{Limiter, MemoryStore, SharedStore};
+use mcp_policy_core::limits::{self, Limiter, MemoryStore, SharedStore};
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::{GrantSource, Policy};
 
@@ -39,6 +39,8 @@ pub(super) struct Caller<'a> {
     pub grant: &'a str,
     pub payload: Option<&'a str>,
     pub marks: &'a [String],
+    /// Pinned tools a `tools/list` through this Envoy showed: matching their pin (`true`) or not.
+    pub pins: &'a [(String, bool)],
 }
 
 /// Run the filter's decision path on one POST: the caller's policy chosen from the set (with
@@ -53,7 +55,7 @@ pub(super) fn decide(
     store: &dyn SharedStore,
     now_ms: u64,
 ) -> (Option<Attached>, Outcome) {
-    let Caller { grant, payload, marks } = *caller;
+    let Caller { grant, payload, marks, pins } = *caller;
     let policy: &Policy = set.plain().unwrap_or_else(|| set.base());
     let credential = match &policy.gateway.grant {
         GrantSource::Bearer => ("authorization", format!("Bearer {grant}")),
@@ -76,6 +78,13 @@ pub(super) fn decide(
         Err(outcome) => return (None, *outcome),
     };
     let policy = &attached.policy;
+    for (tool, matched) in pins {
+        // As the host records what a tools/list showed (`ResultEvent::pin_marker`).
+        if let Some(pin) = policy.pin(tool) {
+            let key = if *matched { limits::pin_verified_key(tool, pin) } else { limits::pin_mismatch_key(tool, pin) };
+            let _ = store.set(&key, b"1", 0);
+        }
+    }
     let mut outcome = match pipeline::on_headers(policy, &head) {
         HeadOutcome::Done(outcome) => *outcome,
         HeadOutcome::NeedBody if marks.is_empty() => pipeline::on_body(policy, &head, body, store, now_ms),
@@ -150,6 +159,7 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
         claims,
         result,
         marks,
+        pins_listed,
     } = args;
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
@@ -164,9 +174,13 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
     let set = load_policy(policy_file)?;
     let payload = claims.as_deref().map(|c| payload_of(c, &set)).transpose()?;
     let body = read_input(request_file)?;
-    let (attached, outcome) =
-        decide(&set, &body, &Caller { grant, payload: payload.as_deref(), marks }, &to, &MemoryStore::new(), now_ms());
+    let pins: Vec<(String, bool)> = pins_listed.iter().map(|t| (t.clone(), true)).collect();
+    let caller = Caller { grant, payload: payload.as_deref(), marks, pins: &pins };
+    let (attached, outcome) = decide(&set, &body, &caller, &to, &MemoryStore::new(), now_ms());
     let policy = attached.as_ref().map_or_else(|| set.plain().unwrap_or_else(|| set.base()), |a| &a.policy);
+    if let Some(t) = pins_listed.iter().find(|t| policy.pinned(t).is_none()) {
+        return Err(usage_error("explain", format!("--pins-listed: the policy's pins record no tool \"{t}\"")));
+    }
     if let Some(m) = marks.iter().find(|m| !policy.flows.iter().any(|f| f.marks.contains(m))) {
         return Err(usage_error("explain", format!("--marks: no flow of the policy uses the mark \"{m}\"")));
     }
@@ -285,7 +299,27 @@ fn render(policy: &Policy, o: &Outcome) -> String {
             lines.push(("note", format!("the result is judged by tools.{tool}.result (see --result)")));
         }
         if policy.pin(tool).is_some() {
-            lines.push(("note", format!("tools.{tool}.pin: refused once a tools/list showed another definition")));
+            let rule = policy.pin_rule(tool);
+            lines.push(("note", format!("{rule}: refused once a tools/list showed another definition")));
+        }
+    }
+    if let Some(tool) = d.tool.as_deref() {
+        match policy.default_for(tool) {
+            // Not (yet) allowed by it: this Envoy has not listed the tool matching its pin.
+            Some(rule)
+                if policy.allow_needs_verified_pin(tool).is_some()
+                    && !(d.label() == "allowed" && d.rule.as_deref() == Some(&rule.path)) =>
+            {
+                lines.push((
+                    "note",
+                    format!(
+                        "{} allows it once a tools/list through this Envoy showed it matching pins.{tool} \
+                         (--pins-listed {tool})",
+                        rule.path
+                    ),
+                ));
+            }
+            _ => {}
         }
     }
     if o.reply.is_none() && !o.tools_list_ids.is_empty() && policy.filters_tools_list() {

@@ -172,12 +172,19 @@ async fn list_tools(mut c: Client) -> Result<Vec<Json>, Failure> {
     Err(fail(format!("tools/list: more than {MAX_PAGES} pages")))
 }
 
+/// A listed tool's pin, and its annotations as listed (`pins.NAME.annotations`).
+pub struct Listed {
+    pub pin: String,
+    pub annotations: Option<Json>,
+}
+
 /// The pins by tool name.
-fn pins(tools: &[Json]) -> Result<BTreeMap<String, String>, Failure> {
+fn pins(tools: &[Json]) -> Result<BTreeMap<String, Listed>, Failure> {
     let mut out = BTreeMap::new();
     for t in tools {
         let name = t.get("name").and_then(Json::as_str).ok_or_else(|| fail("a listed tool has no string name"))?;
-        if out.insert(name.to_owned(), pin::text(&pin::hash(t))).is_some() {
+        let listed = Listed { pin: pin::text(&pin::hash(t)), annotations: t.get("annotations").cloned() };
+        if out.insert(name.to_owned(), listed).is_some() {
             return Err(fail(format!("the tool {name} is listed twice")));
         }
     }
@@ -211,7 +218,7 @@ pub fn command(args: &PinArgs) -> Result<Report, Failure> {
                 out.push_str(if i == 0 { "\n  " } else { ",\n  " });
                 json::write_str(&mut out, name);
                 out.push_str(": {\"pin\": ");
-                json::write_str(&mut out, p);
+                json::write_str(&mut out, &p.pin);
                 out.push('}');
             }
             out.push_str(if pins.is_empty() { "}}\n" } else { "\n}}\n" });

@@ -3,14 +3,17 @@
 //! Precedence for `tools/call` (first match wins), see [`Policy::judge`]:
 //! 1. `hide` names the tool (or holds `"*"`): denied, rule `hide`.
 //! 2. `tools.NAME` exists: its `action` (absent means allow); rule `tools.NAME`.
-//! 3. otherwise `default`; rule `default`.
-//! 4. if allowed by its rule: every `require` condition holds and no `deny_if` condition does
+//! 3. otherwise, for a tool in `pins`: the first `default_for` rule its pinned annotations match;
+//!    rule `default_for[i]` (an allow holds only once this Envoy saw the definition match its
+//!    pin, else `default` decides: see `pinned`);
+//! 4. otherwise `default`; rule `default`.
+//! 5. if allowed by its rule: every `require` condition holds and no `deny_if` condition does
 //!    (a condition that cannot be evaluated denies; see `conditions`);
-//! 5. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`);
-//! 6. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
+//! 6. then the tool's `limits` and `all_tools.limits` must all admit the call (see `ratelimit`);
+//! 7. last, for `action: "require_approval"`, a person must approve this exact call (see `approval`):
 //!    asked only once every rule above allows it, with the quota reserved meanwhile and given back
 //!    unless the call goes upstream.
-//!    With `gateway.rate_limit_service` (see `rls`) the order of 5 and 6 is reversed: the approval
+//!    With `gateway.rate_limit_service` (see `rls`) the order of 6 and 7 is reversed: the approval
 //!    is asked first and the service counts only approved calls, since it cannot give quota back.
 //!
 //! Other methods: lifecycle methods pass; other MCP methods follow `gateway.methods`, else `default`;
@@ -26,6 +29,7 @@ pub mod conditions;
 pub mod flows;
 mod gateway;
 mod judge;
+pub mod pinned;
 pub mod result;
 mod rules;
 
@@ -56,6 +60,10 @@ pub struct Policy {
     pub stance: Stance,
     /// `flows`: rules across calls (`flows`).
     pub flows: Vec<flows::Flow>,
+    /// `pins`: reviewed definitions of tools not under `tools` (`pinned`).
+    pinned: HashMap<String, pinned::Pinned>,
+    /// `default_for`: those tools decided by their pinned annotations (`pinned`).
+    default_for: Vec<pinned::DefaultFor>,
 }
 
 /// What a policy of a set stands for: an attached policy, or the refusal of every call of a caller
@@ -101,9 +109,22 @@ impl Policy {
             methods,
             gateway,
             flows: Vec::new(),
+            pinned: HashMap::new(),
+            default_for: Vec::new(),
             name: None,
             stance: Stance::Attached,
         }
+    }
+
+    /// The policy with its `pins` and `default_for`.
+    pub(crate) fn with_pins(
+        mut self,
+        pinned: HashMap<String, pinned::Pinned>,
+        default_for: Vec<pinned::DefaultFor>,
+    ) -> Self {
+        self.pinned = pinned;
+        self.default_for = default_for;
+        self
     }
 
     /// The grant id an approval of `grant` is bound to: the grant itself under a plain policy, and
@@ -137,8 +158,7 @@ impl Policy {
             return true;
         }
         self.gateway.hide_denied_tools
-            && (self.tools.get(tool).map_or(self.default, |r| r.action) == Action::Deny
-                || self.denied_by_fold(tool).is_some())
+            && (self.action_by_name(tool) == Action::Deny || self.denied_by_fold(tool).is_some())
     }
 
     /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
@@ -172,10 +192,14 @@ impl Policy {
         !self.all_tools.is_empty()
     }
 
-    /// Every tool name the policy mentions (`tools` and `hide`), each once: the bounded set of
+    /// Every tool name the policy mentions (`tools`, `pins` and `hide`), each once: the bounded set of
     /// per-tool metric labels.
     pub fn named_tools(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.listed_tools().chain(self.hidden.iter().map(String::as_str)).collect();
+        let mut names: Vec<&str> = self
+            .listed_tools()
+            .chain(self.pinned.keys().map(String::as_str))
+            .chain(self.hidden.iter().map(String::as_str))
+            .collect();
         names.sort_unstable();
         names.dedup();
         names
@@ -207,14 +231,14 @@ impl Policy {
         names.into_iter().filter_map(|n| self.result_rules(n).map(|rules| (n, rules))).collect()
     }
 
-    /// The `pin` of `tool`, if it has one.
+    /// The pin of `tool`, if it has one: `tools.NAME.pin` or `pins.NAME.pin`.
     pub fn pin(&self, tool: &str) -> Option<&result::Pin> {
-        self.tools.get(tool).and_then(|r| r.pin.as_ref())
+        self.tools.get(tool).and_then(|r| r.pin.as_ref()).or_else(|| self.pinned.get(tool).map(|p| &p.pin))
     }
 
-    /// Does any tool have a `pin`? (If not, tool lists need not be read for it.)
+    /// Does any tool have a pin? (If not, tool lists need not be read for it.)
     pub fn has_pins(&self) -> bool {
-        self.tools.values().any(|r| r.pin.is_some())
+        !self.pinned.is_empty() || self.tools.values().any(|r| r.pin.is_some())
     }
 
     /// The flows that deny `tool` while one of their marks holds.

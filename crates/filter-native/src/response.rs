@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use log::{info, warn};
 
-use mcp_policy_core::limits::{self, SharedStore};
+use mcp_policy_core::limits::SharedStore;
 use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::pipeline;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
@@ -152,20 +152,20 @@ impl Filter {
 
     /// Audit and count what happened to tool results (never their text), as the wasm build: the
     /// same counters, the audit record in the log or in filter state `wasm.mcp_result_audit`, and a
-    /// pin mismatch marked in the process's store so that later calls of the tool are refused.
+    /// pin mismatch or a verified pin marked in the process's store (`ResultEvent::pin_marker`).
     fn result_events(&mut self) {
         let config = Arc::clone(&self.config);
         let audit = config.policy.gateway.audit;
         for e in self.response.take_events() {
-            config.metrics.result(&self.stream, &e);
-            if e.kind == "pin_mismatch" && !e.dry_run {
-                if let Some(pin) = config.policy.pin(&e.tool) {
-                    let key = limits::pin_mismatch_key(&e.tool, pin);
-                    if let Err(s) = SharedStore::set(process_store(), &key, b"1", 0) {
-                        warn!("[ctx {}] cannot record a pin mismatch in the shared store: {s:?}", self.id);
-                    }
+            if let Some(key) = e.pin_marker(&config.policy) {
+                if let Err(s) = SharedStore::set(process_store(), &key, b"1", 0) {
+                    warn!("[ctx {}] cannot record {} in the shared store: {s:?}", self.id, e.kind);
                 }
             }
+            if e.marker_only() {
+                continue;
+            }
+            config.metrics.result(&self.stream, &e);
             if audit == AuditMode::Off {
                 continue;
             }

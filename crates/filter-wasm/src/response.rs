@@ -93,19 +93,19 @@ impl Filter {
     fn result_events(&mut self) {
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
         for e in self.response.take_events() {
+            // A pin mismatch (later calls refused) or a verified pin, for every worker of this Envoy.
+            if let Some(key) = self.policy.as_ref().and_then(|p| e.pin_marker(p)) {
+                if let Err(s) = mcp_policy_core::limits::SharedStore::set(&super::HostStore, &key, b"1", 0) {
+                    warn!("[ctx {}] cannot record {} in shared data: {s:?}", self.id, e.kind);
+                }
+            }
+            if e.marker_only() {
+                continue;
+            }
             if let Some(mark) = e.mark.as_deref() {
                 self.record_mark(&e.tool, mark);
             } else {
                 self.metrics.result(&e);
-            }
-            if e.kind == "pin_mismatch" && !e.dry_run {
-                // From now on, in this Envoy (every worker), calls of the tool are refused.
-                if let Some(pin) = self.policy.as_ref().and_then(|p| p.pin(&e.tool)) {
-                    let key = mcp_policy_core::limits::pin_mismatch_key(&e.tool, pin);
-                    if let Err(s) = mcp_policy_core::limits::SharedStore::set(&super::HostStore, &key, b"1", 0) {
-                        warn!("[ctx {}] cannot record a pin mismatch in shared data: {s:?}", self.id);
-                    }
-                }
             }
             if audit == AuditMode::Off {
                 continue;

@@ -72,7 +72,12 @@ fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
     let grant = case.grant.as_deref().unwrap_or(DEFAULT_GRANT);
     let body = request_body(&case.call);
     let to = Target::default();
-    let caller = Caller { grant, payload: payload.as_deref(), marks: &[] };
+    let pins: Vec<(String, bool)> = case
+        .state
+        .as_ref()
+        .map(|s| s.pins.iter().map(|(t, seen)| (t.clone(), *seen == spec::PinSeen::Matched)).collect())
+        .unwrap_or_default();
+    let caller = Caller { grant, payload: payload.as_deref(), marks: &[], pins: &pins };
     let store = MemoryStore::new();
     if let Some(state) = &case.state {
         // The policy the caller is attached to counts the prior calls: a first decision, on a
@@ -86,7 +91,10 @@ fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
                 .map_err(|e| format!("state.counters.{counter}: {e}"))?;
         }
     }
-    let (_, outcome) = decide(set, body.as_bytes(), &caller, &to, &store, now);
+    let (attached, outcome) = decide(set, body.as_bytes(), &caller, &to, &store, now);
+    if let Some((t, _)) = pins.iter().find(|(t, _)| attached.as_ref().is_some_and(|a| a.policy.pin(t).is_none())) {
+        return Err(format!("state.pins.{t}: the policy pins no tool of this name"));
+    }
     let d = &outcome.decision;
     match (&outcome.reply, &outcome.approval) {
         // Held until a person approves (the approval service is not asked): what the filter

@@ -74,6 +74,19 @@ pub struct State {
     /// `{"vm_agent_exec_rate": 10}`. At most the limit's `max`.
     #[serde(default)]
     pub counters: BTreeMap<String, u64>,
+    /// What a `tools/list` through this Envoy showed of pinned tools, by name: `matched` (the
+    /// definition matched its pin: `default_for` may allow the tool) or `changed` (it did not:
+    /// calls are refused with `pin_mismatch`).
+    #[serde(default)]
+    pub pins: BTreeMap<String, PinSeen>,
+}
+
+/// What a `tools/list` showed of a pinned tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PinSeen {
+    Matched,
+    Changed,
 }
 
 /// The decision expected; every key given must match.
@@ -202,7 +215,7 @@ mod tests {
     fn unknown_and_duplicate_keys_are_errors_with_their_path() {
         let e = parse(b"cases:\n- name: a\n  call: {tool: t}\n  expect: {kind: allowed}\n  state: {marks: {}}\n")
             .unwrap_err();
-        assert!(e.starts_with("cases[0].state: unknown field `marks`, expected `counters`"), "{e}");
+        assert!(e.starts_with("cases[0].state: unknown field `marks`, expected `counters` or `pins`"), "{e}");
         let e = parse(b"cases:\n- name: a\n  name: b\n  call: {tool: t}\n  expect: {kind: allowed}\n").unwrap_err();
         assert!(e.contains("duplicate"), "{e}");
         let e =

@@ -1,7 +1,7 @@
 //! `mcp-policy test`: exact reports, exit statuses, the JUnit XML, bad input, and the shipped tests
 //! files (they pass).
 
-use super::{run, scratch};
+use super::{call, run, scratch};
 
 const POLICY: &str = "envoy/policy.json";
 
@@ -113,7 +113,7 @@ fn bad_input_exits_2_with_where_and_why() {
         format!("cases:\n  - name: a\n    call: {call}\n    expect: {{kind: allowed}}\n{extra}")
     };
     for (name, text, message) in [
-        ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` at line 5 column 13"),
+        ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` or `pins` at line 5 column 13"),
         ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: the policy reads no claims (it has no gateway.identity)"),
         ("counter.yaml", case("    state: {counters: {nope: 1}}\n", "{tool: t}"), "cases[0].state.counters.nope: the policy has no limit with this counter (its counters: vm_agent_exec_rate)"),
         ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: t}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
@@ -205,4 +205,47 @@ fn registered_grants_in_a_header_are_counted_under_their_id() {
     let (status, out, err) = run(&["test", &policy, &tests]);
     assert_eq!((status, err.as_str()), (0, ""), "{out}");
     assert!(out.ends_with("\ntest result: ok. 3 passed; 0 failed\n"), "{out}");
+}
+
+/// A pinned read-only tool under default deny: `default_for` allows it once a listing verified it.
+const PINNED: &str = r#"{"version": "1", "default": "deny",
+  "pins": {"read_vm": {"pin": "sha256:abababababababababababababababababababababababababababababababab",
+                       "annotations": {"readOnlyHint": true}}},
+  "default_for": [{"when": {"readOnlyHint": true}, "action": "allow"}]}"#;
+
+#[test]
+fn pinned_tools_by_annotations_in_tests_and_explain() {
+    let policy = scratch("pinned.json", PINNED);
+    let tests = scratch(
+        "pinned.tests.yaml",
+        "cases:\n\
+         - {name: before a listing, call: {tool: read_vm}, expect: {kind: denied, rule: 'default_for[0]', reason: only once this Envoy has listed it}}\n\
+         - {name: listed matching, state: {pins: {read_vm: matched}}, call: {tool: read_vm}, expect: {kind: allowed, rule: 'default_for[0]'}}\n\
+         - {name: listed changed, state: {pins: {read_vm: changed}}, call: {tool: read_vm}, expect: {kind: denied, reason: changed since it was pinned}}\n",
+    );
+    let (status, out, err) = run(&["test", &policy, &tests]);
+    assert_eq!((status, err.as_str()), (0, ""), "{out}");
+    assert!(out.ends_with("test result: ok. 3 passed; 0 failed\n"), "{out}");
+    let bad = scratch(
+        "pinned-bad.tests.yaml",
+        "cases:\n- {name: a, state: {pins: {nope: matched}}, call: {tool: t}, expect: {kind: denied}}\n",
+    );
+    let (status, _, err) = run(&["test", &policy, &bad]);
+    assert_eq!((status, err), (2, format!("{bad}: cases[0].state.pins.nope: the policy pins no tool of this name\n")));
+
+    let req = scratch("read_vm.json", &call("read_vm"));
+    let (status, out, _) = run(&["explain", &policy, &req]);
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: denied\nrule:     default_for[0]\n"), "{out}");
+    assert!(out.contains("note:     default_for[0] allows it once a tools/list through this Envoy showed it matching pins.read_vm (--pins-listed read_vm)\n"), "{out}");
+    let (status, out, _) = run(&["explain", &policy, &req, "--pins-listed", "read_vm"]);
+    assert_eq!(status, 0);
+    assert!(out.starts_with("decision: allowed\nrule:     default_for[0]\n"), "{out}");
+    assert!(out.contains("note:     pins.read_vm.pin: refused once a tools/list showed another definition\n"), "{out}");
+    let (status, _, err) = run(&["explain", &policy, &req, "--pins-listed", "nope"]);
+    assert_eq!(status, 2);
+    assert!(err.contains("--pins-listed: the policy's pins record no tool \"nope\""), "{err}");
+    let (status, out, _) = run(&["check", &policy]);
+    let summary = "ok: version 1, default deny, 0 tool rules, 0 limits, 1 pinned unlisted tool, 1 default_for rule";
+    assert_eq!((status, out), (0, format!("{policy}: {summary}\n")));
 }

@@ -1,8 +1,8 @@
 //! Compile a parsed [`PolicySpec`] into the runtime [`Policy`]: one function per section of the
 //! document, each checking its values and reporting every problem with its JSON path.
 //!
-//! The sections are compiled in document order (`version`, `hide`, `all_tools`, `tools`, then
-//! `gateway` key by key), which is also the order of the errors reported.
+//! The sections are compiled in document order (`version`, `hide`, `all_tools`, `tools`, `pins`,
+//! then `gateway` key by key, `flows`, `default_for`), which is also the order of the errors reported.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,6 +20,7 @@ use crate::wire::json::Json;
 
 mod flows;
 mod gateway;
+mod pins;
 mod result;
 
 pub use gateway::sessions_unbound;
@@ -42,6 +43,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let mut limits = Vec::new();
     let all_tools = all_tools(spec.all_tools.as_ref(), &mut limits, &mut errs);
     let tools = tools(&spec.tools, &mut limits, &mut errs);
+    let pinned = pins::pins(&spec.pins, &spec.tools, &mut errs);
     let mut gw = spec.gateway.unwrap_or_default();
     let methods_spec = std::mem::take(&mut gw.methods);
     let gateway = gateway(gw, &spec.tools, &limits, &mut errs);
@@ -51,8 +53,10 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let methods = methods(methods_spec, &mut errs);
     let service = gateway.rate_limit_service.is_some();
     let flows = flows::flows(&spec.flows, &tools, service, &mut errs);
+    let default_for = pins::default_for(&spec.default_for, !spec.pins.is_empty(), gateway.pins, &mut errs);
     let mut policy =
-        Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway);
+        Policy::new(spec.default.unwrap_or(Action::Deny), spec.hide, tools, all_tools, limits, methods, gateway)
+            .with_pins(pinned, default_for);
     policy.flows = flows;
     if !errs.is_empty() {
         return Err(ConfigErrors(errs));

@@ -22,8 +22,10 @@ use crate::terms::names_only;
 use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, PinMode, Scope, Window};
 
 mod flows;
+mod pins;
 mod result;
 pub use flows::FlowSpec;
+pub use pins::{DefaultForSpec, PinnedSpec};
 pub use result::ResultSpec;
 
 /// The whole policy document.
@@ -48,6 +50,15 @@ pub struct PolicySpec {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
     pub tools: BTreeMap<String, ToolRuleSpec>,
+    /// Reviewed definitions of tools not listed under `tools`, by exact name: they grant nothing
+    /// by themselves (`mcp-policy pin --write` records them).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
+    pub pins: BTreeMap<String, PinnedSpec>,
+    /// Rules for the tools in `pins` not listed under `tools`, by their pinned annotations, e.g.
+    /// `{"when": {"readOnlyHint": true}, "action": "allow"}`; needs `pins`.
+    #[serde(default)]
+    pub default_for: Vec<DefaultForSpec>,
     /// Rules across calls: tools denied to a grant for a while after it carries a mark.
     #[serde(default)]
     pub flows: Vec<FlowSpec>,

@@ -77,6 +77,17 @@ pub fn pin_mismatch_key(tool: &str, pin: &[u8; 32]) -> Key {
     Key::new(b'p', &h.finalize())
 }
 
+/// The marker of a tool in `pins` whose listed definition this Envoy has seen match its pin and
+/// its recorded annotations (`mcpf1:p:` + 32 hex digits of SHA-256 over the tool name and the pin):
+/// an allow by `default_for` holds only while it exists. Another pin is another key.
+pub fn pin_verified_key(tool: &str, pin: &[u8; 32]) -> Key {
+    let mut h = Sha256::new();
+    push_field(&mut h, b"pin_verified");
+    push_field(&mut h, tool.as_bytes());
+    push_field(&mut h, pin);
+    Key::new(b'p', &h.finalize())
+}
+
 /// The hashed part of a mark's key, computed once per mark when the policy is compiled: the first
 /// 16 bytes of SHA-256 over the length-prefixed ("mark", `scope`, `mark`); `scope` is empty until
 /// marks are kept per attached policy, when it names it.

@@ -38,8 +38,8 @@ mod store;
 mod value;
 
 pub use key::{
-    counter_base, counter_key, grant_key, mark_base, mark_key, pin_mismatch_key, within_policy, Key, GRANTS_KEY,
-    LOCK_KEY, PREFIX,
+    counter_base, counter_key, grant_key, mark_base, mark_key, pin_mismatch_key, pin_verified_key, within_policy, Key,
+    GRANTS_KEY, LOCK_KEY, PREFIX,
 };
 pub use limiter::{init_lock, tracked_grants, Limiter, MAX_CAS_RETRIES};
 pub use store::{MemoryStore, SharedStore, StoreError};

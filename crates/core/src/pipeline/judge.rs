@@ -60,10 +60,22 @@ pub(super) fn judge_message(
             Stance::Unattached => Refusal::NoPolicy { subject: subject() },
             Stance::Contained { reason } => Refusal::Contained { subject: subject(), reason: reason.clone() },
         }),
-        Verdict::Allow { rule, limits, approval } => {
+        Verdict::Allow { mut rule, limits, approval } => {
             if let Some(refusal) = tool.and_then(|t| pin_mismatch(policy, t, limiter)) {
                 d.rule = Some(rule);
                 return Judged::Refused(refusal);
+            }
+            if let Some(t) = tool.filter(|t| !pin_verified(policy, t, limiter)) {
+                // Allowed by `default_for` on a definition this Envoy has not seen match its pin:
+                // `default` decides (fail closed).
+                if policy.default != Action::Allow {
+                    let reason = format!(
+                        "{rule} allows the tool only once this Envoy has listed it (tools/list) matching its pin \
+                         (pins.{t}.pin); not allowed by policy until then (default: deny)"
+                    );
+                    return Judged::Refused(Refusal::Denied { subject: subject(), rule, reason });
+                }
+                rule = "default".into();
             }
             if let Some(refusal) = tool.and_then(|t| super::flows::check(policy, t, &grant.id, limiter)) {
                 return Judged::Refused(refusal);
@@ -136,6 +148,15 @@ pub(super) fn judge_message(
             }
         }
     }
+}
+
+/// May an allow of `tool` stand, as far as its pin goes? Always, unless the allow rests on
+/// `default_for` (`Policy::allow_needs_verified_pin`): then only once this Envoy has seen the
+/// definition match its pin (the marker `crate::limits::pin_verified_key`). A marker that cannot
+/// be read counts as absent (fail closed).
+fn pin_verified(policy: &Policy, tool: &str, limiter: &Limiter<'_>) -> bool {
+    let Some(pin) = policy.allow_needs_verified_pin(tool) else { return true };
+    matches!(limiter.store.get(&crate::limits::pin_verified_key(tool, pin)), Ok(Some(_)))
 }
 
 /// A pinned tool whose listed definition did not match its pin in this Envoy (the marker in shared

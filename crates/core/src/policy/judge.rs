@@ -85,7 +85,10 @@ impl Policy {
         let tool_rule = self.tools.get(name);
         let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match tool_rule {
             Some(r) => (tool_rule_name(name), r.action, r.reason.as_deref(), &r.limits),
-            None => ("default".into(), self.default, None, &[]),
+            None => match self.default_for(name) {
+                Some(d) => (d.path.clone(), d.action, d.reason.as_deref(), &[]),
+                None => ("default".into(), self.default, None, &[]),
+            },
         };
         if let (Action::Allow, Some(r)) = (action, tool_rule) {
             if !r.require.is_empty() || !r.deny_if.is_empty() {
@@ -101,6 +104,9 @@ impl Policy {
                 let reason = match (reason, rule.as_str()) {
                     (Some(r), _) => r.to_owned(),
                     (None, "default") => "not allowed by policy (default: deny)".to_owned(),
+                    (None, r) if r.starts_with("default_for[") => {
+                        format!("denied by policy ({r}: the tool's pinned annotations match)")
+                    }
                     (None, _) => "denied by policy".to_owned(),
                 };
                 Verdict::Deny { rule, reason }

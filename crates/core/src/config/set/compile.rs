@@ -19,6 +19,8 @@ fn refusing(gateway: Option<GatewaySpec>) -> PolicySpec {
         hide: vec!["*".to_owned()],
         all_tools: None,
         tools: BTreeMap::new(),
+        pins: BTreeMap::new(),
+        default_for: Vec::new(),
         flows: Vec::new(),
         gateway,
     }

@@ -4,6 +4,8 @@
 use crate::outcome::refusal::Refusal;
 use crate::wire::json::{self, Json};
 
+const PIN_VERIFIED: &str = "pin_verified";
+
 /// One result refused or redacted (or, under dry run, that would have been).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultEvent {
@@ -50,17 +52,50 @@ impl ResultEvent {
         }
     }
 
-    /// A listed tool whose definition did not match its pin (`enforce`: removed from the list).
-    pub fn pin_mismatch(tool: &str, dry_run: bool) -> Self {
+    /// A listed tool whose definition did not match its pin at `rule` (`tools.NAME.pin` or
+    /// `pins.NAME.pin`; `enforce`: removed from the list).
+    pub fn pin_mismatch(tool: &str, rule: String, dry_run: bool) -> Self {
         ResultEvent {
             tool: tool.to_owned(),
             id: "null".into(),
             kind: "pin_mismatch",
-            rule: format!("tools.{tool}.pin"),
+            rule,
             reason: None,
             redactions: 0,
             dry_run,
             mark: None,
+        }
+    }
+
+    /// A listed tool of `pins` whose definition matched its pin and recorded annotations: only a
+    /// marker for `default_for` ([`Self::pin_marker`]), neither audited nor counted.
+    pub fn pin_verified(tool: &str) -> Self {
+        ResultEvent {
+            tool: tool.to_owned(),
+            id: "null".into(),
+            kind: PIN_VERIFIED,
+            rule: format!("pins.{tool}.pin"),
+            reason: None,
+            redactions: 0,
+            dry_run: false,
+            mark: None,
+        }
+    }
+
+    /// Is this event only a marker ([`Self::pin_verified`]): neither audited nor counted?
+    pub fn marker_only(&self) -> bool {
+        self.kind == PIN_VERIFIED
+    }
+
+    /// The key the host sets in the process's shared data for this event, if any: a pin mismatch
+    /// under `enforce` (later calls of the tool are refused) or a verified pin (`default_for` may
+    /// allow the tool). Both hosts set it to `1`, with no expiry.
+    pub fn pin_marker(&self, policy: &crate::policy::Policy) -> Option<crate::limits::Key> {
+        let pin = policy.pin(&self.tool)?;
+        match (self.kind, self.dry_run) {
+            ("pin_mismatch", false) => Some(crate::limits::pin_mismatch_key(&self.tool, pin)),
+            (PIN_VERIFIED, _) => Some(crate::limits::pin_verified_key(&self.tool, pin)),
+            _ => None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! Pinned tool definitions in `tools/list` results: a listed tool whose definition does not match
-//! its `pin` (`crate::wire::pin`) is removed under `gateway.pins: "enforce"` and recorded either way.
+//! its pin (`crate::wire::pin`), or, for a tool in `pins`, whose annotations are not the recorded
+//! ones, is removed under `gateway.pins: "enforce"` and recorded either way. A tool in `pins` that
+//! matches is recorded as verified when `default_for` may allow it (`crate::policy::pinned`).
 
 use super::ResultEvent;
 use crate::policy::Policy;
@@ -38,10 +40,14 @@ fn check_one(msg: &mut Json, policy: &Policy, events: &mut Vec<ResultEvent>) -> 
             return true;
         };
         pinned = true;
-        if crate::wire::pin::hash(tool) == *pin {
+        let recorded = policy.pinned(name);
+        if crate::wire::pin::hash(tool) == *pin && recorded.is_none_or(|p| p.annotations_match(tool)) {
+            if recorded.is_some() && policy.has_default_for() {
+                events.push(ResultEvent::pin_verified(name));
+            }
             return true;
         }
-        events.push(ResultEvent::pin_mismatch(name, report));
+        events.push(ResultEvent::pin_mismatch(name, policy.pin_rule(name), report));
         report
     });
     pinned.then_some(before - tools.len())

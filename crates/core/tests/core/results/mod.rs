@@ -1,6 +1,7 @@
-//! Result rules and pins: the policy (`tools.NAME.result`, `tools.NAME.pin`, `gateway.pins`), the
-//! result reader, and the response filter judging `tools/call` results.
+//! Result rules and pins: the policy (`tools.NAME.result`, `tools.NAME.pin`, `pins`, `default_for`,
+//! `gateway.pins`), the result reader, and the response filter judging `tools/call` results.
 
+mod default_for;
 pub(crate) mod filter;
 mod pins;
 mod policy_file;
