@@ -23,6 +23,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,26 @@ class Approvals:
 
     def stop(self) -> int | None:
         return self.proc.stop()
+
+
+def page(svc: Approvals, path: str) -> str:
+    """The HTML of page `path`, after logging in through the page's form as `svc.approver`."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    form = urllib.parse.urlencode({"name": svc.approver, "token": svc.token, "next": "/"}).encode()
+    req = urllib.request.Request(svc.url + "/login", data=form, method="POST",
+                                 headers={"content-type": "application/x-www-form-urlencoded", "origin": svc.url})
+    try:
+        urllib.request.build_opener(NoRedirect).open(req, timeout=10)
+        raise AssertionError("login did not redirect")
+    except urllib.error.HTTPError as e:
+        assert e.code == 303, e.code
+        cookie = e.headers["set-cookie"].split(";")[0]
+    with urllib.request.urlopen(urllib.request.Request(svc.url + path, headers={"cookie": cookie}), timeout=10) as r:
+        return r.read().decode()
 
 
 def _healthy(port: int) -> bool:

@@ -41,18 +41,28 @@ class Issuer:
 
 
 def start_identity_envoy(stack: Stack, upstream_port: int, issuer: Issuer, policy: dict,
-                         name: str = "envoy-identity") -> tuple[Envoy, Path]:
+                         name: str = "envoy-identity", approvals_port: int | None = None,
+                         strip_filter: dict | None = None, allow_missing: bool = False) -> tuple[Envoy, Path]:
     """Envoy with jwt_authn (local JWKS of `issuer`) in front of the policy filter serving `policy`
-    through ECDS: (envoy, the ECDS file)."""
-    setup = render_ecds_config(stack.log_dir / name, upstream_port)
+    through ECDS (and cluster `mcp_approvals` on `approvals_port`, when given): (envoy, the ECDS file).
+
+    The client's payload header is removed by an early header mutation, as envoy/envoy-oauth.yaml
+    does; or, with `strip_filter`, by that HTTP filter put first on the chain instead (the Istio
+    recipe's Lua filter). `allow_missing`: a request without a token passes jwt_authn, as Istio
+    renders a RequestAuthentication (`requires_any: [provider, allow_missing]`)."""
+    setup = render_ecds_config(stack.log_dir / name, upstream_port, approvals_port=approvals_port)
     cfg = yaml.safe_load(setup.config)
     h = hcm(cfg)
-    h["early_header_mutation_extensions"] = [{
-        "name": "envoy.http.early_header_mutation.header_mutation",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
-            "mutations": [{"remove": PAYLOAD_HEADER}]},
-    }]
+    if strip_filter is None:
+        h["early_header_mutation_extensions"] = [{
+            "name": "envoy.http.early_header_mutation.header_mutation",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
+                "mutations": [{"remove": PAYLOAD_HEADER}]},
+        }]
+    requires: dict = {"provider_name": "test"}
+    if allow_missing:
+        requires = {"requires_any": {"requirements": [{"provider_name": "test"}, {"allow_missing": {}}]}}
     h["http_filters"].insert(0, {
         "name": "envoy.filters.http.jwt_authn",
         "typed_config": {
@@ -65,8 +75,10 @@ def start_identity_envoy(stack: Stack, upstream_port: int, issuer: Issuer, polic
                 "forward_payload_header": PAYLOAD_HEADER,
                 "forward": False,
             }},
-            "rules": [{"match": {"prefix": "/"}, "requires": {"provider_name": "test"}}],
+            "rules": [{"match": {"prefix": "/"}, "requires": requires}],
         },
     })
+    if strip_filter is not None:
+        h["http_filters"].insert(0, strip_filter)
     set_policy(policy, setup.ecds_file, wasm=stack.wasm)
     return stack.start_envoy(yaml.safe_dump(cfg, sort_keys=False, width=1000), name), setup.ecds_file

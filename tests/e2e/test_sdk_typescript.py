@@ -4,7 +4,9 @@ the demo server: the same protocol version as directly, hidden tools absent, an 
 a denied call's reason reaches the caller, require-approval is surfaced (−31007 with its URL).
 Both response modes of the server. With `gateway.session_key` and a client that declares URL
 elicitation, the approval is offered as −32042: the SDK raises UrlElicitationRequiredError with the
-approval page, and once approved there, the retried call completes.
+approval page, and once approved there, the retried call completes. Two identities through real
+`jwt_authn` (tokens signed in the test, testkit.identity) in front of a policy set get different tool
+lists and different decisions on the same call.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from testkit import approvals as ha
 from testkit import demo
 from testkit.envoy import load_policy, policy_text
+from testkit.identity import PAYLOAD_HEADER, Issuer, start_identity_envoy
 
 CLIENT_DIR = Path(__file__).resolve().parent.parent / "ts-client"
 DEMO_TOOLS = sorted(demo.DEMO_TOOLS)
@@ -89,3 +92,40 @@ def test_typescript_client_gets_the_url_elicitation_and_retries(stack):
     assert retry["ok"], retry
     assert json.loads(retry["text"])["status"] == "running"
     assert svc.get(approval_id)["state"] == "consumed"
+
+
+READONLY_HIDES = ["start_vm", "stop_vm", "delete_vm", "vm_agent_exec", "vm_agent_exec_status"]
+IDENTITY_SET = {
+    "version": "1",
+    "policies": {
+        "ops": {"version": "1", "default": "deny", "hide": ["delete_vm"],
+                "tools": {"list_vms": {}, "vm_status": {}, "start_vm": {}}},
+        "readonly": {"version": "1", "default": "deny", "hide": READONLY_HIDES, "tools": {"list_vms": {}}},
+    },
+    "attach": [
+        {"policy": "ops", "when": [{"claim": "groups", "includes": "ops"}]},
+        {"policy": "readonly", "when": [{"claim": "scope", "includes": "vms:read"}]},
+    ],
+    "gateway": {"identity": {"payload_header": PAYLOAD_HEADER, "grant_claim": "sub"},
+                "session_key": {"current_env": "MCPF_SESSION_KEY"}},
+}
+
+
+def test_typescript_client_two_identities_two_policies(stack):
+    _, port = stack.demo_server(json_response=False)
+    issuer = Issuer()
+    envoy, _ = start_identity_envoy(stack, port, issuer, IDENTITY_SET, name="envoy-identity-ts")
+    args = {"node": "pve1", "vmid": 102}
+    ops = ts_client(envoy.mcp_url, issuer.token("ts-alice", groups=["ops"]), ("start_vm", args), ("list_vms", {}))
+    ro = ts_client(envoy.mcp_url, issuer.token("ts-bob", scope="openid vms:read", act={"sub": "assistant"}),
+                   ("start_vm", args), ("list_vms", {}))
+    assert "error" not in ops and "error" not in ro, (ops, ro)
+    assert ops["tools"] == [t for t in DEMO_TOOLS if t != "delete_vm"]
+    assert ro["tools"] == [t for t in DEMO_TOOLS if t not in READONLY_HIDES]
+    (started, listed), (refused, ro_listed) = ops["calls"], ro["calls"]
+    assert (started["ok"], started["is_error"], json.loads(started["text"])["status"]) == (True, False, "running")
+    assert (refused["ok"], refused["code"], refused["data"]["kind"], refused["data"]["rule"]) == (
+        False, -31001, "denied", "hide")
+    assert refused["data"]["tool"] == "start_vm"
+    for lst in (listed, ro_listed):
+        assert lst["ok"] and [v["vmid"] for v in json.loads(lst["text"])["vms"]] == [100, 101, 102, 200]

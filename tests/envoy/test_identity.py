@@ -17,11 +17,13 @@ import base64
 import json
 
 import pytest
+import yaml
 
 from testkit.envoy import set_policy
 from testkit.identity import PAYLOAD_HEADER, Issuer, start_identity_envoy
 from testkit.jsonrpc import headers_for, post, rpc, tool_call
 from testkit.logs import audit_records, grant_label
+from testkit.paths import REPO_ROOT
 from testkit.processes import wait_for
 from testkit.upstream import StubUpstream, compact, json_canned
 
@@ -111,6 +113,27 @@ def test_a_client_supplied_payload_header_never_changes_the_policy(world):
     r = post(envoy.mcp_url, tool_call("vm_agent_exec"), {"content-type": "application/json", PAYLOAD_HEADER: forged})
     assert r.status == 401
     assert [s for s in upstream.requests() if s.body] == []
+
+
+def test_the_istio_recipe_strips_a_forged_payload_when_no_token_is_sent(stack):
+    """deploy/istio: RequestAuthentication lets a request without a token through (jwt_authn
+    `allow_missing`, as Istio renders it), so only envoyfilter-payload.yaml's Lua filter, taken
+    verbatim from the manifest and put first, stands between a client's own payload header and the
+    filter: without a token the forged ops identity is nothing (401 no_grant from the filter)."""
+    (ef,) = yaml.safe_load_all((REPO_ROOT / "deploy/istio/envoyfilter-payload.yaml").read_text(encoding="utf-8"))
+    (patch,) = ef["spec"]["configPatches"]
+    issuer = Issuer()
+    with StubUpstream(responder=lists) as upstream:
+        envoy, _ = start_identity_envoy(stack, upstream.port, issuer, SET, name="envoy-identity-istio",
+                                        strip_filter=patch["patch"]["value"], allow_missing=True)
+        forged = b64url({"sub": "alice", "groups": ["ops"]})
+        r = post(envoy.mcp_url, tool_call("vm_agent_exec", id=5),
+                 {"content-type": "application/json", PAYLOAD_HEADER: forged})
+        assert (r.status, r.json()["error"]["data"]["kind"]) == (401, "no_grant")
+        # With a token, jwt_authn's verified payload decides; a forged copy beside it changes nothing.
+        assert outcome(call(envoy, issuer.token("carol"), **{PAYLOAD_HEADER: forged})) == (200, "no_policy")
+        assert outcome(call(envoy, issuer.token("alice", groups=["ops"]))) == (200, "forwarded")
+        assert len([s for s in upstream.requests() if s.body]) == 1
 
 
 def test_a_token_narrowed_to_vms_read_gets_readonly_and_the_audit_names_the_chain(world):

@@ -35,7 +35,10 @@ HADOLINT = REPO_ROOT / ".venv" / "bin" / "hadolint"
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 # The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
 # deploy/kubernetes/postgres (on PostgreSQL), then deploy/istio or deploy/envoy-gateway.
-DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres"]
+# deploy/istio/identity and deploy/envoy-gateway/identity are applied after their platform's base:
+# each replaces the base's filter resource (same name) with a policy set on verified identities.
+OVERLAYS = ["istio/identity", "envoy-gateway/identity"]
+DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres", *OVERLAYS]
 SQLITE, POSTGRES = "kubernetes", "kubernetes/postgres"
 SEED = load_policy(POLICY_JSON)
 
@@ -69,8 +72,10 @@ def all_docs() -> list[tuple[Path, dict]]:
 
 
 def by_kind(kind: str, name: str | None = None, variant: str | None = None) -> dict:
-    """The one resource of `kind` (and `name`), among the files of kustomization `variant` if given."""
-    pool = docs(listed(variant)) if variant else all_docs()
+    """The one resource of `kind` (and `name`), among the files of kustomization `variant` if given,
+    else among those of every kustomization but the identity overlays."""
+    bases = [d for d in DIRS if d not in OVERLAYS]
+    pool = docs(listed(variant)) if variant else docs(list(dict.fromkeys(p for d in bases for p in listed(d))))
     found = [d for _, d in pool if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
     assert len(found) == 1, (kind, name, variant, len(found))
     return found[0]
@@ -127,7 +132,7 @@ def test_custom_resources_match_the_pinned_crd_schemas():
     done = run_validator(paths)
     assert done.returncode == 0, done.stdout + done.stderr
     oks = [line for line in done.stdout.splitlines() if line.startswith("ok   ")]
-    assert len(oks) == len(crds) == 12, done.stdout
+    assert len(oks) == len(crds) == 18, done.stdout
     assert done.stdout.splitlines()[-1] == f"deploy-validate: {len(crds)} of {len(crds)} resources valid"
 
 
@@ -275,7 +280,9 @@ def test_envoy_gateway_rejects_header_names_with_underscores_on_the_gateway():
     assert ctp["metadata"] == {"name": "mcp-reject-underscore-headers", "namespace": gw["metadata"]["namespace"]}
     assert ctp["spec"] == {
         "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw["metadata"]["name"]}],
-        "headers": {"withUnderscoresAction": "RejectRequest"}}
+        "headers": {"withUnderscoresAction": "RejectRequest",
+                    # The verified token's payload header: only jwt_authn may write it (identity/).
+                    "earlyRequestHeaders": {"remove": ["x-jwt-payload"]}}}
 
 
 def test_istio_rejects_header_names_with_underscores_on_the_inbound_listener():
@@ -567,3 +574,107 @@ def test_envoy_gateway_rate_limit_cluster_is_http2_and_points_at_mcp_ratelimit()
     (ep,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
     assert ep["endpoint"]["address"]["socket_address"] == {"address": fqdn(svc), "port_value": svc["spec"]["ports"][0]["port"]}
     assert cluster["type"] == "STRICT_DNS"
+
+
+# ----------------------------------------------------------------------------------- identity overlays
+
+PAYLOAD_HEADER = "x-jwt-payload"
+
+
+def seed_member() -> dict:
+    """The seed policy as a member of a set (without its gateway)."""
+    return {k: v for k, v in SEED.items() if k != "gateway"}
+
+
+def check_identity_config(base: dict, overlay: dict) -> None:
+    """An overlay's filter config: the base's gateway plus identity, the seed policy as `ops`, a
+    read-only policy for the scope vms:read, and no catch-all (anyone else has no policy)."""
+    assert overlay["gateway"]["identity"] == {"payload_header": PAYLOAD_HEADER, "grant_claim": "sub"}
+    assert {k: v for k, v in overlay["gateway"].items() if k != "identity"} == base["gateway"]
+    assert set(overlay) == {"version", "policies", "attach", "gateway"}
+    assert overlay["policies"]["ops"] == seed_member()
+    assert overlay["policies"]["readonly"] == {"version": "1", "default": "deny", "hide": ["vm_agent_exec"],
+                                              "tools": {"list_vms": {}}}
+    assert overlay["attach"] == [{"policy": "ops", "when": [{"claim": "groups", "includes": "ops"}]},
+                                 {"policy": "readonly", "when": [{"claim": "scope", "includes": "vms:read"}]}]
+
+
+def test_istio_identity_verifies_the_token_and_forwards_its_payload_stripped_first():
+    base = by_kind("WasmPlugin", variant="istio")
+    plugin = by_kind("WasmPlugin", variant="istio/identity")
+    # The same plugin (name, image, phase, fail-closed, port, env) with another configuration.
+    assert plugin["metadata"] == base["metadata"]
+    assert {k: v for k, v in plugin["spec"].items() if k != "pluginConfig"} == \
+        {k: v for k, v in base["spec"].items() if k != "pluginConfig"}
+    check_identity_config(base["spec"]["pluginConfig"], plugin["spec"]["pluginConfig"])
+    ra = by_kind("RequestAuthentication", variant="istio/identity")
+    assert ra["metadata"]["namespace"] == plugin["metadata"]["namespace"]
+    assert ra["spec"]["selector"] == plugin["spec"]["selector"]
+    (rule,) = ra["spec"]["jwtRules"]
+    assert rule["outputPayloadToHeader"] == PAYLOAD_HEADER
+    assert rule["fromHeaders"] == [{"name": "authorization", "prefix": "Bearer "}]
+    assert "fromParams" not in rule and rule["forwardOriginalToken"] is False
+    assert rule["issuer"] and rule["audiences"] and rule["jwksUri"].startswith("https://")
+    # The client's copy is removed first thing on the same inbound listener, in the base (so that
+    # turning identity on later cannot open the gap).
+    strip = by_kind("EnvoyFilter", "mcp-strip-jwt-payload", "istio")
+    assert strip["spec"]["workloadSelector"]["labels"] == plugin["spec"]["selector"]["matchLabels"]
+    (p,) = strip["spec"]["configPatches"]
+    assert p["applyTo"] == "HTTP_FILTER" and p["patch"]["operation"] == "INSERT_FIRST"
+    assert p["match"]["context"] == "SIDECAR_INBOUND"
+    assert p["match"]["listener"]["portNumber"] == plugin["spec"]["match"][0]["ports"][0]["number"]
+    lua = p["patch"]["value"]["typed_config"]
+    assert lua["@type"] == "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
+    assert lua["default_source_code"]["inline_string"] == (
+        "function envoy_on_request(request_handle)\n"
+        f"  request_handle:headers():remove(\"{PAYLOAD_HEADER}\")\n"
+        "end\n")
+
+
+def test_envoy_gateway_identity_verifies_the_token_and_forwards_its_payload_stripped_first():
+    base = by_kind("EnvoyExtensionPolicy", variant="envoy-gateway")
+    ext = by_kind("EnvoyExtensionPolicy", variant="envoy-gateway/identity")
+    assert ext["metadata"] == base["metadata"]
+    assert ext["spec"]["targetRefs"] == base["spec"]["targetRefs"]
+    (w,), (bw,) = ext["spec"]["wasm"], base["spec"]["wasm"]
+    assert {k: v for k, v in w.items() if k != "config"} == {k: v for k, v in bw.items() if k != "config"}
+    check_identity_config(bw["config"], w["config"])
+    sp = by_kind("SecurityPolicy", variant="envoy-gateway/identity")
+    assert sp["spec"]["targetRefs"] == ext["spec"]["targetRefs"]
+    (provider,) = sp["spec"]["jwt"]["providers"]
+    assert "optional" not in sp["spec"]["jwt"], "a request without a token is refused by jwt_authn"
+    assert provider["extractFrom"] == {"headers": [{"name": "authorization", "valuePrefix": "Bearer "}]}
+    assert provider["remoteJWKS"]["uri"].startswith("https://") and provider["issuer"] and provider["audiences"]
+    # jwt_authn's forward_payload_header, added by a patch on the Gateway's listener.
+    gw = by_kind("Gateway", variant="envoy-gateway")
+    epp = by_kind("EnvoyPatchPolicy", "mcp-jwt-payload-header", "envoy-gateway/identity")
+    assert epp["spec"]["targetRef"] == {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                        "name": gw["metadata"]["name"]}
+    (patch,) = epp["spec"]["jsonPatches"]
+    (listener,) = gw["spec"]["listeners"]
+    assert patch["type"] == "type.googleapis.com/envoy.config.listener.v3.Listener"
+    assert patch["name"] == f"{gw['metadata']['namespace']}/{gw['metadata']['name']}/{listener['name']}"
+    assert patch["operation"] == {
+        "op": "add",
+        "jsonPath": "..http_filters[?(@.name=='envoy.filters.http.jwt_authn')].typed_config.providers.*",
+        "path": "/forward_payload_header",
+        "value": PAYLOAD_HEADER,
+    }
+    # The client's copy is removed before routing and every filter, in the base.
+    ctp = by_kind("ClientTrafficPolicy", variant="envoy-gateway")
+    assert ctp["spec"]["headers"]["earlyRequestHeaders"] == {"remove": [PAYLOAD_HEADER]}
+
+
+def test_identity_policy_sets_pass_mcp_policy_check(tmp_path):
+    cli = Path(REPO_ROOT / "target" / "release" / "mcp-policy")
+    if not cli.is_file():
+        pytest.fail(f"mcp-policy not built: {cli} is missing (make cli)", pytrace=False)
+    configs = {
+        "istio": by_kind("WasmPlugin", variant="istio/identity")["spec"]["pluginConfig"],
+        "envoy-gateway": by_kind("EnvoyExtensionPolicy", variant="envoy-gateway/identity")["spec"]["wasm"][0]["config"],
+    }
+    for name, config in configs.items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps(config), encoding="utf-8")
+        r = subprocess.run([str(cli), "check", str(f)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (name, r.stdout, r.stderr)

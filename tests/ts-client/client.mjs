@@ -23,7 +23,7 @@ const client = new Client(
 const outcome = async (name, args) => {
   try {
     const result = await client.callTool({ name, arguments: args });
-    return { tool: name, ok: true, text: result.content?.[0]?.text ?? null };
+    return { tool: name, ok: true, is_error: result.isError ?? false, text: result.content?.[0]?.text ?? null };
   } catch (e) {
     return { tool: name, ok: false, code: e.code ?? null, message: e.message, data: e.data ?? null, error: e.constructor?.name ?? null,
              elicitations: e instanceof UrlElicitationRequiredError ? e.elicitations : null };

@@ -1,10 +1,10 @@
 // Validates the custom resources of deploy/ against pinned CRD schemas, from npm packages (see
 // package.json; versions pinned in package-lock.json):
 //   - @kubernetes-models/istio 3.0.1: generated from Istio 1.29.2's CRDs (manifests/charts/base/
-//     files/crd-all.gen.yaml): WasmPlugin, EnvoyFilter, VirtualService.
+//     files/crd-all.gen.yaml): WasmPlugin, EnvoyFilter, VirtualService, RequestAuthentication.
 //   - @kubernetes-models/envoy-gateway 2.0.0: generated from Envoy Gateway's Go API
 //     (gateway.envoyproxy.io/v1alpha1): EnvoyProxy, EnvoyExtensionPolicy, BackendTrafficPolicy,
-//     EnvoyPatchPolicy.
+//     EnvoyPatchPolicy, ClientTrafficPolicy, SecurityPolicy.
 //   - @kubernetes-models/gateway-api 2.0.0: Gateway API (gateway.networking.k8s.io/v1): Gateway,
 //     HTTPRoute.
 // Two checks per resource:
@@ -26,6 +26,7 @@ const MODELS = {
   "extensions.istio.io/v1alpha1": "@kubernetes-models/istio/extensions.istio.io/v1alpha1",
   "networking.istio.io/v1alpha3": "@kubernetes-models/istio/networking.istio.io/v1alpha3",
   "networking.istio.io/v1": "@kubernetes-models/istio/networking.istio.io/v1",
+  "security.istio.io/v1": "@kubernetes-models/istio/security.istio.io/v1",
   "gateway.envoyproxy.io/v1alpha1": "@kubernetes-models/envoy-gateway/gateway.envoyproxy.io/v1alpha1",
   "gateway.networking.k8s.io/v1": "@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1",
 };

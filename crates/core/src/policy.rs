@@ -127,16 +127,6 @@ impl Policy {
         self
     }
 
-    /// The grant id an approval of `grant` is bound to: the grant itself under a plain policy, and
-    /// under a set's policy the grant within that policy (SHA-256 of the policy name and the grant),
-    /// so an approval given under one policy is never used under another.
-    pub fn approval_grant(&self, grant: &crate::identity::grant::GrantId) -> crate::identity::grant::GrantId {
-        match &self.name {
-            None => *grant,
-            Some(name) => crate::limits::within_policy(name, grant),
-        }
-    }
-
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
     /// `delete\u200bvm`, `delete-vm` for `delete_vm`; see `fold::tool_key`) is hidden too.
     pub fn is_hidden(&self, tool: &str) -> bool {

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use mcp_policy_core::identity::grant::from_hex32 as hex32;
 use mcp_policy_core::wire::json::{Json, Parser};
 
-use crate::api::{MAX_EXPIRES_IN, MAX_GRANT, MAX_REASON, MAX_REQUEST_ID, MAX_TOOL, MAX_WAIT};
-use crate::store::{CheckInput, Upstream};
+use crate::api::{MAX_CALLER, MAX_EXPIRES_IN, MAX_GRANT, MAX_REASON, MAX_REQUEST_ID, MAX_TOOL, MAX_WAIT};
+use crate::store::{Caller, CheckInput, Upstream};
 
 /// The 400 answer when the key sent is not the key of the call shown to the approver.
 pub const KEY_MISMATCH: &str = "key does not match grant_id, upstream, tool and arguments";
@@ -94,6 +94,52 @@ fn upstream(value: Option<&Json>) -> Result<Upstream, String> {
         return Err(format!("upstream: path at most {MAX_UPSTREAM_PATH} bytes"));
     }
     Ok(Upstream { cluster: cluster.to_owned(), authority: authority.to_owned(), path: path.to_owned() })
+}
+
+/// The 400 answer for a caller sent in part.
+pub const CALLER_PARTIAL: &str = "policy, subject, client_id and act: send all four or none";
+
+/// The members naming the caller: all four (the filter's `CheckRequest` sends them together) or
+/// none. `policy`, `subject` and `client_id` are strings or `null`; `act` an array of at most
+/// `MAX_ACTORS` strings; each at most [`MAX_CALLER`] bytes, without U+0000.
+fn caller(members: &HashMap<String, Member<'_>>) -> Result<Option<Caller>, String> {
+    const NAMES: [&str; 4] = ["policy", "subject", "client_id", "act"];
+    let sent = NAMES.iter().filter(|n| members.contains_key(**n)).count();
+    if sent == 0 {
+        return Ok(None);
+    }
+    if sent < NAMES.len() {
+        return Err(CALLER_PARTIAL.into());
+    }
+    let text = |name: &str, s: &str| -> Result<String, String> {
+        if s.contains('\0') {
+            return Err(format!("{name}: must not contain U+0000"));
+        }
+        if s.len() > MAX_CALLER {
+            return Err(format!("{name}: longer than {MAX_CALLER} bytes"));
+        }
+        Ok(s.to_owned())
+    };
+    let opt = |name: &str| -> Result<Option<String>, String> {
+        match members.get(name).map(|m| &m.value) {
+            Some(Json::Null) => Ok(None),
+            Some(Json::String(s)) => text(name, s).map(Some),
+            _ => Err(format!("{name}: must be a string or null")),
+        }
+    };
+    let max_actors = mcp_policy_core::identity::payload::MAX_ACTORS;
+    let act = match members.get("act").map(|m| &m.value) {
+        Some(Json::Array(items)) if items.len() <= max_actors => items
+            .iter()
+            .map(|i| match i {
+                Json::String(s) => text("act", s),
+                _ => Err("act: must be an array of strings".to_owned()),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(Json::Array(_)) => return Err(format!("act: at most {max_actors} actors")),
+        _ => return Err("act: must be an array of strings".into()),
+    };
+    Ok(Some(Caller { policy: opt("policy")?, subject: opt("subject")?, client_id: opt("client_id")?, act }))
 }
 
 /// One member as read: its value and, for the members kept verbatim, its source text.
@@ -188,7 +234,9 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
         None | Some(Json::Null) => String::new(),
         Some(_) => string("reason", MAX_REASON)?,
     };
-    let expected = mcp_policy_core::approval::key_with(
+    let caller = caller(&members)?;
+    let expected = mcp_policy_core::approval::key_for(
+        caller.as_ref(),
         &grant_id_bytes,
         &upstream,
         &tool,
@@ -211,6 +259,7 @@ pub fn parse_check_limited(body: &[u8], max_arguments: usize) -> Result<(CheckIn
         reason,
         input_responses: input_responses.map(|m| m.raw.to_owned()).unwrap_or_default(),
         request_state,
+        caller,
     };
     Ok((input, wait))
 }

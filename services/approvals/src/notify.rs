@@ -319,6 +319,7 @@ mod tests {
                 authority: "gw.example".into(),
                 path: "/a/mcp?key=s3cr3t-path".into(),
             },
+            caller: None,
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Decision {
     /// The attached policy's name under a policy set, and who called, from the verified token only
     /// (`gateway.identity`).
     pub provenance: Option<Box<crate::identity::payload::Provenance>>,
+    /// The request is MCP 2026-07-28, whose schema requires `resultType` in every result: a
+    /// refusal shaped as a tool result (`gateway.refusal_shape`) says `"resultType":"complete"`.
+    pub tagged_results: bool,
 }
 
 impl Decision {
@@ -43,6 +46,7 @@ impl Decision {
             dry_run: false,
             approval_id: None,
             provenance: None,
+            tagged_results: false,
         }
     }
 

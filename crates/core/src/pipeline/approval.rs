@@ -17,7 +17,7 @@ use crate::wire::mcp::Id;
 /// quota reserved for it (given back unless it goes upstream) and the decision so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingApproval {
-    /// SHA-256 binding key (`approval::key_with`: grant, upstream, tool, arguments, leg).
+    /// SHA-256 binding key (`approval::key_for`: caller, grant, upstream, tool, arguments, leg).
     pub key: String,
     pub grant_label: String,
     /// SHA-256 of the credential.
@@ -40,6 +40,9 @@ pub struct PendingApproval {
     pub leg: crate::wire::leg::Leg,
     /// How the call is answered while its approval is pending (`crate::approval::offer`).
     pub offer: Offer,
+    /// The attached policy's name and who calls, from the verified token (bound by `key`, sent
+    /// to the service and shown to the approver); `None` under a plain policy without identity.
+    pub caller: Option<Box<crate::identity::payload::Provenance>>,
 }
 
 impl PendingApproval {
@@ -59,6 +62,7 @@ impl PendingApproval {
             reason: self.reason.as_deref(),
             input_responses: self.leg.input_responses.as_deref(),
             request_state: self.leg.request_state.as_deref(),
+            caller: self.caller.as_deref(),
         }
         .to_json()
     }

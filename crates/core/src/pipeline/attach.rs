@@ -27,12 +27,27 @@ pub struct Attached {
 impl Attached {
     /// Record the policy and the caller in `d` (every decision of the request carries them).
     pub fn stamp(&self, d: &mut Decision) {
-        if d.provenance.is_some() || (self.provenance.is_none() && self.policy.name.is_none()) {
-            return;
+        if d.provenance.is_none() {
+            d.provenance = self.caller().map(Box::new);
         }
-        let mut p = self.provenance.clone().unwrap_or_default();
+    }
+
+    /// The policy's name and who calls: `None` under a plain policy without `gateway.identity`.
+    pub fn caller(&self) -> Option<Provenance> {
+        if self.provenance.is_none() && self.policy.name.is_none() {
+            return None;
+        }
+        let mut p = self.provenance.as_deref().cloned().unwrap_or_default();
         p.policy.clone_from(&self.policy.name);
-        d.provenance = Some(p);
+        Some(p)
+    }
+
+    /// This attachment, its caller recorded in `head` (an approval's key binds it).
+    fn on(self, head: &RequestHead) -> Attached {
+        if let Some(c) = self.caller() {
+            let _ = head.caller.set(c);
+        }
+        self
     }
 }
 
@@ -57,7 +72,7 @@ pub fn attach(set: &PolicySet, head: &RequestHead) -> Result<Attached, Box<Outco
         }
         let grant = grant_of(base, head).ok();
         let (policy, why) = set.choose(None, grant.as_ref().map(|g| &g.id));
-        return Ok(Attached { policy: Rc::clone(policy), why, provenance: None });
+        return Ok(Attached { policy: Rc::clone(policy), why, provenance: None }.on(head));
     };
     let refuse = |why: &'static str| Box::new(no_grant(base, &Id::null(), why));
     let claims = claims(head).map_err(refuse)?;
@@ -69,5 +84,5 @@ pub fn attach(set: &PolicySet, head: &RequestHead) -> Result<Attached, Box<Outco
     let (policy, why) = set.choose(Some(&claims), Some(&grant.id));
     // Every step after this one reads the grant from the claim, never from a header.
     let _ = head.grant.set(Ok(grant));
-    Ok(Attached { policy: Rc::clone(policy), why, provenance: Some(Box::new(claims.provenance())) })
+    Ok(Attached { policy: Rc::clone(policy), why, provenance: Some(Box::new(claims.provenance())) }.on(head))
 }

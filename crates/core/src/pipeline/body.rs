@@ -116,6 +116,11 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
             out
         }
     };
+    let tagged = version == crate::wire::protocol::Version::V2026_07_28;
+    out.decision.tagged_results = tagged;
+    if let Some(p) = out.approval.as_mut() {
+        p.decision.tagged_results = tagged;
+    }
     // A valid retry goes upstream (now, or once approved) without the gateway's members, whichever
     // way it was judged; the host applies the rewrite only to a call it forwards.
     out.rewrite = rewrite;

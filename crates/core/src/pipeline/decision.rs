@@ -36,7 +36,8 @@ pub struct Outcome {
 impl Outcome {
     /// With `gateway.refusal_shape: "tool_result"`: a refused `tools/call` (a policy refusal about
     /// one tool, answered 200) becomes a successful JSON-RPC response whose result is a failed tool
-    /// call, `{"content":[{"type":"text","text":REASON}],"isError":true}`; every other reply stays.
+    /// call, `{"content":[{"type":"text","text":REASON}],"isError":true}` (with `"resultType":"complete"`
+    /// first for an MCP 2026-07-28 request, whose schema requires it); every other reply stays.
     pub fn shape(&mut self, shape: crate::terms::RefusalShape) {
         if shape != crate::terms::RefusalShape::ToolResult {
             return;
@@ -56,7 +57,11 @@ impl Outcome {
         let mut body = String::with_capacity(96 + reply.body.len() / 2);
         body.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
         body.push_str(id);
-        body.push_str(",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+        body.push_str(",\"result\":{");
+        if self.decision.tagged_results {
+            body.push_str("\"resultType\":\"complete\",");
+        }
+        body.push_str("\"content\":[{\"type\":\"text\",\"text\":");
         crate::wire::json::write_str(&mut body, &refusal.reason());
         body.push_str("}],\"isError\":true}}");
         reply.body = body;

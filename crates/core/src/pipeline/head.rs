@@ -7,6 +7,7 @@ use super::credential::{grant_of, no_grant};
 use super::{refuse, version, Outcome};
 use crate::approval;
 use crate::identity::grant::Grant;
+use crate::identity::payload::Provenance;
 use crate::identity::stray;
 use crate::outcome::decision::Decision;
 use crate::outcome::kind::DecisionKind;
@@ -78,6 +79,9 @@ pub struct RequestHead {
     /// The grant read from `credential`, once: the credential is hashed (SHA-256) at most once per
     /// request, however many steps ask (`check_session`, `on_headers`, `on_body`).
     pub(super) grant: OnceCell<Result<Grant, &'static str>>,
+    /// Who calls and under which policy, set by [`super::attach`] when there is a verified identity
+    /// or a named policy: bound by an approval's key and shown to its approver.
+    pub(super) caller: OnceCell<Provenance>,
 }
 
 impl RequestHead {
@@ -106,6 +110,7 @@ impl RequestHead {
             cluster: None,
             payload: HeaderValue::Absent,
             grant: OnceCell::new(),
+            caller: OnceCell::new(),
         };
         let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.

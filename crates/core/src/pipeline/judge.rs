@@ -98,8 +98,9 @@ pub(super) fn judge_message(
                 let args = t.arguments.as_ref();
                 let value = args.and_then(crate::wire::mcp::Arguments::value);
                 Judged::Ask(Box::new(PendingApproval {
-                    key: approval::key_with(
-                        &policy.approval_grant(&grant.id),
+                    key: approval::key_for(
+                        head.caller.get(),
+                        &grant.id,
                         &upstream,
                         &t.name,
                         value.as_ref(),
@@ -119,6 +120,7 @@ pub(super) fn judge_message(
                     decision: d,
                     leg: t.leg.clone(),
                     offer: crate::approval::offer::Offer::Fallback,
+                    caller: head.caller.get().cloned().map(Box::new),
                 }))
             };
             let service = policy.gateway.rate_limit_service.is_some();

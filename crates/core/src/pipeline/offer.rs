@@ -49,7 +49,7 @@ pub(super) fn check_retry(
     let args = t.arguments.as_ref().and_then(crate::wire::mcp::Arguments::value);
     let key = upstream
         .as_ref()
-        .map(|u| approval::key(&policy.approval_grant(&grant.id), u, &t.name, args.as_ref()))
+        .map(|u| approval::key_for(head.caller.get(), &grant.id, u, &t.name, args.as_ref(), None, None))
         .unwrap_or_default();
     let keys = policy.gateway.session_keys.as_ref();
     let refuse = |why| Checked::Refused(Refusal::ApprovalStateInvalid { tool: t.name.clone(), why });

@@ -411,3 +411,25 @@ fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused()
         assert!(outcome(None).reply.is_none(), "{method} without the header is not refused");
     }
 }
+
+#[test]
+fn a_refusal_shaped_as_a_tool_result_says_its_result_type_in_2026() {
+    let p = policy(r#""refusal_shape":"tool_result""#);
+    let meta = json!({protocol::META_VERSION_KEY: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delete_vm","_meta":meta}});
+    let h26 = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "delete_vm")];
+    let mut out = decide(&p, &h26, &call.to_string());
+    out.shape(p.gateway.refusal_shape);
+    assert_eq!(
+        out.reply.unwrap().body,
+        r#"{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[{"type":"text","text":"tool is hidden by policy"}],"isError":true}}"#
+    );
+    // Before 2026-07-28 results carry no resultType.
+    let old = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delete_vm"}}"#;
+    let mut out = decide(&p, &[("mcp-protocol-version", "2025-11-25")], old);
+    out.shape(p.gateway.refusal_shape);
+    assert_eq!(
+        out.reply.unwrap().body,
+        r#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"tool is hidden by policy"}],"isError":true}}"#
+    );
+}

@@ -42,6 +42,12 @@ pub struct ApprovalJson<'a> {
     input_responses: Option<Box<RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     request_state: Option<&'a str>,
+    /// Who called, from the verified token, and the attached policy: `null` (and `act` `[]`)
+    /// without identity or a policy set.
+    policy: Option<&'a str>,
+    subject: Option<&'a str>,
+    client_id: Option<&'a str>,
+    act: &'a [String],
 }
 
 /// An approval's `upstream`: `{"cluster", "authority", "path"}`.
@@ -80,6 +86,10 @@ pub fn approval_json<'a>(app: &App, a: &'a Approval) -> ApprovalJson<'a> {
         input_responses: (!a.input_responses.is_empty())
             .then(|| RawValue::from_string(a.input_responses.clone()).unwrap_or_default()),
         request_state: a.request_state.as_deref(),
+        policy: a.caller.as_ref().and_then(|c| c.policy.as_deref()),
+        subject: a.caller.as_ref().and_then(|c| c.subject.as_deref()),
+        client_id: a.caller.as_ref().and_then(|c| c.client_id.as_deref()),
+        act: a.caller.as_ref().map_or(&[][..], |c| c.act.as_slice()),
     }
 }
 

@@ -21,6 +21,9 @@ pub const MAX_TOOL: usize = 256;
 pub const MAX_GRANT: usize = 1024;
 pub const MAX_REQUEST_ID: usize = 1024;
 pub const MAX_REASON: usize = 4096;
+/// `policy`, `subject`, `client_id` and each actor of `act`, in bytes; `act` has at most
+/// `mcp_policy_core::identity::payload::MAX_ACTORS` actors (the filter reads no more).
+pub const MAX_CALLER: usize = 1024;
 /// The filter accepts answer fields up to 2048 bytes (`MAX_ANSWER_FIELD` in crates/core/src/approval.rs).
 pub const MAX_NOTE: usize = 2048;
 pub const MAX_EXPIRES_IN: i64 = 604_800;

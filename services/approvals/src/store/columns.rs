@@ -5,14 +5,16 @@
 pub(crate) const COLUMNS: &str =
     "id, key, state, grant_label, tool, arguments, request_id, reason, created_at, expires_in, \
      expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
-     input_responses, request_state, upstream_cluster, upstream_authority, upstream_path";
+     input_responses, request_state, upstream_cluster, upstream_authority, upstream_path, policy, subject, \
+     client_id, act";
 
 /// [`COLUMNS`] without the arguments (`''` in their place): for rows only logged or counted, so a
 /// batch of big arguments is never read under the store lock.
 pub(crate) const COLUMNS_NO_ARGUMENTS: &str = "id, key, state, grant_label, tool, '', request_id, reason, created_at, \
                                                expires_in, expires_at, decided_at, approver, note, consumed_at, \
                                                consumed_request_id, grant_id, '', NULL, upstream_cluster, \
-                                               upstream_authority, upstream_path";
+                                               upstream_authority, upstream_path, policy, subject, client_id, \
+                                               act";
 
 /// An [`Approval`](super::Approval) from a row of [`COLUMNS`], `arguments` in place of column 5:
 /// `$row.$get(index)?` reads a column as the driver does (`postgres::Row::try_get`,
@@ -47,6 +49,7 @@ macro_rules! approval_from_row {
                 authority: $row.$get(20)?,
                 path: $row.$get(21)?,
             },
+            caller: $crate::store::caller_of($row.$get(22)?, $row.$get(23)?, $row.$get(24)?, $row.$get(25)?),
         }
     }};
 }

@@ -23,13 +23,34 @@ use std::sync::{Arc, Mutex};
 
 /// The schema version this build writes (SQLite `PRAGMA user_version`; PostgreSQL
 /// `mcp_approvals_migrations`). 3 added the approver sessions, 4 the continuation legs, 5 the
-/// upstream an approval is bound to.
-pub const SCHEMA_VERSION: i64 = 5;
+/// upstream an approval is bound to, 6 the caller (policy, subject, client and actor chain).
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The MCP server a call goes to, as the filter's Envoy routes it (the filter's own type): the
 /// cluster, `:authority` and `:path`, bound by the key and shown to the approver.
 pub use mcp_policy_core::approval::Upstream;
 
+/// Who called and under which policy, as the filter read it from the verified token (the
+/// filter's own type): the attached policy's name, `sub`, `client_id` and the RFC 8693 actor chain
+/// (each actor's `sub`, the current actor first). Bound by the key, shown to the approver.
+pub use mcp_policy_core::identity::payload::Provenance as Caller;
+
+/// A [`Caller`] from its four columns; `act` is the chain as JSON text, `NULL` for an approval
+/// without a caller (a plain policy without identity, or a row written before schema 6).
+pub(crate) fn caller_of(
+    policy: Option<String>,
+    subject: Option<String>,
+    client_id: Option<String>,
+    act: Option<String>,
+) -> Option<Caller> {
+    let act = serde_json::from_str::<Vec<String>>(&act?).unwrap_or_default();
+    Some(Caller { policy, subject, client_id, act })
+}
+
+/// The `act` column of a caller: its chain as JSON text (`NULL` without a caller).
+pub(crate) fn act_column(caller: Option<&Caller>) -> Option<String> {
+    caller.map(|c| serde_json::Value::from(c.act.clone()).to_string())
+}
 /// The longest prefix of `bytes` that is UTF-8 (a prefix cut may end inside a character).
 pub(crate) fn utf8_prefix(bytes: Vec<u8>) -> String {
     match String::from_utf8(bytes) {
@@ -102,6 +123,8 @@ pub struct Approval {
     /// The MCP server the call goes to (schema 5; empty strings in rows written before, whose keys
     /// no check of a current filter can match).
     pub upstream: Upstream,
+    /// Who called, under which policy (schema 6; `None` without identity and in rows before).
+    pub caller: Option<Caller>,
 }
 
 impl Approval {
@@ -174,6 +197,8 @@ pub struct CheckInput {
     /// A continuation leg's `inputResponses` (JSON text as sent, "" when none) and `requestState`.
     pub input_responses: String,
     pub request_state: Option<String>,
+    /// Who called and under which policy, from the verified token (bound by the key).
+    pub caller: Option<Caller>,
 }
 
 /// The pending approval a check may open (API.md step 4), and the limits it opens within.

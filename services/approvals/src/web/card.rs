@@ -52,6 +52,56 @@ fn upstream_html(a: &Approval) -> (Markup, bool) {
     (markup, e1 || e2 || e3)
 }
 
+/// Who called, as the filter read it from the verified token, and the policy the call was judged
+/// by: `caller: subject S · client C · actors, current first: A, B · policy P` (each part only when
+/// present; nothing for a call without identity or policy set). Every value in printable ASCII (as
+/// the tool and the server). The second value: a character was escaped.
+fn caller_html(a: &Approval) -> (Markup, bool) {
+    let Some(c) = &a.caller else { return (html! {}, false) };
+    let mut escaped = false;
+    let mut shown = |s: &str| {
+        let (text, e) = visible(s);
+        escaped |= e;
+        text
+    };
+    let subject = c.subject.as_deref().map(&mut shown);
+    let client = c.client_id.as_deref().map(&mut shown);
+    let actors: Vec<String> = c.act.iter().map(|s| shown(s)).collect();
+    let policy = c.policy.as_deref().map(&mut shown);
+    let mut parts: Vec<Markup> = Vec::new();
+    if let Some(s) = subject {
+        parts.push(html! { "subject " b.mono.subject { (s) } });
+    }
+    if let Some(s) = client {
+        parts.push(html! { "client " span.mono.client-id { (s) } });
+    }
+    if !actors.is_empty() {
+        parts.push(html! {
+            "actors, current first: "
+            @for (i, s) in actors.iter().enumerate() {
+                @if i > 0 { ", " }
+                span.mono.actor { (s) }
+            }
+        });
+    }
+    if let Some(s) = policy {
+        parts.push(html! { "policy " span.mono.policy { (s) } });
+    }
+    if parts.is_empty() {
+        return (html! {}, false);
+    }
+    let markup = html! {
+        p.caller {
+            "caller: "
+            @for (i, part) in parts.iter().enumerate() {
+                @if i > 0 { " · " }
+                (part)
+            }
+        }
+    };
+    (markup, escaped)
+}
+
 /// Where a card is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -66,6 +116,7 @@ pub enum View {
 pub(crate) fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, back: &str, view: View) -> Markup {
     let (tool, tool_escaped) = visible(&a.tool);
     let (upstream, upstream_escaped) = upstream_html(a);
+    let (caller, caller_escaped) = caller_html(a);
     // Only the start of long arguments is read for the list page: shown as sent (escaped), with
     // no warnings about the rest and no Approve button.
     let complete = a.arguments.len() == arguments_bytes;
@@ -88,7 +139,10 @@ pub(crate) fn card(a: &Approval, arguments_bytes: usize, s: &Session, now: i64, 
                 span class={ "state state-" (state) } { (state) }
             }
             (upstream)
-            @if rendered.escaped || tool_escaped || upstream_escaped { (badge("escaped", ESCAPED_BADGE)) }
+            (caller)
+            @if rendered.escaped || tool_escaped || upstream_escaped || caller_escaped {
+                (badge("escaped", ESCAPED_BADGE))
+            }
             @if rendered.numbers { (badge("numbers", NUMBERS_BADGE)) }
             @if rendered.whitespace { (badge("whitespace", WHITESPACE_BADGE)) }
             @for w in &rendered.lookalikes { (badge("lookalike", w)) }

@@ -282,7 +282,7 @@ async fn one_pending_per_key_in_the_schema() {
                 .unwrap_err();
             assert!(err.to_string().contains("UNIQUE"), "{err}");
             let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(version, 5);
+            assert_eq!(version, 6);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         }
@@ -304,7 +304,7 @@ async fn one_pending_per_key_in_the_schema() {
                 (err.as_db_error().unwrap().constraint().map(str::to_string), versions)
             });
             assert_eq!(err.as_deref(), Some("approvals_one_pending_per_key"));
-            assert_eq!(versions, vec![2, 3, 4, 5]);
+            assert_eq!(versions, vec![2, 3, 4, 5, 6]);
         }
     }
 }
@@ -371,9 +371,11 @@ async fn api_requires_a_bearer_token() {
     assert_eq!(
         keys,
         vec![
+            "act",
             "approval_url",
             "approver",
             "arguments",
+            "client_id",
             "consumed_at",
             "created_at",
             "decided_at",
@@ -382,9 +384,11 @@ async fn api_requires_a_bearer_token() {
             "id",
             "key",
             "note",
+            "policy",
             "reason",
             "request_id",
             "state",
+            "subject",
             "tool",
             "upstream"
         ]

@@ -20,6 +20,7 @@ use mcp_approvals::{router, App, Config, ManualClock};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+mod callers;
 mod forged;
 mod lifecycle;
 mod pages;

@@ -226,6 +226,7 @@ fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
             reason: String::new(),
             input_responses: String::new(),
             request_state: None,
+            caller: None,
         };
         backend
             .with(|st| {

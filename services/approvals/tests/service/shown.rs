@@ -229,5 +229,9 @@ async fn a_schema_1_file_is_migrated() {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((v, gid.as_str()), (5, ""));
+    assert_eq!((v, gid.as_str()), (6, ""));
+    // Stored before callers were recorded: none is claimed.
+    let r = router(App::open(&db, config(), ManualClock::new(T0)).unwrap());
+    let got = api_on(&r, Method::GET, "/v1/approvals/apr_00000000000000000000000000", Some(ALICE), None).await.json();
+    assert_eq!((&got["subject"], &got["act"]), (&Value::Null, &json!([])));
 }

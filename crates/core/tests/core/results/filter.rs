@@ -36,6 +36,7 @@ pub(crate) fn call(tool: &str, id: &str) -> Decision {
         dry_run: false,
         approval_id: None,
         provenance: None,
+        tagged_results: false,
     }
 }
 

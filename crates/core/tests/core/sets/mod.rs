@@ -10,6 +10,7 @@ use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHea
 use mcp_policy_core::terms::RefusalShape;
 use mcp_policy_core::wire::b64::{self, Alphabet};
 
+mod approval;
 mod payload_header;
 
 const T0: u64 = 1_700_000_040_000;

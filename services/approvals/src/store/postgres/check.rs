@@ -67,12 +67,14 @@ pub(super) fn check_in(
         return Ok((CheckOutcome::TooManyPendingInAll { pending }, changes));
     }
     let expires_at = now.saturating_add(input.expires_in);
+    let caller = input.caller.as_ref();
     let inserted = tx.query_opt(
         &format!(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
              expires_in, expires_at, note, grant_id, input_responses, request_state, upstream_cluster, \
-             upstream_authority, upstream_path) \
-             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11, $12, $13, $14, $15, $16)
+             upstream_authority, upstream_path, policy, subject, client_id, act) \
+             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10, '', $11, $12, $13, $14, $15, $16, $17, $18, \
+             $19, $20)
              ON CONFLICT (key) WHERE state = 'pending' DO NOTHING
              RETURNING {COLUMNS}"
         ),
@@ -93,6 +95,10 @@ pub(super) fn check_in(
             &input.upstream.cluster,
             &input.upstream.authority,
             &input.upstream.path,
+            &caller.and_then(|c| c.policy.as_deref()),
+            &caller.and_then(|c| c.subject.as_deref()),
+            &caller.and_then(|c| c.client_id.as_deref()),
+            &crate::store::act_column(caller),
         ],
     )?;
     match inserted {

@@ -8,7 +8,7 @@ use crate::store::{Result, StoreError, SCHEMA_VERSION};
 
 /// The versioned migrations: version, SQL. Version 2 is the approvals table as SQLite has it at
 /// schema 2 (PostgreSQL support starts there), 3 the approver sessions.
-const MIGRATIONS: [(i64, &str); 4] = [
+const MIGRATIONS: [(i64, &str); 5] = [
     (
         2,
         "CREATE TABLE approvals (
@@ -64,6 +64,15 @@ const MIGRATIONS: [(i64, &str); 4] = [
         "ALTER TABLE approvals ADD COLUMN upstream_cluster TEXT NOT NULL DEFAULT '';
         ALTER TABLE approvals ADD COLUMN upstream_authority TEXT NOT NULL DEFAULT '';
         ALTER TABLE approvals ADD COLUMN upstream_path TEXT NOT NULL DEFAULT '';",
+    ),
+    // 6: who called and under which policy, from the verified token (bound by the key, shown);
+    // `act` (the actor chain as JSON text) NULL for an approval without a caller, as in rows of before.
+    (
+        6,
+        "ALTER TABLE approvals ADD COLUMN policy TEXT;
+        ALTER TABLE approvals ADD COLUMN subject TEXT;
+        ALTER TABLE approvals ADD COLUMN client_id TEXT;
+        ALTER TABLE approvals ADD COLUMN act TEXT;",
     ),
 ];
 

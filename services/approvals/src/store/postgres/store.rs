@@ -145,7 +145,7 @@ impl Storage for PgStore {
                 "SELECT id, key, state, grant_label, tool, substring(convert_to(arguments, 'UTF8') FROM 1 FOR $3), \
                  request_id, reason, created_at, expires_in, expires_at, decided_at, approver, note, consumed_at, \
                  consumed_request_id, grant_id, input_responses, request_state, upstream_cluster, upstream_authority, \
-                 upstream_path, octet_length(arguments)::BIGINT \
+                 upstream_path, policy, subject, client_id, act, octet_length(arguments)::BIGINT \
                  FROM approvals WHERE state = 'pending' AND expires_at > $1 ORDER BY created_at ASC, seq ASC LIMIT $2",
                 &[&now, &limit, &prefix],
             )?;
@@ -153,7 +153,7 @@ impl Storage for PgStore {
                 .iter()
                 .map(|row| {
                     let prefix: Vec<u8> = row.try_get(5)?;
-                    let bytes: i64 = row.try_get(22)?;
+                    let bytes: i64 = row.try_get(26)?;
                     Ok(Listed {
                         approval: approval_with(row, utf8_prefix(prefix))?,
                         arguments_bytes: usize::try_from(bytes).unwrap_or(0),

@@ -15,7 +15,8 @@ pub(super) fn listed_columns(prefix: usize) -> String {
     format!(
         "id, key, state, grant_label, tool, substr(CAST(arguments AS BLOB), 1, {prefix}), request_id, reason, \
          created_at, expires_in, expires_at, decided_at, approver, note, consumed_at, consumed_request_id, grant_id, \
-         input_responses, request_state, upstream_cluster, upstream_authority, upstream_path, octet_length(arguments)"
+         input_responses, request_state, upstream_cluster, upstream_authority, upstream_path, policy, subject, \
+         client_id, act, octet_length(arguments)"
     )
 }
 
@@ -31,7 +32,7 @@ fn approval_row_with(row: &Row<'_>, arguments: String) -> rusqlite::Result<Appro
 
 pub(super) fn listed_row(row: &Row<'_>) -> rusqlite::Result<Listed> {
     let prefix: Vec<u8> = row.get(5)?;
-    let bytes: i64 = row.get(22)?;
+    let bytes: i64 = row.get(26)?;
     Ok(Listed {
         approval: approval_row_with(row, utf8_prefix(prefix))?,
         arguments_bytes: usize::try_from(bytes).unwrap_or(0),

@@ -60,6 +60,16 @@ ALTER TABLE approvals ADD COLUMN upstream_authority TEXT NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN upstream_path TEXT NOT NULL DEFAULT '';
 ";
 
+/// Schema 6: who called and under which policy, from the verified token (bound by the key,
+/// shown); `act` (the actor chain as JSON text) is `NULL` for an approval without a caller, as in
+/// every row of before.
+const CALLER: &str = "
+ALTER TABLE approvals ADD COLUMN policy TEXT;
+ALTER TABLE approvals ADD COLUMN subject TEXT;
+ALTER TABLE approvals ADD COLUMN client_id TEXT;
+ALTER TABLE approvals ADD COLUMN act TEXT;
+";
+
 /// Schema 4: a continuation leg's `inputResponses` and `requestState` (bound by the key, shown).
 const LEGS: &str = "
 ALTER TABLE approvals ADD COLUMN input_responses TEXT NOT NULL DEFAULT '';
@@ -99,6 +109,10 @@ impl SqliteStore {
         // 4 -> 5: the upstream an approval is bound to.
         if version < 5 {
             steps.push_str(UPSTREAM);
+        }
+        // 5 -> 6: the caller.
+        if version < 6 {
+            steps.push_str(CALLER);
         }
         conn.execute_batch(&format!("BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))?;
         Ok(SqliteStore { conn })

@@ -107,12 +107,14 @@ impl Storage for SqliteStore {
             input_responses: input.input_responses.clone(),
             request_state: input.request_state.clone(),
             upstream: input.upstream.clone(),
+            caller: input.caller.clone(),
         };
         tx.execute(
             "INSERT INTO approvals (id, key, state, grant_label, tool, arguments, request_id, reason, created_at, \
              expires_in, expires_at, note, grant_id, input_responses, request_state, upstream_cluster, \
-             upstream_authority, upstream_path) \
-             VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11, ?12, ?13, ?14, ?15, ?16)",
+             upstream_authority, upstream_path, policy, subject, client_id, act) \
+             VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, '', ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+             ?19, ?20)",
             params![
                 approval.id,
                 approval.key,
@@ -129,7 +131,11 @@ impl Storage for SqliteStore {
                 approval.request_state,
                 approval.upstream.cluster,
                 approval.upstream.authority,
-                approval.upstream.path
+                approval.upstream.path,
+                approval.caller.as_ref().and_then(|c| c.policy.as_deref()),
+                approval.caller.as_ref().and_then(|c| c.subject.as_deref()),
+                approval.caller.as_ref().and_then(|c| c.client_id.as_deref()),
+                crate::store::act_column(approval.caller.as_ref())
             ],
         )?;
         tx.commit()?;
