@@ -34,6 +34,7 @@ fn call() -> Decision {
         dry_run: false,
         approval_id: None,
         provenance: None,
+        tagged_results: false,
     }
 }
 
