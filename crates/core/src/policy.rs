@@ -236,6 +236,12 @@ impl Policy {
         self.flows.iter().filter(move |f| f.denies(tool))
     }
 
+    /// Is a call of `tool` checked against flows by the rate limit service (`crate::rls::marks`)
+    /// rather than in shared data?
+    pub fn checks_flows_remotely(&self, tool: Option<&str>) -> bool {
+        self.gateway.rate_limit_service.is_some() && tool.is_some_and(|t| self.flows_denying(t).next().is_some())
+    }
+
     /// The marks a forwarded call of `tool` sets once answered with a result.
     pub fn marks_of(&self, tool: &str) -> &[String] {
         self.tools.get(tool).map_or(&[], |r| r.marks.as_slice())

@@ -136,6 +136,11 @@ struct Filter {
     mark_grant: Option<GrantId>,
     /// A mark could not be recorded: the response is reset, never released unmarked.
     mark_failed: bool,
+    /// With `gateway.rate_limit_service`: the marks the response's results set, to send to the service.
+    marks_out: Vec<String>,
+    /// The response body held while the service records marks: the callout's token, the bytes held
+    /// and how many marks were sent.
+    mark_call: Option<(u32, usize, usize)>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.
@@ -161,6 +166,10 @@ impl RequestState {
 
 impl Context for Filter {
     fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        if self.mark_call.is_some_and(|(t, _, _)| t == token_id) {
+            self.on_marks_response(status_code, response_size);
+            return;
+        }
         self.on_rls_response(token_id, status_code, response_size);
     }
 

@@ -49,10 +49,33 @@ impl Filter {
 
     #[inline]
     pub(super) fn response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if let Some((_, held, _)) = self.mark_call {
+            if body_size > held {
+                // More of the body came while its marks are recorded: it would pass unread. A result
+                // that marks is the last message of its stream in practice; anything after it is refused.
+                let why = format!("{} more response bytes came while they were recorded", body_size - held);
+                return self.mark_not_recorded(&why);
+            }
+            return Action::Pause;
+        }
+        if self.mark_failed {
+            return Action::Pause;
+        }
+        let (action, held) = self.response_body_read(body_size, end_of_stream);
+        if self.marks_out.is_empty() || action != Action::Continue {
+            return action;
+        }
+        // Held until the service has recorded the marks (`rls::marks`); `held` is what the body now
+        // holds (the step may have rewritten it).
+        self.send_marks(held)
+    }
+
+    /// The body's step acted on: the action and the body's length afterwards.
+    fn response_body_read(&mut self, body_size: usize, end_of_stream: bool) -> (Action, usize) {
         let step = match self.response.on_body(body_size, end_of_stream) {
             Step::Read => match hostcalls::get_buffer(BufferType::HttpResponseBody, 0, body_size) {
                 Ok(chunk) => {
-                    let Some(policy) = self.policy.clone() else { return self.unconfigured() };
+                    let Some(policy) = self.policy.clone() else { return (self.unconfigured(), 0) };
                     let chunk = chunk.unwrap_or_default();
                     let step =
                         self.response.on_chunk_judged(&chunk, end_of_stream, &|name| policy.is_unlisted(name), &policy);
@@ -60,7 +83,7 @@ impl Filter {
                     if self.mark_failed {
                         // Never released before its mark is recorded: no later call may slip past.
                         let _ = hostcalls::reset_http_response();
-                        return Action::Pause;
+                        return (Action::Pause, body_size);
                     }
                     step
                 }
@@ -69,8 +92,8 @@ impl Filter {
             step => step,
         };
         match step {
-            Step::Pass | Step::Read => Action::Continue,
-            Step::Hold => Action::Pause,
+            Step::Pass | Step::Read => (Action::Continue, body_size),
+            Step::Hold => (Action::Pause, body_size),
             Step::Write { bytes, removed } => {
                 if let Err(s) = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &bytes) {
                     let bad = self.response.host_failed(HostOp::Write, &s, end_of_stream);
@@ -79,11 +102,11 @@ impl Filter {
                 if removed > 0 {
                     self.metrics.tools_removed(removed);
                 }
-                Action::Continue
+                (Action::Continue, bytes.len())
             }
             Step::Drop => {
                 let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, b"");
-                Action::Continue
+                (Action::Continue, 0)
             }
             Step::Fail(bad) => self.replace_body(body_size, bad),
         }
@@ -124,7 +147,8 @@ impl Filter {
         }
     }
 
-    /// Set `mark` on the request's grant in shared data, before the result that set it goes on.
+    /// Set `mark` on the request's grant in shared data, before the result that set it goes on;
+    /// with `gateway.rate_limit_service`, queue it for the service (`Filter::send_marks`).
     fn record_mark(&mut self, tool: &str, mark: &str) {
         let Some(policy) = self.policy.clone() else { return };
         let Some(grant) = self.mark_grant else {
@@ -135,6 +159,12 @@ impl Filter {
             self.mark_failed = true;
             return;
         };
+        if policy.gateway.rate_limit_service.is_some() {
+            if !self.marks_out.iter().any(|m| m == mark) {
+                self.marks_out.push(mark.to_owned());
+            }
+            return;
+        }
         let limiter = mcp_policy_core::limits::Limiter {
             store: &super::HostStore,
             now_ms: super::now_ms(),
@@ -149,19 +179,22 @@ impl Filter {
         }
     }
 
-    /// A body that cannot be filtered after its headers went out: the error replaces it.
-    fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> Action {
+    /// A body that cannot be filtered after its headers went out: the error replaces it (no result
+    /// goes on, so no mark need be recorded for it).
+    fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> (Action, usize) {
         self.result_events();
+        self.marks_out.clear();
         self.count_bad(&bad);
         if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
             let _ = hostcalls::reset_http_response();
         }
-        Action::Continue
+        (Action::Continue, bad.body.len())
     }
 
     /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
     fn refuse_response(&mut self, bad: BadUpstream) -> Action {
         self.result_events();
+        self.marks_out.clear();
         self.count_bad(&bad);
         self.send(bad.reply())
     }

@@ -127,6 +127,8 @@ impl RootContext for Root {
             decided_at_ms: None,
             mark_grant: None,
             mark_failed: false,
+            marks_out: Vec::new(),
+            mark_call: None,
         }))
     }
 

@@ -6,6 +6,12 @@
 //! one is refused (`INVALID_ARGUMENT`): this service has no limits file, the caller's policy is the
 //! one source of truth. Source: envoy/service/ratelimit/v3/rls.proto and
 //! envoy/extensions/common/ratelimit/v3/ratelimit.proto.
+//!
+//! A descriptor whose first entry is `mcp_mark` is a mark, not a counter (the filter's
+//! `rls::marks`; README "Marks"): entries `mcp_mark`, `mcp_grant` and `mcp_mark_for_ms` (1 ms to 30
+//! days), in that order; `hits_addend` 1 sets the mark (the store keeps the time, in its own clock,
+//! for at least that long), 0 checks it (`OVER_LIMIT` while it was set less than that long ago).
+//! Its key leaves `mcp_mark_for_ms` out, so that every flow's check reads the one marking.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
@@ -22,7 +28,25 @@ pub const MAX_ENTRIES: usize = 16;
 /// at policy load).
 pub const MAX_TEXT_BYTES: usize = mcp_policy_core::rls::MAX_TEXT_BYTES;
 
-/// One counter a request counts against.
+/// Descriptor entry keys of a mark (the filter's `rls::marks`).
+pub const MARK_KEY: &str = mcp_policy_core::rls::marks::MARK_KEY;
+pub const MARK_GRANT_KEY: &str = mcp_policy_core::rls::GRANT_KEY;
+pub const MARK_FOR_KEY: &str = mcp_policy_core::rls::marks::FOR_KEY;
+/// Longest `mcp_mark_for_ms`: 30 days (the filter's longest `for`).
+pub const MAX_MARK_MS: u64 = 30 * 86_400_000;
+
+/// What a descriptor asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Count `hits` against `limit` per window.
+    Count,
+    /// Is the mark set less than `window_ms` ago? (`hits_addend` 0)
+    MarkCheck,
+    /// Set the mark now, kept for at least `window_ms` (`hits_addend` 1).
+    MarkSet,
+}
+
+/// One counter a request counts against (or a mark it checks or sets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counter {
     /// Store key: `PREFIX` + 32 hex digits of SHA-256 over (domain, entries, window).
@@ -31,8 +55,17 @@ pub struct Counter {
     pub limit: u64,
     /// Hits this request adds: the descriptor's `hits_addend`, else the request's, else 1.
     pub hits: u64,
-    /// Window length in milliseconds; windows are aligned to the Unix epoch (UTC).
+    /// Window length in milliseconds; windows are aligned to the Unix epoch (UTC). For a mark:
+    /// `mcp_mark_for_ms`.
     pub window_ms: u64,
+    pub kind: Kind,
+}
+
+impl Counter {
+    /// A counter (`Kind::Count`).
+    pub fn count(key: impl Into<String>, limit: u64, hits: u64, window_ms: u64) -> Self {
+        Counter { key: key.into(), limit, hits, window_ms, kind: Kind::Count }
+    }
 }
 
 /// Window length of an RLS unit, in milliseconds. Month and year have no fixed length: refused.
@@ -66,6 +99,35 @@ pub fn key(prefix: &str, domain: &str, d: &RateLimitDescriptor, window_ms: u64) 
     format!("{prefix}{}", hex(digest.get(..16).unwrap_or(&[])))
 }
 
+/// The store key of a mark: domain, mark and grant (not its `for`), hashed apart from every counter
+/// (a window length of 0, which no counter has).
+pub fn mark_key(prefix: &str, domain: &str, d: &RateLimitDescriptor) -> String {
+    let mut d = d.clone();
+    d.entries.retain(|e| e.key != MARK_FOR_KEY);
+    key(prefix, domain, &d, 0)
+}
+
+/// A mark descriptor (first entry `mcp_mark`), or why it is invalid.
+fn mark(prefix: &str, domain: &str, i: usize, d: &RateLimitDescriptor, hits: u64) -> Result<Counter, String> {
+    let keys: Vec<&str> = d.entries.iter().map(|e| e.key.as_str()).collect();
+    if keys != [MARK_KEY, MARK_GRANT_KEY, MARK_FOR_KEY] || d.entries.iter().any(|e| e.value.is_empty()) {
+        return Err(format!(
+            "descriptors[{i}]: a mark has the entries {MARK_KEY}, {MARK_GRANT_KEY} and {MARK_FOR_KEY}, in that order, \
+             none empty"
+        ));
+    }
+    let for_ms = d.entries.get(2).and_then(|e| e.value.parse::<u64>().ok()).filter(|ms| (1..=MAX_MARK_MS).contains(ms));
+    let Some(for_ms) = for_ms else {
+        return Err(format!("descriptors[{i}]: {MARK_FOR_KEY} must be 1 to {MAX_MARK_MS} milliseconds"));
+    };
+    let kind = match hits {
+        0 => Kind::MarkCheck,
+        1 => Kind::MarkSet,
+        _ => return Err(format!("descriptors[{i}]: a mark's hits_addend is 0 (check) or 1 (set)")),
+    };
+    Ok(Counter { key: mark_key(prefix, domain, d), limit: 0, hits, window_ms: for_ms, kind })
+}
+
 /// The counters of `req`, or why the request is invalid (answered `INVALID_ARGUMENT`).
 pub fn counters(prefix: &str, req: &RateLimitRequest) -> Result<Vec<Counter>, String> {
     if req.domain.is_empty() || req.domain.len() > MAX_TEXT_BYTES {
@@ -89,6 +151,19 @@ pub fn counters(prefix: &str, req: &RateLimitRequest) -> Result<Vec<Counter>, St
         if d.is_negative_hits {
             return Err(format!("descriptors[{i}]: is_negative_hits is not supported (quota is never given back)"));
         }
+        if d.entries.first().is_some_and(|e| e.key == MARK_KEY) {
+            let hits = d.hits_addend.as_ref().map_or(request_hits, |h| h.value);
+            let counter = mark(prefix, &req.domain, i, d, hits)?;
+            // Two flows naming one mark check it with their own `for`: the same key, two descriptors.
+            if out
+                .iter()
+                .any(|c: &Counter| c.key == counter.key && c.kind == counter.kind && c.window_ms == counter.window_ms)
+            {
+                return Err(format!("descriptors[{i}]: the same descriptor twice in one request"));
+            }
+            out.push(counter);
+            continue;
+        }
         let Some(limit) = d.limit.as_ref() else {
             return Err(format!(
                 "descriptors[{i}]: no limit override; mcp-ratelimit takes every limit from the request"
@@ -106,6 +181,7 @@ pub fn counters(prefix: &str, req: &RateLimitRequest) -> Result<Vec<Counter>, St
             limit: u64::from(limit.requests_per_unit),
             hits,
             window_ms,
+            kind: Kind::Count,
         };
         if out.iter().any(|c: &Counter| c.key == counter.key) {
             return Err(format!("descriptors[{i}]: the same descriptor twice in one request"));

@@ -49,7 +49,7 @@ pub fn response(counters: &[Counter], applied: &Applied) -> RateLimitResponse {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let reset = applied.until_reset_ms(c);
+            let reset = applied.until_reset_ms(i, c);
             DescriptorStatus {
                 code: if applied.over(i, c) { Code::OverLimit } else { Code::Ok } as i32,
                 current_limit: Some(RateLimit {

@@ -10,6 +10,10 @@
 //! from zero; a caller can get up to 2 × limit within one window length across an edge. With Redis,
 //! the clock is Redis's own (`TIME` inside the script): every instance agrees on the window.
 //!
+//! Marks (`crate::counters::Kind`) are checked in the same step: a request with a mark that holds is
+//! refused whole, as one over a limit. A mark's value is the time it was set (ms, the store's clock),
+//! its key expires no sooner than its `for` after that.
+//!
 //! With Redis a decision carries a deadline, and what an answer too late for its caller committed
 //! is taken back ([`UNDO_SCRIPT`]; the timing is `crate::decide`'s).
 
@@ -18,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::counters::Counter;
+use crate::counters::{Counter, Kind};
 
 /// The result of one decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,20 +37,42 @@ pub struct Applied {
 
 impl Applied {
     /// Is counter `i` (with `c`) over its limit with this request's hits?
+    /// A mark check: is the mark set less than its `for` ago?
     pub fn over(&self, i: usize, c: &Counter) -> bool {
-        self.before.get(i).copied().unwrap_or(u64::MAX).saturating_add(c.hits) > c.limit
+        match c.kind {
+            Kind::Count => self.before.get(i).copied().unwrap_or(u64::MAX).saturating_add(c.hits) > c.limit,
+            Kind::MarkCheck => self.mark_left_ms(i, c) > 0,
+            Kind::MarkSet => false,
+        }
     }
 
-    /// Hits left in counter `i`'s window after this decision.
+    /// Hits left in counter `i`'s window after this decision (0 for a mark).
     pub fn remaining(&self, i: usize, c: &Counter) -> u64 {
+        if c.kind != Kind::Count {
+            return 0;
+        }
         let before = self.before.get(i).copied().unwrap_or(u64::MAX);
         let used = if self.admitted { before.saturating_add(c.hits) } else { before };
         c.limit.saturating_sub(used)
     }
 
-    /// Milliseconds until counter `c`'s window ends.
-    pub fn until_reset_ms(&self, c: &Counter) -> u64 {
-        c.window_ms - self.now_ms % c.window_ms.max(1)
+    /// Milliseconds until counter `c`'s window ends; for a mark check, until the mark lifts (0: it
+    /// does not hold); for a marking, its `for`.
+    pub fn until_reset_ms(&self, i: usize, c: &Counter) -> u64 {
+        match c.kind {
+            Kind::Count => c.window_ms - self.now_ms % c.window_ms.max(1),
+            Kind::MarkCheck => self.mark_left_ms(i, c),
+            Kind::MarkSet => c.window_ms,
+        }
+    }
+
+    /// Milliseconds the mark of descriptor `i` still holds (0: not set, or lifted).
+    fn mark_left_ms(&self, i: usize, c: &Counter) -> u64 {
+        match self.before.get(i).copied() {
+            Some(0) => 0,
+            Some(at) => at.saturating_add(c.window_ms).saturating_sub(self.now_ms),
+            None => u64::MAX,
+        }
     }
 }
 
@@ -55,10 +81,12 @@ impl Applied {
 pub struct StoreError(pub String);
 
 /// The check-then-increment-all-or-none script. KEYS: the counters. ARGV[1]: the deadline in Redis's
-/// clock (ms since the epoch; 0: none); then per counter its limit, hits and window length in ms.
-/// Returns {admitted (0/1), now_ms, before_1, …, before_n}, or {2, now_ms} when Redis runs it after
-/// the deadline: then nothing is read or written, since no answer could reach the caller in time.
-/// A counter's key expires at the end of its window (PEXPIREAT, Redis's clock).
+/// clock (ms since the epoch; 0: none); then per counter its kind (0 count, 1 mark check, 2 mark
+/// set), limit, hits and window length (a mark's `for`) in ms. Returns {admitted (0/1), now_ms,
+/// before_1, …, before_n} (a mark's before: the time it was set, 0 if never), or {2, now_ms} when
+/// Redis runs it after the deadline: then nothing is read or written, since no answer could reach
+/// the caller in time. A counter's key expires at the end of its window (PEXPIREAT, Redis's clock);
+/// a mark's, no sooner than its `for` after now.
 pub const SCRIPT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -69,19 +97,32 @@ end
 local n = #KEYS
 local out = {1, now}
 for i = 1, n do
+  local b = 4 * i - 3
+  local kind = tonumber(ARGV[b + 1])
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   out[i + 2] = c
-  if c + tonumber(ARGV[3 * i]) > tonumber(ARGV[3 * i - 1]) then
+  if kind == 0 and c + tonumber(ARGV[b + 3]) > tonumber(ARGV[b + 2]) then
+    out[1] = 0
+  elseif kind == 1 and c > 0 and c + tonumber(ARGV[b + 4]) > now then
     out[1] = 0
   end
 end
 if out[1] == 1 then
   for i = 1, n do
-    local hits = tonumber(ARGV[3 * i])
-    if hits > 0 then
-      local w = tonumber(ARGV[3 * i + 1])
+    local b = 4 * i - 3
+    local kind = tonumber(ARGV[b + 1])
+    local hits = tonumber(ARGV[b + 3])
+    local w = tonumber(ARGV[b + 4])
+    if kind == 0 and hits > 0 then
       redis.call('INCRBY', KEYS[i], hits)
       redis.call('PEXPIREAT', KEYS[i], now - (now % w) + w)
+    elseif kind == 2 then
+      if out[i + 2] < now then
+        redis.call('SET', KEYS[i], now, 'KEEPTTL')
+      end
+      if redis.call('PTTL', KEYS[i]) < w then
+        redis.call('PEXPIRE', KEYS[i], w)
+      end
     end
   end
 end
@@ -194,7 +235,12 @@ impl RedisStore {
         let mut inv = self.script.prepare_invoke();
         inv.arg(deadline.map_or(0, |d| self.clock.redis_ms(d)));
         for c in counters {
-            inv.key(&c.key).arg(c.limit).arg(c.hits).arg(c.window_ms);
+            let kind = match c.kind {
+                Kind::Count => 0,
+                Kind::MarkCheck => 1,
+                Kind::MarkSet => 2,
+            };
+            inv.key(&c.key).arg(kind).arg(c.limit).arg(c.hits).arg(c.window_ms);
         }
         let mut conn = self.conn.clone();
         let sent = Instant::now();
@@ -220,7 +266,9 @@ impl RedisStore {
         let mut inv = self.undo.prepare_invoke();
         inv.arg(applied.now_ms);
         for c in counters {
-            inv.key(&c.key).arg(c.hits).arg(c.window_ms);
+            // A marking is never taken back: a mark set for a result that never arrived only refuses more.
+            let hits = if c.kind == Kind::Count { c.hits } else { 0 };
+            inv.key(&c.key).arg(hits).arg(c.window_ms);
         }
         let mut conn = self.conn.clone();
         inv.invoke_async(&mut conn).await.map_err(|e| StoreError(format!("redis: {e}")))
@@ -267,16 +315,25 @@ impl MemoryStore {
                 _ => 0,
             })
             .collect();
-        let admitted = counters.iter().zip(&before).all(|(c, b)| b.saturating_add(c.hits) <= c.limit);
-        if admitted {
-            for (c, b) in counters.iter().zip(&before) {
-                if c.hits > 0 {
-                    let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
-                    map.insert(c.key.clone(), (end, b + c.hits));
+        let mut applied = Applied { admitted: true, now_ms, before };
+        applied.admitted = counters.iter().enumerate().all(|(i, c)| !applied.over(i, c));
+        if applied.admitted {
+            for (c, b) in counters.iter().zip(&applied.before) {
+                match c.kind {
+                    Kind::Count if c.hits > 0 => {
+                        let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
+                        map.insert(c.key.clone(), (end, b + c.hits));
+                    }
+                    Kind::MarkSet => {
+                        let entry = map.entry(c.key.clone()).or_insert((0, 0));
+                        entry.0 = entry.0.max(now_ms + c.window_ms);
+                        entry.1 = entry.1.max(now_ms);
+                    }
+                    _ => {}
                 }
             }
         }
-        Ok(Applied { admitted, now_ms, before })
+        Ok(applied)
     }
 
     /// Counters held (expired ones until the next sweep included).
@@ -331,7 +388,7 @@ mod tests {
     use super::*;
 
     fn c(key: &str, limit: u64, hits: u64) -> Counter {
-        Counter { key: key.into(), limit, hits, window_ms: 60_000 }
+        Counter::count(key, limit, hits, 60_000)
     }
 
     const T0: u64 = 1_700_000_040_000;
@@ -348,7 +405,7 @@ mod tests {
         assert_eq!(r.before, vec![0, 10]);
         assert!(!r.over(0, &c("b", 5, 1)) && r.over(1, &c("a", 10, 1)));
         assert_eq!(m.apply_at(&[c("b", 5, 5)], T0 + 2).unwrap().before, vec![0]);
-        assert_eq!(r.until_reset_ms(&c("a", 10, 1)), 59_999);
+        assert_eq!(r.until_reset_ms(1, &c("a", 10, 1)), 59_999);
         // The next window starts from zero.
         assert_eq!(m.apply_at(&[c("a", 10, 1)], T0 + 60_000).unwrap().before, vec![0]);
         // A batch above the limit is refused whole.

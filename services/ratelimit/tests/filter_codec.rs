@@ -114,10 +114,7 @@ fn responses_encoded_by_prost_decode_identically_in_the_filter() {
 fn the_services_own_answers_read_back() {
     use mcp_ratelimit::counters::Counter;
     use mcp_ratelimit::store::Applied;
-    let counters = vec![
-        Counter { key: "a".into(), limit: 10, hits: 11, window_ms: 60_000 },
-        Counter { key: "b".into(), limit: 5, hits: 1, window_ms: 3_600_000 },
-    ];
+    let counters = vec![Counter::count("a", 10, 11, 60_000), Counter::count("b", 5, 1, 3_600_000)];
     let applied = Applied { admitted: false, now_ms: 1_700_000_040_500, before: vec![0, 2] };
     let r = mcp_ratelimit::service::response(&counters, &applied);
     let ours = proto::Response::decode(&r.encode_to_vec()).unwrap();

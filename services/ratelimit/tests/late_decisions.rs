@@ -15,7 +15,7 @@ use mcp_ratelimit::metrics::Metrics;
 use mcp_ratelimit::store::{Applied, RedisStore, Store};
 
 fn c(key: &str, limit: u64, hits: u64, window_ms: u64) -> Counter {
-    Counter { key: key.into(), limit, hits, window_ms }
+    Counter::count(key, limit, hits, window_ms)
 }
 
 fn counters(list: &[Counter]) -> Arc<[Counter]> {

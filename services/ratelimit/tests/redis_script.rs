@@ -12,7 +12,7 @@ use mcp_ratelimit::counters::Counter;
 use mcp_ratelimit::store::RedisStore;
 
 fn c(key: &str, limit: u64, hits: u64, window_ms: u64) -> Counter {
-    Counter { key: key.into(), limit, hits, window_ms }
+    Counter::count(key, limit, hits, window_ms)
 }
 
 fn store(r: &Redis) -> RedisStore {

@@ -98,7 +98,9 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
     };
     let msg = retried.as_deref().unwrap_or(msg);
     let mut out = match judge_message(policy, head, msg, &grant, limiter) {
-        Judged::Forward(d, _, counted) if counted.is_empty() => Outcome::new(d, None),
+        Judged::Forward(d, _, counted) if counted.is_empty() && !policy.checks_flows_remotely(d.tool.as_deref()) => {
+            Outcome::new(d, None)
+        }
         Judged::Forward(d, _, counted) => {
             let rls = crate::pipeline::rls::Pending::single(policy, grant.id, id(), d.tool.clone(), &counted);
             Outcome { rls: rls.map(Box::new), ..Outcome::new(d, None) }

@@ -8,8 +8,12 @@ use crate::policy::Policy;
 
 /// The refusal of a call of `tool` by `grant`, if a flow denies it now: the first flow (in policy
 /// order) with a mark that holds, naming the mark that holds longest. A mark that cannot be read
-/// refuses the call (`limiter_unavailable`, fail closed).
+/// refuses the call (`limiter_unavailable`, fail closed). With `gateway.rate_limit_service`, the
+/// marks live in the service: the checks travel with the call (`crate::pipeline::rls`).
 pub(super) fn check(policy: &Policy, tool: &str, grant: &GrantId, limiter: &Limiter<'_>) -> Option<Refusal> {
+    if policy.gateway.rate_limit_service.is_some() {
+        return None;
+    }
     for flow in policy.flows_denying(tool) {
         let mut latest: Option<(&str, u64)> = None;
         for (mark, base) in flow.marks.iter().zip(&flow.mark_bases) {

@@ -2,6 +2,10 @@
 //! its descriptors ([`Pending`]) and the service's answer, or its absence, turned into forward or
 //! refuse ([`on_answer`], [`not_sent`]). The protocol itself is `crate::rls`.
 //!
+//! With `flows`, the call of a tool a flow denies carries one check per mark of each such flow
+//! (`crate::rls::marks`), after the limit descriptors: one round trip answers both, and a call a
+//! flow refuses counts against no limit (mcp-ratelimit's decisions are all or none).
+//!
 //! Three kinds of outcome, kept apart because only one of them may ever forward an uncounted call:
 //! - a decision (`OK` or `OVER_LIMIT`);
 //! - an outage ([`Answer::Unavailable`]): the service could not be reached or did not answer in
@@ -30,6 +34,15 @@ pub struct Element {
     pub tool: Option<String>,
     /// Indices into [`Pending::counted`].
     pub descriptors: Vec<usize>,
+    /// Indices into [`Pending::checks`].
+    pub checks: Vec<usize>,
+}
+
+/// One mark checked for a flow: indices into [`Policy::flows`] and that flow's `marks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    pub flow: usize,
+    pub mark: usize,
 }
 
 /// A request held while the rate limit service is asked.
@@ -37,6 +50,8 @@ pub struct Element {
 pub struct Pending {
     /// One entry per descriptor: (index in [`Policy::limits`] of its tightest limit, hits).
     pub counted: Vec<(usize, u64)>,
+    /// The flow checks, sent after the counted descriptors.
+    pub checks: Vec<Check>,
     pub grant_id: GrantId,
     pub elements: Vec<Element>,
     pub batch: bool,
@@ -55,6 +70,7 @@ impl Pending {
     pub fn new(grant_id: GrantId, batch: bool) -> Self {
         Pending {
             counted: Vec::new(),
+            checks: Vec::new(),
             grant_id,
             elements: Vec::new(),
             batch,
@@ -65,9 +81,10 @@ impl Pending {
         }
     }
 
-    /// The plan for one message counting against `limits`, or `None` if there are none.
+    /// The plan for one message counting against `limits` (and checked against the flows that
+    /// deny its tool), or `None` if there is nothing to ask.
     pub fn single(policy: &Policy, grant_id: GrantId, id: Id, tool: Option<String>, limits: &[usize]) -> Option<Self> {
-        if limits.is_empty() {
+        if limits.is_empty() && !policy.checks_flows_remotely(tool.as_deref()) {
             return None;
         }
         let mut p = Pending::new(grant_id, false);
@@ -108,22 +125,41 @@ impl Pending {
                 }
             }
         }
-        self.elements.push(Element { id, tool, descriptors });
+        let mut checks = Vec::new();
+        if policy.checks_flows_remotely(tool.as_deref()) {
+            let tool = tool.as_deref().unwrap_or_default();
+            for (flow, f) in policy.flows.iter().enumerate().filter(|(_, f)| f.denies(tool)) {
+                for mark in 0..f.marks.len() {
+                    let check = Check { flow, mark };
+                    let at = self.checks.iter().position(|c| *c == check).unwrap_or_else(|| {
+                        self.checks.push(check);
+                        self.checks.len() - 1
+                    });
+                    checks.push(at);
+                }
+            }
+        }
+        self.elements.push(Element { id, tool, descriptors, checks });
     }
 
-    /// Does the request count against anything?
+    /// Does the request count against anything, or check any mark?
     pub fn is_empty(&self) -> bool {
-        self.counted.is_empty()
+        self.counted.is_empty() && self.checks.is_empty()
     }
 
     /// The `RateLimitRequest` to send, or why none can be (then [`not_sent`] refuses the request,
     /// whatever `failure_mode` says: forwarding it would skip the quota).
     pub fn request(&self, policy: &Policy, domain: &str) -> Result<proto::Request, NotSendable> {
-        if self.broken || self.counted.iter().any(|&(i, _)| policy.limits.get(i).is_none()) {
+        let broken_check = |c: &Check| policy.flows.get(c.flow).is_none_or(|f| f.marks.get(c.mark).is_none());
+        if self.broken
+            || self.counted.iter().any(|&(i, _)| policy.limits.get(i).is_none())
+            || self.checks.iter().any(broken_check)
+        {
             return Err(NotSendable::Broken);
         }
-        if self.counted.len() > MAX_DESCRIPTORS {
-            return Err(NotSendable::TooManyDescriptors(self.counted.len()));
+        let n = self.counted.len() + self.checks.len();
+        if n > MAX_DESCRIPTORS {
+            return Err(NotSendable::TooManyDescriptors(n));
         }
         let grant = hex(&self.grant_id);
         let descriptors = self
@@ -146,6 +182,10 @@ impl Pending {
                     hits_addend: Some(hits),
                 })
             })
+            .chain(self.checks.iter().filter_map(|c| {
+                let f = policy.flows.get(c.flow)?;
+                Some(crate::rls::marks::descriptor(policy, f.marks.get(c.mark)?, &grant, f.for_ms, false))
+            }))
             .collect();
         Ok(proto::Request { domain: domain.to_owned(), descriptors, hits_addend: 0 })
     }
@@ -165,6 +205,16 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
     let failure_mode = policy.gateway.rate_limit_service.as_ref().map_or(FailureMode::Deny, |s| s.failure_mode);
     let (why, outage) = match answer {
         Answer::Decoded(r) => {
+            if let Some(out) = flow_denied(policy, &pending, &r) {
+                return match out {
+                    Ok(refusal) => {
+                        let hit = |e: &Element| e.tool.as_deref().is_some_and(|t| refusal.flow.denies(t));
+                        refuse(pending, &hit, &|s| refusal.refusal(&s))
+                    }
+                    Err(why) => on_answer(policy, pending, Answer::Unusable(why), now_ms),
+                };
+            }
+            // No check holds: an OVER_LIMIT past the counted descriptors names none of them (unusable).
             let over = r.statuses.iter().position(|s| s.code == proto::CODE_OVER_LIMIT);
             match (r.overall_code, over) {
                 (proto::CODE_OK, None) => {
@@ -182,7 +232,7 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
         Answer::Unavailable(why) => (why, true),
         Answer::Unusable(why) => (why, false),
     };
-    if outage && failure_mode == FailureMode::Allow {
+    if outage && failure_mode == FailureMode::Allow && pending.checks.is_empty() {
         let mut d = pending.decision;
         d.kind = DecisionKind::LimiterUnavailable;
         d.reason = Some(format!("{why}; forwarded (failure_mode allow)"));
@@ -191,7 +241,62 @@ pub fn on_answer(policy: &Policy, pending: Pending, answer: Answer, now_ms: u64)
         return out;
     }
     let make = |subject: Subject| Refusal::LimiterUnavailable { subject, fault: LimiterFault::Service(why.clone()) };
+    if outage && failure_mode == FailureMode::Allow {
+        // Only the calls a flow checks are refused (the batch with them).
+        return refuse(pending, &|e| !e.checks.is_empty(), &make);
+    }
     refuse(pending, &|_| true, &make)
+}
+
+/// The flow that refuses, found in the answer: the first flow (policy order) with a mark the service
+/// says holds, naming the mark that holds longest.
+struct Denial<'p> {
+    flow: &'p crate::policy::flows::Flow,
+    mark: &'p str,
+    retry_after_seconds: u64,
+}
+
+impl Denial<'_> {
+    fn refusal(&self, subject: &Subject) -> Refusal {
+        let tool = match subject {
+            Subject::Tool(t) => t.clone(),
+            _ => String::new(),
+        };
+        Refusal::FlowDenied {
+            tool,
+            flow: self.flow.name.clone(),
+            rule: self.flow.path.clone(),
+            mark: self.mark.to_owned(),
+            reason: self.flow.reason.clone(),
+            retry_after_seconds: self.retry_after_seconds,
+        }
+    }
+}
+
+/// `None` when no flow check holds; `Err` when the answer to a check that holds cannot be used.
+fn flow_denied<'p>(policy: &'p Policy, pending: &Pending, r: &proto::Response) -> Option<Result<Denial<'p>, String>> {
+    let base = pending.counted.len();
+    let mut best: Option<(Check, u64)> = None;
+    for (k, c) in pending.checks.iter().enumerate() {
+        let Some(s) = r.statuses.get(base + k) else {
+            return Some(Err(format!("rate limit service answered no status for flow check {k}")));
+        };
+        if s.code != proto::CODE_OVER_LIMIT {
+            continue;
+        }
+        let Some(until) = s.until_reset_ms.filter(|&u| u > 0) else {
+            return Some(Err("rate limit service answered OVER_LIMIT for a mark without the time it lifts".into()));
+        };
+        best = match best {
+            Some((b, u)) if b.flow < c.flow || (b.flow == c.flow && u >= until) => Some((b, u)),
+            _ => Some((*c, until)),
+        };
+    }
+    let (c, until) = best?;
+    let Some((flow, mark)) = policy.flows.get(c.flow).and_then(|f| Some((f, f.marks.get(c.mark)?))) else {
+        return Some(Err("a flow check names a flow or mark the policy lacks".into()));
+    };
+    Some(Ok(Denial { flow, mark, retry_after_seconds: until.div_ceil(1000).max(1) }))
 }
 
 /// Finish a held request that cannot be put to the service ([`Pending::request`] said why): refused,

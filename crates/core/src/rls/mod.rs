@@ -14,6 +14,10 @@
 //! At most [`MAX_DESCRIPTORS`] per request: a batch that would need more is refused by the filter
 //! itself ([`not_sent`]), so the service is never sent a request it rejects.
 //!
+//! With `flows`, the service also keeps the grants' marks ([`marks`]): a call a flow denies
+//! carries one check per mark after its limit descriptors, and a result that marks is held until
+//! the service has recorded the mark.
+//!
 //! Failure modes ([`answer`]): only an outage (the service unreachable or too slow) follows
 //! `failure_mode`; an answer that says the service could not take the request, or that cannot be
 //! read, refuses the call whatever `failure_mode` says. The protocol cannot give quota back: a
@@ -26,6 +30,7 @@ use crate::policy::Policy;
 use crate::terms::Window;
 
 mod answer;
+pub mod marks;
 pub mod proto;
 pub mod upstream;
 

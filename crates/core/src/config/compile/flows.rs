@@ -13,6 +13,9 @@ use crate::policy::ToolRule;
 pub const MAX_FLOW_SECONDS: u64 = 30 * 24 * 3600;
 /// Most flows in one policy (each is checked on every call of the tools it denies).
 pub const MAX_FLOWS: usize = 64;
+/// With `gateway.rate_limit_service`: most marks named by all flows together (one descriptor each
+/// on a call the flows deny; half of `crate::rls::MAX_DESCRIPTORS`, the rest left for its limits).
+pub const MAX_REMOTE_CHECKS: usize = 32;
 
 /// A mark's name: 1 to 64 of `A-Z a-z 0-9 _ . : -` (it is named in refusals, metrics and keys).
 pub(super) fn mark_name(name: &str, path: &str, errs: &mut Errors) {
@@ -49,7 +52,9 @@ fn setters(tools: &HashMap<String, ToolRule>) -> BTreeMap<&str, BTreeSet<String>
 }
 
 /// `flows`: names unique, every mark one some tool sets, `deny` not empty, `for` 1 s to 30 days.
-/// Under `gateway.rate_limit_service`, refused: marks are kept in this Envoy's shared data only.
+/// Under `gateway.rate_limit_service`, the marks live in the service (`crate::rls::marks`); the
+/// flows together name at most [`MAX_REMOTE_CHECKS`] marks, so that a call's checks and limits fit
+/// in one request.
 pub(super) fn flows(
     specs: &[FlowSpec],
     tools: &HashMap<String, ToolRule>,
@@ -59,11 +64,14 @@ pub(super) fn flows(
     if specs.is_empty() {
         return Vec::new();
     }
-    if rate_limit_service {
+    let checks: usize = specs.iter().map(|f| f.if_marked.len()).sum();
+    if rate_limit_service && checks > MAX_REMOTE_CHECKS {
         errs.push(err(
             "flows",
-            "flows are not supported with gateway.rate_limit_service: marks are kept in one Envoy's shared data, \
-             so another Envoy would not see them",
+            format!(
+                "with gateway.rate_limit_service, the flows together name at most {MAX_REMOTE_CHECKS} marks \
+                 (they name {checks}): a call carries one descriptor per mark of each flow that denies it"
+            ),
         ));
     }
     if specs.len() > MAX_FLOWS {

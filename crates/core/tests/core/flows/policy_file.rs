@@ -70,9 +70,22 @@ fn errors_name_their_json_path() {
 }
 
 #[test]
-fn flows_are_refused_with_the_rate_limit_service() {
-    let errs = load_errors(&format!(r#"{TRIFECTA},"gateway":{{"rate_limit_service":{{"cluster":"rls"}}}}}}"#));
-    assert_eq!(errs.len(), 1, "{errs:?}");
-    assert_eq!(errs[0].0, "flows");
-    assert!(errs[0].1.starts_with("flows are not supported with gateway.rate_limit_service"), "{errs:?}");
+fn flows_load_with_the_rate_limit_service_within_the_mark_bound() {
+    let p = trifecta(r#","gateway":{"rate_limit_service":{"cluster":"rls"}}"#);
+    assert_eq!(p.flows.len(), 1);
+    // 33 marks named by the flows together: one more than a call may carry to the service.
+    let marks: Vec<String> = (0..33).map(|i| format!("m{i}")).collect();
+    let text = format!(
+        r#"{{"version":"1","tools":{{"r":{{"marks":{m}}},"p":{{}}}},"flows":[{{"name":"f","if_marked":{m},"deny":["p"],"for":"1m"}}],"gateway":{{"rate_limit_service":{{"cluster":"rls"}}}}}}"#,
+        m = serde_json::to_string(&marks).unwrap()
+    );
+    assert_eq!(
+        load_errors(&text),
+        vec![(
+            "flows".to_owned(),
+            "with gateway.rate_limit_service, the flows together name at most 32 marks (they name 33): a call \
+             carries one descriptor per mark of each flow that denies it"
+                .to_owned()
+        )]
+    );
 }

@@ -18,6 +18,7 @@ use mcp_policy_core::rls::{self, proto, Answer};
 use mcp_policy_core::terms::FailureMode;
 use serde_json::Value;
 
+mod flows;
 mod with_approval;
 use with_approval::{ok_status, over_status};
 

@@ -1,0 +1,129 @@
+"""Tier 2: flows across Envoys (`make run-cluster`'s topology): one Redis, two mcp-ratelimit
+instances on it, two Envoys each asking its own instance (envoy/envoy-cluster.yaml), the stub upstream.
+
+What docs/src/policy/flows.md ("Across Envoys") promises:
+- a mark made through one Envoy refuses the flow's tools on the other, with −31014 `flow_denied`
+  naming the flow and the mark, and `retry_after_seconds` from the service's answer;
+- a result matching `mark_if` on one Envoy marks the grant on the other;
+- other grants and tools outside the flow are not affected;
+- with Redis stopped, the flow's tools are refused `limiter_unavailable` even under
+  `failure_mode: "allow"`, a tool outside the flow follows `failure_mode` (forwarded), and a marking
+  result never reaches the client unmarked (its response is reset).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from testkit import rls as hr
+from testkit.jsonrpc import headers_for, post, tool_call
+from testkit.upstream import json_canned, sse_canned
+
+FLOW = "no-egress-after-secrets"
+REASON = "no outbound tools for 10 minutes after reading secrets"
+
+
+def policy(failure_mode: str = "deny") -> dict:
+    p = hr.cluster_policy({
+        "read_secret": {"marks": ["secret"]},
+        "query_db": {"result": {"mark_if": [{"regex": "\\b\\d{3}-\\d{2}-\\d{4}\\b", "mark": "pii"}]}},
+        "http_post": {}, "send_email": {},
+        "list_files": {"limits": [{"counter": "files", "window": "hour", "max": 1000}]},
+    }, failure_mode=failure_mode)
+    p["flows"] = [{"name": FLOW, "if_marked": ["secret", "pii"], "deny": ["http_post", "send_email"],
+                   "for": "10m", "reason": REASON}]
+    return p
+
+
+def token(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def call(envoy, tok: str, tool: str, id_=1, path: str = "/mcp"):
+    """(reply, parsed body), or (None, None) when the response was reset before its body ended."""
+    try:
+        r = post(envoy.url + path, tool_call(tool, {"url": "https://example.com"}, id_), headers_for(tok))
+    except Exception:  # noqa: BLE001 - a reset stream: no body reached the client
+        return None, None
+    return r, json.loads(r.body)
+
+
+def forwarded(body: dict | None) -> bool:
+    return bool(body) and body.get("result", {}).get("content") == [{"type": "text", "text": "ok"}]
+
+
+@pytest.fixture(scope="module")
+def cluster(module_stack, stub):
+    s = module_stack
+    _, redis_port = hr.start_redis(s)
+    rls = [hr.start_rls(s, redis_port, name="rls-a"), hr.start_rls(s, redis_port, name="rls-b")]
+    envoys = [s.start_envoy(hr.render(s, policy(), stub.port, [r.port]), name=f"envoy-flows-{n}")
+              for n, r in zip("ab", rls)]
+    return {"envoys": envoys, "rls": rls}
+
+
+def test_a_mark_made_through_one_envoy_refuses_on_the_other(cluster):
+    a, b = cluster["envoys"]
+    tok, other = token("a"), token("b")
+    assert forwarded(call(b, tok, "http_post", 1)[1])
+    assert forwarded(call(a, tok, "read_secret", 2)[1])
+    r, body = call(b, tok, "http_post", 3)
+    assert r.status == 200
+    assert body["id"] == 3 and body["error"]["code"] == -31014
+    data = body["error"]["data"]
+    assert (data["kind"], data["tool"], data["flow"], data["mark"], data["rule"], data["reason"]) == (
+        "flow_denied", "http_post", FLOW, "secret", "flows[0]", REASON)
+    # From the service's answer: the mark was set moments ago and lasts 10 minutes.
+    assert 590 <= data["retry_after_seconds"] <= 600
+    assert r.headers["retry-after"] == str(data["retry_after_seconds"])
+    assert call(a, tok, "send_email", 4)[1]["error"]["data"]["kind"] == "flow_denied"
+    # A tool outside the flow, and another grant: allowed on both Envoys.
+    assert forwarded(call(b, tok, "list_files", 5)[1])
+    assert forwarded(call(a, other, "http_post", 6)[1])
+    assert forwarded(call(b, other, "http_post", 7)[1])
+    for rls in cluster["rls"]:
+        assert 'mcp_ratelimit_decisions_total{code="over_limit"}' in rls.metrics()
+
+
+def test_a_result_matching_mark_if_on_one_envoy_marks_on_the_other(cluster, stub):
+    a, b = cluster["envoys"]
+    tok = token("pii")
+    ssn = {"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "Ann, 078-05-1120"}]}}
+    stub.route("/db-ssn-cluster", json_canned(ssn))
+    r, body = call(b, tok, "query_db", 9, "/db-ssn-cluster")
+    assert body == ssn  # marking changes nothing in the result
+    r, body = call(a, tok, "http_post", 10)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "pii")
+
+
+def test_an_sse_result_is_held_until_its_mark_is_recorded(cluster, stub):
+    a, b = cluster["envoys"]
+    tok = token("sse")
+    result = {"jsonrpc": "2.0", "id": 11, "result": {"content": [{"type": "text", "text": "s3cr3t"}]}}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    stream = f"event: message\ndata: {json.dumps(progress)}\n\nevent: message\ndata: {json.dumps(result)}\n\n"
+    stub.route("/secret-sse", sse_canned(stream.encode(), pieces=2, chunk_delay=0.05))
+    r = post(a.url + "/secret-sse", tool_call("read_secret", {}, 11), headers_for(tok))
+    assert r.status == 200 and json.dumps(result) in r.body.decode(), r.body
+    r, body = call(b, tok, "http_post", 12)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+
+
+def test_with_redis_stopped_the_flows_tools_are_refused_and_marking_results_reset(stack, stub):
+    redis, redis_port = hr.start_redis(stack, name="redis-flows")
+    rls = hr.start_rls(stack, redis_port, name="rls-flows")
+    envoy = stack.start_envoy(hr.render(stack, policy("allow"), stub.port, [rls.port]), name="envoy-flows-down")
+    tok = token("down")
+    assert forwarded(call(envoy, tok, "http_post", 1)[1])
+    redis.stop()
+    r, body = call(envoy, tok, "http_post", 2)
+    assert r.status == 200 and body["error"]["data"]["kind"] == "limiter_unavailable", body
+    assert body["error"]["data"]["tool"] == "http_post"
+    # failure_mode allow: a tool outside the flow is forwarded.
+    assert forwarded(call(envoy, tok, "list_files", 3)[1])
+    # The marking result cannot be recorded: the client never gets it.
+    r, body = call(envoy, tok, "read_secret", 4)
+    assert not forwarded(body), body
