@@ -1,5 +1,5 @@
 """Policy sets behind real `jwt_authn`: an RS256 issuer whose public key is inlined as the JWKS
-(`Issuer`), and Envoy on envoy/envoy-ecds.yaml with `jwt_authn` before the policy filter
+(`Issuer`), and Envoy on envoy/envoy-ecds.yaml (or, for the native build, envoy-dynamic-ecds.yaml) with `jwt_authn` before the policy filter
 (`forward_payload_header: x-jwt-payload`) and the payload header stripped at the edge, as
 envoy/envoy-oauth.yaml does (`start_identity_envoy`). The set is written to the ECDS file, so a
 test reloads it with `testkit.envoy.set_policy`."""
@@ -44,7 +44,7 @@ def start_identity_envoy(stack: Stack, upstream_port: int, issuer: Issuer, polic
                          name: str = "envoy-identity") -> tuple[Envoy, Path]:
     """Envoy with jwt_authn (local JWKS of `issuer`) in front of the policy filter serving `policy`
     through ECDS: (envoy, the ECDS file)."""
-    setup = render_ecds_config(stack.log_dir / name, upstream_port)
+    setup = render_ecds_config(stack.log_dir / name, upstream_port, build=stack.build)
     cfg = yaml.safe_load(setup.config)
     h = hcm(cfg)
     h["early_header_mutation_extensions"] = [{

@@ -25,6 +25,9 @@ from testkit.logs import audit_records, grant_label
 from testkit.processes import wait_for
 from testkit.upstream import StubUpstream, compact, json_canned
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 TOOLS = [{"name": n, "inputSchema": {"type": "object"}} for n in ("list_vms", "vm_agent_exec", "delete_vm")]
 CONTAINED = "incident 42: alice's agent is cut off"
 
