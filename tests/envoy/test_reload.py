@@ -10,6 +10,10 @@ on the same bootstrap: test_run.py. README / ENVOY-NOTES promise:
   goes up) and the old one keeps serving;
 - rate counters survive a reload while `vm_id` stays the same; a changed `max` applies to the current
   count at once; a new `vm_id` starts from zero.
+
+The tests marked `both_builds` run on the native build too (envoy/envoy-dynamic-ecds.yaml and its
+ECDS resource envoy/ecds/mcp_policy_native.yaml), whose counters live in the process: they survive
+every reload (there is no `vm_id`).
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ def shipped_ecds_policy() -> dict:
 def start(stack: Stack, stub: StubUpstream, policy: dict | None = None, name: str = "envoy-ecds"):
     """Envoy on the rendered envoy-ecds.yaml, serving `policy` (None: the shipped ECDS file as copied,
     with its wasm path pointed at the filter under test). Returns (envoy, ECDS file)."""
-    setup = render_ecds_config(stack.log_dir / name, stub.port)
-    if policy is None:
+    setup = render_ecds_config(stack.log_dir / name, stub.port, build=stack.build)
+    if policy is None and stack.build == "native":
+        pass  # the shipped native resource names no file: the module is found by its name
+    elif policy is None:
         doc = json.loads(setup.ecds_file.read_text(encoding="utf-8"))
         doc["resources"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(stack.wasm)
         tmp = setup.ecds_file.with_suffix(".tmp")
@@ -100,6 +106,7 @@ def with_list_vms_denied(policy: dict, reason: str = FROZEN) -> dict:
 # ---------------------------------------------------------------------------------------- (a)
 
 
+@pytest.mark.both_builds
 def test_new_policy_applies_within_2s_without_restart(stack, stub):
     envoy, ecds = start(stack, stub)  # the shipped ECDS file: list_vms allowed
     assert outcome(call(envoy, "list_vms")) == (200, "forwarded")
@@ -123,6 +130,7 @@ def test_new_policy_applies_within_2s_without_restart(stack, stub):
 # ---------------------------------------------------------------------------------------- (b)
 
 
+@pytest.mark.both_builds
 def test_request_in_flight_finishes_on_the_old_policy(stack, stub):
     """A list_vms call admitted under the old policy whose upstream answers 1.5 s later, after a
     reload that denies list_vms, completes with 200 and the upstream's body."""
@@ -156,6 +164,7 @@ def test_request_in_flight_finishes_on_the_old_policy(stack, stub):
     assert reloaded_at < result["done"], "the reload must take effect while the call is in flight"
 
 
+@pytest.mark.both_builds
 def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
     """The old policy hides delete_vm, the new one stop_vm; a tools/list answered after the reload is
     filtered as its request was decided: delete_vm removed, stop_vm kept."""
@@ -188,6 +197,7 @@ def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
 # ---------------------------------------------------------------------------------------- (c)
 
 
+@pytest.mark.both_builds
 def test_broken_policy_is_rejected_and_the_old_one_keeps_serving(stack, stub):
     envoy, ecds = start(stack, stub)
     pid = envoy.proc.pid
@@ -240,6 +250,7 @@ def exec_codes(envoy, token: str, n: int) -> list:
     return [outcome(call(envoy, "vm_agent_exec", token, EXEC, id_=i))[1] for i in range(n)]
 
 
+@pytest.mark.both_builds
 def test_rate_counters_survive_a_reload_with_the_same_vm_id(stack, stub):
     envoy, ecds = start(stack, stub, limited(5, "max 5"))
     avoid_minute_boundary(margin=6.0)
