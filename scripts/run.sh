@@ -71,6 +71,7 @@ if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:
     -e "s/port_value: 9901}/port_value: $admin_port}/" -e "s/port_value: 8000}/port_value: $demo_port}/" \
     -e "s/port_value: 8096}/port_value: $check_port}/" "$template" >"$bootstrap"
 fi
+reload="make reload"
 if [ "${FILTER:-wasm}" = native ]; then
   module_dir="$PWD/target/dynamic-module"
   need_file "$module_dir/libmcp_policy_native.so" "make dynamic-module"
@@ -117,10 +118,8 @@ echo $! >"$run_dir/envoy.pid"
 for _ in $(seq 100); do http_is "http://127.0.0.1:$admin_port/ready" LIVE && break; sleep 0.1; done
 http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envoy.log"
 
-if [ "${FILTER:-wasm}" != native ]; then
-  [ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
-  [ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
-fi
+[ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
+[ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
 mcp-policy-filter is running (Ctrl-C stops it)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import threading
 import time
 
@@ -28,6 +29,7 @@ import pytest
 from testkit.clock import avoid_minute_boundary
 from testkit.envoy import ECDS_FILE, render_ecds_config, set_policy
 from testkit.jsonrpc import headers_for, post, rpc
+from testkit.paths import REPO_ROOT
 from testkit.stack import Stack
 from testkit.stats import admin_counter
 from testkit.upstream import Canned, StubUpstream, compact, json_canned, recorder_reply
@@ -230,6 +232,34 @@ def test_broken_policy_is_rejected_and_the_old_one_keeps_serving(stack, stub):
     set_policy(shipped_ecds_policy(), ecds, wasm=stack.wasm)
     wait_until_stable(lambda: outcome(call(envoy, "list_vms")), (200, "forwarded"))
     assert admin_counter(envoy, STAT + "update_rejected") == rejected + 1
+
+
+@pytest.mark.both_builds
+def test_mcp_policy_apply_reports_applied_then_rejected(stack, stub, tmp_path):
+    """`mcp-policy apply` (what `make reload` runs) on this build's ECDS resource: a valid edit is
+    reported applied and decides at once; a policy the filter refuses is reported rejected with the
+    filter's own log line, and the previous policy keeps serving."""
+    subprocess.run(["make", "-s", "native"], cwd=REPO_ROOT, check=True, timeout=900, capture_output=True)
+    envoy, ecds = start(stack, stub)
+    policy_file = tmp_path / "policy.json"
+
+    def apply(policy: str, *flags: str) -> subprocess.CompletedProcess:
+        policy_file.write_text(policy, encoding="utf-8")
+        return subprocess.run([str(REPO_ROOT / "target" / "release" / "mcp-policy"), "apply", str(policy_file), *flags,
+                               "--ecds", str(ecds), "--admin", f"http://127.0.0.1:{envoy.admin_port}",
+                               "--envoy-log", str(envoy.proc.log_path)],
+                              capture_output=True, text=True, timeout=30)
+
+    r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
+    assert (r.returncode, r.stderr) == (0, ""), r
+    assert r.stdout.startswith(f"{policy_file}: applied: Envoy loaded the new policy for mcp_policy in "), r.stdout
+    wait_until_stable(lambda: outcome(call(envoy, "list_vms")), (200, -31001, FROZEN))
+    r = apply('{"version": "1", "tools": {"list_vms": {"acton": "allow"}}}\n', "--no-check")
+    assert r.returncode == 5, r
+    assert r.stderr.startswith(f"{policy_file}: rejected: Envoy refused the new configuration of mcp_policy "), r.stderr
+    assert "invalid policy at tools.list_vms.acton: unknown field `acton`" in r.stderr
+    for i in range(8):
+        assert outcome(call(envoy, "list_vms", id_=i)) == (200, -31001, FROZEN)
 
 
 # ---------------------------------------------------------------------------------------- (d)
