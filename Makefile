@@ -289,7 +289,7 @@ $(MDBOOK_STAMP):
 ## run: demo MCP server + Envoy with the filter on 127.0.0.1:10000 serving .run/policy.json (seeded from
 ##      envoy/policy.json) through ECDS (envoy/envoy-ecds.yaml), mcp-approvals on 127.0.0.1:8095; logs in
 ##      .run/*.log, one line per decision on the terminal (Ctrl-C stops).
-##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic.yaml, no live reload
+##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic-ecds.yaml, reloaded the same way
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
 MCP_PORT ?= 10000

@@ -10,8 +10,9 @@
 # The processes' output goes to $RUN_DIR/*.log; the terminal shows a banner, then one line per
 # decision (scripts/decisions.py on Envoy's access log).
 #
-# FILTER=native runs the native build (make dynamic-module) on envoy/envoy-dynamic.yaml instead, with
-# $RUN_DIR/policy.json inlined: no ECDS, so a policy edit takes a restart.
+# FILTER=native runs the native build (make dynamic-module) on envoy/envoy-dynamic-ecds.yaml instead:
+# envoy/envoy-dynamic.yaml with the filter's configuration through ECDS from the same file, so
+# `make reload` works the same way.
 #
 # The demo server runs stateless with JSON responses so a single curl works; set
 # DEMO_ARGS="" for the SDK defaults (stateful sessions, SSE responses).
@@ -51,37 +52,30 @@ if [ ! -f "$run_dir/policy.json" ]; then
   cp envoy/policy.json "$run_dir/policy.json"
   seeded="copied from envoy/policy.json"
 fi
-# The ECDS resource: envoy/ecds/mcp_policy.yaml (envoy/envoy.yaml's filter config) with that policy.
-cp envoy/ecds/mcp_policy.yaml "$run_dir/mcp_policy.yaml"
+# The ECDS resource: envoy/ecds/mcp_policy.yaml (envoy/envoy.yaml's filter config) with that policy;
+# for the native build envoy/ecds/mcp_policy_native.yaml (envoy/envoy-dynamic.yaml's).
+resource=envoy/ecds/mcp_policy.yaml
+template=envoy/envoy-ecds.yaml
+if [ "${FILTER:-wasm}" = native ]; then
+  resource=envoy/ecds/mcp_policy_native.yaml
+  template=envoy/envoy-dynamic-ecds.yaml
+fi
+cp "$resource" "$run_dir/mcp_policy.yaml"
 "$cli" apply "$run_dir/policy.json" --ecds "$run_dir/mcp_policy.yaml" --no-wait >/dev/null || {
   echo "run: fix $run_dir/policy.json (or delete it to start from envoy/policy.json)" >&2; exit 2; }
-bootstrap=envoy/envoy-ecds.yaml
+bootstrap=$template
 if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:8000:8096 ]; then
   # The shipped bootstrap reads .run/mcp_policy.yaml and listens on the default ports.
-  bootstrap="$run_dir/envoy-ecds.yaml"
+  bootstrap="$run_dir/$(basename "$template")"
   sed -e "s#path: .run/mcp_policy.yaml#path: $run_dir/mcp_policy.yaml#" -e "s/port_value: 10000}/port_value: $mcp_port}/" \
     -e "s/port_value: 9901}/port_value: $admin_port}/" -e "s/port_value: 8000}/port_value: $demo_port}/" \
-    -e "s/port_value: 8096}/port_value: $check_port}/" envoy/envoy-ecds.yaml >"$bootstrap"
+    -e "s/port_value: 8096}/port_value: $check_port}/" "$template" >"$bootstrap"
 fi
 reload="make reload"
 if [ "${FILTER:-wasm}" = native ]; then
   module_dir="$PWD/target/dynamic-module"
   need_file "$module_dir/libmcp_policy_native.so" "make dynamic-module"
-  bootstrap="$run_dir/envoy-dynamic.yaml"
-  "$python" - "$run_dir/policy.json" "$bootstrap" "$mcp_port" "$admin_port" "$demo_port" "$check_port" <<'PY'
-import sys, yaml
-policy, out, mcp, admin, demo, check = sys.argv[1:]
-text = open("envoy/envoy-dynamic.yaml", encoding="utf-8").read()
-for old, new in (("10000", mcp), ("9901", admin), ("8000", demo), ("8096", check)):
-    text = text.replace(f"port_value: {old}}}", f"port_value: {new}}}")
-cfg = yaml.safe_load(text)
-listener = cfg["static_resources"]["listeners"][0]
-hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-hcm["http_filters"][0]["typed_config"]["filter_config"]["value"] = open(policy, encoding="utf-8").read()
-open(out, "w", encoding="utf-8").write(yaml.safe_dump(cfg, sort_keys=False, width=1000))
-PY
   export ENVOY_DYNAMIC_MODULES_SEARCH_PATH="$module_dir"
-  reload="(native build: no live reload) stop and run again: make run FILTER=native"
 fi
 
 stopped="stopped Envoy, mcp-approvals and the demo server"
@@ -124,10 +118,8 @@ echo $! >"$run_dir/envoy.pid"
 for _ in $(seq 100); do http_is "http://127.0.0.1:$admin_port/ready" LIVE && break; sleep 0.1; done
 http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envoy.log"
 
-if [ "${FILTER:-wasm}" != native ]; then
-  [ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
-  [ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
-fi
+[ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
+[ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
 mcp-policy-filter is running (Ctrl-C stops it)

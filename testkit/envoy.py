@@ -41,6 +41,9 @@ HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection
 APPROVALS_CLUSTER = "mcp_approvals"  # the cluster of envoy/envoy.yaml the filter asks for approvals
 ENVOY_ECDS_YAML = REPO_ROOT / "envoy" / "envoy-ecds.yaml"
 ECDS_FILE = REPO_ROOT / "envoy" / "ecds" / "mcp_policy.yaml"
+# The native build's (testkit.native): envoy/envoy-dynamic.yaml with the filter through ECDS.
+ENVOY_DYNAMIC_ECDS_YAML = REPO_ROOT / "envoy" / "envoy-dynamic-ecds.yaml"
+NATIVE_ECDS_FILE = REPO_ROOT / "envoy" / "ecds" / "mcp_policy_native.yaml"
 CONDITIONS_POLICY = REPO_ROOT / "envoy" / "policy-conditions.json"
 
 
@@ -158,16 +161,19 @@ class EcdsSetup:
 
 
 def render_ecds_config(log_dir: Path, upstream_port: int, *, listen_port: int | None = None,
-                       admin_port: int | None = None, approvals_port: int | None = None) -> EcdsSetup:
-    """envoy/envoy-ecds.yaml with fresh listener/admin ports, the upstream port (and the approvals
-    cluster's, when given), and path_config_source pointing at a copy of envoy/ecds/mcp_policy.yaml
-    in `log_dir`."""
+                       admin_port: int | None = None, approvals_port: int | None = None,
+                       build: str = "wasm") -> EcdsSetup:
+    """envoy/envoy-ecds.yaml (`build="native"`: envoy/envoy-dynamic-ecds.yaml) with fresh listener/admin
+    ports, the upstream port (and the approvals cluster's, when given), and path_config_source pointing
+    at a copy of its ECDS resource (envoy/ecds/mcp_policy.yaml, or mcp_policy_native.yaml) in `log_dir`."""
+    bootstrap, resource = (ENVOY_DYNAMIC_ECDS_YAML, NATIVE_ECDS_FILE) if build == "native" else \
+        (ENVOY_ECDS_YAML, ECDS_FILE)
     log_dir.mkdir(parents=True, exist_ok=True)
     ecds_dir = log_dir / "ecds"
     ecds_dir.mkdir(exist_ok=True)
     ecds_file = ecds_dir / "mcp_policy.yaml"
-    shutil.copyfile(ECDS_FILE, ecds_file)
-    cfg = yaml.safe_load(ENVOY_ECDS_YAML.read_text(encoding="utf-8"))
+    shutil.copyfile(resource, ecds_file)
+    cfg = yaml.safe_load(bootstrap.read_text(encoding="utf-8"))
     set_ports(cfg, listen_port or free_port(), admin_port or free_port(), upstream_port,
               approvals_port=approvals_port)
     filters = hcm(cfg)["http_filters"]
@@ -177,14 +183,22 @@ def render_ecds_config(log_dir: Path, upstream_port: int, *, listen_port: int | 
 
 
 def set_policy(policy: dict | str, ecds_file: Path, *, wasm: Path | None = None, vm_id: str = "mcp_policy") -> None:
-    """Write `policy` into `ecds_file` (envoy/ecds/mcp_policy.yaml with the policy, the wasm path and
-    the vm_id replaced): a temp file in the same directory, then a rename, which Envoy reloads."""
-    doc = json.loads(ECDS_FILE.read_text(encoding="utf-8"))
-    (res,) = doc["resources"]
-    cfg = res["typed_config"]["config"]
-    cfg["vm_config"]["vm_id"] = vm_id
-    cfg["vm_config"]["code"]["local"]["filename"] = str(wasm or wasm_path())
-    cfg["configuration"]["value"] = policy_text(policy)
+    """Write `policy` into `ecds_file`: a temp file in the same directory, then a rename, which Envoy
+    reloads. The file keeps its build: a wasm resource becomes envoy/ecds/mcp_policy.yaml with the
+    policy, the wasm path and the vm_id replaced; a native one (from `render_ecds_config(build=
+    "native")`) envoy/ecds/mcp_policy_native.yaml with the policy."""
+    (current,) = json.loads(ecds_file.read_text(encoding="utf-8"))["resources"]
+    if current["typed_config"]["@type"] == WASM_FILTER_TYPE:
+        doc = json.loads(ECDS_FILE.read_text(encoding="utf-8"))
+        (res,) = doc["resources"]
+        cfg = res["typed_config"]["config"]
+        cfg["vm_config"]["vm_id"] = vm_id
+        cfg["vm_config"]["code"]["local"]["filename"] = str(wasm or wasm_path())
+        cfg["configuration"]["value"] = policy_text(policy)
+    else:
+        doc = json.loads(NATIVE_ECDS_FILE.read_text(encoding="utf-8"))
+        (res,) = doc["resources"]
+        res["typed_config"]["filter_config"]["value"] = policy_text(policy)
     tmp = ecds_file.parent / f".mcp_policy-{time.monotonic_ns()}.tmp"
     tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     tmp.replace(ecds_file)

@@ -1,5 +1,5 @@
 """Policy sets behind real `jwt_authn`: an RS256 issuer whose public key is inlined as the JWKS
-(`Issuer`), and Envoy on envoy/envoy-ecds.yaml with `jwt_authn` before the policy filter
+(`Issuer`), and Envoy on envoy/envoy-ecds.yaml (or, for the native build, envoy-dynamic-ecds.yaml) with `jwt_authn` before the policy filter
 (`forward_payload_header: x-jwt-payload`) and the payload header stripped at the edge, as
 envoy/envoy-oauth.yaml does (`start_identity_envoy`). The set is written to the ECDS file, so a
 test reloads it with `testkit.envoy.set_policy`."""
@@ -50,7 +50,8 @@ def start_identity_envoy(stack: Stack, upstream_port: int, issuer: Issuer, polic
     does; or, with `strip_filter`, by that HTTP filter put first on the chain instead (the Istio
     recipe's Lua filter). `allow_missing`: a request without a token passes jwt_authn, as Istio
     renders a RequestAuthentication (`requires_any: [provider, allow_missing]`)."""
-    setup = render_ecds_config(stack.log_dir / name, upstream_port, approvals_port=approvals_port)
+    setup = render_ecds_config(stack.log_dir / name, upstream_port, approvals_port=approvals_port,
+                               build=stack.build)
     cfg = yaml.safe_load(setup.config)
     h = hcm(cfg)
     if strip_filter is None:

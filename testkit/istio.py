@@ -145,8 +145,26 @@ def buffer_filter_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-buffer.
     return patch["patch"]["value"]
 
 
-def hcm_merge_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-underscores.yaml") -> dict:
-    """The fields deploy/istio/envoyfilter-underscores.yaml merges into the inbound HTTP connection
+def native_filters_from_envoyfilter(module: Path,
+                                    path: Path = ISTIO_DIR / "native" / "envoyfilter-native.yaml") -> list[dict]:
+    """The HTTP filters deploy/istio/native/envoyfilter-native.yaml inserts before the router, in
+    order (the module's, then the buffer), the module loaded from `module` instead of the sidecar's
+    mounted path."""
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    filters = []
+    for patch in doc["spec"]["configPatches"]:
+        assert (patch["applyTo"], patch["patch"]["operation"]) == ("HTTP_FILTER", "INSERT_BEFORE")
+        assert patch["match"]["listener"]["filterChain"]["filter"]["subFilter"]["name"] == "envoy.filters.http.router"
+        value = json.loads(json.dumps(patch["patch"]["value"]))
+        local = value.get("typed_config", {}).get("dynamic_module_config", {}).get("module", {}).get("local")
+        if local:
+            local["filename"] = str(module)
+        filters.append(value)
+    return filters
+
+
+def hcm_merge_from_envoyfilter(path: Path = ISTIO_DIR / "common" / "envoyfilter-underscores.yaml") -> dict:
+    """The fields deploy/istio/common/envoyfilter-underscores.yaml merges into the inbound HTTP connection
     manager's typed_config (without its `@type`, which must be the HCM's)."""
     doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     (patch,) = doc["spec"]["configPatches"]
@@ -167,13 +185,15 @@ H2_OPTIONS = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
 
 def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int, admin_port: int,
               upstream_port: int, *, clusters: dict[str, int] | None = None,
-              h2_clusters: dict[str, int] | None = None) -> str:
+              h2_clusters: dict[str, int] | None = None, native: list[dict] | None = None) -> str:
     """A bootstrap shaped like an Istio inbound sidecar listener: the wasm plugins `plugins`
     ((name, Wasm config) in chain order, each from its own ECDS file), then the buffer filter of
     envoyfilter-buffer.yaml, then the router to cluster `inbound|8000||` on `upstream_port`; the
     HTTP connection manager carries what envoyfilter-underscores.yaml merges into it.
     `clusters` adds static clusters (name -> port on 127.0.0.1), e.g. the approval service's;
-    `h2_clusters` the same with Istio's HTTP/2 options (H2_OPTIONS), e.g. the rate limit service's."""
+    `h2_clusters` the same with Istio's HTTP/2 options (H2_OPTIONS), e.g. the rate limit service's.
+    `native`: the filters of deploy/istio/native (`native_filters_from_envoyfilter`) instead of the
+    plugins and the buffer."""
     ecds_dir.mkdir(parents=True, exist_ok=True)
     http_filters = []
     for name, wasm in plugins:
@@ -182,7 +202,7 @@ def bootstrap(plugins: list[tuple[str, dict]], ecds_dir: Path, listen_port: int,
         http_filters.append({"name": name, "config_discovery": {
             "config_source": {"path_config_source": {"path": str(path)}, "resource_api_version": "V3"},
             "type_urls": [WASM_TYPE]}})
-    http_filters.append(buffer_filter_from_envoyfilter())
+    http_filters += native if native is not None else [buffer_filter_from_envoyfilter()]
     http_filters.append({"name": "envoy.filters.http.router", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}})
 

@@ -4,8 +4,9 @@
   test modules that run on both builds are parametrized in tests/conftest.py.
 - `native_path()`: the module, `$MCP_POLICY_NATIVE` or `make dynamic-module`'s release build;
   Envoy finds it through `ENVOY_DYNAMIC_MODULES_SEARCH_PATH` (set by `testkit.envoy.envoy_env`).
-- `to_native(text)`: a rendered wasm bootstrap with its wasm filter replaced by the module, the same
-  policy text and the stats tags of envoy/envoy-dynamic.yaml; everything else unchanged.
+- `to_native(text)`: a rendered wasm bootstrap with its wasm filter replaced by the module (an ECDS
+  entry asks for the module's config type), the same policy text and the stats tags of
+  envoy/envoy-dynamic.yaml; everything else unchanged.
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ def native_filter(policy_text: str) -> dict:
 
 
 def _swap_filters(node) -> None:
-    """Replace every wasm HTTP filter under `node` by the module, in place."""
+    """Replace every wasm HTTP filter under `node` by the module, in place (an ECDS entry's type)."""
     if isinstance(node, dict):
         tc = node.get("typed_config")
         if isinstance(tc, dict) and tc.get("@type") == WASM_FILTER_TYPE:
             node["typed_config"] = native_filter(tc["config"]["configuration"]["value"])
+        urls = node.get("config_discovery", {}).get("type_urls")
+        if urls:
+            node["config_discovery"]["type_urls"] = [DYNAMIC_FILTER_TYPE if u == WASM_FILTER_TYPE else u
+                                                     for u in urls]
         for v in node.values():
             _swap_filters(v)
     elif isinstance(node, list):

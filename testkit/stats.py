@@ -1,5 +1,5 @@
-"""Envoy's statistics, read from its admin port: the Prometheus text (`prometheus`, `prom_value`,
-`prom_family`) and the plain `/stats` listing (`admin_stats`, `admin_counter`)."""
+"""Envoy's statistics, read from its admin port: the Prometheus text (`prometheus`, `filter_samples`,
+`prom_value`, `prom_family`) and the plain `/stats` listing (`admin_stats`, `admin_counter`)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,17 @@ def prometheus(envoy: Envoy) -> dict[str, float]:
         if m:
             out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
     return out
+
+
+# The native build's stats are printed with this prefix in /stats/prometheus (Envoy's name for a
+# dynamic module's custom stats); the wasm build's carry none.
+NATIVE_PROM_PREFIX = "envoy_dynamicmodulescustom_"
+
+
+def filter_samples(envoy: Envoy) -> dict[str, float]:
+    """`prometheus`, with the native build's prefix removed: the filter's stats under the same keys
+    on either build (`mcp_policy_marks_set_total{}`)."""
+    return {k.removeprefix(NATIVE_PROM_PREFIX): v for k, v in prometheus(envoy).items()}
 
 
 def prom_value(envoy: Envoy, key: str) -> float:

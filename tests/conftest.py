@@ -8,7 +8,8 @@
 - `stub`: the stub upstream (testkit/upstream.py) of a test module.
 - Tests under envoy/ and e2e/ get the `integration` / `e2e` markers (tier 2 and tier 3).
 - `filter_build`: the build of the filter `stack` runs (testkit.native): `$MCP_POLICY_FILTER_BUILD`
-  (default `wasm`); a test module marked `both_builds` runs every test that uses it once per build.
+  (default `wasm`); a test module marked `both_builds` runs every test that uses it (through `stack`
+  or `module_stack`) once per build.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def pytest_collection_modifyitems(items):
 def pytest_generate_tests(metafunc):
     """Tests of modules marked `both_builds` that use `filter_build` (through `stack`) run on each build."""
     if "filter_build" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_builds"):
-        metafunc.parametrize("filter_build", BUILDS, indirect=True)
+        # Module scope: a module's tests run on one build, then on the other, and `module_stack`
+        # (one Envoy for a module's tests) follows the build.
+        metafunc.parametrize("filter_build", BUILDS, indirect=True, scope="module")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -62,7 +65,7 @@ def wasm() -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def filter_build(request) -> str:
     build = getattr(request, "param", None) or default_build()
     if build == "native" and not native_path().is_file():
@@ -86,7 +89,7 @@ def stub(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def module_stack(tmp_path_factory, wasm):
+def module_stack(tmp_path_factory, wasm, filter_build):
     """Like `stack`, shared by the tests of one module (for setups many tests only read from)."""
-    with Stack(log_dir=tmp_path_factory.mktemp("stack"), wasm=wasm) as s:
+    with Stack(log_dir=tmp_path_factory.mktemp("stack"), wasm=wasm, build=filter_build) as s:
         yield s

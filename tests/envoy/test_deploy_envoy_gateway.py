@@ -1,5 +1,6 @@
 """Tier 2, deploy: the module in the Envoy configuration Envoy Gateway renders for
-deploy/envoy-gateway, next to the real mcp-approvals.
+deploy/envoy-gateway (and the native build's for deploy/envoy-gateway/native), next to the real
+mcp-approvals.
 
 What Envoy Gateway emits (internal/xds/translator/wasm.go, httpfilters.go, jsonpatch.go), rebuilt
 from the manifests:
@@ -46,8 +47,11 @@ SEED = load_policy(POLICY_JSON)
 UNDERSCORES_ACTION = {"Allow": "ALLOW", "RejectRequest": "REJECT_REQUEST", "DropHeader": "DROP_HEADER"}
 
 
-def load(name: str) -> dict:
-    return yaml.safe_load((EG / name).read_text(encoding="utf-8"))
+def load(name: str, build: str = "wasm") -> dict:
+    """A manifest of deploy/envoy-gateway (`build="native"`: of its native/ folder), or of the
+    common/ folder both list."""
+    own = EG / name if build == "wasm" else EG / "native" / name
+    return yaml.safe_load((own if own.is_file() else EG / "common" / name).read_text(encoding="utf-8"))
 
 
 def patched_cluster(file: str, port: int) -> dict:
@@ -60,8 +64,33 @@ def patched_cluster(file: str, port: int) -> dict:
     return cluster
 
 
+def native_filter(module: Path) -> tuple[str, dict, str]:
+    """What Envoy Gateway renders for deploy/envoy-gateway/native (internal/gatewayapi/
+    envoyextensionpolicy.go buildDynamicModules, internal/xds/translator/dynamicmodule.go): the filter
+    `envoy.filters.http.dynamic_modules/envoyextensionpolicy/NS/NAME/dynamic-module/0`, disabled on the
+    HCM and enabled on the route, a DynamicModuleFilter whose module is the EnvoyProxy entry's local
+    path (here the built module), `do_not_close` from it, no module name, `filter_name` and the JSON
+    text of `config` as a StringValue. Returns (name, filter, the filter name the buffer goes after)."""
+    policy = load("envoyextensionpolicy.yaml", "native")
+    (dm,) = policy["spec"]["dynamicModule"]
+    (entry,) = [e for e in load("envoyproxy.yaml", "native")["spec"]["dynamicModules"] if e["name"] == dm["name"]]
+    assert Path(entry["source"]["local"]["path"]).name == module.name
+    ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+    filter_name = f"envoy.filters.http.dynamic_modules/envoyextensionpolicy/{ns}/{name}/dynamic-module/0"
+    return filter_name, {"name": filter_name, "disabled": True, "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+        "dynamic_module_config": {"do_not_close": entry["doNotClose"], "module": {"local": {"filename": str(module)}}},
+        "filter_name": dm["filterName"],
+        "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                          "value": json.dumps(dm["config"], sort_keys=True, separators=(",", ":"))}}}, \
+        "envoy.filters.http.dynamic_modules"
+
+
 def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, approvals_check_port: int,
-           rls_port: int | None = None) -> str:
+           rls_port: int | None = None, *, native: Path | None = None) -> str:
+    """The configuration Envoy Gateway renders for deploy/envoy-gateway, or (with `native`, the
+    module's path) for deploy/envoy-gateway/native."""
+    build = "native" if native else "wasm"
     policy = load("envoyextensionpolicy.yaml")
     (ext,) = policy["spec"]["wasm"]
     ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
@@ -87,8 +116,11 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
     buffer_filter = {"name": "envoy.filters.http.buffer", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
         "max_request_bytes": int(limit[:-2]) * 1024 * 1024}}
-    order = load("envoyproxy.yaml")["spec"]["filterOrder"]
-    assert order == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}]
+    after = "envoy.filters.http.wasm"
+    if native:
+        filter_name, wasm_filter, after = native_filter(native)
+    order = load("envoyproxy.yaml", build)["spec"]["filterOrder"]
+    assert order == [{"name": "envoy.filters.http.buffer", "after": after}]
     router = {"name": "envoy.filters.http.router", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
     (rule,) = load("httproute.yaml")["spec"]["rules"]
@@ -97,7 +129,8 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
              "typed_per_filter_config": {filter_name: {
                  "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}}}
     approvals = patched_cluster("envoypatchpolicy-approvals.yaml", approvals_check_port)
-    ratelimit = patched_cluster("envoypatchpolicy-ratelimit.yaml", rls_port or free_port())
+    # The native build has no rate limit service: deploy/envoy-gateway/native adds no such cluster.
+    ratelimit = [] if native else [patched_cluster("envoypatchpolicy-ratelimit.yaml", rls_port or free_port())]
     upstream = {"name": "httproute/mcp/mcp/rule/0", "type": "STATIC", "connect_timeout": "2s",
                 "load_assignment": {"cluster_name": "httproute/mcp/mcp/rule/0", "endpoints": [{"lb_endpoints": [
                     {"endpoint": {"address": {"socket_address": {"address": HOST, "port_value": upstream_port}}}}]}]}}
@@ -116,7 +149,7 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
                     "route_config": {"name": "mcp/mcp-gateway/http", "virtual_hosts": [
                         {"name": "mcp/mcp-gateway/http/*", "domains": ["*"], "routes": [route]}]},
                     "http_filters": [wasm_filter, buffer_filter, router]}}]}]}],
-            "clusters": [upstream, approvals, ratelimit],
+            "clusters": [upstream, approvals, *ratelimit],
         },
     }
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)
@@ -170,6 +203,30 @@ def test_envoy_gateway_rendering_filters_buffers_and_reaches_mcp_approvals(stack
     assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 1"
     assert envoy.admin_get("/stats?filter=^http.http-80.downstream_rq_total$")[1].strip() == \
         "http.http-80.downstream_rq_total: 3"
+
+
+def test_native_rendering_loads_the_module_filters_buffers_and_reaches_mcp_approvals(stack, wasm):
+    """deploy/envoy-gateway/native as Envoy Gateway renders it, in this Envoy 1.40: the module loaded
+    from its path (no module name), its policy from `config`, the buffer after it."""
+    from testkit.native import native_path
+
+    module = native_path()
+    assert module.is_file(), f"{module} is missing (make dynamic-module)"
+    svc = ha.approvals(stack)
+    _, upstream_port, log = stack.recorder()
+    config = render(wasm, free_port(), free_port(), upstream_port, svc.check_port, native=module)
+    envoy = stack.start_envoy(config, name="envoy-eg-native")
+    assert "Dynamic module ABI version" in envoy.log_text() and "matched" in envoy.log_text()
+    ok = call_tool(envoy.mcp_url, "list_vms", "grant-eg", id=1)
+    assert (ok.status, ok.body) == (200, recorder_reply(1))
+    assert call_tool(envoy.mcp_url, "delete_vm", "grant-eg", id=2).error["data"]["kind"] == "denied"
+    held = call_tool(envoy.mcp_url, "start_vm", "grant-eg", {"node": "pve1", "vmid": 101}, id=3)
+    assert held.error["data"]["kind"] == "approval_required", held.body
+    (pending,) = svc.wait_pending(1)
+    assert pending["tool"] == "start_vm"
+    assert len(recorder_lines(log, settle=0.3)) == 1
+    stat = "cluster.httproute/mcp/mcp/rule/0.upstream_rq_total"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 1"
 
 
 def test_header_names_with_underscores_are_answered_400_before_any_server(stack, wasm):

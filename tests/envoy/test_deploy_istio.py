@@ -310,6 +310,31 @@ def test_rate_limit_service_cluster_without_http2_or_authority_refuses_limited_c
     assert 'mcp_ratelimit_decisions_total{code="ok"} 0' in rls.metrics()
 
 
+def test_native_envoyfilter_loads_the_module_and_reaches_mcp_approvals(stack):
+    """deploy/istio/native: the DynamicModuleFilter and the buffer its EnvoyFilter inserts, in this
+    Envoy 1.40 (the module from its path, as the sidecar mounts it), with the approval cluster named
+    as Istio names it: allowed, denied and held calls as in the wasm rendering."""
+    from testkit.native import native_path
+
+    module = native_path()
+    assert module.is_file(), f"{module} is missing (make dynamic-module)"
+    svc = ha.approvals(stack)
+    _, upstream_port, log = stack.recorder()
+    config = ir.bootstrap([], stack.log_dir / stack._unique("ecds"), free_port(), free_port(), upstream_port,
+                          clusters={APPROVAL_CLUSTER: svc.check_port},
+                          native=ir.native_filters_from_envoyfilter(module))
+    envoy = stack.start_envoy(config, name="envoy-istio-native")
+    assert "Dynamic module ABI version" in envoy.log_text() and "matched" in envoy.log_text()
+    ok = call_tool(envoy.mcp_url, "list_vms", "grant-istio", id=1)
+    assert (ok.status, ok.body) == (200, recorder_reply(1))
+    assert call_tool(envoy.mcp_url, "delete_vm", "grant-istio", id=2).error["data"]["kind"] == "denied"
+    held = call_tool(envoy.mcp_url, "start_vm", "grant-istio", {"node": "pve1", "vmid": 101}, id=3)
+    assert held.error["data"]["kind"] == "approval_required", held.body
+    (pending,) = svc.wait_pending(1)
+    assert pending["tool"] == "start_vm"
+    assert len(recorder_lines(log, settle=0.3)) == 1
+
+
 def test_header_names_with_underscores_are_answered_400_before_any_server(stack, wasm):
     """envoyfilter-underscores.yaml's REJECT_REQUEST: an allowed call carrying `x_mcp_grant` (or
     `x-mcp_grant`) is refused by Envoy (400) and no upstream request is opened; the same call

@@ -23,8 +23,11 @@ import pytest
 
 from testkit.jsonrpc import headers_for, post, tool_call
 from testkit.logs import audit_records
-from testkit.stats import prometheus
+from testkit.stats import filter_samples
 from testkit.upstream import json_canned
+
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
 
 FLOW = "no-egress-after-secrets"
 REASON = "no outbound tools for 10 minutes after reading secrets"
@@ -145,7 +148,7 @@ def test_marks_and_denials_are_audited_and_counted(envoy):
     denied = [a for a in records if a.get("event") != "result" and a.get("id") == 42]
     assert [(a["decision"], a["error"], a["tool"], a["rule"]) for a in denied] == [
         ("denied", "flow_denied", "http_post", "flows[0]")]
-    stats = prometheus(envoy)
+    stats = filter_samples(envoy)
     assert stats["mcp_policy_marks_set_total{}"] >= 5
     assert stats["mcp_policy_flow_denied_total{}"] >= 5
 
@@ -156,4 +159,4 @@ def test_dry_run_forwards_and_counts_would_deny(stack):
     envoy = stack.envoy(policy, port, name="envoy-flows-dry")
     assert forwarded(call(envoy, "grant-f", "read_secret", 1)[1])
     assert forwarded(call(envoy, "grant-f", "http_post", 2)[1])
-    assert prometheus(envoy)["mcp_policy_flow_would_deny_total{}"] == 1
+    assert filter_samples(envoy)["mcp_policy_flow_would_deny_total{}"] == 1

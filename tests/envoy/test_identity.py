@@ -27,6 +27,9 @@ from testkit.paths import REPO_ROOT
 from testkit.processes import wait_for
 from testkit.upstream import StubUpstream, compact, json_canned
 
+# Run on the wasm build and on the native build (tests/conftest.py).
+pytestmark = pytest.mark.both_builds
+
 TOOLS = [{"name": n, "inputSchema": {"type": "object"}} for n in ("list_vms", "vm_agent_exec", "delete_vm")]
 CONTAINED = "incident 42: alice's agent is cut off"
 
@@ -120,7 +123,7 @@ def test_the_istio_recipe_strips_a_forged_payload_when_no_token_is_sent(stack):
     `allow_missing`, as Istio renders it), so only envoyfilter-payload.yaml's Lua filter, taken
     verbatim from the manifest and put first, stands between a client's own payload header and the
     filter: without a token the forged ops identity is nothing (401 no_grant from the filter)."""
-    (ef,) = yaml.safe_load_all((REPO_ROOT / "deploy/istio/envoyfilter-payload.yaml").read_text(encoding="utf-8"))
+    (ef,) = yaml.safe_load_all((REPO_ROOT / "deploy/istio/common/envoyfilter-payload.yaml").read_text(encoding="utf-8"))
     (patch,) = ef["spec"]["configPatches"]
     issuer = Issuer()
     with StubUpstream(responder=lists) as upstream:

@@ -6,8 +6,9 @@
   `x-mcp-policy-test-panic: 1` panic the filter; the stream is reset (never forwarded), and Envoy
   and every later stream go on as before. That build is the dev profile's (unwinding, like the
   release module), built once per session.
-- A policy that needs what the build cannot do (the rate limit service, a gRPC callout; a policy set
-  or `gateway.identity`) is refused when it loads, with the reason.
+- A policy that needs what the build cannot do (the rate limit service, a gRPC callout) is refused
+  when it loads, with the reason. Policy sets, `gateway.identity` and flows run on this build as on
+  the wasm one: tests/envoy/test_identity.py and test_flows.py run on both.
 - Result rules and pins are enforced as in the wasm build (docs/src/policy/results-and-pins.md): a
   private key in a tool result, JSON or SSE in chunks, is replaced by −31012 `result_refused` and no
   byte of it reaches the client; a rug pull removes the tool and refuses its calls on every worker;
@@ -129,37 +130,6 @@ def test_rate_limit_service_is_refused_when_the_policy_loads(native_stack):
     ended = native_stack.envoy_expect_failure(policy)
     assert ended.returncode == 1, ended.log[-2000:]
     assert "gateway.rate_limit_service (a gRPC callout) is not supported by the native build" in ended.log
-
-
-def test_a_policy_set_is_refused_when_it_loads(native_stack):
-    policy = {"version": "1",
-              "policies": {"ops": {"version": "1", "default": "deny", "tools": {"list_vms": {}}}},
-              "attach": [{"policy": "ops", "when": [{"claim": "groups", "includes": "ops"}]}],
-              "gateway": {"identity": {"payload_header": "x-jwt-payload", "grant_claim": "sub"}}}
-    ended = native_stack.envoy_expect_failure(policy)
-    assert ended.returncode == 1, ended.log[-2000:]
-    assert "a policy set (top-level \"policies\", docs chapter \"Many agents: policies per identity\") is not " \
-           "supported by the native build; use the wasm build" in ended.log, ended.log[-2000:]
-
-
-def test_gateway_identity_is_refused_when_the_policy_loads(native_stack):
-    policy = load_policy(POLICY_JSON)
-    policy["gateway"]["identity"] = {"payload_header": "x-jwt-payload", "grant_claim": "sub"}
-    ended = native_stack.envoy_expect_failure(policy)
-    assert ended.returncode == 1, ended.log[-2000:]
-    assert "gateway.identity (policies by verified identity, docs chapter \"Many agents: policies per " \
-           "identity\") is not supported by the native build; use the wasm build" in ended.log, ended.log[-2000:]
-
-
-def test_flows_are_refused_when_the_policy_loads(native_stack):
-    policy = load_policy(POLICY_JSON)
-    policy["tools"]["read_secret"] = {"marks": ["secret"]}
-    policy["flows"] = [{"name": "no-egress", "if_marked": ["secret"], "deny": ["http_post"], "for": "10m",
-                        "reason": "no outbound tools after reading secrets"}]
-    ended = native_stack.envoy_expect_failure(policy)
-    assert ended.returncode == 1, ended.log[-2000:]
-    assert "flows (rules across calls, docs chapter \"Flows: rules across calls\") are not supported by the " \
-           "native build; use the wasm build" in ended.log, ended.log[-2000:]
 
 
 KEY = "-----BEGIN RSA PRIVATE KEY-----"

@@ -10,12 +10,17 @@ on the same bootstrap: test_run.py. README / ENVOY-NOTES promise:
   goes up) and the old one keeps serving;
 - rate counters survive a reload while `vm_id` stays the same; a changed `max` applies to the current
   count at once; a new `vm_id` starts from zero.
+
+The tests marked `both_builds` run on the native build too (envoy/envoy-dynamic-ecds.yaml and its
+ECDS resource envoy/ecds/mcp_policy_native.yaml), whose counters live in the process: they survive
+every reload (there is no `vm_id`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import threading
 import time
 
@@ -24,6 +29,7 @@ import pytest
 from testkit.clock import avoid_minute_boundary
 from testkit.envoy import ECDS_FILE, render_ecds_config, set_policy
 from testkit.jsonrpc import headers_for, post, rpc
+from testkit.paths import REPO_ROOT
 from testkit.stack import Stack
 from testkit.stats import admin_counter
 from testkit.upstream import Canned, StubUpstream, compact, json_canned, recorder_reply
@@ -48,8 +54,10 @@ def shipped_ecds_policy() -> dict:
 def start(stack: Stack, stub: StubUpstream, policy: dict | None = None, name: str = "envoy-ecds"):
     """Envoy on the rendered envoy-ecds.yaml, serving `policy` (None: the shipped ECDS file as copied,
     with its wasm path pointed at the filter under test). Returns (envoy, ECDS file)."""
-    setup = render_ecds_config(stack.log_dir / name, stub.port)
-    if policy is None:
+    setup = render_ecds_config(stack.log_dir / name, stub.port, build=stack.build)
+    if policy is None and stack.build == "native":
+        pass  # the shipped native resource names no file: the module is found by its name
+    elif policy is None:
         doc = json.loads(setup.ecds_file.read_text(encoding="utf-8"))
         doc["resources"][0]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(stack.wasm)
         tmp = setup.ecds_file.with_suffix(".tmp")
@@ -100,6 +108,7 @@ def with_list_vms_denied(policy: dict, reason: str = FROZEN) -> dict:
 # ---------------------------------------------------------------------------------------- (a)
 
 
+@pytest.mark.both_builds
 def test_new_policy_applies_within_2s_without_restart(stack, stub):
     envoy, ecds = start(stack, stub)  # the shipped ECDS file: list_vms allowed
     assert outcome(call(envoy, "list_vms")) == (200, "forwarded")
@@ -123,6 +132,7 @@ def test_new_policy_applies_within_2s_without_restart(stack, stub):
 # ---------------------------------------------------------------------------------------- (b)
 
 
+@pytest.mark.both_builds
 def test_request_in_flight_finishes_on_the_old_policy(stack, stub):
     """A list_vms call admitted under the old policy whose upstream answers 1.5 s later, after a
     reload that denies list_vms, completes with 200 and the upstream's body."""
@@ -156,6 +166,7 @@ def test_request_in_flight_finishes_on_the_old_policy(stack, stub):
     assert reloaded_at < result["done"], "the reload must take effect while the call is in flight"
 
 
+@pytest.mark.both_builds
 def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
     """The old policy hides delete_vm, the new one stop_vm; a tools/list answered after the reload is
     filtered as its request was decided: delete_vm removed, stop_vm kept."""
@@ -188,6 +199,7 @@ def test_tools_list_in_flight_is_filtered_by_the_old_policy(stack, stub):
 # ---------------------------------------------------------------------------------------- (c)
 
 
+@pytest.mark.both_builds
 def test_broken_policy_is_rejected_and_the_old_one_keeps_serving(stack, stub):
     envoy, ecds = start(stack, stub)
     pid = envoy.proc.pid
@@ -222,6 +234,34 @@ def test_broken_policy_is_rejected_and_the_old_one_keeps_serving(stack, stub):
     assert admin_counter(envoy, STAT + "update_rejected") == rejected + 1
 
 
+@pytest.mark.both_builds
+def test_mcp_policy_apply_reports_applied_then_rejected(stack, stub, tmp_path):
+    """`mcp-policy apply` (what `make reload` runs) on this build's ECDS resource: a valid edit is
+    reported applied and decides at once; a policy the filter refuses is reported rejected with the
+    filter's own log line, and the previous policy keeps serving."""
+    subprocess.run(["make", "-s", "native"], cwd=REPO_ROOT, check=True, timeout=900, capture_output=True)
+    envoy, ecds = start(stack, stub)
+    policy_file = tmp_path / "policy.json"
+
+    def apply(policy: str, *flags: str) -> subprocess.CompletedProcess:
+        policy_file.write_text(policy, encoding="utf-8")
+        return subprocess.run([str(REPO_ROOT / "target" / "release" / "mcp-policy"), "apply", str(policy_file), *flags,
+                               "--ecds", str(ecds), "--admin", f"http://127.0.0.1:{envoy.admin_port}",
+                               "--envoy-log", str(envoy.proc.log_path)],
+                              capture_output=True, text=True, timeout=30)
+
+    r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
+    assert (r.returncode, r.stderr) == (0, ""), r
+    assert r.stdout.startswith(f"{policy_file}: applied: Envoy loaded the new policy for mcp_policy in "), r.stdout
+    wait_until_stable(lambda: outcome(call(envoy, "list_vms")), (200, -31001, FROZEN))
+    r = apply('{"version": "1", "tools": {"list_vms": {"acton": "allow"}}}\n', "--no-check")
+    assert r.returncode == 5, r
+    assert r.stderr.startswith(f"{policy_file}: rejected: Envoy refused the new configuration of mcp_policy "), r.stderr
+    assert "invalid policy at tools.list_vms.acton: unknown field `acton`" in r.stderr
+    for i in range(8):
+        assert outcome(call(envoy, "list_vms", id_=i)) == (200, -31001, FROZEN)
+
+
 # ---------------------------------------------------------------------------------------- (d)
 
 
@@ -240,6 +280,7 @@ def exec_codes(envoy, token: str, n: int) -> list:
     return [outcome(call(envoy, "vm_agent_exec", token, EXEC, id_=i))[1] for i in range(n)]
 
 
+@pytest.mark.both_builds
 def test_rate_counters_survive_a_reload_with_the_same_vm_id(stack, stub):
     envoy, ecds = start(stack, stub, limited(5, "max 5"))
     avoid_minute_boundary(margin=6.0)

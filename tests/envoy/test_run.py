@@ -247,3 +247,36 @@ def test_ctrl_c_on_a_terminal_ends_make_run_with_status_0(tmp_path, wasm):
                 time.sleep(2)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_make_run_filter_native_serves_the_module_and_make_reload_puts_an_edit_live(tmp_path, wasm):
+    """FILTER=native: run.sh serves envoy/envoy-dynamic-ecds.yaml (the module through ECDS) and
+    `make reload` puts an edit live there exactly as for the wasm build."""
+    subprocess.run(["make", "-s", "native", "dynamic-module"], cwd=REPO_ROOT, check=True, timeout=900,
+                   capture_output=True)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "RUN_DIR": str(run_dir), "VENV": str(Path(sys.executable).parent.parent), "FILTER": "native",
+           **{name: str(port) for name, port in PORTS.items()}}
+    proc = spawn("run.sh", ["bash", "scripts/run.sh"], tmp_path / "terminal.txt", cwd=REPO_ROOT, env=env)
+    try:
+        proc.wait_until(lambda: "Decisions (time UTC" in proc.log_text(), 90, "showing its banner")
+        assert f"make reload RUN_DIR={run_dir} ADMIN_PORT={PORTS['ADMIN_PORT']}" in proc.log_text()
+        rendered = yaml.safe_load((run_dir / "envoy-dynamic-ecds.yaml").read_text(encoding="utf-8"))
+        (entry,) = [f for f in http_filters(rendered) if f["name"] == "mcp_policy"]
+        assert entry["config_discovery"]["type_urls"] == [
+            "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"]
+        assert "Dynamic module ABI version" in (run_dir / "envoy.log").read_text(encoding="utf-8")
+        assert outcome("list_vms", 300) == (200, "forwarded")
+        policy = json.loads((run_dir / "policy.json").read_text(encoding="utf-8"))
+        policy["tools"]["list_vms"] = {"action": "deny", "reason": FROZEN}
+        (run_dir / "policy.json").write_text(json.dumps(policy, indent=2), encoding="utf-8")
+        r = make_reload(run_dir)
+        assert (r.returncode, r.stderr) == (0, ""), r.stdout
+        assert r.stdout.startswith(f"{run_dir}/policy.json: applied: Envoy loaded the new policy for mcp_policy in ")
+        deadline = time.monotonic() + RELOAD_DEADLINE
+        while outcome("list_vms", 301) != (200, -31001, FROZEN) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for i in range(8):  # new connections: both workers
+            assert outcome("list_vms", 310 + i) == (200, -31001, FROZEN)
+    finally:
+        proc.stop(timeout=10)

@@ -34,11 +34,17 @@ DOCKERFILE = REPO_ROOT / "services" / "approvals" / "Dockerfile"
 HADOLINT = REPO_ROOT / ".venv" / "bin" / "hadolint"
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 # The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
-# deploy/kubernetes/postgres (on PostgreSQL), then deploy/istio or deploy/envoy-gateway.
+# deploy/kubernetes/postgres (on PostgreSQL), then deploy/istio or deploy/envoy-gateway (the wasm
+# build), or their native/ folders (the native build, an Envoy dynamic module).
 # deploy/istio/identity and deploy/envoy-gateway/identity are applied after their platform's base:
 # each replaces the base's filter resource (same name) with a policy set on verified identities.
 OVERLAYS = ["istio/identity", "envoy-gateway/identity"]
-DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres", *OVERLAYS]
+DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres", "istio/native", "envoy-gateway/native",
+        *OVERLAYS]
+ISTIO_NATIVE, EG_NATIVE = "istio/native", "envoy-gateway/native"
+# Envoy Gateway fields newer than the pinned models (dynamic modules, Envoy Gateway v1.8+): their
+# schemas from Envoy Gateway v1.9.0's CRDs.
+NEWER_FIELDS = REPO_ROOT / "tools" / "deploy-validate" / "envoy-gateway-v1.9.0-newer-fields.json"
 SQLITE, POSTGRES = "kubernetes", "kubernetes/postgres"
 SEED = load_policy(POLICY_JSON)
 
@@ -126,21 +132,89 @@ def is_custom(d: dict) -> bool:
     return group.endswith(".istio.io") or group in ("gateway.envoyproxy.io", "gateway.networking.k8s.io")
 
 
-def test_custom_resources_match_the_pinned_crd_schemas():
+def newer_fields(d: dict) -> dict:
+    """The fields of `d` that the pinned Envoy Gateway models predate: `{field: value}` of its spec."""
+    schemas = json.loads(NEWER_FIELDS.read_text(encoding="utf-8"))
+    spec = d.get("spec", {})
+    newer = dict(schemas.get(d["kind"], {})) if d["apiVersion"].startswith("gateway.envoyproxy.io/") else {}
+    # filterOrder is as old as the models, but its filter names grew with dynamic modules: an
+    # EnvoyProxy that registers modules has it checked against v1.9.0's list.
+    return {f: spec[f] for f in newer if f in spec and (f != "filterOrder" or "dynamicModules" in spec)}
+
+
+def without_newer_fields(d: dict) -> dict:
+    out = json.loads(json.dumps(d))
+    for f in newer_fields(d):
+        out["spec"].pop(f)
+    return out
+
+
+def test_custom_resources_match_the_pinned_crd_schemas(tmp_path):
+    """Every custom resource against the pinned models; a resource with fields newer than them
+    (deploy/envoy-gateway/native's dynamic modules) is checked here without those fields, and the
+    fields by `test_newer_envoy_gateway_fields_match_envoy_gateway_1_9`."""
     crds = [d for _, d in all_docs() if is_custom(d)]
-    paths = sorted({p for p, d in all_docs() if is_custom(d)})
+    paths = sorted({p for p, d in all_docs() if is_custom(d) and not newer_fields(d)})
+    for i, d in enumerate(d for d in crds if newer_fields(d)):
+        stripped = tmp_path / f"newer-{i}-{d['kind']}.yaml"
+        stripped.write_text(yaml.safe_dump(without_newer_fields(d), sort_keys=False), encoding="utf-8")
+        paths.append(stripped)
     done = run_validator(paths)
     assert done.returncode == 0, done.stdout + done.stderr
     oks = [line for line in done.stdout.splitlines() if line.startswith("ok   ")]
-    assert len(oks) == len(crds) == 18, done.stdout
+    assert len(oks) == len(crds) == 21, done.stdout
     assert done.stdout.splitlines()[-1] == f"deploy-validate: {len(crds)} of {len(crds)} resources valid"
+
+
+def strict(schema):
+    """An OpenAPI v3 schema of a CRD as a JSON Schema that refuses unknown fields, as the API server
+    prunes them (but where the schema preserves them, e.g. a dynamic module's `config`)."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")}
+        if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(x) for x in schema]
+    return schema
+
+
+def newer_field_errors(d: dict) -> list[str]:
+    import jsonschema
+
+    schemas = json.loads(NEWER_FIELDS.read_text(encoding="utf-8"))[d["kind"]]
+    errors = []
+    for field, value in newer_fields(d).items():
+        v = jsonschema.Draft7Validator(strict(schemas[field]))
+        errors += [f"/spec/{field}/{'/'.join(map(str, e.path))}: {e.message}" for e in v.iter_errors(value)]
+    return errors
+
+
+def test_newer_envoy_gateway_fields_match_envoy_gateway_1_9():
+    proxy, policy = by_kind("EnvoyProxy", variant=EG_NATIVE), by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)
+    assert set(newer_fields(proxy)) == {"dynamicModules", "filterOrder"}
+    assert set(newer_fields(policy)) == {"dynamicModule"}
+    assert newer_field_errors(proxy) == newer_field_errors(policy) == []
+
+
+def test_newer_field_check_refuses_bad_values_and_unknown_fields():
+    proxy = json.loads(json.dumps(by_kind("EnvoyProxy", variant=EG_NATIVE)))
+    proxy["spec"]["dynamicModules"][0]["source"]["local"]["pth"] = "/x.so"
+    proxy["spec"]["filterOrder"][0]["after"] = "envoy.filters.http.dynamic_module"
+    policy = json.loads(json.dumps(by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)))
+    policy["spec"]["dynamicModule"][0]["name"] = "MCP_Policy"
+    errors = newer_field_errors(proxy) + newer_field_errors(policy)
+    assert len(errors) == 3, errors
+    assert "Additional properties are not allowed ('pth' was unexpected)" in errors[0]
+    assert errors[1].startswith("/spec/filterOrder/0/after: 'envoy.filters.http.dynamic_module' is not one of")
+    assert errors[2].startswith("/spec/dynamicModule/0/name: 'MCP_Policy' does not match")
 
 
 def test_crd_validator_refuses_bad_enums_and_unknown_fields(tmp_path):
     plugin = (DEPLOY / "istio" / "wasmplugin.yaml").read_text(encoding="utf-8")
     (tmp_path / "enum.yaml").write_text(plugin.replace("failStrategy: FAIL_CLOSE", "failStrategy: FAIL_SOMETIMES"))
     (tmp_path / "field.yaml").write_text(plugin.replace("  phase: AUTHZ", "  phaze: AUTHZ"))
-    route = (DEPLOY / "envoy-gateway" / "httproute.yaml").read_text(encoding="utf-8")
+    route = (DEPLOY / "envoy-gateway" / "common" / "httproute.yaml").read_text(encoding="utf-8")
     (tmp_path / "nested.yaml").write_text(route.replace("      request: 0s", "      requets: 0s"))
     done = run_validator(sorted(tmp_path.glob("*.yaml")))
     out = done.stdout
@@ -200,7 +274,7 @@ def without_approval_cluster(policy: dict) -> dict:
 
 def test_manifests_carry_the_seed_policy_and_name_the_check_service():
     istio = by_kind("WasmPlugin")["spec"]["pluginConfig"]
-    eg = by_kind("EnvoyExtensionPolicy")["spec"]["wasm"][0]["config"]
+    eg = by_kind("EnvoyExtensionPolicy", variant="envoy-gateway")["spec"]["wasm"][0]["config"]
     assert without_approval_cluster(istio) == without_approval_cluster(eg) == without_approval_cluster(SEED)
     svc = by_kind("Service", "mcp-approvals-check")
     (port,) = svc["spec"]["ports"]
@@ -260,13 +334,82 @@ def test_istio_and_envoy_gateway_settings():
     (route,) = by_kind("VirtualService")["spec"]["http"]
     assert route["timeout"] == "0s"
     assert by_kind("HTTPRoute")["spec"]["rules"][0]["timeouts"] == {"request": "0s"}
-    assert by_kind("EnvoyExtensionPolicy")["spec"]["wasm"][0]["failOpen"] is False
-    assert by_kind("EnvoyProxy")["spec"]["filterOrder"] == [
+    assert by_kind("EnvoyExtensionPolicy", variant="envoy-gateway")["spec"]["wasm"][0]["failOpen"] is False
+    assert by_kind("EnvoyProxy", variant="envoy-gateway")["spec"]["filterOrder"] == [
         {"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}]
     # Both buffers stay above the policy's default 1 MiB body limit (the filter answers oversize).
     assert by_kind("BackendTrafficPolicy")["spec"]["requestBuffer"]["limit"] == "4Mi"
     patch = by_kind("EnvoyFilter", "mcp-policy-buffer")["spec"]["configPatches"][0]["patch"]["value"]
     assert patch["typed_config"]["max_request_bytes"] == 4 * 1024 * 1024
+
+
+# ----------------------------------------------------------------------------------- the native build
+
+
+def native_istio_patches() -> tuple[dict, dict]:
+    """The module's and the buffer's patch of deploy/istio/native's EnvoyFilter, in that order."""
+    module, buffer = by_kind("EnvoyFilter", "mcp-policy-native", ISTIO_NATIVE)["spec"]["configPatches"]
+    return module, buffer
+
+
+def test_native_manifests_carry_the_seed_policy_without_the_rate_limit_service():
+    """The native build refuses `gateway.rate_limit_service` (a gRPC callout), so its manifests carry
+    the seed policy without it, and the approval cluster of their platform's wasm manifest."""
+    module, _ = native_istio_patches()
+    istio = json.loads(module["patch"]["value"]["typed_config"]["filter_config"]["value"])
+    (dm,) = by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)["spec"]["dynamicModule"]
+    eg = dm["config"]
+    for native in (istio, eg):
+        assert "rate_limit_service" not in native["gateway"]
+        assert without_approval_cluster(native) == without_approval_cluster(SEED)
+    assert istio["gateway"]["approval"] == by_kind("WasmPlugin")["spec"]["pluginConfig"]["gateway"]["approval"]
+    wasm_eg = by_kind("EnvoyExtensionPolicy", variant="envoy-gateway")["spec"]["wasm"][0]["config"]
+    assert eg["gateway"]["approval"] == wasm_eg["gateway"]["approval"]
+
+
+def test_native_istio_filter_loads_the_module_before_the_buffer():
+    module, buffer = native_istio_patches()
+    wasm_buffer = by_kind("EnvoyFilter", "mcp-policy-buffer", "istio")["spec"]["configPatches"][0]
+    # Both before the router, module first: the buffer then holds what the module let through.
+    for patch in (module, buffer):
+        assert patch["applyTo"] == "HTTP_FILTER" and patch["patch"]["operation"] == "INSERT_BEFORE"
+        assert patch["match"] == wasm_buffer["match"]
+    assert buffer == wasm_buffer
+    tc = module["patch"]["value"]["typed_config"]
+    assert module["patch"]["value"]["name"] == "mcp_policy"
+    assert tc["@type"] == "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+    assert (tc["filter_name"], tc["filter_config"]["@type"]) == ("mcp_policy", "type.googleapis.com/google.protobuf.StringValue")
+    assert tc["dynamic_module_config"] == {"name": "mcp_policy_native", "do_not_close": True,
+                                           "module": {"local": {"filename": "/etc/istio/modules/libmcp_policy_native.so"}}}
+    ef = by_kind("EnvoyFilter", "mcp-policy-native", ISTIO_NATIVE)
+    plugin = by_kind("WasmPlugin", variant="istio")
+    assert ef["spec"]["workloadSelector"] == {"labels": plugin["spec"]["selector"]["matchLabels"]}
+    assert ef["metadata"]["namespace"] == plugin["metadata"]["namespace"]
+
+
+def test_native_envoy_gateway_registers_mounts_and_orders_the_module():
+    proxy = by_kind("EnvoyProxy", variant=EG_NATIVE)["spec"]
+    (dm,) = by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)["spec"]["dynamicModule"]
+    (entry,) = proxy["dynamicModules"]
+    assert (dm["name"], dm["filterName"]) == (entry["name"], "mcp_policy")
+    assert entry["doNotClose"] is True and entry["source"]["type"] == "Local"
+    path = Path(entry["source"]["local"]["path"])
+    assert path.name == "libmcp_policy_native.so"
+    dep = proxy["provider"]["kubernetes"]["envoyDeployment"]
+    (mount,) = dep["container"]["volumeMounts"]
+    assert (Path(mount["mountPath"]), mount["readOnly"]) == (path.parent, True)
+    (init,) = dep["initContainers"]
+    (init_mount,) = init["volumeMounts"]
+    assert init_mount["name"] == mount["name"] and init["command"][-1] == f"{init_mount['mountPath']}/{path.name}"
+    assert [v["name"] for v in dep["pod"]["volumes"]] == [mount["name"]]
+    # A module built for Envoy 1.40 loads in 1.40 and 1.41 only.
+    assert dep["container"]["image"].rsplit(":", 1)[1].startswith(("distroless-v1.40.", "distroless-v1.41."))
+    assert proxy["filterOrder"] == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.dynamic_modules"}]
+    # The Gateway of ../common uses this EnvoyProxy, by name.
+    gw = by_kind("Gateway", variant=EG_NATIVE)
+    assert gw["spec"]["infrastructure"]["parametersRef"]["name"] == by_kind("EnvoyProxy", variant=EG_NATIVE)["metadata"]["name"]
+    wasm_env = by_kind("EnvoyProxy", variant="envoy-gateway")["spec"]["provider"]["kubernetes"]["envoyDeployment"]
+    assert dep["container"]["env"] == wasm_env["container"]["env"]
 
 
 # ----------------------------------------------------------------------------------- header names with '_'
@@ -306,7 +449,7 @@ def test_istio_rejects_header_names_with_underscores_on_the_inbound_listener():
 
 
 def test_crd_validator_refuses_a_bad_underscores_action(tmp_path):
-    ctp = (DEPLOY / "envoy-gateway" / "clienttrafficpolicy.yaml").read_text(encoding="utf-8")
+    ctp = (DEPLOY / "envoy-gateway" / "common" / "clienttrafficpolicy.yaml").read_text(encoding="utf-8")
     assert "withUnderscoresAction: RejectRequest\n" in ctp
     (tmp_path / "enum.yaml").write_text(ctp.replace("withUnderscoresAction: RejectRequest",
                                                     "withUnderscoresAction: REJECT_REQUEST"))
@@ -557,7 +700,7 @@ def test_istio_rate_limit_service_is_the_http2_outbound_cluster_of_mcp_ratelimit
 
 
 def test_envoy_gateway_rate_limit_cluster_is_http2_and_points_at_mcp_ratelimit():
-    rls = by_kind("EnvoyExtensionPolicy")["spec"]["wasm"][0]["config"]["gateway"]["rate_limit_service"]
+    rls = by_kind("EnvoyExtensionPolicy", variant="envoy-gateway")["spec"]["wasm"][0]["config"]["gateway"]["rate_limit_service"]
     assert rls == {"cluster": "mcp_ratelimit", "domain": "mcp", "timeout": "250ms", "failure_mode": "deny"}
     epp = by_kind("EnvoyPatchPolicy", "mcp-ratelimit-cluster")
     assert epp["spec"]["targetRef"] == {"group": "gateway.networking.k8s.io", "kind": "Gateway",

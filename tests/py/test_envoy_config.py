@@ -109,7 +109,8 @@ def test_shipped_access_logs_print_the_path_without_its_query():
         for text in _strings(yaml.safe_load(path.read_text(encoding="utf-8"))):
             if "%START_TIME%" in text or "%RESPONSE_CODE%" in text:
                 formats.append((path.name, text))
-    assert sorted({name for name, _ in formats}) == ["envoy-cluster.yaml", "envoy-dynamic.yaml", "envoy-ecds.yaml",
+    assert sorted({name for name, _ in formats}) == ["envoy-cluster.yaml", "envoy-dynamic-ecds.yaml", "envoy-dynamic.yaml",
+                                                     "envoy-ecds.yaml",
                                                      "envoy-oauth.yaml", "envoy.yaml"]
     for name, text in formats:
         assert "%PATH(NQ:ORIG_OR_PATH)%" in text, name

@@ -2,9 +2,10 @@
 //! through ECDS from a file (`envoy/envoy-ecds.yaml`, `make run`), and report Envoy's verdict.
 //!
 //! 1. The policy is loaded with the filter's own code; an invalid one is never written.
-//! 2. The ECDS file (a JSON discovery response holding one `TypedExtensionConfig` with the Wasm
-//!    config) gets the policy as its `configuration.value`, everything else kept, and replaces the old
-//!    file by a rename in the same directory: Envoy reloads a path config source only on a move.
+//! 2. The ECDS file (a JSON discovery response holding one `TypedExtensionConfig` with the filter's
+//!    config: the Wasm plugin's, or the native build's `DynamicModuleFilter`) gets the policy as its
+//!    `configuration.value` (native: `filter_config.value`), everything else kept, and replaces the
+//!    old file by a rename in the same directory: Envoy reloads a path config source only on a move.
 //! 3. The verdict comes from Envoy's stats `extension_config_discovery.http_filter.<name>.update_success`
 //!    and `update_rejected` on the admin endpoint. Envoy counts a file identical to its last update as
 //!    a success without loading it, even when that update was rejected; so when the new file would
@@ -37,8 +38,9 @@ fn fail(status: u8, message: impl Into<String>) -> ApplyError {
 /// Exit status when Envoy refused the new configuration or gave no verdict in time.
 pub const NOT_APPLIED: u8 = 5;
 
-/// The ECDS file with `policy` as the Wasm plugin's `configuration.value`. Returns the new file text
-/// and the resource's name (the filter name in the stats).
+/// The ECDS file with `policy` as the Wasm plugin's `configuration.value`, or the dynamic module
+/// filter's `filter_config.value` (the native build). Returns the new file text and the resource's
+/// name (the filter name in the stats).
 pub fn render(ecds: &[u8], policy: &str) -> Result<(String, String), String> {
     let mut doc: Value =
         serde_json::from_slice(ecds).map_err(|e| format!("not the JSON ECDS file `apply` writes: {e}"))?;
@@ -47,13 +49,24 @@ pub fn render(ecds: &[u8], policy: &str) -> Result<(String, String), String> {
         return Err(format!("{} resources; expected exactly one (the mcp_policy filter)", resources.len()));
     };
     let name = resource.get("name").and_then(Value::as_str).ok_or("the resource has no `name`")?.to_owned();
-    let value = resource
-        .pointer_mut("/typed_config/config/configuration/value")
-        .ok_or("the resource has no typed_config.config.configuration.value (the Wasm plugin configuration)")?;
+    let native = resource.pointer("/typed_config/@type").and_then(Value::as_str) == Some(DYNAMIC_MODULE_FILTER);
+    let (pointer, what) = if native {
+        ("/typed_config/filter_config/value", "typed_config.filter_config.value (the dynamic module filter's)")
+    } else {
+        (
+            "/typed_config/config/configuration/value",
+            "typed_config.config.configuration.value (the Wasm plugin configuration)",
+        )
+    };
+    let value = resource.pointer_mut(pointer).ok_or(format!("the resource has no {what}"))?;
     *value = Value::String(policy.to_owned());
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
     Ok((text, name))
 }
+
+/// The `@type` of the native build's filter configuration.
+const DYNAMIC_MODULE_FILTER: &str =
+    "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter";
 
 /// `policy` with its trailing newline toggled: the same JSON document, different bytes.
 pub fn toggle_trailing_newline(policy: &str) -> String {
@@ -171,7 +184,7 @@ fn replace_file(target: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// The lines of Envoy's log `text` about a rejected update, shortened to `[level] message`: its
-/// `[wasm]` errors (the filter's own `invalid policy at PATH: MESSAGE` first) and `config update
+/// `[wasm]` (native build: `[dynamic_modules]`) errors (the filter's own `invalid policy at PATH: MESSAGE` first) and `config update
 /// rejected`. Repeated messages (one per worker thread) are shown once with their count.
 pub fn rejection_lines(text: &str) -> Vec<String> {
     let mut out: Vec<(String, usize)> = Vec::new();
@@ -180,8 +193,8 @@ pub fn rejection_lines(text: &str) -> Vec<String> {
         let mut brackets = l.split(']');
         let level = brackets.nth(2).map(|b| b.trim_start_matches('[')).unwrap_or("");
         let message = l.split_once("] ").and_then(|(_, rest)| rest.split_once("] ")).map_or(l, |(_, m)| m);
-        let relevant =
-            (l.contains("][wasm]") && matches!(level, "error" | "critical")) || l.contains("config update rejected");
+        let filter_line = l.contains("][wasm]") || l.contains("][dynamic_modules]");
+        let relevant = (filter_line && matches!(level, "error" | "critical")) || l.contains("config update rejected");
         if !relevant {
             continue;
         }
@@ -331,6 +344,26 @@ mod tests {
         assert_eq!(
             render(br#"{"resources":[]}"#, "{}").unwrap_err(),
             "0 resources; expected exactly one (the mcp_policy filter)"
+        );
+    }
+
+    #[test]
+    fn render_replaces_the_native_filters_policy() {
+        let ecds = r#"{"resources":[{"@type":"type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig","name":"mcp_policy",
+            "typed_config":{"@type":"type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+            "dynamic_module_config":{"name":"mcp_policy_native"},"filter_name":"mcp_policy",
+            "filter_config":{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"{}"}}}]}"#;
+        let (text, name) = render(ecds.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
+        assert_eq!(name, "mcp_policy");
+        let mut got: Value = serde_json::from_str(&text).unwrap();
+        let pointer = "/resources/0/typed_config/filter_config/value";
+        assert_eq!(got.pointer(pointer).unwrap(), "{\"version\":\"1\"}\n");
+        *got.pointer_mut(pointer).unwrap() = "{}".into();
+        assert_eq!(got, serde_json::from_str::<Value>(ecds).unwrap());
+        let no_value = ecds.replace(r#""value":"{}""#, r#""v":"{}""#);
+        assert_eq!(
+            render(no_value.as_bytes(), "{}").unwrap_err(),
+            "the resource has no typed_config.filter_config.value (the dynamic module filter's)"
         );
     }
 

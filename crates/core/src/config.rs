@@ -21,7 +21,7 @@ mod spec;
 pub use compile::{compile, sessions_unbound};
 pub use de::JsonValue;
 pub use set::spec::PolicySetSpec;
-pub use set::{AttachRule, ContainRule, Matcher, PolicySet, Why};
+pub use set::{AttachRule, ContainRule, Matcher, PolicySet, Shared, Why};
 // The policy document's root type, the schema's root (`mcp-policy schema`); the other spec types are
 // read only through it.
 pub use spec::PolicySpec;

@@ -30,7 +30,7 @@ impl Filter {
             return;
         };
         self.release_held();
-        let config = Arc::clone(&self.config);
+        let policy = Arc::clone(&self.policy);
         let answer = if answer.body_size > MAX_APPROVAL_ANSWER_BYTES {
             Answer::Unavailable(format!("the approval service's answer exceeds {MAX_APPROVAL_ANSWER_BYTES} bytes"))
         } else if answer.status.is_none() {
@@ -46,7 +46,7 @@ impl Filter {
                 mcp_policy_core::outcome::audit::log_safe(&pending.tool)
             );
         }
-        let outcome = pipeline::on_approval_answer(&config.policy, *pending, answer, process_store(), now_ms());
+        let outcome = pipeline::on_approval_answer(&policy, *pending, answer, process_store(), now_ms());
         if self.finish(outcome) == Flow::Continue {
             self.resume();
         }
@@ -91,8 +91,8 @@ impl Filter {
     /// Hold the request and ask the approval service; `on_approval_response` finishes it. A
     /// callout that cannot start refuses the call (`approval_unavailable`).
     pub(crate) fn ask_approval(&mut self, pending: PendingApproval) -> Flow {
-        let config = Arc::clone(&self.config);
-        let policy = &config.policy;
+        let policy = Arc::clone(&self.policy);
+        let policy = &*policy;
         let Some(svc) = policy.gateway.approval.as_ref() else {
             let answer = Answer::Unavailable("no approval service is configured".into());
             return self.finish(pipeline::on_approval_answer(policy, pending, answer, process_store(), now_ms()));
@@ -135,7 +135,7 @@ impl Filter {
         if let RequestState::Approval(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) {
             self.release_held();
             if let Some(adm) = pending.admission.as_ref() {
-                let max_tracked_grants = self.config.policy.gateway.max_tracked_grants;
+                let max_tracked_grants = self.policy.gateway.max_tracked_grants;
                 Limiter { store: process_store(), now_ms: now_ms(), max_tracked_grants }.give_back(adm);
             }
             info!(

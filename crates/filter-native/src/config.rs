@@ -1,9 +1,14 @@
 //! One filter configuration: `filter_name: mcp_policy` and the policy JSON of `filter_config` (a
-//! `google.protobuf.StringValue`, whose string Envoy hands over as is), loaded and compiled once.
+//! `google.protobuf.StringValue`, whose string Envoy hands over as is), loaded and compiled once,
+//! as the wasm build's `on_configure` does (crates/filter-wasm/src/root.rs): a plain policy, or a
+//! policy set (`policies`/`attach`/`contain`) from which each request's policy is chosen, and
+//! `gateway.identity` read the same way.
+
+use std::sync::Arc;
 
 use log::{error, info, warn};
 
-use mcp_policy_core::config;
+use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::limits;
 use mcp_policy_core::policy::Policy;
 
@@ -16,43 +21,33 @@ pub const FILTER_NAME: &[u8] = b"mcp_policy";
 
 /// A loaded configuration, shared by the streams of every worker thread.
 pub struct Config {
-    pub policy: Policy,
+    /// The request's policy when nothing is chosen (a plain policy without `gateway.identity`),
+    /// else the set's base (its gateway settings) until the request's policy is chosen.
+    pub policy: Arc<Policy>,
+    /// The set to choose each request's policy from: a set, or a plain policy with
+    /// `gateway.identity` (whose verified payload is read even though there is one policy).
+    pub set: Option<PolicySet>,
     pub metrics: Metrics,
 }
+
+// One configuration serves every worker thread (`ffi::hooks` shares it behind an `Arc`).
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Config>();
+};
 
 /// Why a loaded policy cannot run in this build, if it cannot.
 ///
 /// The rate limit service is asked over gRPC, which this build does not do (the ABI's callouts are
-/// HTTP). Choosing a policy by the caller's verified identity (`gateway.identity`) is served by the
-/// wasm build only. Such a policy is refused when it loads, never half served.
+/// HTTP). Such a policy is refused when it loads, never half served.
 pub fn unsupported(policy: &Policy) -> Option<&'static str> {
     if policy.gateway.rate_limit_service.is_some() {
         return Some(
             "gateway.rate_limit_service (a gRPC callout) is not supported by the native build; use the wasm build",
         );
     }
-    if policy.gateway.identity.is_some() {
-        return Some(
-            "gateway.identity (policies by verified identity, docs chapter \"Many agents: policies per identity\") is not \
-             supported by the native build; use the wasm build",
-        );
-    }
-    if !policy.flows.is_empty() {
-        // A flow denies by marks, and marks are set as a marking result leaves the response path:
-        // a host that checked flows without setting marks would never deny.
-        return Some(
-            "flows (rules across calls, docs chapter \"Flows: rules across calls\") are not supported by the \
-             native build; use the wasm build",
-        );
-    }
     None
 }
-
-/// A policy set (a document with a top-level `policies`): served by the wasm build only, so refused
-/// here by name rather than as an unknown key.
-const SET_UNSUPPORTED: &str =
-    "a policy set (top-level \"policies\", docs chapter \"Many agents: policies per identity\") is \
-                               not supported by the native build; use the wasm build";
 
 impl Config {
     /// Load the configuration; `None` (logged) makes Envoy refuse it.
@@ -69,22 +64,8 @@ impl Config {
             return None;
         }
         let env = |name: &str| std::env::var(name).ok();
-        // Read as the wasm build reads it, so an invalid document gets the same errors; a valid set
-        // is then refused by name.
-        let why = match config::load_set_with_env(bytes, &env) {
-            Ok(set) if set.plain().is_some() => None,
-            Ok(_) => Some(SET_UNSUPPORTED.to_owned()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(why) = why {
-            error!(
-                "policy not loaded: {why}. Envoy refuses this configuration: on a reload the previous policy \
-                 keeps serving, at startup Envoy exits"
-            );
-            return None;
-        }
-        let policy = match config::load_with_env(bytes, &env) {
-            Ok(p) => p,
+        let set = match config::load_set_with_env(bytes, &env) {
+            Ok(set) => set,
             Err(e) => {
                 error!(
                     "policy not loaded: {e}. Envoy refuses this configuration: on a reload the previous policy \
@@ -93,9 +74,20 @@ impl Config {
                 return None;
             }
         };
+        // A plain policy without an identity is the request's policy as is: nothing to choose.
+        let policy = Arc::clone(set.plain().unwrap_or_else(|| set.base()));
         if let Some(why) = unsupported(&policy) {
             error!("policy not loaded: {why}. Envoy refuses this configuration");
             return None;
+        }
+        let chooses = set.plain().is_none() || policy.gateway.identity.is_some();
+        if set.plain().is_none() {
+            info!(
+                "policy set loaded: {} policies, {} attach rules, {} contained",
+                set.members().len(),
+                set.rules().len(),
+                set.contained().len()
+            );
         }
         if let Err(e) = limits::init_lock(process_store()) {
             error!("rate limiter state unavailable: {e:?}");
@@ -111,7 +103,9 @@ impl Config {
         for w in config::warnings(&policy) {
             warn!("{w}");
         }
-        let metrics = Metrics::define(handle, &policy);
-        Some(Config { policy, metrics })
+        let mut all: Vec<&Policy> = set.members().iter().map(|p| &**p).collect();
+        all.push(set.base());
+        let metrics = Metrics::define(handle, &all);
+        Some(Config { policy, set: chooses.then_some(set), metrics })
     }
 }

@@ -15,7 +15,8 @@ use mcp_policy_core::outcome::refusal::{
     POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN,
 };
 use mcp_policy_core::pipeline::rewrite::BodyRewrite;
-use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, PendingApproval, RequestHead};
+use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, PendingApproval, RequestHead};
+use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::ResponseFilter;
 use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::wire::reply::Reply;
@@ -79,6 +80,10 @@ pub fn now_ms() -> u64 {
 pub struct Filter {
     pub(crate) id: u64,
     pub(crate) config: Arc<Config>,
+    /// The request's policy: the configuration's, or (with a set) the one chosen for the caller.
+    pub(crate) policy: Arc<Policy>,
+    /// The request's policy and caller, once chosen from the set: recorded in every decision.
+    attached: Option<Attached>,
     /// Envoy's side of the stream, refreshed by every hook.
     pub(crate) stream: Stream,
     /// A hook of this stream panicked: the stream was reset and is ignored from then on.
@@ -96,6 +101,10 @@ pub struct Filter {
     rewrite: Option<BodyRewrite>,
     /// A JSON response body held whole until its end (`Step::Hold`), taken out of Envoy's buffers.
     pub(crate) held_response: Vec<u8>,
+    /// The grant of the forwarded request: the marks its results set go on it (`flows`).
+    pub(crate) mark_grant: Option<GrantId>,
+    /// A mark could not be recorded: the response is reset, never released unmarked.
+    pub(crate) mark_failed: bool,
     /// Calls into Envoy left for the hook to make after leaving the filter.
     effects: Effects,
 }
@@ -104,6 +113,8 @@ impl Filter {
     pub fn new(config: Arc<Config>, stream: Stream) -> Self {
         Filter {
             id: NEXT_CTX.fetch_add(1, Ordering::Relaxed),
+            policy: Arc::clone(&config.policy),
+            attached: None,
             config,
             stream,
             poisoned: false,
@@ -117,6 +128,8 @@ impl Filter {
             held: None,
             rewrite: None,
             held_response: Vec::new(),
+            mark_grant: None,
+            mark_failed: false,
             effects: Effects::default(),
         }
     }
@@ -127,6 +140,9 @@ impl Filter {
             self.rewrite = Some(rewrite);
         }
         self.session_url_elicitation |= outcome.url_elicitation;
+        if let Some(grant) = outcome.grant_id {
+            self.mark_grant = Some(grant);
+        }
         let decided_at_ms = self.decided_at_ms.take();
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
@@ -147,31 +163,35 @@ impl Filter {
                 self.config.metrics.offer(&self.stream, mcp_policy_core::approval::offer::Event::Forwarded);
             }
         }
+        if let Some(a) = &self.attached {
+            a.stamp(&mut outcome.decision);
+        }
         let config = Arc::clone(&self.config);
+        let policy = Arc::clone(&self.policy);
         let d = &outcome.decision;
         config.metrics.record(&self.stream, d);
         if let Some(event) = outcome.offer {
             config.metrics.offer(&self.stream, event);
         }
         config.metrics.add_tracked_grants(&self.stream, process_store().take_registered_grants());
-        if config.policy.gateway.filter_state {
+        if policy.gateway.filter_state {
             self.set_filter_state(d);
         }
         let record = |d: &Decision| {
             let at = decided_at_ms.map_or_else(SystemTime::now, |ms| UNIX_EPOCH + Duration::from_millis(ms));
             d.audit_json(&humantime::format_rfc3339_millis(at).to_string(), self.request_id.as_deref())
         };
-        match config.policy.gateway.audit {
+        match policy.gateway.audit {
             AuditMode::Log if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record(d)),
             AuditMode::AccessLog => {
                 let _ = self.stream.set_filter_state("wasm.mcp_audit", record(d).as_bytes());
             }
             AuditMode::Log | AuditMode::Off => {}
         }
-        outcome.shape(config.policy.gateway.refusal_shape);
+        outcome.shape(policy.gateway.refusal_shape);
         match outcome.reply {
             None => {
-                let policy = &config.policy;
+                let policy = &*policy;
                 let ids = pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
                 self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
                     .judging(policy, &outcome.decision)
@@ -223,6 +243,21 @@ impl Filter {
         if let Some(k) = d.error_kind() {
             let _ = s.set_filter_state("wasm.mcp_error", k.as_bytes());
         }
+        if let Some(p) = &d.provenance {
+            if let Some(name) = &p.policy {
+                let _ = s.set_filter_state("wasm.mcp_policy", name.as_bytes());
+            }
+            let safe = mcp_policy_core::outcome::audit::log_safe;
+            if let Some(v) = &p.subject {
+                let _ = s.set_filter_state("wasm.mcp_subject", safe(v).as_bytes());
+            }
+            if let Some(c) = &p.client_id {
+                let _ = s.set_filter_state("wasm.mcp_client_id", safe(c).as_bytes());
+            }
+            if !p.act.is_empty() {
+                let _ = s.set_filter_state("wasm.mcp_act", safe(&p.act.join(" ")).as_bytes());
+            }
+        }
     }
 
     /// Answer locally with `reply`. The reply is sent when the hook has returned from the filter
@@ -264,7 +299,7 @@ impl Filter {
         let RequestState::Body(mut head) = std::mem::replace(&mut self.request, RequestState::Headers) else {
             return Flow::Continue;
         };
-        if self.config.policy.gateway.approval.is_some() {
+        if self.policy.gateway.approval.is_some() {
             // The cluster the route chose: an approval is bound to it (`approval::Upstream`).
             head.cluster = self.stream.cluster_name();
         }
@@ -274,14 +309,13 @@ impl Filter {
             return self.finish(pipeline::body_unreadable());
         };
         let now = *self.decided_at_ms.insert(now_ms());
-        let config = Arc::clone(&self.config);
-        let outcome = pipeline::on_body(&config.policy, &head, &body, process_store(), now);
+        let policy = Arc::clone(&self.policy);
+        let outcome = pipeline::on_body(&policy, &head, &body, process_store(), now);
         self.finish(outcome)
     }
 
     pub fn request_headers(&mut self, end_of_stream: bool) -> Flow {
-        let config = Arc::clone(&self.config);
-        let policy = &config.policy;
+        let policy = Arc::clone(&self.policy);
         let s = self.stream;
         if policy.filters_tools_list() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
             warn!("[ctx {}] cannot remove accept-encoding", self.id);
@@ -302,8 +336,19 @@ impl Filter {
             .find(|(k, _)| k == "x-request-id")
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
             .map(str::to_owned);
-        let head = RequestHead::from_headers(policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-        match pipeline::check_session(policy, &head) {
+        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        let policy = match &self.config.set {
+            None => policy,
+            Some(set) => match pipeline::attach(set, &head) {
+                Ok(attached) => {
+                    self.policy = Arc::clone(&attached.policy);
+                    self.attached = Some(attached);
+                    Arc::clone(&self.policy)
+                }
+                Err(outcome) => return self.finish(*outcome),
+            },
+        };
+        match pipeline::check_session(&policy, &head) {
             pipeline::SessionCheck::Unbound => {}
             pipeline::SessionCheck::Bound(bound) => {
                 let rewrites = [
@@ -324,7 +369,7 @@ impl Filter {
             }
             pipeline::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
         }
-        match pipeline::on_headers(policy, &head) {
+        match pipeline::on_headers(&policy, &head) {
             HeadOutcome::Done(outcome) => {
                 if outcome.reply.is_none() && !end_of_stream {
                     return self.finish(pipeline::unexpected_body());
@@ -333,7 +378,7 @@ impl Filter {
             }
             HeadOutcome::NeedBody if end_of_stream => {
                 let now = *self.decided_at_ms.insert(now_ms());
-                let outcome = pipeline::on_body(policy, &head, b"", process_store(), now);
+                let outcome = pipeline::on_body(&policy, &head, b"", process_store(), now);
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {
@@ -353,9 +398,9 @@ impl Filter {
         if !s.received_is_buffered_request() {
             size = size.saturating_add(s.body_size(Body::ReceivedRequest));
         }
-        if size > self.config.policy.gateway.max_body_bytes {
-            let config = Arc::clone(&self.config);
-            return self.finish(pipeline::body_too_large(&config.policy));
+        if size > self.policy.gateway.max_body_bytes {
+            let policy = Arc::clone(&self.policy);
+            return self.finish(pipeline::body_too_large(&policy));
         }
         if !end_of_stream {
             // Buffer until the end: never decide on a prefix.

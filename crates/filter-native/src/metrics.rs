@@ -41,6 +41,11 @@ pub struct Metrics {
     /// `mcp_policy_results_<label>_total` ([`series::RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<usize>,
+    /// `mcp_policy_marks_set_total`: marks set on grants by tool results (`flows`).
+    marks_set: Option<usize>,
+    /// `mcp_policy_flow_denied_total` and `…_would_deny_total` (dry run): calls a flow refused.
+    flows_denied: Option<usize>,
+    flows_would_deny: Option<usize>,
 }
 
 fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> ByLabel {
@@ -48,38 +53,57 @@ fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> By
 }
 
 impl Metrics {
-    /// Define every stat for `policy`.
-    pub fn define(config: &ConfigHandle, policy: &Policy) -> Self {
+    /// Define every stat for `policies` (one, or every policy of a set and the one of callers with
+    /// none): a tool's series are those any of them can count, as in the wasm build.
+    pub fn define(config: &ConfigHandle, policies: &[&Policy]) -> Self {
+        let possible = |tool: Option<&str>| {
+            let mut labels: Vec<&'static str> = Vec::new();
+            for p in policies {
+                for l in series::possible(p, tool) {
+                    if !labels.contains(&l) {
+                        labels.push(l);
+                    }
+                }
+            }
+            labels
+        };
+        let mut names: Vec<&str> = policies.iter().flat_map(|p| p.named_tools()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let counter = |name: &str| config.counter(name, &[]);
         Metrics {
             totals: LABELS
                 .iter()
-                .filter_map(|l| config.counter(&format!("mcp_policy_{l}_total"), &[]).map(|id| (*l, id)))
+                .filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id)))
                 .collect(),
-            per_tool: policy
-                .named_tools()
+            per_tool: names
                 .into_iter()
-                .map(|t| {
-                    (t.to_owned(), per_label(config, &series::tool_prefix(Some(t)), &series::possible(policy, Some(t))))
-                })
+                .map(|t| (t.to_owned(), per_label(config, &series::tool_prefix(Some(t)), &possible(Some(t)))))
                 .collect(),
-            other_tool: per_label(config, &series::tool_prefix(None), &series::possible(policy, None)),
+            other_tool: per_label(config, &series::tool_prefix(None), &possible(None)),
             tool_labelled: config.counter("mcp_policy_tool_decisions_total", &["mcp_tool", "mcp_decision"]),
             tracked_grants: config.gauge("mcp_policy_tracked_grants"),
-            tools_list_removed: config.counter("mcp_policy_tools_list_removed_total", &[]),
-            cas_retries_exhausted: config.counter("mcp_policy_cas_retries_exhausted_total", &[]),
-            grant_cap_reached: config.counter("mcp_policy_grant_cap_reached_total", &[]),
+            tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
+            cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
+            grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
             offers: Event::ALL
                 .iter()
-                .filter_map(|e| {
-                    config.counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str()), &[]).map(|id| (*e, id))
-                })
+                .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
                 .collect(),
             results: series::RESULT_LABELS
                 .iter()
-                .filter_map(|l| config.counter(&format!("mcp_policy_results_{l}_total"), &[]).map(|id| (*l, id)))
+                .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
                 .collect(),
-            redactions: config.counter("mcp_policy_redactions_total", &[]),
+            redactions: counter("mcp_policy_redactions_total"),
+            marks_set: counter("mcp_policy_marks_set_total"),
+            flows_denied: counter("mcp_policy_flow_denied_total"),
+            flows_would_deny: counter("mcp_policy_flow_would_deny_total"),
         }
+    }
+
+    /// One mark set on a grant (`flows`).
+    pub fn mark_set(&self, s: &Stream) {
+        Self::bump(s, self.marks_set, 1);
     }
 
     /// One tool result refused or redacted, or one listed definition that did not match its pin.
@@ -98,6 +122,9 @@ impl Metrics {
 
     /// Count one decision.
     pub fn record(&self, s: &Stream, d: &Decision) {
+        if let Some(Refusal::FlowDenied { .. }) = d.refusal.as_deref() {
+            Self::bump(s, if d.dry_run { self.flows_would_deny } else { self.flows_denied }, 1);
+        }
         let l = series::counter_label(d);
         Self::bump(s, find(&self.totals, l), 1);
         if let Some(tool) = &d.tool {

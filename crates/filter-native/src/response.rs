@@ -10,27 +10,27 @@ use std::time::SystemTime;
 
 use log::{info, warn};
 
-use mcp_policy_core::limits::SharedStore;
+use mcp_policy_core::limits::{self, Limiter, SharedStore};
 use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::pipeline;
+use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
 use mcp_policy_core::terms::AuditMode;
 
 use crate::ffi::{Body, HeaderMap};
-use crate::filter::{Filter, Flow};
+use crate::filter::{now_ms, Filter, Flow};
 use crate::store::process_store;
 
 impl Filter {
     pub fn response_headers(&mut self, end_of_stream: bool) -> Flow {
-        let config = Arc::clone(&self.config);
-        let policy = &config.policy;
+        let policy = Arc::clone(&self.policy);
         let s = self.stream;
         if policy.gateway.session_keys.is_some() {
             let name = "mcp-session-id";
             if let Some(upstream) = s.header(HeaderMap::Response, name) {
                 self.response.set_session(&upstream);
                 let bound = pipeline::session_id_out(
-                    policy,
+                    &policy,
                     self.session_grant.as_ref(),
                     &upstream,
                     self.session_url_elicitation,
@@ -80,11 +80,15 @@ impl Filter {
                     let mut bytes = std::mem::take(&mut self.held_response);
                     let had_held = !bytes.is_empty();
                     bytes.extend_from_slice(&chunk);
-                    let config = Arc::clone(&self.config);
-                    let policy = &config.policy;
+                    let policy = Arc::clone(&self.policy);
                     let step =
-                        self.response.on_chunk_judged(&bytes, end_of_stream, &|name| policy.is_unlisted(name), policy);
+                        self.response.on_chunk_judged(&bytes, end_of_stream, &|name| policy.is_unlisted(name), &policy);
                     self.result_events();
+                    if self.mark_failed {
+                        // Never released before its mark is recorded: no later call may slip past.
+                        s.reset("mcp_policy_mark_not_recorded");
+                        return Flow::Stop;
+                    }
                     if had_held {
                         held_back = Some(bytes);
                     }
@@ -151,13 +155,15 @@ impl Filter {
     }
 
     /// Audit and count what happened to tool results (never their text), as the wasm build: the
-    /// same counters, the audit record in the log or in filter state `wasm.mcp_result_audit`, and a
-    /// pin mismatch or a verified pin marked in the process's store (`ResultEvent::pin_marker`).
+    /// same counters, the audit record in the log or in filter state `wasm.mcp_result_audit`, a
+    /// mark (`flows`) recorded on the request's grant, and a pin mismatch or a verified pin marked
+    /// in the process's store (`ResultEvent::pin_marker`).
     fn result_events(&mut self) {
         let config = Arc::clone(&self.config);
-        let audit = config.policy.gateway.audit;
+        let policy = Arc::clone(&self.policy);
+        let audit = policy.gateway.audit;
         for e in self.response.take_events() {
-            if let Some(key) = e.pin_marker(&config.policy) {
+            if let Some(key) = e.pin_marker(&policy) {
                 if let Err(s) = SharedStore::set(process_store(), &key, b"1", 0) {
                     warn!("[ctx {}] cannot record {} in the shared store: {s:?}", self.id, e.kind);
                 }
@@ -165,7 +171,11 @@ impl Filter {
             if e.marker_only() {
                 continue;
             }
-            config.metrics.result(&self.stream, &e);
+            if let Some(mark) = e.mark.as_deref() {
+                self.record_mark(&policy, &e.tool, mark);
+            } else {
+                config.metrics.result(&self.stream, &e);
+            }
             if audit == AuditMode::Off {
                 continue;
             }
@@ -176,6 +186,30 @@ impl Filter {
                 }
                 _ if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record()),
                 _ => {}
+            }
+        }
+    }
+
+    /// Set `mark` on the request's grant in the process's store, before the result that set it goes
+    /// on: a call of the grant that starts after this response reached the client sees the mark, on
+    /// any worker (the store is shared and exact). Bounded by `gateway.max_tracked_grants` as the
+    /// limiter's other per-grant state.
+    fn record_mark(&mut self, policy: &Policy, tool: &str, mark: &str) {
+        let Some(grant) = self.mark_grant else {
+            warn!(
+                "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
+                self.id
+            );
+            self.mark_failed = true;
+            return;
+        };
+        let limiter =
+            Limiter { store: process_store(), now_ms: now_ms(), max_tracked_grants: policy.gateway.max_tracked_grants };
+        match limits::marks::set(&limiter, &grant, mark) {
+            Ok(()) => self.config.metrics.mark_set(&self.stream),
+            Err(u) => {
+                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
+                self.mark_failed = true;
             }
         }
     }

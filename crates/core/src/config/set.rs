@@ -10,12 +10,22 @@
 //! a member's own `gateway` is an error), its limits counted apart from every other member's
 //! ([`crate::limits::Limit::within`]), the rules' policy names resolved to members, matchers that
 //! can never hold refused with their JSON path.
-
-use std::rc::Rc;
+//!
+//! The members are behind [`Shared`]: an `Arc` where one compiled set serves Envoy's worker threads
+//! (the native build), an `Rc` in the wasm VM, which is single-threaded.
 
 use crate::identity::grant::GrantId;
 use crate::identity::payload::Claims;
 use crate::policy::Policy;
+
+/// How the compiled policies are shared: `Arc` where Envoy's worker threads share one compiled set
+/// (the native build, `Send + Sync`); `Rc` in the wasm VM, one thread, where atomic counts would
+/// only add code.
+#[cfg(not(target_arch = "wasm32"))]
+pub type Shared<T> = std::sync::Arc<T>;
+/// See the native definition.
+#[cfg(target_arch = "wasm32")]
+pub type Shared<T> = std::rc::Rc<T>;
 
 mod compile;
 mod read;
@@ -57,17 +67,17 @@ pub struct AttachRule {
 #[derive(Debug, Clone)]
 pub struct ContainRule {
     pub when: Vec<Matcher>,
-    pub policy: Rc<Policy>,
+    pub policy: Shared<Policy>,
 }
 
 /// The compiled plugin configuration: one policy for every caller, or a set.
 #[derive(Debug, Clone)]
 pub struct PolicySet {
-    members: Vec<Rc<Policy>>,
+    members: Vec<Shared<Policy>>,
     rules: Vec<AttachRule>,
     contain: Vec<ContainRule>,
     /// Stands for a caller no rule matches (`no_policy`).
-    unattached: Rc<Policy>,
+    unattached: Shared<Policy>,
     plain: bool,
 }
 
@@ -87,12 +97,18 @@ pub enum Why {
 impl PolicySet {
     /// A plain `policy.json`: one policy for every caller.
     pub fn single(policy: Policy) -> Self {
-        let p = Rc::new(policy);
-        PolicySet { members: vec![Rc::clone(&p)], rules: Vec::new(), contain: Vec::new(), unattached: p, plain: true }
+        let p = Shared::new(policy);
+        PolicySet {
+            members: vec![Shared::clone(&p)],
+            rules: Vec::new(),
+            contain: Vec::new(),
+            unattached: p,
+            plain: true,
+        }
     }
 
     /// The one policy of a plain `policy.json`; `None` for a set.
-    pub fn plain(&self) -> Option<&Rc<Policy>> {
+    pub fn plain(&self) -> Option<&Shared<Policy>> {
         if self.plain {
             self.members.first()
         } else {
@@ -101,12 +117,12 @@ impl PolicySet {
     }
 
     /// A policy with the set's gateway settings (every member has the same).
-    pub fn base(&self) -> &Rc<Policy> {
+    pub fn base(&self) -> &Shared<Policy> {
         &self.unattached
     }
 
     /// The members, in name order.
-    pub fn members(&self) -> &[Rc<Policy>] {
+    pub fn members(&self) -> &[Shared<Policy>] {
         &self.members
     }
 
@@ -120,7 +136,7 @@ impl PolicySet {
 
     /// The policy of a caller with `claims` and `grant`: a containment entry first, then the first
     /// attach rule whose every matcher holds, else the policy that refuses every tool call.
-    pub fn choose(&self, claims: Option<&Claims>, grant: Option<&GrantId>) -> (&Rc<Policy>, Why) {
+    pub fn choose(&self, claims: Option<&Claims>, grant: Option<&GrantId>) -> (&Shared<Policy>, Why) {
         if self.plain {
             return (&self.unattached, Why::Plain);
         }

@@ -2,11 +2,9 @@
 //! payload read (`gateway.identity`), its grant claim made the grant, and the set's rules tried
 //! ([`PolicySet::choose`]). A plain `policy.json` without `gateway.identity` reads nothing here.
 
-use std::rc::Rc;
-
 use super::credential::{grant_of, no_grant};
 use super::{HeaderValue, Outcome, RequestHead};
-use crate::config::{PolicySet, Why};
+use crate::config::{PolicySet, Shared, Why};
 use crate::identity::grant::Grant;
 use crate::identity::payload::{self, Claims, Provenance};
 use crate::outcome::decision::Decision;
@@ -18,7 +16,7 @@ const NOT_REGISTERED: &str = "the verified token's grant claim is not a register
 /// The policy a request is judged by, why, and who is calling.
 #[derive(Debug, Clone)]
 pub struct Attached {
-    pub policy: Rc<Policy>,
+    pub policy: Shared<Policy>,
     pub why: Why,
     /// From the verified payload; `None` without `gateway.identity`.
     pub provenance: Option<Box<Provenance>>,
@@ -68,11 +66,11 @@ pub fn attach(set: &PolicySet, head: &RequestHead) -> Result<Attached, Box<Outco
     let base = set.base();
     let Some(identity) = &base.gateway.identity else {
         if let Some(p) = set.plain() {
-            return Ok(Attached { policy: Rc::clone(p), why: Why::Plain, provenance: None });
+            return Ok(Attached { policy: Shared::clone(p), why: Why::Plain, provenance: None });
         }
         let grant = grant_of(base, head).ok();
         let (policy, why) = set.choose(None, grant.as_ref().map(|g| &g.id));
-        return Ok(Attached { policy: Rc::clone(policy), why, provenance: None }.on(head));
+        return Ok(Attached { policy: Shared::clone(policy), why, provenance: None }.on(head));
     };
     let refuse = |why: &'static str| Box::new(no_grant(base, &Id::null(), why));
     let claims = claims(head).map_err(refuse)?;
@@ -84,5 +82,5 @@ pub fn attach(set: &PolicySet, head: &RequestHead) -> Result<Attached, Box<Outco
     let (policy, why) = set.choose(Some(&claims), Some(&grant.id));
     // Every step after this one reads the grant from the claim, never from a header.
     let _ = head.grant.set(Ok(grant));
-    Ok(Attached { policy: Rc::clone(policy), why, provenance: Some(Box::new(claims.provenance())) }.on(head))
+    Ok(Attached { policy: Shared::clone(policy), why, provenance: Some(Box::new(claims.provenance())) }.on(head))
 }

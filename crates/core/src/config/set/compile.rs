@@ -1,10 +1,9 @@
 //! Compile a [`PolicySetSpec`] into a [`PolicySet`], reporting every problem with its JSON path.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use super::spec::{MatcherSpec, PolicySetSpec};
-use super::{AttachRule, ContainRule, Matcher, PolicySet};
+use super::{AttachRule, ContainRule, Matcher, PolicySet, Shared};
 use crate::config::spec::{GatewaySpec, PolicySpec};
 use crate::config::{err, ConfigError, ConfigErrors};
 use crate::policy::{Policy, Stance};
@@ -77,7 +76,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
             Ok(mut p) => {
                 p.limits = std::mem::take(&mut p.limits).into_iter().map(|l| l.within(&name)).collect();
                 p.name = Some(name.clone());
-                members.push(Rc::new(p));
+                members.push(Shared::new(p));
             }
             Err(e) => errs.extend(within(&name, e)),
         }
@@ -120,7 +119,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
         match crate::config::compile(refusing(spec.gateway.clone())) {
             Ok(mut p) => {
                 p.stance = Stance::Contained { reason: c.reason.clone() };
-                contain.push(ContainRule { when, policy: Rc::new(p) });
+                contain.push(ContainRule { when, policy: Shared::new(p) });
             }
             Err(e) => errs.extend(e.0),
         }
@@ -130,7 +129,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
     }
     let mut unattached = base;
     unattached.stance = Stance::Unattached;
-    Ok(PolicySet { members, rules, contain, unattached: Rc::new(unattached), plain: false })
+    Ok(PolicySet { members, rules, contain, unattached: Shared::new(unattached), plain: false })
 }
 
 /// The matchers of `path.when`, each checked: a claim needs `gateway.identity` and exactly one of

@@ -162,7 +162,7 @@ fn a_plain_policy_is_one_policy_for_every_caller() {
     assert_eq!((p.name.as_deref(), s.choose(None, None).1), (None, Why::Plain));
     let h = RequestHead::from_headers(p, [(":method", &b"POST"[..]), ("authorization", b"Bearer t")]);
     let a = pipeline::attach(&s, &h).unwrap();
-    assert!(std::rc::Rc::ptr_eq(&a.policy, p));
+    assert!(mcp_policy_core::config::Shared::ptr_eq(&a.policy, p));
     assert_eq!(a.provenance, None);
 }
 
