@@ -398,7 +398,7 @@ $(VENV)/.deploy-installed: deploy/requirements.txt $(VENV)/.installed
 ##               and Gateway API from npm; Kubernetes OpenAPI schemas, strict) and lint the
 ##               Dockerfile (hadolint). Part of make test.
 deploy-check: deploy-deps
-	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider py/test_deploy_manifests.py
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider py/test_deploy_manifests.py py/test_deploy_platforms.py py/test_deploy_services.py
 
 ## test-wasm-neighbour: the second wasm plugin of the shared-data test (tests/wasm-neighbour)
 test-wasm-neighbour: wasm-target
