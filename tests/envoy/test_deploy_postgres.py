@@ -152,7 +152,7 @@ def test_two_replicas_with_the_manifest_configuration_share_one_database(stack, 
     assert replicas == 2
     a, b = [start_replica(stack, f"approvals-{i}", url, approvers) for i in range(replicas)]
     # The migrations ran once, as the role (not a superuser), in its own database.
-    assert pg.psql("SELECT version FROM mcp_approvals_migrations ORDER BY version", db="mcp_approvals").split() == ["2", "3", "4", "5"]
+    assert pg.psql("SELECT version FROM mcp_approvals_migrations ORDER BY version", db="mcp_approvals").split() == ["2", "3", "4", "5", "6"]
     owners = pg.psql("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
                      db="mcp_approvals").split()
     assert owners == ["approvals|mcp_approvals", "mcp_approvals_migrations|mcp_approvals", "sessions|mcp_approvals"]
