@@ -17,6 +17,7 @@
 use crate::identity::grant::GrantId;
 use crate::identity::payload::Claims;
 use crate::policy::Policy;
+use crate::wire::json::Json;
 
 /// How the compiled policies are shared: `Arc` where Envoy's worker threads share one compiled set
 /// (the native build, `Send + Sync`); `Rc` in the wasm VM, one thread, where atomic counts would
@@ -52,6 +53,38 @@ impl Matcher {
             Matcher::ClaimIncludes { claim, value } => claims.is_some_and(|c| c.includes(claim, value)),
             Matcher::Grant(id) => grant == Some(id),
         }
+    }
+
+    /// [`Matcher::holds`], its claim looked up through `seen`.
+    fn holds_seen<'s>(&'s self, seen: &mut Seen<'s, '_>, grant: Option<&GrantId>) -> bool {
+        match self {
+            Matcher::ClaimEquals { claim, value } => {
+                seen.claims.is_some() && Claims::value_equals(seen.claim(claim), value)
+            }
+            Matcher::ClaimIncludes { claim, value } => {
+                seen.claims.is_some() && Claims::value_includes(seen.claim(claim), value)
+            }
+            Matcher::Grant(id) => grant == Some(id),
+        }
+    }
+}
+
+/// The claims one choice has looked up, by name. Rules test a few claims many times (`groups` in
+/// every team's rule), and a claims set is searched member by member: fifty rules over one claim
+/// then search the claims once.
+struct Seen<'s, 'c> {
+    claims: Option<&'c Claims>,
+    names: Vec<(&'s str, Option<&'c Json>)>,
+}
+
+impl<'s, 'c> Seen<'s, 'c> {
+    fn claim(&mut self, name: &'s str) -> Option<&'c Json> {
+        if let Some((_, v)) = self.names.iter().find(|(n, _)| *n == name) {
+            return *v;
+        }
+        let v = self.claims.and_then(|c| c.get(name));
+        self.names.push((name, v));
+        v
     }
 }
 
@@ -136,13 +169,16 @@ impl PolicySet {
 
     /// The policy of a caller with `claims` and `grant`: a containment entry first, then the first
     /// attach rule whose every matcher holds, else the policy that refuses every tool call.
-    pub fn choose(&self, claims: Option<&Claims>, grant: Option<&GrantId>) -> (&Shared<Policy>, Why) {
+    pub fn choose<'s>(&'s self, claims: Option<&Claims>, grant: Option<&GrantId>) -> (&'s Shared<Policy>, Why) {
         if self.plain {
             return (&self.unattached, Why::Plain);
         }
-        let all = |when: &[Matcher]| when.iter().all(|m| m.holds(claims, grant));
-        if let Some((i, c)) = self.contain.iter().enumerate().find(|(_, c)| all(&c.when)) {
-            return (&c.policy, Why::Contained(i));
+        let mut seen = Seen { claims, names: Vec::new() };
+        let mut all = |when: &'s [Matcher]| when.iter().all(|m| m.holds_seen(&mut seen, grant));
+        for (i, c) in self.contain.iter().enumerate() {
+            if all(&c.when) {
+                return (&c.policy, Why::Contained(i));
+            }
         }
         for (i, r) in self.rules.iter().enumerate() {
             if all(&r.when) {

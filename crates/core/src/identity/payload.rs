@@ -57,13 +57,23 @@ impl Claims {
 
     /// Does claim `name` equal the string `value`?
     pub fn equals(&self, name: &str, value: &str) -> bool {
-        self.get(name).and_then(Json::as_str) == Some(value)
+        Claims::value_equals(self.get(name), value)
+    }
+
+    /// Is the claim value `v` (looked up already) the string `value`?
+    pub fn value_equals(v: Option<&Json>, value: &str) -> bool {
+        v.and_then(Json::as_str) == Some(value)
     }
 
     /// Does claim `name` include `value`: a member of an array of strings, or one entry of a
     /// space-separated string (`scope`, RFC 8693 §4.2)?
     pub fn includes(&self, name: &str, value: &str) -> bool {
-        match self.get(name) {
+        Claims::value_includes(self.get(name), value)
+    }
+
+    /// Does the claim value `v` (looked up already) include `value`, as [`Claims::includes`]?
+    pub fn value_includes(v: Option<&Json>, value: &str) -> bool {
+        match v {
             Some(Json::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
             Some(Json::String(s)) => s.split(' ').any(|e| e == value),
             _ => false,
