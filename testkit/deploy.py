@@ -1,98 +1,170 @@
-"""The deploy/ manifests as the tier-1 deploy tests read them: the kustomizations a user applies,
-their documents, and the validator of custom resources (tools/deploy-validate)."""
+"""Helpers for the deploy tests (tests/envoy/test_deploy_istio.py, test_deploy_envoy_gateway.py):
+the OCI layout that `make oci` writes, a local OCI registry (Debian's `docker-registry`), `skopeo`, a
+pull by digest over the registry API the way Istio's image fetcher does it, and the check that an
+Envoy rendered from the manifests refuses header names with `_`. Plain Python.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import shutil
 import subprocess
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-import yaml
+import httpx
 
-from testkit.envoy import POLICY_JSON, load_policy
+from testkit.envoy import Envoy
+from testkit.jsonrpc import headers_for, post, tool_call
 from testkit.paths import REPO_ROOT
+from testkit.processes import HOST, ManagedProcess, answers, free_port
+from testkit.stack import Stack
+from testkit.upstream import recorder_lines, recorder_reply
 
-DEPLOY = REPO_ROOT / "deploy"
-VALIDATOR = REPO_ROOT / "tools" / "deploy-validate" / "validate.mjs"
-DOCKERFILE = REPO_ROOT / "services" / "approvals" / "Dockerfile"
-HADOLINT = REPO_ROOT / ".venv" / "bin" / "hadolint"
-K8S_VERSIONS = ["1.31.0", "1.37.0"]
-# The kustomizations a user applies: deploy/kubernetes (mcp-approvals on SQLite, the default) or
-# deploy/kubernetes/postgres (on PostgreSQL), then deploy/istio or deploy/envoy-gateway (the wasm
-# build), or their native/ folders (the native build, an Envoy dynamic module).
-# deploy/istio/identity and deploy/envoy-gateway/identity are applied after their platform's base:
-# each replaces the base's filter resource (same name) with a policy set on verified identities.
-OVERLAYS = ["istio/identity", "envoy-gateway/identity"]
-DIRS = ["istio", "envoy-gateway", "kubernetes", "kubernetes/postgres", "istio/native", "envoy-gateway/native",
-        *OVERLAYS]
-ISTIO_NATIVE, EG_NATIVE = "istio/native", "envoy-gateway/native"
-# Envoy Gateway fields newer than the pinned models (dynamic modules, Envoy Gateway v1.8+): their
-# schemas from Envoy Gateway v1.9.0's CRDs.
-NEWER_FIELDS = REPO_ROOT / "tools" / "deploy-validate" / "envoy-gateway-v1.9.0-newer-fields.json"
-SQLITE, POSTGRES = "kubernetes", "kubernetes/postgres"
-SEED = load_policy(POLICY_JSON)
+OCI_DIR = REPO_ROOT / "target" / "oci"
+OCI_SCRIPT = REPO_ROOT / "scripts" / "oci.sh"
+NEIGHBOUR_WASM = (REPO_ROOT / "target" / "wasm-neighbour" / "wasm32-wasip1" / "release"
+                  / "shared_data_neighbour.wasm")
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+TAR_GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+REPOSITORY = "mcp-policy-filter"
 
 
-def listed(d: str) -> list[Path]:
-    """The files the kustomization of deploy/`d` lists, through the directories it lists (each a
-    kustomization of its own, as kustomize reads them), in order."""
-    root = (DEPLOY / d).resolve()
-    k = yaml.safe_load((root / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert k["apiVersion"] == "kustomize.config.k8s.io/v1beta1" and k["kind"] == "Kustomization"
-    assert set(k) == {"apiVersion", "kind", "resources"}, "only plain resources: no generators or patches to check"
-    out: list[Path] = []
-    for r in k["resources"]:
-        p = (root / r).resolve()
-        if p.is_dir():
-            out += listed(str(p.relative_to(DEPLOY.resolve())))
-        else:
-            # kustomize loads files only from the kustomization's own directory tree.
-            assert p.is_relative_to(root), f"{d}: {r} is outside its kustomization root"
-            out.append(p)
-    return out
+def crate_version() -> str:
+    """`version` of the root Cargo.toml's `[workspace.package]`."""
+    for line in (REPO_ROOT / "Cargo.toml").read_text(encoding="utf-8").splitlines():
+        if line.startswith("version = "):
+            return line.split('"')[1]
+    raise ValueError("no version in Cargo.toml")
 
 
-def docs(paths: list[Path]) -> list[tuple[Path, dict]]:
-    return [(p, d) for p in paths for d in yaml.safe_load_all(p.read_text(encoding="utf-8")) if d]
+@dataclass
+class Layout:
+    """An OCI image layout directory with one tagged image."""
+
+    path: Path
+
+    def index(self) -> dict:
+        return json.loads((self.path / "index.json").read_text(encoding="utf-8"))
+
+    def blob(self, digest: str) -> bytes:
+        algo, hexd = digest.split(":", 1)
+        data = (self.path / "blobs" / algo / hexd).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == hexd, f"blob {digest} does not match its digest"
+        return data
+
+    @property
+    def manifest_digest(self) -> str:
+        (desc,) = self.index()["manifests"]
+        return desc["digest"]
+
+    @property
+    def tag(self) -> str:
+        (desc,) = self.index()["manifests"]
+        return desc["annotations"]["org.opencontainers.image.ref.name"]
+
+    def manifest(self) -> dict:
+        return json.loads(self.blob(self.manifest_digest))
 
 
-def all_docs() -> list[tuple[Path, dict]]:
-    """Every document of every kustomization, each file once (the variants share files)."""
-    return docs(list(dict.fromkeys(p for d in DIRS for p in listed(d))))
+def build_layout(wasm: Path, out: Path, tag: str | None = None) -> Layout:
+    """Run scripts/oci.sh (what `make oci` runs) on `wasm` into `out`."""
+    argv = ["bash", str(OCI_SCRIPT), str(wasm), str(out)] + ([tag] if tag else [])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Layout(out)
 
 
-def by_kind(kind: str, name: str | None = None, variant: str | None = None) -> dict:
-    """The one resource of `kind` (and `name`), among the files of kustomization `variant` if given,
-    else among those of every kustomization but the identity overlays."""
-    bases = [d for d in DIRS if d not in OVERLAYS]
-    pool = docs(listed(variant)) if variant else docs(list(dict.fromkeys(p for d in bases for p in listed(d))))
-    found = [d for _, d in pool if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, (kind, name, variant, len(found))
+def plugin_wasm_from_layer(layer: bytes) -> bytes:
+    """plugin.wasm from a tar+gzip layer, as Istio's fetcher reads a compat image: the entry whose
+    base name is plugin.wasm. The whole archive must read cleanly (no truncated entries)."""
+    found = []
+    with tarfile.open(fileobj=io.BytesIO(layer), mode="r:gz") as tar:
+        for member in tar:  # iterates to the end: a truncated archive raises here
+            if member.isfile() and Path(member.name).name == "plugin.wasm":
+                f = tar.extractfile(member)
+                assert f is not None
+                found.append(f.read())
+    assert len(found) == 1, f"want exactly one plugin.wasm in the layer, found {len(found)}"
     return found[0]
 
 
-def node() -> str:
-    found = shutil.which("node")
-    assert found, "node is missing"
-    return found
+# ----------------------------------------------------------------------------------- registry
 
 
-def run_validator(paths: list[Path]) -> subprocess.CompletedProcess:
-    if not (VALIDATOR.parent / "node_modules" / ".installed").is_file():
-        pytest.fail("tools/deploy-validate is not installed (make deploy-deps)", pytrace=False)
-    return subprocess.run([node(), str(VALIDATOR), *map(str, paths)], capture_output=True, text=True, timeout=120)
-
-def without_approval_cluster(policy: dict) -> dict:
-    """`policy` without the platform's cluster names: the approval cluster, and the rate limit
-    service (the seed policy counts in shared data; the manifests use mcp-ratelimit)."""
-    p = json.loads(json.dumps(policy))
-    p["gateway"]["approval"].pop("cluster")
-    p["gateway"]["approval"].pop("authority", None)
-    p["gateway"].pop("rate_limit_service", None)
-    return p
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise RuntimeError(f"{name} is missing: make deploy-tools (apt-get install skopeo umoci docker-registry)")
+    return path
 
 
-def fqdn(svc: dict) -> str:
-    return f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
+def start_registry(stack: Stack) -> tuple[ManagedProcess, int]:
+    """Debian's docker-registry (distribution) on a free 127.0.0.1 port, storage in the stack's
+    log dir, with its own config file; waits until GET /v2/ answers 200."""
+    port = free_port()
+    root = stack.log_dir / "registry"
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    config = root / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log:\n  level: info\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n  delete:\n    enabled: false\n"
+        f"http:\n  addr: {HOST}:{port}\n",
+        encoding="utf-8")
+    proc = stack.spawn("registry", [tool("docker-registry"), "serve", str(config)],
+                       lambda: answers(f"http://{HOST}:{port}/v2/"), "serving /v2/")
+    return proc, port
+
+
+def skopeo(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([tool("skopeo"), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"skopeo {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done
+
+
+@dataclass
+class Pulled:
+    """What a pull by digest over the registry API returned."""
+
+    manifest_bytes: bytes
+    manifest: dict
+    content_type: str
+    layer: bytes
+
+
+def pull_by_digest(port: int, repository: str, digest: str) -> Pulled:
+    """GET the manifest by digest and its last layer, as Istio's fetcher (go-containerregistry)
+    does; both checked against their digests."""
+    base = f"http://{HOST}:{port}/v2/{repository}"
+    r = httpx.get(f"{base}/manifests/{digest}", timeout=10, headers={"accept": OCI_MANIFEST})
+    assert r.status_code == 200, (r.status_code, r.text)
+    assert "sha256:" + hashlib.sha256(r.content).hexdigest() == digest
+    assert r.headers["docker-content-digest"] == digest
+    manifest = r.json()
+    layer_digest = manifest["layers"][-1]["digest"]
+    b = httpx.get(f"{base}/blobs/{layer_digest}", timeout=10, follow_redirects=True)
+    assert b.status_code == 200, (b.status_code, b.text[:200])
+    assert "sha256:" + hashlib.sha256(b.content).hexdigest() == layer_digest
+    return Pulled(r.content, manifest, r.headers["content-type"], b.content)
+
+
+def assert_underscore_headers_refused(envoy: Envoy, log: Path, grant: str) -> None:
+    """An allowed `list_vms` call carrying a header name with `_` (`x_mcp_grant`, `x-mcp_grant`) is
+    answered 400 by Envoy and reaches no server (`log`: the recorder's); the same call without it
+    passes, and Envoy counted the two refusals. The caller checks which upstream requests were
+    opened: the cluster names differ between renderings."""
+    body = tool_call("list_vms", id=7)
+    for extra in ({"x_mcp_grant": "grant-admin"}, {"x-mcp_grant": "grant-admin"}):
+        r = post(envoy.mcp_url, body, {**headers_for(grant), **extra})
+        assert r.status == 400, (extra, r.status, r.body[:160])
+    assert recorder_lines(log, settle=0.3) == []
+    ok = post(envoy.mcp_url, body, headers_for(grant))
+    assert (ok.status, ok.body) == (200, recorder_reply(7))
+    assert len(recorder_lines(log, settle=0.3)) == 1
+    stat = "http1.requests_rejected_with_underscores_in_headers"
+    assert envoy.admin_get(f"/stats?filter=^{stat}$")[1].strip() == f"{stat}: 2"

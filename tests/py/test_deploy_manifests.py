@@ -23,7 +23,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from testkit.deploy import (DEPLOY, K8S_VERSIONS, DIRS, EG_NATIVE, NEWER_FIELDS, SQLITE, POSTGRES, SEED,
+from testkit.manifests import (DEPLOY, K8S_VERSIONS, DIRS, EG_NATIVE, NEWER_FIELDS, SQLITE, POSTGRES, SEED,
                             listed, docs, all_docs, by_kind, run_validator, without_approval_cluster)
 
 

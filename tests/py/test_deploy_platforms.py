@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.deploy import (DEPLOY, ISTIO_NATIVE, EG_NATIVE, SEED, by_kind, run_validator,
+from testkit.manifests import (DEPLOY, ISTIO_NATIVE, EG_NATIVE, SEED, by_kind, run_validator,
                             without_approval_cluster, fqdn)
 from testkit.paths import REPO_ROOT
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.deploy import DEPLOY, DOCKERFILE, HADOLINT, SQLITE, POSTGRES, listed, by_kind, fqdn
+from testkit.manifests import DEPLOY, DOCKERFILE, HADOLINT, SQLITE, POSTGRES, listed, by_kind, fqdn
 from testkit.paths import REPO_ROOT
 
 
