@@ -7,38 +7,48 @@ use serde::de::{self, Expected, Unexpected};
 use super::reader::Path;
 
 /// A deserialization error: serde's message, and where (set by the innermost value it passes).
-#[derive(Debug)]
-pub struct Error {
+///
+/// Boxed: every `Result` of the reader carries it, and a pointer moves through each `?` of the
+/// derived visitors in one store where two strings took six: 28 KB of the .wasm (BENCHMARKS.md).
+pub struct Error(Box<Inner>);
+
+struct Inner {
     message: String,
     path: Option<String>,
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error").field("message", &self.0.message).field("path", &self.0.path).finish()
+    }
+}
+
 impl Error {
     pub(super) fn at(mut self, path: &Path<'_>) -> Self {
-        if self.path.is_none() {
+        if self.0.path.is_none() {
             let mut text = String::new();
             if !path.write(&mut text) {
                 text.push('.');
             }
-            self.path = Some(text);
+            self.0.path = Some(text);
         }
         self
     }
 
     /// The JSON path of the value the error is about, e.g. `tools.x.limits[0].max`; `.` for the root.
     pub fn path(&self) -> &str {
-        self.path.as_deref().unwrap_or(".")
+        self.0.path.as_deref().unwrap_or(".")
     }
 
     /// What is wrong, e.g. ``unknown field `actoin`, expected one of …``.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.0.message)
     }
 }
 
@@ -46,7 +56,7 @@ impl std::error::Error for Error {}
 
 impl de::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        Error { message: msg.to_string(), path: None }
+        Error(Box::new(Inner { message: msg.to_string(), path: None }))
     }
 
     // serde's defaults print `Unexpected` with its own `Display`, which formats floats and would link
