@@ -5,9 +5,10 @@ load on loopback, without the rest of `make bench`.
     make build dynamic-module
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
 
-One upstream Envoy (bench/envoy/upstream.yaml) and six front Envoys (concurrency 1, no access
+One upstream Envoy (bench/envoy/upstream.yaml) and seven front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (b) the wasm filter + buffer, (n) the native
-module + buffer, and (b'), (n') the same without the audit line (the filter's logger at warn), with
+module + buffer, (b'), (n') the same without the audit line (the filter's logger at warn), and
+(n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread), with
 bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
 drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
 p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load.
@@ -29,10 +30,12 @@ import load  # noqa: E402  (bench/load.py: the Envoy runner, wrk and /proc reade
 ROOT = load.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic", "n'": "dynamic_quiet"}
+CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic", "n'": "dynamic_quiet",
+           "n''": "dynamic_log_path"}
 LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "b": "(b) wasm filter + buffer",
           "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
-          "n'": "(n') (n), dynamic_modules log level warn"}
+          "n'": "(n') (n), dynamic_modules log level warn",
+          "n''": "(n'') (n), Envoy's log in a file (--log-path)"}
 
 
 def main() -> None:
@@ -52,6 +55,9 @@ def main() -> None:
     load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
     policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
+    # The audit line at info, but Envoy's log written by its file flush thread in batches instead of
+    # one unbuffered write(2) per line to standard error.
+    load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
     up_port, up_admin = load.free_port(), load.free_port()
     upstream = load.Envoy(args.envoy, work, "upstream",
                           load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])

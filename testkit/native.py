@@ -5,8 +5,9 @@
 - `native_path()`: the module, `$MCP_POLICY_NATIVE` or `make dynamic-module`'s release build;
   Envoy finds it through `ENVOY_DYNAMIC_MODULES_SEARCH_PATH` (set by `testkit.envoy.envoy_env`).
 - `to_native(text)`: a rendered wasm bootstrap with its wasm filter replaced by the module (an ECDS
-  entry asks for the module's config type), the same policy text and the stats tags of
-  envoy/envoy-dynamic.yaml; everything else unchanged.
+  entry asks for the module's config type), the same policy text, the stats tags of
+  envoy/envoy-dynamic.yaml and its runtime flag `STRIP_STAT_PREFIX` (the wasm build's names in
+  /stats/prometheus); everything else unchanged.
 """
 
 from __future__ import annotations
@@ -61,10 +62,28 @@ def _swap_filters(node) -> None:
             _swap_filters(v)
 
 
+# Envoy 1.40 prints a dynamic module's stat NAME as `envoy_dynamicmodulescustom_NAME` in
+# /stats/prometheus unless this runtime flag is on: then as `NAME`, the wasm build's name.
+STRIP_STAT_PREFIX = "envoy.reloadable_features.dynamic_modules_strip_custom_stat_prefix"
+
+
+def strip_stat_prefix(cfg: dict) -> None:
+    """Turn `STRIP_STAT_PREFIX` on in the bootstrap `cfg` (in its first static runtime layer, or a
+    new one ahead of the others), in place."""
+    layers = cfg.setdefault("layered_runtime", {}).setdefault("layers", [])
+    static = next((layer for layer in layers if "static_layer" in layer), None)
+    if static is None:
+        static = {"name": "static", "static_layer": {}}
+        layers.insert(0, static)
+    static["static_layer"][STRIP_STAT_PREFIX] = True
+
+
 def to_native(text: str) -> str:
-    """A rendered bootstrap with its wasm filter(s) replaced by the native module."""
+    """A rendered bootstrap with its wasm filter(s) replaced by the native module, and the runtime
+    flag that gives the module's stats the wasm build's names in /stats/prometheus."""
     cfg = yaml.safe_load(text)
     _swap_filters(cfg.get("static_resources", {}))
     for tag in cfg.get("stats_config", {}).get("stats_tags", []):
         tag["regex"] = tag["regex"].replace("^wasmcustom", "^dynamicmodulescustom")
+    strip_stat_prefix(cfg)
     return yaml.safe_dump(cfg, sort_keys=False, width=1000)

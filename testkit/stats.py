@@ -29,15 +29,11 @@ def prometheus(envoy: Envoy) -> dict[str, float]:
     return out
 
 
-# The native build's stats are printed with this prefix in /stats/prometheus (Envoy's name for a
-# dynamic module's custom stats); the wasm build's carry none.
-NATIVE_PROM_PREFIX = "envoy_dynamicmodulescustom_"
-
-
 def filter_samples(envoy: Envoy) -> dict[str, float]:
-    """`prometheus`, with the native build's prefix removed: the filter's stats under the same keys
-    on either build (`mcp_policy_marks_set_total{}`)."""
-    return {k.removeprefix(NATIVE_PROM_PREFIX): v for k, v in prometheus(envoy).items()}
+    """`prometheus`: the filter's stats print under the same keys on either build
+    (`mcp_policy_marks_set_total{}`; the native bootstraps turn on Envoy's runtime flag
+    `testkit.native.STRIP_STAT_PREFIX`, which drops the `envoy_dynamicmodulescustom_` prefix)."""
+    return prometheus(envoy)
 
 
 def prom_value(envoy: Envoy, key: str) -> float:

@@ -12,8 +12,9 @@
 - Result rules and pins are enforced as in the wasm build (docs/src/policy/results-and-pins.md): a
   private key in a tool result, JSON or SSE in chunks, is replaced by −31012 `result_refused` and no
   byte of it reaches the client; a rug pull removes the tool and refuses its calls on every worker;
-  each has its audit record and counter. tests/envoy/test_result_rules.py and test_pins.py run on this
-  build with `MCP_POLICY_FILTER_BUILD=native` but for their `/stats/prometheus` names.
+  each has its audit record and counter, under the wasm build's `/stats/prometheus` name (the native
+  bootstraps turn on Envoy's `dynamic_modules_strip_custom_stat_prefix`). tests/envoy/test_result_rules.py
+  and test_pins.py run on this build with `MCP_POLICY_FILTER_BUILD=native`.
 """
 
 from __future__ import annotations
@@ -140,7 +141,6 @@ RESULT_RULE = "tools.read_file.result.deny_if[0]"
 RESULTS_POLICY = {"version": "1", "default": "allow", "tools": {"read_file": {"result": {
     "deny_if": [{"regex": "-----BEGIN [A-Z ]*PRIVATE KEY-----", "reason": RESULT_REASON}],
     "redact": [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"}]}}}}
-PROM = "envoy_dynamicmodulescustom_"
 
 
 def _text_result(id_, text: str) -> dict:
@@ -180,9 +180,9 @@ def test_a_private_key_in_a_result_is_refused_and_an_access_key_redacted(native_
     assert results == [("result_refused", 1, RESULT_RULE), ("result_refused", 2, RESULT_RULE),
                        ("redacted", 3, "tools.read_file.result.redact")], results
     stats = prometheus(envoy)
-    assert stats[PROM + "mcp_policy_results_result_refused_total{}"] == 2
-    assert stats[PROM + "mcp_policy_results_redacted_total{}"] == 1
-    assert stats[PROM + "mcp_policy_redactions_total{}"] == 1
+    assert stats["mcp_policy_results_result_refused_total{}"] == 2
+    assert stats["mcp_policy_results_redacted_total{}"] == 1
+    assert stats["mcp_policy_redactions_total{}"] == 1
 
 
 def _pin(tool: dict) -> str:
@@ -218,7 +218,7 @@ def test_a_rug_pull_removes_the_tool_and_refuses_its_calls_on_every_worker(nativ
     records = [(a["decision"], a["tool"], a["rule"]) for a in audit_records(envoy.log_text()) if a.get("event") == "result"]
     assert records == [("pin_mismatch", "list_vms", "tools.list_vms.pin")]
     assert "attacker.example" not in envoy.log_text()
-    assert prometheus(envoy)[PROM + "mcp_policy_results_pin_mismatch_total{}"] == 1
+    assert prometheus(envoy)["mcp_policy_results_pin_mismatch_total{}"] == 1
 
 
 def test_refusal_shape_tool_result_answers_a_refused_call_as_a_failed_tool_call(native_stack):

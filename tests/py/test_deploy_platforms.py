@@ -11,9 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testkit.manifests import (DEPLOY, ISTIO_NATIVE, EG_NATIVE, SEED, by_kind, run_validator,
                             without_approval_cluster, fqdn)
+from testkit.native import STRIP_STAT_PREFIX
 from testkit.paths import REPO_ROOT
 
 
@@ -79,6 +81,10 @@ def test_native_envoy_gateway_registers_mounts_and_orders_the_module():
     # A module built for Envoy 1.40 loads in 1.40 and 1.41 only.
     assert dep["container"]["image"].rsplit(":", 1)[1].startswith(("distroless-v1.40.", "distroless-v1.41."))
     assert proxy["filterOrder"] == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.dynamic_modules"}]
+    # The runtime flag that prints the module's stats under the wasm build's names in /stats/prometheus.
+    assert proxy["bootstrap"]["type"] == "Merge"
+    assert yaml.safe_load(proxy["bootstrap"]["value"]) == {"layered_runtime": {"layers": [
+        {"name": "mcp-policy-native", "static_layer": {STRIP_STAT_PREFIX: True}}]}}
     # The Gateway of ../common uses this EnvoyProxy, by name.
     gw = by_kind("Gateway", variant=EG_NATIVE)
     assert gw["spec"]["infrastructure"]["parametersRef"]["name"] == by_kind("EnvoyProxy", variant=EG_NATIVE)["metadata"]["name"]

@@ -2,11 +2,12 @@
 //! judged by `mcp_policy_core::pipeline`, and its outcome acted on exactly as the wasm build does
 //! (crates/filter-wasm/src/request.rs): the same replies, filter-state keys, audit record and stats.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use log::{info, warn};
+use log::warn;
 
 use mcp_policy_core::identity::grant::GrantId;
 use mcp_policy_core::outcome::decision::Decision;
@@ -22,7 +23,7 @@ use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::wire::reply::Reply;
 
 use crate::config::Config;
-use crate::ffi::{Body, HeaderMap, Stream};
+use crate::ffi::{Body, HeaderMap, Level, Stream};
 use crate::store::process_store;
 
 /// What a hook tells Envoy: go on, stop (answered, or waiting), or stop and buffer the body.
@@ -68,6 +69,13 @@ impl Effects {
             stream.continue_decoding();
         }
     }
+}
+
+/// An audit record's `ts`: RFC 3339 UTC with milliseconds (24 bytes, one allocation).
+pub(crate) fn audit_ts(at: SystemTime) -> String {
+    let mut ts = String::with_capacity(32);
+    let _ = write!(ts, "{}", humantime::format_rfc3339_millis(at));
+    ts
 }
 
 /// Stream ids for log lines (`[ctx N]`), unique in the process.
@@ -177,16 +185,22 @@ impl Filter {
         if policy.gateway.filter_state {
             self.set_filter_state(d);
         }
-        let record = |d: &Decision| {
+        let ts = || {
             let at = decided_at_ms.map_or_else(SystemTime::now, |ms| UNIX_EPOCH + Duration::from_millis(ms));
-            d.audit_json(&humantime::format_rfc3339_millis(at).to_string(), self.request_id.as_deref())
+            audit_ts(at)
         };
         match policy.gateway.audit {
-            AuditMode::Log if log::log_enabled!(log::Level::Info) => info!("[ctx {}] audit {}", self.id, record(d)),
+            // `[ctx N] audit {…}` at info, as `info!` would log it, built once in a reused buffer.
+            AuditMode::Log => crate::ffi::log_built(Level::Info, |line| {
+                let _ = write!(line, "[ctx {}] audit ", self.id);
+                d.write_audit_json(line, &ts(), self.request_id.as_deref());
+            }),
             AuditMode::AccessLog => {
-                let _ = self.stream.set_filter_state("wasm.mcp_audit", record(d).as_bytes());
+                let _ = self
+                    .stream
+                    .set_filter_state("wasm.mcp_audit", d.audit_json(&ts(), self.request_id.as_deref()).as_bytes());
             }
-            AuditMode::Log | AuditMode::Off => {}
+            AuditMode::Off => {}
         }
         outcome.shape(policy.gateway.refusal_shape);
         match outcome.reply {
@@ -288,9 +302,12 @@ impl Filter {
     /// the buffered body itself).
     fn request_body_bytes(&self, with_received: bool) -> Option<Vec<u8>> {
         let s = &self.stream;
-        let mut body = s.body(Body::BufferedRequest)?;
-        if with_received && !s.received_is_buffered_request() {
-            body.extend_from_slice(&s.body(Body::ReceivedRequest)?);
+        let mut body = Vec::with_capacity(s.body_size(Body::BufferedRequest));
+        if !s.append_body(Body::BufferedRequest, &mut body) {
+            return None;
+        }
+        if with_received && !s.received_is_buffered_request() && !s.append_body(Body::ReceivedRequest, &mut body) {
+            return None;
         }
         Some(body)
     }
@@ -320,23 +337,28 @@ impl Filter {
         if policy.filters_tools_list() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
             warn!("[ctx {}] cannot remove accept-encoding", self.id);
         }
-        let Some(headers) = s.headers(HeaderMap::Request) else {
-            warn!("[ctx {}] cannot read request headers; refusing", self.id);
-            return self.unavailable(HEADERS_UNREADABLE);
-        };
-        #[cfg(feature = "test-panic")]
-        if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
-            #[allow(clippy::panic)]
-            {
-                panic!("forced by x-mcp-policy-test-panic (test-panic build)");
+        // The headers are read in place (`ffi::Headers`): every use of them ends here, before any
+        // header of the stream is set below.
+        let head = {
+            let Some(headers) = s.headers(HeaderMap::Request) else {
+                warn!("[ctx {}] cannot read request headers; refusing", self.id);
+                return self.unavailable(HEADERS_UNREADABLE);
+            };
+            let headers = headers.pairs();
+            #[cfg(feature = "test-panic")]
+            if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
+                #[allow(clippy::panic)]
+                {
+                    panic!("forced by x-mcp-policy-test-panic (test-panic build)");
+                }
             }
-        }
-        self.request_id = headers
-            .iter()
-            .find(|(k, _)| k == "x-request-id")
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-            .map(str::to_owned);
-        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+            self.request_id = headers
+                .iter()
+                .find(|(k, _)| k == "x-request-id")
+                .and_then(|(_, v)| std::str::from_utf8(v).ok())
+                .map(str::to_owned);
+            RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_ref(), *v)))
+        };
         let policy = match &self.config.set {
             None => policy,
             Some(set) => match pipeline::attach(set, &head) {

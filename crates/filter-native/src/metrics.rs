@@ -11,10 +11,9 @@
 use std::collections::HashMap;
 
 use mcp_policy_core::approval::offer::Event;
-use mcp_policy_core::limits::Unavailable;
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
-use mcp_policy_core::outcome::series::{self, LABELS};
+use mcp_policy_core::outcome::refusal::Refusal;
+use mcp_policy_core::outcome::series::{self, Extra, LABELS};
 use mcp_policy_core::policy::Policy;
 
 use crate::ffi::{ConfigHandle, Stream};
@@ -35,17 +34,14 @@ pub struct Metrics {
     tool_labelled: Option<usize>,
     tracked_grants: Option<usize>,
     tools_list_removed: Option<usize>,
-    cas_retries_exhausted: Option<usize>,
-    grant_cap_reached: Option<usize>,
+    /// The [`Extra`] counters a decision can bump.
+    extras: Vec<(Extra, usize)>,
     offers: Vec<(Event, usize)>,
     /// `mcp_policy_results_<label>_total` ([`series::RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<usize>,
     /// `mcp_policy_marks_set_total`: marks set on grants by tool results (`flows`).
     marks_set: Option<usize>,
-    /// `mcp_policy_flow_denied_total` and `…_would_deny_total` (dry run): calls a flow refused.
-    flows_denied: Option<usize>,
-    flows_would_deny: Option<usize>,
 }
 
 fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> ByLabel {
@@ -84,8 +80,7 @@ impl Metrics {
             tool_labelled: config.counter("mcp_policy_tool_decisions_total", &["mcp_tool", "mcp_decision"]),
             tracked_grants: config.gauge("mcp_policy_tracked_grants"),
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
-            cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
-            grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
+            extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
             offers: Event::ALL
                 .iter()
                 .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
@@ -96,8 +91,6 @@ impl Metrics {
                 .collect(),
             redactions: counter("mcp_policy_redactions_total"),
             marks_set: counter("mcp_policy_marks_set_total"),
-            flows_denied: counter("mcp_policy_flow_denied_total"),
-            flows_would_deny: counter("mcp_policy_flow_would_deny_total"),
         }
     }
 
@@ -120,30 +113,26 @@ impl Metrics {
         }
     }
 
-    /// Count one decision.
+    /// Count one decision: the counters `series::counts` names.
     pub fn record(&self, s: &Stream, d: &Decision) {
-        if let Some(Refusal::FlowDenied { .. }) = d.refusal.as_deref() {
-            Self::bump(s, if d.dry_run { self.flows_would_deny } else { self.flows_denied }, 1);
-        }
-        let l = series::counter_label(d);
-        Self::bump(s, find(&self.totals, l), 1);
-        if let Some(tool) = &d.tool {
-            let (bucket, name) = match self.per_tool.get(tool) {
-                Some(b) => (b, series::stat_safe(tool)),
-                None => (&self.other_tool, "other".to_owned()),
+        let c = series::counts(d);
+        Self::bump(s, find(&self.totals, c.label), 1);
+        if let Some(tool) = c.tool {
+            let (bucket, named) = match self.per_tool.get(tool) {
+                Some(b) => (b, true),
+                None => (&self.other_tool, false),
             };
-            match (find(bucket, l), self.tool_labelled) {
+            match (find(bucket, c.label), self.tool_labelled) {
                 (Some(id), _) => s.count(id, &[], 1),
-                (None, Some(id)) => s.count(id, &[&name, l], 1),
+                (None, Some(id)) => {
+                    let name = if named { series::stat_safe(tool) } else { "other".to_owned() };
+                    s.count(id, &[&name, c.label], 1);
+                }
                 (None, None) => {}
             }
         }
-        if let Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. }) = d.refusal.as_deref() {
-            match u {
-                Unavailable::CasRetriesExhausted => Self::bump(s, self.cas_retries_exhausted, 1),
-                Unavailable::GrantCapReached => Self::bump(s, self.grant_cap_reached, 1),
-                _ => {}
-            }
+        if let Some(e) = c.extra {
+            Self::bump(s, self.extras.iter().find(|(x, _)| *x == e).map(|(_, id)| *id), 1);
         }
     }
 

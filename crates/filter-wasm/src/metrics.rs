@@ -15,10 +15,9 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
 use mcp_policy_core::approval::offer::Event;
-use mcp_policy_core::limits::Unavailable;
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::refusal::{LimiterFault, Refusal};
-use mcp_policy_core::outcome::series;
+use mcp_policy_core::outcome::refusal::Refusal;
+use mcp_policy_core::outcome::series::{self, Extra};
 use mcp_policy_core::policy::Policy;
 
 // Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
@@ -48,14 +47,11 @@ pub struct Metrics {
     other_tool: RefCell<ByLabel>,
     tracked_grants: Option<u32>,
     tools_list_removed: Option<u32>,
-    cas_retries_exhausted: Option<u32>,
-    grant_cap_reached: Option<u32>,
+    /// The [`Extra`] counters a decision can bump.
+    extras: Vec<(Extra, u32)>,
     offers: Vec<(Event, u32)>,
     /// `mcp_policy_marks_set_total`: marks set on grants by tool results (`flows`).
     marks_set: Option<u32>,
-    /// `mcp_policy_flow_denied_total` and `…_would_deny_total` (dry run): calls a flow refused.
-    flows_denied: Option<u32>,
-    flows_would_deny: Option<u32>,
     /// `mcp_policy_results_<label>_total` ([`series::RESULT_LABELS`]) and `mcp_policy_redactions_total`.
     results: ByLabel,
     redactions: Option<u32>,
@@ -78,14 +74,11 @@ impl Metrics {
             other_tool: RefCell::new(ByLabel::default()),
             tracked_grants: None,
             tools_list_removed: None,
-            cas_retries_exhausted: None,
-            grant_cap_reached: None,
+            extras: Vec::new(),
             offers: Vec::new(),
             results: ByLabel::default(),
             redactions: None,
             marks_set: None,
-            flows_denied: None,
-            flows_would_deny: None,
         }
     }
 
@@ -119,8 +112,7 @@ impl Metrics {
             other_tool: RefCell::new(per_label(&series::tool_prefix(None), &possible(None))),
             tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
             tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
-            cas_retries_exhausted: counter("mcp_policy_cas_retries_exhausted_total"),
-            grant_cap_reached: counter("mcp_policy_grant_cap_reached_total"),
+            extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
             offers: Event::ALL
                 .iter()
                 .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
@@ -131,8 +123,6 @@ impl Metrics {
                 .collect(),
             redactions: counter("mcp_policy_redactions_total"),
             marks_set: counter("mcp_policy_marks_set_total"),
-            flows_denied: counter("mcp_policy_flow_denied_total"),
-            flows_would_deny: counter("mcp_policy_flow_would_deny_total"),
         }
     }
 
@@ -155,18 +145,16 @@ impl Metrics {
         Self::bump(self.marks_set.as_ref(), 1);
     }
 
-    /// Count one decision.
+    /// Count one decision: the counters `series::counts` names.
     pub fn record(&self, d: &Decision) {
-        if let Some(Refusal::FlowDenied { .. }) = d.refusal.as_deref() {
-            Self::bump(if d.dry_run { self.flows_would_deny.as_ref() } else { self.flows_denied.as_ref() }, 1);
-        }
-        let l = series::counter_label(d);
+        let c = series::counts(d);
+        let l = c.label;
         Self::bump(self.totals.get(l), 1);
-        if let Some(tool) = &d.tool {
+        if let Some(tool) = c.tool {
             let mut named = self.per_tool.borrow_mut();
             let mut other = self.other_tool.borrow_mut();
             let (bucket, name) = match named.get_mut(tool) {
-                Some(b) => (b, Some(tool.as_str())),
+                Some(b) => (b, Some(tool)),
                 None => (&mut *other, None),
             };
             if bucket.get(l).is_none() {
@@ -177,12 +165,8 @@ impl Metrics {
             }
             Self::bump(bucket.get(l), 1);
         }
-        if let Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(u), .. }) = d.refusal.as_deref() {
-            match u {
-                Unavailable::CasRetriesExhausted => Self::bump(self.cas_retries_exhausted.as_ref(), 1),
-                Unavailable::GrantCapReached => Self::bump(self.grant_cap_reached.as_ref(), 1),
-                _ => {}
-            }
+        if let Some(e) = c.extra {
+            Self::bump(self.extras.iter().find(|(x, _)| *x == e).map(|(_, id)| id), 1);
         }
     }
 

@@ -46,37 +46,45 @@ impl Decision {
     /// One audit-log line (JSON, no trailing newline). `ts` is RFC 3339 UTC; `request_id` is Envoy's
     /// `x-request-id`. Never contains tokens or argument values. Schema: see the README.
     pub fn audit_json(&self, ts: &str, request_id: Option<&str>) -> String {
-        let mut o = String::with_capacity(256);
+        let mut o = String::with_capacity(512);
+        self.write_audit_json(&mut o, ts, request_id);
+        o
+    }
+
+    /// [`Decision::audit_json`] appended to `o` (a host that writes the line into a buffer of its
+    /// own, after a prefix, saves a copy).
+    pub fn write_audit_json(&self, o: &mut String, ts: &str, request_id: Option<&str>) {
+        let start = o.len();
         // Values that come from the request are capped: an audit line must not be a way to flood logs.
         let field = |o: &mut String, k: &str, v: Option<&str>| {
             if let Some(v) = v {
-                o.push_str(if o.len() > 1 { ",\"" } else { "\"" });
+                o.push_str(if o.len() > start + 1 { ",\"" } else { "\"" });
                 o.push_str(k);
                 o.push_str("\":");
                 crate::wire::json::write_str(o, &truncate(v, AUDIT_MAX_VALUE));
             }
         };
         o.push('{');
-        field(&mut o, "ts", Some(ts));
-        field(&mut o, "decision", Some(self.label()));
-        field(&mut o, "error", self.error_kind());
-        field(&mut o, "method", self.method.as_deref());
-        field(&mut o, "tool", self.tool.as_deref());
-        field(&mut o, "rule", self.rule.as_deref());
-        field(&mut o, "reason", self.reason.as_deref());
-        field(&mut o, "grant", self.grant.as_deref());
-        field(&mut o, "approval_id", self.approval_id.as_deref());
+        field(o, "ts", Some(ts));
+        field(o, "decision", Some(self.label()));
+        field(o, "error", self.error_kind());
+        field(o, "method", self.method.as_deref());
+        field(o, "tool", self.tool.as_deref());
+        field(o, "rule", self.rule.as_deref());
+        field(o, "reason", self.reason.as_deref());
+        field(o, "grant", self.grant.as_deref());
+        field(o, "approval_id", self.approval_id.as_deref());
         if let Some(p) = &self.provenance {
-            field(&mut o, "policy", p.policy.as_deref());
-            field(&mut o, "subject", p.subject.as_deref());
-            field(&mut o, "client_id", p.client_id.as_deref());
+            field(o, "policy", p.policy.as_deref());
+            field(o, "subject", p.subject.as_deref());
+            field(o, "client_id", p.client_id.as_deref());
             if !p.act.is_empty() {
                 o.push_str(",\"act\":[");
                 for (i, a) in p.act.iter().enumerate() {
                     if i > 0 {
                         o.push(',');
                     }
-                    crate::wire::json::write_str(&mut o, &truncate(a, AUDIT_MAX_VALUE));
+                    crate::wire::json::write_str(o, &truncate(a, AUDIT_MAX_VALUE));
                 }
                 o.push(']');
             }
@@ -98,7 +106,7 @@ impl Decision {
                 if i > 0 {
                     o.push(',');
                 }
-                crate::wire::json::write_str(&mut o, &truncate(k, 64));
+                crate::wire::json::write_str(o, &truncate(k, 64));
             }
             o.push(']');
             if self.arg_keys.len() > AUDIT_MAX_KEYS {
@@ -106,8 +114,7 @@ impl Decision {
                 o.push_str(&self.arg_keys.len().to_string());
             }
         }
-        field(&mut o, "request_id", request_id);
+        field(o, "request_id", request_id);
         o.push('}');
-        o
     }
 }

@@ -47,6 +47,63 @@ pub fn stat_safe(tool: &str) -> String {
     tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
+/// A counter a decision can bump besides those of its label: `mcp_policy_flow_denied_total`,
+/// `mcp_policy_flow_would_deny_total` (a call a flow refused, or would have in dry run),
+/// `mcp_policy_cas_retries_exhausted_total` and `mcp_policy_grant_cap_reached_total` (the local
+/// limiter could not count the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    FlowDenied,
+    FlowWouldDeny,
+    CasRetriesExhausted,
+    GrantCapReached,
+}
+
+impl Extra {
+    /// Every one, in the order hosts define them.
+    pub const ALL: [Extra; 4] =
+        [Extra::FlowDenied, Extra::FlowWouldDeny, Extra::CasRetriesExhausted, Extra::GrantCapReached];
+
+    /// The counter's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Extra::FlowDenied => "mcp_policy_flow_denied_total",
+            Extra::FlowWouldDeny => "mcp_policy_flow_would_deny_total",
+            Extra::CasRetriesExhausted => "mcp_policy_cas_retries_exhausted_total",
+            Extra::GrantCapReached => "mcp_policy_grant_cap_reached_total",
+        }
+    }
+}
+
+/// The counters one decision bumps by one: `mcp_policy_<label>_total`, with a tool the per-tool
+/// counter of `tool` under the same label (a name the policy does not give its own counters goes
+/// to `other`; the host knows which it defined), and at most one [`Extra`] (a decision has one
+/// refusal). Both builds count through this, so their counters cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts<'a> {
+    pub label: &'static str,
+    pub tool: Option<&'a str>,
+    pub extra: Option<Extra>,
+}
+
+/// What `d` counts ([`Counts`]).
+pub fn counts(d: &crate::outcome::decision::Decision) -> Counts<'_> {
+    use crate::limits::Unavailable;
+    use crate::outcome::refusal::{LimiterFault, Refusal};
+    let extra = match d.refusal.as_deref() {
+        Some(Refusal::FlowDenied { .. }) if d.dry_run => Some(Extra::FlowWouldDeny),
+        Some(Refusal::FlowDenied { .. }) => Some(Extra::FlowDenied),
+        Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(Unavailable::CasRetriesExhausted), .. }) => {
+            Some(Extra::CasRetriesExhausted)
+        }
+        Some(Refusal::LimiterUnavailable { fault: LimiterFault::Local(Unavailable::GrantCapReached), .. }) => {
+            Some(Extra::GrantCapReached)
+        }
+        _ => None,
+    };
+    Counts { label: counter_label(d), tool: d.tool.as_deref(), extra }
+}
+
 /// Every decision label, in the order of the README's table.
 pub const LABELS: [&str; 13] = [
     "allowed",
@@ -139,6 +196,54 @@ mod tests {
         let mut labels = LABELS.to_vec();
         labels.sort_unstable();
         assert_eq!(kinds, labels);
+    }
+
+    #[test]
+    fn what_a_decision_counts() {
+        use crate::limits::Unavailable;
+        use crate::outcome::decision::Decision;
+        use crate::outcome::kind::DecisionKind;
+        use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
+        let mut d = Decision::new(DecisionKind::Allowed);
+        assert_eq!(counts(&d), Counts { label: "allowed", tool: None, extra: None });
+        d.tool = Some("list_vms".into());
+        assert_eq!(counts(&d), Counts { label: "allowed", tool: Some("list_vms"), extra: None });
+        let limiter =
+            |u| Refusal::LimiterUnavailable { subject: Subject::Tool("t".into()), fault: LimiterFault::Local(u) };
+        d.refused(limiter(Unavailable::GrantCapReached));
+        assert_eq!(
+            counts(&d),
+            Counts { label: "limiter_unavailable", tool: Some("list_vms"), extra: Some(Extra::GrantCapReached) }
+        );
+        d.refused(limiter(Unavailable::CasRetriesExhausted));
+        assert_eq!(counts(&d).extra, Some(Extra::CasRetriesExhausted));
+        d.refused(limiter(Unavailable::LockBusy));
+        assert_eq!(counts(&d).extra, None);
+        let flow = Refusal::FlowDenied {
+            tool: "t".into(),
+            flow: "f".into(),
+            rule: "r".into(),
+            mark: "m".into(),
+            reason: "x".into(),
+            retry_after_seconds: 0,
+        };
+        d.refused(flow);
+        assert_eq!(counts(&d), Counts { label: "denied", tool: Some("list_vms"), extra: Some(Extra::FlowDenied) });
+        d.dry_run = true;
+        assert_eq!(
+            counts(&d),
+            Counts { label: "would_deny", tool: Some("list_vms"), extra: Some(Extra::FlowWouldDeny) }
+        );
+        let names: Vec<&str> = Extra::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "mcp_policy_flow_denied_total",
+                "mcp_policy_flow_would_deny_total",
+                "mcp_policy_cas_retries_exhausted_total",
+                "mcp_policy_grant_cap_reached_total"
+            ]
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl CalloutAnswer {
         if !headers.is_null() {
             // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
             let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
-            answer.status = hs.iter().find(|h| h.key.to_vec() == b":status").map(|h| h.value.to_vec());
+            answer.status = hs.iter().find(|h| h.key.as_slice() == b":status").map(|h| h.value.to_vec());
         }
         if !chunks.is_null() {
             // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
@@ -36,7 +36,7 @@ impl CalloutAnswer {
             answer.body_size = cs.iter().map(|c| c.len).sum();
             if answer.body_size <= max_body {
                 for c in cs {
-                    answer.body.extend_from_slice(&c.to_vec());
+                    answer.body.extend_from_slice(c.as_slice());
                 }
             }
         }

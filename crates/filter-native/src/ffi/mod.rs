@@ -17,7 +17,7 @@ pub mod hooks;
 mod logging;
 
 pub use callout::CalloutAnswer;
-pub use logging::init_logging;
+pub use logging::{init_logging, log_built};
 
 use std::ffi::c_void;
 
@@ -38,12 +38,38 @@ impl Buffer {
 
     /// A copy of the bytes an Envoy-owned buffer points at (empty for a null buffer).
     fn to_vec(self) -> Vec<u8> {
+        self.as_slice().to_vec()
+    }
+
+    /// The bytes an Envoy-owned buffer points at (empty for a null buffer). Only for a buffer Envoy
+    /// filled during the current event hook, read before the hook returns or a setter is called.
+    fn as_slice<'a>(self) -> &'a [u8] {
         if self.ptr.is_null() || self.len == 0 {
-            return Vec::new();
+            return &[];
         }
         // SAFETY: Envoy filled this buffer during the current callback; (ptr, len) stays valid until
-        // the event hook returns or a setter is called, and it is copied out at once.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }.to_vec()
+        // the event hook returns or a setter is called; callers read it before either.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The headers of one map, read in place: no copy of a name or value. Valid until the event hook
+/// returns or the stream's headers are changed, so read them before setting any header.
+pub struct Headers<'a> {
+    raw: Vec<Header>,
+    _stream: std::marker::PhantomData<&'a Stream>,
+}
+
+impl Headers<'_> {
+    /// Every (name, value), in order; a name that is not UTF-8 is read lossily.
+    pub fn pairs(&self) -> Vec<(std::borrow::Cow<'_, str>, &[u8])> {
+        fn name(b: &[u8]) -> std::borrow::Cow<'_, str> {
+            match std::str::from_utf8(b) {
+                Ok(s) => std::borrow::Cow::Borrowed(s),
+                Err(_) => String::from_utf8_lossy(b),
+            }
+        }
+        self.raw.iter().map(|h| (name(h.key.as_slice()), h.value.as_slice())).collect()
     }
 }
 
@@ -227,23 +253,19 @@ impl ConfigHandle {
 pub struct Stream(*mut c_void);
 
 impl Stream {
-    /// Every header of `map`, in order (names are lower case in Envoy).
-    pub fn headers(&self, map: HeaderMap) -> Option<Vec<(String, Vec<u8>)>> {
+    /// Every header of `map`, in order (names are lower case in Envoy), read in place ([`Headers`]).
+    pub fn headers(&self, map: HeaderMap) -> Option<Headers<'_>> {
         // SAFETY: `self.0` is this stream's filter pointer, used inside one of its event hooks.
         let n = unsafe { envoy_dynamic_module_callback_http_get_headers_size(self.0, map as u32) };
-        let mut out = vec![Header { key: Buffer::NULL, value: Buffer::NULL }; n];
+        let mut raw = vec![Header { key: Buffer::NULL, value: Buffer::NULL }; n];
         if n > 0 {
-            // SAFETY: `out` has room for the `n` headers Envoy just counted in the same map.
-            let ok = unsafe { envoy_dynamic_module_callback_http_get_headers(self.0, map as u32, out.as_mut_ptr()) };
+            // SAFETY: `raw` has room for the `n` headers Envoy just counted in the same map.
+            let ok = unsafe { envoy_dynamic_module_callback_http_get_headers(self.0, map as u32, raw.as_mut_ptr()) };
             if !ok {
                 return None;
             }
         }
-        Some(
-            out.into_iter()
-                .map(|h| (String::from_utf8_lossy(&h.key.to_vec()).into_owned(), h.value.to_vec()))
-                .collect(),
-        )
+        Some(Headers { raw, _stream: std::marker::PhantomData })
     }
 
     /// The first value of header `name` in `map`.
@@ -307,7 +329,7 @@ impl Stream {
         let mut out = Buffer::NULL;
         // SAFETY: `out` is a valid out pointer, copied out at once.
         let ok = unsafe { envoy_dynamic_module_callback_http_get_cluster_name(self.0, &mut out) };
-        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(&out.to_vec()).into_owned())
+        (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(out.as_slice()).into_owned())
     }
 
     /// Start an HTTP callout to `cluster`; its id, or the ABI's init result code when it cannot start.
@@ -352,23 +374,39 @@ impl Stream {
 
     /// A copy of body `which` (empty if Envoy has none).
     pub fn body(&self, which: Body) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.append_body(which, &mut out).then_some(out)
+    }
+
+    /// Append body `which` to `out`, copied once from Envoy's slices; false if Envoy could not
+    /// give them.
+    pub fn append_body(&self, which: Body, out: &mut Vec<u8>) -> bool {
         // SAFETY: `self.0` is this stream's filter pointer.
         let n = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, which as u32) };
         if n == 0 {
-            return Some(Vec::new());
+            return true;
         }
-        let mut chunks = vec![Buffer::NULL; n];
+        // A body comes in a few slices: their descriptors stay on the stack unless there are many.
+        let mut inline = [Buffer::NULL; 16];
+        let mut heap = Vec::new();
+        let chunks: &mut [Buffer] = match inline.get_mut(..n) {
+            Some(c) => c,
+            None => {
+                heap.resize(n, Buffer::NULL);
+                &mut heap
+            }
+        };
         // SAFETY: `chunks` has room for the `n` slices Envoy just counted in the same body.
         let ok =
             unsafe { envoy_dynamic_module_callback_http_get_body_chunks(self.0, which as u32, chunks.as_mut_ptr()) };
         if !ok {
-            return None;
+            return false;
         }
-        let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len).sum());
-        for c in chunks {
-            out.extend_from_slice(&c.to_vec());
+        out.reserve(chunks.iter().map(|c| c.len).sum());
+        for c in chunks.iter() {
+            out.extend_from_slice(c.as_slice());
         }
-        Some(out)
+        true
     }
 
     /// Replace all of body `which` by `bytes`.

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Instructions per allowed call in the front Envoy of the native build, counted by callgrind: a
+figure that other work on the machine does not move, unlike CPU time (see Noise in BENCHMARKS.md).
+
+    make dynamic-module          # or, to see the module's own functions, a build with symbols:
+    #   CARGO_TARGET_DIR=/tmp/sym CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false \\
+    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 cargo build --profile dynamic-module -p mcp-policy-filter-native
+    .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
+
+One upstream Envoy and one front Envoy with the module (bench/envoy/filters-dynamic.yaml,
+bench/policy-bench.json, concurrency 1), the front under `valgrind --tool=callgrind` (Debian package
+valgrind) with instrumentation off until the calls to count. For each level of Envoy's
+`dynamic_modules` logger (info: the audit line is written; warning: it is not), set through the
+admin `/logging` endpoint of the same process, it sends `--calls` allowed 1 KiB tools/call
+(bench/bodies/allowed-1k.json) on one connection and counts them. Printed: instructions per call in
+the whole front Envoy and in the functions named by `--show`, per level, and the difference (what
+the audit line costs). Kernel work (the write of the log line, the sockets) is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import load  # noqa: E402  (bench/load.py: the Envoy runner and templates)
+
+SHOW = ["envoy_dynamic_module_on_http_filter_request_headers", "envoy_dynamic_module_on_http_filter_request_body",
+        "envoy_dynamic_module_callback_log", "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
+
+
+def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
+    """Total instructions of the dump and the inclusive count of each function in `names`."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
+                         capture_output=True, text=True, check=True).stdout
+    found = {"total": 0}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) \(.*?\)\s+(\S+)", line)
+        if not m:
+            continue
+        count, where = int(m.group(1).replace(",", "")), m.group(2)
+        if where == "PROGRAM":
+            found["total"] = count
+        for n in names:
+            if where.endswith(":" + n) and n not in found:
+                found[n] = count
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--envoy", default=str(load.ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--module-dir", type=pathlib.Path, default=load.ROOT / "target" / "dynamic-module")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--show", nargs="*", default=SHOW)
+    args = ap.parse_args()
+    if not (args.module_dir / "libmcp_policy_native.so").is_file():
+        raise SystemExit(f"{args.module_dir}/libmcp_policy_native.so missing: make dynamic-module")
+    # The wrapper in .venv/bin is Python; valgrind must run the binary itself.
+    binary = subprocess.run([sys.executable, "-c", "import envoy._main as m, pathlib; "
+                             "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
+    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
+    work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
+    up_port, up_admin, port, admin = (load.free_port() for _ in range(4))
+    upstream = load.Envoy(args.envoy, work, "upstream",
+                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    cfg = load.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
+                      LISTENER_EXTRA="", HTTP_FILTERS=load.filters_block("filters-dynamic.yaml", WASM="", POLICY=policy))
+    front = load.Envoy.__new__(load.Envoy)
+    front.name, front.log = "front", work / "front.log"
+    (work / "front.yaml").write_text(cfg)
+    dumps = work / "callgrind.out"
+    front.proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}.%p", binary,
+         "-c", str(work / "front.yaml"), "--concurrency", "1", "--disable-hot-restart",
+         "--base-id", str(load.Envoy.base_id + 500)],
+        stdout=front.log.open("wb"), stderr=subprocess.STDOUT)
+    pid = front.proc.pid
+    try:
+        upstream.wait_ready(up_admin)
+        front.wait_ready(admin, timeout=600)
+        body = (load.BODIES / "allowed-1k.json").read_bytes()
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                   "authorization": f"Bearer {load.TOKEN}"}
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+        def send(n: int) -> None:
+            for _ in range(n):
+                conn.request("POST", "/mcp", body=body, headers=headers)
+                r = conn.getresponse()
+                answer = r.read()
+                if r.status != 200 or b'"result"' not in answer:
+                    raise SystemExit(f"not allowed ({r.status}): {answer[:300]!r}")
+
+        def control(*a: str) -> None:
+            subprocess.run(["callgrind_control", *a, str(pid)], check=True, capture_output=True)
+
+        send(50)  # warm-up: connections, the grant's counter, first allocations
+        rows = {}
+        for level in ("info", "warning"):
+            req = urllib.request.Request(f"http://127.0.0.1:{admin}/logging?dynamic_modules={level}", method="POST")
+            urllib.request.urlopen(req, timeout=120).read()
+            send(20)
+            control("-i", "on")
+            send(args.calls)
+            control("-i", "off")
+            control("-d", level)
+            control("-z")
+            (dump,) = [p for p in work.glob(f"callgrind.out.{pid}.*") if p.name not in rows]
+            rows[dump.name] = level
+            rows[level] = {k: v / args.calls for k, v in inclusive(dump, args.show).items()}
+        print(f"instructions per allowed call, {args.calls} calls per level (callgrind; kernel work not counted)")
+        print(f"{'':58s} {'info':>10s} {'warning':>10s} {'difference':>10s}")
+        for key in ["total", *args.show]:
+            i, w = rows["info"].get(key, 0.0), rows["warning"].get(key, 0.0)
+            print(f"{key:58s} {i:10.0f} {w:10.0f} {i - w:10.0f}")
+    finally:
+        front.proc.terminate()
+        upstream.proc.terminate()
+        front.proc.wait(60)
+        upstream.proc.wait(60)
+
+
+if __name__ == "__main__":
+    main()
