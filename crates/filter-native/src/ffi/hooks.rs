@@ -208,16 +208,11 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks: *mut Buffer,
     body_chunks_size: usize,
 ) {
-    let answer = CalloutAnswer::read(
-        result,
-        headers,
-        headers_size,
-        body_chunks,
-        body_chunks_size,
-        crate::approval::MAX_APPROVAL_ANSWER_BYTES,
-    );
+    // Room for the largest approval answer and the largest framed rate limit answer.
+    let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES.max(mcp_policy_core::rls::grpc::MAX_ANSWER_BYTES + 5);
+    let answer = CalloutAnswer::read(result, headers, headers_size, body_chunks, body_chunks_size, max_body);
     on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
-        f.on_approval_response(callout_id, answer);
+        f.on_callout_done(callout_id, answer);
         Flow::Continue
     });
 }
