@@ -1,7 +1,10 @@
 """Cluster-wide limits: what an RLS decision costs (make bench; printed, recorded by hand in
 BENCHMARKS.md).
 
-    .venv/bin/python bench/rls_bench.py [--calls 2000] [--seconds 5] [--concurrency 64]
+    .venv/bin/python bench/rls_bench.py [--calls 2000] [--seconds 5] [--concurrency 64] [--build native]
+
+The Envoys run the wasm build, or with `--build native` (after `make dynamic-module`) the native one,
+whose rate limit call is an HTTP/2 callout (docs/src/deploy/native.md).
 
 1. Latency an RLS decision adds to an allowed call: two Envoys (1 worker each) in front of the fast
    direct_response upstream of bench/envoy/upstream.yaml, the same policy (vm_agent_exec, one
@@ -37,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 from testkit import rls as hr
 from testkit.envoy import start_envoy
+from testkit.native import BUILDS, filter_build
 from testkit.processes import HOST, free_port
 from testkit.stack import Stack
 
@@ -141,8 +145,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--flows-only", action="store_true", help="only part 4 (flows)")
+    ap.add_argument("--build", choices=BUILDS, default=filter_build(), help="the filter build the Envoys run")
     args = ap.parse_args()
-    with Stack() as stack:
+    print(f"filter build: {args.build}")
+    with Stack(build=args.build) as stack:
         _, redis_port = hr.start_redis(stack)
         rls = [hr.start_rls(stack, redis_port, name="rls-1"), hr.start_rls(stack, redis_port, name="rls-2")]
         rport = free_port()

@@ -1,5 +1,6 @@
 """Cluster-wide limits: Redis, mcp-ratelimit instances and Envoys rendered from
-envoy/envoy-cluster.yaml (cluster `mcp_ratelimit`), as plain processes on free 127.0.0.1 ports."""
+envoy/envoy-cluster.yaml (cluster `mcp_ratelimit`), as plain processes on free 127.0.0.1 ports, with
+the stack's build of the filter (wasm or native)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from testkit.envoy import policy_text, render_envoy_config
+from testkit.native import to_native
 from testkit.paths import REPO_ROOT
 from testkit.processes import HOST, ManagedProcess, answers, free_port, http_get, port_open
 from testkit.stack import Stack
@@ -74,16 +76,16 @@ def render(stack: Stack, policy: dict | str, upstream_port: int, rls_ports: list
            approvals_port: int | None = None) -> str:
     """envoy/envoy-cluster.yaml for `policy` with fresh listener/admin ports, the upstream, and
     cluster `mcp_ratelimit` holding exactly the endpoints 127.0.0.1:`rls_ports` (may be none); and,
-    if given, cluster `mcp_approvals` on 127.0.0.1:`approvals_port`."""
+    if given, cluster `mcp_approvals` on 127.0.0.1:`approvals_port`; for the stack's build (the native
+    build: the wasm filter replaced by the module, everything else unchanged)."""
     text = render_envoy_config(policy, stack.wasm, free_port(), free_port(), upstream_port,
                                source=CLUSTER_YAML, approvals_port=approvals_port)
     cfg = yaml.safe_load(text)
     (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == RLS_CLUSTER]
     cluster["load_assignment"]["endpoints"] = [{"lb_endpoints": [
         {"endpoint": {"address": {"socket_address": {"address": HOST, "port_value": p}}}} for p in rls_ports]}]
-    return yaml.safe_dump(cfg, sort_keys=False, width=1000)
-
-
+    text = yaml.safe_dump(cfg, sort_keys=False, width=1000)
+    return to_native(text) if stack.build == "native" else text
 
 
 class SilentServer:

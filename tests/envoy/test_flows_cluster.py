@@ -1,5 +1,6 @@
 """Tier 2: flows across Envoys (`make run-cluster`'s topology): one Redis, two mcp-ratelimit
-instances on it, two Envoys each asking its own instance (envoy/envoy-cluster.yaml), the stub upstream.
+instances on it, two Envoys each asking its own instance (envoy/envoy-cluster.yaml), the stub upstream;
+on both builds of the filter.
 
 What docs/src/policy/flows.md ("Across Envoys") promises:
 - a mark made through one Envoy refuses the flow's tools on the other, with −31014 `flow_denied`
@@ -21,6 +22,8 @@ import pytest
 from testkit import rls as hr
 from testkit.jsonrpc import headers_for, post, tool_call
 from testkit.upstream import json_canned, sse_canned
+
+pytestmark = pytest.mark.both_builds
 
 FLOW = "no-egress-after-secrets"
 REASON = "no outbound tools for 10 minutes after reading secrets"

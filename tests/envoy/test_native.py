@@ -6,9 +6,9 @@
   `x-mcp-policy-test-panic: 1` panic the filter; the stream is reset (never forwarded), and Envoy
   and every later stream go on as before. That build is the dev profile's (unwinding, like the
   release module), built once per session.
-- A policy that needs what the build cannot do (the rate limit service, a gRPC callout) is refused
-  when it loads, with the reason. Policy sets, `gateway.identity` and flows run on this build as on
-  the wasm one: tests/envoy/test_identity.py and test_flows.py run on both.
+- Policy sets, `gateway.identity`, flows and the rate limit service run on this build as on the
+  wasm one: tests/envoy/test_identity.py, test_flows.py, test_rls.py, test_rls_answers.py and
+  test_flows_cluster.py run on both.
 - Result rules and pins are enforced as in the wasm build (docs/src/policy/results-and-pins.md): a
   private key in a tool result, JSON or SSE in chunks, is replaced by −31012 `result_refused` and no
   byte of it reaches the client; a rug pull removes the tool and refuses its calls on every worker;
@@ -123,14 +123,6 @@ def test_panic_resets_the_stream_and_envoy_keeps_serving(native_stack, panic_so,
     text = envoy.log_text()
     assert text.count("mcp-policy-filter panicked: ") == 3, text[-3000:]
     assert "forced by x-mcp-policy-test-panic" in text
-
-
-def test_rate_limit_service_is_refused_when_the_policy_loads(native_stack):
-    policy = load_policy(POLICY_JSON)
-    policy["gateway"]["rate_limit_service"] = {"cluster": "mcp_ratelimit", "domain": "mcp"}
-    ended = native_stack.envoy_expect_failure(policy)
-    assert ended.returncode == 1, ended.log[-2000:]
-    assert "gateway.rate_limit_service (a gRPC callout) is not supported by the native build" in ended.log
 
 
 KEY = "-----BEGIN RSA PRIVATE KEY-----"

@@ -1,5 +1,7 @@
 """Tier 2: cluster-wide limits (the rate limit service): real Envoys (2 workers each), real
-mcp-ratelimit instances, one real Redis, upstream tests/cases/recorder.py.
+mcp-ratelimit instances, one real Redis, upstream tests/cases/recorder.py; on both builds of the
+filter (the native build makes the gRPC call as an HTTP/2 callout; tests/envoy/test_rls_answers.py
+has the answers the real service never gives).
 
 - Two Envoys, one quota: 200 parallel calls of one grant split across both Envoys (each asking its
   own mcp-ratelimit instance) admit exactly 10, and the upstream receives exactly 10; a second grant
@@ -34,8 +36,10 @@ from testkit import rls as hr
 from testkit.clock import avoid_boundary
 from testkit.envoy import start_envoy, wasm_filter
 from testkit.jsonrpc import Reply, headers_for, post, spread_posts, tool_call
-from testkit.stats import prom_value
+from testkit.stats import filter_samples
 from testkit.upstream import recorder_lines, recorder_reply
+
+pytestmark = pytest.mark.both_builds
 
 ARGS = {"node": "pve1", "vmid": 100, "command": "uptime"}
 TIMEOUT_S = 0.2  # gateway.rate_limit_service.timeout in these tests
@@ -196,7 +200,7 @@ def test_deny_refuses_within_the_timeout_with_nothing_upstream(stack, case):
         assert is_result(post(envoy.mcp_url, tool_call("list_vms", {}, id=7), headers_for(tok)), 7)
         listed = hashlib.sha256(tool_call("list_vms", {}, id=7)).hexdigest()
         assert [e["body_sha256"] for e in upstream(log, tok)] == [listed]
-        assert prom_value(envoy, "mcp_policy_limiter_unavailable_total{}") == 3
+        assert filter_samples(envoy)["mcp_policy_limiter_unavailable_total{}"] == 3
     finally:
         if silent:
             silent.close()
@@ -210,8 +214,8 @@ def test_allow_forwards_and_counts_limiter_unavailable(stack):
     for i in range(3):
         assert is_result(post(envoy.mcp_url, tool_call("vm_agent_exec", ARGS, id=i), headers_for(tok)), i)
     assert len(upstream(log, tok, settle=0)) == 3
-    assert prom_value(envoy, "mcp_policy_limiter_unavailable_total{}") == 3
-    assert prom_value(envoy, "mcp_policy_allowed_total{}") == 0
+    assert filter_samples(envoy)["mcp_policy_limiter_unavailable_total{}"] == 3
+    assert filter_samples(envoy)["mcp_policy_allowed_total{}"] == 0
 
 
 def test_redis_stop_and_start_the_service_answers_again_without_restart(stack):

@@ -29,8 +29,8 @@ def native_istio_patches() -> tuple[dict, dict]:
 
 
 def test_native_manifests_carry_the_seed_policy_without_the_rate_limit_service():
-    """The native build refuses `gateway.rate_limit_service` (a gRPC callout), so its manifests carry
-    the seed policy without it, and the approval cluster of their platform's wasm manifest."""
+    """The native manifests carry the seed policy (limits counted per proxy, no
+    `gateway.rate_limit_service`), and the approval cluster of their platform's wasm manifest."""
     module, _ = native_istio_patches()
     istio = json.loads(module["patch"]["value"]["typed_config"]["filter_config"]["value"])
     (dm,) = by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)["spec"]["dynamicModule"]

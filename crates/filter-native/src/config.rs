@@ -36,19 +36,6 @@ const _: () = {
     shared::<Config>();
 };
 
-/// Why a loaded policy cannot run in this build, if it cannot.
-///
-/// The rate limit service is asked over gRPC, which this build does not do (the ABI's callouts are
-/// HTTP). Such a policy is refused when it loads, never half served.
-pub fn unsupported(policy: &Policy) -> Option<&'static str> {
-    if policy.gateway.rate_limit_service.is_some() {
-        return Some(
-            "gateway.rate_limit_service (a gRPC callout) is not supported by the native build; use the wasm build",
-        );
-    }
-    None
-}
-
 impl Config {
     /// Load the configuration; `None` (logged) makes Envoy refuse it.
     pub fn new(handle: &ConfigHandle, name: &[u8], bytes: &[u8]) -> Option<Config> {
@@ -76,10 +63,6 @@ impl Config {
         };
         // A plain policy without an identity is the request's policy as is: nothing to choose.
         let policy = Arc::clone(set.plain().unwrap_or_else(|| set.base()));
-        if let Some(why) = unsupported(&policy) {
-            error!("policy not loaded: {why}. Envoy refuses this configuration");
-            return None;
-        }
         let chooses = set.plain().is_none() || policy.gateway.identity.is_some();
         if set.plain().is_none() {
             info!(

@@ -13,7 +13,7 @@ use mcp_policy_core::identity::grant::GrantId;
 use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::refusal::{
     Refusal, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN,
-    POLICY_NOT_LOADED, SESSION_ID_NOT_REWRITTEN,
+    SESSION_ID_NOT_REWRITTEN,
 };
 use mcp_policy_core::pipeline::rewrite::BodyRewrite;
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, PendingApproval, RequestHead};
@@ -44,6 +44,8 @@ pub(crate) enum RequestState {
     Body(RequestHead),
     /// Held while the approval service is asked, with the callout's id.
     Approval(u64, Box<PendingApproval>),
+    /// Held while the rate limit service is asked, with the callout's id.
+    Rls(u64, Box<mcp_policy_core::pipeline::rls::Pending>),
     /// Decided: forwarded or answered locally.
     Decided,
 }
@@ -56,6 +58,8 @@ pub struct Effects {
     pub reply: Option<Reply>,
     /// Continue decoding a request held for a callout.
     pub resume: bool,
+    /// Continue encoding a response held while its marks were recorded.
+    pub resume_response: bool,
 }
 
 impl Effects {
@@ -67,6 +71,9 @@ impl Effects {
             stream.send_response(u32::from(reply.status), &headers, reply.body.as_bytes());
         } else if self.resume {
             stream.continue_decoding();
+        }
+        if self.resume_response {
+            stream.continue_encoding();
         }
     }
 }
@@ -113,6 +120,11 @@ pub struct Filter {
     pub(crate) mark_grant: Option<GrantId>,
     /// A mark could not be recorded: the response is reset, never released unmarked.
     pub(crate) mark_failed: bool,
+    /// With `gateway.rate_limit_service`: the marks the response's results set, to send to the service.
+    pub(crate) marks_out: Vec<String>,
+    /// The response body held while the service records marks: the callout's id and how many marks
+    /// were sent.
+    pub(crate) mark_call: Option<(u64, usize)>,
     /// Calls into Envoy left for the hook to make after leaving the filter.
     effects: Effects,
 }
@@ -138,6 +150,8 @@ impl Filter {
             held_response: Vec::new(),
             mark_grant: None,
             mark_failed: false,
+            marks_out: Vec::new(),
+            mark_call: None,
             effects: Effects::default(),
         }
     }
@@ -155,10 +169,8 @@ impl Filter {
         if let Some(pending) = outcome.approval.take() {
             return self.ask_approval(*pending);
         }
-        if outcome.rls.is_some() {
-            // Refused at load (config::unsupported): never reached, and refused if it were.
-            warn!("[ctx {}] a rate limit callout was asked for, which this build does not make; refusing", self.id);
-            return self.unavailable(POLICY_NOT_LOADED);
+        if let Some(pending) = outcome.rls.take() {
+            return self.ask_rls(*pending);
         }
         self.request = RequestState::Decided;
         // An approved offer's retry goes upstream rewritten; the body is set before the decision is
@@ -285,6 +297,11 @@ impl Filter {
     /// Let the held request go on, once the hook has returned from the filter (as `send`).
     pub(crate) fn resume(&mut self) {
         self.effects.resume = true;
+    }
+
+    /// Let the held response go on, once the hook has returned from the filter.
+    pub(crate) fn resume_response(&mut self) {
+        self.effects.resume_response = true;
     }
 
     /// What the hook must do on Envoy's side after leaving the filter.

@@ -10,11 +10,14 @@
 //! - `store`: the limiter's state in process memory, shared by every worker thread;
 //! - `metrics`: the stats, with the wasm build's names.
 //!
-//! - `approval`: the approval callout (an HTTP callout through the ABI).
+//! - `approval`: the approval callout (an HTTP callout through the ABI);
+//! - `rls`: the rate limit service's gRPC call (`gateway.rate_limit_service`), made as an HTTP/2
+//!   callout through the ABI, which has no gRPC client (`mcp_policy_core::rls::grpc`).
 //!
-//! Differences from the wasm build: no gRPC callout (a policy with `gateway.rate_limit_service` is
-//! refused when it loads), and no sandbox: a panic resets the stream (the request is never
-//! forwarded), but a fault outside Rust's control would take Envoy down.
+//! Differences from the wasm build: no sandbox: a panic resets the stream (the request is never
+//! forwarded), but a fault outside Rust's control would take Envoy down; and the ABI's callout
+//! answer has no trailers, so a rate limit answer whose gRPC status comes only in trailers after
+//! headers (not trailers-only) is refused as unusable rather than read (`mcp_policy_core::rls::grpc`).
 
 // The wasm target builds only crates/filter-wasm; this crate is native only.
 #![cfg(not(target_arch = "wasm32"))]
@@ -25,4 +28,5 @@ pub mod ffi;
 pub mod filter;
 pub mod metrics;
 mod response;
+pub mod rls;
 pub mod store;

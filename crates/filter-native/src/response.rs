@@ -52,6 +52,7 @@ impl Filter {
             }
             Plan::Refuse(bad) => {
                 self.result_events();
+                self.marks_out.clear();
                 self.count_bad(&bad);
                 self.send(bad.reply())
             }
@@ -59,6 +60,26 @@ impl Filter {
     }
 
     pub fn response_body(&mut self, end_of_stream: bool) -> Flow {
+        let s = self.stream;
+        if self.mark_call.is_some() {
+            // Held while its marks are recorded. More of the body would pass unread: a result that
+            // marks is the last message of its stream in practice; anything after it is refused.
+            let more = s.body_size(Body::ReceivedResponse);
+            if more > 0 && !s.received_is_buffered_response() {
+                return self.mark_not_recorded(&format!("{more} more response bytes came while they were recorded"));
+            }
+            return Flow::Buffer;
+        }
+        let flow = self.response_body_step(end_of_stream);
+        if flow != Flow::Continue || self.marks_out.is_empty() {
+            return flow;
+        }
+        // Held until the service has recorded the marks (`rls::marks`), then released as it stands.
+        self.send_marks()
+    }
+
+    /// The body's step acted on.
+    fn response_body_step(&mut self, end_of_stream: bool) -> Flow {
         let s = self.stream;
         let received = s.body_size(Body::ReceivedResponse);
         let size = self.held_response.len().saturating_add(received);
@@ -134,6 +155,10 @@ impl Filter {
     }
 
     pub fn response_trailers(&mut self) -> Flow {
+        if self.mark_call.is_some() {
+            // They follow the held body once its marks are recorded.
+            return Flow::Stop;
+        }
         if !self.held_response.is_empty() {
             // A held JSON body that ended in trailers: it cannot be written back; never pass it unfiltered.
             self.stream.reset("mcp_policy_body_unwritable");
@@ -145,6 +170,8 @@ impl Filter {
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_with_error(&mut self, bad: BadUpstream) -> Flow {
         self.result_events();
+        // No result goes on, so no mark need be recorded for it.
+        self.marks_out.clear();
         self.count_bad(&bad);
         self.held_response.clear();
         if !self.stream.replace_body(Body::ReceivedResponse, bad.body.as_bytes()) {
@@ -193,7 +220,8 @@ impl Filter {
     /// Set `mark` on the request's grant in the process's store, before the result that set it goes
     /// on: a call of the grant that starts after this response reached the client sees the mark, on
     /// any worker (the store is shared and exact). Bounded by `gateway.max_tracked_grants` as the
-    /// limiter's other per-grant state.
+    /// limiter's other per-grant state. With `gateway.rate_limit_service`, queue it for the service
+    /// (`Filter::send_marks`).
     fn record_mark(&mut self, policy: &Policy, tool: &str, mark: &str) {
         let Some(grant) = self.mark_grant else {
             warn!(
@@ -203,6 +231,13 @@ impl Filter {
             self.mark_failed = true;
             return;
         };
+        if policy.gateway.rate_limit_service.is_some() {
+            // The service keeps the marks, for every Envoy: sent before the result goes on.
+            if !self.marks_out.iter().any(|m| m == mark) {
+                self.marks_out.push(mark.to_owned());
+            }
+            return;
+        }
         let limiter =
             Limiter { store: process_store(), now_ms: now_ms(), max_tracked_grants: policy.gateway.max_tracked_grants };
         match limits::marks::set(&limiter, &grant, mark) {

@@ -9,28 +9,24 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType};
 
 use super::{now_ms, Filter, RequestState};
-use mcp_policy_core::pipeline::{self, rls::Pending};
+use mcp_policy_core::pipeline;
+use mcp_policy_core::pipeline::rls::{Ask, Pending};
+use mcp_policy_core::rls::grpc::MAX_ANSWER_BYTES;
 use mcp_policy_core::rls::{self, Answer};
-
-/// Largest answer read, in bytes; a longer one is a bad answer.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 impl Filter {
     /// Hold the request and ask the service. A callout that cannot start (e.g. an unknown cluster)
     /// is an unavailable service: the failure mode decides at once.
     pub(super) fn ask_rls(&mut self, pending: Pending) -> Action {
         let Some(policy) = self.policy.clone() else { return self.unconfigured() };
-        let Some(svc) = policy.gateway.rate_limit_service.as_ref() else {
-            let answer = Answer::Unusable("no rate limit service is configured".into());
-            return self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()));
-        };
-        let message = match pending.request(&policy, &svc.domain) {
-            Ok(r) => r.encode(),
-            Err(why) => {
-                warn!("[ctx {}] rate limit request not sent: {why:?}", self.id);
-                return self.finish(pipeline::rls::not_sent(&policy, pending, why, now_ms()));
+        let (message, pending) = match pipeline::rls::ask(&policy, pending, now_ms()) {
+            Ask::Send { message, pending } => (message, *pending),
+            Ask::Done { outcome, why } => {
+                warn!("[ctx {}] {why}", self.id);
+                return self.finish(*outcome);
             }
         };
+        let Some(svc) = policy.gateway.rate_limit_service.as_ref() else { return self.unconfigured() };
         let timeout = Duration::from_millis(svc.timeout_ms);
         // The cluster name, or a serialized GrpcService when an authority is set: ASCII either way
         // (rls::compile bounds the lengths so that no varint byte reaches 0x80).

@@ -191,6 +191,33 @@ impl Pending {
     }
 }
 
+/// What a host does with a held request ([`ask`]).
+#[derive(Debug)]
+pub enum Ask {
+    /// Send `message` (the serialized `RateLimitRequest`) to `gateway.rate_limit_service` and hold
+    /// the request; [`on_answer`] finishes it with `pending`.
+    Send { message: Vec<u8>, pending: Box<Pending> },
+    /// Finish at once with this outcome (no service is configured, or the request cannot be put to
+    /// it); `why` is for the log.
+    Done { outcome: Box<Outcome>, why: String },
+}
+
+/// The first step of a held request, the same for every host: the message to send, or the outcome
+/// when there is none to send.
+pub fn ask(policy: &Policy, pending: Pending, now_ms: u64) -> Ask {
+    let Some(svc) = policy.gateway.rate_limit_service.as_ref() else {
+        let why = "no rate limit service is configured".to_owned();
+        return Ask::Done { outcome: Box::new(on_answer(policy, pending, Answer::Unusable(why.clone()), now_ms)), why };
+    };
+    match pending.request(policy, &svc.domain) {
+        Ok(r) => Ask::Send { message: r.encode(), pending: Box::new(pending) },
+        Err(e) => Ask::Done {
+            why: format!("rate limit request not sent: {e:?}"),
+            outcome: Box::new(not_sent(policy, pending, e, now_ms)),
+        },
+    }
+}
+
 /// Why a held request cannot be put to the service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotSendable {

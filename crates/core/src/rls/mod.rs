@@ -23,6 +23,10 @@
 //! read, refuses the call whatever `failure_mode` says. The protocol cannot give quota back: a
 //! request the service counted is never refused afterwards by this filter.
 //!
+//! Transport: the wasm build sends the message through proxy-wasm's gRPC call; the native build
+//! sends it as an HTTP/2 request through the dynamic-module ABI's HTTP callout ([`grpc`]). Both read
+//! the answer into the same [`Answer`].
+//!
 //! Layer `rls` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`.
 
 use crate::limits::Limit;
@@ -30,6 +34,7 @@ use crate::policy::Policy;
 use crate::terms::Window;
 
 mod answer;
+pub mod grpc;
 pub mod marks;
 pub mod proto;
 pub mod upstream;

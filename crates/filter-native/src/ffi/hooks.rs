@@ -2,6 +2,7 @@
 //! into the crate's safe types and runs the safe code under `catch_unwind`: a panic never unwinds
 //! into Envoy, and a stream whose hook panicked is reset (never forwarded), then ignored.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -22,6 +23,11 @@ const STOP_ITERATION: u32 = 1;
 const STOP_ITERATION_AND_BUFFER: u32 = 1;
 const STOP_ITERATION_NO_BUFFER: u32 = 3;
 
+thread_local! {
+    /// The filter whose hook is running on this worker thread (its `module_ptr`), if any.
+    static RUNNING: Cell<usize> = const { Cell::new(0) };
+}
+
 /// Run `f` on the filter behind `module_ptr`; a panic resets the stream and poisons the filter.
 fn on_filter(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, f: impl FnOnce(&mut Filter) -> Flow) -> Flow {
     if module_ptr.is_null() {
@@ -35,7 +41,10 @@ fn on_filter(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, f: impl F
         return Flow::Stop;
     }
     filter.stream = Stream(filter_envoy_ptr);
-    match catch_unwind(AssertUnwindSafe(|| f(filter))) {
+    let outer = RUNNING.with(|r| r.replace(module_ptr as usize));
+    let ran = catch_unwind(AssertUnwindSafe(|| f(filter)));
+    RUNNING.with(|r| r.set(outer));
+    match ran {
         Ok(flow) => {
             let effects = filter.take_effects();
             // `filter` is not used past this point: a local reply or a resumed request runs this
@@ -208,16 +217,19 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks: *mut Buffer,
     body_chunks_size: usize,
 ) {
-    let answer = CalloutAnswer::read(
-        result,
-        headers,
-        headers_size,
-        body_chunks,
-        body_chunks_size,
-        crate::approval::MAX_APPROVAL_ANSWER_BYTES,
-    );
+    // Room for the largest approval answer and the largest framed rate limit answer.
+    let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES.max(mcp_policy_core::rls::grpc::MAX_ANSWER_BYTES + 5);
+    if !filter_module_ptr.is_null() && RUNNING.with(Cell::get) == filter_module_ptr as usize {
+        // Answered inline, while the filter's own hook is starting the callout: Envoy's async client
+        // may fail a request before `send` returns, and then returns no request, so the callout
+        // reports that it could not start (`CannotCreateRequest`) and the filter decides on that as
+        // for an unreachable service. The filter is in use by that hook: it is not touched here.
+        log::debug!("callout {callout_id} answered inline (result {result}); its start reports the failure");
+        return;
+    }
+    let answer = CalloutAnswer::read(result, headers, headers_size, body_chunks, body_chunks_size, max_body);
     on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
-        f.on_approval_response(callout_id, answer);
+        f.on_callout_done(callout_id, answer);
         Flow::Continue
     });
 }

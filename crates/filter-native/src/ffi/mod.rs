@@ -138,6 +138,7 @@ extern "C" {
     );
     fn envoy_dynamic_module_callback_http_filter_reset_stream(filter: *mut c_void, reason: u32, details: Buffer);
     fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: *mut c_void);
+    fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: *mut c_void);
     fn envoy_dynamic_module_callback_http_get_cluster_name(filter: *mut c_void, out: *mut Buffer) -> bool;
     fn envoy_dynamic_module_callback_http_filter_http_callout(
         filter: *mut c_void,
@@ -155,6 +156,7 @@ extern "C" {
     fn envoy_dynamic_module_callback_http_drain_body(filter: *mut c_void, body: u32, bytes: usize) -> bool;
     fn envoy_dynamic_module_callback_http_append_body(filter: *mut c_void, body: u32, data: Buffer) -> bool;
     fn envoy_dynamic_module_callback_http_received_buffered_request_body(filter: *mut c_void) -> bool;
+    fn envoy_dynamic_module_callback_http_received_buffered_response_body(filter: *mut c_void) -> bool;
 
     fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
         filter: *mut c_void,
@@ -324,6 +326,12 @@ impl Stream {
         unsafe { envoy_dynamic_module_callback_http_filter_continue_decoding(self.0) }
     }
 
+    /// Let the response held by this filter go on (after a callout answered).
+    pub fn continue_encoding(&self) {
+        // SAFETY: `self.0` is this stream's filter pointer, used inside one of its event hooks.
+        unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
+    }
+
     /// The cluster the route chose for this request.
     pub fn cluster_name(&self) -> Option<String> {
         let mut out = Buffer::NULL;
@@ -424,6 +432,12 @@ impl Stream {
     pub fn received_is_buffered_request(&self) -> bool {
         // SAFETY: `self.0` is this stream's filter pointer.
         unsafe { envoy_dynamic_module_callback_http_received_buffered_request_body(self.0) }
+    }
+
+    /// Is the received response body the buffered one (Envoy re-delivering what a filter held)?
+    pub fn received_is_buffered_response(&self) -> bool {
+        // SAFETY: `self.0` is this stream's filter pointer.
+        unsafe { envoy_dynamic_module_callback_http_received_buffered_response_body(self.0) }
     }
 
     /// Set filter-state `key` to `value` (a string accessor, readable as `%FILTER_STATE(key:PLAIN)%`).

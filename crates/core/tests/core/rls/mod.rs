@@ -19,6 +19,7 @@ use mcp_policy_core::terms::FailureMode;
 use serde_json::Value;
 
 mod flows;
+mod grpc;
 mod with_approval;
 use with_approval::{ok_status, over_status};
 
@@ -329,6 +330,19 @@ fn a_batch_over_the_descriptor_bound_is_refused_by_the_filter_in_every_mode() {
         }
         assert_eq!(out.decision.kind, DecisionKind::Invalid);
         assert!(!out.decision.dry_run);
+        // `ask`, the step both hosts take: the same refusal, with nothing to send.
+        let pending = held(decide(&p, &store, "tok", &batch(70)));
+        let pipeline::rls::Ask::Done { outcome, why } = pipeline::rls::ask(&p, pending, T0) else {
+            panic!("nothing is sent for a batch over the bound");
+        };
+        assert_eq!((outcome.reply, why.as_str()), (out.reply, "rate limit request not sent: TooManyDescriptors(71)"));
+        // Within the bound it is the encoded request, with the domain of the policy.
+        let pending = held(decide(&p, &store, "tok", &batch(63)));
+        let want = pending.request(&p, "mcp").unwrap().encode();
+        let pipeline::rls::Ask::Send { message, .. } = pipeline::rls::ask(&p, pending, T0) else {
+            panic!("sent");
+        };
+        assert_eq!(message, want);
     }
 }
 

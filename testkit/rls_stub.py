@@ -1,0 +1,131 @@
+"""A stand-in rate limit service that answers every call the way a test sets (`RlsStub.answer`):
+an HTTP/2 server (h2) on 127.0.0.1, for the answers the real mcp-ratelimit never gives (malformed
+gRPC bodies, statuses in trailers, answers later than the filter's timeout). It records every
+request (headers and body) it received, and answers Envoy's gRPC health checks SERVING."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+
+from testkit.processes import HOST
+
+# RateLimitResponse{overall_code: OK}; also HealthCheckResponse{status: SERVING}
+OK_MESSAGE = b"\x08\x01"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+
+def frame(message: bytes, flag: int = 0) -> bytes:
+    """`message` behind the 5-byte gRPC frame header."""
+    return struct.pack(">BI", flag, len(message)) + message
+
+
+@dataclass
+class Answer:
+    """What the stub sends: `headers` (a `grpc-status` here with no body is a trailers-only
+    answer), then `body` (if any), then `trailers` (if any), after `delay` seconds."""
+
+    headers: list[tuple[str, str]] = field(default_factory=lambda: [(":status", "200"),
+                                                                    ("content-type", "application/grpc")])
+    body: bytes = b""
+    trailers: list[tuple[str, str]] | None = None
+    delay: float = 0.0
+
+
+def ok() -> Answer:
+    return Answer(body=frame(OK_MESSAGE), trailers=[("grpc-status", "0")])
+
+
+def trailers_only(status: int) -> Answer:
+    return Answer(headers=[(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", str(status))])
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+
+class RlsStub:
+    """Serves `answer` (changeable while it runs) to every request; `received` lists them."""
+
+    def __init__(self, answer: Answer | None = None):
+        self.answer = answer or ok()
+        self.received: list[Received] = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c: socket.socket):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        lock = threading.Lock()
+        conn.initiate_connection()
+        streams: dict[int, tuple[dict[str, str], bytearray]] = {}
+        try:
+            c.sendall(conn.data_to_send())
+            while data := c.recv(65536):
+                with lock:
+                    for ev in conn.receive_data(data):
+                        if isinstance(ev, h2.events.RequestReceived):
+                            streams[ev.stream_id] = (dict(ev.headers), bytearray())
+                        elif isinstance(ev, h2.events.DataReceived):
+                            streams[ev.stream_id][1].extend(ev.data)
+                            conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                        elif isinstance(ev, h2.events.StreamEnded):
+                            headers, body = streams.pop(ev.stream_id)
+                            if headers.get(":path") == HEALTH_CHECK:
+                                # Envoy's active health check (envoy/envoy-cluster.yaml): always SERVING.
+                                self._respond(c, conn, None, ev.stream_id, ok())
+                                continue
+                            self.received.append(Received(headers, bytes(body)))
+                            threading.Thread(target=self._respond, args=(c, conn, lock, ev.stream_id, self.answer),
+                                             daemon=True).start()
+                    c.sendall(conn.data_to_send())
+        except (OSError, h2.exceptions.ProtocolError):
+            pass
+
+    @staticmethod
+    def _respond(c: socket.socket, conn, lock: threading.Lock | None, stream_id: int, a: Answer):
+        time.sleep(a.delay)
+        with lock or contextlib.nullcontext():
+            try:
+                ends = not a.body and a.trailers is None
+                conn.send_headers(stream_id, a.headers, end_stream=ends)
+                if a.body:
+                    conn.send_data(stream_id, a.body, end_stream=a.trailers is None)
+                if a.trailers is not None:
+                    conn.send_headers(stream_id, a.trailers, end_stream=True)
+                c.sendall(conn.data_to_send())
+            except (OSError, h2.exceptions.H2Error):
+                pass  # the caller gave up (reset the stream) or closed the connection
+
+    def close(self):
+        self.closed = True
+        for s in [self.sock, *self.conns]:
+            try:
+                s.close()
+            except OSError:
+                pass
