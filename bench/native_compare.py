@@ -5,13 +5,14 @@ load on loopback, without the rest of `make bench`.
     make build dynamic-module
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
 
-One upstream Envoy (bench/envoy/upstream.yaml) and seven front Envoys (concurrency 1, no access
-log), all at once: (a) passthrough, (a') buffer only, (b) the wasm filter + buffer, (n) the native
-module + buffer, (b'), (n') the same without the audit line (the filter's logger at warn), and
+One upstream Envoy (bench/envoy/upstream.yaml) and eight front Envoys (concurrency 1, no access
+log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
+(bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (n) the native module + buffer, (b'), (n') the same without the audit line (the filter's logger at warn), and
 (n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread), with
 bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
 drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
-p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load.
+p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load;
+then the native build's targets, each a ratio or difference within a round (median [min, max]).
 """
 
 from __future__ import annotations
@@ -30,12 +31,21 @@ import load  # noqa: E402  (bench/load.py: the Envoy runner, wrk and /proc reade
 ROOT = load.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-CONFIGS = {"a": "passthrough", "a'": "buffer", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic", "n'": "dynamic_quiet",
-           "n''": "dynamic_log_path"}
-LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "b": "(b) wasm filter + buffer",
+CONFIGS = {"a": "passthrough", "a'": "buffer", "c": "native", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic",
+           "n'": "dynamic_quiet", "n''": "dynamic_log_path"}
+LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mcp + rbac filters", "b": "(b) wasm filter + buffer",
           "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
           "n'": "(n') (n), dynamic_modules log level warn",
           "n''": "(n'') (n), Envoy's log in a file (--log-path)"}
+
+
+# (what, per-round value for a configuration, target): the native build's acceptance figures.
+TARGETS = [
+    ("throughput vs Envoy's mcp + rbac (c)", lambda rows, k, i: rows[k][i]["rps"] / rows["c"][i]["rps"], "≥ 1.25"),
+    ("throughput vs the buffer filter (a')", lambda rows, k, i: rows[k][i]["rps"] / rows["a'"][i]["rps"], "≥ 0.90"),
+    ("CPU µs added per call above (a')", lambda rows, k, i: rows[k][i]["cpu_us"] - rows["a'"][i]["cpu_us"], "≤ 20"),
+    ("p99 µs added above (a')", lambda rows, k, i: rows[k][i]["p99"] - rows["a'"][i]["p99"], "≤ 100"),
+]
 
 
 def main() -> None:
@@ -98,6 +108,17 @@ def main() -> None:
         for key, r in result.items():
             print(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
                   f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
+        print()
+        print("| native build, per round: median [min, max] | (n) audit line to stderr | (n'') `--log-path` | target |")
+        print("|---|---|---|---|")
+        for what, fn, target in TARGETS:
+            cells = []
+            for key in ("n", "n''"):
+                vals = [fn(rows, key, i) for i in range(args.rounds)]
+                cells.append(f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
+            print(f"| {what} | {cells[0]} | {cells[1]} | {target} |")
+        rss = [result[k]["rss_mib"] - result["a"]["rss_mib"] for k in ("n", "n''")]
+        print(f"| RSS above passthrough, MiB (after the run) | {rss[0]:.1f} | {rss[1]:.1f} | ≤ 8 |")
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
     finally:
