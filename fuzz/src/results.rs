@@ -5,7 +5,6 @@
 //! still matches.
 use mcp_policy_core::config;
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::result::reader;
 use mcp_policy_core::response::{Plan, ResponseFilter, Step};
@@ -20,24 +19,6 @@ thread_local! {
     .expect("the fuzz policy loads");
 }
 
-fn call() -> Decision {
-    Decision {
-        kind: DecisionKind::Allowed,
-        method: Some("tools/call".into()),
-        tool: Some("read_file".into()),
-        rule: None,
-        grant: None,
-        refusal: None,
-        reason: None,
-        id: Some("7".into()),
-        arg_keys: Vec::new(),
-        dry_run: false,
-        approval_id: None,
-        provenance: None,
-        tagged_results: false,
-    }
-}
-
 /// One fuzz input (the target's body; also replayed by `cargo test` over the seeds).
 pub fn run(data: &[u8]) {
     let Some((&sel, body)) = data.split_first() else { return };
@@ -47,7 +28,7 @@ pub fn run(data: &[u8]) {
 /// `sel` bit 0 picks SSE or JSON, bits 1.. the chunk length.
 fn judge(policy: &Policy, sel: u8, body: &[u8]) {
     let sse = sel & 1 == 1;
-    let mut f = ResponseFilter::forwarded(policy, &[]).judging(policy, &call());
+    let mut f = ResponseFilter::forwarded(policy, &[]).judging(policy, &Decision::allowed_call("read_file", "7"));
     let content_type: &[u8] = if sse { b"text/event-stream" } else { b"application/json" };
     match f.on_headers(false, |name: &str| (name == "content-type").then(|| content_type.to_vec())) {
         Plan::FilterSse | Plan::FilterJson => {}

@@ -15,7 +15,6 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mcp_policy_core::config;
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::{Plan, ResponseFilter, Step};
 
@@ -24,24 +23,6 @@ const RULES: &str = r#"{"version":"1","default":"allow","tools":{"read_file":{"r
     "deny_if": [{"regex": "-----BEGIN [A-Z ]*PRIVATE KEY-----", "reason": "a private key"}],
     "redact":  [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"}]}}}}"#;
 const NO_RULES: &str = r#"{"version":"1","default":"allow","tools":{"read_file":{}}}"#;
-
-fn call() -> Decision {
-    Decision {
-        kind: DecisionKind::Allowed,
-        method: Some("tools/call".into()),
-        tool: Some("read_file".into()),
-        rule: None,
-        grant: None,
-        refusal: None,
-        reason: None,
-        id: Some("7".into()),
-        arg_keys: Vec::new(),
-        dry_run: false,
-        approval_id: None,
-        provenance: None,
-        tagged_results: false,
-    }
-}
 
 /// A result of about `size` bytes: lines of log-like text in one content item, and a short
 /// structuredContent; `key` puts one access key in it.
@@ -80,7 +61,7 @@ fn judge(p: &Policy, d: &Decision, body: &[u8]) -> usize {
 fn bench(c: &mut Criterion) {
     let rules = config::load(RULES.as_bytes()).unwrap();
     let none = config::load(NO_RULES.as_bytes()).unwrap();
-    let d = call();
+    let d = Decision::allowed_call("read_file", "7");
     let (r1k, r64k, k1k) = (result(900, false), result(65536, false), result(900, true));
     assert!(r1k.len() < 1024 && r64k.len() <= 65536, "{} {}", r1k.len(), r64k.len());
     assert_eq!(judge(&rules, &d, &r1k), r1k.len());

@@ -50,6 +50,18 @@ impl Decision {
         }
     }
 
+    /// An allowed `tools/call` of `tool` with the JSON-RPC id `id` (raw JSON text, e.g. `7` or
+    /// `"a-1"`), nothing else known: the decision a response filter is built from
+    /// ([`crate::response::ResponseFilter::judging`]). For tests, benches and fuzzing.
+    pub fn allowed_call(tool: &str, id: &str) -> Self {
+        Decision {
+            method: Some("tools/call".into()),
+            tool: Some(tool.into()),
+            id: Some(id.into()),
+            ..Decision::new(DecisionKind::Allowed)
+        }
+    }
+
     /// `data.kind` of the refusal, if any.
     pub fn error_kind(&self) -> Option<&'static str> {
         self.refusal.as_deref().map(Refusal::kind)

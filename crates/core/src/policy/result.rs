@@ -55,14 +55,18 @@ impl Needle {
     /// Does the regex match anywhere in `text`?
     pub fn is_match(&self, text: &str) -> bool {
         match &self.literal {
-            Some((lit, anchored)) => starts(text, lit).any(|i| text.get(i..).is_some_and(|t| anchored.is_match(t))),
+            // `contains` first: on x86-64 it has a SIMD path for short literals that `find` lacks,
+            // and most texts hold no occurrence at all.
+            Some((lit, anchored)) => {
+                self.may_match(text) && starts(text, lit).any(|i| text.get(i..).is_some_and(|t| anchored.is_match(t)))
+            }
             None => self.regex.is_match(text),
         }
     }
 
     /// Could the regex match in `text`? (False only when its literal prefix is absent.)
     pub fn may_match(&self, text: &str) -> bool {
-        self.literal.as_ref().is_none_or(|(l, _)| text.contains(&**l))
+        self.literal.as_ref().is_none_or(|(l, _)| text.len() >= l.len() && text.contains(&**l))
     }
 
     /// The non-empty matches in `text`, leftmost first, not overlapping: (start, end) byte offsets.
@@ -85,9 +89,11 @@ impl Needle {
     }
 }
 
-/// Every byte offset in `text` where `lit` occurs, overlapping occurrences included.
+/// Every byte offset in `text` where `lit` occurs, overlapping occurrences included. (A text
+/// shorter than `lit` is not searched: setting up the substring search costs more than most short
+/// texts of a result take to scan.)
 fn starts<'a>(text: &'a str, lit: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let mut from = 0;
+    let mut from = if text.len() < lit.len() { text.len() + 1 } else { 0 };
     std::iter::from_fn(move || {
         let i = from + text.get(from..)?.find(lit)?;
         from = i + lit.chars().next().map_or(1, char::len_utf8);

@@ -56,6 +56,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+mod scan;
+
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;
 /// Member names of one object kept on the stack for the duplicate check (`fold::clash` compares up
@@ -608,20 +610,14 @@ impl<'a> Parser<'a> {
             return None;
         }
         let first = self.pos + 1;
-        let mut i = first;
-        while let Some(&c) = bytes.get(i) {
-            match c {
-                b'"' => {
-                    // Both ends are ASCII quotes, so always character boundaries.
-                    let s = self.src.get(first..i)?;
-                    self.pos = i + 1;
-                    return Some(s);
-                }
-                b'\\' | 0x00..=0x1F => return None,
-                _ => i += 1,
-            }
+        let i = scan::string_stop(bytes, first);
+        if bytes.get(i) != Some(&b'"') {
+            return None;
         }
-        None
+        // Both ends are ASCII quotes, so always character boundaries.
+        let s = self.src.get(first..i)?;
+        self.pos = i + 1;
+        Some(s)
     }
 
     /// A string at the cursor that [`Parser::string_plain`] did not take (an escape, a control
@@ -630,11 +626,12 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     fn string_escaped(&mut self, build: bool) -> Result<Cow<'a, str>, ParseError> {
         self.expect(b'"')?;
-        let first = self.pos;
         let bytes = self.src.as_bytes();
-        let mut out = String::new();
-        let mut run = first;
+        // Unescaped, the text is no longer than its source: one allocation, however long.
+        let mut out = if build { String::with_capacity(scan::source_len(bytes, self.pos)) } else { String::new() };
+        let mut run = self.pos;
         loop {
+            self.pos = scan::string_stop(bytes, self.pos);
             let Some(&c) = bytes.get(self.pos) else {
                 return Err(self.err(ParseErrorKind::UnexpectedEnd));
             };
@@ -694,8 +691,8 @@ impl<'a> Parser<'a> {
                     }
                     run = self.pos;
                 }
-                0x00..=0x1F => return Err(self.err(ParseErrorKind::ControlCharacter)),
-                _ => self.pos += 1,
+                // `string_stop` stops at nothing else: a control character.
+                _ => return Err(self.err(ParseErrorKind::ControlCharacter)),
             }
         }
     }

@@ -103,6 +103,16 @@ fn decimal(text: &str) -> Option<(bool, String, i64)> {
 
 /// Compare two JSON number texts exactly.
 pub fn cmp_numbers(a: &str, b: &str) -> Option<Ordering> {
+    // The common cases without building decimals (JSON-RPC ids, integer conditions): two integers
+    // of at most 15 digits, and two equal texts without an exponent (which `decimal` always reads).
+    if short_integer(a) && short_integer(b) {
+        if let (Ok(x), Ok(y)) = (a.parse::<i64>(), b.parse::<i64>()) {
+            return Some(x.cmp(&y));
+        }
+    }
+    if a == b && !a.contains(['e', 'E']) {
+        return Some(Ordering::Equal);
+    }
     let (an, ad, ae) = decimal(a)?;
     let (bn, bd, be) = decimal(b)?;
     let sign = |neg: bool, d: &str| {

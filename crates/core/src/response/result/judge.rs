@@ -53,19 +53,19 @@ pub fn judge(
         }
     }
     let mut count = 0;
-    let redacts = rules.iter().flat_map(|(_, r)| r.redact.iter()).collect::<Vec<_>>();
-    if redacts.is_empty() {
+    let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
+    if redacts().next().is_none() {
         return Verdict::Clean;
     }
     if apply {
         reader::for_each_text_mut(payload, &mut |text| {
-            for r in &redacts {
+            for r in redacts() {
                 count += reader::redact(text, &r.needle, &r.with);
             }
         });
     } else {
         for text in reader::texts(payload).all {
-            for r in &redacts {
+            for r in redacts() {
                 if r.needle.may_match(text) {
                     count += r.needle.matches(text).len();
                 }

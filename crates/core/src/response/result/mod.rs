@@ -80,30 +80,41 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     if msg.get("method").is_some() {
         return false; // a request or notification from the server, not a response
     }
-    let Some(id) = msg.get("id").cloned() else { return false };
-    let rules: Vec<(&str, &ResultRules)> = match calls.tool_of(&id) {
-        Some(tool) => policy.result_rules(tool).map(|r| (tool, r)).into_iter().collect(),
-        None if looks_like_tool_result(msg) => policy.all_result_rules(),
+    let Some(id) = msg.get("id") else { return false };
+    // The tool of the call it answers, if known: its rules, held on the stack (no allocation).
+    let known = calls.tool_of(id);
+    let (one, all);
+    let rules: &[(&str, &ResultRules)] = match known {
+        Some(tool) => {
+            one = policy.result_rules(tool).map(|r| (tool, r));
+            one.as_slice()
+        }
+        None if looks_like_tool_result(msg) => {
+            all = policy.all_result_rules();
+            &all
+        }
         None => return false,
     };
     let Some(&(first_tool, _)) = rules.first() else { return false };
     let dry_run = policy.mode_for(Some(first_tool)) == Mode::DryRun;
-    let known = calls.tool_of(&id).is_some();
-    let verdict = judge::judge(msg, size, &rules, policy.gateway.max_response_bytes, !dry_run);
+    let verdict = judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run);
+    // Judging changes texts of the payload only: the id is still there.
+    let id = msg.get("id").unwrap_or(&Json::Null);
     if dry_run || !matches!(verdict, Verdict::Refused(_)) {
-        marks::of_response(msg, policy, &rules, known, &id, events);
+        marks::of_response(msg, policy, rules, known.is_some(), id, events);
     }
     match verdict {
         Verdict::Clean => false,
         Verdict::Redacted { count } => {
-            events.push(ResultEvent::redacted(first_tool, &id, count, dry_run));
+            events.push(ResultEvent::redacted(first_tool, id, count, dry_run));
             !dry_run
         }
         Verdict::Refused(refusal) => {
-            events.push(ResultEvent::refused(&refusal, &id, dry_run));
+            events.push(ResultEvent::refused(&refusal, id, dry_run));
             if dry_run {
                 return false;
             }
+            let id = id.clone();
             replace_by_error(msg, &refusal, &id);
             true
         }

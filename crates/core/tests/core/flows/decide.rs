@@ -3,6 +3,7 @@
 
 use mcp_policy_core::identity::grant::GrantId;
 use mcp_policy_core::limits::{marks, Limiter, MemoryStore, SharedStore, StoreError};
+use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
@@ -10,7 +11,7 @@ use mcp_policy_core::response::result::ResultEvent;
 use serde_json::{json, Value};
 
 use super::trifecta;
-use crate::results::filter::{call as decision_of, run};
+use crate::results::filter::run;
 
 const T0: u64 = 1_700_000_040_000;
 
@@ -29,7 +30,7 @@ fn ask(p: &Policy, s: &dyn SharedStore, token: &str, id: u64, tool: &str, now: u
 
 /// The events of the JSON response `body` to a forwarded call of `tool` with id 1.
 fn answered(p: &Policy, tool: &str, body: &Value) -> Vec<ResultEvent> {
-    let d = decision_of(tool, "1");
+    let d = Decision::allowed_call(tool, "1");
     run(p, &d, "application/json", &[body.to_string().as_bytes()]).1
 }
 
@@ -181,7 +182,7 @@ fn a_marking_call_in_a_batch_is_refused() {
 #[test]
 fn an_sse_result_marks_through_the_same_reader() {
     let p = trifecta("");
-    let d = decision_of("query_db", "1");
+    let d = Decision::allowed_call("query_db", "1");
     let event = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"078-05-1120\"}]}}\n\n";
     let (out, events) = run(&p, &d, "text/event-stream", &[event.as_bytes()]);
     assert_eq!(out, event.as_bytes());

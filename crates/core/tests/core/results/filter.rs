@@ -2,7 +2,6 @@
 //! offset, batches, redaction byte for byte, oversize, unreadable, dry run.
 
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::result::ResultEvent;
 use mcp_policy_core::response::{Plan, ResponseFilter, Step};
@@ -19,25 +18,6 @@ pub(crate) fn read_file_policy(extra: &str) -> Policy {
         "deny_if": [{{"regex": "-----BEGIN [A-Z ]*PRIVATE KEY-----", "reason": "a private key in a tool result"}}],
         "redact":  [{{"regex": "AKIA[0-9A-Z]{{16}}", "with": "[redacted]"}}]}}}}, "other": {{}}}}{extra}}}"#
     ))
-}
-
-/// The decision of a forwarded `tools/call` of `tool` with id `id` (a JSON text).
-pub(crate) fn call(tool: &str, id: &str) -> Decision {
-    Decision {
-        kind: DecisionKind::Allowed,
-        method: Some("tools/call".into()),
-        tool: Some(tool.into()),
-        rule: None,
-        grant: None,
-        refusal: None,
-        reason: None,
-        id: Some(id.into()),
-        arg_keys: Vec::new(),
-        dry_run: false,
-        approval_id: None,
-        provenance: None,
-        tagged_results: false,
-    }
 }
 
 /// What the client receives for `chunks` of a response with `content_type`, as Envoy hands them
@@ -98,7 +78,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 #[test]
 fn a_private_key_anywhere_in_a_json_result_is_refused_at_every_chunk_boundary() {
     let p = read_file_policy("");
-    let d = call("read_file", "7");
+    let d = Decision::allowed_call("read_file", "7");
     let escaped = KEY.replace('-', "\\u002d");
     let bodies = [
         text_result("7", &format!("\"secret:\\n{KEY}\\nMIIE...\"")),
@@ -127,7 +107,7 @@ fn a_private_key_anywhere_in_a_json_result_is_refused_at_every_chunk_boundary() 
 #[test]
 fn a_private_key_in_sse_data_lines_is_refused_at_every_chunk_boundary() {
     let p = read_file_policy("");
-    let d = call("read_file", "\"a-1\"");
+    let d = Decision::allowed_call("read_file", "\"a-1\"");
     // The JSON text spread over three data: lines (joined with LF, which JSON reads as whitespace),
     // after a progress notification that passes.
     let note = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n";
@@ -148,7 +128,7 @@ fn a_private_key_in_sse_data_lines_is_refused_at_every_chunk_boundary() {
 #[test]
 fn an_access_key_is_redacted_and_the_rest_stays_byte_identical() {
     let p = read_file_policy("");
-    let d = call("read_file", "7");
+    let d = Decision::allowed_call("read_file", "7");
     let body = text_result("7", &format!("\"id={AWS} and {AWS}.\""));
     let want = text_result("7", "\"id=[redacted] and [redacted].\"");
     let (out, events) = run(&p, &d, "application/json", &[body.as_bytes()]);
@@ -165,7 +145,7 @@ fn an_access_key_is_redacted_and_the_rest_stays_byte_identical() {
 #[test]
 fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
     let p = read_file_policy("");
-    let d = call("read_file", "7");
+    let d = Decision::allowed_call("read_file", "7");
     let clean = text_result("7", "\"hello \\u00e9 world\"").replace(',', " ,");
     let (out, events) = run(&p, &d, "application/json", &[clean.as_bytes()]);
     assert_eq!(String::from_utf8(out).unwrap(), clean);
@@ -179,8 +159,12 @@ fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
     );
     assert_eq!(events[0].rule, "tools.read_file.result.max_bytes");
     // Another tool's result passes unread.
-    let (out, events) =
-        run(&p, &call("other", "7"), "application/json", &[text_result("7", &format!("\"{KEY}\"")).as_bytes()]);
+    let (out, events) = run(
+        &p,
+        &Decision::allowed_call("other", "7"),
+        "application/json",
+        &[text_result("7", &format!("\"{KEY}\"")).as_bytes()],
+    );
     assert!(contains(&out, KEY));
     assert!(events.is_empty());
 }
@@ -188,7 +172,7 @@ fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
 #[test]
 fn unreadable_results_are_refused_with_the_same_kind() {
     let p = read_file_policy("");
-    let d = call("read_file", "7");
+    let d = Decision::allowed_call("read_file", "7");
     for (ct, body) in [
         ("application/json", "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"a\":1,\"a\":2}}".to_owned()),
         ("text/plain", text_result("7", "\"x\"")),
@@ -205,7 +189,7 @@ fn unreadable_results_are_refused_with_the_same_kind() {
 #[test]
 fn batch_elements_are_judged_each_and_unknown_calls_by_every_rule() {
     let p = read_file_policy("");
-    let d = call("read_file", "1");
+    let d = Decision::allowed_call("read_file", "1");
     let body = format!(
         "[{},{},{}]",
         text_result("1", "\"ok\""),
@@ -219,7 +203,7 @@ fn batch_elements_are_judged_each_and_unknown_calls_by_every_rule() {
     );
     assert_eq!(events.len(), 1);
     // A GET stream replaying a tool result: judged too.
-    let get = Decision { method: None, tool: None, id: None, ..call("x", "1") };
+    let get = Decision { method: None, tool: None, id: None, ..Decision::allowed_call("x", "1") };
     let sse = format!("id: 9\ndata: {}\n\n", text_result("5", &format!("\"{KEY}\"")));
     let (out, _) = run(&p, &get, "text/event-stream", &[sse.as_bytes()]);
     assert_eq!(String::from_utf8(out).unwrap(), format!("id: 9\ndata: {}\n\n", refused_json("5")));
@@ -228,7 +212,7 @@ fn batch_elements_are_judged_each_and_unknown_calls_by_every_rule() {
 #[test]
 fn dry_run_changes_nothing_and_records_what_would_have_happened() {
     let p = read_file_policy(r#","gateway":{"mode":"dry_run"}"#);
-    let d = call("read_file", "7");
+    let d = Decision::allowed_call("read_file", "7");
     let body = text_result("7", &format!("\"{KEY} {AWS}\""));
     let (out, events) = run(&p, &d, "application/json", &[body.as_bytes()]);
     assert_eq!(String::from_utf8(out).unwrap(), body);
@@ -242,6 +226,6 @@ fn dry_run_changes_nothing_and_records_what_would_have_happened() {
 #[test]
 fn policies_without_result_rules_read_no_result() {
     let p = policy(r#"{"version":"1","default":"allow"}"#);
-    let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &call("read_file", "7"));
+    let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &Decision::allowed_call("read_file", "7"));
     assert_eq!(f.on_headers(false, |_| Some(b"application/json".to_vec())), Plan::PassThrough);
 }

@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 
-use super::filter::{call, read_file_policy, run, KEY};
+use super::filter::{read_file_policy, run, KEY};
+use mcp_policy_core::outcome::decision::Decision;
 
 /// `text` as a JSON string literal, each character escaped as `\uXXXX` where `escape` says so.
 fn literal(text: &str, escape: &[bool]) -> String {
@@ -37,7 +38,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
     ) {
         let p = read_file_policy("");
-        let d = call("read_file", "7");
+        let d = Decision::allowed_call("read_file", "7");
         let text = literal(&format!("{before}{KEY}{after}"), &escape);
         let msg = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":{text}}}]}}}}"#);
         let body = if sse {
