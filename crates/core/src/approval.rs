@@ -99,14 +99,8 @@ pub fn key_for(
     let mut text = String::from("{\"arguments\":");
     canonical(arguments.unwrap_or(&empty), &mut text);
     if let Some(c) = caller {
-        text.push_str(",\"caller\":{\"act\":");
-        write_act(&mut text, &c.act);
-        text.push_str(",\"client_id\":");
-        write_opt(&mut text, c.client_id.as_deref());
-        text.push_str(",\"policy\":");
-        write_opt(&mut text, c.policy.as_deref());
-        text.push_str(",\"subject\":");
-        write_opt(&mut text, c.subject.as_deref());
+        text.push_str(",\"caller\":{");
+        write_caller(&mut text, c);
         text.push('}');
     }
     text.push_str(",\"grant\":\"");
@@ -126,6 +120,20 @@ pub fn key_for(
     upstream.write_json(&mut text);
     text.push('}');
     hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// The caller's four members, in key order (`act`, `client_id`, `policy`, `subject`; each `null`
+/// when absent): the `"caller"` object of the key and the members of the check request alike, so
+/// what the service shows is what the key binds.
+fn write_caller(out: &mut String, c: &Provenance) {
+    out.push_str("\"act\":");
+    write_act(out, &c.act);
+    out.push_str(",\"client_id\":");
+    write_opt(out, c.client_id.as_deref());
+    out.push_str(",\"policy\":");
+    write_opt(out, c.policy.as_deref());
+    out.push_str(",\"subject\":");
+    write_opt(out, c.subject.as_deref());
 }
 
 /// A JSON string, or `null`.
@@ -174,7 +182,7 @@ pub struct CheckRequest<'a> {
     pub input_responses: Option<&'a str>,
     pub request_state: Option<&'a str>,
     /// Who called, from the verified token, and the attached policy (bound by `key`, shown): sent
-    /// as `policy`, `subject`, `client_id` (each `null` when absent) and `act`, all four or none.
+    /// as `act`, `client_id`, `policy` and `subject` (each `null` when absent), all four or none.
     pub caller: Option<&'a Provenance>,
 }
 
@@ -214,14 +222,8 @@ impl CheckRequest<'_> {
             write_str(&mut o, state);
         }
         if let Some(c) = self.caller {
-            o.push_str(",\"policy\":");
-            write_opt(&mut o, c.policy.as_deref());
-            o.push_str(",\"subject\":");
-            write_opt(&mut o, c.subject.as_deref());
-            o.push_str(",\"client_id\":");
-            write_opt(&mut o, c.client_id.as_deref());
-            o.push_str(",\"act\":");
-            write_act(&mut o, &c.act);
+            o.push(',');
+            write_caller(&mut o, c);
         }
         o.push('}');
         o

@@ -253,7 +253,7 @@ fn check_request_json_with_a_caller() {
     assert_eq!(
         r.to_json(),
         format!(
-            r#"{{"key":"k","grant":"sha256:0123","grant_id":"{}","tool":"t","upstream":{{"authority":"a","cluster":"c","path":"/p"}},"arguments":{{}},"request_id":"","expires_in_seconds":1,"wait_seconds":0,"policy":"ops","subject":"alice \"A\"","client_id":null,"act":["agent-x"]}}"#,
+            r#"{{"key":"k","grant":"sha256:0123","grant_id":"{}","tool":"t","upstream":{{"authority":"a","cluster":"c","path":"/p"}},"arguments":{{}},"request_id":"","expires_in_seconds":1,"wait_seconds":0,"act":["agent-x"],"client_id":null,"policy":"ops","subject":"alice \"A\""}}"#,
             "ab".repeat(32)
         )
     );
