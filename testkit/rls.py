@@ -89,10 +89,12 @@ def render(stack: Stack, policy: dict | str, upstream_port: int, rls_ports: list
 
 
 class SilentServer:
-    """Accepts TCP connections and never answers (an RLS endpoint that hangs)."""
+    """Accepts TCP connections and never answers (an RLS endpoint that hangs). A subclass serves
+    each accepted connection in `_accepted` (testkit/rls_stub.py)."""
 
     def __init__(self):
         self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
@@ -107,12 +109,18 @@ class SilentServer:
             except OSError:
                 return
             self.conns.append(c)
+            self._accepted(c)
+
+    def _accepted(self, c: socket.socket):
+        """Nothing: the connection stays open and unanswered."""
 
     def close(self):
         self.closed = True
-        for c in self.conns:
-            c.close()
-        self.sock.close()
+        for s in [self.sock, *self.conns]:
+            try:
+                s.close()
+            except OSError:
+                pass
 
 
 class DelayProxy:

@@ -17,7 +17,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 
-from testkit.processes import HOST
+from testkit.rls import SilentServer
 
 # RateLimitResponse{overall_code: OK}; also HealthCheckResponse{status: SERVING}
 OK_MESSAGE = b"\x08\x01"
@@ -55,29 +55,16 @@ class Received:
     body: bytes
 
 
-class RlsStub:
+class RlsStub(SilentServer):
     """Serves `answer` (changeable while it runs) to every request; `received` lists them."""
 
     def __init__(self, answer: Answer | None = None):
         self.answer = answer or ok()
         self.received: list[Received] = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while not self.closed:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+    def _accepted(self, c: socket.socket):
+        threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c: socket.socket):
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
@@ -121,11 +108,3 @@ class RlsStub:
                 c.sendall(conn.data_to_send())
             except (OSError, h2.exceptions.H2Error):
                 pass  # the caller gave up (reset the stream) or closed the connection
-
-    def close(self):
-        self.closed = True
-        for s in [self.sock, *self.conns]:
-            try:
-                s.close()
-            except OSError:
-                pass
