@@ -182,7 +182,7 @@ screenshot: build approvals venv browser-deps
 
 ## lint: formatting and clippy (no unwrap/expect/panic outside tests) for native and wasm; and
 ##       serde_json kept out of the .wasm: the filter reads every JSON text (bodies, policy) through
-##       crates/core/src/wire/json.rs and crates/core/src/config/de.rs, whose guarantees serde_json
+##       crates/core/src/wire/json.rs and crates/core/src/config/read.rs, whose guarantees serde_json
 ##       lacks (see crates/core/src/wire/json.rs); and the core's layer order (scripts/layers.py)
 lint: wasm-target
 	$(CARGO) fmt --check
@@ -190,7 +190,7 @@ lint: wasm-target
 	@deps=$$($(CARGO) tree --locked --target $(WASM_TARGET) -e normal -p mcp-policy-filter --prefix none --format '{p}') && \
 	  if grep -q '^serde_json ' <<<"$$deps"; then \
 	    echo "lint: serde_json is in the wasm32 dependency tree of mcp-policy-filter (cargo tree --target $(WASM_TARGET) -e normal -i serde_json);" \
-	      "the filter must read JSON only through crates/core/src/wire/json.rs and crates/core/src/config/de.rs: see crates/core/src/wire/json.rs for why" >&2; \
+	      "the filter must read JSON only through crates/core/src/wire/json.rs and crates/core/src/config/read.rs: see crates/core/src/wire/json.rs for why" >&2; \
 	    exit 1; \
 	  fi; echo "lint: serde_json not in the wasm32 dependency tree"
 	$(CARGO) clippy --locked --workspace --all-targets $(FILTER_FEATURES) -- -D warnings

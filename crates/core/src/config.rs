@@ -1,6 +1,6 @@
 //! The policy file: PolicyLayer's `policy.json`, plus one extra top-level key, `gateway`, for
 //! deployment settings. Read once, in `on_configure`: the strict parser ([`crate::wire::json`]) checks the
-//! text, `de` reads its tree into the shapes of `spec`, and [`compile()`] turns them into a
+//! text, `read` reads its tree into the shapes of `spec`, and [`compile()`] turns them into a
 //! [`Policy`].
 //!
 //! Every object rejects unknown fields (`deny_unknown_fields`): a misspelt key in a security policy
@@ -14,12 +14,12 @@ use crate::policy::Policy;
 use crate::wire::json;
 
 mod compile;
-mod de;
+mod read;
 mod set;
 mod spec;
 
 pub use compile::{compile, sessions_unbound};
-pub use de::JsonValue;
+pub use read::JsonValue;
 pub use set::spec::PolicySetSpec;
 pub use set::{AttachRule, ContainRule, Matcher, PolicySet, Shared, Why};
 // The policy document's root type, the schema's root (`mcp-policy schema`); the other spec types are
@@ -119,8 +119,8 @@ pub fn load(bytes: &[u8]) -> Result<Policy, ConfigErrors> {
 /// (`gateway.session_key.current_env`, `previous_env`); the host passes the wasm VM's environment.
 pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigErrors> {
     let doc = parse(bytes)?;
-    // Arrays never stand in for objects, and enums are strings only: see `de`.
-    let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    // Arrays never stand in for objects, and enums are strings only: see `read`.
+    let mut spec: PolicySpec = read::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
     resolve_env(spec.gateway.as_mut(), env)?;
     compile(spec)
 }
@@ -130,11 +130,11 @@ pub fn load_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Resu
 pub fn load_set_with_env(bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<PolicySet, ConfigErrors> {
     let doc = parse(bytes)?;
     if doc.get("policies").is_none() {
-        let mut spec: PolicySpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+        let mut spec: PolicySpec = read::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
         resolve_env(spec.gateway.as_mut(), env)?;
         return compile(spec).map(PolicySet::single);
     }
-    let mut spec: PolicySetSpec = de::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
+    let mut spec: PolicySetSpec = read::from_json(&doc).map_err(|e| ConfigErrors(vec![err(e.path(), e.message())]))?;
     resolve_env(spec.gateway.as_mut(), env)?;
     set::compile(spec)
 }

@@ -1,27 +1,30 @@
 //! The terms a policy is written with: actions, windows, scopes, algorithms and modes. Each is read
-//! from the policy text by serde directly (`config::de`), as its `snake_case` name; the compiled
+//! from the policy text directly (`config::read`), as its `snake_case` name; the compiled
 //! [`crate::policy::Policy`] uses the same types.
 //!
-//! Their schema and serde's messages keep the names the published schema gave them (`ActionSpec`,
+//! Their schema and the reader's messages keep the names the published schema gave them (`ActionSpec`,
 //! …) and list only the names (`config::spec` explains why).
 //!
 //! Layer `terms`, the lowest: uses no other layer.
 
+#[cfg(test)]
 use serde::Deserialize;
 
 /// Allow or deny, as written in `default`, `gateway.methods` and `gateway.client_responses`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ActionSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum ActionSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum ActionSpec"))]
 pub enum Action {
     Allow,
     Deny,
 }
 
 /// A fixed, UTC-aligned window (PolicyLayer semantics): minute windows start at :00 of each minute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "WindowSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum WindowSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum WindowSpec"))]
 pub enum Window {
     Second,
     Minute,
@@ -51,18 +54,20 @@ impl Window {
 }
 
 /// Enforce decisions, or only log and count them ("would deny") and forward the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ModeSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum ModeSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum ModeSpec"))]
 pub enum Mode {
     Enforce,
     DryRun,
 }
 
 /// Who shares a counter: each grant its own (the default), or everyone one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ScopeSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum ScopeSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum ScopeSpec"))]
 pub enum Scope {
     #[default]
     Grant,
@@ -70,13 +75,14 @@ pub enum Scope {
 }
 
 /// How a limit counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(
     feature = "schema",
     derive(schemars::JsonSchema),
     schemars(rename = "AlgorithmSpec", transform = names_only)
 )]
-#[serde(rename_all = "snake_case", expecting = "enum AlgorithmSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum AlgorithmSpec"))]
 pub enum Algorithm {
     /// At most `max` per UTC-aligned window (PolicyLayer); up to 2×max across a window edge. The
     /// default.
@@ -96,13 +102,14 @@ impl Algorithm {
 }
 
 /// How the filter waits for a person's decision (`gateway.approval.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(
     feature = "schema",
     derive(schemars::JsonSchema),
     schemars(rename = "ApprovalModeSpec", transform = names_only)
 )]
-#[serde(rename_all = "snake_case", expecting = "enum ApprovalModeSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum ApprovalModeSpec"))]
 pub enum ApprovalMode {
     /// Ask once; a pending approval is answered at once with `approval_required` and the agent retries.
     Retry,
@@ -111,10 +118,11 @@ pub enum ApprovalMode {
 }
 
 /// Where the audit record of each decision goes (`gateway.audit`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "schema", schemars(rename = "AuditSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum AuditSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum AuditSpec"))]
 pub enum AuditMode {
     /// One info line `[ctx N] audit {record}` in Envoy's log (skipped when the `wasm` log level is
     /// above info).
@@ -128,10 +136,11 @@ pub enum AuditMode {
 }
 
 /// `gateway.pins`: what a listed tool whose definition does not match its `pin` gets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "schema", schemars(rename = "PinsSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum PinsSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum PinsSpec"))]
 pub enum PinMode {
     /// Removed from `tools/list`, and its calls refused (`pin_mismatch`) until the policy changes.
     #[default]
@@ -141,10 +150,11 @@ pub enum PinMode {
 }
 
 /// What happens when the service cannot decide (`gateway.rate_limit_service.failure_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "schema", schemars(rename = "FailureModeSpec", transform = names_only))]
-#[serde(rename_all = "snake_case", expecting = "enum FailureModeSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum FailureModeSpec"))]
 pub enum FailureMode {
     Deny,
     Allow,
@@ -172,13 +182,14 @@ pub(crate) fn names_only(schema: &mut schemars::Schema) {
 /// error; `tool_result`: a successful JSON-RPC response whose result is a failed tool call
 /// (`isError: true`, the reason as text), PolicyLayer's shape, which a model reads as any failed
 /// tool call. Every other refusal stays an error.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(
     feature = "schema",
     derive(schemars::JsonSchema),
     schemars(rename = "RefusalShapeSpec", transform = names_only)
 )]
-#[serde(rename_all = "snake_case", expecting = "enum RefusalShapeSpec")]
+#[cfg_attr(any(test, feature = "schema"), serde(rename_all = "snake_case", expecting = "enum RefusalShapeSpec"))]
 pub enum RefusalShape {
     #[default]
     Error,

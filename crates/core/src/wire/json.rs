@@ -22,7 +22,7 @@
 //!
 //! # Why not serde_json
 //!
-//! The guide prefers a well-kept library to own code; this module (with `config::de`) is the
+//! The guide prefers a well-kept library to own code; this module (with `config::read`) is the
 //! exception, because serde_json 1.0 (checked against 1.0.154, `from_slice`) reads differently on
 //! exactly the points a gateway must not get wrong:
 //!
@@ -39,7 +39,7 @@
 //! those too.
 //!
 //! Size: measured with `make build` on a module of 573,512 B: reading the policy with
-//! `serde_json::from_slice` instead of `config::de` made the module 602,375 B (+28,863 B); also
+//! `serde_json::from_slice` instead of a serde `Deserializer` over this parser's tree made the module 602,375 B (+28,863 B); also
 //! reading bodies through `serde_json::Value` made it 612,807 B (+39,295 B), with this parser still
 //! linked for the message layer. `make lint` fails when `serde_json` enters the wasm32 dependency
 //! tree (`cargo tree --target wasm32-wasip1 -e normal`), so a well-meant switch cannot weaken

@@ -54,7 +54,7 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
     let mut names = Vec::new();
     let mut members = Vec::new();
     for (name, raw) in spec.policies {
-        let mut member: PolicySpec = match crate::config::de::from_json(&raw.0) {
+        let mut member: PolicySpec = match crate::config::read::from_json(&raw.0) {
             Ok(m) => m,
             Err(e) => {
                 errs.extend(within(&name, ConfigErrors(vec![err(e.path(), e.message())])));

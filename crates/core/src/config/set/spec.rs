@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(test)]
 use serde::Deserialize;
 
 use crate::config::spec::GatewaySpec;
@@ -11,9 +12,10 @@ use crate::config::spec::PolicySpec;
 use crate::config::JsonValue;
 
 /// A policy set: several named policies and the rules that attach them to callers.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct PolicySetSpec {
     /// Must be `"1"`.
     #[cfg_attr(feature = "schema", schemars(extend("const" = "1")))]
@@ -36,16 +38,16 @@ pub struct PolicySetSpec {
     /// rule matches has no policy: every `tools/call` is refused (`no_policy`), `tools/list` is empty.
     // `attach` and `contain` are read by `read` from the tree: serde's readers of three more types
     // would cost the module more than that code.
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     #[cfg_attr(feature = "schema", schemars(with = "Vec<AttachSpec>"))]
     pub attach: Option<JsonValue>,
     /// Identities cut off: a caller any entry matches has every `tools/call` refused
     /// (`contained`) whatever policy it would have, until the entry is removed.
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     #[cfg_attr(feature = "schema", schemars(with = "Vec<ContainSpec>"))]
     pub contain: Option<JsonValue>,
     /// The gateway settings of the whole set (grant source, identity, services, modes).
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub gateway: Option<GatewaySpec>,
 }
 

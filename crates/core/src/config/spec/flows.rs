@@ -1,12 +1,14 @@
 //! `flows`: rules across calls (see `crate::policy::flows`).
 
+#[cfg(test)]
 use serde::Deserialize;
 
 /// One flow: while a grant carries one of `if_marked` (set less than `for` ago), the tools of
 /// `deny` are refused to it (`flow_denied`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct FlowSpec {
     /// Named in refusals, audit records and metrics; unique.
     #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[A-Za-z0-9_.:-]{1,64}$")))]
@@ -19,10 +21,10 @@ pub struct FlowSpec {
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub deny: Vec<String>,
     /// How long after the latest mark the tools stay denied, e.g. `"10m"` (1 s to 30 days).
-    #[serde(rename = "for")]
+    #[cfg_attr(any(test, feature = "schema"), serde(rename = "for"))]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+ ?[a-z]+( ?[0-9]+ ?[a-z]+)*$")))]
     pub for_: String,
     /// Shown to the agent in the refusal.
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub reason: Option<String>,
 }

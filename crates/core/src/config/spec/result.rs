@@ -1,32 +1,35 @@
 //! `tools.NAME.result`: rules on what the tool sends back (see `crate::policy::result`).
 
+#[cfg(test)]
 use serde::Deserialize;
 
 /// `tools.NAME.result`: checked against every text of the tool's results that the model would see.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct ResultSpec {
     /// Largest response carrying the result, in bytes (default `gateway.max_response_bytes`); a
     /// larger one is refused (`result_refused`).
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = super::super::MAX_BODY_BYTES_CEILING)))]
     pub max_bytes: Option<u64>,
     /// A result in which one of these regexes matches is refused (`result_refused`).
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub deny_if: Vec<ResultDenySpec>,
     /// Each match of these regexes is replaced by `with`, in order.
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub redact: Vec<RedactSpec>,
     /// A result in which `regex` matches sets `mark` on the call's grant (see `flows`).
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub mark_if: Vec<MarkIfSpec>,
 }
 
 /// `{regex, mark}`: a result in which `regex` matches marks its grant with `mark`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct MarkIfSpec {
     /// Rust `regex` syntax (the `regex-lite` subset), matched against each decoded text.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024)))]
@@ -36,22 +39,24 @@ pub struct MarkIfSpec {
 }
 
 /// `{regex, reason}`: refuse a result in which `regex` matches.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct ResultDenySpec {
     /// Rust `regex` syntax (the `regex-lite` subset), matched against each decoded text.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024)))]
     pub regex: String,
     /// Shown to the agent in the refusal (never the matched text).
-    #[serde(default)]
+    #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub reason: Option<String>,
 }
 
 /// `{regex, with}`: replace every match of `regex` by `with` (taken literally).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
 pub struct RedactSpec {
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024)))]
     pub regex: String,
