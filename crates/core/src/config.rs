@@ -70,6 +70,12 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError { path: path.into(), message: message.into() }
 }
 
+/// Records a problem at `path`: the compiler does so in about 75 places, each of which would
+/// otherwise hold its own `Vec::push`.
+fn fail(errs: &mut Vec<ConfigError>, path: impl Into<String>, message: impl Into<String>) {
+    errs.push(err(path, message));
+}
+
 /// The warning of a policy that admits sessions without binding them ([`sessions_unbound`]): what
 /// it risks and what to set.
 pub const UNBOUND_SESSIONS_WARNING: &str = "gateway.session_key is not set: session ids (Mcp-Session-Id, \

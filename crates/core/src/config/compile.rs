@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::spec::{AllToolsSpec, ConditionSpec, LimitSpec, OpName, PolicySpec, ToolAction, ToolRuleSpec};
 use super::{
-    err, ConfigError, ConfigErrors, DEFAULT_APPROVAL_TIMEOUT, MAX_APPROVAL_TIMEOUT_SECONDS, MAX_REGEX_LEN,
+    err, fail, ConfigError, ConfigErrors, DEFAULT_APPROVAL_TIMEOUT, MAX_APPROVAL_TIMEOUT_SECONDS, MAX_REGEX_LEN,
     MAX_SLIDING_MAX,
 };
 use crate::limits::Limit;
@@ -37,7 +37,7 @@ const TIMEOUT_LIKE: &str = "\"30s\" or \"10m\"";
 pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
     let mut errs = Errors::new();
     if spec.version != "1" {
-        errs.push(err("version", "must be \"1\""));
+        fail(&mut errs, "version", "must be \"1\"");
     }
     hide(&spec.hide, &mut errs);
     let mut limits = Vec::new();
@@ -96,13 +96,13 @@ fn descriptor_bound(
         )
     };
     if count(&[]) > max {
-        errs.push(err("all_tools.limits", why("these")));
+        fail(errs, "all_tools.limits", why("these"));
         return;
     }
     for name in specs.keys() {
         if let Some(rule) = tools.get(name).filter(|r| r.action == Action::Allow) {
             if count(&rule.limits) > max {
-                errs.push(err(format!("tools.{name}.limits"), why("these and all_tools.limits")));
+                fail(errs, format!("tools.{name}.limits"), why("these and all_tools.limits"));
             }
         }
     }
@@ -112,7 +112,7 @@ fn descriptor_bound(
 fn hide(names: &[String], errs: &mut Errors) {
     for (i, name) in names.iter().enumerate() {
         if name.is_empty() {
-            errs.push(err(format!("hide[{i}]"), "must not be empty"));
+            fail(errs, format!("hide[{i}]"), "must not be empty");
         }
     }
 }
@@ -164,7 +164,7 @@ fn tools(
     let mut tools = HashMap::new();
     for (name, rule) in specs {
         if name.is_empty() {
-            errs.push(err("tools", "tool names must not be empty"));
+            fail(errs, "tools", "tool names must not be empty");
         }
         tools.insert(name.clone(), tool(rule, &format!("tools.{name}"), limits, errs));
     }
@@ -182,13 +182,13 @@ fn tool(rule: &ToolRuleSpec, path: &str, limits: &mut Vec<Limit>, errs: &mut Err
             match duration_ms(text, TIMEOUT_LIKE, 1000, MAX_APPROVAL_TIMEOUT_SECONDS * 1000) {
                 Ok(ms) => Some(NeedsApproval { timeout_seconds: ms.div_ceil(1000), reason: rule.reason.clone() }),
                 Err(m) => {
-                    errs.push(err(format!("{path}.approval_timeout"), m));
+                    fail(errs, format!("{path}.approval_timeout"), m);
                     None
                 }
             }
         }
         (_, Some(_)) => {
-            errs.push(err(format!("{path}.approval_timeout"), "only applies to action \"require_approval\""));
+            fail(errs, format!("{path}.approval_timeout"), "only applies to action \"require_approval\"");
             None
         }
         (_, None) => None,

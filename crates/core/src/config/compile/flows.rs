@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{duration_ms, Errors};
-use crate::config::err;
+use crate::config::fail;
 use crate::config::spec::FlowSpec;
 use crate::policy::flows::Flow;
 use crate::policy::ToolRule;
@@ -22,7 +22,7 @@ pub(super) fn mark_name(name: &str, path: &str, errs: &mut Errors) {
     let ok = (1..=64).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
     if !ok {
-        errs.push(err(path, "must be 1 to 64 characters of A-Z, a-z, 0-9, _, ., : and -"));
+        fail(errs, path, "must be 1 to 64 characters of A-Z, a-z, 0-9, _, ., : and -");
     }
 }
 
@@ -32,7 +32,7 @@ pub(super) fn tool_marks(marks: &[String], path: &str, errs: &mut Errors) -> Vec
     for (i, m) in marks.iter().enumerate() {
         mark_name(m, &format!("{path}.marks[{i}]"), errs);
         if out.contains(m) {
-            errs.push(err(format!("{path}.marks[{i}]"), "duplicate mark"));
+            fail(errs, format!("{path}.marks[{i}]"), "duplicate mark");
         }
         out.push(m.clone());
     }
@@ -66,16 +66,17 @@ pub(super) fn flows(
     }
     let checks: usize = specs.iter().map(|f| f.if_marked.len()).sum();
     if rate_limit_service && checks > MAX_REMOTE_CHECKS {
-        errs.push(err(
+        fail(
+            errs,
             "flows",
             format!(
                 "with gateway.rate_limit_service, the flows together name at most {MAX_REMOTE_CHECKS} marks \
                  (they name {checks}): a call carries one descriptor per mark of each flow that denies it"
             ),
-        ));
+        );
     }
     if specs.len() > MAX_FLOWS {
-        errs.push(err("flows", format!("at most {MAX_FLOWS} flows")));
+        fail(errs, "flows", format!("at most {MAX_FLOWS} flows"));
     }
     let setters = setters(tools);
     let mut names = BTreeSet::new();
@@ -84,33 +85,34 @@ pub(super) fn flows(
         let path = format!("flows[{i}]");
         mark_name(&f.name, &format!("{path}.name"), errs);
         if !names.insert(f.name.as_str()) {
-            errs.push(err(format!("{path}.name"), "duplicate flow name"));
+            fail(errs, format!("{path}.name"), "duplicate flow name");
         }
         if f.if_marked.is_empty() {
-            errs.push(err(format!("{path}.if_marked"), "must name at least one mark"));
+            fail(errs, format!("{path}.if_marked"), "must name at least one mark");
         }
         let mut except = BTreeSet::new();
         for (j, m) in f.if_marked.iter().enumerate() {
             match setters.get(m.as_str()) {
                 Some(by) => except.extend(by.iter().cloned()),
-                None => errs.push(err(
+                None => fail(
+                    errs,
                     format!("{path}.if_marked[{j}]"),
                     format!("no tool sets the mark \"{m}\" (tools.NAME.marks or tools.NAME.result.mark_if)"),
-                )),
+                ),
             }
         }
         if f.deny.is_empty() {
-            errs.push(err(format!("{path}.deny"), "must name at least one tool, or \"*\""));
+            fail(errs, format!("{path}.deny"), "must name at least one tool, or \"*\"");
         }
         for (j, d) in f.deny.iter().enumerate() {
             if d.is_empty() {
-                errs.push(err(format!("{path}.deny[{j}]"), "must not be empty"));
+                fail(errs, format!("{path}.deny[{j}]"), "must not be empty");
             }
         }
         let for_ms = match duration_ms(&f.for_, "\"10m\" or \"1h\"", 1000, MAX_FLOW_SECONDS * 1000) {
             Ok(ms) => ms,
             Err(m) => {
-                errs.push(err(format!("{path}.for"), m));
+                fail(errs, format!("{path}.for"), m);
                 0
             }
         };

@@ -8,7 +8,7 @@ use crate::config::spec::{
     ApprovalSpec, GatewaySpec, GrantSpec, IdentitySpec, RateLimitServiceSpec, SessionKeySpec, ToolAction, ToolRuleSpec,
 };
 use crate::config::{
-    err, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TRACKED_GRANTS, MAX_APPROVAL_CALLOUT_MS,
+    fail, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TRACKED_GRANTS, MAX_APPROVAL_CALLOUT_MS,
     MAX_BODY_BYTES_CEILING,
 };
 use crate::identity::session::SessionKeys;
@@ -36,7 +36,7 @@ pub(super) fn gateway(
     errs: &mut Errors,
 ) -> Gateway {
     if gw.identity.is_some() && gw.grant_header.is_some() {
-        errs.push(err("gateway.grant_header", "with gateway.identity the grant is its grant_claim: remove one"));
+        fail(errs, "gateway.grant_header", "with gateway.identity the grant is its grant_claim: remove one");
     }
     let grant = grant_source(gw.grant_header, errs);
     let max_body_bytes = byte_limit(gw.max_body_bytes, DEFAULT_MAX_BODY_BYTES, "gateway.max_body_bytes", errs);
@@ -44,22 +44,23 @@ pub(super) fn gateway(
         byte_limit(gw.max_response_bytes, DEFAULT_MAX_RESPONSE_BYTES, "gateway.max_response_bytes", errs);
     let max_tracked_grants = gw.max_tracked_grants.unwrap_or(DEFAULT_MAX_TRACKED_GRANTS);
     if max_tracked_grants == 0 {
-        errs.push(err("gateway.max_tracked_grants", "must be at least 1"));
+        fail(errs, "gateway.max_tracked_grants", "must be at least 1");
     }
     let grants = grants(&gw.grants, errs);
     let approval = gw.approval.as_ref().and_then(|a| approval(a, errs));
     if let Some(Err(m)) =
         gw.resource_metadata_url.as_deref().map(crate::identity::challenge::check_resource_metadata_url)
     {
-        errs.push(err("gateway.resource_metadata_url", m));
+        fail(errs, "gateway.resource_metadata_url", m);
     }
     if gw.approval.is_none() {
         for (name, rule) in tools {
             if rule.action == Some(ToolAction::RequireApproval) {
-                errs.push(err(
+                fail(
+                    errs,
                     format!("tools.{name}.action"),
                     "require_approval needs gateway.approval (the Envoy cluster of the approval service)",
-                ));
+                );
             }
         }
     }
@@ -97,14 +98,15 @@ fn identity(spec: &IdentitySpec, errs: &mut Errors) -> IdentitySource {
         && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
     if !valid {
-        errs.push(err(
+        fail(
+            errs,
             "gateway.identity.payload_header",
             "must be a plain header name (letters, digits, '-', '_', '.'), not authorization, cookie or host",
-        ));
+        );
     }
     let grant_claim = spec.grant_claim.clone().unwrap_or_else(|| "sub".to_owned());
     if grant_claim.is_empty() {
-        errs.push(err("gateway.identity.grant_claim", "must not be empty"));
+        fail(errs, "gateway.identity.grant_claim", "must not be empty");
     }
     IdentitySource { payload_header: lower, grant_claim }
 }
@@ -117,10 +119,11 @@ fn grant_source(header: Option<String>, errs: &mut Errors) -> GrantSource {
         && lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && !matches!(lower.as_str(), "authorization" | "cookie" | "host");
     if !valid {
-        errs.push(err(
+        fail(
+            errs,
             "gateway.grant_header",
             "must be a plain header name (letters, digits, '-', '_', '.'), not authorization, cookie or host",
-        ));
+        );
     }
     GrantSource::Header(lower)
 }
@@ -129,7 +132,7 @@ fn grant_source(header: Option<String>, errs: &mut Errors) -> GrantSource {
 fn byte_limit(value: Option<u64>, default: u64, path: &str, errs: &mut Errors) -> usize {
     let bytes = value.unwrap_or(default);
     if bytes == 0 || bytes > MAX_BODY_BYTES_CEILING {
-        errs.push(err(path, format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+        fail(errs, path, format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"));
     }
     usize::try_from(bytes).unwrap_or(usize::MAX)
 }
@@ -140,14 +143,14 @@ fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String> {
     for (i, g) in specs.iter().enumerate() {
         let path = format!("gateway.grants[{i}]");
         let Some(id) = crate::identity::grant::from_hex32(&g.sha256.to_ascii_lowercase()) else {
-            errs.push(err(format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)"));
+            fail(errs, format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)");
             continue;
         };
         if g.label.is_empty() || g.label.len() > 64 || !g.label.bytes().all(|b| b.is_ascii_graphic()) {
-            errs.push(err(format!("{path}.label"), "must be 1 to 64 printable ASCII characters"));
+            fail(errs, format!("{path}.label"), "must be 1 to 64 printable ASCII characters");
         }
         if registry.insert(id, g.label.clone()).is_some() {
-            errs.push(err(format!("{path}.sha256"), "listed twice"));
+            fail(errs, format!("{path}.sha256"), "listed twice");
         }
     }
     registry
@@ -157,18 +160,15 @@ fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String> {
 fn approval(a: &ApprovalSpec, errs: &mut Errors) -> Option<ApprovalService> {
     let before = errs.len();
     if !printable(&a.cluster) {
-        errs.push(err(
-            "gateway.approval.cluster",
-            "must be 1 to 256 printable ASCII characters (an Envoy cluster name)",
-        ));
+        fail(errs, "gateway.approval.cluster", "must be 1 to 256 printable ASCII characters (an Envoy cluster name)");
     }
     let path = a.path.clone().unwrap_or_else(|| "/v1/check".to_owned());
     if !path.starts_with('/') || !printable(&path) {
-        errs.push(err("gateway.approval.path", "must start with '/' and hold only printable ASCII characters"));
+        fail(errs, "gateway.approval.path", "must start with '/' and hold only printable ASCII characters");
     }
     let authority = a.authority.clone().unwrap_or_else(|| a.cluster.clone());
     if a.authority.is_some() && !printable(&authority) {
-        errs.push(err("gateway.approval.authority", "must be 1 to 256 printable ASCII characters"));
+        fail(errs, "gateway.approval.authority", "must be 1 to 256 printable ASCII characters");
     }
     let mode = a.mode.unwrap_or(ApprovalMode::Retry);
     let (default, min) = match mode {
@@ -179,13 +179,13 @@ fn approval(a: &ApprovalSpec, errs: &mut Errors) -> Option<ApprovalService> {
     let timeout_ms = match duration_ms(timeout, TIMEOUT_LIKE, min, MAX_APPROVAL_CALLOUT_MS) {
         Ok(ms) => ms,
         Err(m) => {
-            errs.push(err("gateway.approval.timeout", m));
+            fail(errs, "gateway.approval.timeout", m);
             0
         }
     };
     let max_held_per_grant = a.max_held_per_grant.unwrap_or(crate::limits::held::DEFAULT_MAX_HELD_PER_GRANT);
     if !(1..=crate::limits::held::MAX_MAX_HELD_PER_GRANT).contains(&max_held_per_grant) {
-        errs.push(err("gateway.approval.max_held_per_grant", "must be an integer from 1 to 10000"));
+        fail(errs, "gateway.approval.max_held_per_grant", "must be an integer from 1 to 10000");
     }
     (errs.len() == before).then_some(ApprovalService {
         cluster: a.cluster.clone(),
@@ -202,16 +202,17 @@ fn protocol_versions(spec: Option<&[String]>, errs: &mut Errors) -> Versions {
     let Some(list) = spec else { return Versions::ALL };
     let mut set = Versions::default();
     if list.is_empty() {
-        errs.push(err("gateway.protocol_versions", "must list at least one version"));
+        fail(errs, "gateway.protocol_versions", "must list at least one version");
     }
     for (i, name) in list.iter().enumerate() {
         match Version::parse(name) {
-            Some(v) if set.contains(v) => errs.push(err(format!("gateway.protocol_versions[{i}]"), "listed twice")),
+            Some(v) if set.contains(v) => fail(errs, format!("gateway.protocol_versions[{i}]"), "listed twice"),
             Some(v) => set.insert(v),
-            None => errs.push(err(
+            None => fail(
+                errs,
                 format!("gateway.protocol_versions[{i}]"),
                 "unknown MCP protocol version; known: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28",
-            )),
+            ),
         }
     }
     set
@@ -232,15 +233,15 @@ fn session_key(k: &SessionKeySpec, errs: &mut Errors) -> SessionKeys {
     let min = crate::identity::session::MIN_KEY_BYTES;
     let current = k.current.clone().unwrap_or_default();
     if k.current.is_none() && k.current_env.is_none() {
-        errs.push(err("gateway.session_key.current", "required (or current_env)"));
+        fail(errs, "gateway.session_key.current", "required (or current_env)");
     } else if current.len() < min {
-        errs.push(err("gateway.session_key.current", format!("must be at least {min} bytes")));
+        fail(errs, "gateway.session_key.current", format!("must be at least {min} bytes"));
     }
     if k.previous.as_ref().is_some_and(|p| p.len() < min) {
-        errs.push(err("gateway.session_key.previous", format!("must be at least {min} bytes")));
+        fail(errs, "gateway.session_key.previous", format!("must be at least {min} bytes"));
     }
     if k.previous.as_ref() == Some(&current) {
-        errs.push(err("gateway.session_key.previous", "must differ from current"));
+        fail(errs, "gateway.session_key.previous", "must differ from current");
     }
     SessionKeys { current: current.into_bytes(), previous: k.previous.as_ref().map(|p| p.as_bytes().to_vec()) }
 }
@@ -252,39 +253,40 @@ fn rate_limit_service(spec: &RateLimitServiceSpec, limits: &[Limit], errs: &mut 
     let before = errs.len();
     if !printable(&spec.cluster) {
         let m = "must be 1 to 256 printable ASCII characters (an Envoy cluster name)";
-        errs.push(err("gateway.rate_limit_service.cluster", m));
+        fail(errs, "gateway.rate_limit_service.cluster", m);
     }
     if let Some(a) = &spec.authority {
         if let Err(why) = crate::rls::upstream::check_authority(&spec.cluster, a) {
-            errs.push(err("gateway.rate_limit_service.authority", why));
+            fail(errs, "gateway.rate_limit_service.authority", why);
         }
     }
     let domain = spec.domain.clone().unwrap_or_else(|| DEFAULT_DOMAIN.to_owned());
     if !printable(&domain) {
-        errs.push(err("gateway.rate_limit_service.domain", "must be 1 to 256 printable ASCII characters"));
+        fail(errs, "gateway.rate_limit_service.domain", "must be 1 to 256 printable ASCII characters");
     }
     let text = spec.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT);
     let timeout_ms = duration_ms(text, "\"100ms\"", 1, MAX_TIMEOUT_MS)
-        .map_err(|m| errs.push(err("gateway.rate_limit_service.timeout", m)))
+        .map_err(|m| fail(errs, "gateway.rate_limit_service.timeout", m))
         .unwrap_or(0);
     for l in limits {
         if l.counter.len() > crate::rls::MAX_TEXT_BYTES {
             let m = format!("must be at most {} bytes with gateway.rate_limit_service", crate::rls::MAX_TEXT_BYTES);
-            errs.push(err(format!("{}.counter", l.path), m));
+            fail(errs, format!("{}.counter", l.path), m);
         }
         if l.algorithm == Algorithm::Sliding {
-            errs.push(err(
+            fail(
+                errs,
                 format!("{}.algorithm", l.path),
                 format!(
                     "limit '{}' is sliding, which the rate limit service protocol cannot express (fixed windows \
                      only); use \"fixed\" or remove gateway.rate_limit_service",
                     l.counter
                 ),
-            ));
+            );
         }
         if l.max > u64::from(u32::MAX) {
             let m = format!("must be at most {} with gateway.rate_limit_service", u32::MAX);
-            errs.push(err(format!("{}.max", l.path), m));
+            fail(errs, format!("{}.max", l.path), m);
         }
     }
     let failure_mode = spec.failure_mode.unwrap_or(FailureMode::Deny);
@@ -307,10 +309,11 @@ pub(super) fn methods(spec: BTreeMap<String, Action>, errs: &mut Errors) -> Hash
     let mut methods = HashMap::new();
     for (name, a) in spec {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
-            errs.push(err(
+            fail(
+                errs,
                 format!("gateway.methods.{name}"),
                 "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
-            ));
+            );
         }
         methods.insert(name, a);
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::super::spec::{DefaultForSpec, PinnedSpec, ToolRuleSpec};
-use super::super::{err, ConfigError};
+use super::super::{fail, ConfigError};
 use crate::policy::pinned::{DefaultFor, Pinned, HINTS, HINT_DEFAULTS};
 use crate::terms::PinMode;
 use crate::wire::json::{self, Json};
@@ -21,10 +21,10 @@ pub(super) fn pins(
     for (name, spec) in specs {
         let path = format!("pins.{name}");
         if name.is_empty() {
-            errs.push(err("pins", "tool names must not be empty"));
+            fail(errs, "pins", "tool names must not be empty");
         }
         if tools.contains_key(name) {
-            errs.push(err(&path, format!("the tool is listed under tools: its pin goes in tools.{name}.pin")));
+            fail(errs, &path, format!("the tool is listed under tools: its pin goes in tools.{name}.pin"));
             continue;
         }
         let Some(pin) = super::result::pin(&spec.pin, &path, errs) else { continue };
@@ -36,7 +36,7 @@ pub(super) fn pins(
                     match members.iter().find(|(k, _)| k == hint).map(|(_, v)| v) {
                         None => {}
                         Some(Json::Bool(b)) => *value = *b,
-                        Some(_) => errs.push(err(format!("{path}.annotations.{hint}"), "must be a boolean")),
+                        Some(_) => fail(errs, format!("{path}.annotations.{hint}"), "must be a boolean"),
                     }
                 }
                 let mut text = String::new();
@@ -46,7 +46,7 @@ pub(super) fn pins(
             // A server that lists `"annotations": null` is recorded as such (the pin covers it).
             Some(Json::Null) => Some("null".to_owned()),
             Some(_) => {
-                errs.push(err(format!("{path}.annotations"), "must be an object or null (the tool's annotations)"));
+                fail(errs, format!("{path}.annotations"), "must be an object or null (the tool's annotations)");
                 continue;
             }
         };
@@ -68,17 +68,19 @@ pub(super) fn default_for(
         return Vec::new();
     }
     if !has_pins {
-        errs.push(err(
+        fail(
+            errs,
             "default_for",
             "decides only tools recorded in pins (reviewed definitions, mcp-policy pin --write), and the policy has none",
-        ));
+        );
     }
     if mode != PinMode::Enforce {
-        errs.push(err(
+        fail(
+            errs,
             "default_for",
             "needs gateway.pins \"enforce\": under \"report\" a changed definition stays in use, so its annotations \
              cannot be relied on",
-        ));
+        );
     }
     let mut out = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
@@ -86,10 +88,11 @@ pub(super) fn default_for(
         let w = &spec.when;
         let when = [w.read_only_hint, w.destructive_hint, w.idempotent_hint, w.open_world_hint];
         if when.iter().all(Option::is_none) {
-            errs.push(err(
+            fail(
+                errs,
                 format!("{path}.when"),
                 "must name at least one annotation (readOnlyHint, destructiveHint, idempotentHint, openWorldHint)",
-            ));
+            );
             continue;
         }
         out.push(DefaultFor { path, when, action: spec.action, reason: spec.reason.clone() });

@@ -2,7 +2,7 @@
 
 use super::Errors;
 use crate::config::spec::ResultSpec;
-use crate::config::{err, MAX_BODY_BYTES_CEILING, MAX_REGEX_LEN};
+use crate::config::{fail, MAX_BODY_BYTES_CEILING, MAX_REGEX_LEN};
 use crate::policy::result::{Needle, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
 
 /// `tools.NAME.result` at `path` (`tools.NAME`).
@@ -10,7 +10,7 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
     let base = format!("{path}.result");
     let max_bytes = spec.max_bytes.map(|b| {
         if b == 0 || b > MAX_BODY_BYTES_CEILING {
-            errs.push(err(format!("{base}.max_bytes"), format!("must be between 1 and {MAX_BODY_BYTES_CEILING}")));
+            fail(errs, format!("{base}.max_bytes"), format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"));
         }
         usize::try_from(b).unwrap_or(usize::MAX)
     });
@@ -42,17 +42,17 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
 /// match the empty text (it would match every result, or redact between every character).
 fn regex(src: &str, path: &str, errs: &mut Errors) -> Option<regex_lite::Regex> {
     if src.len() > MAX_REGEX_LEN {
-        errs.push(err(path, format!("regex longer than {MAX_REGEX_LEN} bytes")));
+        fail(errs, path, format!("regex longer than {MAX_REGEX_LEN} bytes"));
         return None;
     }
     match regex_lite::Regex::new(src) {
         Ok(r) if r.is_match("") => {
-            errs.push(err(path, "the regex matches the empty text"));
+            fail(errs, path, "the regex matches the empty text");
             None
         }
         Ok(r) => Some(r),
         Err(e) => {
-            errs.push(err(path, format!("invalid regex: {e}")));
+            fail(errs, path, format!("invalid regex: {e}"));
             None
         }
     }
@@ -62,7 +62,7 @@ fn regex(src: &str, path: &str, errs: &mut Errors) -> Option<regex_lite::Regex> 
 pub(super) fn pin(text: &str, path: &str, errs: &mut Errors) -> Option<Pin> {
     let parsed = text.strip_prefix("sha256:").and_then(crate::identity::grant::from_hex32);
     if parsed.is_none() {
-        errs.push(err(format!("{path}.pin"), "must be \"sha256:\" and 64 lowercase hex digits (mcp-policy pin)"));
+        fail(errs, format!("{path}.pin"), "must be \"sha256:\" and 64 lowercase hex digits (mcp-policy pin)");
     }
     parsed
 }

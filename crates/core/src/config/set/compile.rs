@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::spec::{MatcherSpec, PolicySetSpec};
 use super::{AttachRule, ContainRule, Matcher, PolicySet, Shared};
 use crate::config::spec::{GatewaySpec, PolicySpec};
-use crate::config::{err, ConfigError, ConfigErrors};
+use crate::config::{err, fail, ConfigError, ConfigErrors};
 use crate::policy::{Policy, Stance};
 use crate::terms::Action;
 
@@ -45,7 +45,7 @@ fn within(name: &str, errors: ConfigErrors) -> impl Iterator<Item = ConfigError>
 pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
     let mut errs = Vec::new();
     if spec.version != "1" {
-        errs.push(err("version", "must be \"1\""));
+        fail(&mut errs, "version", "must be \"1\"");
     }
     let base = crate::config::compile(refusing(spec.gateway.clone()))?;
     let one = |e| ConfigErrors(vec![e]);
@@ -63,13 +63,14 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
             }
         };
         if !valid_name(&name) {
-            errs.push(err(format!("policies.{name}"), "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -"));
+            fail(&mut errs, format!("policies.{name}"), "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -");
         }
         if member.gateway.is_some() {
-            errs.push(err(
+            fail(
+                &mut errs,
                 format!("policies.{name}.gateway"),
                 "gateway settings belong at the top level of the set (one gateway per Envoy)",
-            ));
+            );
         }
         member.gateway = spec.gateway.clone();
         match crate::config::compile(member) {
@@ -83,22 +84,23 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
         names.push(name);
     }
     if names.is_empty() {
-        errs.push(err("policies", "must hold at least one policy"));
+        fail(&mut errs, "policies", "must hold at least one policy");
     }
     let mut rules = Vec::new();
     let mut catch_all: Option<usize> = None;
     for (i, rule) in attach.iter().enumerate() {
         let path = format!("attach[{i}]");
         if let Some(earlier) = catch_all {
-            errs.push(err(&path, format!("never tried: attach[{earlier}] matches every caller")));
+            fail(&mut errs, &path, format!("never tried: attach[{earlier}] matches every caller"));
         }
         let when = matchers(&rule.when, &path, &base, &mut errs);
         match names.iter().position(|n| *n == rule.policy) {
             Some(policy) => rules.push(AttachRule { policy, when }),
-            None => errs.push(err(
+            None => fail(
+                &mut errs,
                 format!("{path}.policy"),
                 format!("unknown policy '{}'; the set defines: {}", rule.policy, names.join(", ")),
-            )),
+            ),
         }
         if rule.when.is_empty() && catch_all.is_none() {
             catch_all = Some(i);
@@ -108,10 +110,10 @@ pub fn compile(spec: PolicySetSpec) -> Result<PolicySet, ConfigErrors> {
     for (i, c) in contained.iter().enumerate() {
         let path = format!("contain[{i}]");
         if c.when.is_empty() {
-            errs.push(err(format!("{path}.when"), "must name the identity (at least one matcher)"));
+            fail(&mut errs, format!("{path}.when"), "must name the identity (at least one matcher)");
         }
         if c.reason.trim().is_empty() {
-            errs.push(err(format!("{path}.reason"), "must not be empty: the agent is shown it"));
+            fail(&mut errs, format!("{path}.reason"), "must not be empty: the agent is shown it");
         }
         let when = matchers(&c.when, &path, &base, &mut errs);
         // Compiled again rather than cloned: a clone of `Policy` would be compiled into the module
@@ -146,34 +148,36 @@ fn matchers(specs: &[MatcherSpec], path: &str, base: &Policy, errs: &mut Vec<Con
             }
             (Some(claim), None, Some(value), None) => {
                 if value.is_empty() || (value.contains(' ') && claim == "scope") {
-                    errs.push(err(format!("{at}.includes"), "can never hold: a scope entry is one non-empty word"));
+                    fail(errs, format!("{at}.includes"), "can never hold: a scope entry is one non-empty word");
                 }
                 Matcher::ClaimIncludes { claim: claim.clone(), value: value.clone() }
             }
             (None, None, None, Some(g)) => match grant_id(g, base) {
                 Ok(id) => Matcher::Grant(id),
                 Err(m) => {
-                    errs.push(err(format!("{at}.grant"), m));
+                    fail(errs, format!("{at}.grant"), m);
                     continue;
                 }
             },
             _ => {
-                errs.push(err(
+                fail(
+                    errs,
                     &at,
                     "a matcher is {\"claim\", \"equals\"}, {\"claim\", \"includes\"} or {\"grant\"}, nothing else",
-                ));
+                );
                 continue;
             }
         };
         if let Matcher::ClaimEquals { claim, .. } | Matcher::ClaimIncludes { claim, .. } = &matcher {
             if claim.is_empty() {
-                errs.push(err(format!("{at}.claim"), "must not be empty"));
+                fail(errs, format!("{at}.claim"), "must not be empty");
             }
             if base.gateway.identity.is_none() {
-                errs.push(err(
+                fail(
+                    errs,
                     format!("{at}.claim"),
                     "can never hold: claims are read only with gateway.identity (the verified token's payload)",
-                ));
+                );
             }
         }
         if errs.len() == before {
