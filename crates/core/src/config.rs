@@ -19,7 +19,7 @@ mod set;
 mod spec;
 
 pub use compile::{compile, sessions_unbound};
-pub use read::JsonValue;
+pub use read::{JsonValue, Map};
 pub use set::spec::PolicySetSpec;
 pub use set::{AttachRule, ContainRule, Matcher, PolicySet, Shared, Why};
 // The policy document's root type, the schema's root (`mcp-policy schema`); the other spec types are

@@ -4,9 +4,10 @@
 //! The sections are compiled in document order (`version`, `hide`, `all_tools`, `tools`, `pins`,
 //! then `gateway` key by key, `flows`, `default_for`), which is also the order of the errors reported.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::spec::{AllToolsSpec, ConditionSpec, LimitSpec, OpName, PolicySpec, ToolAction, ToolRuleSpec};
+use super::Map;
 use super::{
     err, fail, ConfigError, ConfigErrors, DEFAULT_APPROVAL_TIMEOUT, MAX_APPROVAL_TIMEOUT_SECONDS, MAX_REGEX_LEN,
     MAX_SLIDING_MAX,
@@ -69,7 +70,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
 /// [`crate::rls::MAX_DESCRIPTORS`], which the service takes. Beyond it every call of the tool would
 /// be refused; only a batch of several such calls is refused at run time.
 fn descriptor_bound(
-    specs: &BTreeMap<String, ToolRuleSpec>,
+    specs: &Map<ToolRuleSpec>,
     tools: &HashMap<String, ToolRule>,
     all_tools: &[usize],
     limits: &[Limit],
@@ -156,11 +157,7 @@ fn limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
 }
 
 /// `tools`: each rule, its own limits appended to `limits`.
-fn tools(
-    specs: &BTreeMap<String, ToolRuleSpec>,
-    limits: &mut Vec<Limit>,
-    errs: &mut Errors,
-) -> HashMap<String, ToolRule> {
+fn tools(specs: &Map<ToolRuleSpec>, limits: &mut Vec<Limit>, errs: &mut Errors) -> HashMap<String, ToolRule> {
     let mut tools = HashMap::new();
     for (name, rule) in specs {
         if name.is_empty() {

@@ -46,8 +46,6 @@
 //! checks that where both read alike, paths and messages are serde_path_to_error's; the schema
 //! (`schema` feature) reads the same `#[serde(…)]` attributes. Tests: `read/tests.rs`.
 
-use std::collections::BTreeMap;
-
 use crate::wire::json::Json;
 
 mod spec;
@@ -143,13 +141,82 @@ impl<T: Read> Read for Vec<T> {
     }
 }
 
-impl<T: Read> Read for BTreeMap<String, T> {
+/// The members of a JSON object by key, in key order (as a `BTreeMap` iterates them): the policy's
+/// maps (`tools`, `pins`, `gateway.methods`, `gateway.tool_modes`, a set's `policies`), which are
+/// read, looked up and iterated once. A sorted vector: a `BTreeMap` of each of their five value
+/// types compiled its own B-tree code into the module (BENCHMARKS.md, Module size).
+#[derive(Debug, Clone)]
+pub struct Map<T>(Vec<(String, T)>);
+
+impl<T> Default for Map<T> {
+    fn default() -> Self {
+        Map(Vec::new())
+    }
+}
+
+impl<T> Map<T> {
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&T> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        self.0.get(i).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    /// The members, in key order.
+    pub fn iter(&self) -> <&Self as IntoIterator>::IntoIter {
+        self.into_iter()
+    }
+}
+
+impl<T> IntoIterator for Map<T> {
+    type Item = (String, T);
+    type IntoIter = std::vec::IntoIter<(String, T)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Map<T> {
+    type Item = (&'a String, &'a T);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, T)>, fn(&'a (String, T)) -> (&'a String, &'a T)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl<T: Read> Read for Map<T> {
     fn read(v: &Json, at: &Path<'_>) -> Result<Self, Error> {
-        let mut map = BTreeMap::new();
+        let mut out: Vec<(String, T)> = Vec::new();
         for (key, value) in members(v, at, "a map")? {
-            map.insert(key.clone(), T::read(value, &Path::Key(at, key))?);
+            let value = T::read(value, &Path::Key(at, key))?;
+            // Keys are unique: the strict parser refuses a repeated one.
+            let i = out.partition_point(|(k, _)| k < key);
+            out.insert(i, (key.clone(), value));
         }
-        Ok(map)
+        Ok(Map(out))
+    }
+}
+
+/// For the test oracle's serde-derived readers (`tests.rs`) only.
+#[cfg(test)]
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Map<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = <std::collections::BTreeMap<String, T> as serde::Deserialize>::deserialize(deserializer)?;
+        Ok(Map(map.into_iter().collect()))
     }
 }
 

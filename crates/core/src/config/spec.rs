@@ -17,12 +17,13 @@
 //! reader, `Deserialize` in tests only) what `config/read/spec.rs` says for the reader: which
 //! fields have a default, and the keys as written.
 
+#[cfg(feature = "schema")]
 use std::collections::BTreeMap;
 
 #[cfg(test)]
 use serde::Deserialize;
 
-use super::JsonValue;
+use super::{JsonValue, Map};
 #[cfg(feature = "schema")]
 use crate::terms::names_only;
 use crate::terms::{Action, Algorithm, ApprovalMode, AuditMode, FailureMode, Mode, PinMode, Scope, Window};
@@ -59,12 +60,14 @@ pub struct PolicySpec {
     /// Rules by exact tool name.
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
     #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
-    pub tools: BTreeMap<String, ToolRuleSpec>,
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, ToolRuleSpec>"))]
+    pub tools: Map<ToolRuleSpec>,
     /// Reviewed definitions of tools not listed under `tools`, by exact name: they grant nothing
     /// by themselves (`mcp-policy pin --write` records them).
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
     #[cfg_attr(feature = "schema", schemars(extend("propertyNames" = {"minLength": 1})))]
-    pub pins: BTreeMap<String, PinnedSpec>,
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, PinnedSpec>"))]
+    pub pins: Map<PinnedSpec>,
     /// Rules for the tools in `pins` not listed under `tools`, by their pinned annotations, e.g.
     /// `{"when": {"readOnlyHint": true}, "action": "allow"}`; needs `pins`.
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
@@ -257,14 +260,16 @@ pub struct GatewaySpec {
             "not": {"anyOf": [{"enum": ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"]}, {"pattern": "^notifications/"}]}
         }))
     )]
-    pub methods: BTreeMap<String, Action>,
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, Action>"))]
+    pub methods: Map<Action>,
     /// `enforce` (default) or `dry_run`: compute, log and count every decision, but forward calls the
     /// policy would refuse. Protocol errors (malformed bodies, 413, 415, …) are always enforced.
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub mode: Option<Mode>,
     /// Per-tool overrides of `mode`, e.g. `{"vm_agent_exec": "dry_run"}`.
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
-    pub tool_modes: BTreeMap<String, Mode>,
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, Mode>"))]
+    pub tool_modes: Map<Mode>,
     /// Also remove tools that the policy denies by name from `tools/list` results (default false:
     /// as in PolicyLayer, denied tools stay visible and only `hide` removes tools).
     #[cfg_attr(any(test, feature = "schema"), serde(default))]

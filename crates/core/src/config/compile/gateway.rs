@@ -1,12 +1,13 @@
 //! The `gateway` section of the policy: grant source, size and tracking limits, grants, the
 //! approval service, protocol versions, session keys, the rate limit service and `methods`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::{duration_ms, Errors, TIMEOUT_LIKE};
 use crate::config::spec::{
     ApprovalSpec, GatewaySpec, GrantSpec, IdentitySpec, RateLimitServiceSpec, SessionKeySpec, ToolAction, ToolRuleSpec,
 };
+use crate::config::Map;
 use crate::config::{
     fail, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TRACKED_GRANTS, MAX_APPROVAL_CALLOUT_MS,
     MAX_BODY_BYTES_CEILING,
@@ -29,12 +30,7 @@ fn printable(s: &str) -> bool {
 
 /// `gateway` without `methods` (see [`methods`]); `tools` for the `require_approval` check, `limits`
 /// for the rate limit service's.
-pub(super) fn gateway(
-    gw: GatewaySpec,
-    tools: &BTreeMap<String, ToolRuleSpec>,
-    limits: &[Limit],
-    errs: &mut Errors,
-) -> Gateway {
+pub(super) fn gateway(gw: GatewaySpec, tools: &Map<ToolRuleSpec>, limits: &[Limit], errs: &mut Errors) -> Gateway {
     if gw.identity.is_some() && gw.grant_header.is_some() {
         fail(errs, "gateway.grant_header", "with gateway.identity the grant is its grant_claim: remove one");
     }
@@ -305,7 +301,7 @@ const NOT_CONFIGURABLE: [&str; 6] =
     ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"];
 
 /// `gateway.methods`: other MCP methods (and methods MCP does not define) by name.
-pub(super) fn methods(spec: BTreeMap<String, Action>, errs: &mut Errors) -> HashMap<String, Action> {
+pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> HashMap<String, Action> {
     let mut methods = HashMap::new();
     for (name, a) in spec {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {

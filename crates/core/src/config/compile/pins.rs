@@ -1,6 +1,7 @@
 //! `pins` and `default_for` (see `crate::policy::pinned`): every error with its JSON path.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::config::Map;
+use std::collections::HashMap;
 
 use super::super::spec::{DefaultForSpec, PinnedSpec, ToolRuleSpec};
 use super::super::{fail, ConfigError};
@@ -12,11 +13,7 @@ type Errors = Vec<ConfigError>;
 
 /// `pins`: each a pin and the recorded annotations (an object whose hints are booleans). A tool
 /// listed under `tools` takes its pin there: one tool, one pin.
-pub(super) fn pins(
-    specs: &BTreeMap<String, PinnedSpec>,
-    tools: &BTreeMap<String, ToolRuleSpec>,
-    errs: &mut Errors,
-) -> HashMap<String, Pinned> {
+pub(super) fn pins(specs: &Map<PinnedSpec>, tools: &Map<ToolRuleSpec>, errs: &mut Errors) -> HashMap<String, Pinned> {
     let mut out = HashMap::new();
     for (name, spec) in specs {
         let path = format!("pins.{name}");

@@ -206,8 +206,8 @@ fn condition_values_keep_their_exact_text() {
     let doc = json::parse(text.as_bytes()).unwrap();
     let spec: PolicySpec = from_json(&doc).unwrap();
     let want = json::parse(br#"{"n":[123456789012345678901234567890,1.0,-0,1E+2,"\u00e9\n",true,null,{}]}"#).unwrap();
-    assert_eq!(spec.tools["x"].require[0].value, Some(JsonValue(want)));
-    let Some(JsonValue(Json::Object(members))) = &spec.tools["x"].require[0].value else { panic!() };
+    assert_eq!(spec.tools.get("x").unwrap().require[0].value, Some(JsonValue(want)));
+    let Some(JsonValue(Json::Object(members))) = &spec.tools.get("x").unwrap().require[0].value else { panic!() };
     let Json::Array(items) = &members[0].1 else { panic!() };
     let numbers: Vec<&Json> = items.iter().take(4).collect();
     assert_eq!(

@@ -1,10 +1,9 @@
 //! Compile a [`PolicySetSpec`] into a [`PolicySet`], reporting every problem with its JSON path.
 
-use std::collections::BTreeMap;
-
 use super::spec::{MatcherSpec, PolicySetSpec};
 use super::{AttachRule, ContainRule, Matcher, PolicySet, Shared};
 use crate::config::spec::{GatewaySpec, PolicySpec};
+use crate::config::Map;
 use crate::config::{err, fail, ConfigError, ConfigErrors};
 use crate::policy::{Policy, Stance};
 use crate::terms::Action;
@@ -17,8 +16,8 @@ fn refusing(gateway: Option<GatewaySpec>) -> PolicySpec {
         default: Some(Action::Deny),
         hide: vec!["*".to_owned()],
         all_tools: None,
-        tools: BTreeMap::new(),
-        pins: BTreeMap::new(),
+        tools: Map::default(),
+        pins: Map::default(),
         default_for: Vec::new(),
         flows: Vec::new(),
         gateway,

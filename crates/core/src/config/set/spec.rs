@@ -1,6 +1,7 @@
 //! The parsed shapes of a policy set: named PolicyLayer policies, the rules that attach them to
 //! callers, the identities contained, and one `gateway` for them all.
 
+#[cfg(feature = "schema")]
 use std::collections::BTreeMap;
 
 #[cfg(test)]
@@ -9,7 +10,7 @@ use serde::Deserialize;
 use crate::config::spec::GatewaySpec;
 #[cfg(feature = "schema")]
 use crate::config::spec::PolicySpec;
-use crate::config::JsonValue;
+use crate::config::{JsonValue, Map};
 
 /// A policy set: several named policies and the rules that attach them to callers.
 #[derive(Debug)]
@@ -33,7 +34,7 @@ pub struct PolicySetSpec {
     // Each member is read as a `PolicySpec` by `compile`, through the same reader as a plain
     // policy: one more map of `PolicySpec` here would compile that reader again into the module.
     #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, PolicySpec>"))]
-    pub policies: BTreeMap<String, JsonValue>,
+    pub policies: Map<JsonValue>,
     /// Tried in order; the first rule whose every matcher holds attaches its policy. A caller no
     /// rule matches has no policy: every `tools/call` is refused (`no_policy`), `tools/list` is empty.
     // `attach` and `contain` are read by `read` from the tree: serde's readers of three more types
