@@ -70,7 +70,7 @@ pub(super) fn gateway(gw: GatewaySpec, tools: &Map<ToolRuleSpec>, limits: &[Limi
         grants,
         hide_denied_tools: gw.hide_denied_tools,
         mode: gw.mode.unwrap_or(Mode::Enforce),
-        tool_modes: gw.tool_modes.into_iter().collect(),
+        tool_modes: hash_map(gw.tool_modes),
         max_response_bytes,
         approval,
         protocol_versions,
@@ -302,8 +302,7 @@ const NOT_CONFIGURABLE: [&str; 6] =
 
 /// `gateway.methods`: other MCP methods (and methods MCP does not define) by name.
 pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> HashMap<String, Action> {
-    let mut methods = HashMap::new();
-    for (name, a) in spec {
+    for name in spec.keys() {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
             fail(
                 errs,
@@ -311,7 +310,13 @@ pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> HashMap<String, A
                 "lifecycle methods always pass and tools/call follows tools/default; list other methods here",
             );
         }
-        methods.insert(name, a);
     }
-    methods
+    hash_map(spec)
+}
+
+/// The members of `map` as a hash map, for lookups per request. Not inlined: `methods` (of
+/// `Action`) and `tool_modes` (of `Mode`) are then one function, their values being of one size.
+#[inline(never)]
+fn hash_map<V>(map: Map<V>) -> HashMap<String, V> {
+    map.into_iter().collect()
 }
