@@ -133,7 +133,7 @@ impl<T: Read> Read for Option<T> {
 impl<T: Read> Read for Vec<T> {
     fn read(v: &Json, at: &Path<'_>) -> Result<Self, Error> {
         let Json::Array(items) = v else { return Err(invalid_type(at, v, "a sequence")) };
-        let mut out = Vec::with_capacity(items.len());
+        let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             out.push(T::read(item, &Path::Index(at, i))?);
         }
