@@ -70,6 +70,24 @@ fn same_paths_and_messages_as_serde_json() {
         r#"{"version":"1","gateway":{"approval":{"cluster":"c","mode":"later"}}}"#,
         r#"{"version":"1","gateway":{"approval":{"cluster":"c","clutser":"d"}}}"#,
         r#"{"version":"1","gateway":{"approval":null}}"#,
+        r#"{"version":"1","gateway":{"approval":{"cluster":"c","max_held_per_grant":4294967296}}}"#,
+        r#"{"version":"1","gateway":{"approval":{"cluster":"c","max_held_per_grant":-1}}}"#,
+        r#"{"version":"1","gateway":{"approval":{"cluster":null}}}"#,
+        r#"{"version":"1","tools":{"x":{"limits":[{"counter":null,"window":"minute","max":1}]}}}"#,
+        r#"{"version":"1","tools":{"x":{"result":{"redact":[{"regex":"a"}],"mark_if":[{"mark":"m","zz":1}]}}}}"#,
+        r#"{"version":"1","default_for":[{"when":null,"action":"allow"}]}"#,
+        r#"{"version":"1","default_for":[{"when":{"readOnlyHint":true,"readOnly":true},"action":"allow"}]}"#,
+        r#"{"version":"1","default_for":[{"when":{},"action":"block"}]}"#,
+        r#"{"version":"1","pins":{"x":{"pin":"p","annotations":null}}}"#,
+        r#"{"version":"1","pins":{"x":{"annotations":{}}}}"#,
+        r#"{"version":"1","pins":null}"#,
+        r#"{"version":"1","flows":[{"name":"f","if_marked":["m"],"deny":["x"]}]}"#,
+        r#"{"version":"1","flows":[{"name":"f","if_marked":"m","deny":["x"],"for":"1m"}]}"#,
+        r#"{"version":"1","gateway":{"protocol_versions":null,"identity":{"grant_claim":"sub"}}}"#,
+        r#"{"version":"1","gateway":{"session_key":{"current":"k","previous_env":7}}}"#,
+        r#"{"version":"1","gateway":{"rate_limit_service":{"cluster":"c","failure_mode":"open"}}}"#,
+        r#"{"version":"1","gateway":{"audit":"loud","refusal_shape":"tool_result"}}"#,
+        r#"{"version":"1","gateway":{"filter_state":"no"}}"#,
         r#"{"version":"1","default":"allow","hide":["a"],"all_tools":{"limits":[{"counter":"g","window":"second","max":3,"scope":"global","algorithm":"sliding"}]},"tools":{"x":{"action":"deny","reason":"r","limits":[],"require":[{"path":"args.a","op":"exists"}],"deny_if":[]}},"gateway":{"grant_header":"x-grant","max_body_bytes":10,"max_tracked_grants":5,"methods":{"resources/read":"allow"},"mode":"dry_run","tool_modes":{"x":"enforce"},"hide_denied_tools":true,"max_response_bytes":9,"grants":[],"approval":{"cluster":"c","path":"/p","authority":"a","timeout":"5s","mode":"hold"}}}"#,
     ];
     for text in docs {
@@ -216,5 +234,55 @@ fn condition_values_keep_their_exact_text() {
             .map(|n| Json::Number(n.into()))
             .iter()
             .collect::<Vec<_>>()
+    );
+}
+
+/// A policy set: its own keys read as a plain policy's, and each member's errors under
+/// `policies.NAME` (through `set::compile`), arrays where objects are expected included.
+#[test]
+fn a_set_and_its_members_read_alike() {
+    let set = |text: &str| {
+        let doc = json::parse(text.as_bytes()).unwrap();
+        from_json::<crate::config::PolicySetSpec>(&doc)
+            .map(drop)
+            .map_err(|e| (e.path().to_owned(), e.message().to_owned()))
+    };
+    let fail = |path: &str, message: &str| Err((path.to_owned(), message.to_owned()));
+    assert_eq!(set(r#"{"version":"1","policies":{}}"#), Ok(()));
+    assert_eq!(set(r#"{"version":"1"}"#), fail(".", "missing field `policies`"));
+    assert_eq!(set(r#"{"version":"1","policies":null}"#), fail("policies", "invalid type: null, expected a map"));
+    assert_eq!(set(r#"{"version":"1","policies":[]}"#), fail("policies", "must be an object, not array"));
+    assert_eq!(
+        set(r#"{"version":"1","policies":{},"polices":{}}"#),
+        fail(
+            "polices",
+            "unknown field `polices`, expected one of `version`, `policies`, `attach`, `contain`, `gateway`"
+        )
+    );
+    assert_eq!(
+        set(r#"{"version":"1","policies":{},"gateway":{"approval":["c"]}}"#),
+        fail("gateway.approval", "must be an object, not array")
+    );
+    let member = |text: &str| {
+        let e = crate::config::load_set(text.as_bytes()).map(drop).unwrap_err();
+        let first = e.first().unwrap();
+        (first.path.clone(), first.message.clone())
+    };
+    assert_eq!(
+        member(r#"{"version":"1","policies":{"a":{"version":"1","tools":{"x":{"actoin":"deny"}}}}}"#),
+        (
+            "policies.a.tools.x.actoin".to_owned(),
+            "unknown field `actoin`, expected one of `action`, `reason`, `approval_timeout`, `limits`, `require`, \
+             `deny_if`, `result`, `marks`, `pin`"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        member(r#"{"version":"1","policies":{"a":{"version":"1","tools":{"x":{"limits":[["c","minute",1]]}}}}}"#),
+        ("policies.a.tools.x.limits[0]".to_owned(), "must be an object, not array".to_owned())
+    );
+    assert_eq!(
+        member(r#"{"version":"1","policies":{"a":{"version":"1","tools":{"x":{"limits":[{"counter":null}]}}}}}"#),
+        ("policies.a.tools.x.limits[0].counter".to_owned(), "invalid type: null, expected a string".to_owned())
     );
 }
