@@ -39,7 +39,7 @@ pub(super) use pins::WhenSpec;
 pub(super) use result::{MarkIfSpec, RedactSpec, ResultDenySpec};
 
 /// The whole policy document.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
@@ -80,7 +80,7 @@ pub struct PolicySpec {
     pub gateway: Option<GatewaySpec>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
@@ -105,7 +105,7 @@ pub enum ToolAction {
 }
 
 /// `tools.NAME`: `{}` allows the tool under `default: "deny"`.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
@@ -363,7 +363,7 @@ pub struct IdentitySpec {
 /// `gateway.session_key`: secrets of at least 32 bytes (UTF-8 text, used as HMAC keys as is), each
 /// given inline or as the name of an environment variable of the wasm VM (Envoy
 /// `vm_config.environment_variables`), which keeps the secret out of the plugin configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
@@ -386,7 +386,7 @@ pub struct SessionKeySpec {
 }
 
 /// `gateway.approval`: where and how the filter asks a person to approve a call.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
@@ -431,7 +431,7 @@ pub struct GrantSpec {
 }
 
 /// `gateway.rate_limit_service`: the rate limit service that decides every limit of the policy.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]

@@ -14,7 +14,7 @@ use crate::terms::{
 };
 use crate::wire::json::Json;
 
-read_struct!(PolicySpec {
+read_struct!(PolicySpec into {
     version: "version" required,
     default: "default" default,
     hide: "hide" default,
@@ -26,7 +26,7 @@ read_struct!(PolicySpec {
     gateway: "gateway" default,
 });
 
-read_struct!(PolicySetSpec {
+read_struct!(PolicySetSpec into {
     version: "version" required,
     policies: "policies" required,
     attach: "attach" default,
@@ -34,9 +34,9 @@ read_struct!(PolicySetSpec {
     gateway: "gateway" default,
 });
 
-read_struct!(AllToolsSpec { limits: "limits" default });
+read_struct!(AllToolsSpec into { limits: "limits" default });
 
-read_struct!(ToolRuleSpec {
+read_struct!(ToolRuleSpec into {
     action: "action" default,
     reason: "reason" default,
     approval_timeout: "approval_timeout" default,
@@ -63,7 +63,7 @@ read_struct!(LimitSpec {
     algorithm: "algorithm" default,
 });
 
-read_struct!(ResultSpec {
+read_struct!(ResultSpec into {
     max_bytes: "max_bytes" default,
     deny_if: "deny_if" default,
     redact: "redact" default,
@@ -80,7 +80,7 @@ read_struct!(PinnedSpec { pin: "pin" required, annotations: "annotations" defaul
 
 read_struct!(DefaultForSpec { when: "when" required, action: "action" required, reason: "reason" default });
 
-read_struct!(WhenSpec {
+read_struct!(WhenSpec into {
     read_only_hint: "readOnlyHint" default,
     destructive_hint: "destructiveHint" default,
     idempotent_hint: "idempotentHint" default,
@@ -95,7 +95,7 @@ read_struct!(FlowSpec {
     reason: "reason" default,
 });
 
-read_struct!(GatewaySpec {
+read_struct!(GatewaySpec into {
     grant_header: "grant_header" default,
     max_body_bytes: "max_body_bytes" default,
     max_tracked_grants: "max_tracked_grants" default,
@@ -120,14 +120,14 @@ read_struct!(GatewaySpec {
 
 read_struct!(IdentitySpec { payload_header: "payload_header" required, grant_claim: "grant_claim" default });
 
-read_struct!(SessionKeySpec {
+read_struct!(SessionKeySpec into {
     current: "current" default,
     current_env: "current_env" default,
     previous: "previous" default,
     previous_env: "previous_env" default,
 });
 
-read_struct!(ApprovalSpec {
+read_struct!(ApprovalSpec into {
     cluster: "cluster" required,
     path: "path" default,
     authority: "authority" default,
@@ -138,7 +138,7 @@ read_struct!(ApprovalSpec {
 
 read_struct!(GrantSpec { sha256: "sha256" required, label: "label" required });
 
-read_struct!(RateLimitServiceSpec {
+read_struct!(RateLimitServiceSpec into {
     cluster: "cluster" required,
     authority: "authority" default,
     domain: "domain" default,

@@ -13,7 +13,7 @@ use crate::config::spec::PolicySpec;
 use crate::config::{JsonValue, Map};
 
 /// A policy set: several named policies and the rules that attach them to callers.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]

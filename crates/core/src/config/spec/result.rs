@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 /// `tools.NAME.result`: checked against every text of the tool's results that the model would see.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[cfg_attr(test, derive(Deserialize))]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(any(test, feature = "schema"), serde(deny_unknown_fields))]
