@@ -11,10 +11,7 @@ use log::warn;
 
 use mcp_policy_core::identity::grant::GrantId;
 use mcp_policy_core::outcome::decision::Decision;
-use mcp_policy_core::outcome::refusal::{
-    Refusal, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN,
-    SESSION_ID_NOT_REWRITTEN,
-};
+use mcp_policy_core::outcome::refusal::{Refusal, BODY_UNREADABLE, BODY_UNWRITABLE, HEADERS_UNREADABLE};
 use mcp_policy_core::pipeline::rewrite::BodyRewrite;
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, PendingApproval, RequestHead};
 use mcp_policy_core::policy::Policy;
@@ -349,14 +346,13 @@ impl Filter {
     }
 
     pub fn request_headers(&mut self, end_of_stream: bool) -> Flow {
-        let policy = Arc::clone(&self.policy);
         let s = self.stream;
-        if policy.filters_tools_list() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
+        if self.policy.filters_tools_list() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
             warn!("[ctx {}] cannot remove accept-encoding", self.id);
         }
         // The headers are read in place (`ffi::Headers`): every use of them ends here, before any
         // header of the stream is set below.
-        let head = {
+        let mut head = {
             let Some(headers) = s.headers(HeaderMap::Request) else {
                 warn!("[ctx {}] cannot read request headers; refusing", self.id);
                 return self.unavailable(HEADERS_UNREADABLE);
@@ -369,52 +365,29 @@ impl Filter {
                     panic!("forced by x-mcp-policy-test-panic (test-panic build)");
                 }
             }
-            self.request_id = headers
-                .iter()
-                .find(|(k, _)| k == "x-request-id")
-                .and_then(|(_, v)| std::str::from_utf8(v).ok())
-                .map(str::to_owned);
-            RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_ref(), *v)))
+            RequestHead::from_headers(&self.policy, headers.iter().map(|(k, v)| (k.as_ref(), *v)))
         };
-        let policy = match &self.config.set {
-            None => policy,
-            Some(set) => match pipeline::attach(set, &head) {
-                Ok(attached) => {
-                    self.policy = Arc::clone(&attached.policy);
-                    self.attached = Some(attached);
-                    Arc::clone(&self.policy)
-                }
-                Err(outcome) => return self.finish(*outcome),
-            },
-        };
-        match pipeline::check_session(&policy, &head) {
-            pipeline::SessionCheck::Unbound => {}
-            pipeline::SessionCheck::Bound(bound) => {
-                let rewrites = [
-                    ("mcp-session-id", &bound.session, SESSION_ID_NOT_REWRITTEN),
-                    ("last-event-id", &bound.last_event_id, LAST_EVENT_ID_NOT_REWRITTEN),
-                    (":path", &bound.path, PATH_NOT_REWRITTEN),
-                ];
-                for (name, value, reason) in rewrites {
-                    let Some(value) = value else { continue };
-                    if !s.set_header(HeaderMap::Request, name, Some(value)) {
-                        warn!("[ctx {}] cannot rewrite {name}; refusing", self.id);
-                        return self.unavailable(reason);
-                    }
-                }
-                self.session_url_elicitation = bound.url_elicitation;
-                self.session_grant = bound.grant;
-                self.session_upstream = bound.session;
-            }
-            pipeline::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+        self.request_id = head.request_id.take();
+        let config = Arc::clone(&self.config);
+        let plan = pipeline::request_headers(config.set.as_ref(), Arc::clone(&self.policy), &head, end_of_stream);
+        self.policy = plan.policy;
+        if let Some(attached) = plan.attached {
+            self.attached = Some(attached);
         }
-        match pipeline::on_headers(&policy, &head) {
-            HeadOutcome::Done(outcome) => {
-                if outcome.reply.is_none() && !end_of_stream {
-                    return self.finish(pipeline::unexpected_body());
+        if let Some(bound) = plan.binding {
+            for (name, value, reason) in bound.rewrites() {
+                if !s.set_header(HeaderMap::Request, name, Some(value)) {
+                    warn!("[ctx {}] cannot rewrite {name}; refusing", self.id);
+                    return self.unavailable(reason);
                 }
-                self.finish(*outcome)
             }
+            self.session_url_elicitation = bound.url_elicitation;
+            self.session_grant = bound.grant;
+            self.session_upstream = bound.session;
+        }
+        let policy = Arc::clone(&self.policy);
+        match plan.next {
+            HeadOutcome::Done(outcome) => self.finish(*outcome),
             HeadOutcome::NeedBody if end_of_stream => {
                 let now = *self.decided_at_ms.insert(now_ms());
                 let outcome = pipeline::on_body(&policy, &head, b"", process_store(), now);

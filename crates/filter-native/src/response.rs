@@ -10,9 +10,9 @@ use std::time::SystemTime;
 
 use log::{info, warn};
 
-use mcp_policy_core::limits::{self, Limiter, SharedStore};
+use mcp_policy_core::limits::SharedStore;
 use mcp_policy_core::outcome::refusal::Refusal;
-use mcp_policy_core::pipeline;
+use mcp_policy_core::pipeline::{self, MarkRecord};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
 use mcp_policy_core::terms::AuditMode;
@@ -217,34 +217,24 @@ impl Filter {
         }
     }
 
-    /// Set `mark` on the request's grant in the process's store, before the result that set it goes
-    /// on: a call of the grant that starts after this response reached the client sees the mark, on
-    /// any worker (the store is shared and exact). Bounded by `gateway.max_tracked_grants` as the
-    /// limiter's other per-grant state. With `gateway.rate_limit_service`, queue it for the service
-    /// (`Filter::send_marks`).
+    /// Record `mark` on the request's grant before the result that set it goes on, in the
+    /// process's store, shared and exact across workers (`pipeline::record_mark`); one that cannot
+    /// be recorded resets the response.
     fn record_mark(&mut self, policy: &Policy, tool: &str, mark: &str) {
-        let Some(grant) = self.mark_grant else {
-            warn!(
-                "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
-                self.id
-            );
-            self.mark_failed = true;
-            return;
-        };
-        if policy.gateway.rate_limit_service.is_some() {
-            // The service keeps the marks, for every Envoy: sent before the result goes on.
-            if !self.marks_out.iter().any(|m| m == mark) {
-                self.marks_out.push(mark.to_owned());
+        let grant = self.mark_grant.as_ref();
+        let record = pipeline::record_mark(policy, process_store(), now_ms(), grant, mark, &mut self.marks_out);
+        self.mark_failed |= record.fails();
+        match record {
+            MarkRecord::Set => self.config.metrics.mark_set(&self.stream),
+            MarkRecord::Queued => {}
+            MarkRecord::NoGrant => {
+                warn!(
+                    "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
+                    self.id
+                );
             }
-            return;
-        }
-        let limiter =
-            Limiter { store: process_store(), now_ms: now_ms(), max_tracked_grants: policy.gateway.max_tracked_grants };
-        match limits::marks::set(&limiter, &grant, mark) {
-            Ok(()) => self.config.metrics.mark_set(&self.stream),
-            Err(u) => {
+            MarkRecord::Failed(u) => {
                 warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
-                self.mark_failed = true;
             }
         }
     }

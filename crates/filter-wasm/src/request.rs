@@ -8,10 +8,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::{now_ms, Filter, HostStore, RequestState};
-use mcp_policy_core::outcome::refusal::{
-    Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN, POLICY_NOT_LOADED,
-    SESSION_ID_NOT_REWRITTEN,
-};
+use mcp_policy_core::outcome::refusal::{Refusal, BODY_UNWRITABLE, HEADERS_UNREADABLE, POLICY_NOT_LOADED};
 use mcp_policy_core::pipeline::rewrite::BodyRewrite;
 use mcp_policy_core::pipeline::{self, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::response::ResponseFilter;
@@ -182,54 +179,28 @@ impl Filter {
                 panic!("forced by x-mcp-policy-test-panic (test-panic build)");
             }
         }
-        self.request_id = headers
-            .iter()
-            .find(|(k, _)| k == "x-request-id")
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-            .map(str::to_owned);
-        let head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-        let policy = match self.set.clone() {
-            None => policy,
-            Some(set) => match pipeline::attach(&set, &head) {
-                Ok(attached) => {
-                    let chosen = std::rc::Rc::clone(&attached.policy);
-                    self.policy = Some(std::rc::Rc::clone(&chosen));
-                    self.attached = Some(attached);
-                    chosen
-                }
-                Err(outcome) => return self.finish(*outcome),
-            },
-        };
-        match pipeline::check_session(&policy, &head) {
-            pipeline::SessionCheck::Unbound => {}
-            pipeline::SessionCheck::Bound(bound) => {
-                // The server sees its own ids; the client only ever sees the bound ones.
-                let rewrites = [
-                    ("mcp-session-id", &bound.session, SESSION_ID_NOT_REWRITTEN),
-                    ("last-event-id", &bound.last_event_id, LAST_EVENT_ID_NOT_REWRITTEN),
-                    (":path", &bound.path, PATH_NOT_REWRITTEN),
-                ];
-                for (name, value, reason) in rewrites {
-                    let Some(value) = value else { continue };
-                    if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, name, Some(value)) {
-                        warn!("[ctx {}] cannot rewrite {name} ({s:?}); refusing", self.id);
-                        return self.unavailable(reason);
-                    }
-                }
-                self.session_url_elicitation = bound.url_elicitation;
-                self.session_grant = bound.grant;
-                self.session_upstream = bound.session;
-            }
-            pipeline::SessionCheck::Refuse(outcome) => return self.finish(*outcome),
+        let mut head = RequestHead::from_headers(&policy, headers.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        self.request_id = head.request_id.take();
+        let plan = pipeline::request_headers(self.set.as_deref(), policy, &head, end_of_stream);
+        self.policy = Some(std::rc::Rc::clone(&plan.policy));
+        if let Some(attached) = plan.attached {
+            self.attached = Some(attached);
         }
-        match pipeline::on_headers(&policy, &head) {
-            HeadOutcome::Done(outcome) => {
-                if outcome.reply.is_none() && !end_of_stream {
-                    // GET/DELETE carry no body in Streamable HTTP; one that does is not judged, so refuse it.
-                    return self.finish(pipeline::unexpected_body());
+        if let Some(bound) = plan.binding {
+            // The server sees its own ids; the client only ever sees the bound ones.
+            for (name, value, reason) in bound.rewrites() {
+                if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, name, Some(value)) {
+                    warn!("[ctx {}] cannot rewrite {name} ({s:?}); refusing", self.id);
+                    return self.unavailable(reason);
                 }
-                self.finish(*outcome)
             }
+            self.session_url_elicitation = bound.url_elicitation;
+            self.session_grant = bound.grant;
+            self.session_upstream = bound.session;
+        }
+        let policy = plan.policy;
+        match plan.next {
+            HeadOutcome::Done(outcome) => self.finish(*outcome),
             HeadOutcome::NeedBody if end_of_stream => {
                 let now = *self.decided_at_ms.insert(now_ms());
                 let outcome = pipeline::on_body(&policy, &head, b"", &HostStore, now);

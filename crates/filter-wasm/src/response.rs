@@ -9,7 +9,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 
 use super::Filter;
 use mcp_policy_core::outcome::refusal::Refusal;
-use mcp_policy_core::pipeline;
+use mcp_policy_core::pipeline::{self, MarkRecord};
 use mcp_policy_core::response::{BadUpstream, HostOp, Plan, Step};
 
 impl Filter {
@@ -147,34 +147,25 @@ impl Filter {
         }
     }
 
-    /// Set `mark` on the request's grant in shared data, before the result that set it goes on;
-    /// with `gateway.rate_limit_service`, queue it for the service (`Filter::send_marks`).
+    /// Record `mark` on the request's grant before the result that set it goes on
+    /// (`pipeline::record_mark`); one that cannot be recorded resets the response.
     fn record_mark(&mut self, tool: &str, mark: &str) {
         let Some(policy) = self.policy.clone() else { return };
-        let Some(grant) = self.mark_grant else {
-            warn!(
-                "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
-                self.id
-            );
-            self.mark_failed = true;
-            return;
-        };
-        if policy.gateway.rate_limit_service.is_some() {
-            if !self.marks_out.iter().any(|m| m == mark) {
-                self.marks_out.push(mark.to_owned());
+        let grant = self.mark_grant.as_ref();
+        let record =
+            pipeline::record_mark(&policy, &super::HostStore, super::now_ms(), grant, mark, &mut self.marks_out);
+        self.mark_failed |= record.fails();
+        match record {
+            MarkRecord::Set => self.metrics.mark_set(),
+            MarkRecord::Queued => {}
+            MarkRecord::NoGrant => {
+                warn!(
+                    "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
+                    self.id
+                );
             }
-            return;
-        }
-        let limiter = mcp_policy_core::limits::Limiter {
-            store: &super::HostStore,
-            now_ms: super::now_ms(),
-            max_tracked_grants: policy.gateway.max_tracked_grants,
-        };
-        match mcp_policy_core::limits::marks::set(&limiter, &grant, mark) {
-            Ok(()) => self.metrics.mark_set(),
-            Err(u) => {
+            MarkRecord::Failed(u) => {
                 warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
-                self.mark_failed = true;
             }
         }
     }

@@ -2,7 +2,7 @@
 //! grant carries a mark of a flow that denies the tool, set less than the flow's `for` ago.
 
 use crate::identity::grant::GrantId;
-use crate::limits::{marks, Limiter};
+use crate::limits::{marks, Limiter, SharedStore, Unavailable};
 use crate::outcome::refusal::{LimiterFault, Refusal, Subject};
 use crate::policy::Policy;
 
@@ -40,4 +40,52 @@ pub(super) fn check(policy: &Policy, tool: &str, grant: &GrantId, limiter: &Limi
         }
     }
     None
+}
+
+/// What became of a mark that a tool's result sets ([`record_mark`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum MarkRecord {
+    /// Set on the grant in the store: a call of the grant that starts after the result reached
+    /// the client sees it, on any worker.
+    Set,
+    /// Queued for the rate limit service (`gateway.rate_limit_service`), which keeps the marks for
+    /// every Envoy: the host sends the queue before the result goes on.
+    Queued,
+    /// The stream has no grant to set it on.
+    NoGrant,
+    /// The store failed.
+    Failed(Unavailable),
+}
+
+impl MarkRecord {
+    /// The result must not reach the client (the host resets the response): a mark that a later
+    /// call would be judged by was not recorded.
+    pub fn fails(&self) -> bool {
+        matches!(self, MarkRecord::NoGrant | MarkRecord::Failed(_))
+    }
+}
+
+/// Record `mark`, set by a result of a call of `grant` (`None`: the stream had none), before that
+/// result goes on: in `store` at `now_ms`, bounded by `gateway.max_tracked_grants` as the limiter's
+/// other per-grant state; with `gateway.rate_limit_service`, once in `queue` for the service.
+pub fn record_mark(
+    policy: &Policy,
+    store: &dyn SharedStore,
+    now_ms: u64,
+    grant: Option<&GrantId>,
+    mark: &str,
+    queue: &mut Vec<String>,
+) -> MarkRecord {
+    let Some(grant) = grant else { return MarkRecord::NoGrant };
+    if policy.gateway.rate_limit_service.is_some() {
+        if !queue.iter().any(|m| m == mark) {
+            queue.push(mark.to_owned());
+        }
+        return MarkRecord::Queued;
+    }
+    let limiter = Limiter { store, now_ms, max_tracked_grants: policy.gateway.max_tracked_grants };
+    match marks::set(&limiter, grant, mark) {
+        Ok(()) => MarkRecord::Set,
+        Err(u) => MarkRecord::Failed(u),
+    }
 }

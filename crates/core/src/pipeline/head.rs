@@ -82,6 +82,8 @@ pub struct RequestHead {
     /// Who calls and under which policy, set by [`super::attach`] when there is a verified identity
     /// or a named policy: bound by an approval's key and shown to its approver.
     pub(super) caller: OnceCell<Provenance>,
+    /// The first `x-request-id`, when it is UTF-8: the audit record's `request_id`.
+    pub request_id: Option<String>,
 }
 
 impl RequestHead {
@@ -111,11 +113,16 @@ impl RequestHead {
             payload: HeaderValue::Absent,
             grant: OnceCell::new(),
             caller: OnceCell::new(),
+            request_id: None,
         };
         let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.
         let upstream = policy.gateway.approval.is_some();
+        let mut request_id_seen = false;
         for (name, value) in headers {
+            if name == "x-request-id" && !std::mem::replace(&mut request_id_seen, true) {
+                head.request_id = std::str::from_utf8(value).ok().map(str::to_owned);
+            }
             match name {
                 ":method" => {
                     head.method = match value {

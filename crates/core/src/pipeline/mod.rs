@@ -4,7 +4,8 @@
 //! the [`Outcome`]. The order of checks is the table of the README's "What the filter answers"
 //! section; this is the code of that table.
 //!
-//! - [`head`]: the request headers and what they alone decide;
+//! - [`head`]: the request headers and what they alone decide; [`headers`]: the whole
+//!   request-headers step (the set's choice, bound ids, then [`head`]), the plan each host acts on;
 //! - [`credential`]: the request's grant, or 401 `no_grant`;
 //! - [`body`]: a POST decided on its whole body, one message; [`batch`]: a JSON-RPC batch;
 //! - [`judge`]: one message against the policy and the limits;
@@ -30,6 +31,7 @@ mod credential;
 mod decision;
 mod flows;
 mod head;
+mod headers;
 mod judge;
 mod offer;
 pub mod rewrite;
@@ -41,10 +43,12 @@ pub use attach::{attach, Attached};
 pub use binding::{check_session, session_id_out, stream_ids, Binding, SessionCheck};
 pub use body::on_body;
 pub use decision::Outcome;
+pub use flows::{record_mark, MarkRecord};
 pub use head::{
     body_too_large, body_unreadable, on_headers, unexpected_body, HeadOutcome, HeaderValue, HttpMethod, RequestHead,
     NO_AUTHORITY, NO_CLUSTER, NO_PATH,
 };
+pub use headers::{request_headers, HeadersPlan};
 
 /// A request refused with `refusal`, answered to `id`; the decision records its kind, reason,
 /// tool and rule.

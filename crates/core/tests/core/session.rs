@@ -246,3 +246,34 @@ fn legacy_session_ids_in_the_query_are_bound_to_their_grant() {
     let h = head_with(&unbound, "POST", "agent-b", None, &[(":path", "/messages/?session_id=0a1b2c")]);
     assert_eq!(pipeline::check_session(&unbound, &h), SessionCheck::Unbound);
 }
+
+#[test]
+fn the_headers_step_yields_the_rewrites_and_refuses_a_get_with_a_body() {
+    let p = config::Shared::new(policy(r#"{"current":"0123456789abcdef0123456789abcdef"}"#));
+    let a = Grant::from_credential(b"agent-a").id;
+    let sid = pipeline::session_id_out(&p, Some(&a), b"upstream-1", false).unwrap();
+    let get = head_with(&p, "GET", "agent-a", Some(&sid), &[("x-request-id", "r-1"), ("x-request-id", "r-2")]);
+    assert_eq!(get.request_id.as_deref(), Some("r-1"));
+
+    let plan = pipeline::request_headers(None, config::Shared::clone(&p), &get, true);
+    assert!(plan.attached.is_none());
+    let rewrites: Vec<_> = plan.binding.as_ref().unwrap().rewrites().collect();
+    assert_eq!(rewrites, [("mcp-session-id", &b"upstream-1"[..], "the Mcp-Session-Id header could not be rewritten")]);
+    let pipeline::HeadOutcome::Done(done) = plan.next else { panic!("a GET is decided by its headers") };
+    assert_eq!(done.reply, None);
+
+    let plan = pipeline::request_headers(None, config::Shared::clone(&p), &get, false);
+    let pipeline::HeadOutcome::Done(done) = plan.next else { panic!("a GET with a body is refused") };
+    assert_eq!(done.reply.unwrap().status, 400);
+
+    let stranger = head(&p, "POST", "agent-b", Some(&sid));
+    let plan = pipeline::request_headers(None, config::Shared::clone(&p), &stranger, false);
+    assert!(plan.binding.is_none());
+    let pipeline::HeadOutcome::Done(done) = plan.next else { panic!("another grant's session is refused") };
+    assert_eq!(done.reply.unwrap().status, 404);
+
+    let post = head_with(&p, "POST", "agent-a", None, &[("content-type", "application/json")]);
+    let plan = pipeline::request_headers(None, p, &post, false);
+    assert_eq!(plan.binding.unwrap().rewrites().count(), 0);
+    assert!(matches!(plan.next, pipeline::HeadOutcome::NeedBody), "{:?}", plan.next);
+}

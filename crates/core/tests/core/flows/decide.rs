@@ -5,7 +5,7 @@ use mcp_policy_core::identity::grant::GrantId;
 use mcp_policy_core::limits::{marks, Limiter, MemoryStore, SharedStore, StoreError};
 use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::kind::DecisionKind;
-use mcp_policy_core::pipeline::{self, Outcome, RequestHead};
+use mcp_policy_core::pipeline::{self, MarkRecord, Outcome, RequestHead};
 use mcp_policy_core::policy::Policy;
 use mcp_policy_core::response::result::ResultEvent;
 use serde_json::{json, Value};
@@ -36,9 +36,8 @@ fn answered(p: &Policy, tool: &str, body: &Value) -> Vec<ResultEvent> {
 
 /// Set the marks of `events` on `grant` at `now`, as the host does before releasing the result.
 fn record(p: &Policy, s: &dyn SharedStore, grant: &GrantId, events: &[ResultEvent], now: u64) {
-    let limiter = Limiter { store: s, now_ms: now, max_tracked_grants: p.gateway.max_tracked_grants };
     for m in events.iter().filter_map(|e| e.mark.as_deref()) {
-        marks::set(&limiter, grant, m).unwrap();
+        assert_eq!(pipeline::record_mark(p, s, now, Some(grant), m, &mut Vec::new()), MarkRecord::Set);
     }
 }
 
@@ -188,4 +187,25 @@ fn an_sse_result_marks_through_the_same_reader() {
     assert_eq!(out, event.as_bytes());
     let marked: Vec<_> = events.iter().filter_map(|e| e.mark.as_deref()).collect();
     assert_eq!(marked, ["pii"]);
+}
+
+#[test]
+fn a_mark_without_a_grant_or_store_fails_and_with_the_service_is_queued_once() {
+    let p = trifecta("");
+    let grant = [7u8; 32];
+    let mut queue = Vec::new();
+    assert_eq!(pipeline::record_mark(&p, &MemoryStore::new(), T0, None, "secret", &mut queue), MarkRecord::NoGrant);
+    let failed = pipeline::record_mark(&p, &Broken, T0, Some(&grant), "secret", &mut queue);
+    assert_eq!(failed, MarkRecord::Failed(mcp_policy_core::limits::Unavailable::Host("down".into())));
+    assert!(failed.fails() && MarkRecord::NoGrant.fails() && !MarkRecord::Set.fails() && !MarkRecord::Queued.fails());
+    assert!(queue.is_empty());
+
+    let p = trifecta(r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#);
+    let s = MemoryStore::new();
+    for _ in 0..2 {
+        assert_eq!(pipeline::record_mark(&p, &s, T0, Some(&grant), "secret", &mut queue), MarkRecord::Queued);
+    }
+    assert_eq!(queue, ["secret"]);
+    // The service keeps the marks: none is set in this Envoy's store.
+    assert_eq!(marks::set_at(&s, &grant, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), None);
 }
