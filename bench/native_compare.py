@@ -5,10 +5,11 @@ load on loopback, without the rest of `make bench`.
     make build dynamic-module
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
 
-One upstream Envoy (bench/envoy/upstream.yaml) and eight front Envoys (concurrency 1, no access
+One upstream Envoy (bench/envoy/upstream.yaml) and nine front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
 (bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (n) the native module + buffer, (b'), (n') the same without the audit line (the filter's logger at warn), and
-(n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread), with
+(n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread),
+(n''') (n) with `gateway.audit: "access_log"` (bench/policy-bench-audit-access-log.json), with
 bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
 drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
 p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load;
@@ -32,11 +33,13 @@ ROOT = load.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
 CONFIGS = {"a": "passthrough", "a'": "buffer", "c": "native", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic",
-           "n'": "dynamic_quiet", "n''": "dynamic_log_path"}
+           "n'": "dynamic_quiet", "n''": "dynamic_log_path",
+           "n'''": "dynamic_access_log"}
 LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mcp + rbac filters", "b": "(b) wasm filter + buffer",
           "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
           "n'": "(n') (n), dynamic_modules log level warn",
-          "n''": "(n'') (n), Envoy's log in a file (--log-path)"}
+          "n''": "(n'') (n), Envoy's log in a file (--log-path)",
+          "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)"}
 
 
 # (what, per-round value for a configuration, target): the native build's acceptance figures.
@@ -68,6 +71,10 @@ def main() -> None:
     # The audit line at info, but Envoy's log written by its file flush thread in batches instead of
     # one unbuffered write(2) per line to standard error.
     load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
+    # The audit record in filter state for the access log, as load.py's variant audit_access_log.
+    load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
+    access_log = json.dumps(json.loads((load.BENCH / "policy-bench-audit-access-log.json").read_text()))
+    load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
     up_port, up_admin = load.free_port(), load.free_port()
     upstream = load.Envoy(args.envoy, work, "upstream",
                           load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
@@ -109,16 +116,18 @@ def main() -> None:
             print(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
                   f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
         print()
-        print("| native build, per round: median [min, max] | (n) audit line to stderr | (n'') `--log-path` | target |")
-        print("|---|---|---|---|")
+        audited = ("n", "n''", "n'''")
+        print("| native build, per round: median [min, max] | (n) audit line to stderr | (n'') `--log-path` "
+              "| (n''') `access_log` | target |")
+        print("|---|---|---|---|---|")
         for what, fn, target in TARGETS:
             cells = []
-            for key in ("n", "n''"):
+            for key in audited:
                 vals = [fn(rows, key, i) for i in range(args.rounds)]
                 cells.append(f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
-            print(f"| {what} | {cells[0]} | {cells[1]} | {target} |")
-        rss = [result[k]["rss_mib"] - result["a"]["rss_mib"] for k in ("n", "n''")]
-        print(f"| RSS above passthrough, MiB (after the run) | {rss[0]:.1f} | {rss[1]:.1f} | ≤ 8 |")
+            print(f"| {what} | {' | '.join(cells)} | {target} |")
+        rss = " | ".join(f"{result[k]['rss_mib'] - result['a']['rss_mib']:.1f}" for k in audited)
+        print(f"| RSS above passthrough, MiB (after the run) | {rss} | ≤ 8 |")
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
     finally:

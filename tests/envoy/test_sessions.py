@@ -137,19 +137,22 @@ def test_the_python_sdk_works_through_a_bound_session(envoys):
     assert "list_vms" in names and count == 4
 
 
-def test_the_key_can_come_from_the_vm_environment(module_stack, envoys):
-    """`current_env`: the key is read from the wasm VM's environment (Envoy
-    `vm_config.environment_variables`), not from the plugin configuration; ids interoperate with an
-    Envoy that has the same key inline."""
+def test_the_key_can_come_from_the_vm_environment(module_stack, envoys, monkeypatch):
+    """`current_env`: the key is read from the environment, not from the policy: the wasm VM's
+    (Envoy `vm_config.environment_variables`), or with the native build Envoy's own; ids
+    interoperate with an Envoy that has the same key inline."""
     import yaml
 
     a, *_ = envoys
     port = module_stack.upstream_port
     text = json.dumps({"version": "1", "default": "deny", "tools": {"list_vms": {}},
-                       "gateway": {"session_key": {"current_env": "MCPF_SESSION_KEY"}}})
+                       "gateway": {"session_key": {"current_env": "MCPF_TEST_SESSION_KEY"}}})
     cfg = yaml.safe_load(module_stack.render(text, port))
-    wasm_filter(cfg)["config"]["vm_config"]["environment_variables"] = {
-        "key_values": {"MCPF_SESSION_KEY": KEY_OLD}}
+    if module_stack.build == "native":
+        monkeypatch.setenv("MCPF_TEST_SESSION_KEY", KEY_OLD)
+    else:
+        wasm_filter(cfg)["config"]["vm_config"]["environment_variables"] = {
+            "key_values": {"MCPF_TEST_SESSION_KEY": KEY_OLD}}
     env = start_envoy(yaml.safe_dump(cfg, sort_keys=False, width=1000), log_dir=module_stack.log_dir,
                       name="envoy-env")
     module_stack.envoys.append(env)

@@ -83,7 +83,8 @@ pub const UNBOUND_SESSIONS_WARNING: &str = "gateway.session_key is not set: sess
      grant's session id can act in that session (MCP 2024-11-05 to 2025-11-25, accepted by \
      gateway.protocol_versions). Set gateway.session_key.current_env to an \
      environment variable holding a random key of at least 32 bytes (e.g. head -c 48 /dev/urandom | base64) \
-     and pass it to the wasm VM (vm_config.environment_variables.host_env_keys), or accept only 2026-07-28";
+     and pass it to the wasm VM (vm_config.environment_variables.host_env_keys; the native build reads \
+     Envoy's own environment), or accept only 2026-07-28";
 
 /// What a valid policy should still change, one line each: logged as warnings when Envoy loads
 /// it, and printed by `mcp-policy check`.
