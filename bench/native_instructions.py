@@ -14,7 +14,10 @@ valgrind) with instrumentation off until the calls to count. For each level of E
 admin `/logging` endpoint of the same process, it sends `--calls` allowed 1 KiB tools/call
 (bench/bodies/allowed-1k.json) on one connection and counts them. Printed: instructions per call in
 the whole front Envoy and in the functions named by `--show`, per level, and the difference (what
-the audit line costs). Kernel work (the write of the log line, the sockets) is not counted.
+the audit line costs). Then, unless `--no-baselines`, the same count for a front Envoy with the
+buffer filter alone (a') and one with Envoy's own `mcp` + `rbac` filters (c), each under callgrind in
+turn, and every front's instructions per call above (a'): what each adds to the same call, exactly.
+Kernel work (the write of the log line, the sockets) is not counted.
 """
 
 from __future__ import annotations
@@ -55,39 +58,31 @@ def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
     return found
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--envoy", default=str(load.ROOT / ".venv" / "bin" / "envoy"))
-    ap.add_argument("--module-dir", type=pathlib.Path, default=load.ROOT / "target" / "dynamic-module")
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--show", nargs="*", default=SHOW)
-    args = ap.parse_args()
-    if not (args.module_dir / "libmcp_policy_native.so").is_file():
-        raise SystemExit(f"{args.module_dir}/libmcp_policy_native.so missing: make dynamic-module")
-    # The wrapper in .venv/bin is Python; valgrind must run the binary itself.
-    binary = subprocess.run([sys.executable, "-c", "import envoy._main as m, pathlib; "
-                             "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
-    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
-    work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
-    up_port, up_admin, port, admin = (load.free_port() for _ in range(4))
-    upstream = load.Envoy(args.envoy, work, "upstream",
-                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+# The fronts counted: (label, filters file, logger levels to count at). The module is counted with
+# its logger at info (the audit line written) and at warning (not); the baselines have no log line.
+FRONTS = [("(n) native module + buffer", "filters-dynamic.yaml", ("info", "warning")),
+          ("(a') buffer only", "filters-buffer.yaml", ("info",)),
+          ("(c) Envoy's mcp + rbac filters", "filters-native.yaml", ("info",))]
+
+
+def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tuple[str, ...], policy: str,
+          up_port: int, calls: int, show: list[str]) -> dict[str, dict[str, float]]:
+    """Instructions per allowed call in a front Envoy with `filters`, under callgrind, at each level
+    of its `dynamic_modules` logger: {level: {"total" or a function of `show`: per call}}."""
+    port, admin = load.free_port(), load.free_port()
     cfg = load.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
-                      LISTENER_EXTRA="", HTTP_FILTERS=load.filters_block("filters-dynamic.yaml", WASM="", POLICY=policy))
+                      LISTENER_EXTRA="", HTTP_FILTERS=load.filters_block(filters, WASM="", POLICY=policy))
     front = load.Envoy.__new__(load.Envoy)
-    front.name, front.log = "front", work / "front.log"
-    (work / "front.yaml").write_text(cfg)
-    dumps = work / "callgrind.out"
+    front.name, front.log = name, work / f"{name}.log"
+    (work / f"{name}.yaml").write_text(cfg)
+    dumps = work / f"callgrind.{name}"
     front.proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}.%p", binary,
-         "-c", str(work / "front.yaml"), "--concurrency", "1", "--disable-hot-restart",
+         "-c", str(work / f"{name}.yaml"), "--concurrency", "1", "--disable-hot-restart",
          "--base-id", str(load.Envoy.base_id + 500)],
         stdout=front.log.open("wb"), stderr=subprocess.STDOUT)
     pid = front.proc.pid
     try:
-        upstream.wait_ready(up_admin)
         front.wait_ready(admin, timeout=600)
         body = (load.BODIES / "allowed-1k.json").read_bytes()
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
@@ -100,34 +95,74 @@ def main() -> None:
                 r = conn.getresponse()
                 answer = r.read()
                 if r.status != 200 or b'"result"' not in answer:
-                    raise SystemExit(f"not allowed ({r.status}): {answer[:300]!r}")
+                    raise SystemExit(f"{name}: not allowed ({r.status}): {answer[:300]!r}")
 
         def control(*a: str) -> None:
             subprocess.run(["callgrind_control", *a, str(pid)], check=True, capture_output=True)
 
         send(50)  # warm-up: connections, the grant's counter, first allocations
-        rows = {}
-        for level in ("info", "warning"):
+        rows: dict[str, dict[str, float]] = {}
+        seen: set[str] = set()
+        for level in levels:
             req = urllib.request.Request(f"http://127.0.0.1:{admin}/logging?dynamic_modules={level}", method="POST")
             urllib.request.urlopen(req, timeout=120).read()
             send(20)
             control("-i", "on")
-            send(args.calls)
+            send(calls)
             control("-i", "off")
             control("-d", level)
             control("-z")
-            (dump,) = [p for p in work.glob(f"callgrind.out.{pid}.*") if p.name not in rows]
-            rows[dump.name] = level
-            rows[level] = {k: v / args.calls for k, v in inclusive(dump, args.show).items()}
+            (dump,) = [p for p in work.glob(f"callgrind.{name}.{pid}.*") if p.name not in seen]
+            seen.add(dump.name)
+            rows[level] = {k: v / calls for k, v in inclusive(dump, show).items()}
+        return rows
+    finally:
+        front.proc.terminate()
+        front.proc.wait(60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--envoy", default=str(load.ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--module-dir", type=pathlib.Path, default=load.ROOT / "target" / "dynamic-module")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--show", nargs="*", default=SHOW)
+    ap.add_argument("--no-baselines", action="store_true", help="count the module's front Envoy only")
+    args = ap.parse_args()
+    if not (args.module_dir / "libmcp_policy_native.so").is_file():
+        raise SystemExit(f"{args.module_dir}/libmcp_policy_native.so missing: make dynamic-module")
+    # The wrapper in .venv/bin is Python; valgrind must run the binary itself.
+    binary = subprocess.run([sys.executable, "-c", "import envoy._main as m, pathlib; "
+                             "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
+    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
+    work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
+    up_port, up_admin = load.free_port(), load.free_port()
+    upstream = load.Envoy(args.envoy, work, "upstream",
+                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    try:
+        upstream.wait_ready(up_admin)
+        fronts = FRONTS[:1] if args.no_baselines else FRONTS
+        counted = {label: count(binary, work, f"front{i}", filters, levels, policy, up_port, args.calls, args.show)
+                   for i, (label, filters, levels) in enumerate(fronts)}
+        module = counted[FRONTS[0][0]]
         print(f"instructions per allowed call, {args.calls} calls per level (callgrind; kernel work not counted)")
         print(f"{'':58s} {'info':>10s} {'warning':>10s} {'difference':>10s}")
         for key in ["total", *args.show]:
-            i, w = rows["info"].get(key, 0.0), rows["warning"].get(key, 0.0)
+            i, w = module["info"].get(key, 0.0), module["warning"].get(key, 0.0)
             print(f"{key:58s} {i:10.0f} {w:10.0f} {i - w:10.0f}")
+        if not args.no_baselines:
+            base = counted[FRONTS[1][0]]["info"]["total"]
+            print()
+            print(f"{'whole front Envoy, per allowed call':58s} {'total':>10s} {'above buffer':>12s}")
+            rows = [(f"{FRONTS[0][0]}, logger at info (audit line)", module["info"]["total"]),
+                    (f"{FRONTS[0][0]}, logger at warning", module["warning"]["total"]),
+                    *((label, c["info"]["total"]) for label, c in list(counted.items())[1:])]
+            for label, total in rows:
+                print(f"{label:58s} {total:10.0f} {total - base:+12.0f}")
     finally:
-        front.proc.terminate()
         upstream.proc.terminate()
-        front.proc.wait(60)
         upstream.proc.wait(60)
 
 
