@@ -4,7 +4,7 @@ stateful demo server.
 Grant B presenting grant A's session id is refused on POST, GET (with Last-Event-ID) and DELETE
 (HTTP 404, −31010), and nothing reaches the server; forged and tampered ids are refused too; the id
 works on a second Envoy that shares the key; a rotated key still accepts ids made under the
-previous one; the official Python SDK client works unchanged through a bound session.
+previous one; the official Python SDK client works unchanged through a bound session. Both builds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import pytest
 from testkit.envoy import start_envoy, wasm_filter
 from testkit.jsonrpc import get, headers_for, post, tool_call
 from testkit.mcp_session import open_session, result_json
+
+pytestmark = pytest.mark.both_builds
 
 KEY_OLD = "k" * 40
 KEY_NEW = "n" * 40
