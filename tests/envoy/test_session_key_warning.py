@@ -32,7 +32,7 @@ LOGGER = {"wasm": "[warning][wasm]", "native": "[warning][dynamic_modules]"}
 
 
 def loaded_log(stack: Stack, policy, name: str) -> str:
-    """Envoy's log once the main thread and both workers have loaded `policy`."""
+    """Envoy's log once the build has loaded `policy` as often as it does (`LOADS`)."""
     _, port, _ = stack.recorder(f"{name}-upstream")
     envoy = stack.start_envoy(stack.render(policy, port), name=name, concurrency=2)
     loads = LOADS[stack.build]

@@ -139,7 +139,7 @@ def test_the_python_sdk_works_through_a_bound_session(envoys):
     assert "list_vms" in names and count == 4
 
 
-def test_the_key_can_come_from_the_vm_environment(module_stack, envoys, monkeypatch):
+def test_the_key_can_come_from_the_environment(module_stack, envoys, monkeypatch):
     """`current_env`: the key is read from the environment, not from the policy: the wasm VM's
     (Envoy `vm_config.environment_variables`), or with the native build Envoy's own; ids
     interoperate with an Envoy that has the same key inline."""

@@ -368,12 +368,9 @@ impl Filter {
             RequestHead::from_headers(&self.policy, headers.iter().map(|(k, v)| (k.as_ref(), *v)))
         };
         self.request_id = head.request_id.take();
-        let config = Arc::clone(&self.config);
-        let plan = pipeline::request_headers(config.set.as_ref(), Arc::clone(&self.policy), &head, end_of_stream);
+        let plan = pipeline::request_headers(self.config.set.as_ref(), Arc::clone(&self.policy), &head, end_of_stream);
         self.policy = plan.policy;
-        if let Some(attached) = plan.attached {
-            self.attached = Some(attached);
-        }
+        self.attached = plan.attached;
         if let Some(bound) = plan.binding {
             for (name, value, reason) in bound.rewrites() {
                 if !s.set_header(HeaderMap::Request, name, Some(value)) {
@@ -385,12 +382,11 @@ impl Filter {
             self.session_grant = bound.grant;
             self.session_upstream = bound.session;
         }
-        let policy = Arc::clone(&self.policy);
         match plan.next {
             HeadOutcome::Done(outcome) => self.finish(*outcome),
             HeadOutcome::NeedBody if end_of_stream => {
                 let now = *self.decided_at_ms.insert(now_ms());
-                let outcome = pipeline::on_body(&policy, &head, b"", process_store(), now);
+                let outcome = pipeline::on_body(&self.policy, &head, b"", process_store(), now);
                 self.finish(outcome)
             }
             HeadOutcome::NeedBody => {

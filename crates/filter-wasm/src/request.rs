@@ -183,9 +183,7 @@ impl Filter {
         self.request_id = head.request_id.take();
         let plan = pipeline::request_headers(self.set.as_deref(), policy, &head, end_of_stream);
         self.policy = Some(std::rc::Rc::clone(&plan.policy));
-        if let Some(attached) = plan.attached {
-            self.attached = Some(attached);
-        }
+        self.attached = plan.attached;
         if let Some(bound) = plan.binding {
             // The server sees its own ids; the client only ever sees the bound ones.
             for (name, value, reason) in bound.rewrites() {

@@ -5,10 +5,11 @@
 //! header that cannot be rewritten refuses the request), then finish, wait for the body, or judge
 //! the empty body of a request that ended with its headers.
 
-use super::{attach, check_session, on_headers, unexpected_body, Attached, HeadOutcome, RequestHead, SessionCheck};
+use super::{
+    attach, check_session, on_headers, unexpected_body, Attached, Binding, HeadOutcome, RequestHead, SessionCheck,
+};
 use crate::config::{PolicySet, Shared};
 use crate::outcome::refusal::{LAST_EVENT_ID_NOT_REWRITTEN, PATH_NOT_REWRITTEN, SESSION_ID_NOT_REWRITTEN};
-use crate::pipeline::Binding;
 use crate::policy::Policy;
 
 /// What the host does after the request headers.
