@@ -1,0 +1,127 @@
+use super::*;
+
+fn kind(input: &[u8]) -> ParseErrorKind {
+    parse(input).unwrap_err().kind
+}
+
+#[test]
+fn accepts_every_value_kind() {
+    let v = parse(br#" {"a":[1,-2.5e+3,true,false,null,"x\u00e9\ud83d\ude00\n"],"b":{}} "#).unwrap();
+    assert_eq!(
+        v,
+        Json::Object(vec![
+            (
+                "a".into(),
+                Json::Array(vec![
+                    Json::Number("1".into()),
+                    Json::Number("-2.5e+3".into()),
+                    Json::Bool(true),
+                    Json::Bool(false),
+                    Json::Null,
+                    Json::String("x\u{e9}\u{1F600}\n".into()),
+                ])
+            ),
+            ("b".into(), Json::Object(vec![])),
+        ])
+    );
+}
+
+#[test]
+fn numbers_keep_their_exact_text() {
+    assert_eq!(
+        parse(b"123456789012345678901234567890").unwrap(),
+        Json::Number("123456789012345678901234567890".into())
+    );
+    assert_eq!(parse(b"-0").unwrap(), Json::Number("-0".into()));
+    assert_eq!(parse(b"1E5").unwrap(), Json::Number("1E5".into()));
+}
+
+#[test]
+fn refuses_what_parsers_disagree_on() {
+    assert_eq!(kind(b""), ParseErrorKind::Empty);
+    assert_eq!(kind(b"  \n"), ParseErrorKind::Empty);
+    assert_eq!(kind(b"\xEF\xBB\xBF{}"), ParseErrorKind::ByteOrderMark);
+    assert_eq!(kind(b"{}{}"), ParseErrorKind::TrailingData);
+    assert_eq!(kind(b"{} x"), ParseErrorKind::TrailingData);
+    assert_eq!(kind(b"NaN"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"[Infinity]"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"+1"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"01"), ParseErrorKind::InvalidNumber);
+    assert_eq!(kind(b"1."), ParseErrorKind::InvalidNumber);
+    assert_eq!(kind(b".5"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"1e"), ParseErrorKind::InvalidNumber);
+    assert_eq!(kind(br#""\ud800""#), ParseErrorKind::LoneSurrogate);
+    assert_eq!(kind(br#""\udc00""#), ParseErrorKind::LoneSurrogate);
+    assert_eq!(kind(br#""\ud800\u0041""#), ParseErrorKind::LoneSurrogate);
+    assert_eq!(kind(br#""\x""#), ParseErrorKind::InvalidEscape);
+    assert_eq!(kind(br#""\u12g4""#), ParseErrorKind::InvalidEscape);
+    assert_eq!(kind(b"\"a\tb\""), ParseErrorKind::ControlCharacter);
+    assert_eq!(kind(b"\"\xff\""), ParseErrorKind::InvalidUtf8);
+    assert_eq!(kind(b"\"\xed\xa0\x80\""), ParseErrorKind::InvalidUtf8);
+    assert_eq!(kind(br#"{"a":1,"a":2}"#), ParseErrorKind::DuplicateKey);
+    assert_eq!(kind(br#"{"a":1,"\u0061":2}"#), ParseErrorKind::DuplicateKey);
+    assert_eq!(kind(br#"[{"x":{"b":1,"c":2,"b":3}}]"#), ParseErrorKind::DuplicateKey);
+    assert_eq!(kind(b"[1,]"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(br#"{"a":1,}"#), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"{'a':1}"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"[1"), ParseErrorKind::UnexpectedEnd);
+    assert_eq!(kind(b"tru"), ParseErrorKind::UnexpectedEnd);
+    assert_eq!(kind(b"trux"), ParseErrorKind::UnexpectedCharacter);
+    assert_eq!(kind(b"\"abc"), ParseErrorKind::UnexpectedEnd);
+}
+
+#[test]
+fn duplicate_keys_found_in_large_objects() {
+    let mut body = String::from("{");
+    for i in 0..1000 {
+        body.push_str(&format!("\"k{i}\":{i},"));
+    }
+    body.push_str("\"k500\":0}");
+    assert_eq!(kind(body.as_bytes()), ParseErrorKind::DuplicateKey);
+    let ok = body.replace("\"k500\":0}", "\"k1000\":0}");
+    assert!(matches!(parse(ok.as_bytes()), Ok(Json::Object(m)) if m.len() == 1001));
+}
+
+#[test]
+fn depth_limit_is_exact_and_deep_input_is_refused_cleanly() {
+    let at_limit = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+    assert!(parse(at_limit.as_bytes()).is_ok());
+    let over = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+    assert_eq!(kind(over.as_bytes()), ParseErrorKind::TooDeep);
+    let huge = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert_eq!(parse(huge.as_bytes()).unwrap_err(), ParseError { kind: ParseErrorKind::TooDeep, offset: 64 });
+    let objects = "{\"a\":".repeat(100_000);
+    assert_eq!(kind(objects.as_bytes()), ParseErrorKind::TooDeep);
+}
+
+#[test]
+fn write_round_trips() {
+    let text = r#"{"a":[1,-2.5E+3,true,false,null,"x\u00e9\n"],"b":{},"n":123456789012345678901234567890}"#;
+    let v = parse(text.as_bytes()).unwrap();
+    let mut out = String::new();
+    write(&mut out, &v);
+    assert_eq!(out, "{\"a\":[1,-2.5E+3,true,false,null,\"x\u{e9}\\n\"],\"b\":{},\"n\":123456789012345678901234567890}");
+    assert_eq!(parse(out.as_bytes()).unwrap(), v);
+}
+
+#[test]
+fn write_str_escapes_exactly_quote_backslash_and_control_characters() {
+    let mut out = String::new();
+    write_str(&mut out, "a\"b\\c\n\r\t\u{0}\u{8}\u{c}\u{1f}\u{7f}é😀\u{2028}z");
+    assert_eq!(out, "\"a\\\"b\\\\c\\n\\r\\t\\u0000\\u0008\\u000c\\u001f\u{7f}é😀\u{2028}z\"");
+    out.clear();
+    write_str(&mut out, "\u{1}");
+    assert_eq!(out, "\"\\u0001\"");
+    out.clear();
+    write_str(&mut out, "");
+    assert_eq!(out, "\"\"");
+}
+
+#[test]
+fn write_str_round_trips_through_the_parser() {
+    for s in ["plain", "quote\" back\\ nl\n tab\t ctl\u{1}", "é😀"] {
+        let mut out = String::new();
+        write_str(&mut out, s);
+        assert_eq!(parse(out.as_bytes()).unwrap(), Json::String(s.into()));
+    }
+}

@@ -1,0 +1,79 @@
+//! Writing JSON text: compact, or with object members sorted (the canonical form `approval` hashes).
+
+use super::Json;
+
+/// Write `v` as compact JSON text. Numbers are written as their exact source text.
+pub fn write(out: &mut String, v: &Json) {
+    write_with(out, v, false);
+}
+
+/// Write `v` as compact JSON text with every object's members sorted by key (code point order,
+/// which is the byte order of their UTF-8): the canonical form `approval` hashes. Numbers are
+/// written as their exact source text.
+pub fn write_sorted(out: &mut String, v: &Json) {
+    write_with(out, v, true);
+}
+
+fn write_with(out: &mut String, v: &Json, sorted: bool) {
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Number(n) => out.push_str(n),
+        Json::String(s) => write_str(out, s),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_with(out, item, sorted);
+            }
+            out.push(']');
+        }
+        Json::Object(members) => {
+            let mut order: Vec<&(String, Json)> = members.iter().collect();
+            if sorted {
+                order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            out.push('{');
+            for (i, (k, item)) in order.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                write_with(out, item, sorted);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Write `s` as a JSON string literal (RFC 8259 §7) to `out`.
+pub fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    // Runs of bytes that need no escape are copied whole (UTF-8 sequences are all ≥ 0x80, so a run
+    // always ends on a character boundary); only `"`, `\\` and control characters are rewritten.
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(s.get(run..i).unwrap_or(""));
+        if escaped.is_empty() {
+            out.push_str(&format!("\\u{b:04x}"));
+        } else {
+            out.push_str(escaped);
+        }
+        run = i + 1;
+    }
+    out.push_str(s.get(run..).unwrap_or(""));
+    out.push('"');
+}
