@@ -3,7 +3,7 @@
 load on loopback, without the rest of `make bench`.
 
     make build dynamic-module
-    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5]
+    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--pin] [--only n,n'']
 
 One upstream Envoy (bench/envoy/upstream.yaml) and nine front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
@@ -14,6 +14,11 @@ bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
 drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
 p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load;
 then the native build's targets, each a ratio or difference within a round (median [min, max]).
+
+By default every process shares every CPU, so wrk and the upstream compete with the front and
+throughput ratios are compressed toward 1. `--pin` runs the fronts on the last CPU and the upstream
+and wrk on the others, with 8 connections: the front is then the bottleneck, and a throughput ratio
+is a ratio of the fronts' own cost per call. `--only` runs some configurations (with a, a' and c).
 """
 
 from __future__ import annotations
@@ -58,7 +63,26 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--conns", type=int, default=2)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--only", help="comma-separated configurations to run (default: all); a, a' and c are "
+                    "always run, as the targets are ratios against them")
+    ap.add_argument("--pin", action="store_true",
+                    help="front Envoys on the last CPU, the upstream and wrk on the others, and --conns 8 unless "
+                         "given: each front is then the bottleneck, so throughput ratios are ratios of the "
+                         "fronts' own cost (by default all share every CPU and the ratios are compressed toward 1)")
     args = ap.parse_args()
+    configs = dict(CONFIGS)
+    if args.only:
+        wanted = {"a", "a'", "c", *args.only.split(",")}
+        unknown = wanted - set(CONFIGS)
+        if unknown:
+            raise SystemExit(f"--only: unknown configuration(s) {sorted(unknown)}; known: {', '.join(CONFIGS)}")
+        configs = {k: v for k, v in CONFIGS.items() if k in wanted}
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        raise SystemExit("--pin needs at least two CPUs")
+    front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin else (set(cpus), set(cpus))
+    if args.pin and "--conns" not in sys.argv:
+        args.conns = 8
     for f in (NATIVE, WASM):
         if not f.is_file():
             raise SystemExit(f"{f} missing: make build dynamic-module")
@@ -76,22 +100,26 @@ def main() -> None:
     access_log = json.dumps(json.loads((load.BENCH / "policy-bench-audit-access-log.json").read_text()))
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
     up_port, up_admin = load.free_port(), load.free_port()
+    # Processes inherit this process's CPU set: each is started with the set it is to run on.
+    os.sched_setaffinity(0, rest_cpus)
     upstream = load.Envoy(args.envoy, work, "upstream",
                           load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
     fronts: dict[str, tuple[load.Envoy, int]] = {}
     try:
         upstream.wait_ready(up_admin)
-        for key, inst in CONFIGS.items():
+        os.sched_setaffinity(0, front_cpus)
+        for key, inst in configs.items():
             started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
             fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
+        os.sched_setaffinity(0, rest_cpus)
         body = (load.BODIES / "allowed-1k.json").read_bytes()
         for key, (e, port) in fronts.items():
             status, answer = load.post(port, body)
             if status != 200 or b'"result"' not in answer:
                 raise SystemExit(f"{key}: not allowed ({status}): {answer[:300]!r}")
             load.run_wrk(port, "allowed-1k.json", 1, 1, args.conns)  # warm-up
-        rows: dict[str, list[dict]] = {k: [] for k in CONFIGS}
-        order = list(CONFIGS)
+        rows: dict[str, list[dict]] = {k: [] for k in configs}
+        order = list(configs)
         for r in range(args.rounds):
             for key in (order if r % 2 == 0 else order[::-1]):
                 e, port = fronts[key]
@@ -108,7 +136,9 @@ def main() -> None:
             result[key] = {m: statistics.median(x[m] for x in runs) for m in ("rps", "p50", "p99", "cpu_us")}
             result[key]["errors"] = sum(x["errors"] for x in runs)
             result[key]["rss_mib"] = rss / 1024
-        print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1; medians")
+        pinned = f", fronts on CPU {sorted(front_cpus)}, upstream and wrk on {sorted(rest_cpus)}" if args.pin else ""
+        print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1{pinned}; "
+              "medians")
         print("| configuration | req/s | vs passthrough | p50 µs | p99 µs | CPU µs/req | RSS MiB | non-2xx |")
         print("|---|---|---|---|---|---|---|---|")
         base = result["a"]["rps"]
@@ -116,10 +146,10 @@ def main() -> None:
             print(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
                   f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
         print()
-        audited = ("n", "n''", "n'''")
-        print("| native build, per round: median [min, max] | (n) audit line to stderr | (n'') `--log-path` "
-              "| (n''') `access_log` | target |")
-        print("|---|---|---|---|---|")
+        audited = [k for k in ("n", "n''", "n'''") if k in configs]
+        heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`"}
+        print(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
+        print("|---|" + "---|" * (len(audited) + 1))
         for what, fn, target in TARGETS:
             cells = []
             for key in audited:

@@ -31,6 +31,18 @@ fn stops(x: u64) -> u64 {
 pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     let Some(rest) = bytes.get(from..) else { return from };
     let mut i = from;
+    // Most member names, and many values, end within 8 bytes, where a byte at a time costs less than
+    // a chunk: 2,118 fewer instructions (−5.6%) to read `bench/bodies/allowed-1k.json`. Native
+    // builds only: in the wasm module the loop costs 191 B, more than its size target leaves (`make size-check`).
+    #[cfg(not(target_arch = "wasm32"))]
+    let rest = {
+        let (head, rest) = rest.split_at(rest.len().min(8));
+        if let Some(at) = first_stop(head) {
+            return from + at;
+        }
+        i += head.len();
+        rest
+    };
     let mut chunks = rest.chunks_exact(16);
     for chunk in chunks.by_ref() {
         let (Some(lo), Some(hi)) = (chunk.first_chunk::<8>(), chunk.last_chunk::<8>()) else { break };
@@ -48,6 +60,13 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// The index of the first stop byte of `bytes`, a byte at a time.
+#[cfg(not(target_arch = "wasm32"))]
+#[inline]
+fn first_stop(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)
 }
 
 /// The length in bytes of the source text of the string whose contents start at `from`, up to its
@@ -72,7 +91,8 @@ mod tests {
     fn finds_the_first_stop_byte() {
         let plain = |c: u8| !(c == b'"' || c == b'\\' || c < 0x20);
         for stop in [b'"', b'\\', 0x00, 0x01, 0x1F] {
-            for len in 0..20 {
+            // Up to 40 bytes: the bytewise head, a 16-byte chunk and the tail after it.
+            for len in 0..40 {
                 for at in 0..=len {
                     let mut text = vec![b'a'; len];
                     if at < len {
