@@ -56,6 +56,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+#[cfg(not(target_arch = "wasm32"))]
+mod fast;
 mod names;
 mod parser;
 mod scan;
@@ -199,4 +201,8 @@ pub struct Parser<'a> {
     /// Objects seen so far whose keys clash after folding, and where the first one starts.
     folded: usize,
     first_folded: Option<usize>,
+    /// Where the native build's shorter check (`fast`) may next be tried: at or after the byte
+    /// where it last gave up, so that it reads no byte twice, however deep the value it gave up on.
+    #[cfg(not(target_arch = "wasm32"))]
+    fast_from: usize,
 }

@@ -14,7 +14,15 @@ impl<'a> Parser<'a> {
         }
         let src = std::str::from_utf8(input)
             .map_err(|e| ParseError { kind: ParseErrorKind::InvalidUtf8, offset: e.valid_up_to() })?;
-        let mut p = Parser { src, pos: 0, depth: 0, folded: 0, first_folded: None };
+        let mut p = Parser {
+            src,
+            pos: 0,
+            depth: 0,
+            folded: 0,
+            first_folded: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            fast_from: 0,
+        };
         p.skip_ws();
         if p.pos >= src.len() {
             return Err(ParseError { kind: ParseErrorKind::Empty, offset: p.pos });
@@ -205,6 +213,16 @@ impl<'a> Parser<'a> {
     /// Check one value at the cursor exactly as strictly as [`Parser::value`], without building it:
     /// the fast path for the parts of a message that no decision reads.
     pub fn skip_value(&mut self) -> Result<(), ParseError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.pos >= self.fast_from {
+            match super::fast::skip(self.src, self.pos, MAX_DEPTH.saturating_sub(self.depth)) {
+                Ok(end) => {
+                    self.pos = end;
+                    return Ok(());
+                }
+                Err(at) => self.fast_from = at.max(self.pos + 1),
+            }
+        }
         self.skip_ws();
         match self.peek() {
             None => Err(self.err(ParseErrorKind::UnexpectedEnd)),
@@ -272,46 +290,50 @@ impl<'a> Parser<'a> {
     /// Where the number at the cursor ends, checked against the RFC 8259 grammar.
     #[inline(always)]
     pub(super) fn number_end(&self) -> Result<usize, ParseError> {
-        let b = self.src.as_bytes();
-        let mut i = self.pos;
-        let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                while digit(i) {
-                    i += 1;
-                }
-            }
-            _ => return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i }),
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            if !digit(i) {
-                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
-            }
+        number_end(self.src.as_bytes(), self.pos)
+    }
+}
+
+/// Where the number starting at `b[i]` ends, checked against the RFC 8259 grammar.
+#[inline(always)]
+pub(super) fn number_end(b: &[u8], mut i: usize) -> Result<usize, ParseError> {
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
             while digit(i) {
                 i += 1;
             }
         }
-        if let Some(b'e' | b'E') = b.get(i) {
-            i += 1;
-            if let Some(b'+' | b'-') = b.get(i) {
-                i += 1;
-            }
-            if !digit(i) {
-                return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
-            }
-            while digit(i) {
-                i += 1;
-            }
-        }
-        // "01" or "-0.5x": what follows a number must end it.
-        if digit(i) {
+        _ => return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i }),
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if !digit(i) {
             return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
         }
-        Ok(i)
+        while digit(i) {
+            i += 1;
+        }
     }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        if !digit(i) {
+            return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
+        }
+        while digit(i) {
+            i += 1;
+        }
+    }
+    // "01" or "-0.5x": what follows a number must end it.
+    if digit(i) {
+        return Err(ParseError { kind: ParseErrorKind::InvalidNumber, offset: i });
+    }
+    Ok(i)
 }

@@ -1,0 +1,198 @@
+//! A shorter check of a value that no decision reads, for the native build: most of a tool call's
+//! arguments, and of every body the filter only forwards.
+//!
+//! It reads the same grammar as [`Parser::skip_value`](super::Parser::skip_value), with the cursor
+//! in a register and every scalar read inline, and it only ever *accepts*: anything it does not
+//! read itself (a `\u` escape, a member name that is not printable ASCII, two member names equal
+//! or equal after ASCII case folding, more than [`NAMES`] members in an object, nesting past the
+//! limit, or any error) makes it give up, and the strict path reads the value from its start and
+//! decides, with its own error and offset. So what it accepts is exactly what the strict path
+//! accepts without counting a folded clash (`tests::fast_and_strict_skips_agree`).
+//!
+//! Measured on `bench/bodies/allowed-1k.json` (`read_body`, callgrind): see BENCHMARKS.md. The
+//! wasm module does without it: it would cost more bytes than the module's size target leaves.
+
+use super::parser::number_end;
+use super::scan;
+use crate::wire::fold;
+
+/// Member names of one object this path keeps for the duplicate check; an object with more is
+/// left to the strict path.
+const NAMES: usize = 16;
+
+/// Where the value at `pos` (whitespace before it allowed) ends, if this path accepts it; `room`
+/// is how many more levels of arrays and objects may open. `Err(at)`: it gave up at byte `at`.
+#[inline]
+pub(super) fn skip(src: &str, pos: usize, room: usize) -> Result<usize, usize> {
+    value(src, pos, room)
+}
+
+#[inline(always)]
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
+    let b = src.as_bytes();
+    let i = ws(b, i);
+    match b.get(i) {
+        Some(b'"') => string(b, i + 1),
+        Some(b'{') => object(src, i + 1, room),
+        Some(b'[') => array(src, i + 1, room),
+        Some(b't') => literal(b, i, b"true"),
+        Some(b'f') => literal(b, i, b"false"),
+        Some(b'n') => literal(b, i, b"null"),
+        Some(b'-' | b'0'..=b'9') => number_end(b, i).map_err(|e| e.offset),
+        _ => Err(i),
+    }
+}
+
+#[inline(always)]
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, usize> {
+    match b.get(i..i + word.len()) {
+        Some(found) if found == word => Ok(i + word.len()),
+        _ => Err(i),
+    }
+}
+
+/// The end of the string whose contents start at `i` (after its closing quote). Escapes other
+/// than `\u` are checked here; `\u` (a surrogate pair to match) is the strict path's.
+#[inline(always)]
+fn string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    // Most strings of a body are short (member names, enum-like values): a byte at a time costs
+    // less than a chunk of `scan::string_stop`, which takes over past the first 16 bytes.
+    let short = i.saturating_add(16);
+    loop {
+        let c = *b.get(i).ok_or(i)?;
+        if PLAIN.get(usize::from(c)) == Some(&true) {
+            i += 1;
+            if i == short {
+                break;
+            }
+            continue;
+        }
+        match c {
+            b'"' => return Ok(i + 1),
+            b'\\' => i = escape(b, i)?,
+            _ => return Err(i),
+        }
+    }
+    loop {
+        i = scan::string_stop(b, i);
+        match b.get(i) {
+            Some(b'"') => return Ok(i + 1),
+            Some(b'\\') => i = escape(b, i)?,
+            _ => return Err(i),
+        }
+    }
+}
+
+/// Past the escape at `i` (a backslash), if it is one this path reads.
+#[inline(always)]
+fn escape(b: &[u8], i: usize) -> Result<usize, usize> {
+    match b.get(i + 1) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
+        _ => Err(i),
+    }
+}
+
+/// The bytes that neither end nor interrupt a run of string contents: not a quote, a backslash
+/// or a control character. (Built at compile time, where an index out of range fails the build.)
+#[allow(clippy::indexing_slicing)]
+static PLAIN: [bool; 256] = {
+    let mut t = [true; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = false;
+        c += 1;
+    }
+    t[b'"' as usize] = false;
+    t[b'\\' as usize] = false;
+    t
+};
+
+/// The bytes of a member name this path reads: printable ASCII (`fold::plain_ascii`) but a quote
+/// or a backslash.
+#[allow(clippy::indexing_slicing)]
+static NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x20;
+    while c < 0x7F {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = false;
+    t[b'\\' as usize] = false;
+    t
+};
+
+fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
+    let b = src.as_bytes();
+    let room = room.checked_sub(1).ok_or(i)?;
+    let mut i = ws(b, i);
+    if b.get(i) == Some(&b'}') {
+        return Ok(i + 1);
+    }
+    let mut names = [""; NAMES];
+    let mut count = 0;
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return Err(i);
+        }
+        // A name of printable ASCII without escapes (`fold::plain_ascii`), else the strict path's.
+        let mut end = i + 1;
+        while let Some(&c) = b.get(end) {
+            if NAME.get(usize::from(c)) != Some(&true) {
+                break;
+            }
+            end += 1;
+        }
+        if b.get(end) != Some(&b'"') {
+            return Err(end);
+        }
+        // Both ends are ASCII quotes, so character boundaries.
+        let name = src.get(i + 1..end).ok_or(i)?;
+        *names.get_mut(count).ok_or(i)? = name;
+        count += 1;
+        i = ws(b, end + 1);
+        if b.get(i) != Some(&b':') {
+            return Err(i);
+        }
+        i = ws(b, value(src, i + 1, room)?);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => {
+                let names = names.get(..count).unwrap_or(&[]);
+                return match fold::clash_plain(names) {
+                    None => Ok(i + 1),
+                    Some(_) => Err(i),
+                };
+            }
+            _ => return Err(i),
+        }
+    }
+}
+
+fn array(src: &str, i: usize, room: usize) -> Result<usize, usize> {
+    let b = src.as_bytes();
+    let room = room.checked_sub(1).ok_or(i)?;
+    let mut i = ws(b, i);
+    if b.get(i) == Some(&b']') {
+        return Ok(i + 1);
+    }
+    loop {
+        i = ws(b, value(src, i, room)?);
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => return Ok(i + 1),
+            _ => return Err(i),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::cast_possible_truncation)]
+mod tests;

@@ -1,0 +1,176 @@
+//! The shorter check must accept exactly what the strict path accepts without a folded clash, and
+//! leave every other input to it: the same result, error, offset, end and folded count, with and
+//! without it, on generated values (valid, near-valid and broken).
+
+use super::super::{ParseError, Parser, MAX_DEPTH};
+use super::skip;
+
+/// What a whole-input skip gives: the result, where the cursor ended, and the folded clashes.
+fn skip_all(text: &str, fast: bool) -> (Result<(), ParseError>, usize, usize) {
+    let mut p = match Parser::new(text.as_bytes()) {
+        Ok(p) => p,
+        Err(e) => return (Err(e), 0, 0),
+    };
+    if !fast {
+        p.fast_from = usize::MAX;
+    }
+    let r = p.skip_value().and_then(|()| p.finish());
+    (r, p.pos, p.folded)
+}
+
+/// A small deterministic generator (xorshift64*), so a failure names a reproducible case.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+/// Member names: repeats, ASCII case twins, non-ASCII, escaped, and one invisible character.
+const NAMES: &[&str] =
+    &["a", "b", "A", "k", "id", "ID", "name", "é", "É", "\\u0061", "a\\n", "x\u{200b}", "key-long-name-12"];
+/// Scalars: every kind, strings short and past 16 bytes with escapes on either side of it, and
+/// some the strict grammar refuses.
+const SCALARS: &[&str] = &[
+    "0",
+    "-1.5e+3",
+    "123456789012345678901234567890",
+    "true",
+    "false",
+    "null",
+    "\"\"",
+    "\"x\"",
+    "\"key-0\"",
+    "\"line \\\"quoted\\\" \\\\ tab\\t\"",
+    "\"0123456789abcdefghij\\\"klm\"",
+    "\"0123456789abcdef\\/x\"",
+    "\"\\u00e9\\ud83d\\ude00\"",
+    "\"\\ud800\"",
+    "\"é😀 long enough to take chunks, é\"",
+    "\"\\x\"",
+    "\"\u{1}\"",
+    "01",
+    "1.",
+    "tru",
+    "nul",
+];
+
+fn value(g: &mut Gen, out: &mut String, depth: usize) {
+    let ws = [" ", "", "", "\n\t"];
+    out.push_str(g.pick(&ws));
+    let kind = if depth == 0 { 0 } else { g.below(4) };
+    match kind {
+        0 | 1 => out.push_str(g.pick(SCALARS)),
+        2 => {
+            out.push('[');
+            let n = g.below(4);
+            for i in 0..n {
+                if i > 0 {
+                    out.push(',');
+                }
+                value(g, out, depth - 1);
+            }
+            out.push(']');
+        }
+        _ => {
+            out.push('{');
+            // Up to 18 members: past the 16 names the shorter check keeps.
+            let n = if g.below(8) == 0 { 14 + g.below(5) } else { g.below(5) };
+            for i in 0..n {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push('"');
+                out.push_str(g.pick(NAMES));
+                if n > 4 {
+                    out.push_str(&i.to_string());
+                }
+                out.push_str("\":");
+                value(g, out, depth - 1);
+            }
+            out.push('}');
+        }
+    }
+    out.push_str(g.pick(&ws));
+}
+
+#[test]
+fn fast_and_strict_skips_agree() {
+    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let (mut accepted, mut refused, mut folded, mut taken) = (0, 0, 0, 0);
+    for case in 0..40_000 {
+        let mut text = String::new();
+        let depth = 1 + g.below(5);
+        value(&mut g, &mut text, depth);
+        // A third of the inputs broken by one byte deleted, doubled or replaced.
+        if g.below(3) == 0 && !text.is_empty() {
+            let at = g.below(text.len());
+            if text.is_char_boundary(at) && text.is_char_boundary(at + 1) {
+                let junk = [",", "}", "]", "\"", ":", "\\", "1", "{"];
+                let (how, with) = (g.below(3), g.pick(&junk));
+                match how {
+                    0 => text.replace_range(at..at + 1, ""),
+                    1 => text.insert_str(at, with),
+                    _ => text.replace_range(at..at + 1, with),
+                }
+            }
+        }
+        let strict = skip_all(&text, false);
+        assert_eq!(skip_all(&text, true), strict, "case {case}: {text:?}");
+        match strict {
+            (Ok(()), end, f) => {
+                accepted += 1;
+                folded += usize::from(f > 0);
+                // Whatever the shorter check itself accepts, it ends where the strict path does,
+                // and only where the strict path counts no folded clash.
+                if let Ok(at) = skip(&text, 0, MAX_DEPTH) {
+                    taken += 1;
+                    assert_eq!((at + text[at..].len() - text[at..].trim_start().len(), f), (end, 0), "{text:?}");
+                }
+            }
+            _ => refused += 1,
+        }
+    }
+    assert!(
+        accepted > 8_000 && refused > 8_000 && folded > 100 && taken > 4_000,
+        "{accepted} {refused} {folded} {taken}"
+    );
+}
+
+#[test]
+fn depth_and_member_limits_are_the_strict_paths() {
+    for depth in [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1] {
+        for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
+            let text = format!("{}1{}", open.repeat(depth), close.repeat(depth));
+            assert_eq!(skip_all(&text, true), skip_all(&text, false), "{depth} {open}");
+            assert_eq!(skip_all(&text, true).0.is_ok(), depth <= MAX_DEPTH, "{depth} {open}");
+        }
+    }
+    for n in [15, 16, 17, 40] {
+        let members: Vec<String> = (0..n).map(|i| format!("\"m{i}\":{i}")).collect();
+        let text = format!("{{{}}}", members.join(","));
+        assert_eq!(skip(&text, 0, MAX_DEPTH).is_ok(), n <= 16, "{n}");
+        assert_eq!(skip_all(&text, true), (Ok(()), text.len(), 0), "{n}");
+    }
+}
+
+/// Giving up deep inside a value does not make the strict path read it again from each level:
+/// the shorter check is tried next only past where it gave up.
+#[test]
+fn giving_up_is_tried_again_only_past_that_point() {
+    let text = format!("{}\"\\u0061\"{}", "[".repeat(60), "]".repeat(60));
+    let mut p = Parser::new(text.as_bytes()).unwrap();
+    p.skip_value().unwrap();
+    assert_eq!(p.fast_from, 61);
+    assert_eq!(p.pos, text.len());
+}
