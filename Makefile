@@ -303,7 +303,7 @@ run:
 	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
 	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
 	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi
-	@$(MAKE) -s --no-print-directory build native venv $(if $(filter native,$(FILTER)),dynamic-module)
+	@$(MAKE) -s --no-print-directory $(if $(filter native,$(FILTER)),dynamic-module,build) native venv
 	@RUN_DIR=$(RUN_DIR) FILTER=$(FILTER) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):

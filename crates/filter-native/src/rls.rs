@@ -26,7 +26,7 @@ fn call(filter: &Filter, svc: &RateLimitService, message: &[u8]) -> Result<u64, 
     filter
         .stream
         .http_callout(&svc.cluster, &headers, &grpc::frame(message), svc.timeout_ms)
-        .map_err(|code| format!("cannot call cluster '{}' (callout result {code})", svc.cluster))
+        .map_err(|code| format!("cannot call cluster '{}' ({})", svc.cluster, crate::ffi::callout_init_result(code)))
 }
 
 /// The service's answer, read from the callout's (a failure is logged).
@@ -73,7 +73,8 @@ impl Filter {
             }
             Err(why) => {
                 warn!("[ctx {}] rate limit callout failed to start: {why}", self.id);
-                self.finish(pipeline::rls::on_answer(&policy, *pending, Answer::Unavailable(why), now_ms()))
+                let answer = Answer::Unavailable(pipeline::cannot_call(&svc.cluster));
+                self.finish(pipeline::rls::on_answer(&policy, *pending, answer, now_ms()))
             }
         }
     }

@@ -127,7 +127,7 @@ impl Filter {
             }
             Err(s) => {
                 self.release_held();
-                let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
+                let answer = Answer::Unavailable(pipeline::cannot_call(&svc.cluster));
                 warn!("[ctx {}] approval callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
                 self.finish(pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()))
             }

@@ -42,7 +42,7 @@ impl Filter {
             }
             Err(s) => {
                 warn!("[ctx {}] rate limit callout failed to start: cluster '{}' ({s:?})", self.id, svc.cluster);
-                let answer = Answer::Unavailable(format!("cannot call cluster '{}' ({s:?})", svc.cluster));
+                let answer = Answer::Unavailable(pipeline::cannot_call(&svc.cluster));
                 self.finish(pipeline::rls::on_answer(&policy, pending, answer, now_ms()))
             }
         }

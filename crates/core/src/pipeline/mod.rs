@@ -65,3 +65,10 @@ fn refused(refusal: Refusal) -> Decision {
     decision.refused(refusal);
     decision
 }
+
+/// Why a callout to `cluster` (the approval or rate limit service) is an outage when the host
+/// could not start it. The same text from both builds: what the host said (a proxy-wasm status, a
+/// dynamic-module result code) differs between them, so each host logs it instead.
+pub fn cannot_call(cluster: &str) -> String {
+    format!("cannot call cluster '{cluster}'")
+}

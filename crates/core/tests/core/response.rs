@@ -197,7 +197,7 @@ fn json_bodies_that_cannot_be_filtered_are_replaced_by_the_error() {
         if let Some(why) = why {
             assert_eq!(bad, BadUpstream { why: why.clone(), body: error("7", &why), status: 502 }, "{body}");
         } else {
-            assert!(bad.why.starts_with("unreadable tools/list response: "), "{body}: {}", bad.why);
+            assert!(bad.why.starts_with("unreadable response: "), "{body}: {}", bad.why);
             assert_eq!(bad.body, error("7", &bad.why));
         }
     }
@@ -252,7 +252,7 @@ fn sse_is_filtered_event_by_event() {
 
 #[test]
 fn sse_events_that_cannot_be_filtered_replace_the_stream() {
-    let unreadable = |why: &str| format!("unreadable tools/list response: {why}");
+    let unreadable = |why: &str| format!("unreadable response: {why}");
     let list = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"delete_vm"}]}}"#;
     let cases = [
         ("data: {\"jsonrpc\":\"2.0\",\"id\":7,\n\n".to_owned(), None),
@@ -270,7 +270,7 @@ fn sse_events_that_cannot_be_filtered_replace_the_stream() {
         if let Some(why) = why {
             assert_eq!(bad.why, why, "{stream:?}");
         } else {
-            assert!(bad.why.starts_with("unreadable tools/list response: SSE data: "), "{stream:?}: {}", bad.why);
+            assert!(bad.why.starts_with("unreadable response: SSE data: "), "{stream:?}: {}", bad.why);
         }
         assert_eq!(bad.body, sse_error("7", &bad.why));
         // The error replaced the stream: whatever follows is dropped.
@@ -279,12 +279,12 @@ fn sse_events_that_cannot_be_filtered_replace_the_stream() {
     }
     // Not UTF-8.
     let mut f = sse(&["7"]);
-    let why = "unreadable tools/list response: SSE stream is not UTF-8";
+    let why = "unreadable response: SSE stream is not UTF-8";
     assert_eq!(f.on_chunk(b"data: \xff\n\n", true, &hidden), failed(sse_error("7", why), why));
     assert_eq!(f.on_body(1, true), Step::Pass);
     // An incomplete event over gateway.max_response_bytes.
     let mut f = sse(&[]);
-    let why = "unreadable tools/list response: an SSE event exceeds gateway.max_response_bytes";
+    let why = "unreadable response: an SSE event exceeds gateway.max_response_bytes";
     let long = format!("data: \"{}", "x".repeat(300));
     assert_eq!(f.on_chunk(long.as_bytes(), false, &hidden), failed(sse_error("null", why), why));
 }

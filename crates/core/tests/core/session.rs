@@ -129,7 +129,19 @@ fn keys_can_come_from_the_vm_environment() {
         pipeline::session_id_out(&inline, Some(&a), b"s", false)
     );
     let e = config::load(text).unwrap_err().to_string();
-    assert!(e.contains("gateway.session_key.current_env: environment variable MCPF_KEY is not set"), "{e}");
+    assert!(
+        e.contains(
+            "gateway.session_key.current_env: environment variable MCPF_KEY is not set (the wasm build reads the \
+             VM's: vm_config.environment_variables; the native build Envoy's own)"
+        ),
+        "{e}"
+    );
+    // A short key from the environment is reported where the policy names its variable.
+    let short = |name: &str| (name == "MCPF_KEY" || name == "MCPF_OLD").then(|| "short".to_owned());
+    let e = config::load_with_env(text, &short).unwrap_err().to_string();
+    for path in ["gateway.session_key.current_env", "gateway.session_key.previous_env"] {
+        assert!(e.contains(&format!("{path}: the key must be at least 32 bytes")), "{e}");
+    }
     let both = br#"{"version":"1","gateway":{"session_key":{"current":"fedcba9876543210fedcba9876543210","current_env":"MCPF_KEY"}}}"#;
     assert!(config::load_with_env(both, &env).unwrap_err().to_string().contains("not both"));
     let none = br#"{"version":"1","gateway":{"session_key":{}}}"#;

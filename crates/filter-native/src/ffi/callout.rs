@@ -57,3 +57,16 @@ impl CalloutAnswer {
         self.result == EXCEED_RESPONSE_BUFFER_LIMIT
     }
 }
+
+/// The name of a result code of `envoy_dynamic_module_callback_http_filter_http_callout` when the
+/// callout did not start (`envoy_dynamic_module_type_http_callout_init_result` of Envoy 1.40's
+/// ABI), for log lines.
+pub fn callout_init_result(code: u32) -> &'static str {
+    match code {
+        1 => "MissingRequiredHeaders",
+        2 => "ClusterNotFound",
+        3 => "DuplicateCalloutId",
+        4 => "CannotCreateRequest",
+        _ => "unknown callout result",
+    }
+}

@@ -16,7 +16,7 @@ mod callout;
 pub mod hooks;
 mod logging;
 
-pub use callout::CalloutAnswer;
+pub use callout::{callout_init_result, CalloutAnswer};
 pub use logging::{init_logging, log_built};
 
 use std::ffi::c_void;
@@ -308,7 +308,8 @@ impl Stream {
                 hs.as_mut_ptr(),
                 hs.len(),
                 Buffer::of(body),
-                // No details: the same %RESPONSE_CODE_DETAILS% as the wasm build.
+                // No details: Envoy then logs `dynamic_module` as %RESPONSE_CODE_DETAILS% (the
+                // wasm build's is empty; docs/src/deploy/native.md, Differences that show).
                 Buffer::NULL,
             )
         }

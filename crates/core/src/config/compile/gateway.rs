@@ -228,13 +228,17 @@ pub fn sessions_unbound(gw: &Gateway) -> bool {
 fn session_key(k: &SessionKeySpec, errs: &mut Errors) -> SessionKeys {
     let min = crate::identity::session::MIN_KEY_BYTES;
     let current = k.current.clone().unwrap_or_default();
+    // A key read from the environment is reported at the member that names its variable.
+    let at = |env: &Option<String>, inline, named| if env.is_some() { named } else { inline };
     if k.current.is_none() && k.current_env.is_none() {
         fail(errs, "gateway.session_key.current", "required (or current_env)");
     } else if current.len() < min {
-        fail(errs, "gateway.session_key.current", format!("must be at least {min} bytes"));
+        let path = at(&k.current_env, "gateway.session_key.current", "gateway.session_key.current_env");
+        fail(errs, path, format!("the key must be at least {min} bytes"));
     }
     if k.previous.as_ref().is_some_and(|p| p.len() < min) {
-        fail(errs, "gateway.session_key.previous", format!("must be at least {min} bytes"));
+        let path = at(&k.previous_env, "gateway.session_key.previous", "gateway.session_key.previous_env");
+        fail(errs, path, format!("the key must be at least {min} bytes"));
     }
     if k.previous.as_ref() == Some(&current) {
         fail(errs, "gateway.session_key.previous", "must differ from current");

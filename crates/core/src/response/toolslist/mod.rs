@@ -23,7 +23,7 @@ pub use stream::{Judge, SseStream};
 /// Why a response could not be filtered (the caller answers 502).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListError {
-    /// The body is not the JSON the content type promises.
+    /// The body is not the JSON the content type promises (a `tools/list` response or a tool result).
     Unreadable(String),
     /// A response to the request carries a `result.tools` that is not an array of objects with names.
     Malformed(&'static str),
@@ -32,7 +32,7 @@ pub enum ListError {
 impl std::fmt::Display for ListError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ListError::Unreadable(e) => write!(f, "unreadable tools/list response: {e}"),
+            ListError::Unreadable(e) => write!(f, "unreadable response: {e}"),
             ListError::Malformed(e) => write!(f, "malformed tools/list response: {e}"),
         }
     }
