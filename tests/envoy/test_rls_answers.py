@@ -223,3 +223,23 @@ def test_an_http1_cluster_is_an_outage_never_counted(stack):
         assert elapsed < WITHIN_S
     assert 'mcp_ratelimit_decisions_total{code="ok"} 0' in rls.metrics()
     assert len(upstream(log, tok)) == 1
+
+
+def test_a_cluster_envoy_does_not_have_is_an_outage_with_the_same_text(stack):
+    """A policy naming a cluster this Envoy lacks: the callout cannot start (proxy-wasm says
+    `ParseFailure`, the dynamic-module ABI `ClusterNotFound`, each in its own log line), and both
+    builds answer the same outage, with the same text, as `failure_mode` decides."""
+    _, up, log = stack.recorder()
+    tok = token("nocluster")
+    for i, failure_mode in enumerate(("deny", "allow")):
+        policy = hr.cluster_policy({"vm_agent_exec": {"limits": [LIMIT]}}, cluster="nope", failure_mode=failure_mode)
+        envoy = stack.start_envoy(hr.render(stack, policy, up, []), name=f"envoy-{failure_mode}")
+        r, elapsed = ask(envoy, tok, i)
+        if failure_mode == "deny":
+            assert kind(r) == "limiter_unavailable", r.body
+            assert (r.error["code"], r.error["message"], r.error["data"]["reason"]) == (
+                -31004, "tool 'vm_agent_exec' refused: cannot call cluster 'nope'", "cannot call cluster 'nope'"), r.error
+        else:
+            assert forwarded(r, i), r.body
+        assert elapsed < WITHIN_S
+    assert len(upstream(log, tok)) == 1

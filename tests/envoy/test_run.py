@@ -102,7 +102,8 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
     # Quiet startup: a short banner, no Envoy log lines; the logs are in files.
     assert len(banner.splitlines()) <= 20, banner
     assert "[info]" not in banner and "[warning]" not in banner
-    for piece in (MCP, f"http://127.0.0.1:{PORTS['APPROVALS_PORT']}", "demo-approver-token", ADMIN,
+    for piece in ("mcp-policy-filter is running, the wasm build (target/wasm32-wasip1/release/mcp_policy_filter.wasm)",
+                  MCP, f"http://127.0.0.1:{PORTS['APPROVALS_PORT']}", "demo-approver-token", ADMIN,
                   f"make reload RUN_DIR={run_dir} ADMIN_PORT={PORTS['ADMIN_PORT']}",
                   f"{run_dir}/policy.json (copied from envoy/policy.json)", f"{run_dir}/envoy.log"):
         assert piece in banner, piece
@@ -261,6 +262,8 @@ def test_make_run_filter_native_serves_the_module_and_make_reload_puts_an_edit_l
     try:
         proc.wait_until(lambda: "Decisions (time UTC" in proc.log_text(), 90, "showing its banner")
         assert f"make reload RUN_DIR={run_dir} ADMIN_PORT={PORTS['ADMIN_PORT']}" in proc.log_text()
+        assert ("mcp-policy-filter is running, the native build (target/dynamic-module/libmcp_policy_native.so) "
+                "(Ctrl-C stops it)") in proc.log_text()
         rendered = yaml.safe_load((run_dir / "envoy-dynamic-ecds.yaml").read_text(encoding="utf-8"))
         (entry,) = [f for f in http_filters(rendered) if f["name"] == "mcp_policy"]
         assert entry["config_discovery"]["type_urls"] == [
@@ -280,3 +283,10 @@ def test_make_run_filter_native_serves_the_module_and_make_reload_puts_an_edit_l
             assert outcome("list_vms", 310 + i) == (200, -31001, FROZEN)
     finally:
         proc.stop(timeout=10)
+
+
+def test_make_run_refuses_a_filter_it_does_not_know():
+    """A mistyped FILTER stops run.sh before it starts anything, naming the two builds."""
+    env = {**os.environ, "FILTER": "Native", "VENV": str(Path(sys.executable).parent.parent)}
+    r = subprocess.run(["bash", "scripts/run.sh"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "run: FILTER is wasm (the default) or native, not 'Native'\n")
