@@ -100,34 +100,25 @@ fn escape(b: &[u8], i: usize) -> Result<usize, usize> {
 }
 
 /// The bytes that neither end nor interrupt a run of string contents: not a quote, a backslash
-/// or a control character. (Built at compile time, where an index out of range fails the build.)
-#[allow(clippy::indexing_slicing)]
-static PLAIN: [bool; 256] = {
-    let mut t = [true; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = false;
-        c += 1;
-    }
-    t[b'"' as usize] = false;
-    t[b'\\' as usize] = false;
-    t
-};
+/// or a control character.
+static PLAIN: [bool; 256] = bytes_from_space_below(256);
 
 /// The bytes of a member name this path reads: printable ASCII (`fold::plain_ascii`) but a quote
 /// or a backslash.
+static NAME: [bool; 256] = bytes_from_space_below(0x7F);
+
+/// The bytes from the space up to `end` (exclusive), but a quote and a backslash. Run at compile
+/// time, where an index out of range fails the build.
 #[allow(clippy::indexing_slicing)]
-static NAME: [bool; 256] = {
+const fn bytes_from_space_below(end: usize) -> [bool; 256] {
     let mut t = [false; 256];
     let mut c = 0x20;
-    while c < 0x7F {
-        t[c] = true;
+    while c < end {
+        t[c] = c != b'"' as usize && c != b'\\' as usize;
         c += 1;
     }
-    t[b'"' as usize] = false;
-    t[b'\\' as usize] = false;
     t
-};
+}
 
 fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     let b = src.as_bytes();

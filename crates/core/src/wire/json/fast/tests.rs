@@ -174,3 +174,13 @@ fn giving_up_is_tried_again_only_past_that_point() {
     assert_eq!(p.fast_from, 61);
     assert_eq!(p.pos, text.len());
 }
+
+#[test]
+fn the_byte_tables_are_their_definitions() {
+    for c in 0..=255u8 {
+        let plain = !(c == b'"' || c == b'\\' || c < 0x20);
+        assert_eq!(super::PLAIN[usize::from(c)], plain, "{c:#x}");
+        let in_name = crate::wire::fold::plain_ascii(&char::from(c).to_string()) && c != b'"' && c != b'\\';
+        assert_eq!(super::NAME[usize::from(c)], in_name, "{c:#x}");
+    }
+}
