@@ -347,9 +347,9 @@ run-oauth: build venv oauth-deps
 timings:
 	python3 scripts/timings.py $(TIMINGS_ARGS)
 
-## demo: a short agent session with the official MCP client through Envoy
-demo: build approvals venv
-	$(PY) scripts/demo.py
+## demo: a short agent session with the official MCP client through Envoy (FILTER=native: on the native build)
+demo: $(if $(filter native,$(FILTER)),dynamic-module,build) approvals venv
+	MCP_POLICY_FILTER_BUILD=$(or $(FILTER),wasm) $(PY) scripts/demo.py
 
 clean:
 	$(CARGO) clean

@@ -24,8 +24,9 @@ secret was read), against the demo server's `--trifecta` tools behind a second E
  13. http_post as a second grant         - still allowed: marks are per grant
 
 Exits 0 only if every step matched; 1 otherwise; 2 if the filter or mcp-approvals is not built.
-Environment: MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm),
-MCP_APPROVALS_BIN (default target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
+Environment: MCP_POLICY_FILTER_BUILD (wasm, the default, or native: `make demo FILTER=native`),
+MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm), MCP_POLICY_NATIVE
+(default target/dynamic-module/libmcp_policy_native.so), MCP_APPROVALS_BIN (default target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from testkit import approvals as ha
 from testkit.clock import boundary_wait
 from testkit.envoy import POLICY_JSON
 from testkit.mcp_session import open_session, result_json
+from testkit.native import filter_build, native_path
 from testkit.paths import wasm_path
 from testkit.stack import Stack
 
@@ -177,9 +179,15 @@ async def bounded(url: str, svc: ha.Approvals, steps: Steps, trifecta_url: str) 
 
 
 def main() -> int:
+    try:
+        build = filter_build()
+    except ValueError as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 2
     wasm = wasm_path()
-    if not wasm.is_file():
-        print(f"demo: filter not built: {wasm} is missing (run make build)", file=sys.stderr)
+    artifact, make = (native_path(), "make dynamic-module") if build == "native" else (wasm, "make build")
+    if not artifact.is_file():
+        print(f"demo: filter not built: {artifact} is missing (run {make})", file=sys.stderr)
         return 2
     if not ha.approvals_binary().is_file():
         print(f"demo: {ha.approvals_binary()} is missing (run make approvals)", file=sys.stderr)
@@ -195,7 +203,7 @@ def main() -> int:
         envoy = stack.envoy(POLICY_JSON.read_text(encoding="utf-8"), port, approvals_port=svc.check_port)
         _, trifecta_port = stack.demo_server(json_response=False, trifecta=True)
         trifecta = stack.envoy(TRIFECTA_POLICY.read_text(encoding="utf-8"), trifecta_port, name="envoy-trifecta")
-        print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json)\n"
+        print(f"demo server 127.0.0.1:{port} <- Envoy {envoy.mcp_url} (policy envoy/policy.json, the {build} build)\n"
               f"approvals {svc.url} (approver '{APPROVER}', token '{APPROVER_TOKEN}')\n"
               f"logs in {stack.log_dir} (removed if every step matches)\n", flush=True)
         try:
