@@ -299,7 +299,7 @@ APPROVALS_CHECK_PORT ?= 8096
 RUN_PORTS = MCP_PORT=$(MCP_PORT) ADMIN_PORT=$(ADMIN_PORT) DEMO_PORT=$(DEMO_PORT) APPROVALS_PORT=$(APPROVALS_PORT) \
   APPROVALS_CHECK_PORT=$(APPROVALS_CHECK_PORT)
 run:
-	@bash scripts/preflight.sh run $(RUN_PORTS)
+	@FILTER=$(FILTER) bash scripts/preflight.sh run $(RUN_PORTS)
 	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
 	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
 	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi

@@ -9,7 +9,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 fail=0
 say() { echo "$target: $*" >&2; fail=1; }
 
-for tool in cargo rustup python3 npm node; do
+# npm and node install wasm-opt, which only the wasm build needs.
+tools="cargo rustup python3"
+[ "${FILTER:-wasm}" = native ] || tools="$tools npm node"
+for tool in $tools; do
   command -v "$tool" >/dev/null || say "'$tool' is not on PATH; see the README's Requirements"
 done
 
