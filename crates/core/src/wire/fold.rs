@@ -194,8 +194,10 @@ pub fn clash(keys: &[&str]) -> Option<Clash> {
     folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded)
 }
 
-/// [`clash`] for at most 8 names that are all printable ASCII (the caller knows: `json`'s member
-/// names check each name as they are kept), where folding is ASCII case; no allocation.
+/// [`clash`] for a few names that are all printable ASCII (the caller knows: `json`'s member
+/// names check each name as they are kept), where folding is ASCII case; no allocation. Every pair
+/// is compared: `json` calls it for up to 8 names (16 on its native shorter path), past which
+/// [`clash`] sorts instead.
 pub fn clash_plain(keys: &[&str]) -> Option<Clash> {
     // Names are short: a pair is compared only when its lengths and first bytes (ASCII case
     // folded) agree, then byte by byte, without a `memcmp` call: this check runs for every object

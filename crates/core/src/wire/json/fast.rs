@@ -69,7 +69,8 @@ fn string(b: &[u8], mut i: usize) -> Result<usize, usize> {
         let c = *b.get(i).ok_or(i)?;
         if PLAIN.get(usize::from(c)) == Some(&true) {
             i += 1;
-            if i == short {
+            // `>=`: an escape may have stepped over the mark.
+            if i >= short {
                 break;
             }
             continue;
