@@ -27,14 +27,6 @@ pub(super) fn skip(src: &str, pos: usize, room: usize) -> Result<usize, usize> {
     value(src, pos, room)
 }
 
-#[inline(always)]
-fn ws(b: &[u8], mut i: usize) -> usize {
-    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
-        i += 1;
-    }
-    i
-}
-
 fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     let b = src.as_bytes();
     let i = ws(b, i);
@@ -48,6 +40,17 @@ fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         Some(b'-' | b'0'..=b'9') => number_end(b, i).map_err(|e| e.offset),
         _ => Err(i),
     }
+}
+
+/// Where the whitespace at `b[i]` ends: `Parser::skip_ws` on a cursor in a register. (Not one
+/// function for both: the wasm module, at opt-level z, grows by 260 B with the method calling a
+/// forced-inline one, and stops inlining it, a call per byte, without the force.)
+#[inline(always)]
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
 }
 
 #[inline(always)]
@@ -100,22 +103,24 @@ fn escape(b: &[u8], i: usize) -> Result<usize, usize> {
     }
 }
 
-/// The bytes that neither end nor interrupt a run of string contents: not a quote, a backslash
-/// or a control character.
-static PLAIN: [bool; 256] = bytes_from_space_below(256);
+/// The bytes that neither end nor interrupt a run of string contents (`scan::is_stop`).
+static PLAIN: [bool; 256] = plain_below(256);
 
 /// The bytes of a member name this path reads: printable ASCII (`fold::plain_ascii`) but a quote
-/// or a backslash.
-static NAME: [bool; 256] = bytes_from_space_below(0x7F);
+/// or a backslash, that is the plain bytes below 0x7F.
+static NAME: [bool; 256] = plain_below(0x7F);
 
-/// The bytes from the space up to `end` (exclusive), but a quote and a backslash. Run at compile
-/// time, where an index out of range fails the build.
+/// The bytes below `end` that are not `scan::is_stop`. Run at compile time, where an index out of
+/// range fails the build.
 #[allow(clippy::indexing_slicing)]
-const fn bytes_from_space_below(end: usize) -> [bool; 256] {
+const fn plain_below(end: u16) -> [bool; 256] {
     let mut t = [false; 256];
-    let mut c = 0x20;
-    while c < end {
-        t[c] = c != b'"' as usize && c != b'\\' as usize;
+    let mut c: u8 = 0;
+    while (c as u16) < end {
+        t[c as usize] = !scan::is_stop(c);
+        if c == u8::MAX {
+            break;
+        }
         c += 1;
     }
     t

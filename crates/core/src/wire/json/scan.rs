@@ -24,16 +24,23 @@ fn stops(x: u64) -> u64 {
     below(x, 0x20) | equal(x, b'"') | equal(x, b'\\')
 }
 
-/// The index of the first byte at or after `from` that ends a run of plain string characters: a
-/// quote, a backslash or a control character (below 0x20); `bytes.len()` if there is none (`from`
-/// if it is past the end).
+/// Whether `c` ends a run of plain string characters: a quote, a backslash or a control character
+/// (below 0x20). [`stops`] is the same test on eight bytes at once.
+#[inline(always)]
+pub(super) const fn is_stop(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20
+}
+
+/// The index of the first byte at or after `from` that ends a run of plain string characters
+/// ([`is_stop`]); `bytes.len()` if there is none (`from` if it is past the end).
 #[inline]
 pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     let Some(rest) = bytes.get(from..) else { return from };
     let mut i = from;
-    // Most member names, and many values, end within 8 bytes, where a byte at a time costs less than
-    // a chunk: 2,118 fewer instructions (−5.6%) to read `bench/bodies/allowed-1k.json`. Native
-    // builds only: in the wasm module the loop costs 191 B, more than its size target leaves (`make size-check`).
+    // Most member names, and many values, end within 8 bytes, where a byte at a time costs less
+    // than a chunk: 2,118 fewer instructions (−5.6%) to read `bench/bodies/allowed-1k.json`. Native
+    // builds only: in the wasm module the loop costs 191 B, more than its size target leaves
+    // (`make size-check`).
     #[cfg(not(target_arch = "wasm32"))]
     let rest = {
         let (head, rest) = rest.split_at(rest.len().min(8));
@@ -54,7 +61,7 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
         i += 16;
     }
     for &c in chunks.remainder() {
-        if c == b'"' || c == b'\\' || c < 0x20 {
+        if is_stop(c) {
             return i;
         }
         i += 1;
@@ -66,7 +73,7 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
 #[cfg(not(target_arch = "wasm32"))]
 #[inline]
 fn first_stop(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+    bytes.iter().position(|&c| is_stop(c))
 }
 
 /// The length in bytes of the source text of the string whose contents start at `from`, up to its
