@@ -26,7 +26,7 @@ fn call(filter: &Filter, svc: &RateLimitService, message: &[u8]) -> Result<u64, 
     filter
         .stream
         .http_callout(&svc.cluster, &headers, &grpc::frame(message), svc.timeout_ms)
-        .map_err(|code| format!("cannot call cluster '{}' ({})", svc.cluster, crate::ffi::callout_init_result(code)))
+        .map_err(|code| format!("{} ({})", pipeline::cannot_call(&svc.cluster), crate::ffi::callout_init_result(code)))
 }
 
 /// The service's answer, read from the callout's (a failure is logged).
