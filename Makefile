@@ -298,12 +298,14 @@ APPROVALS_PORT ?= 8095
 APPROVALS_CHECK_PORT ?= 8096
 RUN_PORTS = MCP_PORT=$(MCP_PORT) ADMIN_PORT=$(ADMIN_PORT) DEMO_PORT=$(DEMO_PORT) APPROVALS_PORT=$(APPROVALS_PORT) \
   APPROVALS_CHECK_PORT=$(APPROVALS_CHECK_PORT)
+# What `make run` and `make demo` build the filter with: FILTER=native (the dynamic module) or wasm.
+FILTER_BUILD = $(if $(filter native,$(FILTER)),dynamic-module,build)
 run:
 	@FILTER=$(FILTER) bash scripts/preflight.sh run $(RUN_PORTS)
 	@if [ ! -x target/release/mcp-approvals ] || [ ! -f $(VENV)/.installed ]; then \
 	  echo "run: first start: building the module, the two services and the CLI, and installing Envoy and the"; \
 	  echo "     MCP SDK into $(VENV) (about 13 minutes on 2 cores; later starts take seconds)"; fi
-	@$(MAKE) -s --no-print-directory $(if $(filter native,$(FILTER)),dynamic-module,build) native venv
+	@$(MAKE) -s --no-print-directory $(FILTER_BUILD) native venv
 	@RUN_DIR=$(RUN_DIR) FILTER=$(FILTER) $(RUN_PORTS) bash scripts/run.sh
 
 ## reload: put the edited $(RUN_DIR)/policy.json live in the Envoy of `make run` (mcp-policy apply):
@@ -348,7 +350,7 @@ timings:
 	python3 scripts/timings.py $(TIMINGS_ARGS)
 
 ## demo: a short agent session with the official MCP client through Envoy (FILTER=native: on the native build)
-demo: $(if $(filter native,$(FILTER)),dynamic-module,build) approvals venv
+demo: $(FILTER_BUILD) approvals venv
 	MCP_POLICY_FILTER_BUILD=$(or $(FILTER),wasm) $(PY) scripts/demo.py
 
 clean:

@@ -26,7 +26,8 @@ secret was read), against the demo server's `--trifecta` tools behind a second E
 Exits 0 only if every step matched; 1 otherwise; 2 if the filter or mcp-approvals is not built.
 Environment: MCP_POLICY_FILTER_BUILD (wasm, the default, or native: `make demo FILTER=native`),
 MCP_POLICY_WASM (default target/wasm32-wasip1/release/mcp_policy_filter.wasm), MCP_POLICY_NATIVE
-(default target/dynamic-module/libmcp_policy_native.so), MCP_APPROVALS_BIN (default target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
+(default target/dynamic-module/libmcp_policy_native.so), MCP_APPROVALS_BIN (default
+target/release/mcp-approvals), APPROVER_TOKEN (default demo-approver-token).
 """
 
 from __future__ import annotations

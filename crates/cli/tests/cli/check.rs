@@ -60,7 +60,8 @@ fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() 
     let modern = scratch("modern-only.json", r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]}}"#);
     assert_eq!(run(&["check", &modern]), (0, summary(&modern), String::new()));
     // A key named by variable: checked as if set when this environment lacks it (the wasm build
-    // reads the VM's, the native build Envoy's), read from here when set, so a short one is refused as the filter would refuse it.
+    // reads the VM's, the native build Envoy's), read from here when set, so a short one is refused
+    // as the filter would refuse it.
     let by_env =
         scratch("key-by-env.json", r#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#);
     assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), String::new()));
