@@ -7,7 +7,9 @@ load on loopback, without the rest of `make bench`.
 
 One upstream Envoy (bench/envoy/upstream.yaml) and nine front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
-(bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (n) the native module + buffer, (b'), (n') the same without the audit line (the filter's logger at warn), and
+(bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (n) the native module (no buffer
+filter: it holds the request itself), (b'), (n') the same without the audit line (the filter's
+logger at warn), and
 (n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread),
 (n''') (n) with `gateway.audit: "access_log"` (bench/policy-bench-audit-access-log.json), with
 bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
@@ -41,7 +43,7 @@ CONFIGS = {"a": "passthrough", "a'": "buffer", "c": "native", "b": "wasm", "b'":
            "n'": "dynamic_quiet", "n''": "dynamic_log_path",
            "n'''": "dynamic_access_log"}
 LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mcp + rbac filters", "b": "(b) wasm filter + buffer",
-          "b'": "(b') (b), wasm log level warn", "n": "(n) native module + buffer",
+          "b'": "(b') (b), wasm log level warn", "n": "(n) native module",
           "n'": "(n') (n), dynamic_modules log level warn",
           "n''": "(n'') (n), Envoy's log in a file (--log-path)",
           "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)"}

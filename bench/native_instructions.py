@@ -60,7 +60,7 @@ def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
 
 # The fronts counted: (label, filters file, logger levels to count at). The module is counted with
 # its logger at info (the audit line written) and at warning (not); the baselines have no log line.
-FRONTS = [("(n) native module + buffer", "filters-dynamic.yaml", ("info", "warning")),
+FRONTS = [("(n) native module", "filters-dynamic.yaml", ("info", "warning")),
           ("(a') buffer only", "filters-buffer.yaml", ("info",)),
           ("(c) Envoy's mcp + rbac filters", "filters-native.yaml", ("info",))]
 

@@ -60,6 +60,12 @@ def load_policy(path: Path = POLICY_JSON) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def with_body_limit(max_body_bytes: int, path: Path = POLICY_JSON) -> dict:
+    """The policy at `path` with `gateway.max_body_bytes` set."""
+    policy = load_policy(path)
+    return dict(policy, gateway={**policy.get("gateway", {}), "max_body_bytes": max_body_bytes})
+
+
 def wasm_filter(cfg: dict) -> dict:
     """The `typed_config` of the one wasm HTTP filter of the shipped bootstrap."""
     found = [f["typed_config"] for f in http_filters(cfg) if f.get("typed_config", {}).get("@type") == WASM_FILTER_TYPE]

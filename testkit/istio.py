@@ -147,9 +147,9 @@ def buffer_filter_from_envoyfilter(path: Path = ISTIO_DIR / "envoyfilter-buffer.
 
 def native_filters_from_envoyfilter(module: Path,
                                     path: Path = ISTIO_DIR / "native" / "envoyfilter-native.yaml") -> list[dict]:
-    """The HTTP filters deploy/istio/native/envoyfilter-native.yaml inserts before the router, in
-    order (the module's, then the buffer), the module loaded from `module` instead of the sidecar's
-    mounted path."""
+    """The HTTP filters deploy/istio/native/envoyfilter-native.yaml inserts before the router (the
+    module's alone: it needs no buffer filter), the module loaded from `module` instead of the
+    sidecar's mounted path."""
     doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     filters = []
     for patch in doc["spec"]["configPatches"]:

@@ -109,6 +109,15 @@ def tool_call(name: str, arguments: dict[str, Any] | None = None, id: int | str 
     return rpc("tools/call", id, {"name": name, "arguments": {} if arguments is None else arguments})
 
 
+def padded_call(total: int, id: int = 1) -> bytes:
+    """An allowed `list_vms` call padded (in its one argument) to exactly `total` bytes."""
+    head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_vms","arguments":{"pad":"' % id
+    tail = b'"}}}'
+    body = head + b"x" * (total - len(head) - len(tail)) + tail
+    assert len(body) == total
+    return body
+
+
 def headers_for(token: str | None, content_type: str = "application/json", **extra: str) -> dict[str, str]:
     """The usual MCP POST headers; `token=None` leaves out Authorization."""
     h = {"content-type": content_type, "accept": ACCEPT}

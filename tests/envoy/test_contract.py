@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from testkit.clock import avoid_minute_boundary
-from testkit.envoy import POLICY_JSON, bound_session_id, load_policy
-from testkit.jsonrpc import Reply, call_tool, headers_for, post, request, tool_call
+from testkit.envoy import POLICY_JSON, bound_session_id, with_body_limit
+from testkit.jsonrpc import Reply, call_tool, headers_for, padded_call, post, request, tool_call
 from testkit.upstream import recorder_lines, recorder_reply
 
 SETTLE = 0.2
@@ -278,20 +278,10 @@ def test_rate_limited_element_refuses_the_batch(seeded):
 LIMIT = 2048
 
 
-def padded_call(total: int) -> bytes:
-    """An allowed list_vms call padded to exactly `total` bytes."""
-    head, tail = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{"pad":"', b'"}}}'
-    body = head + b"x" * (total - len(head) - len(tail)) + tail
-    assert len(body) == total
-    return body
-
-
 @pytest.fixture(scope="module")
 def small_limit(module_stack):
     _, port, log = module_stack.recorder("received-small-limit")
-    seed = load_policy()
-    policy = dict(seed, gateway={**seed.get("gateway", {}), "max_body_bytes": LIMIT})
-    return module_stack.envoy(policy, port, name="envoy-small-limit"), log
+    return module_stack.envoy(with_body_limit(LIMIT), port, name="envoy-small-limit"), log
 
 
 def test_body_at_the_limit_is_forwarded(small_limit):

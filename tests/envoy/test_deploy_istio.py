@@ -311,7 +311,7 @@ def test_rate_limit_service_cluster_without_http2_or_authority_refuses_limited_c
 
 
 def test_native_envoyfilter_loads_the_module_and_reaches_mcp_approvals(stack):
-    """deploy/istio/native: the DynamicModuleFilter and the buffer its EnvoyFilter inserts, in this
+    """deploy/istio/native: the DynamicModuleFilter its EnvoyFilter inserts (and no buffer), in this
     Envoy 1.40 (the module from its path, as the sidecar mounts it), with the approval cluster named
     as Istio names it: allowed, denied and held calls as in the wasm rendering."""
     from testkit.native import native_path

@@ -22,16 +22,16 @@ from testkit.paths import REPO_ROOT
 # ----------------------------------------------------------------------------------- the native build
 
 
-def native_istio_patches() -> tuple[dict, dict]:
-    """The module's and the buffer's patch of deploy/istio/native's EnvoyFilter, in that order."""
-    module, buffer = by_kind("EnvoyFilter", "mcp-policy-native", ISTIO_NATIVE)["spec"]["configPatches"]
-    return module, buffer
+def native_istio_patch() -> dict:
+    """The one patch of deploy/istio/native's EnvoyFilter: the module (it needs no buffer filter)."""
+    (module,) = by_kind("EnvoyFilter", "mcp-policy-native", ISTIO_NATIVE)["spec"]["configPatches"]
+    return module
 
 
 def test_native_manifests_carry_the_seed_policy_without_the_rate_limit_service():
     """The native manifests carry the seed policy (limits counted per proxy, no
     `gateway.rate_limit_service`), and the approval cluster of their platform's wasm manifest."""
-    module, _ = native_istio_patches()
+    module = native_istio_patch()
     istio = json.loads(module["patch"]["value"]["typed_config"]["filter_config"]["value"])
     (dm,) = by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)["spec"]["dynamicModule"]
     eg = dm["config"]
@@ -43,14 +43,12 @@ def test_native_manifests_carry_the_seed_policy_without_the_rate_limit_service()
     assert eg["gateway"]["approval"] == wasm_eg["gateway"]["approval"]
 
 
-def test_native_istio_filter_loads_the_module_before_the_buffer():
-    module, buffer = native_istio_patches()
+def test_native_istio_filter_loads_the_module_before_the_router_without_a_buffer():
+    module = native_istio_patch()
     wasm_buffer = by_kind("EnvoyFilter", "mcp-policy-buffer", "istio")["spec"]["configPatches"][0]
-    # Both before the router, module first: the buffer then holds what the module let through.
-    for patch in (module, buffer):
-        assert patch["applyTo"] == "HTTP_FILTER" and patch["patch"]["operation"] == "INSERT_BEFORE"
-        assert patch["match"] == wasm_buffer["match"]
-    assert buffer == wasm_buffer
+    # Right before the router, where the wasm build's buffer goes: the module holds the request itself.
+    assert module["applyTo"] == "HTTP_FILTER" and module["patch"]["operation"] == "INSERT_BEFORE"
+    assert module["match"] == wasm_buffer["match"]
     tc = module["patch"]["value"]["typed_config"]
     assert module["patch"]["value"]["name"] == "mcp_policy"
     assert tc["@type"] == "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"

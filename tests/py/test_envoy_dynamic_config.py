@@ -21,9 +21,9 @@ def test_dynamic_bootstrap_is_envoy_yaml_with_the_module():
 
 def test_dynamic_bootstrap_loads_the_module_with_the_shipped_policy():
     cfg = yaml.safe_load(DYNAMIC_YAML.read_text(encoding="utf-8"))
-    first, buffer, router = http_filters(cfg)
-    assert (first["name"], buffer["name"], router["name"]) == ("mcp_policy", "envoy.filters.http.buffer",
-                                                              "envoy.filters.http.router")
+    # No buffer filter: the module holds the request and raises the stream's buffer limit itself.
+    first, router = http_filters(cfg)
+    assert (first["name"], router["name"]) == ("mcp_policy", "envoy.filters.http.router")
     tc = first["typed_config"]
     assert tc["@type"] == DYNAMIC_FILTER_TYPE
     assert tc["dynamic_module_config"] == {"name": MODULE_NAME}
@@ -45,7 +45,7 @@ def test_dynamic_ecds_bootstrap_is_envoy_ecds_yaml_for_the_module():
 def test_native_ecds_resource_is_the_static_filter_config_with_policy_json():
     (res,) = json.loads(NATIVE_ECDS_FILE.read_text(encoding="utf-8"))["resources"]
     static = yaml.safe_load(DYNAMIC_YAML.read_text(encoding="utf-8"))
-    (first, _, _) = http_filters(static)
+    (first, _) = http_filters(static)
     assert res["@type"] == "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
     assert res["name"] == first["name"] == "mcp_policy"
     assert res["typed_config"] == first["typed_config"]

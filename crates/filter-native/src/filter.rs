@@ -122,6 +122,12 @@ pub struct Filter {
     /// The response body held while the service records marks: the callout's id and how many marks
     /// were sent.
     pub(crate) mark_call: Option<(u64, usize)>,
+    /// The request came with a `content-length` header.
+    has_length: bool,
+    /// The length of a held body that came without `content-length`: set as that header when the
+    /// request goes upstream, as Envoy's buffer filter does, so the upstream sees the same request
+    /// from either build.
+    missing_length: Option<usize>,
     /// Calls into Envoy left for the hook to make after leaving the filter.
     effects: Effects,
 }
@@ -149,6 +155,8 @@ impl Filter {
             mark_failed: false,
             marks_out: Vec::new(),
             mark_call: None,
+            has_length: false,
+            missing_length: None,
             effects: Effects::default(),
         }
     }
@@ -214,6 +222,11 @@ impl Filter {
         outcome.shape(policy.gateway.refusal_shape);
         match outcome.reply {
             None => {
+                if let Some(length) = self.missing_length.take().map(|n| n.to_string()) {
+                    if !self.stream.set_header(HeaderMap::Request, "content-length", Some(length.as_bytes())) {
+                        warn!("[ctx {}] cannot set content-length; the body goes upstream without it", self.id);
+                    }
+                }
                 let policy = &*policy;
                 let ids = pipeline::stream_ids(policy, self.session_grant.as_ref(), self.session_upstream.as_deref());
                 self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
@@ -339,6 +352,9 @@ impl Filter {
             let _ = BODY_UNREADABLE;
             return self.finish(pipeline::body_unreadable());
         };
+        if !self.has_length {
+            self.missing_length = Some(body.len());
+        }
         let now = *self.decided_at_ms.insert(now_ms());
         let policy = Arc::clone(&self.policy);
         let outcome = pipeline::on_body(&policy, &head, &body, process_store(), now);
@@ -358,6 +374,7 @@ impl Filter {
                 return self.unavailable(HEADERS_UNREADABLE);
             };
             let headers = headers.pairs();
+            self.has_length = headers.iter().any(|(k, _)| k == "content-length");
             #[cfg(feature = "test-panic")]
             if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
                 #[allow(clippy::panic)]
@@ -392,6 +409,9 @@ impl Filter {
             HeadOutcome::NeedBody => {
                 self.request = RequestState::Body(head);
                 // Hold the headers until the body is judged: nothing reaches the upstream before.
+                // The stream's buffer limit is raised to the body limit, so that the filter, not
+                // Envoy, answers an oversized body (JSON-RPC 413): no buffer filter is needed.
+                s.raise_buffer_limit(self.policy.gateway.max_body_bytes);
                 Flow::Stop
             }
         }

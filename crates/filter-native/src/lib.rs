@@ -22,6 +22,12 @@
 // The wasm target builds only crates/filter-wasm; this crate is native only.
 #![cfg(not(target_arch = "wasm32"))]
 
+/// Every allocation of the module (the request's parse, decision and stats) goes through
+/// mimalloc; Envoy's own memory is untouched (the module never frees what Envoy allocated, nor the
+/// reverse: every buffer crossing the ABI is copied or borrowed).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod approval;
 pub mod config;
 pub mod ffi;

@@ -140,6 +140,8 @@ extern "C" {
     fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: *mut c_void);
     fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: *mut c_void);
     fn envoy_dynamic_module_callback_http_get_cluster_name(filter: *mut c_void, out: *mut Buffer) -> bool;
+    fn envoy_dynamic_module_callback_http_get_buffer_limit(filter: *mut c_void) -> u64;
+    fn envoy_dynamic_module_callback_http_set_buffer_limit(filter: *mut c_void, limit: u64);
     fn envoy_dynamic_module_callback_http_filter_http_callout(
         filter: *mut c_void,
         callout_id_out: *mut u64,
@@ -331,6 +333,19 @@ impl Stream {
     pub fn continue_encoding(&self) {
         // SAFETY: `self.0` is this stream's filter pointer, used inside one of its event hooks.
         unsafe { envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
+    }
+
+    /// Raise this stream's buffer limit to at least `bytes` (it is never lowered). Envoy answers a
+    /// held body over the limit with its own plain-text 413 before the filter sees it; the limit
+    /// starts at the listener's `per_connection_buffer_limit_bytes` (1 MiB by default).
+    pub fn raise_buffer_limit(&self, bytes: usize) {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        // SAFETY: `self.0` is this stream's filter pointer, used inside one of its event hooks.
+        let limit = unsafe { envoy_dynamic_module_callback_http_get_buffer_limit(self.0) };
+        if limit < bytes {
+            // SAFETY: as above; Envoy takes the limit by value.
+            unsafe { envoy_dynamic_module_callback_http_set_buffer_limit(self.0, bytes) }
+        }
     }
 
     /// The cluster the route chose for this request.
