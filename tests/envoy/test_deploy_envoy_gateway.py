@@ -64,13 +64,13 @@ def patched_cluster(file: str, port: int) -> dict:
     return cluster
 
 
-def native_filter(module: Path) -> tuple[str, dict, str]:
+def native_filter(module: Path) -> tuple[str, dict]:
     """What Envoy Gateway renders for deploy/envoy-gateway/native (internal/gatewayapi/
     envoyextensionpolicy.go buildDynamicModules, internal/xds/translator/dynamicmodule.go): the filter
     `envoy.filters.http.dynamic_modules/envoyextensionpolicy/NS/NAME/dynamic-module/0`, disabled on the
     HCM and enabled on the route, a DynamicModuleFilter whose module is the EnvoyProxy entry's local
     path (here the built module), `do_not_close` from it, no module name, `filter_name` and the JSON
-    text of `config` as a StringValue. Returns (name, filter, the filter name the buffer goes after)."""
+    text of `config` as a StringValue. Returns (name, filter)."""
     policy = load("envoyextensionpolicy.yaml", "native")
     (dm,) = policy["spec"]["dynamicModule"]
     (entry,) = [e for e in load("envoyproxy.yaml", "native")["spec"]["dynamicModules"] if e["name"] == dm["name"]]
@@ -82,8 +82,7 @@ def native_filter(module: Path) -> tuple[str, dict, str]:
         "dynamic_module_config": {"do_not_close": entry["doNotClose"], "module": {"local": {"filename": str(module)}}},
         "filter_name": dm["filterName"],
         "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue",
-                          "value": json.dumps(dm["config"], sort_keys=True, separators=(",", ":"))}}}, \
-        "envoy.filters.http.dynamic_modules"
+                          "value": json.dumps(dm["config"], sort_keys=True, separators=(",", ":"))}}}
 
 
 def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, approvals_check_port: int,
@@ -113,14 +112,17 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
         }}}
     limit = load("backendtrafficpolicy.yaml")["spec"]["requestBuffer"]["limit"]
     assert limit.endswith("Mi")
-    buffer_filter = {"name": "envoy.filters.http.buffer", "typed_config": {
+    buffer_filter = [{"name": "envoy.filters.http.buffer", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
-        "max_request_bytes": int(limit[:-2]) * 1024 * 1024}}
-    after = "envoy.filters.http.wasm"
+        "max_request_bytes": int(limit[:-2]) * 1024 * 1024}}]
     if native:
-        filter_name, wasm_filter, after = native_filter(native)
-    order = load("envoyproxy.yaml", build)["spec"]["filterOrder"]
-    assert order == [{"name": "envoy.filters.http.buffer", "after": after}]
+        # No BackendTrafficPolicy in native/ (so no buffer filter) and no filterOrder.
+        filter_name, wasm_filter = native_filter(native)
+        assert "filterOrder" not in load("envoyproxy.yaml", build)["spec"]
+        buffer_filter = []
+    else:
+        order = load("envoyproxy.yaml", build)["spec"]["filterOrder"]
+        assert order == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}]
     router = {"name": "envoy.filters.http.router", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
     (rule,) = load("httproute.yaml")["spec"]["rules"]
@@ -148,7 +150,7 @@ def render(wasm: Path, listen_port: int, admin_port: int, upstream_port: int, ap
                     "common_http_protocol_options": {"headers_with_underscores_action": underscores},
                     "route_config": {"name": "mcp/mcp-gateway/http", "virtual_hosts": [
                         {"name": "mcp/mcp-gateway/http/*", "domains": ["*"], "routes": [route]}]},
-                    "http_filters": [wasm_filter, buffer_filter, router]}}]}]}],
+                    "http_filters": [wasm_filter, *buffer_filter, router]}}]}]}],
             "clusters": [upstream, approvals, *ratelimit],
         },
     }
@@ -205,9 +207,10 @@ def test_envoy_gateway_rendering_filters_buffers_and_reaches_mcp_approvals(stack
         "http.http-80.downstream_rq_total: 3"
 
 
-def test_native_rendering_loads_the_module_filters_buffers_and_reaches_mcp_approvals(stack, wasm):
+def test_native_rendering_loads_the_module_without_a_buffer_and_reaches_mcp_approvals(stack, wasm):
     """deploy/envoy-gateway/native as Envoy Gateway renders it, in this Envoy 1.40: the module loaded
-    from its path (no module name), its policy from `config`, the buffer after it."""
+    from its path (no module name), its policy from `config`, and no buffer filter: the refused and
+    held calls open no upstream request all the same."""
     from testkit.native import native_path
 
     module = native_path()

@@ -120,7 +120,7 @@ def newer_field_errors(d: dict) -> list[str]:
 
 def test_newer_envoy_gateway_fields_match_envoy_gateway_1_9():
     proxy, policy = by_kind("EnvoyProxy", variant=EG_NATIVE), by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)
-    assert set(newer_fields(proxy)) == {"dynamicModules", "filterOrder"}
+    assert set(newer_fields(proxy)) == {"dynamicModules"}
     assert set(newer_fields(policy)) == {"dynamicModule"}
     assert newer_field_errors(proxy) == newer_field_errors(policy) == []
 
@@ -128,7 +128,8 @@ def test_newer_envoy_gateway_fields_match_envoy_gateway_1_9():
 def test_newer_field_check_refuses_bad_values_and_unknown_fields():
     proxy = json.loads(json.dumps(by_kind("EnvoyProxy", variant=EG_NATIVE)))
     proxy["spec"]["dynamicModules"][0]["source"]["local"]["pth"] = "/x.so"
-    proxy["spec"]["filterOrder"][0]["after"] = "envoy.filters.http.dynamic_module"
+    # The native EnvoyProxy orders no filter; a filterOrder naming a filter that does not exist is refused.
+    proxy["spec"]["filterOrder"] = [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.dynamic_module"}]
     policy = json.loads(json.dumps(by_kind("EnvoyExtensionPolicy", variant=EG_NATIVE)))
     policy["spec"]["dynamicModule"][0]["name"] = "MCP_Policy"
     errors = newer_field_errors(proxy) + newer_field_errors(policy)

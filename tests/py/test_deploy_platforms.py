@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testkit.manifests import (DEPLOY, ISTIO_NATIVE, EG_NATIVE, SEED, by_kind, run_validator,
+from testkit.manifests import (DEPLOY, ISTIO_NATIVE, EG_NATIVE, SEED, by_kind, docs, listed, run_validator,
                             without_approval_cluster, fqdn)
 from testkit.native import STRIP_STAT_PREFIX
 from testkit.paths import REPO_ROOT
@@ -78,7 +78,10 @@ def test_native_envoy_gateway_registers_mounts_and_orders_the_module():
     assert [v["name"] for v in dep["pod"]["volumes"]] == [mount["name"]]
     # A module built for Envoy 1.40 loads in 1.40 and 1.41 only.
     assert dep["container"]["image"].rsplit(":", 1)[1].startswith(("distroless-v1.40.", "distroless-v1.41."))
-    assert proxy["filterOrder"] == [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.dynamic_modules"}]
+    # No buffer filter to order: the module holds the request itself, and native/ lists no
+    # BackendTrafficPolicy (the wasm build's request buffer).
+    assert "filterOrder" not in proxy
+    assert [d for _, d in docs(listed(EG_NATIVE)) if d["kind"] == "BackendTrafficPolicy"] == []
     # The runtime flag that prints the module's stats under the wasm build's names in /stats/prometheus.
     assert proxy["bootstrap"]["type"] == "Merge"
     assert yaml.safe_load(proxy["bootstrap"]["value"]) == {"layered_runtime": {"layers": [
