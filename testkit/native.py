@@ -5,9 +5,9 @@
 - `native_path()`: the module, `$MCP_POLICY_NATIVE` or `make dynamic-module`'s release build;
   Envoy finds it through `ENVOY_DYNAMIC_MODULES_SEARCH_PATH` (set by `testkit.envoy.envoy_env`).
 - `to_native(text)`: a rendered wasm bootstrap with its wasm filter replaced by the module (an ECDS
-  entry asks for the module's config type) and no buffer filter in its chain, the same policy text, the stats tags of
-  envoy/envoy-dynamic.yaml and its runtime flag `STRIP_STAT_PREFIX` (the wasm build's names in
-  /stats/prometheus); everything else unchanged.
+  entry asks for the module's config type) and no buffer filter in its chain, the same policy text,
+  the stats tags of envoy/envoy-dynamic.yaml and its runtime flag `STRIP_STAT_PREFIX` (the wasm
+  build's names in /stats/prometheus); everything else unchanged.
 """
 
 from __future__ import annotations
@@ -46,8 +46,16 @@ def native_filter(policy_text: str) -> dict:
             "filter_name": "mcp_policy", "filter_config": {"@type": STRING_VALUE_TYPE, "value": policy_text}}
 
 
+def _is_module(entry: dict) -> bool:
+    return (entry.get("typed_config", {}).get("@type") == DYNAMIC_FILTER_TYPE
+            or DYNAMIC_FILTER_TYPE in entry.get("config_discovery", {}).get("type_urls", []))
+
+
 def _swap_filters(node) -> None:
-    """Replace every wasm HTTP filter under `node` by the module, in place (an ECDS entry's type)."""
+    """Replace every wasm HTTP filter under `node` by the module, in place (an ECDS entry's type),
+    and remove the buffer filter from each chain that then holds the module: the module holds the
+    request itself and raises the stream's buffer limit to its body limit (the wasm build needs the
+    buffer filter for both)."""
     if isinstance(node, dict):
         tc = node.get("typed_config")
         if isinstance(tc, dict) and tc.get("@type") == WASM_FILTER_TYPE:
@@ -58,6 +66,9 @@ def _swap_filters(node) -> None:
                                                      for u in urls]
         for v in node.values():
             _swap_filters(v)
+        chain = node.get("http_filters")
+        if isinstance(chain, list) and any(isinstance(f, dict) and _is_module(f) for f in chain):
+            chain[:] = [f for f in chain if not (isinstance(f, dict) and f.get("name") == BUFFER_FILTER)]
     elif isinstance(node, list):
         for v in node:
             _swap_filters(v)
@@ -79,33 +90,12 @@ def strip_stat_prefix(cfg: dict) -> None:
     static["static_layer"][STRIP_STAT_PREFIX] = True
 
 
-def _is_module(entry: dict) -> bool:
-    return (entry.get("typed_config", {}).get("@type") == DYNAMIC_FILTER_TYPE
-            or DYNAMIC_FILTER_TYPE in entry.get("config_discovery", {}).get("type_urls", []))
-
-
-def _drop_buffers(node) -> None:
-    """Remove the buffer filter from every HTTP filter chain under `node` that holds the module, in
-    place: the module holds the request itself and raises the stream's buffer limit to its body
-    limit, so it needs no buffer filter (the wasm build does)."""
-    if isinstance(node, dict):
-        chain = node.get("http_filters")
-        if isinstance(chain, list) and any(isinstance(f, dict) and _is_module(f) for f in chain):
-            chain[:] = [f for f in chain if not (isinstance(f, dict) and f.get("name") == BUFFER_FILTER)]
-        for v in node.values():
-            _drop_buffers(v)
-    elif isinstance(node, list):
-        for v in node:
-            _drop_buffers(v)
-
-
 def to_native(text: str) -> str:
     """A rendered bootstrap with its wasm filter(s) replaced by the native module (and, in their
     chains, no buffer filter), and the runtime flag that gives the module's stats the wasm build's
     names in /stats/prometheus."""
     cfg = yaml.safe_load(text)
     _swap_filters(cfg.get("static_resources", {}))
-    _drop_buffers(cfg.get("static_resources", {}))
     for tag in cfg.get("stats_config", {}).get("stats_tags", []):
         tag["regex"] = tag["regex"].replace("^wasmcustom", "^dynamicmodulescustom")
     strip_stat_prefix(cfg)
