@@ -32,7 +32,7 @@ from testkit.processes import free_port, port_open
 KEY = "k" * 40
 VERSION = "2025-11-25"
 SEALED = r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}"
-EVENT_ID_INVALID = "this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it"
+EVENT_ID_INVALID = "this Last-Event-ID was not issued to this grant on this Mcp-Session-Id by this gateway; reconnect without it"
 LEGACY_INVALID = "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream"
 INIT = rpc("initialize", 1, {"protocolVersion": VERSION, "capabilities": {},
                              "clientInfo": {"name": "raw", "version": "1"}})

@@ -128,7 +128,7 @@ fn row(r: &Refusal) -> Row {
             404,
             &[],
             Invalid,
-            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it","data":{"kind":"session_invalid","reason":"this Last-Event-ID was not issued to this grant in this session by this gateway; reconnect without it"}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31010,"message":"Not Found: this Last-Event-ID was not issued to this grant on this Mcp-Session-Id by this gateway; reconnect without it","data":{"kind":"session_invalid","reason":"this Last-Event-ID was not issued to this grant on this Mcp-Session-Id by this gateway; reconnect without it"}}}"#,
         ),
         Refusal::SessionInvalid { why } if *why == LEGACY_SESSION_INVALID => (
             -31010,
