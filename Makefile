@@ -134,8 +134,13 @@ postgres-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the approval service tests need PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; }
 
+## test-envoy: the Python tests (tests/: tier 1 in py/, the Envoy tier, the SDKs end to end), their test
+##             modules spread over PYTEST_WORKERS processes (pytest-xdist; PYTEST_WORKERS=0: one process).
+##             Most of their time is waiting for processes to start and answer, so 2 workers on 2 cores
+##             take about two thirds of the time of one.
+PYTEST_WORKERS ?= 2
 test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
-	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core
 ##               for the browser test of the approvals page (tests/browser)

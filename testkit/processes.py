@@ -38,13 +38,27 @@ def new_log_dir(prefix: str = "mcp-policy-") -> Path:
 # ------------------------------------------------------------------------------------------- ports
 
 
+def _worker_share() -> tuple[int, int]:
+    """(index, count) of this pytest-xdist worker (`gw1` of 2: (1, 2)); (0, 1) outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count < 2:
+        return 0, 1
+    return int(worker[2:]) % count, count
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago and not handed out before by this process."""
-    for _ in range(50):
+    """A TCP port on 127.0.0.1 that was free a moment ago and not handed out before by this process.
+
+    Under pytest-xdist each worker takes only its share of the ports (half the port number, modulo
+    the worker count, is its index: Linux hands `bind` to port 0 odd ports first), so two workers
+    never hand out the same port (each only knows its own)."""
+    index, count = _worker_share()
+    for _ in range(50 * count):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((HOST, 0))
             port = s.getsockname()[1]
-        if port not in _handed_out:
+        if port // 2 % count == index and port not in _handed_out:
             _handed_out.add(port)
             return port
     raise RuntimeError("could not find a free port")

@@ -7,6 +7,7 @@
   every stub upstream's request log.
 - `stub`: the stub upstream (testkit/upstream.py) of a test module.
 - Tests under envoy/ and e2e/ get the `integration` / `e2e` markers (tier 2 and tier 3).
+- Test modules run in parallel (`make test-envoy`, PYTEST_WORKERS): see `pytest_xdist_make_scheduler`.
 - `filter_build`: the build of the filter `stack` runs (testkit.native): `$MCP_POLICY_FILTER_BUILD`
   (default `wasm`); a test module marked `both_builds` runs every test that uses it (through `stack`
   or `module_stack`) once per build.
@@ -33,6 +34,31 @@ def pytest_collection_modifyitems(items):
         parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         if parts[0] in TIER_MARKERS:
             item.add_marker(getattr(pytest.mark, TIER_MARKERS[parts[0]]))
+
+
+# Test modules that share something outside their temporary directories: they run `make`, which
+# writes into target/, and `make run-cluster` listens on fixed ports. One worker runs them, one
+# after another.
+SHARED_MODULES = frozenset({
+    "py/test_preflight.py", "py/test_reload_policy_tests.py", "envoy/test_build_fresh.py",
+    "envoy/test_reload.py", "envoy/test_run.py", "envoy/test_run_cluster.py",
+})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test-envoy` runs the tests on PYTEST_WORKERS processes (pytest-xdist): each module's
+    tests on one worker, in order (module-scoped stacks start once, and a test may read what the
+    one before it left), and the modules of SHARED_MODULES all on the same worker. (pytest-xdist's
+    own `--dist loadgroup` cannot do this with pytest 9: the group it appends to a test's id is lost.)"""
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "shared" if module in SHARED_MODULES else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_generate_tests(metafunc):
