@@ -43,6 +43,9 @@ SHARED_MODULES = frozenset({
     "py/test_preflight.py", "py/test_reload_policy_tests.py", "envoy/test_build_fresh.py",
     "envoy/test_reload.py", "envoy/test_run.py", "envoy/test_run_cluster.py",
 })
+# A renamed module would silently leave the shared worker: stop at collection instead.
+_missing = sorted(m for m in SHARED_MODULES if not (TESTS / m).is_file())
+assert not _missing, f"tests/conftest.py SHARED_MODULES names modules that do not exist: {_missing}"
 
 
 @pytest.hookimpl(optionalhook=True)
