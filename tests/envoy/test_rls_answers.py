@@ -2,8 +2,8 @@
 service (testkit/rls_stub.py, HTTP/2) that answers as each test sets, upstream tests/cases/recorder.py.
 
 The wasm build makes the call with proxy-wasm's gRPC call (Envoy's gRPC client), the native build as
-an HTTP/2 request through the dynamic-module ABI's HTTP callout (mcp_policy_core::rls::grpc). What
-both must do alike:
+an HTTP/2 stream through the dynamic-module ABI (mcp_policy_core::rls::grpc), its answer read as
+Envoy's gRPC client reads it. What both must do alike:
 - the request: the same headers (`:path`, `content-type: application/grpc`, `te: trailers`,
   `grpc-timeout` from the policy's timeout, `:authority` the cluster) and the same framed
   RateLimitRequest bytes;
@@ -12,12 +12,11 @@ both must do alike:
   nothing reaches the upstream;
 - an outage (a trailers-only UNAVAILABLE, HTTP 503) follows `failure_mode`: `allow` forwards;
 - an answer later than the timeout: refused within the timeout under `deny`, forwarded under `allow`;
-- a cluster without HTTP/2 to the real mcp-ratelimit: an outage (Envoy answers 503), never counted.
-
-Where the builds differ (docs/src/deploy/native.md): the native build cannot read trailers, so a
-status sent in trailers after headers with no message is unusable there (refused whatever
-`failure_mode` says) but an outage for the wasm build; and bytes after the message are refused by the
-native build only (Envoy's gRPC client reads the first message and ignores a partial second one).
+- a cluster without HTTP/2 to the real mcp-ratelimit: an outage (Envoy answers 503), never counted;
+- the status in trailers decides over the message: a status after headers with no message, an OK
+  message then a failed status, a message without trailers or without a status in them;
+- bytes after the message that are no complete frame are never read (Envoy's gRPC client waits for
+  the rest, and the trailers end the call).
 """
 
 from __future__ import annotations
@@ -179,25 +178,35 @@ def test_an_answer_later_than_the_timeout_is_an_outage_in_bounded_time(setup):
     assert len(upstream(log, tok, settle=0)) == 1
 
 
-def test_what_only_one_build_can_read(setup, filter_build):
-    """A status in trailers after headers, with no message: the wasm build reads UNAVAILABLE (an
-    outage: `allow` forwards); the native build cannot read trailers: unusable, refused. Bytes after
-    the message: Envoy's gRPC client reads the message; the native build refuses."""
+FRAMED_OK = rs.frame(rs.OK_MESSAGE)
+# What the answer is read as: "ok" (a decision, forwarded under both failure modes), "outage"
+# (`failure_mode` decides) or "unusable" (refused under both).
+READ_AS = {
+    "unavailable_in_trailers_after_headers": (rs.Answer(trailers=[("grpc-status", "14")]), "outage"),
+    "ok_message_then_internal": (rs.Answer(body=FRAMED_OK, trailers=[("grpc-status", "13")]), "unusable"),
+    "ok_message_then_unavailable": (rs.Answer(body=FRAMED_OK, trailers=[("grpc-status", "14")]), "outage"),
+    "ok_message_without_trailers": (rs.Answer(body=FRAMED_OK), "unusable"),
+    "ok_message_trailers_without_status": (rs.Answer(body=FRAMED_OK, trailers=[("x-other", "1")]), "unusable"),
+    "partial_frame_after_ok_message": (rs.Answer(body=FRAMED_OK + b"\x00", trailers=[("grpc-status", "0")]), "ok"),
+}
+
+
+@pytest.mark.parametrize("case", READ_AS)
+def test_the_status_in_trailers_decides_over_the_message(setup, case):
     envoy_for, stub, log = setup
-    envoy = envoy_for("allow")
-    tok = token("trailers")
-    stub.answer = rs.Answer(trailers=[("grpc-status", "14")])
-    r, _ = ask(envoy, tok, 1)
-    if filter_build == "native":
-        assert kind(r) == "limiter_unavailable", r.body
-    else:
-        assert forwarded(r, 1), r.body
-    stub.answer = rs.Answer(body=rs.frame(rs.OK_MESSAGE) + b"\x00", trailers=[("grpc-status", "0")])
-    r, _ = ask(envoy, tok, 2)
-    if filter_build == "native":
-        assert kind(r) == "limiter_unavailable", r.body
-    else:
-        assert forwarded(r, 2), r.body
+    stub.answer, read_as = READ_AS[case]
+    allow, deny = envoy_for("allow"), envoy_for("deny")
+    tok = token(case)
+    for envoy, id_, mode in ((allow, 1, "allow"), (deny, 2, "deny")):
+        r, elapsed = ask(envoy, tok, id_)
+        if read_as == "ok" or (read_as == "outage" and mode == "allow"):
+            assert forwarded(r, id_), (mode, r.body)
+        else:
+            assert kind(r) == "limiter_unavailable", (mode, r.body)
+            assert r.status == 200 and r.json()["id"] == id_ and r.error["code"] == -31004
+        assert elapsed < WITHIN_S
+    assert len(upstream(log, tok)) == {"ok": 2, "outage": 1, "unusable": 0}[read_as]
+    assert len(stub.received) == 2
 
 
 def test_an_http1_cluster_is_an_outage_never_counted(stack):

@@ -12,12 +12,11 @@
 //!
 //! - `approval`: the approval callout (an HTTP callout through the ABI);
 //! - `rls`: the rate limit service's gRPC call (`gateway.rate_limit_service`), made as an HTTP/2
-//!   callout through the ABI, which has no gRPC client (`mcp_policy_core::rls::grpc`).
+//!   stream through the ABI, which has no gRPC client (`mcp_policy_core::rls::grpc`), its answer
+//!   read with its trailers as Envoy's gRPC client reads it.
 //!
-//! Differences from the wasm build: no sandbox: a panic resets the stream (the request is never
-//! forwarded), but a fault outside Rust's control would take Envoy down; and the ABI's callout
-//! answer has no trailers, so a rate limit answer whose gRPC status comes only in trailers after
-//! headers (not trailers-only) is refused as unusable rather than read (`mcp_policy_core::rls::grpc`).
+//! The difference from the wasm build: no sandbox. A panic resets the stream (the request is never
+//! forwarded), but a fault outside Rust's control would take Envoy down.
 
 // The wasm target builds only crates/filter-wasm; this crate is native only.
 #![cfg(not(target_arch = "wasm32"))]

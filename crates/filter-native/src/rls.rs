@@ -1,10 +1,11 @@
-//! The rate limit service callout (`gateway.rate_limit_service`): the gRPC call
-//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`, made as an HTTP/2 request through
-//! the ABI's HTTP callout (`mcp_policy_core::rls::grpc`: the request Envoy's gRPC client would send,
-//! the answer read as it reads it), on the configured cluster, which must be HTTP/2. The same
-//! requests, decisions and failure modes as the wasm build (crates/filter-wasm/src/rls.rs): the
-//! request is held until the answer, or Envoy's timeout (a local reply read as gRPC status 14);
-//! a result that sets a mark is held until the service has recorded it, else the response is reset.
+//! The rate limit service call (`gateway.rate_limit_service`): the gRPC call
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`, made as an HTTP/2 stream through
+//! the ABI (`mcp_policy_core::rls::grpc`: the request Envoy's gRPC client would send, the answer,
+//! trailers included, read as it reads it; `crate::ffi::stream`), on the configured cluster, which
+//! must be HTTP/2. The same requests, decisions and failure modes as the wasm build
+//! (crates/filter-wasm/src/rls.rs): the request is held until the answer, or Envoy's timeout (a
+//! local reply read as gRPC status 14); a result that sets a mark is held until the service has
+//! recorded it, else the response is reset.
 
 use std::sync::Arc;
 
@@ -13,41 +14,29 @@ use log::warn;
 use mcp_policy_core::pipeline;
 use mcp_policy_core::pipeline::rls::{Ask, Pending};
 use mcp_policy_core::policy::RateLimitService;
-use mcp_policy_core::rls::grpc::{self, Received, MAX_ANSWER_BYTES};
+use mcp_policy_core::rls::grpc;
 use mcp_policy_core::rls::{self, Answer};
 
-use crate::ffi::CalloutAnswer;
 use crate::filter::{now_ms, Filter, Flow, RequestState};
 
-/// The message framed and sent to `svc`; the callout's id, or why it could not start.
-fn call(filter: &Filter, svc: &RateLimitService, message: &[u8]) -> Result<u64, String> {
+/// The message framed and sent to `svc`: the stream's id and, if the stream already ended while it
+/// started, its answer; or why it could not start.
+fn call(filter: &Filter, svc: &RateLimitService, message: &[u8]) -> Result<(u64, Option<Answer>), String> {
     let headers = grpc::request_headers(svc);
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // The filter's address is the `module_ptr` Envoy reports the stream's events with.
+    let key = std::ptr::from_ref(filter) as usize;
     filter
         .stream
-        .http_callout(&svc.cluster, &headers, &grpc::frame(message), svc.timeout_ms)
+        .start_call(key, &svc.cluster, &headers, &grpc::frame(message), svc.timeout_ms)
         .map_err(|code| format!("{} ({})", pipeline::cannot_call(&svc.cluster), crate::ffi::callout_init_result(code)))
 }
 
-/// The service's answer, read from the callout's (a failure is logged).
-fn read(filter: &Filter, answer: &CalloutAnswer) -> Answer {
-    // The framed message: 5 bytes of gRPC frame header, then at most MAX_ANSWER_BYTES.
-    let received = if answer.body_size > MAX_ANSWER_BYTES + 5 || answer.too_large() {
-        Received::TooLarge
-    } else if answer.status.is_none() {
-        Received::Reset
-    } else {
-        Received::Answer {
-            status: answer.status.as_deref(),
-            grpc_status: answer.grpc_status.as_deref(),
-            body: &answer.body,
-        }
-    };
-    let answer = grpc::read_http_answer(received);
-    if let Answer::Unavailable(why) | Answer::Unusable(why) = &answer {
+/// Log an answer that is no decision.
+fn log_answer(filter: &Filter, answer: &Answer) {
+    if let Answer::Unavailable(why) | Answer::Unusable(why) = answer {
         warn!("[ctx {}] {why}", filter.id);
     }
-    answer
 }
 
 impl Filter {
@@ -67,12 +56,16 @@ impl Filter {
             return self.finish(pipeline::rls::on_answer(&policy, *pending, answer, now_ms()));
         };
         match call(self, svc, &message) {
-            Ok(id) => {
+            Ok((id, None)) => {
                 self.request = RequestState::Rls(id, pending);
                 Flow::Buffer
             }
+            Ok((_, Some(answer))) => {
+                log_answer(self, &answer);
+                self.finish(pipeline::rls::on_answer(&policy, *pending, answer, now_ms()))
+            }
             Err(why) => {
-                warn!("[ctx {}] rate limit callout failed to start: {why}", self.id);
+                warn!("[ctx {}] rate limit call failed to start: {why}", self.id);
                 let answer = Answer::Unavailable(pipeline::cannot_call(&svc.cluster));
                 self.finish(pipeline::rls::on_answer(&policy, *pending, answer, now_ms()))
             }
@@ -80,15 +73,12 @@ impl Filter {
     }
 
     /// The answer to [`Filter::ask_rls`]: forward (resume) or answer locally.
-    pub(crate) fn on_rls_response(&mut self, callout_id: u64, answer: CalloutAnswer) {
-        if !matches!(self.request, RequestState::Rls(id, _) if id == callout_id) {
-            return;
-        }
+    fn on_rls_answer(&mut self, answer: Answer) {
         let RequestState::Rls(_, pending) = std::mem::replace(&mut self.request, RequestState::Decided) else {
             return;
         };
         let policy = Arc::clone(&self.policy);
-        let answer = read(self, &answer);
+        log_answer(self, &answer);
         let outcome = pipeline::rls::on_answer(&policy, *pending, answer, now_ms());
         if self.finish(outcome) == Flow::Continue {
             self.resume();
@@ -108,28 +98,28 @@ impl Filter {
         let hex = mcp_policy_core::identity::grant::hex(&grant);
         let message = rls::marks::set_request(&policy, &marks, &hex, &svc.domain).encode();
         match call(self, svc, &message) {
-            Ok(id) => {
+            Ok((id, None)) => {
                 self.mark_call = Some((id, marks.len()));
                 Flow::Buffer
             }
+            // Answered while the call started: the response goes on (or is reset) from this hook.
+            Ok((_, Some(answer))) => self.marks_answered(&answer, marks.len()),
             Err(why) => self.mark_not_recorded(&why),
         }
     }
 
-    /// The answer to [`Filter::send_marks`]: release the held response, or reset it.
-    pub(crate) fn on_marks_response(&mut self, answer: CalloutAnswer) {
-        let Some((_, sent)) = self.mark_call.take() else { return };
-        let answer = read(self, &answer);
-        match rls::marks::set_answered(&answer, sent) {
+    /// The service's answer to a marking of `sent` marks: `Continue` once recorded, else the
+    /// response is reset.
+    fn marks_answered(&mut self, answer: &Answer, sent: usize) -> Flow {
+        log_answer(self, answer);
+        match rls::marks::set_answered(answer, sent) {
             Ok(()) => {
                 for _ in 0..sent {
                     self.config.metrics.mark_set(&self.stream);
                 }
-                self.resume_response();
+                Flow::Continue
             }
-            Err(why) => {
-                self.mark_not_recorded(&why);
-            }
+            Err(why) => self.mark_not_recorded(&why),
         }
     }
 
@@ -141,14 +131,20 @@ impl Filter {
         Flow::Stop
     }
 
-    /// A callout answered: the approval service's, the rate limit service's, or a marking's.
-    pub fn on_callout_done(&mut self, callout_id: u64, answer: CalloutAnswer) {
-        if self.mark_call.is_some_and(|(id, _)| id == callout_id) {
-            self.on_marks_response(answer);
-        } else if matches!(self.request, RequestState::Rls(id, _) if id == callout_id) {
-            self.on_rls_response(callout_id, answer);
-        } else {
-            self.on_approval_response(callout_id, answer);
+    /// A call's answer, from `crate::ffi::stream`: the rate limit decision's or a marking's.
+    pub fn on_call_answer(&mut self, id: u64, answer: Answer) {
+        if let Some((call, sent)) = self.mark_call {
+            if call == id {
+                self.mark_call = None;
+                // Held while the marks were recorded: released as it stands, or reset.
+                if self.marks_answered(&answer, sent) == Flow::Continue {
+                    self.resume_response();
+                }
+                return;
+            }
+        }
+        if matches!(self.request, RequestState::Rls(call, _) if call == id) {
+            self.on_rls_answer(answer);
         }
     }
 }

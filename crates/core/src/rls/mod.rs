@@ -24,8 +24,8 @@
 //! request the service counted is never refused afterwards by this filter.
 //!
 //! Transport: the wasm build sends the message through proxy-wasm's gRPC call; the native build
-//! sends it as an HTTP/2 request through the dynamic-module ABI's HTTP callout ([`grpc`]). Both read
-//! the answer into the same [`Answer`].
+//! sends it as an HTTP/2 stream through the dynamic-module ABI and reads the answer's events as
+//! Envoy's gRPC client does ([`grpc`]). Both read the answer into the same [`Answer`].
 //!
 //! Layer `rls` (crate docs); may use: `terms`, `wire`, `identity`, `limits`, `policy`.
 

@@ -3,17 +3,12 @@
 
 use super::{Buffer, Header};
 
-/// `envoy_dynamic_module_type_http_callout_result_ExceedResponseBufferLimit`.
-const EXCEED_RESPONSE_BUFFER_LIMIT: u32 = 2;
-
-/// The answer to an HTTP callout: its `:status`, its `grpc-status` header and body, copied out of
-/// Envoy's buffers (`None` status: the callout failed, was reset or its answer was too large). The
-/// ABI passes the answer's headers and body, not its trailers.
+/// The answer to an HTTP callout (the approval service's): its `:status` and body, copied out of
+/// Envoy's buffers (`None` status: the callout failed, was reset or its answer was too large).
 pub struct CalloutAnswer {
     /// `envoy_dynamic_module_type_http_callout_result`: 0 Success, 1 Reset, 2 ExceedResponseBufferLimit.
     pub result: u32,
     pub status: Option<Vec<u8>>,
-    pub grpc_status: Option<Vec<u8>>,
     pub body: Vec<u8>,
     pub body_size: usize,
 }
@@ -28,16 +23,14 @@ impl CalloutAnswer {
         chunks_size: usize,
         max_body: usize,
     ) -> Self {
-        let mut answer = CalloutAnswer { result, status: None, grpc_status: None, body: Vec::new(), body_size: 0 };
+        let mut answer = CalloutAnswer { result, status: None, body: Vec::new(), body_size: 0 };
         if result != 0 {
             return answer;
         }
         if !headers.is_null() {
             // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
             let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
-            let value = |name: &[u8]| hs.iter().find(|h| h.key.as_slice() == name).map(|h| h.value.to_vec());
-            answer.status = value(b":status");
-            answer.grpc_status = value(b"grpc-status");
+            answer.status = hs.iter().find(|h| h.key.as_slice() == b":status").map(|h| h.value.to_vec());
         }
         if !chunks.is_null() {
             // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
@@ -50,11 +43,6 @@ impl CalloutAnswer {
             }
         }
         answer
-    }
-
-    /// Was the answer larger than Envoy's callout buffer takes?
-    pub fn too_large(&self) -> bool {
-        self.result == EXCEED_RESPONSE_BUFFER_LIMIT
     }
 }
 

@@ -29,7 +29,11 @@ thread_local! {
 }
 
 /// Run `f` on the filter behind `module_ptr`; a panic resets the stream and poisons the filter.
-fn on_filter(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, f: impl FnOnce(&mut Filter) -> Flow) -> Flow {
+pub(super) fn on_filter(
+    filter_envoy_ptr: *mut c_void,
+    module_ptr: *const c_void,
+    f: impl FnOnce(&mut Filter) -> Flow,
+) -> Flow {
     if module_ptr.is_null() {
         return Flow::Stop;
     }
@@ -138,6 +142,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter_module_ptr:
     if filter_module_ptr.is_null() {
         return;
     }
+    super::stream::forget(filter_module_ptr as usize);
     // SAFETY: the pointer is the `Box<Filter>` from `on_http_filter_new`, given back exactly once.
     let filter = unsafe { Box::from_raw(filter_module_ptr as *mut Filter) };
     let _ = catch_unwind(AssertUnwindSafe(|| drop(filter)));
@@ -217,8 +222,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks: *mut Buffer,
     body_chunks_size: usize,
 ) {
-    // Room for the largest approval answer and the largest framed rate limit answer.
-    let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES.max(mcp_policy_core::rls::grpc::MAX_ANSWER_BYTES + 5);
+    let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES;
     if !filter_module_ptr.is_null() && RUNNING.with(Cell::get) == filter_module_ptr as usize {
         // Answered inline, while the filter's own hook is starting the callout: Envoy's async client
         // may fail a request before `send` returns, and then returns no request, so the callout
@@ -229,13 +233,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     }
     let answer = CalloutAnswer::read(result, headers, headers_size, body_chunks, body_chunks_size, max_body);
     on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
-        f.on_callout_done(callout_id, answer);
+        f.on_approval_response(callout_id, answer);
         Flow::Continue
     });
 }
 
-// Hooks of ABI features this filter does not use (per-route configuration, callout streams,
-// schedulers, watermarks, local-reply notices): Envoy resolves every one of them at load.
+// Hooks of ABI features this filter does not use (per-route configuration, the configuration's
+// callouts and streams, schedulers, watermarks, local-reply notices): Envoy resolves every one of
+// them at load. The filter's own streams are `super::stream`'s.
 
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_per_route_config_new(
@@ -254,55 +259,6 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
     _filter_envoy_ptr: *mut c_void,
     _filter_module_ptr: *const c_void,
     _event_id: u64,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _stream_id: u64,
-    _headers: *mut Header,
-    _headers_size: usize,
-    _end_stream: bool,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _stream_id: u64,
-    _data: *const Buffer,
-    _data_count: usize,
-    _end_stream: bool,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _stream_id: u64,
-    _trailers: *mut Header,
-    _trailers_size: usize,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _stream_id: u64,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
-    _filter_envoy_ptr: *mut c_void,
-    _filter_module_ptr: *const c_void,
-    _stream_id: u64,
-    _reason: u32,
 ) {
 }
 

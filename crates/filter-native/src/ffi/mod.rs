@@ -15,6 +15,7 @@
 mod callout;
 pub mod hooks;
 mod logging;
+mod stream;
 
 pub use callout::{callout_init_result, CalloutAnswer};
 pub use logging::{init_logging, log_built};

@@ -1,9 +1,9 @@
-//! The rate limit call as an HTTP/2 request (the native build's transport, `rls::grpc`): the request
-//! Envoy's gRPC client would send, and every answer read as Envoy's gRPC client reads it, so both
-//! builds reach the same `Answer` (then the same reply, tested in `super`).
+//! The rate limit call as an HTTP/2 stream (the native build's transport, `rls::grpc`): the request
+//! Envoy's gRPC client would send, and every answer read event by event as Envoy's gRPC client reads
+//! it, so both builds reach the same `Answer` (then the same reply, tested in `super`).
 
 use mcp_policy_core::policy::RateLimitService;
-use mcp_policy_core::rls::grpc::{self, Received, MAX_ANSWER_BYTES};
+use mcp_policy_core::rls::grpc::{self, AnswerReader, MAX_ANSWER_BYTES};
 use mcp_policy_core::rls::{proto, Answer};
 use mcp_policy_core::terms::FailureMode;
 
@@ -17,15 +17,51 @@ fn svc(authority: Option<&str>) -> RateLimitService {
     }
 }
 
-/// `RateLimitResponse{overall_code: OK}`.
+/// `RateLimitResponse{overall_code: OK}` and `{overall_code: OVER_LIMIT}`.
 const OK_MESSAGE: [u8; 2] = [0x08, 0x01];
+const OVER_LIMIT_MESSAGE: [u8; 2] = [0x08, 0x02];
 
-fn read(status: &str, grpc_status: Option<&str>, body: &[u8]) -> Answer {
-    grpc::read_http_answer(Received::Answer {
-        status: Some(status.as_bytes()),
-        grpc_status: grpc_status.map(str::as_bytes),
-        body,
-    })
+/// One event of the answer's stream.
+enum Ev<'a> {
+    /// `:status`, `grpc-status`, end of stream.
+    Headers(Option<&'a str>, Option<&'a str>, bool),
+    Data(&'a [u8], bool),
+    Trailers(Option<&'a str>),
+    Reset,
+}
+use Ev::{Data, Headers, Reset, Trailers};
+
+/// The answer the events give, and after how many of them (`None`: the call has not ended).
+fn feed(events: &[Ev]) -> Option<(Answer, usize)> {
+    let mut r = AnswerReader::default();
+    for (n, ev) in events.iter().enumerate() {
+        match ev {
+            Headers(s, g, end) => r.headers(s.map(str::as_bytes), g.map(str::as_bytes), *end),
+            Data(d, end) => r.data(d, *end),
+            Trailers(g) => r.trailers(g.map(str::as_bytes)),
+            Reset => r.reset(),
+        }
+        if r.ended() {
+            let answer = r.take().unwrap();
+            assert!(r.take().is_none(), "given once");
+            return Some((answer, n + 1));
+        }
+    }
+    None
+}
+
+fn read(events: &[Ev]) -> Answer {
+    feed(events).expect("the call ended").0
+}
+
+/// Headers of status 200 that do not end the stream, then `body`, then `trailers`' `grpc-status`.
+fn answer(body: &[u8], trailers: Option<&str>) -> Answer {
+    read(&[Headers(Some("200"), None, false), Data(body, false), Trailers(trailers)])
+}
+
+/// A trailers-only answer: headers with `status` and `grpc-status` that end the stream.
+fn trailers_only(status: &str, grpc: &str) -> Answer {
+    read(&[Headers(Some(status), Some(grpc), true)])
 }
 
 fn is_outage(a: &Answer) -> bool {
@@ -34,6 +70,10 @@ fn is_outage(a: &Answer) -> bool {
 
 fn is_unusable(a: &Answer, why: &str) -> bool {
     matches!(a, Answer::Unusable(w) if w.contains(why))
+}
+
+fn decoded(code: i32) -> Answer {
+    Answer::Decoded(proto::Response { overall_code: code, statuses: vec![] })
 }
 
 #[test]
@@ -62,63 +102,111 @@ fn the_request_is_what_envoys_grpc_client_sends() {
 
 #[test]
 fn one_complete_message_is_the_answer() {
-    let ok = Answer::Decoded(proto::Response { overall_code: proto::CODE_OK, statuses: vec![] });
-    assert_eq!(read("200", None, &grpc::frame(&OK_MESSAGE)), ok);
-    // A `grpc-status: 0` header with the message (not trailers-only) changes nothing.
-    assert_eq!(read("200", Some("0"), &grpc::frame(&OK_MESSAGE)), ok);
+    let ok = decoded(proto::CODE_OK);
+    assert_eq!(answer(&grpc::frame(&OK_MESSAGE), Some("0")), ok);
+    // A `grpc-status` in headers that do not end the stream is initial metadata: the trailers decide.
+    let framed = grpc::frame(&OK_MESSAGE);
+    let events = [Headers(Some("200"), Some("0"), false), Data(&framed, false), Trailers(Some("0"))];
+    assert_eq!(read(&events), ok);
+    // The message in pieces, a byte at a time.
+    let mut events = vec![Headers(Some("200"), None, false)];
+    events.extend(framed.chunks(1).map(|b| Data(b, false)));
+    events.push(Trailers(Some("0")));
+    assert_eq!(feed(&events), Some((ok.clone(), framed.len() + 2)));
     // An empty message is a valid RateLimitResponse (overall_code UNKNOWN): the pipeline refuses it.
-    assert_eq!(read("200", None, &grpc::frame(&[])), Answer::Decoded(proto::Response::default()));
+    assert_eq!(answer(&grpc::frame(&[]), Some("0")), decoded(proto::CODE_UNKNOWN));
+    // Two messages: the last one, as Envoy's unary client keeps it.
+    let two = [grpc::frame(&OK_MESSAGE), grpc::frame(&OVER_LIMIT_MESSAGE)].concat();
+    assert_eq!(answer(&two, Some("0")), decoded(proto::CODE_OVER_LIMIT));
+    // Bytes after the message that are no complete frame are never read (Envoy's decoder waits for
+    // the rest, and the trailers end the call).
+    let mut extra = framed.clone();
+    extra.push(0);
+    assert_eq!(answer(&extra, Some("0")), ok);
+}
+
+#[test]
+fn the_status_in_trailers_decides_over_the_message() {
+    let framed = grpc::frame(&OK_MESSAGE);
+    // An OK message then a failed status: the status (no decision is read from the message).
+    assert!(is_unusable(&answer(&framed, Some("13")), "gRPC status 13"));
+    assert!(is_outage(&answer(&framed, Some("14"))));
+    // A status in trailers after headers, with no message.
+    assert!(is_outage(&answer(b"", Some("14"))));
+    assert!(is_unusable(&answer(b"", Some("3")), "gRPC status 3"));
+    // Trailers without a status, or no trailers at all: 2 UNKNOWN.
+    assert!(is_unusable(&answer(&framed, None), "gRPC status 2"));
+    let no_trailers = [Headers(Some("200"), None, false), Data(&framed, true)];
+    assert!(is_unusable(&read(&no_trailers), "gRPC status 2"));
 }
 
 #[test]
 fn outages_are_what_envoy_reports_as_unavailable_or_deadline_exceeded() {
     // Envoy's local replies to a gRPC request: trailers-only, grpc-status 14 (its callout timeout,
-    // no healthy endpoint, connection refused), or plain 503/504/502/429.
-    assert!(is_outage(&read("200", Some("14"), b"")));
-    assert!(is_outage(&read("200", Some("4"), b"")));
+    // no healthy endpoint, connection refused), or plain 503/504/502/429 with a text body.
+    assert!(is_outage(&trailers_only("200", "14")));
+    assert!(is_outage(&trailers_only("200", "4")));
     for http in ["502", "503", "504", "429"] {
-        assert!(is_outage(&read(http, None, b"upstream connect error")), "{http}");
+        // Decided on the headers: the body that follows is not read.
+        let events = [Headers(Some(http), None, false), Data(b"upstream connect error", true)];
+        assert!(matches!(feed(&events), Some((Answer::Unavailable(_), 1))), "{http}");
     }
-    // A non-200 with a trailers-only grpc-status: that status.
-    assert!(is_outage(&read("503", Some("14"), b"")));
-    assert!(is_unusable(&read("503", Some("3"), b""), "gRPC status 3"));
+    // A non-200 that ends the stream with a grpc-status: that status.
+    assert!(is_outage(&trailers_only("503", "14")));
+    assert!(is_unusable(&trailers_only("503", "3"), "gRPC status 3"));
+    // A non-200 that does not end the stream: the HTTP status, whatever grpc-status it carries.
+    assert!(is_outage(&read(&[Headers(Some("503"), Some("3"), false)])));
 }
 
 #[test]
 fn every_other_answer_is_unusable_whatever_the_failure_mode() {
     // Statuses the service sends when it will not decide (INVALID_ARGUMENT, UNIMPLEMENTED, …).
-    for (g, n) in [("3", "3"), ("12", "12"), ("13", "13"), ("7", "7"), ("16", "16"), ("2", "2")] {
-        assert!(is_unusable(&read("200", Some(g), b""), &format!("gRPC status {n}")), "{g}");
+    for g in ["3", "12", "13", "7", "16", "2"] {
+        assert!(is_unusable(&trailers_only("200", g), &format!("gRPC status {g}")), "{g}");
     }
     // A grpc-status that is no number reads as UNKNOWN.
-    assert!(is_unusable(&read("200", Some("x"), b""), "gRPC status 2"));
+    assert!(is_unusable(&trailers_only("200", "x"), "gRPC status 2"));
     // Non-200 statuses, mapped as gRPC does.
     for (http, g) in [("400", 13), ("401", 16), ("403", 7), ("404", 12), ("500", 2), ("302", 2)] {
-        assert!(is_unusable(&read(http, None, b""), &format!("gRPC status {g}")), "{http}");
+        assert!(is_unusable(&read(&[Headers(Some(http), None, true)]), &format!("gRPC status {g}")), "{http}");
     }
-    // OK with no message (trailers-only), and no message with the status in trailers.
-    assert!(is_unusable(&read("200", Some("0"), b""), "gRPC status 13"));
-    assert!(is_unusable(&read("200", None, b""), "no message"));
-    // Frames that are not exactly one uncompressed message.
+    // OK with no message: trailers-only, or trailers after headers; headers alone without a status.
+    assert!(is_unusable(&trailers_only("200", "0"), "gRPC status 13"));
+    assert!(is_unusable(&answer(b"", Some("0")), "gRPC status 13"));
+    assert!(is_unusable(&read(&[Headers(Some("200"), None, true)]), "gRPC status 2"));
+    // Frames that are no complete uncompressed message.
     let framed = grpc::frame(&OK_MESSAGE);
-    assert!(is_unusable(&read("200", None, &framed[..3]), "truncated gRPC frame header"));
-    assert!(is_unusable(&read("200", None, &framed[..6]), "truncated gRPC message"));
+    assert!(is_unusable(&answer(&framed[..3], Some("0")), "gRPC status 13"));
+    assert!(is_unusable(&answer(&framed[..6], Some("0")), "gRPC status 13"));
     let mut compressed = framed.clone();
     compressed[0] = 1;
-    assert!(is_unusable(&read("200", None, &compressed), "compressed"));
-    let mut extra = framed.clone();
-    extra.push(0);
-    assert!(is_unusable(&read("200", None, &extra), "bytes after the gRPC message"));
-    let two = [framed.clone(), framed].concat();
-    assert!(is_unusable(&read("200", None, &two), "bytes after the gRPC message"));
+    assert!(is_unusable(&answer(&compressed, Some("0")), "compressed"));
+    assert!(is_unusable(&answer(b"hello world", Some("0")), "unknown gRPC frame flag"));
     let mut huge = vec![0u8, 0, 0, 0, 0];
     huge[1..5].copy_from_slice(&u32::try_from(MAX_ANSWER_BYTES + 1).unwrap().to_be_bytes());
-    assert!(is_unusable(&read("200", None, &huge), "too large"));
+    assert!(is_unusable(&answer(&huge, Some("0")), "exceeds"));
     // Bytes that are no RateLimitResponse.
-    assert!(is_unusable(&read("200", None, &grpc::frame(&[0xff])), "unreadable"));
-    // No status, a reset stream (Envoy's gRPC client: 13 INTERNAL), an answer over the limit.
-    let no_status = grpc::read_http_answer(Received::Answer { status: None, grpc_status: None, body: b"" });
-    assert!(is_unusable(&no_status, "no HTTP status"));
-    assert!(is_unusable(&grpc::read_http_answer(Received::Reset), "gRPC status 13"));
-    assert!(is_unusable(&grpc::read_http_answer(Received::TooLarge), "exceeds"));
+    assert!(is_unusable(&answer(&grpc::frame(&[0xff]), Some("0")), "unreadable"));
+    // No HTTP status; a reset stream, before or after the message (Envoy: 13 INTERNAL).
+    assert!(is_unusable(&read(&[Headers(None, None, false)]), "no HTTP status"));
+    assert!(is_unusable(&read(&[Reset]), "gRPC status 13"));
+    let reset_after = [Headers(Some("200"), None, false), Data(&framed, false), Reset];
+    assert!(is_unusable(&read(&reset_after), "gRPC status 13"));
+}
+
+#[test]
+fn the_first_event_that_ends_the_call_decides() {
+    let framed = grpc::frame(&OK_MESSAGE);
+    let events = [Headers(Some("200"), Some("14"), true), Data(&framed, false), Trailers(Some("0"))];
+    assert!(matches!(feed(&events), Some((Answer::Unavailable(_), 1))));
+    // After the answer is given, later events give nothing more.
+    let mut r = AnswerReader::default();
+    r.trailers(Some(b"14"));
+    assert!(r.take().is_some());
+    r.data(&framed, false);
+    r.trailers(Some(b"0"));
+    r.reset();
+    assert!(r.take().is_none());
+    // Nothing has ended the call yet: no answer.
+    assert_eq!(feed(&[Headers(Some("200"), None, false), Data(&framed, false)]), None);
 }
