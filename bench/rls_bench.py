@@ -4,7 +4,7 @@ BENCHMARKS.md).
     .venv/bin/python bench/rls_bench.py [--calls 2000] [--seconds 5] [--concurrency 64] [--build native]
 
 The Envoys run the wasm build, or with `--build native` (after `make dynamic-module`) the native one,
-whose rate limit call is an HTTP/2 callout (docs/src/deploy/native.md).
+whose rate limit call is an HTTP/2 stream (docs/src/deploy/native.md).
 
 1. Latency an RLS decision adds to an allowed call: two Envoys (1 worker each) in front of the fast
    direct_response upstream of bench/envoy/upstream.yaml, the same policy (vm_agent_exec, one

@@ -1,7 +1,58 @@
-//! The answer of an HTTP callout, read out of the arguments Envoy passes to
-//! `on_http_filter_http_callout_done`.
+//! HTTP callouts (the approval service's): started here, and their answer read out of the
+//! arguments Envoy passes to `on_http_filter_http_callout_done`.
 
-use super::{Buffer, Header};
+use std::ffi::c_void;
+
+use super::{Buffer, Header, Stream};
+
+extern "C" {
+    fn envoy_dynamic_module_callback_http_filter_http_callout(
+        filter: *mut c_void,
+        callout_id_out: *mut u64,
+        cluster_name: Buffer,
+        headers: *mut Header,
+        headers_size: usize,
+        body: Buffer,
+        timeout_milliseconds: u64,
+    ) -> u32;
+}
+
+impl Stream {
+    /// Start a callout or a stream with `start`, an ABI function taking the filter, an out pointer
+    /// for the id, the cluster name, the header array and its length, and the body: the id, or the
+    /// ABI's init result code when it did not start.
+    pub(super) fn start_request(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        start: impl FnOnce(*mut c_void, *mut u64, Buffer, *mut Header, usize, Buffer) -> u32,
+    ) -> Result<u64, u32> {
+        let mut hs = Header::array(headers);
+        let mut id = 0u64;
+        // The header array, its buffers, the cluster name and the body outlive the call (Envoy copies
+        // them into its request); `id` is a valid out pointer.
+        match start(self.0, &mut id, Buffer::of(cluster.as_bytes()), hs.as_mut_ptr(), hs.len(), Buffer::of(body)) {
+            0 => Ok(id),
+            r => Err(r),
+        }
+    }
+
+    /// Start an HTTP callout to `cluster`; its id, or the ABI's init result code when it cannot start.
+    /// The answer arrives in `on_http_filter_http_callout_done` with that id.
+    pub fn http_callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        // SAFETY: the pointers and buffers are `start_request`'s, valid for the call.
+        self.start_request(cluster, headers, body, |filter, id, cluster, hs, n, body| unsafe {
+            envoy_dynamic_module_callback_http_filter_http_callout(filter, id, cluster, hs, n, body, timeout_ms)
+        })
+    }
+}
 
 /// The answer to an HTTP callout (the approval service's): its `:status` and body, copied out of
 /// Envoy's buffers (`None` status: the callout failed, was reset or its answer was too large).

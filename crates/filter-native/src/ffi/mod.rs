@@ -82,6 +82,13 @@ pub struct Header {
     value: Buffer,
 }
 
+impl Header {
+    /// Module headers borrowing `headers`' names and values, for a callout or a stream to start.
+    fn array(headers: &[(&str, &str)]) -> Vec<Header> {
+        headers.iter().map(|(k, v)| Header { key: Buffer::of(k.as_bytes()), value: Buffer::of(v.as_bytes()) }).collect()
+    }
+}
+
 /// `envoy_dynamic_module_type_http_header_type`.
 #[derive(Clone, Copy)]
 pub enum HeaderMap {
@@ -143,15 +150,6 @@ extern "C" {
     fn envoy_dynamic_module_callback_http_get_cluster_name(filter: *mut c_void, out: *mut Buffer) -> bool;
     fn envoy_dynamic_module_callback_http_get_buffer_limit(filter: *mut c_void) -> u64;
     fn envoy_dynamic_module_callback_http_set_buffer_limit(filter: *mut c_void, limit: u64);
-    fn envoy_dynamic_module_callback_http_filter_http_callout(
-        filter: *mut c_void,
-        callout_id_out: *mut u64,
-        cluster_name: Buffer,
-        headers: *mut Header,
-        headers_size: usize,
-        body: Buffer,
-        timeout_milliseconds: u64,
-    ) -> u32;
 
     fn envoy_dynamic_module_callback_http_get_body_size(filter: *mut c_void, body: u32) -> usize;
     fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: *mut c_void, body: u32) -> usize;
@@ -355,40 +353,6 @@ impl Stream {
         // SAFETY: `out` is a valid out pointer, copied out at once.
         let ok = unsafe { envoy_dynamic_module_callback_http_get_cluster_name(self.0, &mut out) };
         (ok && !out.ptr.is_null()).then(|| String::from_utf8_lossy(out.as_slice()).into_owned())
-    }
-
-    /// Start an HTTP callout to `cluster`; its id, or the ABI's init result code when it cannot start.
-    /// The answer arrives in `on_http_filter_http_callout_done` with that id.
-    pub fn http_callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout_ms: u64,
-    ) -> Result<u64, u32> {
-        let mut hs: Vec<Header> = headers
-            .iter()
-            .map(|(k, v)| Header { key: Buffer::of(k.as_bytes()), value: Buffer::of(v.as_bytes()) })
-            .collect();
-        let mut id = 0u64;
-        // SAFETY: the header array, its buffers, the cluster name and the body outlive the call; `id`
-        // is a valid out pointer.
-        let r = unsafe {
-            envoy_dynamic_module_callback_http_filter_http_callout(
-                self.0,
-                &mut id,
-                Buffer::of(cluster.as_bytes()),
-                hs.as_mut_ptr(),
-                hs.len(),
-                Buffer::of(body),
-                timeout_ms,
-            )
-        };
-        if r == 0 {
-            Ok(id)
-        } else {
-            Err(r)
-        }
     }
 
     /// Bytes in body `which`.

@@ -61,30 +61,15 @@ impl Stream {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<(u64, Option<Answer>), u32> {
-        let mut hs: Vec<Header> = headers
-            .iter()
-            .map(|(k, v)| Header { key: Buffer::of(k.as_bytes()), value: Buffer::of(v.as_bytes()) })
-            .collect();
-        let mut id = 0u64;
         let outer = STARTING.with(|s| s.replace(filter));
-        // SAFETY: the header array, its buffers, the cluster name and the body outlive the call
-        // (Envoy copies them into its request); `id` is a valid out pointer.
-        let r = unsafe {
+        // SAFETY: the pointers and buffers are `start_request`'s, valid for the call.
+        let started = self.start_request(cluster, headers, body, |filter, id, cluster, hs, n, body| unsafe {
             envoy_dynamic_module_callback_http_filter_start_http_stream(
-                self.0,
-                &mut id,
-                Buffer::of(cluster.as_bytes()),
-                hs.as_mut_ptr(),
-                hs.len(),
-                Buffer::of(body),
-                true,
-                timeout_ms,
+                filter, id, cluster, hs, n, body, true, timeout_ms,
             )
-        };
+        });
         STARTING.with(|s| s.set(outer));
-        if r != 0 {
-            return Err(r);
-        }
+        let id = started?;
         let answer = with_calls(|calls| match calls.iter().position(|c| c.filter == filter && c.id == id) {
             Some(i) if calls.get(i).is_some_and(|c| c.reader.ended()) => calls.swap_remove(i).reader.take(),
             Some(_) => None,
