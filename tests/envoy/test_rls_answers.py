@@ -16,7 +16,9 @@ Envoy's gRPC client reads it. What both must do alike:
 - the status in trailers decides over the message: a status after headers with no message, an OK
   message then a failed status, a message without trailers or without a status in them;
 - bytes after the message that are no complete frame are never read (Envoy's gRPC client waits for
-  the rest, and the trailers end the call).
+  the rest, and the trailers end the call), but a frame flag other than 0 or 1 is refused as soon as
+  it comes; a message over 64 KiB is refused only when it is the answer (the last message);
+- a `grpc-status` with whitespace around it is that status.
 """
 
 from __future__ import annotations
@@ -188,6 +190,16 @@ READ_AS = {
     "ok_message_without_trailers": (rs.Answer(body=FRAMED_OK), "unusable"),
     "ok_message_trailers_without_status": (rs.Answer(body=FRAMED_OK, trailers=[("x-other", "1")]), "unusable"),
     "partial_frame_after_ok_message": (rs.Answer(body=FRAMED_OK + b"\x00", trailers=[("grpc-status", "0")]), "ok"),
+    # A frame flag other than 0 or 1 is refused as soon as it comes, though its frame never ends.
+    "unknown_flag_after_ok_message": (rs.Answer(body=FRAMED_OK + b"\x02", trailers=[("grpc-status", "0")]),
+                                      "unusable"),
+    # A message over 64 KiB counts only if it is the last one; an unfinished frame never does.
+    "4_gib_announced_after_ok_message": (rs.Answer(body=FRAMED_OK + b"\x00\xff\xff\xff\xff",
+                                                   trailers=[("grpc-status", "0")]), "ok"),
+    "70_kb_message_then_ok_message": (rs.Answer(body=rs.frame(bytes(70_000)) + FRAMED_OK,
+                                                trailers=[("grpc-status", "0")]), "ok"),
+    # Envoy reads a grpc-status with whitespace around it (absl::SimpleAtoi).
+    "status_with_spaces": (rs.Answer(body=FRAMED_OK, trailers=[("grpc-status", " 14")]), "outage"),
 }
 
 

@@ -164,8 +164,8 @@ fn every_other_answer_is_unusable_whatever_the_failure_mode() {
     for g in ["3", "12", "13", "7", "16", "2"] {
         assert!(is_unusable(&trailers_only("200", g), &format!("gRPC status {g}")), "{g}");
     }
-    // A grpc-status that is no number reads as UNKNOWN.
-    assert!(is_unusable(&trailers_only("200", "x"), "gRPC status 2"));
+    // A grpc-status that is no number is Envoy's InvalidCode (-1).
+    assert!(is_unusable(&trailers_only("200", "x"), "gRPC status 4294967295"));
     // Non-200 statuses, mapped as gRPC does.
     for (http, g) in [("400", 13), ("401", 16), ("403", 7), ("404", 12), ("500", 2), ("302", 2)] {
         assert!(is_unusable(&read(&[Headers(Some(http), None, true)]), &format!("gRPC status {g}")), "{http}");
@@ -182,9 +182,13 @@ fn every_other_answer_is_unusable_whatever_the_failure_mode() {
     compressed[0] = 1;
     assert!(is_unusable(&answer(&compressed, Some("0")), "compressed"));
     assert!(is_unusable(&answer(b"hello world", Some("0")), "unknown gRPC frame flag"));
-    let mut huge = vec![0u8, 0, 0, 0, 0];
-    huge[1..5].copy_from_slice(&u32::try_from(MAX_ANSWER_BYTES + 1).unwrap().to_be_bytes());
-    assert!(is_unusable(&answer(&huge, Some("0")), "exceeds"));
+    // A flag byte other than 0 or 1 is refused as soon as it comes, even in a frame that never
+    // completes, after a whole message.
+    for tail in [&[2u8][..], &[0x80], &[2, 0, 0, 0]] {
+        let body = [framed.as_slice(), tail].concat();
+        assert!(is_unusable(&answer(&body, Some("0")), "unknown gRPC frame flag"), "{tail:?}");
+        assert!(is_unusable(&answer(&body, Some("14")), "unknown gRPC frame flag"), "{tail:?}");
+    }
     // Bytes that are no RateLimitResponse.
     assert!(is_unusable(&answer(&grpc::frame(&[0xff]), Some("0")), "unreadable"));
     // No HTTP status; a reset stream, before or after the message (Envoy: 13 INTERNAL).
@@ -192,6 +196,61 @@ fn every_other_answer_is_unusable_whatever_the_failure_mode() {
     assert!(is_unusable(&read(&[Reset]), "gRPC status 13"));
     let reset_after = [Headers(Some("200"), None, false), Data(&framed, false), Reset];
     assert!(is_unusable(&read(&reset_after), "gRPC status 13"));
+}
+
+/// A frame of `len` bytes of message (each 0), whole.
+fn big_frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; 5 + len];
+    f[1..5].copy_from_slice(&u32::try_from(len).unwrap().to_be_bytes());
+    f
+}
+
+#[test]
+fn a_message_over_the_limit_is_refused_only_when_it_is_the_answer() {
+    let framed = grpc::frame(&OK_MESSAGE);
+    let ok = decoded(proto::CODE_OK);
+    // The last message over the limit: refused. At the limit: read (an empty RateLimitResponse
+    // padded with zero bytes is no valid message, so "unreadable", not "exceeds").
+    assert!(is_unusable(&answer(&big_frame(MAX_ANSWER_BYTES + 1), Some("0")), "exceeds"));
+    assert!(is_unusable(&answer(&big_frame(MAX_ANSWER_BYTES), Some("0")), "unreadable"));
+    // Over the limit, then a message: the message (the large one is counted, not kept).
+    let then_ok = [big_frame(70_000), framed.clone()].concat();
+    assert_eq!(answer(&then_ok, Some("0")), ok);
+    // The same in 1000-byte pieces.
+    let mut events = vec![Headers(Some("200"), None, false)];
+    events.extend(then_ok.chunks(1000).map(|c| Data(c, false)));
+    events.push(Trailers(Some("0")));
+    assert_eq!(read(&events), ok);
+    // A message, then a frame header announcing 4 GiB that never completes: the message.
+    let announced = [framed.as_slice(), &[0, 0xff, 0xff, 0xff, 0xff], &[7; 100]].concat();
+    assert_eq!(answer(&announced, Some("0")), ok);
+    // A compressed message over the limit: refused once complete, as a compressed one.
+    let mut compressed = big_frame(70_000);
+    compressed[0] = 1;
+    assert!(is_unusable(&answer(&compressed, Some("0")), "compressed"));
+    // Unfinished, it is never read: the trailers decide.
+    assert!(is_outage(&answer(&compressed[..1000], Some("14"))));
+}
+
+#[test]
+fn grpc_status_values_are_read_as_envoy_reads_them() {
+    let framed = grpc::frame(&OK_MESSAGE);
+    let ok = decoded(proto::CODE_OK);
+    // ASCII whitespace around the number, and a leading +.
+    for g in [" 0", "0\t", "\t0 ", "+0", "00"] {
+        assert_eq!(answer(&framed, Some(g)), ok, "{g:?}");
+    }
+    for g in [" 14", "14 ", "+14", "\x0b14"] {
+        assert!(is_outage(&answer(&framed, Some(g))), "{g:?}");
+    }
+    assert!(is_outage(&trailers_only("200", " 4")));
+    assert!(is_outage(&trailers_only("503", "14 ")));
+    // Over 16, no number, a negative number, a list: Envoy's InvalidCode (-1).
+    for g in ["17", "4294967310", "x", "-0", "0,13", "1 4", " "] {
+        assert!(is_unusable(&answer(&framed, Some(g)), "gRPC status 4294967295"), "{g:?}");
+    }
+    // An empty value is no status: UNKNOWN.
+    assert!(is_unusable(&answer(&framed, Some("")), "gRPC status 2"));
 }
 
 #[test]
