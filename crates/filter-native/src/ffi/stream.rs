@@ -123,6 +123,17 @@ fn on_event(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, id: u64, e
     }));
     let answer = match read {
         Ok(answer) => answer,
+        // A reader that panicked: the call is refused. While the stream starts the filter is in use,
+        // so its start takes a reader ended as a reset (13, refused) instead.
+        Err(_) if starting => {
+            with_calls(|calls| {
+                calls.retain(|c| !(c.filter == filter && c.id == id));
+                let mut reader = AnswerReader::default();
+                reader.reset();
+                calls.push(Call { filter, id, reader });
+            });
+            None
+        }
         Err(_) => {
             with_calls(|calls| calls.retain(|c| !(c.filter == filter && c.id == id)));
             Some(Answer::Unusable("rate limit service answer could not be read (module panic)".into()))
