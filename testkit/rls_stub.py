@@ -32,13 +32,15 @@ def frame(message: bytes, flag: int = 0) -> bytes:
 @dataclass
 class Answer:
     """What the stub sends: `headers` (a `grpc-status` here with no body is a trailers-only
-    answer), then `body` (if any), then `trailers` (if any), after `delay` seconds."""
+    answer), then `body` (if any), then `trailers` (if any), after `delay` seconds; with `stall`,
+    the headers first and the rest `stall` seconds later."""
 
     headers: list[tuple[str, str]] = field(default_factory=lambda: [(":status", "200"),
                                                                     ("content-type", "application/grpc")])
     body: bytes = b""
     trailers: list[tuple[str, str]] | None = None
     delay: float = 0.0
+    stall: float = 0.0
 
 
 def ok() -> Answer:
@@ -100,18 +102,34 @@ class RlsStub(SilentServer):
 
     @staticmethod
     def _respond(c: socket.socket, conn, lock: threading.Lock | None, stream_id: int, a: Answer):
+        def send(write) -> bool:
+            with lock or contextlib.nullcontext():
+                try:
+                    write()
+                    c.sendall(conn.data_to_send())
+                    return True
+                except (OSError, h2.exceptions.H2Error):
+                    return False  # the caller gave up (reset the stream) or closed the connection
+
+        def rest():
+            # In frames h2 may send (Envoy's windows, 256 MiB by default, take any body here).
+            step = conn.max_outbound_frame_size
+            for at in range(0, len(a.body), step):
+                last = at + step >= len(a.body)
+                conn.send_data(stream_id, a.body[at:at + step], end_stream=last and a.trailers is None)
+            if a.trailers is not None:
+                conn.send_headers(stream_id, a.trailers, end_stream=True)
+
+        def whole():
+            conn.send_headers(stream_id, a.headers, end_stream=ends)
+            rest()
+
         time.sleep(a.delay)
-        with lock or contextlib.nullcontext():
-            try:
-                ends = not a.body and a.trailers is None
-                conn.send_headers(stream_id, a.headers, end_stream=ends)
-                # In frames h2 may send (Envoy's windows, 256 MiB by default, take any body here).
-                step = conn.max_outbound_frame_size
-                for at in range(0, len(a.body), step):
-                    last = at + step >= len(a.body)
-                    conn.send_data(stream_id, a.body[at:at + step], end_stream=last and a.trailers is None)
-                if a.trailers is not None:
-                    conn.send_headers(stream_id, a.trailers, end_stream=True)
-                c.sendall(conn.data_to_send())
-            except (OSError, h2.exceptions.H2Error):
-                pass  # the caller gave up (reset the stream) or closed the connection
+        ends = not a.body and a.trailers is None
+        if not a.stall:
+            send(whole)
+            return
+        # The lock is not held while stalling: the connection's other streams go on.
+        if send(lambda: conn.send_headers(stream_id, a.headers, end_stream=ends)) and not ends:
+            time.sleep(a.stall)
+            send(rest)

@@ -18,7 +18,8 @@ Envoy's gRPC client reads it. What both must do alike:
 - bytes after the message that are no complete frame are never read (Envoy's gRPC client waits for
   the rest, and the trailers end the call), but a frame flag other than 0 or 1 is refused as soon as
   it comes; a message over 64 KiB is refused only when it is the answer (the last message);
-- a `grpc-status` with whitespace around it is that status.
+- a `grpc-status` with whitespace around it is that status;
+- an answer that stalls after its headers past the timeout is refused whatever `failure_mode` says.
 """
 
 from __future__ import annotations
@@ -200,6 +201,10 @@ READ_AS = {
                                                 trailers=[("grpc-status", "0")]), "ok"),
     # Envoy reads a grpc-status with whitespace around it (absl::SimpleAtoi).
     "status_with_spaces": (rs.Answer(body=FRAMED_OK, trailers=[("grpc-status", " 14")]), "outage"),
+    # Headers, then nothing until past the timeout: Envoy resets the stream, which its gRPC client
+    # reads as 13 INTERNAL, no outage (a timeout is one only before the headers).
+    "headers_then_stall_past_the_timeout": (rs.Answer(body=FRAMED_OK, trailers=[("grpc-status", "0")], stall=1.0),
+                                            "unusable"),
 }
 
 
