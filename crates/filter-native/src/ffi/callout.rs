@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::{Buffer, Header, Stream};
+use super::{header_value, Buffer, Header, Stream};
 
 extern "C" {
     fn envoy_dynamic_module_callback_http_filter_http_callout(
@@ -78,11 +78,7 @@ impl CalloutAnswer {
         if result != 0 {
             return answer;
         }
-        if !headers.is_null() {
-            // SAFETY: Envoy passes `headers_size` headers, valid until the hook returns.
-            let hs = unsafe { std::slice::from_raw_parts(headers, headers_size) };
-            answer.status = hs.iter().find(|h| h.key.as_slice() == b":status").map(|h| h.value.to_vec());
-        }
+        answer.status = header_value(headers, headers_size, b":status").map(<[u8]>::to_vec);
         if !chunks.is_null() {
             // SAFETY: Envoy passes `chunks_size` body slices, valid until the hook returns.
             let cs = unsafe { std::slice::from_raw_parts(chunks, chunks_size) };

@@ -89,6 +89,18 @@ impl Header {
     }
 }
 
+/// The value of header `name` in the array of `size` headers Envoy passed to an event hook (a
+/// callout's or a stream's answer).
+fn header_value<'a>(headers: *const Header, size: usize, name: &[u8]) -> Option<&'a [u8]> {
+    if headers.is_null() {
+        return None;
+    }
+    // SAFETY: Envoy passes `size` headers, valid until the event hook returns; callers read the
+    // value before then.
+    let hs = unsafe { std::slice::from_raw_parts(headers, size) };
+    hs.iter().find(|h| h.key.as_slice() == name).map(|h| h.value.as_slice())
+}
+
 /// `envoy_dynamic_module_type_http_header_type`.
 #[derive(Clone, Copy)]
 pub enum HeaderMap {

@@ -17,7 +17,7 @@ use mcp_policy_core::rls::grpc::AnswerReader;
 use mcp_policy_core::rls::Answer;
 
 use super::hooks::on_filter;
-use super::{Buffer, Header, Stream};
+use super::{header_value, Buffer, Header, Stream};
 use crate::filter::Flow;
 
 extern "C" {
@@ -145,17 +145,6 @@ fn on_event(filter_envoy_ptr: *mut c_void, module_ptr: *const c_void, id: u64, e
             Flow::Continue
         });
     }
-}
-
-/// The value of header `name` in Envoy's array of `size` headers at `headers`.
-fn header_value<'a>(headers: *const Header, size: usize, name: &[u8]) -> Option<&'a [u8]> {
-    if headers.is_null() {
-        return None;
-    }
-    // SAFETY: Envoy passes `size` headers, valid until the event hook returns; the slice is read
-    // before then.
-    let hs = unsafe { std::slice::from_raw_parts(headers, size) };
-    hs.iter().find(|h| h.key.as_slice() == name).map(|h| h.value.as_slice())
 }
 
 #[no_mangle]

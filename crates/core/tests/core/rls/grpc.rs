@@ -198,23 +198,16 @@ fn every_other_answer_is_unusable_whatever_the_failure_mode() {
     assert!(is_unusable(&read(&reset_after), "gRPC status 13"));
 }
 
-/// A frame of `len` bytes of message (each 0), whole.
-fn big_frame(len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; 5 + len];
-    f[1..5].copy_from_slice(&u32::try_from(len).unwrap().to_be_bytes());
-    f
-}
-
 #[test]
 fn a_message_over_the_limit_is_refused_only_when_it_is_the_answer() {
     let framed = grpc::frame(&OK_MESSAGE);
     let ok = decoded(proto::CODE_OK);
     // The last message over the limit: refused. At the limit: read (an empty RateLimitResponse
     // padded with zero bytes is no valid message, so "unreadable", not "exceeds").
-    assert!(is_unusable(&answer(&big_frame(MAX_ANSWER_BYTES + 1), Some("0")), "exceeds"));
-    assert!(is_unusable(&answer(&big_frame(MAX_ANSWER_BYTES), Some("0")), "unreadable"));
+    assert!(is_unusable(&answer(&grpc::frame(&vec![0; MAX_ANSWER_BYTES + 1]), Some("0")), "exceeds"));
+    assert!(is_unusable(&answer(&grpc::frame(&vec![0; MAX_ANSWER_BYTES]), Some("0")), "unreadable"));
     // Over the limit, then a message: the message (the large one is counted, not kept).
-    let then_ok = [big_frame(70_000), framed.clone()].concat();
+    let then_ok = [grpc::frame(&vec![0; 70_000]), framed.clone()].concat();
     assert_eq!(answer(&then_ok, Some("0")), ok);
     // The same in 1000-byte pieces.
     let mut events = vec![Headers(Some("200"), None, false)];
@@ -225,7 +218,7 @@ fn a_message_over_the_limit_is_refused_only_when_it_is_the_answer() {
     let announced = [framed.as_slice(), &[0, 0xff, 0xff, 0xff, 0xff], &[7; 100]].concat();
     assert_eq!(answer(&announced, Some("0")), ok);
     // A compressed message over the limit: refused once complete, as a compressed one.
-    let mut compressed = big_frame(70_000);
+    let mut compressed = grpc::frame(&vec![0; 70_000]);
     compressed[0] = 1;
     assert!(is_unusable(&answer(&compressed, Some("0")), "compressed"));
     // Unfinished, it is never read: the trailers decide.
