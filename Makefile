@@ -137,7 +137,7 @@ postgres-deps:
 ## test-envoy: the Python tests (tests/: tier 1 in py/, the Envoy tier, the SDKs end to end), their test
 ##             modules spread over PYTEST_WORKERS processes (pytest-xdist; PYTEST_WORKERS=0: one process).
 ##             Most of their time is waiting for processes to start and answer: on 2 cores, 2 workers
-##             take half the time of one.
+##             take about two thirds of the time of one.
 PYTEST_WORKERS ?= 2
 test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)

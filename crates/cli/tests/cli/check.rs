@@ -177,6 +177,29 @@ fn check_a_document_closed_early_names_where_it_closed_and_what_follows() {
 }
 
 #[test]
+fn check_a_duplicate_key_shows_both_names() {
+    // The parser reports the object that holds the repeat (`tools`, line 3); the author needs the
+    // two names, lines 4 and 6.
+    let p = scratch(
+        "duplicate.json",
+        "{\n  \"version\": \"1\",\n  \"tools\": {\n    \"list_vms\": {},\n    \"vm_start\": {},\n    \"list_vms\": {\"action\": \"deny\"}\n  }\n}\n",
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: duplicate object key at \
+                 line 3, column 12\n\
+                 \x20  4 |     \"list_vms\": {{}},\n     |     ^ this name\n\
+                 \x20  6 |     \"list_vms\": {{\"action\": \"deny\"}}\n     |     ^ again in the same object\n"
+            )
+        )
+    );
+}
+
+#[test]
 fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
     let p = scratch("syntax.json", "{\n  \"version\": \"1\",\n  \"tools\": {\n    \"list_vms\": {},\n  }\n}\n");
     assert_eq!(

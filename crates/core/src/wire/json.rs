@@ -67,6 +67,7 @@ mod string;
 mod tests;
 mod write;
 
+pub use names::repeated_name;
 pub use write::{write, write_sorted, write_str};
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.

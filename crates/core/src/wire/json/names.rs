@@ -61,3 +61,39 @@ impl<'a> MemberNames<'a> {
         }
     }
 }
+
+/// The two member names behind a [`ParseErrorKind::DuplicateKey`](super::ParseErrorKind) error,
+/// which reports the object that holds them (its `{` at `open`, the error's offset): where the
+/// first name that repeats an earlier one starts, and where that earlier one starts. Names compare
+/// after unescaping, as the check does. `None` when `open` is not the start of such an object.
+///
+/// For tools that show a policy author both places (`mcp-policy check`); it reads the object again,
+/// so it runs only once an error is found.
+pub fn repeated_name(input: &[u8], open: usize) -> Option<(usize, usize)> {
+    let mut p = super::Parser::new(input).ok()?;
+    p.pos = open;
+    let text = p.src;
+    let mut seen: Vec<(Cow<'_, str>, usize)> = Vec::new();
+    let mut found = None;
+    // A name starts at the first quote after the object's `{` or the previous member's value:
+    // only whitespace and a comma lie between.
+    let mut next = open.saturating_add(1);
+    let _ = p.object_with(|p, name| {
+        let at = text.get(next..).and_then(|rest| rest.find('"')).map(|i| next + i);
+        match (at, seen.iter().find(|(earlier, _)| *earlier == name)) {
+            (Some(at), Some(&(_, first))) => {
+                found = Some((at, first));
+                // Stop reading: the rest of the object does not matter.
+                Err(p.err(super::ParseErrorKind::DuplicateKey))
+            }
+            (Some(at), None) => {
+                seen.push((name, at));
+                p.skip_value()?;
+                next = p.pos;
+                Ok(())
+            }
+            (None, _) => Err(p.err(super::ParseErrorKind::DuplicateKey)),
+        }
+    });
+    found
+}

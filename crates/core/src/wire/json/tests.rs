@@ -83,6 +83,31 @@ fn duplicate_keys_found_in_large_objects() {
 }
 
 #[test]
+fn the_repeated_name_behind_a_duplicate_key_error_is_found() {
+    // Each text, and the two names the error is about: (repeat, earlier), as byte offsets.
+    let cases: [(&[u8], (usize, usize)); 5] = [
+        (br#"{"a":1,"a":2}"#, (7, 1)),
+        // After unescaping, as the check compares.
+        (br#"{"a":1,"\u0061":2}"#, (7, 1)),
+        // The innermost object with a repeat is the one reported; nested values are skipped.
+        (br#"[{"x":{"b":[1,{"b":2}],"c":"\"b\"","b":3}}]"#, (35, 7)),
+        // Whitespace and commas between members; the first repeat counts, not a later one.
+        (b"{\n  \"p\": {},\n  \"q\" : \"p\",\n  \"p\": 1, \"q\": 2\n}", (28, 4)),
+        (br#"{"k":{"a":1},"k":{"a":1}}"#, (13, 1)),
+    ];
+    for (text, want) in cases {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.kind, ParseErrorKind::DuplicateKey, "{}", String::from_utf8_lossy(text));
+        assert_eq!(repeated_name(text, e.offset), Some(want), "{}", String::from_utf8_lossy(text));
+    }
+    // Not the start of an object with a repeat, or not an object at all.
+    assert_eq!(repeated_name(br#"{"a":1,"b":2}"#, 0), None);
+    assert_eq!(repeated_name(br#"{"a":1,"a":2}"#, 1), None);
+    assert_eq!(repeated_name(br#"{"a":1,"a":2}"#, 99), None);
+    assert_eq!(repeated_name(b"\xff{}", 1), None);
+}
+
+#[test]
 fn depth_limit_is_exact_and_deep_input_is_refused_cleanly() {
     let at_limit = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
     assert!(parse(at_limit.as_bytes()).is_ok());
