@@ -39,17 +39,22 @@ pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<PolicySet, Failure> {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.
-        // A duplicate key: the error names the object that holds it; show the two names instead.
+        // Two names that clash: the error names the object that holds them; show the two names instead.
         if let Err(e) = json::parse(&bytes) {
             if let (json::ParseErrorKind::TrailingData, Some(close)) = (e.kind, textpos::value_end(&bytes, e.offset)) {
                 lines.push(textpos::excerpt(&bytes, close));
             }
-            match (e.kind, json::repeated_name(&bytes, e.offset)) {
-                (json::ParseErrorKind::DuplicateKey, Some((repeat, earlier))) => {
+            match json::repeated_name(&bytes, &e) {
+                Some((repeat, earlier)) => {
+                    let again = if e.kind == json::ParseErrorKind::DuplicateKey {
+                        "again in the same object"
+                    } else {
+                        "equal to it after case folding or removing invisible characters"
+                    };
                     lines.push(format!("{} this name", textpos::excerpt(&bytes, earlier)));
-                    lines.push(format!("{} again in the same object", textpos::excerpt(&bytes, repeat)));
+                    lines.push(format!("{} {again}", textpos::excerpt(&bytes, repeat)));
                 }
-                _ => lines.push(textpos::excerpt(&bytes, e.offset)),
+                None => lines.push(textpos::excerpt(&bytes, e.offset)),
             }
         }
         Failure { status: INVALID_POLICY, message: lines.join("\n") }

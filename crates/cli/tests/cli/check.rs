@@ -197,6 +197,25 @@ fn check_a_duplicate_key_shows_both_names() {
             )
         )
     );
+    // Two names a server may read as one (Go's encoding/json folds case): refused the same way.
+    let p = scratch(
+        "folded.json",
+        "{\n  \"version\": \"1\",\n  \"tools\": {\n    \"list_vms\": {},\n    \"List_VMs\": {\"action\": \"deny\"}\n  }\n}\n",
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: object keys equal after \
+                 case folding or removing invisible characters at line 3, column 12\n\
+                 \x20  4 |     \"list_vms\": {{}},\n     |     ^ this name\n\
+                 \x20  5 |     \"List_VMs\": {{\"action\": \"deny\"}}\n     |     ^ equal to it after case folding or \
+                 removing invisible characters\n"
+            )
+        )
+    );
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The member names of one object, kept for the duplicate check while the object is read.
 
 use std::borrow::Cow;
+use std::collections::hash_map::{Entry, HashMap};
 
-use super::INLINE_KEYS;
+use super::{ParseError, ParseErrorKind, INLINE_KEYS};
 
 /// The member names of one object, for the duplicate check: the first [`INLINE_KEYS`] borrowed
 /// from the input on the stack (most objects: no allocation, nothing to drop); past that, or once
@@ -62,37 +63,48 @@ impl<'a> MemberNames<'a> {
     }
 }
 
-/// The two member names behind a [`ParseErrorKind::DuplicateKey`](super::ParseErrorKind) error,
-/// which reports the object that holds them (its `{` at `open`, the error's offset): where the
-/// first name that repeats an earlier one starts, and where that earlier one starts. Names compare
-/// after unescaping, as the check does. `None` when `open` is not the start of such an object.
+/// The two member names behind a [`ParseErrorKind::DuplicateKey`] or
+/// [`ParseErrorKind::FoldedDuplicateKey`] error, which reports the object that holds them (its `{`,
+/// the error's offset): where the first name that repeats an earlier one starts, and where that
+/// earlier one starts. Names compare as the error did: after unescaping, and for a folded clash by
+/// their [`fold::name_key`](crate::wire::fold::name_key). `None` for any other error.
 ///
 /// For tools that show a policy author both places (`mcp-policy check`); it reads the object again,
 /// so it runs only once an error is found.
-pub fn repeated_name(input: &[u8], open: usize) -> Option<(usize, usize)> {
+pub fn repeated_name(input: &[u8], error: &ParseError) -> Option<(usize, usize)> {
+    let folded = match error.kind {
+        ParseErrorKind::DuplicateKey => false,
+        ParseErrorKind::FoldedDuplicateKey => true,
+        _ => return None,
+    };
+    let open = error.offset;
     let mut p = super::Parser::new(input).ok()?;
     p.pos = open;
     let text = p.src;
-    let mut seen: Vec<(Cow<'_, str>, usize)> = Vec::new();
+    // Each name read so far (or its folded key), and where it starts: a map, since a policy object
+    // may hold thousands of names.
+    let mut seen: HashMap<Cow<'_, str>, usize> = HashMap::new();
     let mut found = None;
     // A name starts at the first quote after the object's `{` or the previous member's value:
     // only whitespace and a comma lie between.
     let mut next = open.saturating_add(1);
     let _ = p.object_with(|p, name| {
-        let at = text.get(next..).and_then(|rest| rest.find('"')).map(|i| next + i);
-        match (at, seen.iter().find(|(earlier, _)| *earlier == name)) {
-            (Some(at), Some(&(_, first))) => {
-                found = Some((at, first));
+        let Some(at) = text.get(next..).and_then(|rest| rest.find('"')).map(|i| next + i) else {
+            return Err(p.err(error.kind));
+        };
+        let key = if folded { Cow::Owned(crate::wire::fold::name_key(&name).into_owned()) } else { name };
+        match seen.entry(key) {
+            Entry::Occupied(earlier) => {
+                found = Some((at, *earlier.get()));
                 // Stop reading: the rest of the object does not matter.
-                Err(p.err(super::ParseErrorKind::DuplicateKey))
+                Err(p.err(error.kind))
             }
-            (Some(at), None) => {
-                seen.push((name, at));
+            Entry::Vacant(slot) => {
+                slot.insert(at);
                 p.skip_value()?;
                 next = p.pos;
                 Ok(())
             }
-            (None, _) => Err(p.err(super::ParseErrorKind::DuplicateKey)),
         }
     });
     found

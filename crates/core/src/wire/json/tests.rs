@@ -84,27 +84,46 @@ fn duplicate_keys_found_in_large_objects() {
 
 #[test]
 fn the_repeated_name_behind_a_duplicate_key_error_is_found() {
-    // Each text, and the two names the error is about: (repeat, earlier), as byte offsets.
-    let cases: [(&[u8], (usize, usize)); 5] = [
-        (br#"{"a":1,"a":2}"#, (7, 1)),
+    // Each text, the error it gives, and the two names the error is about: (repeat, earlier), as
+    // byte offsets.
+    let cases: [(&[u8], ParseErrorKind, (usize, usize)); 8] = [
+        (br#"{"a":1,"a":2}"#, ParseErrorKind::DuplicateKey, (7, 1)),
         // After unescaping, as the check compares.
-        (br#"{"a":1,"\u0061":2}"#, (7, 1)),
+        (br#"{"a":1,"\u0061":2}"#, ParseErrorKind::DuplicateKey, (7, 1)),
         // The innermost object with a repeat is the one reported; nested values are skipped.
-        (br#"[{"x":{"b":[1,{"b":2}],"c":"\"b\"","b":3}}]"#, (35, 7)),
+        (br#"[{"x":{"b":[1,{"b":2}],"c":"\"b\"","b":3}}]"#, ParseErrorKind::DuplicateKey, (35, 7)),
         // Whitespace and commas between members; the first repeat counts, not a later one.
-        (b"{\n  \"p\": {},\n  \"q\" : \"p\",\n  \"p\": 1, \"q\": 2\n}", (28, 4)),
-        (br#"{"k":{"a":1},"k":{"a":1}}"#, (13, 1)),
+        (b"{\n  \"p\": {},\n  \"q\" : \"p\",\n  \"p\": 1, \"q\": 2\n}", ParseErrorKind::DuplicateKey, (28, 4)),
+        (br#"{"k":{"a":1},"k":{"a":1}}"#, ParseErrorKind::DuplicateKey, (13, 1)),
+        // An exact repeat is the error even after a folded pair, and is the pair shown.
+        (br#"{"A":1,"a":2,"b":3,"b":4}"#, ParseErrorKind::DuplicateKey, (19, 13)),
+        // Folded clashes: case, and an invisible character.
+        (br#"{"x":0,"Tool":1,"tool":2}"#, ParseErrorKind::FoldedDuplicateKey, (16, 7)),
+        (br#"[{},{"ab":1,"a\u200bb":2}]"#, ParseErrorKind::FoldedDuplicateKey, (12, 5)),
     ];
-    for (text, want) in cases {
+    for (text, kind, want) in cases {
         let e = parse(text).unwrap_err();
-        assert_eq!(e.kind, ParseErrorKind::DuplicateKey, "{}", String::from_utf8_lossy(text));
-        assert_eq!(repeated_name(text, e.offset), Some(want), "{}", String::from_utf8_lossy(text));
+        assert_eq!(e.kind, kind, "{}", String::from_utf8_lossy(text));
+        assert_eq!(repeated_name(text, &e), Some(want), "{}", String::from_utf8_lossy(text));
     }
-    // Not the start of an object with a repeat, or not an object at all.
-    assert_eq!(repeated_name(br#"{"a":1,"b":2}"#, 0), None);
-    assert_eq!(repeated_name(br#"{"a":1,"a":2}"#, 1), None);
-    assert_eq!(repeated_name(br#"{"a":1,"a":2}"#, 99), None);
-    assert_eq!(repeated_name(b"\xff{}", 1), None);
+    // Any other error, or an offset that is not the start of an object with a repeat.
+    let at = |kind, offset| ParseError { kind, offset };
+    let dup = br#"{"a":1,"a":2}"#;
+    assert_eq!(repeated_name(dup, &at(ParseErrorKind::UnexpectedCharacter, 0)), None);
+    assert_eq!(repeated_name(br#"{"a":1,"b":2}"#, &at(ParseErrorKind::DuplicateKey, 0)), None);
+    assert_eq!(repeated_name(br#"{"a":1,"A":2}"#, &at(ParseErrorKind::DuplicateKey, 0)), None);
+    assert_eq!(repeated_name(dup, &at(ParseErrorKind::DuplicateKey, 1)), None);
+    assert_eq!(repeated_name(dup, &at(ParseErrorKind::DuplicateKey, 99)), None);
+    assert_eq!(repeated_name(b"\xff{}", &at(ParseErrorKind::DuplicateKey, 1)), None);
+    // Thousands of names: found through the map.
+    let mut many = String::from("{");
+    for i in 0..20_000 {
+        many.push_str(&format!("\"k{i}\":{i},"));
+    }
+    let repeat = many.len();
+    many.push_str("\"k7\":0}");
+    let e = parse(many.as_bytes()).unwrap_err();
+    assert_eq!(repeated_name(many.as_bytes(), &e), Some((repeat, 1 + 7 * 7)));
 }
 
 #[test]
