@@ -49,7 +49,7 @@ pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<PolicySet, Failure> {
                     let again = if e.kind == json::ParseErrorKind::DuplicateKey {
                         "again in the same object"
                     } else {
-                        "equal to it after case folding or removing invisible characters"
+                        "the same name once folded (case; invisible, unassigned and private-use characters)"
                     };
                     lines.push(format!("{} this name", textpos::excerpt(&bytes, earlier)));
                     lines.push(format!("{} {again}", textpos::excerpt(&bytes, repeat)));

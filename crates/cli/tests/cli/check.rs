@@ -211,8 +211,8 @@ fn check_a_duplicate_key_shows_both_names() {
                 "{p}: invalid policy at . (the whole document): not a strict JSON document: object keys equal after \
                  case folding or removing invisible characters at line 3, column 12\n\
                  \x20  4 |     \"list_vms\": {{}},\n     |     ^ this name\n\
-                 \x20  5 |     \"List_VMs\": {{\"action\": \"deny\"}}\n     |     ^ equal to it after case folding or \
-                 removing invisible characters\n"
+                 \x20  5 |     \"List_VMs\": {{\"action\": \"deny\"}}\n     |     ^ the same name once folded (case; \
+                 invisible, unassigned and private-use characters)\n"
             )
         )
     );

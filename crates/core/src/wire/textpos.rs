@@ -5,6 +5,9 @@
 //! counted from 1 in Unicode scalar values (characters), so `é` is one column; a tab is one column
 //! too, as editors report it in their "column" (not their screen position).
 
+use unicode_width::UnicodeWidthChar;
+
+use crate::wire::fold;
 use crate::wire::json::{ParseError, ParseErrorKind};
 
 /// A 1-based line and column.
@@ -41,8 +44,11 @@ const EXCERPT_CHARS: usize = 100;
 ///      |             ^
 /// ```
 ///
-/// Control characters are shown as `?` (a policy file must not drive the terminal); lines longer than
-/// 100 characters are cut to a window around the column.
+/// Control characters and the other invisible ones of [`fold::is_invisible`] (format characters such
+/// as bidi overrides, zero-width spaces) are shown as `?`: a policy file must neither drive the
+/// terminal nor hide a character from its author. The caret is placed by display width (UAX #11:
+/// a wide CJK character or emoji takes two cells, a combining mark none). Lines longer than 100
+/// characters are cut to a window around the column.
 pub fn excerpt(text: &[u8], offset: usize) -> String {
     let offset = offset.min(text.len());
     let (start, line) = line_start(text, offset);
@@ -55,7 +61,7 @@ pub fn excerpt(text: &[u8], offset: usize) -> String {
         .map(|c| {
             if c == '\t' {
                 c
-            } else if c.is_control() {
+            } else if fold::is_invisible(c) {
                 '?'
             } else {
                 c
@@ -72,7 +78,14 @@ pub fn excerpt(text: &[u8], offset: usize) -> String {
         .get(from..col.min(chars.len()))
         .unwrap_or(&[])
         .iter()
-        .map(|&c| if c == '\t' { '\t' } else { ' ' })
+        .map(|&c| match c {
+            '\t' => "\t",
+            c => match c.width() {
+                Some(0) => "",
+                Some(2) => "  ",
+                _ => " ",
+            },
+        })
         .collect();
     if from > 0 {
         shown.insert(0, '…');
@@ -188,5 +201,20 @@ mod tests {
         // The caret sits under the x.
         let caret = second.chars().count() - 1;
         assert_eq!(first.chars().nth(caret), Some('x'), "{shown}");
+    }
+
+    #[test]
+    fn excerpts_hide_invisible_characters_and_place_the_caret_by_display_width() {
+        // A zero-width space, a right-to-left override and a tag character are shown as `?`, one
+        // column each, so the caret stays under the x.
+        let t = "\"a\u{200b}b\u{202e}\u{e0041}\": x".as_bytes();
+        assert_eq!(excerpt(t, t.len() - 1), "   1 | \"a?b??\": x\n     |          ^");
+        // Wide characters take two cells, combining marks none.
+        let t = "{\"検索\": {}, \"🚀\": x}".as_bytes();
+        let at = t.iter().position(|&b| b == b'x').unwrap();
+        assert_eq!(excerpt(t, at), "   1 | {\"検索\": {}, \"🚀\": x}\n     |                    ^");
+        let t = "{\"cafe\u{301}\u{301}\": x}".as_bytes();
+        let at = t.iter().position(|&b| b == b'x').unwrap();
+        assert_eq!(excerpt(t, at), "   1 | {\"cafe\u{301}\u{301}\": x}\n     |          ^");
     }
 }
