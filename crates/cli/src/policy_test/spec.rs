@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
+use std::borrow::Cow;
+
+use mcp_policy_core::outcome::kind::DecisionKind;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 
 /// A policy tests file: the calls to decide under one policy and the decision each must get.
@@ -104,57 +107,76 @@ pub struct Expect {
     pub reason: Option<String>,
 }
 
-/// A decision: the filter's decision kinds, and `would_deny` (a refusal in dry-run mode: forwarded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+/// A decision as the filter labels it (`Decision::label`): one of its decision kinds, or
+/// `would_deny` (a refusal in dry-run mode: forwarded). Read from its word, so the words are the
+/// core's and never a second list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    Allowed,
-    Passed,
-    Denied,
-    RateLimited,
-    NoGrant,
-    Invalid,
-    LimiterUnavailable,
-    Approved,
-    ApprovalRequired,
-    ApprovalDenied,
-    ApprovalUnavailable,
+    Decided(DecisionKind),
     WouldDeny,
 }
 
-impl Kind {
-    #[cfg(test)]
-    pub const ALL: [Kind; 12] = [
-        Kind::Allowed,
-        Kind::Passed,
-        Kind::Denied,
-        Kind::RateLimited,
-        Kind::NoGrant,
-        Kind::Invalid,
-        Kind::LimiterUnavailable,
-        Kind::Approved,
-        Kind::ApprovalRequired,
-        Kind::ApprovalDenied,
-        Kind::ApprovalUnavailable,
-        Kind::WouldDeny,
-    ];
+/// Every word a `kind` can be, in the core's order, then `would_deny` (serde names them when a
+/// word is none of them). Built at compile time, where an index out of range fails the build.
+#[allow(clippy::indexing_slicing)]
+const WORDS: [&str; DecisionKind::ALL.len() + 1] = {
+    let mut words = [WOULD_DENY; DecisionKind::ALL.len() + 1];
+    let mut i = 0;
+    while i < DecisionKind::ALL.len() {
+        words[i] = DecisionKind::ALL[i].as_str();
+        i += 1;
+    }
+    words
+};
 
+const WOULD_DENY: &str = "would_deny";
+
+impl Kind {
     /// The word `Decision::label` gives for this decision.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Allowed => "allowed",
-            Kind::Passed => "passed",
-            Kind::Denied => "denied",
-            Kind::RateLimited => "rate_limited",
-            Kind::NoGrant => "no_grant",
-            Kind::Invalid => "invalid",
-            Kind::LimiterUnavailable => "limiter_unavailable",
-            Kind::Approved => "approved",
-            Kind::ApprovalRequired => "approval_required",
-            Kind::ApprovalDenied => "approval_denied",
-            Kind::ApprovalUnavailable => "approval_unavailable",
-            Kind::WouldDeny => "would_deny",
+            Kind::Decided(k) => k.as_str(),
+            Kind::WouldDeny => WOULD_DENY,
         }
+    }
+
+    /// The decision named `word`.
+    fn from_word(word: &str) -> Option<Kind> {
+        match DecisionKind::ALL.into_iter().find(|k| k.as_str() == word) {
+            Some(k) => Some(Kind::Decided(k)),
+            None => (word == WOULD_DENY).then_some(Kind::WouldDeny),
+        }
+    }
+}
+
+/// Read as a unit-variant enum is: a word, and serde's "unknown variant" error, at the key's path.
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Word;
+        impl serde::de::Visitor<'_> for Word {
+            type Value = Kind;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a decision kind")
+            }
+            fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Kind, E> {
+                Kind::from_word(word).ok_or_else(|| E::unknown_variant(word, &WORDS))
+            }
+        }
+        d.deserialize_str(Word)
+    }
+}
+
+impl JsonSchema for Kind {
+    fn schema_name() -> Cow<'static, str> {
+        "Kind".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A decision: the filter's decision kinds, and `would_deny` (a refusal in dry-run mode: forwarded).",
+            "type": "string",
+            "enum": WORDS,
+        })
     }
 }
 
@@ -203,12 +225,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_decision_kind_can_be_expected() {
-        let words: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-        for k in mcp_policy_core::outcome::kind::DecisionKind::ALL {
-            assert!(words.contains(&k.as_str()), "{}", k.as_str());
+    fn every_decision_label_can_be_expected_by_its_word() {
+        assert_eq!(
+            WORDS,
+            [
+                "allowed",
+                "passed",
+                "denied",
+                "rate_limited",
+                "no_grant",
+                "invalid",
+                "limiter_unavailable",
+                "approved",
+                "approval_required",
+                "approval_denied",
+                "approval_unavailable",
+                "would_deny"
+            ]
+        );
+        for (i, word) in WORDS.into_iter().enumerate() {
+            let k = Kind::from_word(word).unwrap();
+            assert_eq!(k.as_str(), word);
+            assert_eq!(k, DecisionKind::ALL.get(i).map_or(Kind::WouldDeny, |&d| Kind::Decided(d)));
         }
-        assert_eq!(words.len(), mcp_policy_core::outcome::kind::DecisionKind::ALL.len() + 1);
+        assert_eq!(Kind::from_word("allow"), None);
     }
 
     #[test]
@@ -220,7 +260,12 @@ mod tests {
         assert!(e.contains("duplicate"), "{e}");
         let e =
             parse(br#"{"cases": [{"name": "a", "call": {"tool": "t"}, "expect": {"kind": "allow"}}]}"#).unwrap_err();
-        assert!(e.starts_with("cases[0].expect.kind: unknown variant `allow`"), "{e}");
+        assert_eq!(
+            e,
+            "cases[0].expect.kind: unknown variant `allow`, expected one of `allowed`, `passed`, `denied`, \
+             `rate_limited`, `no_grant`, `invalid`, `limiter_unavailable`, `approved`, `approval_required`, \
+             `approval_denied`, `approval_unavailable`, `would_deny` at line 1 column 68"
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub enum DecisionKind {
 }
 
 impl DecisionKind {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             DecisionKind::Allowed => "allowed",
             DecisionKind::Passed => "passed",
