@@ -98,20 +98,8 @@ impl Filter {
             return self.finish(pipeline::on_approval_answer(policy, pending, answer, process_store(), now_ms()));
         };
         let wait = self.hold_slot(svc, policy.gateway.max_tracked_grants, &pending);
-        let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), wait);
-        let length = body.len().to_string();
-        let mut headers: Vec<(&str, &str)> = vec![
-            (":method", "POST"),
-            (":path", &svc.path),
-            (":authority", &svc.authority),
-            ("content-type", "application/json"),
-            ("content-length", &length),
-        ];
-        let rid = approval::request_id_token(self.request_id.as_deref().unwrap_or(""));
-        if !rid.is_empty() {
-            headers.push(("x-request-id", rid));
-        }
-        match self.stream.http_callout(&svc.cluster, &headers, body.as_bytes(), svc.timeout_ms) {
+        let callout = pending.callout(svc, self.request_id.as_deref().unwrap_or(""), wait);
+        match self.stream.http_callout(&svc.cluster, &callout.headers(), callout.body.as_bytes(), svc.timeout_ms) {
             Ok(id) => {
                 self.request = RequestState::Approval(id, Box::new(pending));
                 Flow::Buffer

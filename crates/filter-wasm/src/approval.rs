@@ -106,21 +106,15 @@ impl Filter {
             return self.finish(pipeline::on_approval_answer(&policy, pending, answer, &HostStore, now_ms()));
         };
         let wait = self.hold_slot(svc, policy.gateway.max_tracked_grants, &pending);
-        let body = pending.check_body(self.request_id.as_deref().unwrap_or(""), wait);
-        let length = body.len().to_string();
-        let mut headers: Vec<(&str, &str)> = vec![
-            (":method", "POST"),
-            (":path", &svc.path),
-            (":authority", &svc.authority),
-            ("content-type", "application/json"),
-            ("content-length", &length),
-        ];
-        let rid = approval::request_id_token(self.request_id.as_deref().unwrap_or(""));
-        if !rid.is_empty() {
-            headers.push(("x-request-id", rid));
-        }
+        let callout = pending.callout(svc, self.request_id.as_deref().unwrap_or(""), wait);
         let timeout = Duration::from_millis(svc.timeout_ms);
-        match hostcalls::dispatch_http_call(&svc.cluster, headers, Some(body.as_bytes()), vec![], timeout) {
+        match hostcalls::dispatch_http_call(
+            &svc.cluster,
+            callout.headers(),
+            Some(callout.body.as_bytes()),
+            vec![],
+            timeout,
+        ) {
             Ok(token) => {
                 self.request = RequestState::Approval(token, pending);
                 Action::Pause

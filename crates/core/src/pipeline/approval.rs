@@ -10,7 +10,7 @@ use crate::limits::{Admission, Limiter, SharedStore};
 use crate::outcome::decision::Decision;
 use crate::outcome::kind::DecisionKind;
 use crate::outcome::refusal::Refusal;
-use crate::policy::Policy;
+use crate::policy::{ApprovalService, Policy};
 use crate::wire::mcp::Id;
 
 /// A call held while the approval service is asked. Owns what is needed to finish it later: the
@@ -65,6 +65,47 @@ impl PendingApproval {
             caller: self.caller.as_deref(),
         }
         .to_json()
+    }
+
+    /// The callout that asks `svc` about this call, as both hosts send it: a POST of
+    /// [`PendingApproval::check_body`] to the service's cluster, `x-request-id` passed on only
+    /// when it is a plain token.
+    pub fn callout<'s>(&self, svc: &'s ApprovalService, request_id: &'s str, wait_seconds: u64) -> ApprovalCallout<'s> {
+        let body = self.check_body(request_id, wait_seconds);
+        ApprovalCallout {
+            svc,
+            length: body.len().to_string(),
+            body,
+            request_id: approval::request_id_token(request_id),
+        }
+    }
+}
+
+/// An HTTP callout to the approval service ([`PendingApproval::callout`]): the host sends
+/// [`ApprovalCallout::headers`] and `body` to `svc.cluster`, and gives up after `svc.timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalCallout<'s> {
+    svc: &'s ApprovalService,
+    pub body: String,
+    length: String,
+    request_id: &'s str,
+}
+
+impl ApprovalCallout<'_> {
+    /// The request headers, in the order they are sent.
+    #[inline]
+    pub fn headers(&self) -> Vec<(&str, &str)> {
+        let mut headers = vec![
+            (":method", "POST"),
+            (":path", self.svc.path.as_str()),
+            (":authority", self.svc.authority.as_str()),
+            ("content-type", "application/json"),
+            ("content-length", self.length.as_str()),
+        ];
+        if !self.request_id.is_empty() {
+            headers.push(("x-request-id", self.request_id));
+        }
+        headers
     }
 }
 

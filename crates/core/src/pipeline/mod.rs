@@ -38,7 +38,7 @@ pub mod rewrite;
 pub mod rls;
 mod version;
 
-pub use approval::{on_approval_answer, PendingApproval};
+pub use approval::{on_approval_answer, ApprovalCallout, PendingApproval};
 pub use attach::{attach, Attached};
 pub use binding::{check_session, session_id_out, stream_ids, Binding, SessionCheck};
 pub use body::on_body;
