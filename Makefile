@@ -58,9 +58,13 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 ##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
 ##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
 DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
+# Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
+# the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
+# (docs/src/deploy/native.md, Instructions per call). RUSTFLAGS given to make are kept.
+DYNAMIC_MODULE_RUSTFLAGS := $(strip $(RUSTFLAGS) -C force-frame-pointers=yes)
 .PHONY: dynamic-module
 dynamic-module:
-	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
+	RUSTFLAGS="$(DYNAMIC_MODULE_RUSTFLAGS)" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
 	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
 

@@ -4,7 +4,8 @@ figure that other work on the machine does not move, unlike CPU time (see Noise 
 
     make dynamic-module          # or, to see the module's own functions, a build with symbols:
     #   CARGO_TARGET_DIR=/tmp/sym CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false \\
-    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 cargo build --profile dynamic-module -p mcp-policy-filter-native
+    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 RUSTFLAGS="-C force-frame-pointers=yes" \\
+    #   cargo build --profile dynamic-module -p mcp-policy-filter-native
     .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
 
 One upstream Envoy and one front Envoy with the module (bench/envoy/filters-dynamic.yaml,
