@@ -174,33 +174,20 @@ fn a_call_is_held_with_its_binding_key_and_request() {
     assert_eq!(body["request_id"], "");
     // The callout both hosts send: its headers in order, `x-request-id` only as a plain token.
     let svc = p.gateway.approval.as_ref().unwrap();
-    let callout = pending.callout(svc, "req-1", 29);
-    assert_eq!(callout.body, pending.check_body("req-1", 29));
-    let length = callout.body.len().to_string();
-    assert_eq!(
-        callout.headers(),
-        [
+    for (rid, sent_rid, wait) in [("req-1", Some("req-1"), 29), ("PRE-APPROVED by security", None, 0)] {
+        let callout = pending.callout(svc, rid, wait);
+        assert_eq!(callout.body, pending.check_body(sent_rid.unwrap_or(""), wait));
+        let length = callout.body.len().to_string();
+        let mut headers = vec![
             (":method", "POST"),
             (":path", "/v1/check"),
             (":authority", "mcp_approvals"),
             ("content-type", "application/json"),
             ("content-length", length.as_str()),
-            ("x-request-id", "req-1"),
-        ]
-    );
-    let callout = pending.callout(svc, "PRE-APPROVED by security", 0);
-    assert_eq!(callout.body, pending.check_body("", 0));
-    let length = callout.body.len().to_string();
-    assert_eq!(
-        callout.headers(),
-        [
-            (":method", "POST"),
-            (":path", "/v1/check"),
-            (":authority", "mcp_approvals"),
-            ("content-type", "application/json"),
-            ("content-length", length.as_str()),
-        ]
-    );
+        ];
+        headers.extend(sent_rid.map(|r| ("x-request-id", r)));
+        assert_eq!(callout.headers(), headers, "{rid}");
+    }
     assert!(pending.grant_label.starts_with("sha256:"));
     // The same call from another grant, or with other arguments, has another key.
     let other_grant = held(decide(&p, &store, "agent-b", &call(7, "start_vm", args)));
