@@ -11,9 +11,10 @@
 use std::collections::HashMap;
 
 use mcp_policy_core::approval::offer::Event;
+use mcp_policy_core::outcome::catalog::{self, Named};
 use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::refusal::Refusal;
-use mcp_policy_core::outcome::series::{self, Extra, LABELS};
+use mcp_policy_core::outcome::series::{self, Extra};
 use mcp_policy_core::policy::Policy;
 
 use crate::ffi::{ConfigHandle, Stream};
@@ -44,53 +45,29 @@ pub struct Metrics {
     marks_set: Option<usize>,
 }
 
-fn per_label(config: &ConfigHandle, prefix: &str, labels: &[&'static str]) -> ByLabel {
-    labels.iter().filter_map(|l| config.counter(&format!("{prefix}.{l}"), &[]).map(|id| (*l, id))).collect()
+/// The counters `named` lists, by what they count (a name Envoy refuses is left out).
+fn ids<K>(config: &ConfigHandle, named: Named<K>) -> Vec<(K, usize)> {
+    named.into_iter().filter_map(|(k, name)| config.counter(&name, &[]).map(|id| (k, id))).collect()
 }
 
 impl Metrics {
-    /// Define every stat for `policies` (one, or every policy of a set and the one of callers with
-    /// none): a tool's series are those any of them can count, as in the wasm build.
+    /// Define every stat of `catalog::catalog(policies)`, as the wasm build does, and the
+    /// labelled per-tool counter that counts a decision outside them.
     pub fn define(config: &ConfigHandle, policies: &[&Policy]) -> Self {
-        let possible = |tool: Option<&str>| {
-            let mut labels: Vec<&'static str> = Vec::new();
-            for p in policies {
-                for l in series::possible(p, tool) {
-                    if !labels.contains(&l) {
-                        labels.push(l);
-                    }
-                }
-            }
-            labels
-        };
-        let mut names: Vec<&str> = policies.iter().flat_map(|p| p.named_tools()).collect();
-        names.sort_unstable();
-        names.dedup();
+        let c = catalog::catalog(policies);
         let counter = |name: &str| config.counter(name, &[]);
         Metrics {
-            totals: LABELS
-                .iter()
-                .filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id)))
-                .collect(),
-            per_tool: names
-                .into_iter()
-                .map(|t| (t.to_owned(), per_label(config, &series::tool_prefix(Some(t)), &possible(Some(t)))))
-                .collect(),
-            other_tool: per_label(config, &series::tool_prefix(None), &possible(None)),
-            tool_labelled: config.counter("mcp_policy_tool_decisions_total", &["mcp_tool", "mcp_decision"]),
-            tracked_grants: config.gauge("mcp_policy_tracked_grants"),
-            tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
+            totals: ids(config, c.totals),
+            per_tool: c.per_tool.into_iter().map(|(t, named)| (t, ids(config, named))).collect(),
+            other_tool: ids(config, c.other_tool),
+            tool_labelled: config.counter(series::TOOL_DECISIONS, &["mcp_tool", "mcp_decision"]),
+            tracked_grants: config.gauge(catalog::TRACKED_GRANTS),
+            tools_list_removed: counter(catalog::TOOLS_LIST_REMOVED),
             extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
-            offers: Event::ALL
-                .iter()
-                .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
-                .collect(),
-            results: series::RESULT_LABELS
-                .iter()
-                .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
-                .collect(),
-            redactions: counter("mcp_policy_redactions_total"),
-            marks_set: counter("mcp_policy_marks_set_total"),
+            offers: ids(config, c.offers),
+            results: ids(config, c.results),
+            redactions: counter(catalog::REDACTIONS),
+            marks_set: counter(catalog::MARKS_SET),
         }
     }
 

@@ -15,17 +15,13 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
 use mcp_policy_core::approval::offer::Event;
+use mcp_policy_core::outcome::catalog::{self, Named};
 use mcp_policy_core::outcome::decision::Decision;
 use mcp_policy_core::outcome::refusal::Refusal;
 use mcp_policy_core::outcome::series::{self, Extra};
 use mcp_policy_core::policy::Policy;
 
-// Decision labels counted, globally and per tool. `hidden` is a call denied by `hide`; `would_deny` a
-// call refused in dry-run mode and forwarded; `approved` a call forwarded after a person approved it;
-// `approval_*` the refusals of `require_approval` tools.
-use mcp_policy_core::outcome::series::LABELS;
-
-/// Counter ids by decision label: a handful of entries (at most `LABELS.len()`), so a list.
+/// Counter ids by decision label: a handful of entries (at most `series::LABELS.len()`), so a list.
 #[derive(Default)]
 struct ByLabel(Vec<(&'static str, u32)>);
 
@@ -61,8 +57,9 @@ fn counter(name: &str) -> Option<u32> {
     hostcalls::define_metric(MetricType::Counter, name).ok()
 }
 
-fn per_label(prefix: &str, labels: &[&'static str]) -> ByLabel {
-    labels.iter().filter_map(|l| counter(&format!("{prefix}.{l}")).map(|id| (*l, id))).collect()
+/// The counters `named` lists, by what they count (a name Envoy refuses is left out).
+fn ids<K, B: FromIterator<(K, u32)>>(named: Named<K>) -> B {
+    named.into_iter().filter_map(|(k, name)| counter(&name).map(|id| (k, id))).collect()
 }
 
 impl Metrics {
@@ -82,47 +79,21 @@ impl Metrics {
         }
     }
 
-    /// Define every stat for `policies` (one, or every policy of a set and the one of callers with
-    /// none): a tool's series are those any of them can count. Envoy returns the same id for a name
+    /// Define every stat of `catalog::catalog(policies)`. Envoy returns the same id for a name
     /// defined again, so a reload keeps the counts.
     pub fn define(policies: &[&Policy]) -> Self {
-        let totals =
-            LABELS.iter().filter_map(|l| counter(&format!("mcp_policy_{l}_total")).map(|id| (*l, id))).collect();
-        let possible = |tool: Option<&str>| {
-            let mut labels: Vec<&'static str> = Vec::new();
-            for p in policies {
-                for l in series::possible(p, tool) {
-                    if !labels.contains(&l) {
-                        labels.push(l);
-                    }
-                }
-            }
-            labels
-        };
-        let mut names: Vec<&str> = policies.iter().flat_map(|p| p.named_tools()).collect();
-        names.sort_unstable();
-        names.dedup();
-        let per_tool = names
-            .into_iter()
-            .map(|t| (t.to_owned(), per_label(&series::tool_prefix(Some(t)), &possible(Some(t)))))
-            .collect();
+        let c = catalog::catalog(policies);
         Metrics {
-            totals,
-            per_tool: RefCell::new(per_tool),
-            other_tool: RefCell::new(per_label(&series::tool_prefix(None), &possible(None))),
-            tracked_grants: hostcalls::define_metric(MetricType::Gauge, "mcp_policy_tracked_grants").ok(),
-            tools_list_removed: counter("mcp_policy_tools_list_removed_total"),
+            totals: ids(c.totals),
+            per_tool: RefCell::new(c.per_tool.into_iter().map(|(t, named)| (t, ids(named))).collect()),
+            other_tool: RefCell::new(ids(c.other_tool)),
+            tracked_grants: hostcalls::define_metric(MetricType::Gauge, catalog::TRACKED_GRANTS).ok(),
+            tools_list_removed: counter(catalog::TOOLS_LIST_REMOVED),
             extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
-            offers: Event::ALL
-                .iter()
-                .filter_map(|e| counter(&format!("mcp_policy_approval_offers_{}_total", e.as_str())).map(|id| (*e, id)))
-                .collect(),
-            results: series::RESULT_LABELS
-                .iter()
-                .filter_map(|l| counter(&format!("mcp_policy_results_{l}_total")).map(|id| (*l, id)))
-                .collect(),
-            redactions: counter("mcp_policy_redactions_total"),
-            marks_set: counter("mcp_policy_marks_set_total"),
+            offers: ids(c.offers),
+            results: ids(c.results),
+            redactions: counter(catalog::REDACTIONS),
+            marks_set: counter(catalog::MARKS_SET),
         }
     }
 

@@ -5,6 +5,7 @@
 //! May use: `terms`, `wire`, `identity`, `limits`, `policy`, `rls`, `config`, `approval`.
 
 pub mod audit;
+pub mod catalog;
 pub mod decision;
 pub mod kind;
 pub mod refusal;

@@ -1,5 +1,5 @@
 //! Which per-tool decision counters a policy needs (`mcp_policy_tool_decisions_total{mcp_tool,
-//! mcp_decision}`, defined by `host/metrics.rs`).
+//! mcp_decision}`, listed by [`catalog`](super::catalog) for the hosts to define).
 //!
 //! A counter that exists reads 0 until its first decision, so Prometheus' `rate()` and `increase()`
 //! see its first increment; a counter for a decision the tool's rule can never produce is only noise.
@@ -39,8 +39,12 @@ pub fn counter_label(d: &crate::outcome::decision::Decision) -> &'static str {
 /// The per-tool counter name prefix of `tool` (`None`: `other`). Tool names are used in stat
 /// names: `[A-Za-z0-9_-]` is kept and the rest becomes `_` (a `.` would split the tag).
 pub fn tool_prefix(tool: Option<&str>) -> String {
-    format!("mcp_policy_tool_decisions_total.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
+    format!("{TOOL_DECISIONS}.{}", tool.map_or_else(|| "other".to_owned(), stat_safe))
 }
+
+/// The per-tool decision counters' family: `mcp_policy_tool_decisions_total.<tool>.<decision>`,
+/// which the shipped `stats_tags` turn into the tags `mcp_tool` and `mcp_decision`.
+pub const TOOL_DECISIONS: &str = "mcp_policy_tool_decisions_total";
 
 /// `tool` with every character outside `[A-Za-z0-9_-]` made `_`.
 pub fn stat_safe(tool: &str) -> String {
