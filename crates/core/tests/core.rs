@@ -16,6 +16,8 @@ mod gate;
 mod json_member_names;
 #[path = "core/leg.rs"]
 mod leg;
+#[path = "core/metrics_chapter.rs"]
+mod metrics_chapter;
 #[path = "core/offer/mod.rs"]
 mod offer;
 #[path = "core/protocol.rs"]
