@@ -38,8 +38,9 @@ build: wasm-target $(WASM_OPT)
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
 
 ## size-check: fails when the module `make build` made is larger than WASM_SIZE_BUDGET bytes (part
-##             of make test); BENCHMARKS.md (Footprint) says where the bytes go and how to measure them
-WASM_SIZE_BUDGET := 574300
+##             of make test); BENCHMARKS.md (Footprint) says where the bytes go and how to measure them.
+##             The budget is the target (BENCHMARKS.md, Targets): no larger than before the native build.
+WASM_SIZE_BUDGET := 573442
 .PHONY: size-check
 size-check: build
 	@size=$$(stat -c %s $(WASM)); \
