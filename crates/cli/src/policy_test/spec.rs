@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use mcp_policy_core::outcome::kind::DecisionKind;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
-use serde::Deserialize;
+use serde::{de, Deserialize};
 
 /// A policy tests file: the calls to decide under one policy and the decision each must get.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -149,20 +149,41 @@ impl Kind {
     }
 }
 
-/// Read as a unit-variant enum is: a word, and serde's "unknown variant" error, at the key's path.
+/// Read as serde derives a unit-variant enum: `deserialize_enum`, the variant named by its word
+/// (in YAML also by a tag, `!allowed`), with serde's "unknown variant" error at the key's path.
 impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The variant's word.
         struct Word;
-        impl serde::de::Visitor<'_> for Word {
+        impl<'de> de::DeserializeSeed<'de> for Word {
+            type Value = Kind;
+            fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Kind, D::Error> {
+                d.deserialize_identifier(self)
+            }
+        }
+        impl de::Visitor<'_> for Word {
             type Value = Kind;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a decision kind")
+                f.write_str("variant identifier")
             }
-            fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Kind, E> {
+            fn visit_str<E: de::Error>(self, word: &str) -> Result<Kind, E> {
                 Kind::from_word(word).ok_or_else(|| E::unknown_variant(word, &WORDS))
             }
         }
-        d.deserialize_str(Word)
+        /// The enum: a variant without content.
+        struct Unit;
+        impl<'de> de::Visitor<'de> for Unit {
+            type Value = Kind;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("enum Kind")
+            }
+            fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Kind, A::Error> {
+                let (kind, variant) = data.variant_seed(Word)?;
+                de::VariantAccess::unit_variant(variant)?;
+                Ok(kind)
+            }
+        }
+        d.deserialize_enum("Kind", &WORDS, Unit)
     }
 }
 
@@ -265,6 +286,21 @@ mod tests {
             "cases[0].expect.kind: unknown variant `allow`, expected one of `allowed`, `passed`, `denied`, \
              `rate_limited`, `no_grant`, `invalid`, `limiter_unavailable`, `approved`, `approval_required`, \
              `approval_denied`, `approval_unavailable`, `would_deny` at line 1 column 68"
+        );
+    }
+
+    /// As a derived enum: the word, or in YAML a tag naming the variant; nothing else.
+    #[test]
+    fn a_kind_is_a_word_or_a_tag() {
+        let kind = |k: &str| {
+            parse(format!("cases: [{{name: a, call: {{tool: t}}, expect: {{kind: {k}}}}}]").as_bytes())
+                .map(|f| f.cases[0].expect.kind)
+        };
+        assert_eq!(kind("would_deny"), Ok(Kind::WouldDeny));
+        assert_eq!(kind("!approval_required ~"), Ok(Kind::Decided(DecisionKind::ApprovalRequired)));
+        assert_eq!(
+            kind("[allowed]").unwrap_err(),
+            "cases[0].expect.kind: invalid type: sequence, expected a YAML tag starting with '!' at line 1 column 51"
         );
     }
 
