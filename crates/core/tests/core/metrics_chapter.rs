@@ -57,13 +57,20 @@ fn the_stats_table_names_every_stat_and_only_those() {
         let (first, short) = row.split_first().unwrap();
         assert!(defined.contains(*first), "the table names `{first}`, which no filter defines");
         documented.insert(first.to_string());
+        let mut stems = BTreeSet::new();
         for s in short {
             // The longest stem the short name can follow into a defined name: the first name's
             // family (`_would_deny_total` after `mcp_policy_flow_denied_total` is the flow's).
-            let meant =
-                first.match_indices('_').map(|(k, _)| format!("{}{s}", &first[..k])).rfind(|n| defined.contains(n));
-            documented.insert(meant.unwrap_or_else(|| panic!("`{s}` after `{first}` is no stat")));
+            let stem = first
+                .match_indices('_')
+                .map(|(k, _)| &first[..k])
+                .rfind(|stem| defined.contains(&format!("{stem}{s}")))
+                .unwrap_or_else(|| panic!("`{s}` after `{first}` is no stat"));
+            stems.insert(stem);
+            documented.insert(format!("{stem}{s}"));
         }
+        // A row is one family: its short names all follow one stem.
+        assert!(stems.len() <= 1, "the short names after `{first}` follow {stems:?}");
     }
     let missing: Vec<&String> = defined.difference(&documented).collect();
     assert!(missing.is_empty(), "stats missing from docs/src/operate/metrics.md: {missing:?}");
