@@ -20,6 +20,7 @@ mod policy_test;
 
 use args::{Cli, Command, SchemaArgs};
 use mcp_policy_core::config::{PolicySetSpec, PolicySpec};
+use mcp_policy_core::wire::fold;
 
 /// Exit statuses (listed in `mcp-policy --help`).
 const OK: u8 = 0;
@@ -107,6 +108,14 @@ fn run(command: &Command) -> Result<Report, Failure> {
     }
 }
 
+/// Error text as a terminal shows it: a control or other invisible character that came from the
+/// input (a NUL, a bidi override in a key or a word of a tests file) becomes `?`, as in the excerpts
+/// of a policy (`textpos::excerpt`), so that it can neither reorder nor hide what a person reads.
+/// Line breaks and tabs are the messages' own.
+fn shown(text: &str) -> String {
+    text.chars().map(|c| if c != '\n' && c != '\t' && fold::is_invisible(c) { '?' } else { c }).collect()
+}
+
 fn main() -> ExitCode {
     // Usage errors, --help and --version end here (status 2 for an error, 0 otherwise).
     let cli = Cli::parse();
@@ -117,7 +126,7 @@ fn main() -> ExitCode {
     });
     // Write errors (e.g. a closed pipe) must not panic; they end the command with status 2.
     let out = std::io::stdout().lock().write_all(report.stdout.as_bytes());
-    let err = std::io::stderr().lock().write_all(report.stderr.as_bytes());
+    let err = std::io::stderr().lock().write_all(shown(&report.stderr).as_bytes());
     if out.is_err() || err.is_err() {
         return ExitCode::from(USAGE_OR_IO);
     }

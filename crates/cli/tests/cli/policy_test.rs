@@ -119,6 +119,8 @@ fn bad_input_exits_2_with_where_and_why() {
         ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: t}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
         ("both.yaml", case("", "{tool: t, method: m}"), "cases[0].call: give `tool` or `method`, not both"),
         ("empty.yaml", "cases: []\n".to_owned(), "cases: no cases"),
+        // A word of the file with a bidi override and a NUL: shown as `?`, never raw.
+        ("bidi.yaml", "cases:\n  - name: a\n    call: {tool: t}\n    expect: {kind: \"allo\\u202ew\\0ed\"}\n".to_owned(), "cases[0].expect.kind: unknown variant `allo?w?ed`, expected one of `allowed`, `passed`, `denied`, `rate_limited`, `no_grant`, `invalid`, `limiter_unavailable`, `approved`, `approval_required`, `approval_denied`, `approval_unavailable`, `would_deny` at line 4 column 20"),
     ] {
         let tests = scratch(name, &text);
         let (status, out, err) = run(&["test", POLICY, &tests]);
