@@ -61,11 +61,11 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
 # Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
 # the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
-# (docs/src/deploy/native.md, Instructions per call). RUSTFLAGS given to make are kept.
-DYNAMIC_MODULE_RUSTFLAGS := $(strip $(RUSTFLAGS) -C force-frame-pointers=yes)
+# (docs/src/deploy/native.md, Instructions per call). RUSTFLAGS given to make, or in the
+# environment, are kept as they are (the shell adds to them, so a `$ORIGIN` in them stays).
 .PHONY: dynamic-module
 dynamic-module:
-	RUSTFLAGS="$(DYNAMIC_MODULE_RUSTFLAGS)" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
+	RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
 	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
 
