@@ -20,7 +20,7 @@ mod policy_test;
 
 use args::{Cli, Command, SchemaArgs};
 use mcp_policy_core::config::{PolicySetSpec, PolicySpec};
-use mcp_policy_core::wire::fold;
+use mcp_policy_core::wire::textpos;
 
 /// Exit statuses (listed in `mcp-policy --help`).
 const OK: u8 = 0;
@@ -108,14 +108,6 @@ fn run(command: &Command) -> Result<Report, Failure> {
     }
 }
 
-/// Error text as a terminal shows it: a control or other invisible character that came from the
-/// input (a NUL, a bidi override in a key or a word of a tests file) becomes `?`, as in the excerpts
-/// of a policy (`textpos::excerpt`), so that it can neither reorder nor hide what a person reads.
-/// Line breaks and tabs are the messages' own.
-fn shown(text: &str) -> String {
-    text.chars().map(|c| if c != '\n' && c != '\t' && fold::is_invisible(c) { '?' } else { c }).collect()
-}
-
 fn main() -> ExitCode {
     // Usage errors, --help and --version end here (status 2 for an error, 0 otherwise).
     let cli = Cli::parse();
@@ -126,7 +118,9 @@ fn main() -> ExitCode {
     });
     // Write errors (e.g. a closed pipe) must not panic; they end the command with status 2.
     let out = std::io::stdout().lock().write_all(report.stdout.as_bytes());
-    let err = std::io::stderr().lock().write_all(shown(&report.stderr).as_bytes());
+    // A key or word quoted from a policy or tests file is shown as the policy excerpts show it.
+    let shown: String = report.stderr.chars().map(textpos::visible).collect();
+    let err = std::io::stderr().lock().write_all(shown.as_bytes());
     if out.is_err() || err.is_err() {
         return ExitCode::from(USAGE_OR_IO);
     }

@@ -56,18 +56,7 @@ pub fn excerpt(text: &[u8], offset: usize) -> String {
         text.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n')).map_or(text.len(), |i| start + i);
     let content = String::from_utf8_lossy(text.get(start..end).unwrap_or(&[])).into_owned();
     let content = content.strip_suffix('\r').unwrap_or(&content);
-    let chars: Vec<char> = content
-        .chars()
-        .map(|c| {
-            if c == '\t' {
-                c
-            } else if fold::is_invisible(c) {
-                '?'
-            } else {
-                c
-            }
-        })
-        .collect();
+    let chars: Vec<char> = content.chars().map(visible).collect();
     let col = line_col(text, offset).column - 1;
     // A window of EXCERPT_CHARS characters that holds the column, about a third of the way in.
     let from = if chars.len() <= EXCERPT_CHARS { 0 } else { col.saturating_sub(EXCERPT_CHARS / 3) };
@@ -97,6 +86,18 @@ pub fn excerpt(text: &[u8], offset: usize) -> String {
     let number = line.to_string();
     let gutter = " ".repeat(number.len());
     format!("{number:>4} | {shown}\n{gutter:>4} | {pad}^")
+}
+
+/// `c` as error text shows it to a person: a control character or another invisible one of
+/// [`fold::is_invisible`] (a bidi override, a zero-width space, a NUL) becomes `?`, so that text
+/// from a file can neither drive the terminal nor hide or reorder what is read. Tabs and line
+/// breaks are kept: they are the text's own layout.
+pub fn visible(c: char) -> char {
+    if c != '\t' && c != '\n' && fold::is_invisible(c) {
+        '?'
+    } else {
+        c
+    }
 }
 
 /// A strict-JSON parse error with its line and column instead of its byte offset, e.g.
