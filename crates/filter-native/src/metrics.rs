@@ -63,7 +63,7 @@ impl Metrics {
             tool_labelled: config.counter(series::TOOL_DECISIONS, &["mcp_tool", "mcp_decision"]),
             tracked_grants: config.gauge(catalog::TRACKED_GRANTS),
             tools_list_removed: counter(catalog::TOOLS_LIST_REMOVED),
-            extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
+            extras: ids(config, c.extras),
             offers: ids(config, c.offers),
             results: ids(config, c.results),
             redactions: counter(catalog::REDACTIONS),

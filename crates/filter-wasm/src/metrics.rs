@@ -89,7 +89,7 @@ impl Metrics {
             other_tool: RefCell::new(ids(c.other_tool)),
             tracked_grants: hostcalls::define_metric(MetricType::Gauge, catalog::TRACKED_GRANTS).ok(),
             tools_list_removed: counter(catalog::TOOLS_LIST_REMOVED),
-            extras: Extra::ALL.iter().filter_map(|e| counter(e.name()).map(|id| (*e, id))).collect(),
+            extras: ids(c.extras),
             offers: ids(c.offers),
             results: ids(c.results),
             redactions: counter(catalog::REDACTIONS),

@@ -2,7 +2,7 @@
 //! through [`series::counts`](super::series::counts), so the names an operator's dashboards and
 //! alerts use are one list, whichever build runs.
 
-use super::series::{self, LABELS, RESULT_LABELS};
+use super::series::{self, Extra, LABELS, RESULT_LABELS};
 use crate::approval::offer::Event;
 use crate::policy::Policy;
 
@@ -19,8 +19,7 @@ pub const MARKS_SET: &str = "mcp_policy_marks_set_total";
 pub type Named<K> = Vec<(K, String)>;
 
 /// The counters to define for a policy or a set ([`catalog`]). The gauge and the single counters
-/// are the constants of this module, and the [`Extra`](super::series::Extra) counters
-/// `Extra::name`.
+/// are the constants of this module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Catalog {
     /// `mcp_policy_<label>_total`, for every decision label.
@@ -34,6 +33,8 @@ pub struct Catalog {
     pub offers: Named<Event>,
     /// `mcp_policy_results_<label>_total`.
     pub results: Named<&'static str>,
+    /// The counters a decision can bump besides its label's ([`Extra::name`]).
+    pub extras: Named<Extra>,
 }
 
 /// What a filter defines for `policies`: one, or every policy of a set and the one for callers
@@ -60,6 +61,7 @@ pub fn catalog(policies: &[&Policy]) -> Catalog {
         other_tool: possible(None),
         offers: Event::ALL.iter().map(|e| (*e, format!("mcp_policy_approval_offers_{}_total", e.as_str()))).collect(),
         results: RESULT_LABELS.iter().map(|l| (*l, format!("mcp_policy_results_{l}_total"))).collect(),
+        extras: Extra::ALL.iter().map(|e| (*e, e.name().to_owned())).collect(),
     }
 }
 
@@ -160,6 +162,15 @@ mod tests {
                 "mcp_policy_results_pin_mismatch_total",
                 "mcp_policy_results_would_deny_total",
                 "mcp_policy_results_would_redact_total",
+            ]
+        );
+        assert_eq!(
+            names(&c.extras),
+            [
+                "mcp_policy_flow_denied_total",
+                "mcp_policy_flow_would_deny_total",
+                "mcp_policy_cas_retries_exhausted_total",
+                "mcp_policy_grant_cap_reached_total",
             ]
         );
     }

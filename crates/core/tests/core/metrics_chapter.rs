@@ -1,5 +1,5 @@
 //! The book's stats table (docs/src/operate/metrics.md, "Stats") against the names both hosts
-//! define (`outcome::catalog`, `series::Extra`): the table is written for readers, so it is not
+//! define (`outcome::catalog`): the table is written for readers, so it is not
 //! generated, but it cannot drift. Every stat a filter defines is in it, and every name in it is
 //! one a filter defines. A row names its later stats short (`_passed_total` after
 //! `mcp_policy_allowed_total`): the first name's stem, up to one of its underscores, then the short
@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use mcp_policy_core::config;
 use mcp_policy_core::outcome::catalog::{self, catalog};
-use mcp_policy_core::outcome::series::{Extra, TOOL_DECISIONS};
+use mcp_policy_core::outcome::series::TOOL_DECISIONS;
 
 const CHAPTER: &str = include_str!("../../../../docs/src/operate/metrics.md");
 
@@ -36,7 +36,7 @@ fn defined() -> BTreeSet<String> {
     names.extend(c.totals.into_iter().map(|(_, n)| n));
     names.extend(c.offers.into_iter().map(|(_, n)| n));
     names.extend(c.results.into_iter().map(|(_, n)| n));
-    names.extend(Extra::ALL.iter().map(|e| e.name().to_owned()));
+    names.extend(c.extras.into_iter().map(|(_, n)| n));
     names.extend(
         [TOOL_DECISIONS, catalog::TRACKED_GRANTS, catalog::TOOLS_LIST_REMOVED, catalog::REDACTIONS, catalog::MARKS_SET]
             .map(str::to_owned),
