@@ -62,11 +62,16 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
 # Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
 # the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
-# (docs/src/deploy/native.md, Instructions per call). RUSTFLAGS given to make, or in the
-# environment, are kept as they are (the shell adds to them, so a `$ORIGIN` in them stays).
+# (docs/src/deploy/native.md, Instructions per call). Flags of the caller are kept as they are (the
+# shell adds to them, so a `$ORIGIN` in them stays): RUSTFLAGS, or CARGO_ENCODED_RUSTFLAGS
+# (0x1F-separated) when it is set, since cargo then ignores RUSTFLAGS.
 .PHONY: dynamic-module
 dynamic-module:
-	RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
+	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then \
+	  CARGO_ENCODED_RUSTFLAGS="$${CARGO_ENCODED_RUSTFLAGS:+$$CARGO_ENCODED_RUSTFLAGS$$(printf '\037')}-Cforce-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native; \
+	else \
+	  RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native; \
+	fi
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
 	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
 
