@@ -1,7 +1,8 @@
 //! Positions in a text: byte offsets (what the JSON parser reports) turned into the line and column
 //! that people and editors use, and a one-line excerpt with a caret under the column.
 //!
-//! Lines are counted from 1 and end at `\n` (a `\r` before it belongs to the line's end). Columns are
+//! Lines are counted from 1 and end at `\n`, `\r\n` or a lone `\r`, as editors count them (RFC 8259
+//! whitespace allows all three, so a file saved with any of them parses). Columns are
 //! counted from 1 in Unicode scalar values (characters), so `é` is one column; a tab is one column
 //! too, as editors report it in their "column" (not their screen position).
 
@@ -17,11 +18,21 @@ pub struct LineCol {
     pub column: usize,
 }
 
+/// Whether the byte at `i` ends a line: a `\n`, or a `\r` not followed by one (the `\r` of `\r\n`
+/// belongs to the line's end, and a position on its `\n` is still on that line).
+fn ends_line(text: &[u8], i: usize) -> bool {
+    match text.get(i) {
+        Some(b'\n') => true,
+        Some(b'\r') => text.get(i + 1) != Some(&b'\n'),
+        _ => false,
+    }
+}
+
 /// The start of the line holding `offset`, and that line's number.
 fn line_start(text: &[u8], offset: usize) -> (usize, usize) {
-    let before = text.get(..offset.min(text.len())).unwrap_or(text);
-    let start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    (start, before.iter().filter(|&&b| b == b'\n').count() + 1)
+    let offset = offset.min(text.len());
+    let start = (0..offset).rev().find(|&i| ends_line(text, i)).map_or(0, |i| i + 1);
+    (start, (0..offset).filter(|&i| ends_line(text, i)).count() + 1)
 }
 
 /// The line and column of byte `offset` in `text` (an offset past the end is the end). Bytes that
@@ -52,10 +63,9 @@ const EXCERPT_CHARS: usize = 100;
 pub fn excerpt(text: &[u8], offset: usize) -> String {
     let offset = offset.min(text.len());
     let (start, line) = line_start(text, offset);
-    let end =
-        text.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n')).map_or(text.len(), |i| start + i);
+    let end = text.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n' || b == b'\r'));
+    let end = end.map_or(text.len(), |i| start + i);
     let content = String::from_utf8_lossy(text.get(start..end).unwrap_or(&[])).into_owned();
-    let content = content.strip_suffix('\r').unwrap_or(&content);
     let chars: Vec<char> = content.chars().map(visible).collect();
     let col = line_col(text, offset).column - 1;
     // A window of EXCERPT_CHARS characters that holds the column, about a third of the way in.
@@ -149,6 +159,29 @@ mod tests {
         // Columns count characters, not bytes.
         assert_eq!(line_col("\"é\" x".as_bytes(), 5), LineCol { line: 1, column: 5 });
         assert_eq!(line_col(b"a\r\nb", 3), LineCol { line: 2, column: 1 });
+    }
+
+    /// `\r\n` is one line break, and so is a lone `\r`; a position on the `\r` or the `\n` of a
+    /// line's end is on that line.
+    #[test]
+    fn every_line_ending_editors_count() {
+        let t = b"a\r\nb\rc\nd\r\re";
+        let at = |c: u8| t.iter().position(|&b| b == c).unwrap();
+        let lc = |i: usize| (line_col(t, i).line, line_col(t, i).column);
+        assert_eq!(
+            [at(b'a'), at(b'b'), at(b'c'), at(b'd'), at(b'e')].map(lc),
+            [(1, 1), (2, 1), (3, 1), (4, 1), (6, 1)]
+        );
+        // The `\r` and the `\n` of `a\r\n`, the lone `\r` after b, the two after d.
+        assert_eq!([1, 2, 4, 8, 9].map(lc), [(1, 2), (1, 3), (2, 2), (4, 2), (5, 1)]);
+        assert_eq!(excerpt(t, at(b'c')), "   3 | c\n     | ^");
+        // Past the line's last character, the caret stands just after it.
+        assert_eq!(excerpt(t, 2), "   1 | a\n     |  ^");
+        // A policy saved with old Mac line endings: the error is on its own line.
+        let t = b"{\r  \"version\": \"1\",\r  \"tools\": {,\r}\r";
+        let e = json::parse(t).unwrap_err();
+        assert_eq!(describe(&e, t), "unexpected character at line 3, column 13");
+        assert_eq!(excerpt(t, e.offset), "   3 |   \"tools\": {,\n     |             ^");
     }
 
     #[test]
