@@ -389,14 +389,22 @@ fuzz:
 # Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
 # under deploy/, and their checks. The book: docs/src/deploy/.
 OCI_DIR := target/oci
+OCI_NATIVE_DIR := target/oci-native
 DEPLOY_VALIDATE := tools/deploy-validate/node_modules/.installed
-.PHONY: oci deploy-tools deploy-deps deploy-check test-wasm-neighbour
+.PHONY: oci oci-native deploy-tools deploy-deps deploy-check test-wasm-neighbour
 
 ## oci: target/oci, an OCI image layout of the built module that Istio's WasmPlugin and Envoy
 ##      Gateway's EnvoyExtensionPolicy pull (one tar+gzip layer holding plugin.wasm; reproducible).
 ##      Push it with: skopeo copy oci:target/oci:VERSION docker://REGISTRY/mcp-policy-filter:VERSION
 oci: build deploy-tools
 	bash scripts/oci.sh $(WASM) $(OCI_DIR)
+
+## oci-native: target/oci-native, an OCI image layout of the native module (make dynamic-module): one
+##             layer holding /libmcp_policy_native.so, for a Kubernetes image volume that Envoy
+##             Gateway's or Istio's proxy loads the module from (docs/src/deploy/native.md; reproducible).
+##             Push it with: skopeo copy oci:target/oci-native:VERSION docker://REGISTRY/mcp-policy-native:VERSION
+oci-native: dynamic-module deploy-tools
+	bash scripts/oci.sh $(DYNAMIC_MODULE) $(OCI_NATIVE_DIR)
 
 ## deploy-tools: Debian's umoci, skopeo and docker-registry (installed when missing and run as root)
 deploy-tools:
@@ -423,6 +431,6 @@ test-wasm-neighbour: wasm-target
 	$(CARGO) build --locked --release --target $(WASM_TARGET) --manifest-path tests/wasm-neighbour/Cargo.toml \
 	  --target-dir target/wasm-neighbour
 
-# The tier 2 tests include tests/envoy/test_deploy_*.py: they need the image, the neighbour
+# The tier 2 tests include tests/envoy/test_deploy_*.py: they need the images, the neighbour
 # plugin, the registry tools and the validators.
-test-envoy: oci test-wasm-neighbour deploy-deps
+test-envoy: oci oci-native test-wasm-neighbour deploy-deps

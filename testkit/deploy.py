@@ -1,11 +1,12 @@
-"""Helpers for the deploy tests (tests/envoy/test_deploy_istio.py, test_deploy_envoy_gateway.py):
-the OCI layout that `make oci` writes, a local OCI registry (Debian's `docker-registry`), `skopeo`, a
+"""Helpers for the deploy tests (tests/envoy/test_deploy_istio.py, test_deploy_envoy_gateway.py,
+test_deploy_native_image.py): the OCI layouts that `make oci` and `make oci-native` write, a local OCI registry (Debian's `docker-registry`), `skopeo`, a
 pull by digest over the registry API the way Istio's image fetcher does it, and the check that an
 Envoy rendered from the manifests refuses header names with `_`. Plain Python.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -25,6 +26,7 @@ from testkit.stack import Stack
 from testkit.upstream import recorder_lines, recorder_reply
 
 OCI_DIR = REPO_ROOT / "target" / "oci"
+OCI_NATIVE_DIR = REPO_ROOT / "target" / "oci-native"
 OCI_SCRIPT = REPO_ROOT / "scripts" / "oci.sh"
 NEIGHBOUR_WASM = (REPO_ROOT / "target" / "wasm-neighbour" / "wasm32-wasip1" / "release"
                   / "shared_data_neighbour.wasm")
@@ -32,6 +34,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 TAR_GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 REPOSITORY = "mcp-policy-filter"
+NATIVE_REPOSITORY = "mcp-policy-native"
 
 
 def crate_version() -> str:
@@ -71,9 +74,25 @@ class Layout:
         return json.loads(self.blob(self.manifest_digest))
 
 
-def build_layout(wasm: Path, out: Path, tag: str | None = None) -> Layout:
-    """Run scripts/oci.sh (what `make oci` runs) on `wasm` into `out`."""
-    argv = ["bash", str(OCI_SCRIPT), str(wasm), str(out)] + ([tag] if tag else [])
+def one_layer(layout: Layout) -> tuple[dict, dict, bytes]:
+    """The manifest, the image config and the one tar+gzip layer of `layout`'s image: its media
+    types, and the config's diff_id for the layer, checked."""
+    m = layout.manifest()
+    # umoci leaves the manifest's optional mediaType out; the index descriptor and the registry's
+    # Content-Type (checked in the round trips) carry it.
+    assert layout.index()["manifests"][0]["mediaType"] == m.get("mediaType", OCI_MANIFEST) == OCI_MANIFEST
+    assert m["config"]["mediaType"] == OCI_CONFIG
+    (layer,) = m["layers"]
+    assert layer["mediaType"] == TAR_GZIP_LAYER
+    data = layout.blob(layer["digest"])
+    config = json.loads(layout.blob(m["config"]["digest"]))
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(gzip.decompress(data)).hexdigest()]
+    return m, config, data
+
+
+def build_layout(module: Path, out: Path, tag: str | None = None) -> Layout:
+    """Run scripts/oci.sh (what `make oci` and `make oci-native` run) on `module` into `out`."""
+    argv = ["bash", str(OCI_SCRIPT), str(module), str(out)] + ([tag] if tag else [])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     return Layout(out)
@@ -82,15 +101,22 @@ def build_layout(wasm: Path, out: Path, tag: str | None = None) -> Layout:
 def plugin_wasm_from_layer(layer: bytes) -> bytes:
     """plugin.wasm from a tar+gzip layer, as Istio's fetcher reads a compat image: the entry whose
     base name is plugin.wasm. The whole archive must read cleanly (no truncated entries)."""
-    found = []
-    with tarfile.open(fileobj=io.BytesIO(layer), mode="r:gz") as tar:
-        for member in tar:  # iterates to the end: a truncated archive raises here
-            if member.isfile() and Path(member.name).name == "plugin.wasm":
-                f = tar.extractfile(member)
-                assert f is not None
-                found.append(f.read())
+    found = [data for member, data in layer_files(layer) if Path(member.name).name == "plugin.wasm"]
     assert len(found) == 1, f"want exactly one plugin.wasm in the layer, found {len(found)}"
     return found[0]
+
+
+def layer_files(layer: bytes) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """Every regular file of a tar+gzip layer, with its bytes. The whole archive must read cleanly
+    (no truncated entries)."""
+    files = []
+    with tarfile.open(fileobj=io.BytesIO(layer), mode="r:gz") as tar:
+        for member in tar:  # iterates to the end: a truncated archive raises here
+            if member.isfile():
+                f = tar.extractfile(member)
+                assert f is not None
+                files.append((member, f.read()))
+    return files
 
 
 # ----------------------------------------------------------------------------------- registry
@@ -125,6 +151,19 @@ def skopeo(*args: str) -> subprocess.CompletedProcess:
     done = subprocess.run([tool("skopeo"), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"skopeo {' '.join(args)}: {done.stdout}{done.stderr}"
     return done
+
+
+def push_and_pull(layout: Layout, port: int, repository: str) -> Pulled:
+    """`skopeo copy` of `layout`'s image into `repository` of the registry on `port`, the registry
+    keeping the manifest's bytes (its digest), then the image pulled back by that digest
+    (`pull_by_digest`), served as an OCI manifest."""
+    ref = f"docker://{HOST}:{port}/{repository}:{layout.tag}"
+    skopeo("copy", "--dest-tls-verify=false", f"oci:{layout.path}:{layout.tag}", ref)
+    raw = skopeo("inspect", "--tls-verify=false", "--raw", ref).stdout.encode()
+    assert "sha256:" + hashlib.sha256(raw).hexdigest() == layout.manifest_digest
+    pulled = pull_by_digest(port, repository, layout.manifest_digest)
+    assert pulled.content_type == OCI_MANIFEST
+    return pulled
 
 
 @dataclass

@@ -25,8 +25,6 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import subprocess
 import sys
@@ -100,24 +98,15 @@ def istio_envoy(stack: Stack, wasm, upstream_port: int, *, plugin_config=None, n
 
 
 def test_layout_is_the_compat_wasm_image_with_annotations(layout, wasm):
-    m = layout.manifest()
-    # umoci leaves the manifest's optional mediaType out; the index descriptor and the registry's
-    # Content-Type (checked in the round trip) carry it.
-    assert layout.index()["manifests"][0]["mediaType"] == m.get("mediaType", hd.OCI_MANIFEST) == hd.OCI_MANIFEST
-    assert m["config"]["mediaType"] == hd.OCI_CONFIG
-    (layer,) = m["layers"]
-    assert layer["mediaType"] == hd.TAR_GZIP_LAYER
-    assert hd.plugin_wasm_from_layer(layout.blob(layer["digest"])) == wasm.read_bytes()
+    m, config, layer = hd.one_layer(layout)
+    assert hd.plugin_wasm_from_layer(layer) == wasm.read_bytes()
     a = m["annotations"]
     assert a["module.wasm.image/variant"] == "compat"
     assert a["org.opencontainers.image.version"] == hd.crate_version() == layout.tag
     assert a["org.opencontainers.image.licenses"] == "Apache-2.0"
     assert a["org.opencontainers.image.source"]
     assert a["org.opencontainers.image.created"] == "1970-01-01T00:00:00Z"
-    config = json.loads(layout.blob(m["config"]["digest"]))
     assert (config["os"], config["architecture"], config["created"]) == ("wasip1", "wasm", "1970-01-01T00:00:00Z")
-    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layout.blob(layer["digest"]))).hexdigest()
-    assert config["rootfs"]["diff_ids"] == [diff_id]
 
 
 def test_layout_is_reproducible(layout, wasm, tmp_path):
@@ -130,13 +119,8 @@ def test_layout_is_reproducible(layout, wasm, tmp_path):
 
 def test_registry_round_trip_by_digest_loads_in_envoy(layout, wasm, stack, tmp_path):
     _, port = hd.start_registry(stack)
-    ref = f"docker://{HOST}:{port}/{hd.REPOSITORY}:{layout.tag}"
-    hd.skopeo("copy", "--dest-tls-verify=false", f"oci:{layout.path}:{layout.tag}", ref)
+    pulled = hd.push_and_pull(layout, port, hd.REPOSITORY)
     digest = layout.manifest_digest
-    raw = hd.skopeo("inspect", "--tls-verify=false", "--raw", ref).stdout.encode()
-    assert "sha256:" + hashlib.sha256(raw).hexdigest() == digest  # the registry keeps the manifest bytes
-    pulled = hd.pull_by_digest(port, hd.REPOSITORY, layout.manifest_digest)
-    assert pulled.content_type == hd.OCI_MANIFEST
     assert pulled.manifest["annotations"]["module.wasm.image/variant"] == "compat"
     assert [x["mediaType"] for x in pulled.manifest["layers"]] == [hd.TAR_GZIP_LAYER]
     module = hd.plugin_wasm_from_layer(pulled.layer)
