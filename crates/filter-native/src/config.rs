@@ -12,12 +12,16 @@ use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::limits;
 use mcp_policy_core::policy::Policy;
 
-use crate::ffi::ConfigHandle;
+use crate::ffi::{self, ConfigHandle};
 use crate::metrics::Metrics;
 use crate::store::process_store;
 
 /// The `filter_name` this module answers to.
 pub const FILTER_NAME: &[u8] = b"mcp_policy";
+
+/// Envoy's runtime flag under which `/stats/prometheus` names a dynamic module's stats as the wasm
+/// build's are named (`mcp_policy_allowed_total`), not `envoy_dynamicmodulescustom_mcp_policy_…`.
+pub const STRIP_STAT_PREFIX: &str = "envoy.reloadable_features.dynamic_modules_strip_custom_stat_prefix";
 
 /// A loaded configuration, shared by the streams of every worker thread.
 pub struct Config {
@@ -89,6 +93,15 @@ impl Config {
         let mut all: Vec<&Policy> = set.members().iter().map(|p| &**p).collect();
         all.push(set.base());
         let metrics = Metrics::define(handle, &all);
+        // Off by default in Envoy 1.40: the shipped bootstraps and recipes turn it on, and the
+        // dashboards and alerts (deploy/observability) read the names it gives.
+        if !ffi::runtime_bool(STRIP_STAT_PREFIX, false) {
+            warn!(
+                "runtime flag {STRIP_STAT_PREFIX} is not on: /stats/prometheus names this filter's stats \
+                 envoy_dynamicmodulescustom_mcp_policy_*, where the shipped dashboards and alerts read mcp_policy_*; \
+                 set it in the bootstrap's layered_runtime (docs/src/deploy/native.md, Differences that show)"
+            );
+        }
         Some(Config { policy, set: chooses.then_some(set), metrics })
     }
 }

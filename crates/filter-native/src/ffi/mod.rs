@@ -134,6 +134,9 @@ const METRICS_SUCCESS: u32 = 0;
 extern "C" {
     fn envoy_dynamic_module_callback_log(level: u32, message: Buffer);
     fn envoy_dynamic_module_callback_log_enabled(level: u32) -> bool;
+    /// New in Envoy 1.40: an older Envoy has no such symbol, and the module, linked `BIND_NOW`,
+    /// then fails to load (`hooks::ABI_VERSION`).
+    fn envoy_dynamic_module_callback_get_runtime_bool(key: Buffer, default_value: bool) -> bool;
 
     fn envoy_dynamic_module_callback_http_get_headers_size(filter: *mut c_void, map: u32) -> usize;
     fn envoy_dynamic_module_callback_http_get_headers(filter: *mut c_void, map: u32, out: *mut Header) -> bool;
@@ -217,6 +220,13 @@ pub fn log(level: Level, message: &str) {
 pub fn log_enabled(level: Level) -> bool {
     // SAFETY: a plain value in, a bool out.
     unsafe { envoy_dynamic_module_callback_log_enabled(level as u32) }
+}
+
+/// The runtime value `key` of Envoy's layered runtime as a bool, or `default` where no layer sets it
+/// (a feature flag's built-in default is not seen).
+pub fn runtime_bool(key: &str, default: bool) -> bool {
+    // SAFETY: the key is a module buffer read during the call only; a bool out.
+    unsafe { envoy_dynamic_module_callback_get_runtime_bool(Buffer::of(key.as_bytes()), default) }
 }
 
 /// The Envoy side of one filter configuration, while `on_http_filter_config_new` runs (metrics are
