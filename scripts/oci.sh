@@ -5,9 +5,9 @@
 #   the manifest annotation module.wasm.image/variant=compat (the "compat" wasm image variant;
 #   Istio's fetcher, pkg/wasm/imagefetcher.go, reads it);
 # - the native module (.so, make dynamic-module): an image FROM scratch whose one layer holds
-#   /libmcp_policy_native.so, for the OS and architecture of the ELF file itself, meant to be
-#   mounted as a Kubernetes image volume (docs/src/deploy/native.md); the description names the
-#   dynamic-module ABI it was built against (ABI_VERSION of crates/filter-native/src/ffi/hooks.rs).
+#   /libmcp_policy_native.so, for the OS and architecture of the ELF file itself, for `COPY --from`
+#   into a proxy or init image (docs/src/deploy/native.md, The module as an image); the description
+#   names the dynamic-module ABI it was built against (ABI_VERSION of crates/filter-native/src/ffi/hooks.rs).
 #
 # Usage: scripts/oci.sh MODULE OUT_DIR [TAG]
 #   MODULE   the built module: target/wasm32-wasip1/release/mcp_policy_filter.wasm (make oci) or
@@ -32,7 +32,7 @@ tag="${3:-$version}"
 repository="$(sed -n 's/^repository = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
 source_url="${OCI_SOURCE:-${repository:-mcp-policy-filter}}"
 created="$(date -u -d "@${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)"
-command -v umoci >/dev/null || { echo "oci.sh needs umoci: apt-get install umoci (make oci-tools)" >&2; exit 1; }
+command -v umoci >/dev/null || { echo "oci.sh needs umoci: apt-get install umoci (make deploy-tools)" >&2; exit 1; }
 case "$module" in
   *.wasm)
     [ -f "$module" ] || { echo "oci.sh: no module at $module (make build)" >&2; exit 1; }
@@ -42,10 +42,11 @@ case "$module" in
     ;;
   *.so)
     [ -f "$module" ] || { echo "oci.sh: no module at $module (make dynamic-module)" >&2; exit 1; }
-    # e_machine of the ELF header (bytes 18-19, little-endian), as OCI names the architecture.
-    case "$(od -An -tx1 -j18 -N2 "$module" | tr -d ' \n')" in
-      3e00) arch=amd64 ;;
-      b700) arch=arm64 ;;
+    # A 64-bit little-endian ELF file (magic, class 2, data 1) and its e_machine (bytes 18-19), as
+    # OCI names the architecture.
+    case "$(od -An -tx1 -N6 "$module" | tr -d ' \n'):$(od -An -tx1 -j18 -N2 "$module" | tr -d ' \n')" in
+      7f454c460201:3e00) arch=amd64 ;;
+      7f454c460201:b700) arch=arm64 ;;
       *) echo "oci.sh: $module is not an x86-64 or AArch64 ELF file" >&2; exit 1 ;;
     esac
     abi="$(sed -n 's/^pub const ABI_VERSION: &str = "\(.*\)";$/\1/p' "$root/crates/filter-native/src/ffi/hooks.rs")"

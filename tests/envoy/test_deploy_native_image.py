@@ -9,8 +9,8 @@ from a real registry, and the module from it loaded by Envoy.
 - Round trip: Debian's docker-registry on 127.0.0.1, `skopeo copy` in, a pull by digest over the
   registry API, and the .so from the pulled layer loaded by Envoy through deploy/istio/native's
   EnvoyFilter: allowed and denied calls decided.
-- What else `scripts/oci.sh` refuses: a file that is neither a .wasm nor a .so, a .so that is not an
-  x86-64 or AArch64 ELF file.
+- What else `scripts/oci.sh` refuses: a file that is neither a .wasm nor a .so, a .so that is not a
+  64-bit little-endian x86-64 or AArch64 ELF file.
 """
 
 from __future__ import annotations
@@ -92,8 +92,15 @@ def test_other_files_are_refused(module, tmp_path):
     text.write_bytes(module.read_bytes())
     not_elf = tmp_path / "libx.so"
     not_elf.write_bytes(b"#!/bin/sh\n" + bytes(64))
+    # x86-64's e_machine where an ELF header has it, without the ELF magic; and a 32-bit ELF file.
+    machine_only = tmp_path / "liby.so"
+    machine_only.write_bytes(bytes(18) + b"\x3e\x00" + bytes(44))
+    elf32 = tmp_path / "libz.so"
+    elf32.write_bytes(b"\x7fELF\x01\x01" + bytes(12) + b"\x3e\x00" + bytes(44))
     for path, said in [(text, f"oci.sh: {text} is neither a .wasm nor a .so module"),
                        (not_elf, f"oci.sh: {not_elf} is not an x86-64 or AArch64 ELF file"),
+                       (machine_only, f"oci.sh: {machine_only} is not an x86-64 or AArch64 ELF file"),
+                       (elf32, f"oci.sh: {elf32} is not an x86-64 or AArch64 ELF file"),
                        (tmp_path / "missing.so", f"oci.sh: no module at {tmp_path / 'missing.so'} (make dynamic-module)")]:
         done = run(path)
         assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, said)
