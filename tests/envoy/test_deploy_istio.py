@@ -26,25 +26,22 @@ registry, and the module run in the Envoy configuration Istio renders for deploy
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections import defaultdict
 
 import pytest
 
 from testkit import approvals as ha
+from testkit import cases as shared_cases
 from testkit import deploy as hd
 from testkit import istio as ir
 from testkit import rls as hr
 from testkit.clock import avoid_minute_boundary
 from testkit.envoy import POLICY_JSON, Envoy, load_policy
 from testkit.jsonrpc import call_tool, get, parallel_posts, tool_call
-from testkit.paths import CASES_DIR
 from testkit.processes import HOST, free_port
 from testkit.stack import Stack
 from testkit.upstream import recorder_lines, recorder_reply
 
-CASES = sorted(CASES_DIR.glob("requests/*.json"))
+CASES = shared_cases.CASE_FILES
 EXEC = {"node": "pve1", "vmid": 100, "command": "uptime"}
 SEED = load_policy(POLICY_JSON)
 PLUGIN = ir.load_manifest()
@@ -174,20 +171,11 @@ def test_istio_cluster_name_of_the_check_service_reaches_mcp_approvals(stack, wa
 
 
 def test_shared_cases_replay_through_the_istio_rendering(stack, wasm, neighbour):
-    groups: dict[str, list] = defaultdict(list)
-    for path in CASES:
-        case = json.loads(path.read_text(encoding="utf-8"))
-        policy = case.get("policy") or json.loads((CASES_DIR / "policy.json").read_text(encoding="utf-8"))
-        groups[json.dumps(policy, sort_keys=True)].append(path)
-    default_key = json.dumps(json.loads((CASES_DIR / "policy.json").read_text(encoding="utf-8")), sort_keys=True)
     ran = 0
-    for key, paths in groups.items():
+    for policy, paths, control in shared_cases.by_policy():
         _, upstream_port, upstream_log = stack.recorder()
-        envoy = istio_envoy(stack, wasm, upstream_port, plugin_config=json.loads(key), neighbour=neighbour)
-        control = ["--control", str(CASES_DIR / "control.json")] if key == default_key else []
-        argv = [sys.executable, str(CASES_DIR / "replay.py"), "--envoy", f"127.0.0.1:{envoy.listen_port}",
-                "--upstream-log", str(upstream_log), *control, *map(str, paths)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+        envoy = istio_envoy(stack, wasm, upstream_port, plugin_config=policy, neighbour=neighbour)
+        done = shared_cases.replay(envoy.listen_port, upstream_log, paths, control=control)
         assert done.stdout.splitlines()[-1:] == [f"{len(paths)} passed, 0 failed"], done.stdout + done.stderr
         ran += len(paths)
         envoy.stop()

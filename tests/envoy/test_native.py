@@ -9,11 +9,9 @@
 - Policy sets, `gateway.identity`, flows and the rate limit service run on this build as on the
   wasm one: tests/envoy/test_identity.py, test_flows.py, test_rls.py, test_rls_answers.py and
   test_flows_cluster.py run on both.
-- Only the Envoy it is built for runs it: Envoy 1.39 merely warns that the module's ABI version is
-  not its own, but cannot resolve a callback the module imports that 1.40 introduced, so it refuses
-  the configuration and exits; and where the bootstrap leaves Envoy's
-  `dynamic_modules_strip_custom_stat_prefix` off, the module says at load that the stats'
-  Prometheus names are not the ones the dashboards read.
+- Where the bootstrap leaves Envoy's `dynamic_modules_strip_custom_stat_prefix` off, the module says
+  at load that the stats' Prometheus names are not the ones the dashboards read. (That an older
+  Envoy refuses the module: tests/envoy/test_envoy_versions.py.)
 - Result rules and pins are enforced as in the wasm build (docs/src/policy/results-and-pins.md): a
   private key in a tool result, JSON or SSE in chunks, is replaced by −31012 `result_refused` and no
   byte of it reaches the client; a rug pull removes the tool and refuses its calls on every worker;
@@ -28,7 +26,6 @@ import copy
 import hashlib
 import json
 import shutil
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +35,10 @@ import pytest
 import yaml
 
 from testkit.clock import avoid_minute_boundary
-from testkit.envoy import POLICY_JSON, load_policy, run_envoy_expect_failure
+from testkit.envoy import POLICY_JSON, load_policy
 from testkit.jsonrpc import TRANSPORT_ERRORS, Reply, call_tool, headers_for, post, rpc, tool_call
 from testkit.logs import audit_records
-from testkit.native import PREVIOUS_ENVOY, STRIP_STAT_PREFIX, native_path
+from testkit.native import STRIP_STAT_PREFIX
 from testkit.paths import REPO_ROOT
 from testkit.processes import cargo_build
 from testkit.stack import Stack
@@ -92,26 +89,6 @@ def test_200_simultaneous_calls_on_4_workers_admit_exactly_max(native_stack):
     workers = envoy.worker_connections()
     assert sorted(workers) == ["worker_0", "worker_1", "worker_2", "worker_3"], workers
     assert min(workers.values()) > 0, workers
-
-
-def test_envoy_1_39_refuses_to_load_the_module(native_stack, monkeypatch):
-    if not PREVIOUS_ENVOY.is_file():
-        pytest.fail(f"{PREVIOUS_ENVOY} is missing (make envoy-previous)", pytrace=False)
-    _, port, _ = native_stack.recorder()
-    monkeypatch.setenv("ENVOY_BIN", str(PREVIOUS_ENVOY))
-    gone = run_envoy_expect_failure(native_stack.render(POLICY_JSON.read_text(encoding="utf-8"), port),
-                                    log_dir=native_stack.log_dir, name="envoy-1.39")
-    version = subprocess.run([str(PREVIOUS_ENVOY), "--version"], capture_output=True, text=True, timeout=30).stdout
-    assert "version: 6eb0d2d97489ec1b4e1584a004f5de443d97a41b/1.39.3/Clean/RELEASE" in version, version
-    assert gone.returncode == 1, gone.log[-3000:]
-    module = native_path()
-    refusal = (f"Failed to load dynamic module: Failed to load dynamic module: {module} : {module}: "
-               "undefined symbol: envoy_dynamic_module_callback_get_runtime_bool")
-    (critical,) = [ln for ln in gone.log.splitlines() if "[critical]" in ln]
-    assert f"error `{refusal}` initializing config" in critical, critical
-    assert gone.log.splitlines()[-1] == refusal
-    # Refused before the module ran: no policy was read, no listener opened.
-    assert "(dynamic module, ABI" not in gone.log and "policy loaded" not in gone.log
 
 
 def test_without_the_stat_prefix_flag_the_module_warns_at_load(native_stack):
