@@ -15,8 +15,8 @@ use crate::filter::{Filter, Flow};
 /// 1.40's `abi.h`. Envoy compares it with its own at load and logs `ABI version … matched`, or that
 /// it is deprecated (an Envoy of another release), and loads the module all the same. So the
 /// module also imports a callback that Envoy 1.40 introduced (`ffi::runtime_bool`): the `.so` is
-/// linked `BIND_NOW` (Rust's default on Linux), so an older Envoy fails to load it (`undefined
-/// symbol`) and refuses the configuration, instead of running it against another ABI.
+/// linked `BIND_NOW` (build.rs), so an older Envoy fails to load it (`undefined symbol`) and
+/// refuses the configuration, instead of running it against another ABI.
 pub const ABI_VERSION: &str = "v0.2.0";
 const ABI_VERSION_C: &[u8] = b"v0.2.0\0";
 
