@@ -68,10 +68,11 @@ DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
 .PHONY: dynamic-module
 dynamic-module:
 	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then \
-	  CARGO_ENCODED_RUSTFLAGS="$${CARGO_ENCODED_RUSTFLAGS:+$$CARGO_ENCODED_RUSTFLAGS$$(printf '\037')}-Cforce-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native; \
+	  export CARGO_ENCODED_RUSTFLAGS="$${CARGO_ENCODED_RUSTFLAGS:+$$CARGO_ENCODED_RUSTFLAGS$$(printf '\037')}-Cforce-frame-pointers=yes"; \
 	else \
-	  RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes" $(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native; \
-	fi
+	  export RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes"; \
+	fi; \
+	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
 	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
 
