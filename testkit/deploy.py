@@ -1,7 +1,8 @@
 """Helpers for the deploy tests (tests/envoy/test_deploy_istio.py, test_deploy_envoy_gateway.py,
-test_deploy_native_image.py): the OCI layouts that `make oci` and `make oci-native` write, a local OCI registry (Debian's `docker-registry`), `skopeo`, a
-pull by digest over the registry API the way Istio's image fetcher does it, and the check that an
-Envoy rendered from the manifests refuses header names with `_`. Plain Python.
+test_deploy_native_image.py): the OCI layouts that `make oci` and `make oci-native` write, a local
+OCI registry (Debian's `docker-registry`), `skopeo`, a pull by digest over the registry API the way
+Istio's image fetcher does it, and the check that an Envoy rendered from the manifests refuses
+header names with `_`. Plain Python.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ import hashlib
 import json
 import shutil
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from testkit.jsonrpc import TRANSPORT_ERRORS, Reply, call_tool, headers_for, pos
 from testkit.logs import audit_records
 from testkit.native import STRIP_STAT_PREFIX
 from testkit.paths import REPO_ROOT
-from testkit.processes import cargo_build
+from testkit.processes import cargo_build, wait_for
 from testkit.stack import Stack
 from testkit.stats import prometheus
 from testkit.upstream import Canned, compact, json_canned, recorder_lines, rpc_request, sse_canned
@@ -98,9 +97,7 @@ def test_without_the_stat_prefix_flag_the_module_warns_at_load(native_stack):
         layer.get("static_layer", {}).pop(STRIP_STAT_PREFIX, None)
     envoy = native_stack.start_envoy(yaml.safe_dump(cfg, sort_keys=False, width=1000), name="envoy-prefixed",
                                      concurrency=1)
-    deadline = time.monotonic() + 10
-    while "runtime flag" not in envoy.log_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: "runtime flag" in envoy.log_text(), 10, what="the stat-prefix warning")
     (warning,) = [ln for ln in envoy.log_text().splitlines() if "runtime flag" in ln]
     assert "[warning][dynamic_modules]" in warning
     assert warning.endswith(
