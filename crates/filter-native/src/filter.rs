@@ -374,15 +374,15 @@ impl Filter {
                 return self.unavailable(HEADERS_UNREADABLE);
             };
             let headers = headers.pairs();
-            self.has_length = headers.iter().any(|(k, _)| k == "content-length");
+            self.has_length = headers.clone().any(|(k, _)| k == "content-length");
             #[cfg(feature = "test-panic")]
-            if headers.iter().any(|(k, _)| k == "x-mcp-policy-test-panic") {
+            if headers.clone().any(|(k, _)| k == "x-mcp-policy-test-panic") {
                 #[allow(clippy::panic)]
                 {
                     panic!("forced by x-mcp-policy-test-panic (test-panic build)");
                 }
             }
-            RequestHead::from_headers(&self.policy, headers.iter().map(|(k, v)| (k.as_ref(), *v)))
+            RequestHead::from_headers(&self.policy, headers)
         };
         self.request_id = head.request_id.take();
         let plan = pipeline::request_headers(self.config.set.as_ref(), Arc::clone(&self.policy), &head, end_of_stream);

@@ -4,14 +4,20 @@
 //! The core's limiter (`mcp_policy_core::limits`) needs get and compare-and-swap on byte values
 //! ([`SharedStore`]). Here the keys are spread over [`SHARDS`] maps, each behind its own mutex,
 //! chosen by a hash of the key: a call takes the lock of its own counter's shard only, so calls of
-//! different grants rarely meet, and no lock is global. The cas values come from one atomic
+//! different grants rarely meet, and no lock is global.
+//!
+//! Keys are hashed with foldhash (hashbrown's default hasher), once for the shard and once in its
+//! map: std's SipHash cost the allowed call about 1,100 instructions in its four hashes of a
+//! 40-byte key. A key is a counter's base XOR the grant id, itself SHA-256 of a credential the
+//! client chooses, so each hasher is seeded from the operating system's randomness (through std's
+//! `RandomState`), not only from foldhash's own (addresses and the time): without the seed, nobody
+//! can aim many keys at one shard or one bucket. The cas values come from one atomic
 //! counter (never 0, as the host's `nextCas`). A compare-and-swap under the shard's lock is exact
 //! across threads: the limiter admits at most `max` calls per window. The number of keys is bounded
 //! by the limiter itself (`gateway.max_tracked_grants` grants, a fixed number of keys each).
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -20,11 +26,21 @@ use mcp_policy_core::limits::{SharedStore, StoreError, GRANTS_KEY};
 /// Shards of the store: more than the worker threads of any Envoy this runs in.
 pub const SHARDS: usize = 64;
 
-type Shard = Mutex<HashMap<String, (Vec<u8>, u32)>>;
+type Keyed = foldhash::fast::SeedableRandomState;
+
+type Shard = Mutex<HashMap<String, (Vec<u8>, u32), Keyed>>;
+
+/// A hasher state seeded from the operating system's randomness.
+fn keyed() -> Keyed {
+    let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
+    Keyed::with_seed(seed, foldhash::SharedSeed::global_random())
+}
 
 /// A sharded in-memory [`SharedStore`] with the host's CAS semantics.
 pub struct ShardedStore {
     shards: Vec<Shard>,
+    /// Picks a key's shard; seeded apart from the maps' own hashers.
+    spread: Keyed,
     last_cas: AtomicU32,
     /// Successful writes of [`GRANTS_KEY`] (one more grant each) not yet added to the
     /// `mcp_policy_tracked_grants` gauge.
@@ -34,7 +50,8 @@ pub struct ShardedStore {
 impl Default for ShardedStore {
     fn default() -> Self {
         ShardedStore {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::with_hasher(keyed()))).collect(),
+            spread: keyed(),
             last_cas: AtomicU32::new(0),
             registered: AtomicU64::new(0),
         }
@@ -43,9 +60,7 @@ impl Default for ShardedStore {
 
 impl ShardedStore {
     fn shard(&self, key: &str) -> Result<&Shard, StoreError> {
-        let mut h = DefaultHasher::new();
-        key.hash(&mut h);
-        let i = usize::try_from(h.finish() % SHARDS as u64).unwrap_or(0);
+        let i = usize::try_from(self.spread.hash_one(key) % SHARDS as u64).unwrap_or(0);
         self.shards.get(i).ok_or_else(|| StoreError::Host("no shard".into()))
     }
 
