@@ -475,3 +475,21 @@ impl Stream {
         unsafe { envoy_dynamic_module_callback_http_filter_increment_gauge(self.0, id, std::ptr::null_mut(), 0, by) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names are read as they are when ASCII or UTF-8, and as U+FFFD (a name the filter never
+    /// reads) when not UTF-8; values are left as bytes.
+    #[test]
+    fn header_names_read_as_text() {
+        let names: [&[u8]; 4] = [b"content-length", b"x-\xffbad", b"caf\xc3\xa9", b""];
+        let raw = names.iter().map(|n| Header { key: Buffer::of(n), value: Buffer::of(b"v\xff") }).collect();
+        let headers = Headers { raw, _stream: std::marker::PhantomData };
+        let read: Vec<(&str, &[u8])> = headers.pairs().collect();
+        let want: Vec<(&str, &[u8])> =
+            vec![("content-length", b"v\xff"), ("\u{fffd}", b"v\xff"), ("café", b"v\xff"), ("", b"v\xff")];
+        assert_eq!(read, want);
+    }
+}
