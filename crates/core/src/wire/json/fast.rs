@@ -65,25 +65,6 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, usize> {
 /// than `\u` are checked here; `\u` (a surrogate pair to match) is the strict path's.
 #[inline(always)]
 fn string(b: &[u8], mut i: usize) -> Result<usize, usize> {
-    // Most strings of a body are short (member names, enum-like values): a byte at a time costs
-    // less than a chunk of `scan::string_stop`, which takes over past the first 16 bytes.
-    let short = i.saturating_add(16);
-    loop {
-        let c = *b.get(i).ok_or(i)?;
-        if PLAIN.get(usize::from(c)) == Some(&true) {
-            i += 1;
-            // `>=`: an escape may have stepped over the mark.
-            if i >= short {
-                break;
-            }
-            continue;
-        }
-        match c {
-            b'"' => return Ok(i + 1),
-            b'\\' => i = escape(b, i)?,
-            _ => return Err(i),
-        }
-    }
     loop {
         i = scan::string_stop(b, i);
         match b.get(i) {
@@ -102,9 +83,6 @@ fn escape(b: &[u8], i: usize) -> Result<usize, usize> {
         _ => Err(i),
     }
 }
-
-/// The bytes that neither end nor interrupt a run of string contents (`scan::is_stop`).
-static PLAIN: [bool; 256] = plain_below(256);
 
 /// The bytes of a member name this path reads: printable ASCII (`fold::plain_ascii`) but a quote
 /// or a backslash, that is the plain bytes below 0x7F.
@@ -133,8 +111,12 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     if b.get(i) == Some(&b'}') {
         return Ok(i + 1);
     }
-    let mut names = [""; NAMES];
+    // Where each name starts and ends, for the duplicate check; only read when two names share a
+    // bit of `seen` (below), so most objects never compare a pair.
+    let mut names = [(0u32, 0u32); NAMES];
     let mut count = 0;
+    let mut seen = 0u64;
+    let mut alike = false;
     loop {
         if b.get(i) != Some(&b'"') {
             return Err(i);
@@ -150,9 +132,15 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         if b.get(end) != Some(&b'"') {
             return Err(end);
         }
-        // Both ends are ASCII quotes, so character boundaries.
-        let name = src.get(i + 1..end).ok_or(i)?;
-        *names.get_mut(count).ok_or(i)? = name;
+        // Two names equal, or equal in ASCII case, have the same length and first letter: the
+        // same bit of `seen`. Names with bits of their own cannot clash.
+        let len = end - i - 1;
+        let first = b.get(i + 1).map_or(0, u8::to_ascii_lowercase);
+        let bit = 1u64 << ((len.wrapping_mul(7) ^ usize::from(first)) & 63);
+        alike |= seen & bit != 0;
+        seen |= bit;
+        let (Ok(start), Ok(stop)) = (u32::try_from(i + 1), u32::try_from(end)) else { return Err(i) };
+        *names.get_mut(count).ok_or(i)? = (start, stop);
         count += 1;
         i = ws(b, end + 1);
         if b.get(i) != Some(&b':') {
@@ -161,9 +149,14 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         i = ws(b, value(src, i + 1, room)?);
         match b.get(i) {
             Some(b',') => i = ws(b, i + 1),
+            Some(b'}') if !alike => return Ok(i + 1),
             Some(b'}') => {
-                let names = names.get(..count).unwrap_or(&[]);
-                return match fold::clash_plain(names) {
+                let mut kept = [""; NAMES];
+                for (slot, &(start, stop)) in kept.iter_mut().zip(names.get(..count).unwrap_or(&[])) {
+                    // Both ends are ASCII quotes, so character boundaries.
+                    *slot = src.get(start as usize..stop as usize).ok_or(i)?;
+                }
+                return match fold::clash_plain(kept.get(..count).unwrap_or(&[])) {
                     None => Ok(i + 1),
                     Some(_) => Err(i),
                 };

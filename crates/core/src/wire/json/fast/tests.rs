@@ -176,11 +176,33 @@ fn giving_up_is_tried_again_only_past_that_point() {
 }
 
 #[test]
-fn the_byte_tables_are_their_definitions() {
+fn the_name_table_is_its_definition() {
     for c in 0..=255u8 {
-        let plain = !(c == b'"' || c == b'\\' || c < 0x20);
-        assert_eq!(super::PLAIN[usize::from(c)], plain, "{c:#x}");
         let in_name = crate::wire::fold::plain_ascii(&char::from(c).to_string()) && c != b'"' && c != b'\\';
         assert_eq!(super::NAME[usize::from(c)], in_name, "{c:#x}");
+    }
+}
+
+/// Names are compared only when two share a bit of the object's signature set (the same length and
+/// first letter always do): those that share one without clashing are accepted, and every clash is
+/// still left to the strict path.
+#[test]
+fn only_names_alike_are_compared() {
+    // "a" and "hx" share a bit (1 × 7 ^ 'a' and 2 × 7 ^ 'h' agree in their low six bits), as do
+    // "node" and "note" (the same length and first letter): compared, and apart.
+    for text in [r#"{"a":1,"hx":2}"#, r#"{"node":1,"note":2,"vmid":3}"#] {
+        assert_eq!(skip(text, 0, MAX_DEPTH), Ok(text.len()), "{text}");
+        assert_eq!(skip_all(text, true), (Ok(()), text.len(), 0), "{text}");
+    }
+    // A folded pair and an exact one: the shorter check gives up at the object's end, and the
+    // strict path decides (a folded clash counted; a duplicate refused).
+    for (text, folded) in [(r#"{"Key":1,"x":0,"kEY":2}"#, Some(1)), (r#"{"k":1,"k":2}"#, None)] {
+        assert_eq!(skip(text, 0, MAX_DEPTH), Err(text.len() - 1), "{text}");
+        let strict = skip_all(text, false);
+        assert_eq!(skip_all(text, true), strict, "{text}");
+        match folded {
+            Some(f) => assert_eq!(strict, (Ok(()), text.len(), f), "{text}"),
+            None => assert!(strict.0.is_err(), "{text}"),
+        }
     }
 }
