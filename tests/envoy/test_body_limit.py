@@ -11,11 +11,15 @@ adds one; the native build sets it).
 from __future__ import annotations
 
 import hashlib
+import http.client
+import json
+import socket
 
 import pytest
 
 from testkit.envoy import with_body_limit
 from testkit.jsonrpc import headers_for, padded_call, post
+from testkit.processes import HOST
 from testkit.upstream import recorder_lines
 
 pytestmark = pytest.mark.both_builds
@@ -56,4 +60,26 @@ def test_a_body_over_a_limit_above_envoys_gets_the_filters_413(big_limit, chunke
     assert r.status == 413, r.body[:300]
     assert r.headers["content-type"] == "application/json"
     assert (r.error["code"], r.error["data"]["kind"]) == (-32600, "body_too_large")
+    assert len(recorder_lines(log, settle=0.2)) == before
+
+
+def test_a_body_declared_over_the_limit_gets_the_413_before_it_arrives(big_limit):
+    """A `content-length` over the limit is answered from the headers: the filter does not hold the
+    stream open while the client would send the bytes (here it sends 100 and waits)."""
+    envoy, log = big_limit
+    before = len(recorder_lines(log))
+    fields = {**headers_for("big-limit"), "host": f"{HOST}:{envoy.listen_port}", "content-length": str(LIMIT + 1)}
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n"
+    with socket.create_connection((HOST, envoy.listen_port), timeout=5) as sock:
+        sock.sendall(head.encode() + padded_call(LIMIT + 1, id=7)[:100])
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        body = json.loads(reply.read())
+    assert (reply.status, reply.getheader("content-type")) == (413, "application/json")
+    assert body["error"] == {
+        "code": -32600,
+        "message": f"Invalid Request: request body exceeds {LIMIT} bytes",
+        "data": {"kind": "body_too_large", "reason": f"request body exceeds {LIMIT} bytes"},
+    }
+    assert body["id"] is None
     assert len(recorder_lines(log, settle=0.2)) == before

@@ -84,6 +84,9 @@ pub struct RequestHead {
     pub(super) caller: OnceCell<Provenance>,
     /// The first `x-request-id`, when it is UTF-8: the audit record's `request_id`.
     pub request_id: Option<String>,
+    /// `Content-Length`, when it is a number: a body declared over `gateway.max_body_bytes` is
+    /// refused from the headers, without waiting for the bytes to arrive.
+    pub declared_length: Option<usize>,
 }
 
 impl RequestHead {
@@ -114,6 +117,7 @@ impl RequestHead {
             grant: OnceCell::new(),
             caller: OnceCell::new(),
             request_id: None,
+            declared_length: None,
         };
         let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.
@@ -134,6 +138,12 @@ impl RequestHead {
                 }
                 "content-type" => head.content_type.add(value),
                 "content-encoding" => head.content_encoding.add(value),
+                // Digits only (past usize, as good as infinite); Envoy refuses any other value itself.
+                "content-length" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                    let n =
+                        value.iter().fold(0usize, |n, d| n.saturating_mul(10).saturating_add(usize::from(d - b'0')));
+                    head.declared_length = head.declared_length.max(Some(n));
+                }
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
                 "mcp-protocol-version" => head.protocol_version.add(value),
@@ -242,6 +252,11 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
                 return HeadOutcome::Done(media_type(
                     "Content-Encoding must be identity: encoded bodies cannot be checked",
                 ));
+            }
+            // The same refusal as once the bytes are in, at once: a client that declares more than
+            // the limit does not hold the stream open while it sends them.
+            if head.declared_length.is_some_and(|n| n > policy.gateway.max_body_bytes) {
+                return HeadOutcome::Done(Box::new(body_too_large(policy)));
             }
             HeadOutcome::NeedBody
         }

@@ -125,6 +125,32 @@ fn mcp_header_mismatch_is_minus_32020() {
 }
 
 #[test]
+fn a_body_declared_over_the_limit_is_refused_from_the_headers() {
+    let p = policy(r#","max_body_bytes":100"#);
+    let with = |length: &[u8], ct: &[u8]| {
+        let h: Vec<(&str, &[u8])> = vec![
+            (":method", b"POST"),
+            ("authorization", b"Bearer a"),
+            ("content-type", ct),
+            ("content-length", length),
+        ];
+        pipeline::on_headers(&p, &head(&p, &h))
+    };
+    // Over the limit, however far past a machine word: the body's own 413, before its bytes.
+    for length in [&b"101"[..], b"18446744073709551616", b"99999999999999999999999999"] {
+        let (status, b, _) = reply(&done(with(length, b"application/json")));
+        assert_eq!((status, b["id"].clone()), (413, Value::Null), "{}", String::from_utf8_lossy(length));
+        assert_eq!(b["error"]["data"], json!({"kind": "body_too_large", "reason": "request body exceeds 100 bytes"}));
+    }
+    // At the limit, or not a number (Envoy refuses those itself): the body decides.
+    for length in [&b"100"[..], b"0", b"", b"1e9", b"-1", b" 101"] {
+        assert_eq!(with(length, b"application/json"), HeadOutcome::NeedBody, "{}", String::from_utf8_lossy(length));
+    }
+    // The header refusals come first, as they do for a body over the limit.
+    assert_eq!(reply(&done(with(b"101", b"text/plain"))).0, 415);
+}
+
+#[test]
 fn oversized_bodies_are_refused_before_parsing() {
     let p = policy(r#","max_body_bytes":100"#);
     let s = MemoryStore::new();
