@@ -37,9 +37,37 @@ fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         Some(b't') => literal(b, i, b"true"),
         Some(b'f') => literal(b, i, b"false"),
         Some(b'n') => literal(b, i, b"null"),
-        Some(b'-' | b'0'..=b'9') => number_end(b, i).map_err(|e| e.offset),
+        Some(b'1'..=b'9') => integer(b, i),
+        Some(b'-' | b'0') => number_end(b, i).map_err(|e| e.offset),
         _ => Err(i),
     }
+}
+
+/// A number that starts with a digit other than 0 (`number_end`'s grammar from there): its
+/// digits, then a fraction and an exponent when they follow. Whatever follows the number is for
+/// the caller to judge (a comma, a bracket or whitespace; anything else gives up).
+#[inline(always)]
+fn integer(b: &[u8], i: usize) -> Result<usize, usize> {
+    let digits = |mut j: usize| {
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        j
+    };
+    // At least one digit at `j`, then all of them.
+    let some_digits = |j: usize| if b.get(j).is_some_and(u8::is_ascii_digit) { Ok(digits(j + 1)) } else { Err(j) };
+    let mut j = digits(i + 1);
+    if b.get(j) == Some(&b'.') {
+        j = some_digits(j + 1)?;
+    }
+    if let Some(b'e' | b'E') = b.get(j) {
+        j += 1;
+        if let Some(b'+' | b'-') = b.get(j) {
+            j += 1;
+        }
+        j = some_digits(j)?;
+    }
+    Ok(j)
 }
 
 /// Where the whitespace at `b[i]` ends: `Parser::skip_ws` on a cursor in a register. (Not one

@@ -206,3 +206,42 @@ fn only_names_alike_are_compared() {
         }
     }
 }
+
+/// Numbers in every part of the grammar, well and badly formed, where the shorter check reads the
+/// digits itself (a number led by 1 to 9) and where it leaves them to `number_end`: the same
+/// outcome as the strict path, in an array and as a member's value.
+#[test]
+fn numbers_read_as_the_strict_path_reads_them() {
+    let numbers = [
+        "1",
+        "12",
+        "90",
+        "1.5",
+        "12.34e+56",
+        "1E-2",
+        "7e0",
+        "1.",
+        "1.e3",
+        "1e",
+        "1e+",
+        "1.5.5",
+        "1x",
+        "1-2",
+        "12 ",
+        "9007199254740993",
+        "0",
+        "-0.0e0",
+        "01",
+        "-01",
+        "-",
+        "-1",
+        "00",
+        "1e5x",
+        "2.5E",
+    ];
+    for n in numbers {
+        for text in [format!("[{n}]"), format!("[{n},3]"), format!("{{\"a\":{n}}}"), format!("{{\"a\":{n},\"b\":1}}")] {
+            assert_eq!(skip_all(&text, true), skip_all(&text, false), "{text}");
+        }
+    }
+}
