@@ -7,14 +7,15 @@
 //! different grants rarely meet, and no lock is global.
 //!
 //! Keys are hashed with foldhash (hashbrown's default hasher), once for the shard and once in its
-//! map: std's SipHash cost the allowed call about 1,100 instructions in its four hashes of a
-//! 40-byte key. A key is a counter's base XOR the grant id, itself SHA-256 of a credential the
-//! client chooses, so each hasher is seeded from the operating system's randomness (through std's
-//! `RandomState`), not only from foldhash's own (addresses and the time): without the seed, nobody
-//! can aim many keys at one shard or one bucket. The cas values come from one atomic
-//! counter (never 0, as the host's `nextCas`). A compare-and-swap under the shard's lock is exact
-//! across threads: the limiter admits at most `max` calls per window. The number of keys is bounded
-//! by the limiter itself (`gateway.max_tracked_grants` grants, a fixed number of keys each).
+//! map: std's SipHash cost the allowed call about 850 instructions in its four hashes of a 40-byte
+//! key. A key is a counter's base XOR the grant id, itself SHA-256 of a credential the client
+//! chooses, so each hasher is seeded from the operating system's randomness (through std's
+//! `RandomState`) rather than from foldhash's own (addresses and the time). foldhash does not claim
+//! to resist an attacker who times many requests to learn its seed; here the harm such an attacker
+//! could do is bounded: at most `gateway.max_tracked_grants` grants are stored, each key is a
+//! SHA-256 output they cannot choose freely, and a crowded shard costs time under its own lock, not
+//! correctness. The shard is picked by foldhash's `quality` variant, whose low bits are mixed for
+//! use outside a hash table.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -27,20 +28,25 @@ use mcp_policy_core::limits::{SharedStore, StoreError, GRANTS_KEY};
 pub const SHARDS: usize = 64;
 
 type Keyed = foldhash::fast::SeedableRandomState;
+type Spread = foldhash::quality::SeedableRandomState;
 
 type Shard = Mutex<HashMap<String, (Vec<u8>, u32), Keyed>>;
 
-/// A hasher state seeded from the operating system's randomness.
+/// A seed drawn from the operating system's randomness (std's `RandomState` keys).
+fn os_seed() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(0u64)
+}
+
+/// A map's hasher state, seeded from the operating system's randomness.
 fn keyed() -> Keyed {
-    let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
-    Keyed::with_seed(seed, foldhash::SharedSeed::global_random())
+    Keyed::with_seed(os_seed(), foldhash::SharedSeed::global_random())
 }
 
 /// A sharded in-memory [`SharedStore`] with the host's CAS semantics.
 pub struct ShardedStore {
     shards: Vec<Shard>,
     /// Picks a key's shard; seeded apart from the maps' own hashers.
-    spread: Keyed,
+    spread: Spread,
     last_cas: AtomicU32,
     /// Successful writes of [`GRANTS_KEY`] (one more grant each) not yet added to the
     /// `mcp_policy_tracked_grants` gauge.
@@ -51,7 +57,7 @@ impl Default for ShardedStore {
     fn default() -> Self {
         ShardedStore {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::with_hasher(keyed()))).collect(),
-            spread: keyed(),
+            spread: Spread::with_seed(os_seed(), foldhash::SharedSeed::global_random()),
             last_cas: AtomicU32::new(0),
             registered: AtomicU64::new(0),
         }
@@ -167,6 +173,16 @@ mod tests {
         });
         let (v, _) = s.get("c").unwrap().unwrap();
         assert_eq!(u64::from_le_bytes(v.try_into().unwrap()), 8000);
+    }
+
+    /// Counter-shaped keys spread over the shards (1,000 keys leave one of 64 empty with a
+    /// probability near 1e-5; at least 60 of 64 are asked for).
+    #[test]
+    fn keys_spread_over_the_shards() {
+        let s = ShardedStore::default();
+        let used: std::collections::HashSet<*const Shard> =
+            (0..1000).map(|i| std::ptr::from_ref(s.shard(&format!("mcpf1:c:{i:032x}")).unwrap())).collect();
+        assert!(used.len() >= 60, "{} shards of {SHARDS}", used.len());
     }
 
     #[test]

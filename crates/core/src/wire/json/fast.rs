@@ -160,11 +160,7 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         if b.get(end) != Some(&b'"') {
             return Err(end);
         }
-        // Two names equal, or equal in ASCII case, have the same length and first letter: the
-        // same bit of `seen`. Names with bits of their own cannot clash.
-        let len = end - i - 1;
-        let first = b.get(i + 1).map_or(0, u8::to_ascii_lowercase);
-        let bit = 1u64 << ((len.wrapping_mul(7) ^ usize::from(first)) & 63);
+        let bit = signature(end - i - 1, b.get(i + 1).copied());
         alike |= seen & bit != 0;
         seen |= bit;
         let (Ok(start), Ok(stop)) = (u32::try_from(i + 1), u32::try_from(end)) else { return Err(i) };
@@ -192,6 +188,17 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
             _ => return Err(i),
         }
     }
+}
+
+/// A member name's bit in its object's set of signatures: two names equal, or equal in ASCII case,
+/// have the same length and first letter, so the same bit; names with bits of their own cannot
+/// clash.
+/// `len` is the name's length and `first` the byte after its opening quote (its closing quote when
+/// it is empty).
+#[inline(always)]
+fn signature(len: usize, first: Option<u8>) -> u64 {
+    let first = first.map_or(0, |c| c.to_ascii_lowercase());
+    1u64 << ((len.wrapping_mul(7) ^ usize::from(first)) & 63)
 }
 
 fn array(src: &str, i: usize, room: usize) -> Result<usize, usize> {

@@ -20,7 +20,7 @@ fn equal(x: u64, b: u8) -> u64 {
 
 /// The stop bytes of `x` ([`string_stop`]), flagged as [`below`] flags them.
 #[inline(always)]
-pub(super) fn stops(x: u64) -> u64 {
+fn stops(x: u64) -> u64 {
     below(x, 0x20) | equal(x, b'"') | equal(x, b'\\')
 }
 
@@ -40,7 +40,8 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     // Most member names, and many values, end within 8 bytes: those are tested as one word (a
     // byte at a time when fewer remain), which costs less than the 16-byte chunks below. Reading
     // `bench/bodies/allowed-1k.json` took 2,118 fewer instructions (−5.6%) with the head read a
-    // byte at a time, and 842 fewer again with it read as one word. Native builds only: in the
+    // byte at a time, and 842 fewer again with it read as one word (the native shorter path's own
+    // strings then had their own byte loop; BENCHMARKS.md, Decisions, has the steps since). Native builds only: in the
     // wasm module it costs about 200 B, more than its size target leaves (`make size-check`).
     #[cfg(not(target_arch = "wasm32"))]
     let rest = {

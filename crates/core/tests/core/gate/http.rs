@@ -146,6 +146,17 @@ fn a_body_declared_over_the_limit_is_refused_from_the_headers() {
     for length in [&b"100"[..], b"0", b"", b"1e9", b"-1", b" 101"] {
         assert_eq!(with(length, b"application/json"), HeadOutcome::NeedBody, "{}", String::from_utf8_lossy(length));
     }
+    // Two lengths (a client's and a proxy's): the larger one counts, whichever comes first.
+    for (one, two) in [(&b"50"[..], &b"101"[..]), (b"101", b"50")] {
+        let h: Vec<(&str, &[u8])> = vec![
+            (":method", b"POST"),
+            ("authorization", b"Bearer a"),
+            ("content-type", b"application/json"),
+            ("content-length", one),
+            ("content-length", two),
+        ];
+        assert_eq!(reply(&done(pipeline::on_headers(&p, &head(&p, &h)))).0, 413);
+    }
     // The header refusals come first, as they do for a body over the limit.
     assert_eq!(reply(&done(with(b"101", b"text/plain"))).0, 415);
 }
