@@ -387,15 +387,16 @@ clean:
 
 ## fuzz: cargo fuzz on the stable toolchain (RUSTC_BOOTSTRAP=1 for the coverage flags, no
 ## sanitizer: `-s none`): FUZZ_TARGET=decide (header and body bytes into the decision path),
-## results (tool results under result rules; seeds in fuzz/seeds-results) or
-## toolslist (upstream tools/list responses into the JSON/SSE filter), for FUZZ_SECONDS.
+## results (tool results under result rules; seeds in fuzz/seeds-results),
+## toolslist (upstream tools/list responses into the JSON/SSE filter) or json (the native
+## build's shorter JSON check against the strict parser; seeds in fuzz/seeds-json), for FUZZ_SECONDS.
 ## The seeds also replay under `cargo test -p mcp-policy-core --test fuzz_seeds`.
 FUZZ_SECONDS ?= 600
 FUZZ_TARGET ?= decide
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
-	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run $(FUZZ_TARGET) -s none corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds)$(if $(filter results,$(FUZZ_TARGET)),seeds-results) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run $(FUZZ_TARGET) -s none corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds)$(if $(filter results,$(FUZZ_TARGET)),seeds-results)$(if $(filter json,$(FUZZ_TARGET)),seeds-json) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 
 # ---------------------------------------------------------------------------------------------
 # Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests

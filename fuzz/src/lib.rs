@@ -3,5 +3,6 @@
 //! under `cargo test` (these files are included there by path, so they use only `mcp_policy_core`).
 
 pub mod decide;
+pub mod json;
 pub mod results;
 pub mod toolslist;

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 #[path = "../../../fuzz/src/decide.rs"]
 mod decide;
+#[path = "../../../fuzz/src/json.rs"]
+mod json;
 #[path = "../../../fuzz/src/results.rs"]
 mod results;
 #[path = "../../../fuzz/src/toolslist.rs"]
@@ -37,6 +39,16 @@ fn results_seeds_replay() {
     for (path, bytes) in all {
         eprintln!("{}", path.display());
         results::run(&bytes);
+    }
+}
+
+#[test]
+fn json_seeds_replay() {
+    let all = seeds("seeds-json");
+    assert_eq!(all.len(), 4);
+    for (path, bytes) in all {
+        eprintln!("{}", path.display());
+        json::run(&bytes);
     }
 }
 

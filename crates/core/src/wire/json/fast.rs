@@ -16,6 +16,21 @@ use super::parser::number_end;
 use super::scan;
 use crate::wire::fold;
 
+/// The one JSON value of `text` skipped, on this path (with the strict path taking over where it
+/// gives up) or, with `fast` false, on the strict path alone: the result, where the cursor ended
+/// and the folded clashes counted. Both must give the same (`tests`, `fuzz/src/json.rs`).
+pub(super) fn skip_all(text: &[u8], fast: bool) -> (Result<(), super::ParseError>, usize, usize) {
+    let mut p = match super::Parser::new(text) {
+        Ok(p) => p,
+        Err(e) => return (Err(e), 0, 0),
+    };
+    if !fast {
+        p.fast_from = usize::MAX;
+    }
+    let r = p.skip_value().and_then(|()| p.finish());
+    (r, p.pos, p.folded)
+}
+
 /// Member names of one object this path keeps for the duplicate check; an object with more is
 /// left to the strict path.
 const NAMES: usize = 16;

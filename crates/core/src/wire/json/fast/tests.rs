@@ -7,15 +7,7 @@ use super::skip;
 
 /// What a whole-input skip gives: the result, where the cursor ended, and the folded clashes.
 fn skip_all(text: &str, fast: bool) -> (Result<(), ParseError>, usize, usize) {
-    let mut p = match Parser::new(text.as_bytes()) {
-        Ok(p) => p,
-        Err(e) => return (Err(e), 0, 0),
-    };
-    if !fast {
-        p.fast_from = usize::MAX;
-    }
-    let r = p.skip_value().and_then(|()| p.finish());
-    (r, p.pos, p.folded)
+    super::skip_all(text.as_bytes(), fast)
 }
 
 /// A small deterministic generator (xorshift64*), so a failure names a reproducible case.
