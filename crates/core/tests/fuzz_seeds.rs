@@ -32,34 +32,30 @@ fn seeds(dir: &str) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-#[test]
-fn results_seeds_replay() {
-    let all = seeds("seeds-results");
-    assert_eq!(all.len(), 11);
+/// Every seed of `fuzz/DIR` (there must be `count`) through a target's `run`, each named first so
+/// that a failure shows which.
+fn replay(dir: &str, count: usize, run: fn(&[u8])) {
+    let all = seeds(dir);
+    assert_eq!(all.len(), count, "seeds in fuzz/{dir}");
     for (path, bytes) in all {
         eprintln!("{}", path.display());
-        results::run(&bytes);
+        run(&bytes);
     }
+}
+
+#[test]
+fn results_seeds_replay() {
+    replay("seeds-results", 11, results::run);
 }
 
 #[test]
 fn json_seeds_replay() {
-    let all = seeds("seeds-json");
-    assert_eq!(all.len(), 4);
-    for (path, bytes) in all {
-        eprintln!("{}", path.display());
-        json::run(&bytes);
-    }
+    replay("seeds-json", 4, json::run);
 }
 
 #[test]
 fn decide_seeds_replay() {
-    let all = seeds("seeds");
-    assert_eq!(all.len(), 32);
-    for (path, bytes) in all {
-        eprintln!("{}", path.display());
-        decide::run(&bytes);
-    }
+    replay("seeds", 32, decide::run);
 }
 
 /// The tools/list target has no seeds of its own: upstream replies of both kinds serve.
