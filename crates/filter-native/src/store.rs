@@ -4,7 +4,10 @@
 //! The core's limiter (`mcp_policy_core::limits`) needs get and compare-and-swap on byte values
 //! ([`SharedStore`]). Here the keys are spread over [`SHARDS`] maps, each behind its own mutex,
 //! chosen by a hash of the key: a call takes the lock of its own counter's shard only, so calls of
-//! different grants rarely meet, and no lock is global.
+//! different grants rarely meet, and no lock is global. The cas values come from one atomic
+//! counter (never 0, as the host's `nextCas`). A compare-and-swap under the shard's lock is exact
+//! across threads: the limiter admits at most `max` calls per window. The number of keys is bounded
+//! by the limiter itself (`gateway.max_tracked_grants` grants, a fixed number of keys each).
 //!
 //! Keys are hashed with foldhash (hashbrown's default hasher), once for the shard and once in its
 //! map: std's SipHash cost the allowed call about 850 instructions in its four hashes of a 40-byte

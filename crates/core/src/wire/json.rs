@@ -68,6 +68,7 @@ mod tests;
 mod write;
 
 pub use names::repeated_name;
+pub use write::{write, write_sorted, write_str};
 
 /// The one JSON value of `text` skipped twice, as `[shorter path, strict path alone]`: each the
 /// result, where the reading ended and the folded name clashes counted. The native build's shorter
@@ -78,7 +79,6 @@ pub use names::repeated_name;
 pub fn skip_both_ways(text: &[u8]) -> [(Result<(), ParseError>, usize, usize); 2] {
     [fast::skip_all(text, true), fast::skip_all(text, false)]
 }
-pub use write::{write, write_sorted, write_str};
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;

@@ -208,6 +208,7 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
 /// A member name's bit in its object's set of signatures: two names equal, or equal in ASCII case,
 /// have the same length and first letter, so the same bit; names with bits of their own cannot
 /// clash.
+///
 /// `len` is the name's length and `first` the byte after its opening quote (its closing quote when
 /// it is empty).
 #[inline(always)]
