@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use crate::policy::result::Needle;
 use crate::wire::fold::FoldedNames;
 
 /// One `flows[i]`, compiled once at configure time.
@@ -69,11 +68,4 @@ impl Flow {
         }
         self.deny_all && !self.except.contains(tool)
     }
-}
-
-/// One `tools.NAME.result.mark_if[i]`.
-#[derive(Debug, Clone)]
-pub struct MarkIf {
-    pub needle: Needle,
-    pub mark: String,
 }

@@ -15,7 +15,7 @@ pub struct ResultRules {
     /// `redact[i]`: the regex and its literal replacement.
     pub redact: Vec<Redact>,
     /// `mark_if[i]`: a match marks the call's grant (`crate::policy::flows`).
-    pub mark_if: Vec<crate::policy::flows::MarkIf>,
+    pub mark_if: Vec<MarkIf>,
 }
 
 /// One `deny_if` entry.
@@ -23,6 +23,14 @@ pub struct ResultRules {
 pub struct ResultDeny {
     pub needle: Needle,
     pub reason: String,
+}
+
+/// One `mark_if` entry: a match marks the call's grant with `mark`, which flows read
+/// (`crate::policy::flows`).
+#[derive(Debug, Clone)]
+pub struct MarkIf {
+    pub needle: Needle,
+    pub mark: String,
 }
 
 /// One `redact` entry.

@@ -60,6 +60,7 @@ use std::fmt;
 #[cfg(not(target_arch = "wasm32"))]
 mod fast;
 mod names;
+mod number;
 mod parser;
 mod scan;
 mod string;

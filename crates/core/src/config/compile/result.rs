@@ -3,7 +3,7 @@
 use super::Errors;
 use crate::config::spec::ResultSpec;
 use crate::config::{fail, MAX_BODY_BYTES_CEILING, MAX_REGEX_LEN};
-use crate::policy::result::{Needle, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
+use crate::policy::result::{MarkIf, Needle, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
 
 /// `tools.NAME.result` at `path` (`tools.NAME`).
 pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> ResultRules {
@@ -32,7 +32,7 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
         let at = format!("{base}.mark_if[{i}]");
         super::flows::mark_name(&m.mark, &format!("{at}.mark"), errs);
         if let Some(regex) = regex(&m.regex, &format!("{at}.regex"), errs) {
-            mark_if.push(crate::policy::flows::MarkIf { needle: Needle::new(regex), mark: m.mark.clone() });
+            mark_if.push(MarkIf { needle: Needle::new(regex), mark: m.mark.clone() });
         }
     }
     ResultRules { path: path.to_owned(), max_bytes, deny_if, redact, mark_if }

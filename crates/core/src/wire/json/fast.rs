@@ -12,7 +12,7 @@
 //! Measured on `bench/bodies/allowed-1k.json` (`read_body`, callgrind): see BENCHMARKS.md. The
 //! wasm module does without it: it would cost more bytes than the module's size target leaves.
 
-use super::parser::number_end;
+use super::number::number_end;
 use super::scan;
 use crate::wire::fold;
 
