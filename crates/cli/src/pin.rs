@@ -14,6 +14,7 @@ use mcp_policy_core::wire::json::{self, Json};
 use mcp_policy_core::wire::pin;
 
 use crate::args::PinArgs;
+use crate::pin_write::Listed;
 use crate::{Failure, Report, OK, USAGE_OR_IO};
 
 const MODERN: &str = "2026-07-28";
@@ -170,12 +171,6 @@ async fn list_tools(mut c: Client) -> Result<Vec<Json>, Failure> {
         }
     }
     Err(fail(format!("tools/list: more than {MAX_PAGES} pages")))
-}
-
-/// A listed tool's pin, and its annotations as listed (`pins.NAME.annotations`).
-pub struct Listed {
-    pub pin: String,
-    pub annotations: Option<Json>,
 }
 
 /// The pins by tool name.

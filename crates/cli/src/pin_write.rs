@@ -9,8 +9,13 @@ use std::collections::BTreeMap;
 
 use mcp_policy_core::wire::json::{self, Json};
 
-use crate::pin::Listed;
 use crate::{Failure, Report, INVALID_POLICY, OK, USAGE_OR_IO};
+
+/// A listed tool's pin, and its annotations as listed (`pins.NAME.annotations`).
+pub struct Listed {
+    pub pin: String,
+    pub annotations: Option<Json>,
+}
 
 fn fail(status: u8, message: impl std::fmt::Display) -> Failure {
     Failure { status, message: format!("mcp-policy pin: {message}") }
