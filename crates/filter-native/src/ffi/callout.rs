@@ -3,7 +3,8 @@
 
 use std::ffi::c_void;
 
-use super::{header_value, Buffer, Header, Stream};
+use super::types::header_value;
+use super::{Buffer, Header, Stream};
 
 extern "C" {
     fn envoy_dynamic_module_callback_http_filter_http_callout(

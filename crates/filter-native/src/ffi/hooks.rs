@@ -2,11 +2,11 @@
 //! into the crate's safe types and runs the safe code under `catch_unwind`: a panic never unwinds
 //! into Envoy, and a stream whose hook panicked is reset (never forwarded), then ignored.
 
-use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::boundary::{on_filter, running};
 use super::{Buffer, CalloutAnswer, ConfigHandle, Header, Stream};
 use crate::config::Config;
 use crate::filter::{Filter, Flow};
@@ -25,47 +25,6 @@ const CONTINUE: u32 = 0;
 const STOP_ITERATION: u32 = 1;
 const STOP_ITERATION_AND_BUFFER: u32 = 1;
 const STOP_ITERATION_NO_BUFFER: u32 = 3;
-
-thread_local! {
-    /// The filter whose hook is running on this worker thread (its `module_ptr`), if any.
-    static RUNNING: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Run `f` on the filter behind `module_ptr`; a panic resets the stream and poisons the filter.
-pub(super) fn on_filter(
-    filter_envoy_ptr: *mut c_void,
-    module_ptr: *const c_void,
-    f: impl FnOnce(&mut Filter) -> Flow,
-) -> Flow {
-    if module_ptr.is_null() {
-        return Flow::Stop;
-    }
-    // SAFETY: `module_ptr` is the `Box<Filter>` this module returned from `on_http_filter_new` for
-    // this stream; Envoy passes it back, on the stream's worker thread only, until
-    // `on_http_filter_destroy`; no other reference to it exists while a hook runs.
-    let filter = unsafe { &mut *(module_ptr as *mut Filter) };
-    if filter.poisoned {
-        return Flow::Stop;
-    }
-    filter.stream = Stream(filter_envoy_ptr);
-    let outer = RUNNING.with(|r| r.replace(module_ptr as usize));
-    let ran = catch_unwind(AssertUnwindSafe(|| f(filter)));
-    RUNNING.with(|r| r.set(outer));
-    match ran {
-        Ok(flow) => {
-            let effects = filter.take_effects();
-            // `filter` is not used past this point: a local reply or a resumed request runs this
-            // stream's hooks again at once, and they take the filter afresh.
-            effects.apply(Stream(filter_envoy_ptr));
-            flow
-        }
-        Err(_) => {
-            filter.poisoned = true;
-            Stream(filter_envoy_ptr).reset("mcp_policy_panic");
-            Flow::Stop
-        }
-    }
-}
 
 fn headers_status(flow: Flow) -> u32 {
     match flow {
@@ -226,7 +185,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks_size: usize,
 ) {
     let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES;
-    if !filter_module_ptr.is_null() && RUNNING.with(Cell::get) == filter_module_ptr as usize {
+    if !filter_module_ptr.is_null() && running(filter_module_ptr) {
         // Answered inline, while the filter's own hook is starting the callout: Envoy's async client
         // may fail a request before `send` returns, and then returns no request, so the callout
         // reports that it could not start (`CannotCreateRequest`) and the filter decides on that as

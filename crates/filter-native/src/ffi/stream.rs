@@ -16,8 +16,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use mcp_policy_core::rls::grpc::AnswerReader;
 use mcp_policy_core::rls::Answer;
 
-use super::hooks::on_filter;
-use super::{header_value, Buffer, Header, Stream};
+use super::boundary::on_filter;
+use super::types::header_value;
+use super::{Buffer, Header, Stream};
 use crate::filter::Flow;
 
 extern "C" {
