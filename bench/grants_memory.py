@@ -110,9 +110,9 @@ def main() -> int:
     with Stack(log_dir=new_log_dir("grants-memory-")) as stack:
         if a.upstream == "recorder":
             _, up_port, _ = stack.recorder()
-            config = render(stack, policy, up_port)
+            config = render(stack.wasm, policy, up_port)
         else:
-            config = render(stack, policy, free_port(), direct_response=DIRECT)
+            config = render(stack.wasm, policy, free_port(), direct_response=DIRECT)
         cfg = yaml.safe_load(config)
         hcm(cfg).pop("access_log", None)
         config = yaml.safe_dump(cfg, sort_keys=False, width=1000)

@@ -22,7 +22,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
@@ -30,9 +29,6 @@ from testkit import stats
 from testkit.native import native_path
 from testkit.paths import REPO_ROOT, wasm_path
 from testkit.processes import HOST, ManagedProcess, answers, forget, free_port, http_get, new_log_dir, spawn
-
-if TYPE_CHECKING:
-    from testkit.stack import Stack
 
 ENVOY_YAML = REPO_ROOT / "envoy" / "envoy.yaml"
 POLICY_JSON = REPO_ROOT / "envoy" / "policy.json"
@@ -136,12 +132,12 @@ def config_ports(config: str) -> tuple[int, int]:
             cfg["admin"]["address"]["socket_address"]["port_value"])
 
 
-def render(stack: Stack, policy: dict | str, upstream_port: int, *, wasm: Path | None = None,
+def render(wasm: Path, policy: dict | str, upstream_port: int, *,
            failure_policy: str | None = None, direct_response: str | None = None) -> str:
-    """The shipped bootstrap (`render_envoy_config`) with optional changes:
+    """The shipped bootstrap (`render_envoy_config`) for the module `wasm`, with optional changes:
     `failure_policy` of the wasm filter, and a route that answers with a fixed 200 JSON body
     (`direct_response`) instead of forwarding upstream."""
-    text = render_envoy_config(policy, wasm or stack.wasm, free_port(), free_port(),
+    text = render_envoy_config(policy, wasm, free_port(), free_port(),
                                upstream_port)
     if failure_policy is None and direct_response is None:
         return text

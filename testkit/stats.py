@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from testkit.envoy import Envoy
+
+class Envoy(Protocol):
+    """What these readers need of a running Envoy (`testkit.envoy.Envoy` is one)."""
+
+    def admin_get(self, path: str, timeout: float = 2.0) -> tuple[int, str]: ...
+
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
 

@@ -67,7 +67,7 @@ def send(url: str, body: bytes, **extra: str) -> Reply | Exception:
 
 def start(stack: Stack, failure_policy: str | None):
     _, port, log = stack.recorder()
-    config = render(stack, POLICY, port, failure_policy=failure_policy)
+    config = render(stack.wasm, POLICY, port, failure_policy=failure_policy)
     envoy = stack.start_envoy(config, concurrency=1)
     assert (wasm_filter(yaml.safe_load(envoy.config_path.read_text()))["config"]["failure_policy"]
             == (failure_policy or "FAIL_RELOAD"))
