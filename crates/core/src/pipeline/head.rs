@@ -138,12 +138,7 @@ impl RequestHead {
                 }
                 "content-type" => head.content_type.add(value),
                 "content-encoding" => head.content_encoding.add(value),
-                // Digits only (past usize, as good as infinite); Envoy refuses any other value itself.
-                "content-length" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                    let n =
-                        value.iter().fold(0usize, |n, d| n.saturating_mul(10).saturating_add(usize::from(d - b'0')));
-                    head.declared_length = head.declared_length.max(Some(n));
-                }
+                "content-length" => head.declared_length = head.declared_length.max(http::content_length(value)),
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
                 "mcp-protocol-version" => head.protocol_version.add(value),

@@ -84,9 +84,8 @@ impl ResponseFilter {
             self.state = State::Sse(SseStream::new(self.max_bytes));
             return Plan::FilterSse;
         }
-        let too_long = header("content-length")
-            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|t| t.trim().parse::<usize>().ok()))
-            .is_some_and(|len| len > self.max_bytes);
+        let too_long =
+            header("content-length").and_then(|v| http::content_length(&v)).is_some_and(|len| len > self.max_bytes);
         if too_long {
             if let Some((rule, why)) = self.call_oversize() {
                 return Plan::Refuse(self.fail_rule(why, Some(&rule), true));

@@ -2,6 +2,16 @@
 //! (RFC 9110 §8.3.1 and §8.4). Comparisons are case-insensitive; nothing here allocates.
 
 /// The media type of a Content-Type value, without parameters or surrounding whitespace.
+/// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`): digits only, and a length past `usize`
+/// saturates (as good as infinite). Anything else, a sign or spaces included, is not a length:
+/// Envoy refuses such a value itself on either side.
+pub fn content_length(v: &[u8]) -> Option<usize> {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0usize, |n, d| n.saturating_mul(10).saturating_add(usize::from(d - b'0'))))
+}
+
 pub fn media_type(v: &[u8]) -> &[u8] {
     v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii()
 }
@@ -63,6 +73,26 @@ pub fn is_identity_encoding(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `1*DIGIT` only; a length past `usize` saturates.
+    #[test]
+    fn content_lengths() {
+        let cases: [(&[u8], Option<usize>); 10] = [
+            (b"0", Some(0)),
+            (b"300", Some(300)),
+            (b"007", Some(7)),
+            (b"18446744073709551616", Some(usize::MAX)),
+            (b"99999999999999999999999999", Some(usize::MAX)),
+            (b"", None),
+            (b"+5", None),
+            (b" 5", None),
+            (b"-1", None),
+            (b"1e9", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(content_length(value), want, "{}", String::from_utf8_lossy(value));
+        }
+    }
 
     #[test]
     fn content_types() {

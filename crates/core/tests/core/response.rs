@@ -99,6 +99,8 @@ fn the_reply_to_tools_list_is_json_or_sse_or_refused() {
             refused("7", "the tools/list response exceeds gateway.max_response_bytes"),
             all_read,
         ),
+        // Not `1*DIGIT`, so not a length (Envoy refuses such a value): the body's own size decides.
+        (&[json, ("content-length", "+301")], Plan::FilterJson, all_read),
     ];
     for (headers, want, read) in cases {
         let mut f = forwarded(&["7"]);
