@@ -31,25 +31,30 @@ import datetime
 import json
 import os
 import pathlib
-import platform
-import random
 import re
 import shutil
-import socket
 import statistics
-import string
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-BODIES = BENCH / "bodies"
-TOKEN = "bench-agent-token-0001"
-BEGIN = "<!-- bench:results:begin (written by bench/load.py; edit above or below) -->"
-END = "<!-- bench:results:end -->"
+from footprint import criterion_results, grant_memory, wasm_sizes
+from harness import (
+    BENCH,
+    BODIES,
+    ROOT,
+    Envoy,
+    filters_block,
+    free_port,
+    log,
+    machine,
+    post,
+    proc_stat,
+    render,
+    run_wrk,
+    summary,
+)
+from report import fmt_ratio, fmt_us, human_ns, plot, render_results, write_markdown
 
 # name -> (label, envoy instance, body)
 CONFIGS = {
@@ -83,93 +88,6 @@ RATIOS = [
     ("c", "a", "throughput (c)/(a): native vs passthrough"),
     ("e", "b", "throughput (e)/(b): 2 workers vs 1"),
 ]
-
-
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def render(template: str, **values: str) -> str:
-    return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)
-
-
-def filters_block(name: str, **values: str) -> str:
-    text = render(name, **values)
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-
-
-def proc_stat(pid: int) -> tuple[int, float]:
-    """(VmRSS in KiB, user+system CPU seconds) of a process."""
-    rss = 0
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1])
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
-
-
-class Envoy:
-    """One Envoy process on loopback with its own admin port and base id."""
-
-    base_id = random.randint(2000, 9000) * 10
-
-    def __init__(self, envoy: str, workdir: pathlib.Path, name: str, config: str, concurrency: int, extra: list[str]):
-        self.name, self.admin_port = name, None
-        Envoy.base_id += 1
-        self.cfg = workdir / f"{name}.yaml"
-        self.cfg.write_text(config)
-        self.log = workdir / f"{name}.log"
-        self.cmd = [envoy, "-c", str(self.cfg), "--concurrency", str(concurrency), "--disable-hot-restart",
-                    "--base-id", str(Envoy.base_id), *extra]
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
-
-    def wait_ready(self, admin_port: int, timeout: float = 30) -> None:
-        self.admin_port = admin_port
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"envoy {self.name} exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise SystemExit(f"envoy {self.name} not ready after {timeout}s:\n{self.log.read_text()[-3000:]}")
-
-    def stats(self, flt: str) -> dict[str, int]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter={flt}", timeout=5) as r:
-            out = {}
-            for line in r.read().decode().splitlines():
-                k, _, v = line.partition(": ")
-                if v.strip().lstrip("-").isdigit():
-                    out[k] = int(v)
-            return out
-
-    def heap_allocated(self) -> int | None:
-        """Bytes allocated in Envoy's heap (admin /memory, tcmalloc); shared data lives there."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/memory", timeout=5) as r:
-                return int(json.loads(r.read())["allocated"])
-        except (OSError, ValueError, KeyError):
-            return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def start_front(envoy: str, workdir: pathlib.Path, name: str, instance: str, upstream_port: int, wasm: pathlib.Path,
@@ -206,323 +124,6 @@ def ready_front(started: tuple[Envoy, int], envoy: str, workdir: pathlib.Path, i
             e, port = start_front(envoy, workdir, f"{instance}-retry{attempt + 1}", instance, upstream_port, wasm, policy)
     return e, port
 
-
-def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/mcp",
-        data=body,
-        method="POST",
-        headers={"content-type": "application/json", "accept": "application/json, text/event-stream",
-                 "authorization": f"Bearer {token}"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
-    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(BENCH / "wrk" / "post.lua"),
-           f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), TOKEN]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    m = re.search(r"^WRKJSON (.*)$", out, re.M)
-    if not m:
-        raise SystemExit(f"no result from wrk:\n{out}")
-    r = json.loads(m.group(1))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    r["non2xx"] = int(non2xx.group(1)) if non2xx else 0
-    r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
-    return r
-
-
-def summary(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
-# ----------------------------------------------------------------------------------------------------
-# Footprint
-
-
-def wasm_opt_command() -> list[str] | None:
-    """wasm-opt and its flags exactly as `make build` runs them (tools/wasm-opt, Makefile WASM_OPT_FLAGS)."""
-    exe = ROOT / "tools" / "wasm-opt" / "node_modules" / ".bin" / "wasm-opt"
-    if not exe.exists():
-        found = shutil.which("wasm-opt")
-        if not found:
-            return None
-        exe = pathlib.Path(found)
-    flags = ["-Oz", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
-             "--enable-nontrapping-float-to-int"]
-    m = re.search(r"^WASM_OPT_FLAGS\s*:=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
-    if m:
-        flags = m.group(1).split()
-    return [str(exe), *flags]
-
-
-def wasm_sizes(benchmarked: pathlib.Path, build_variants: bool) -> list[dict]:
-    """Size of the module benchmarked, and of release builds at opt-level s, 3 and z (lto,
-    codegen-units=1, strip, panic=abort as in Cargo.toml), each before and after wasm-opt."""
-    rows = [{"variant": "the module benchmarked above (`make build`: Cargo.toml's release profile, then wasm-opt)",
-             "path": benchmarked, "bytes": benchmarked.stat().st_size}]
-    if not build_variants:
-        return rows
-    opt = wasm_opt_command()
-    for level in ["s", "3", "z"]:
-        target_dir = ROOT / "target" / "bench-footprint" / f"opt-{level}"
-        env = dict(os.environ, CARGO_PROFILE_RELEASE_OPT_LEVEL=level, CARGO_TARGET_DIR=str(target_dir))
-        log(f"building the wasm with opt-level={level} into {target_dir.relative_to(ROOT)}")
-        subprocess.run(["cargo", "build", "--quiet", "--release", "--locked", "--target", "wasm32-wasip1",
-                        "-p", "mcp-policy-filter"],
-                       cwd=ROOT, env=env, check=True)
-        path = target_dir / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
-        rows.append({"variant": f'opt-level="{level}"', "path": path, "bytes": path.stat().st_size})
-        if opt:
-            out = path.with_name("mcp_policy_filter.opt.wasm")
-            subprocess.run([*opt, str(path), "-o", str(out)], check=True)
-            rows.append({"variant": f'opt-level="{level}" + wasm-opt {" ".join(opt[1:2])}', "path": out,
-                         "bytes": out.stat().st_size})
-    if not opt:
-        log("wasm-opt not found (make build installs it into tools/wasm-opt): skipped")
-    return rows
-
-
-def grant_memory(envoy: str, workdir: pathlib.Path, wasm: pathlib.Path, upstream_port: int, policy: str,
-                 n: int) -> dict:
-    """RSS growth of an Envoy with the filter after N distinct grants call a rate-limited tool."""
-    e, port = start_front(envoy, workdir, "grants", "wasm_quiet", upstream_port, wasm, policy)
-    try:
-        e.wait_ready(e.admin_port)
-        body = workdir / "grant-call.json"
-        body.write_text('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"vm_agent_exec",'
-                        '"arguments":{"node":"pve","vmid":100,"command":"uptime"}}}')
-        script = str(BENCH / "wrk" / "grants.lua")
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        def stat(suffix: str) -> int:
-            return next((v for k, v in e.stats("mcp_policy").items() if k.endswith(suffix)), 0)
-
-        def allowed() -> int:
-            return stat("mcp_policy_allowed_total")
-
-        def tracked() -> int:
-            return stat("mcp_policy_tracked_grants")
-
-        # Warm up with as many requests from one grant (to an allowed tool under a per-grant limit), so
-        # that what grows afterwards is the grants, not Envoy's first-use allocations.
-        warm = BENCH / "wrk" / "post.lua"
-        subprocess.run(["wrk", "-t1", "-c1", "-d2s", "-s", str(warm), url, "--", str(BODIES / "allowed-1k.json"),
-                        "one-grant"], capture_output=True, check=True)
-        time.sleep(0.5)
-        rss0, _ = proc_stat(e.proc.pid)
-        heap0 = e.heap_allocated()
-        base, tracked0 = allowed(), tracked()
-        # wrk's main thread sleeps for -d whatever the script does, so watch Envoy's counter and stop wrk
-        # once N calls were allowed (grants.lua stops sending after N responses).
-        t0 = time.monotonic()
-        w = subprocess.Popen(["wrk", "-t1", "-c2", "-d300s", "-s", script, url, "--", str(body), str(n)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            while allowed() < base + n and w.poll() is None and time.monotonic() - t0 < 300:
-                time.sleep(0.1)
-        finally:
-            took = time.monotonic() - t0
-            w.terminate()
-            wrk_out = w.communicate()[0]
-        if "unexpected status" in wrk_out:
-            raise SystemExit(f"grant memory: {wrk_out[:2000]}")
-        time.sleep(0.5)
-        rss1, _ = proc_stat(e.proc.pid)
-        heap1 = e.heap_allocated()
-        new = tracked() - tracked0
-        return {"grants": new, "tracked_before": tracked0, "tracked_after": tracked0 + new,
-                "allowed_new": allowed() - base, "rss0_kib": rss0, "rss1_kib": rss1,
-                "bytes_per_grant": (rss1 - rss0) * 1024 / max(new, 1), "seconds": took,
-                "heap0": heap0, "heap1": heap1,
-                "heap_bytes_per_grant": (heap1 - heap0) / max(new, 1) if heap0 is not None and heap1 is not None
-                else None}
-    finally:
-        e.stop()
-
-
-# ----------------------------------------------------------------------------------------------------
-# Criterion results
-
-
-def criterion_results(crit_dir: pathlib.Path) -> list[dict]:
-    rows = []
-    if not crit_dir.is_dir():
-        return rows
-    found = sorted(crit_dir.glob("**/new/estimates.json"))
-    # Only the latest `cargo bench` session: skip results of benchmarks that no longer exist.
-    latest = max((f.stat().st_mtime for f in found), default=0)
-    for est in found:
-        if est.stat().st_mtime < latest - 900:
-            continue
-        bench_dir = est.parent.parent
-        meta = bench_dir / "new" / "benchmark.json"
-        if not meta.exists():
-            continue
-        info = json.loads(meta.read_text())
-        e = json.loads(est.read_text())
-        ns = e["median"]["point_estimate"]
-        lo, hi = e["median"]["confidence_interval"]["lower_bound"], e["median"]["confidence_interval"]["upper_bound"]
-        tp = info.get("throughput") or {}
-        nbytes = tp.get("Bytes") or tp.get("BytesDecimal")
-        rows.append({"id": info.get("full_id") or info.get("title"), "ns": ns, "lo": lo, "hi": hi,
-                     "bytes": nbytes, "mib_s": (nbytes / (ns / 1e9) / 2**20) if nbytes else None})
-    return rows
-
-
-# ----------------------------------------------------------------------------------------------------
-# Machine
-
-
-def machine() -> dict:
-    cpu = "?"
-    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem = pathlib.Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
-    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("Copyright")[0].strip()
-    return {"nproc": os.cpu_count(), "cpu": cpu, "mem_gib": round(int(mem) / 2**20, 1), "kernel": platform.release(),
-            "loadavg_start": pathlib.Path("/proc/loadavg").read_text().split()[:3], "wrk": wrk_v}
-
-
-# ----------------------------------------------------------------------------------------------------
-# Output
-
-
-def fmt_ratio(s: dict, digits: int = 3) -> str:
-    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
-
-
-def fmt_us(s: dict) -> str:
-    return f"{s['median']:+.0f} [{s['min']:+.0f}, {s['max']:+.0f}]"
-
-
-def plot(results: dict, path: pathlib.Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    styles = {"a": "-", "a'": ":", "b": "-", "b'": "--", "c": "-", "d": "-", "e": "-."}
-    for name in ["a", "a'", "b", "b'", "c", "d"]:
-        if name not in results["configs"]:
-            continue
-        runs = results["configs"][name]["runs"]
-        # Each percentile's median over the rounds.
-        qs = sorted(runs[0]["latency_us"]["percentiles"], key=float)
-        xs = [100 / (100 - float(q)) for q in qs]
-        ys = [statistics.median(r["latency_us"]["percentiles"][q] for r in runs) for q in qs]
-        ax.plot(xs, ys, styles[name], marker="o", ms=3, label=CONFIGS[name][0])
-    ax.set_xscale("log")
-    ticks = [1, 2, 4, 10, 100, 1000, 10000]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels(["0", "50", "75", "90", "99", "99.9", "99.99"])
-    ax.set_xlabel("percentile")
-    ax.set_ylabel("latency (µs)")
-    ax.set_yscale("log")
-    m = results["machine"]
-    ax.set_title(f"wrk -t{results['params']['threads']} -c{results['params']['conns']}, 1 KiB tools/call, loopback, "
-                 f"{m['nproc']} cores; each percentile's median over {results['params']['rounds']} rounds", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def render_results(res: dict) -> str:
-    m, p = res["machine"], res["params"]
-    out = [BEGIN, "", f"### Latest run: {res['date']}", ""]
-    out.append(f"Machine: {m['nproc']} cores, {m['cpu']}, {m['mem_gib']} GiB, Linux {m['kernel']}; load average "
-               f"at start {' '.join(m['loadavg_start'])} (the machine is shared: see Noise). {res['envoy']}; "
-               f"{m['wrk']}.")
-    out.append(f"Load: `wrk -t{p['threads']} -c{p['conns']} -d{p['seconds']}s`, {p['rounds']} rounds, order reversed "
-               f"every other round, {p['warmup']} s warm-up per configuration first. Ratios are per round; shown as "
-               "median [min, max] over the rounds.")
-    out += ["", "#### Ratios and targets", "", "| measure | median [min, max] | target | met |", "|---|---|---|---|"]
-    t = res["targets"]
-    for row in t:
-        out.append(f"| {row['what']} | {row['value']} | {row['target']} | {row['met']} |")
-    out += ["", "Informational ratios (no target):", "", "| ratio | median [min, max] |", "|---|---|"]
-    for num, den, what in RATIOS:
-        key = f"{num}/{den}"
-        if key in res["ratios"] and what not in {r["what"] for r in t}:
-            out.append(f"| {what} | {fmt_ratio(res['ratios'][key])} |")
-    for key, what in [("p50_b_minus_a", "p50(b) − p50(a), µs"),
-                      ("p99_b_minus_c", "p99(b) − p99(c), µs"), ("cpu_b_minus_a", "front Envoy CPU per request, (b) − (a), µs"),
-                      ("cpu_b_minus_abuf", "front Envoy CPU per request, (b) − (a'), µs"),
-                      ("cpu_c_minus_a", "front Envoy CPU per request, (c) − (a), µs"),
-                      *[(k, f"front Envoy CPU per request, {k[4:-8]} − (a), µs") for k in res["diffs"]
-                        if k.startswith("cpu_v:")]]:
-        if key in res["diffs"]:
-            out.append(f"| {what} | {fmt_us(res['diffs'][key])} |")
-    out += ["", "#### Per configuration (medians over the rounds)", "",
-            "| configuration | requests/s | p50 µs | p90 µs | p99 µs | p99.9 µs | front Envoy CPU µs/request | "
-            "RSS MiB after the run | errors |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, c in res["configs"].items():
-        s = c["summary"]
-        out.append(f"| {CONFIGS[name][0]} | {s['rps']:.0f} | {s['p50']:.0f} | {s['p90']:.0f} | {s['p99']:.0f} | "
-                   f"{s['p99.9']:.0f} | {s['cpu_us_per_req']:.1f} | {c['rss_kib'] / 1024:.1f} | {s['errors']} |")
-    sat = res.get("saturation")
-    if sat:
-        out += ["", f"#### Near saturation: `wrk -t{p['threads']} -c{sat['conns']}`, {sat['rounds']} rounds", "",
-                "| configuration | requests/s | p50 µs | p99 µs | front Envoy CPU µs/request | errors |",
-                "|---|---|---|---|---|---|"]
-        for name, c in sat["configs"].items():
-            out.append(f"| {CONFIGS[name][0]} | {c['rps']:.0f} | {c['p50']:.0f} | {c['p99']:.0f} | "
-                       f"{c['cpu_us_per_req']:.1f} | {c['errors']} |")
-        out += ["", "| ratio | median [min, max] |", "|---|---|"]
-        for key, ratio in sat["ratios"].items():
-            out.append(f"| throughput {key} at -c{sat['conns']} | {fmt_ratio(ratio)} |")
-    out += ["", "![latency percentiles of (a)-(d)](bench/latency.png)", ""]
-    out += ["#### Footprint", "", "| wasm build | bytes | KiB |", "|---|---|---|"]
-    for w in res["wasm"]:
-        out.append(f"| {w['variant']} | {w['bytes']} | {w['bytes'] / 1024:.0f} |")
-    out += ["", "| Envoy (concurrency 1 unless noted) | VmRSS MiB after the load rounds |", "|---|---|"]
-    for inst, kib in res["rss"].items():
-        out.append(f"| {inst} | {kib / 1024:.1f} |")
-    g = res.get("grants")
-    if g:
-        out += ["", f"Memory per tracked grant: {g['grants']} distinct grants each called `vm_agent_exec` "
-                f"(a per-grant minute limit) once ({g['seconds']:.1f} s); the filter's gauge "
-                f"`mcp_policy_tracked_grants` went {g['tracked_before']} → {g['tracked_after']}. Envoy RSS grew "
-                f"{g['rss0_kib'] / 1024:.1f} → {g['rss1_kib'] / 1024:.1f} MiB: **{g['bytes_per_grant']:.0f} bytes per "
-                "grant** of RSS"
-                + (f", and Envoy's heap (admin `/memory` `allocated`) by **{g['heap_bytes_per_grant']:.0f} bytes per grant**"
-                   if g.get("heap_bytes_per_grant") is not None else "")
-                + "; the keys and values stored are 97 bytes per grant (layout below)."]
-    if res["micro"]:
-        out += ["", "#### Micro benchmarks (`cargo bench`, criterion, native)", "",
-                "| benchmark | median time | 95% CI | throughput |", "|---|---|---|---|"]
-        for r in res["micro"]:
-            tp = f"{r['mib_s']:.0f} MiB/s" if r["mib_s"] else ""
-            out.append(f"| {r['id']} | {human_ns(r['ns'])} | {human_ns(r['lo'])} – {human_ns(r['hi'])} | {tp} |")
-    out += ["", f"Raw data: `bench/results.json`. Total time of bench/load.py: {res['elapsed_s']:.0f} s.", "", END]
-    return "\n".join(out)
-
-
-def human_ns(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
-
-
-def write_markdown(path: pathlib.Path, section: str) -> None:
-    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n## Results\n\n" + section + "\n"
-    path.write_text(text)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -660,7 +261,8 @@ def main() -> None:
         grants = None
         if args.grants:
             log(f"memory per grant: {args.grants} distinct grants")
-            grants = grant_memory(args.envoy, workdir, args.wasm.resolve(), up_port, policy, args.grants)
+            started = start_front(args.envoy, workdir, "grants", "wasm_quiet", up_port, args.wasm.resolve(), policy)
+            grants = grant_memory(started, workdir, args.grants)
             log(f"  {grants['bytes_per_grant']:.0f} RSS bytes, {grants['heap_bytes_per_grant']} heap bytes per grant "
                 f"(RSS {grants['rss0_kib']} -> "
                 f"{grants['rss1_kib']} KiB, {grants['grants']} new grants tracked)")
@@ -779,8 +381,9 @@ def main() -> None:
         "elapsed_s": time.monotonic() - t_start,
     }
     args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False))
-    plot(results, args.plot)
-    section = render_results(results)
+    labels = {n: c[0] for n, c in CONFIGS.items()}
+    plot(results, args.plot, labels)
+    section = render_results(results, labels, RATIOS)
     if args.out:
         write_markdown(args.out, section)
         log(f"wrote {args.out}, {args.json}, {args.plot}")

@@ -34,9 +34,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import load  # noqa: E402  (bench/load.py: the Envoy runner, wrk and /proc readers)
+import harness  # noqa: E402  (bench/harness.py: the Envoy runner, wrk and /proc readers)
+import load  # noqa: E402  (bench/load.py: its Envoy instances and start_front/ready_front)
 
-ROOT = load.ROOT
+ROOT = harness.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
 CONFIGS = {"a": "passthrough", "a'": "buffer", "c": "native", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic",
@@ -92,21 +93,21 @@ def main() -> None:
     load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
     # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
     load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
-    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
+    policy = json.dumps(json.loads((harness.BENCH / "policy-bench.json").read_text()))
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     # The audit line at info, but Envoy's log written by its file flush thread in batches instead of
     # one unbuffered write(2) per line to standard error.
     load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
     # The audit record in filter state for the access log, as load.py's variant audit_access_log.
     load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
-    access_log = json.dumps(json.loads((load.BENCH / "policy-bench-audit-access-log.json").read_text()))
+    access_log = json.dumps(json.loads((harness.BENCH / "policy-bench-audit-access-log.json").read_text()))
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
-    up_port, up_admin = load.free_port(), load.free_port()
+    up_port, up_admin = harness.free_port(), harness.free_port()
     # Processes inherit this process's CPU set: each is started with the set it is to run on.
     os.sched_setaffinity(0, rest_cpus)
-    upstream = load.Envoy(args.envoy, work, "upstream",
-                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
-    fronts: dict[str, tuple[load.Envoy, int]] = {}
+    upstream = harness.Envoy(args.envoy, work, "upstream",
+                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    fronts: dict[str, tuple[harness.Envoy, int]] = {}
     try:
         upstream.wait_ready(up_admin)
         os.sched_setaffinity(0, front_cpus)
@@ -114,27 +115,27 @@ def main() -> None:
             started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
             fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
         os.sched_setaffinity(0, rest_cpus)
-        body = (load.BODIES / "allowed-1k.json").read_bytes()
+        body = (harness.BODIES / "allowed-1k.json").read_bytes()
         for key, (e, port) in fronts.items():
-            status, answer = load.post(port, body)
+            status, answer = harness.post(port, body)
             if status != 200 or b'"result"' not in answer:
                 raise SystemExit(f"{key}: not allowed ({status}): {answer[:300]!r}")
-            load.run_wrk(port, "allowed-1k.json", 1, 1, args.conns)  # warm-up
+            harness.run_wrk(port, "allowed-1k.json", 1, 1, args.conns)  # warm-up
         rows: dict[str, list[dict]] = {k: [] for k in configs}
         order = list(configs)
         for r in range(args.rounds):
             for key in (order if r % 2 == 0 else order[::-1]):
                 e, port = fronts[key]
-                _, cpu0 = load.proc_stat(e.proc.pid)
-                w = load.run_wrk(port, "allowed-1k.json", args.seconds, 1, args.conns)
-                _, cpu1 = load.proc_stat(e.proc.pid)
+                _, cpu0 = harness.proc_stat(e.proc.pid)
+                w = harness.run_wrk(port, "allowed-1k.json", args.seconds, 1, args.conns)
+                _, cpu1 = harness.proc_stat(e.proc.pid)
                 rows[key].append({"rps": w["rps"], "p50": w["latency_us"]["percentiles"]["50"],
                                   "p99": w["latency_us"]["percentiles"]["99"], "errors": w["non2xx"],
                                   "cpu_us": (cpu1 - cpu0) * 1e6 / max(w["requests"], 1)})
         result = {}
         for key, runs in rows.items():
             e, _ = fronts[key]
-            rss, _ = load.proc_stat(e.proc.pid)
+            rss, _ = harness.proc_stat(e.proc.pid)
             result[key] = {m: statistics.median(x[m] for x in runs) for m in ("rps", "p50", "p99", "cpu_us")}
             result[key]["errors"] = sum(x["errors"] for x in runs)
             result[key]["rss_mib"] = rss / 1024

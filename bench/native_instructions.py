@@ -35,7 +35,7 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import load  # noqa: E402  (bench/load.py: the Envoy runner and templates)
+import harness  # noqa: E402  (bench/harness.py: the Envoy runner and templates)
 
 SHOW = ["envoy_dynamic_module_on_http_filter_request_headers", "envoy_dynamic_module_on_http_filter_request_body",
         "envoy_dynamic_module_callback_log", "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
@@ -70,24 +70,24 @@ def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tupl
           up_port: int, calls: int, show: list[str]) -> dict[str, dict[str, float]]:
     """Instructions per allowed call in a front Envoy with `filters`, under callgrind, at each level
     of its `dynamic_modules` logger: {level: {"total" or a function of `show`: per call}}."""
-    port, admin = load.free_port(), load.free_port()
-    cfg = load.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
-                      LISTENER_EXTRA="", HTTP_FILTERS=load.filters_block(filters, WASM="", POLICY=policy))
-    front = load.Envoy.__new__(load.Envoy)
+    port, admin = harness.free_port(), harness.free_port()
+    cfg = harness.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
+                         LISTENER_EXTRA="", HTTP_FILTERS=harness.filters_block(filters, WASM="", POLICY=policy))
+    front = harness.Envoy.__new__(harness.Envoy)
     front.name, front.log = name, work / f"{name}.log"
     (work / f"{name}.yaml").write_text(cfg)
     dumps = work / f"callgrind.{name}"
     front.proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}.%p", binary,
          "-c", str(work / f"{name}.yaml"), "--concurrency", "1", "--disable-hot-restart",
-         "--base-id", str(load.Envoy.base_id + 500)],
+         "--base-id", str(harness.Envoy.base_id + 500)],
         stdout=front.log.open("wb"), stderr=subprocess.STDOUT)
     pid = front.proc.pid
     try:
         front.wait_ready(admin, timeout=600)
-        body = (load.BODIES / "allowed-1k.json").read_bytes()
+        body = (harness.BODIES / "allowed-1k.json").read_bytes()
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-                   "authorization": f"Bearer {load.TOKEN}"}
+                   "authorization": f"Bearer {harness.TOKEN}"}
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
         def send(n: int) -> None:
@@ -124,8 +124,8 @@ def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tupl
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--envoy", default=str(load.ROOT / ".venv" / "bin" / "envoy"))
-    ap.add_argument("--module-dir", type=pathlib.Path, default=load.ROOT / "target" / "dynamic-module")
+    ap.add_argument("--envoy", default=str(harness.ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--module-dir", type=pathlib.Path, default=harness.ROOT / "target" / "dynamic-module")
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--show", nargs="*", default=SHOW)
     ap.add_argument("--no-baselines", action="store_true", help="count the module's front Envoy only")
@@ -137,11 +137,11 @@ def main() -> None:
                              "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
                             capture_output=True, text=True, check=True).stdout.strip()
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
-    policy = json.dumps(json.loads((load.BENCH / "policy-bench.json").read_text()))
+    policy = json.dumps(json.loads((harness.BENCH / "policy-bench.json").read_text()))
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
-    up_port, up_admin = load.free_port(), load.free_port()
-    upstream = load.Envoy(args.envoy, work, "upstream",
-                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    up_port, up_admin = harness.free_port(), harness.free_port()
+    upstream = harness.Envoy(args.envoy, work, "upstream",
+                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
     try:
         upstream.wait_ready(up_admin)
         fronts = FRONTS[:1] if args.no_baselines else FRONTS

@@ -38,7 +38,8 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import load  # noqa: E402  (the Envoy templates, process helpers and wrk runner of the load benchmark)
+import harness  # noqa: E402  (the Envoy templates, process helpers and wrk runner the benchmarks share)
+import load  # noqa: E402  (start_front: a front Envoy of the load benchmark's configurations)
 
 FREQ = 2999
 REGIONS = ("kernel", "envoy", "JIT", "libc")
@@ -72,15 +73,15 @@ def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pa
     e, port = load.start_front(envoy, workdir, name, inst, up_port, wasm, policy)
     try:
         e.wait_ready(e.admin_port)
-        status, body = load.post(port, (load.BODIES / "allowed-1k.json").read_bytes())
+        status, body = harness.post(port, (harness.BODIES / "allowed-1k.json").read_bytes())
         if status != 200 or b'"result"' not in body:
             raise SystemExit(f"{name}: unexpected reply {status} {body[:200]!r}")
-        load.run_wrk(port, "allowed-1k.json", 2, 1, 2)  # warm up
+        harness.run_wrk(port, "allowed-1k.json", 2, 1, 2)  # warm up
         data = workdir / f"{name}.perf"
         rec = subprocess.Popen(["perf", "record", "-F", str(FREQ), "-p", str(e.proc.pid), "-o", str(data)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        r = load.run_wrk(port, "allowed-1k.json", seconds, 1, 2)
+        r = harness.run_wrk(port, "allowed-1k.json", seconds, 1, 2)
         rec.send_signal(2)
         rec.wait(30)
         counts = samples_by_region(data)
@@ -94,11 +95,11 @@ def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--envoy", default=str(load.ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--envoy", default=str(harness.ROOT / ".venv" / "bin" / "envoy"))
     ap.add_argument("--wasm", type=pathlib.Path,
-                    default=load.ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm")
+                    default=harness.ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm")
     ap.add_argument("--minimal", type=pathlib.Path,
-                    default=load.BENCH / "minimal-filter" / "target" / "wasm32-wasip1" / "release"
+                    default=harness.BENCH / "minimal-filter" / "target" / "wasm32-wasip1" / "release"
                     / "mcpf_bench_minimal.wasm")
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
@@ -112,7 +113,7 @@ def main() -> None:
     def policy_text(path: pathlib.Path) -> str:
         return json.dumps(json.loads(path.read_text()), separators=(",", ":"))
 
-    default = policy_text(load.BENCH / "policy-bench.json")
+    default = policy_text(harness.BENCH / "policy-bench.json")
     # name -> (instance template, wasm, policy)
     configs: dict[str, tuple[str, pathlib.Path, str]] = {
         "(a) passthrough": ("passthrough", args.wasm, default),
@@ -120,9 +121,9 @@ def main() -> None:
         "minimal body-reading filter": ("wasm", args.minimal, default),
         "this filter, audit log": ("wasm", args.wasm, default),
         "this filter, audit access_log": ("wasm", args.wasm,
-                                          policy_text(load.BENCH / "policy-bench-audit-access-log.json")),
+                                          policy_text(harness.BENCH / "policy-bench-audit-access-log.json")),
         "this filter, access_log, no filter state": (
-            "wasm", args.wasm, policy_text(load.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
+            "wasm", args.wasm, policy_text(harness.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
     }
     for v in args.variant:
         vname, _, rest = v.partition("=")
@@ -132,9 +133,9 @@ def main() -> None:
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-perf-"))
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}
-    up_port, up_admin = load.free_port(), load.free_port()
-    upstream = load.Envoy(args.envoy, workdir, "upstream",
-                          load.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    up_port, up_admin = harness.free_port(), harness.free_port()
+    upstream = harness.Envoy(args.envoy, workdir, "upstream",
+                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
     try:
         upstream.wait_ready(up_admin)
         for rnd in range(args.rounds):
@@ -143,7 +144,7 @@ def main() -> None:
                 inst, wasm, pol = configs[n]
                 rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
                                          f"r{rnd}-{i}"))
-                load.log(f"round {rnd + 1} {n}: {rounds[n][-1]['total']:.1f} µs/request")
+                harness.log(f"round {rnd + 1} {n}: {rounds[n][-1]['total']:.1f} µs/request")
     finally:
         upstream.stop()
     if args.json:

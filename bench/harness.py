@@ -1,0 +1,159 @@
+"""What the bench scripts share: Envoy processes on loopback from the templates in bench/envoy, wrk
+runs against them, /proc readers and a description of the machine. One copy of this machinery, so
+that every benchmark (bench/load.py and the narrower scripts beside it) starts, drives and measures
+Envoy the same way and their figures compare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import random
+import re
+import socket
+import statistics
+import string
+import subprocess
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+BODIES = BENCH / "bodies"
+TOKEN = "bench-agent-token-0001"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def render(template: str, **values: str) -> str:
+    return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)
+
+
+def filters_block(name: str, **values: str) -> str:
+    text = render(name, **values)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def proc_stat(pid: int) -> tuple[int, float]:
+    """(VmRSS in KiB, user+system CPU seconds) of a process."""
+    rss = 0
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+class Envoy:
+    """One Envoy process on loopback with its own admin port and base id."""
+
+    base_id = random.randint(2000, 9000) * 10
+
+    def __init__(self, envoy: str, workdir: pathlib.Path, name: str, config: str, concurrency: int, extra: list[str]):
+        self.name, self.admin_port = name, None
+        Envoy.base_id += 1
+        self.cfg = workdir / f"{name}.yaml"
+        self.cfg.write_text(config)
+        self.log = workdir / f"{name}.log"
+        self.cmd = [envoy, "-c", str(self.cfg), "--concurrency", str(concurrency), "--disable-hot-restart",
+                    "--base-id", str(Envoy.base_id), *extra]
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
+
+    def wait_ready(self, admin_port: int, timeout: float = 30) -> None:
+        self.admin_port = admin_port
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"envoy {self.name} exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise SystemExit(f"envoy {self.name} not ready after {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def stats(self, flt: str) -> dict[str, int]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats?filter={flt}", timeout=5) as r:
+            out = {}
+            for line in r.read().decode().splitlines():
+                k, _, v = line.partition(": ")
+                if v.strip().lstrip("-").isdigit():
+                    out[k] = int(v)
+            return out
+
+    def heap_allocated(self) -> int | None:
+        """Bytes allocated in Envoy's heap (admin /memory, tcmalloc); shared data lives there."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/memory", timeout=5) as r:
+                return int(json.loads(r.read())["allocated"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=body,
+        method="POST",
+        headers={"content-type": "application/json", "accept": "application/json, text/event-stream",
+                 "authorization": f"Bearer {token}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(BENCH / "wrk" / "post.lua"),
+           f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), TOKEN]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^WRKJSON (.*)$", out, re.M)
+    if not m:
+        raise SystemExit(f"no result from wrk:\n{out}")
+    r = json.loads(m.group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r["non2xx"] = int(non2xx.group(1)) if non2xx else 0
+    r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
+    return r
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+
+def machine() -> dict:
+    cpu = "?"
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = pathlib.Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("Copyright")[0].strip()
+    return {"nproc": os.cpu_count(), "cpu": cpu, "mem_gib": round(int(mem) / 2**20, 1), "kernel": platform.release(),
+            "loadavg_start": pathlib.Path("/proc/loadavg").read_text().split()[:3], "wrk": wrk_v}
+
