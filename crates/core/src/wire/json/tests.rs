@@ -169,3 +169,35 @@ fn write_str_round_trips_through_the_parser() {
         assert_eq!(parse(out.as_bytes()).unwrap(), Json::String(s.into()));
     }
 }
+
+/// Every byte that needs an escape, at every offset of texts up to 40 bytes (the 8-byte head, a
+/// 16-byte chunk and the tail of `scan::string_stop`), written as a byte-at-a-time escaper writes it.
+#[test]
+fn write_str_escapes_at_every_offset() {
+    let reference = |s: &str| {
+        let mut o = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => o.push_str("\\\""),
+                '\\' => o.push_str("\\\\"),
+                '\n' => o.push_str("\\n"),
+                '\r' => o.push_str("\\r"),
+                '\t' => o.push_str("\\t"),
+                c if u32::from(c) < 0x20 => o.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => o.push(c),
+            }
+        }
+        o.push('"');
+        o
+    };
+    for special in ['"', '\\', '\n', '\r', '\t', '\u{0}', '\u{1f}', 'é'] {
+        for len in 0..40 {
+            for at in 0..len {
+                let s: String = (0..len).map(|i| if i == at || i == len - 1 { special } else { 'a' }).collect();
+                let mut out = String::new();
+                write_str(&mut out, &s);
+                assert_eq!(out, reference(&s), "{s:?}");
+            }
+        }
+    }
+}

@@ -53,27 +53,24 @@ fn write_with(out: &mut String, v: &Json, sorted: bool) {
 /// Write `s` as a JSON string literal (RFC 8259 §7) to `out`.
 pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
-    // Runs of bytes that need no escape are copied whole (UTF-8 sequences are all ≥ 0x80, so a run
-    // always ends on a character boundary); only `"`, `\\` and control characters are rewritten.
+    // Runs of bytes that need no escape are found as the parser finds them (`scan::string_stop`,
+    // eight bytes at a time) and copied whole: UTF-8 sequences are all ≥ 0x80, so a run always ends
+    // on a character boundary. Only `"`, `\\` and control characters are rewritten.
+    let bytes = s.as_bytes();
     let mut run = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escaped = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x00..=0x1F => "",
-            _ => continue,
-        };
+    loop {
+        let i = super::scan::string_stop(bytes, run);
         out.push_str(s.get(run..i).unwrap_or(""));
-        if escaped.is_empty() {
-            out.push_str(&format!("\\u{b:04x}"));
-        } else {
-            out.push_str(escaped);
+        let Some(&b) = bytes.get(i) else { break };
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => out.push_str(&format!("\\u{b:04x}")),
         }
         run = i + 1;
     }
-    out.push_str(s.get(run..).unwrap_or(""));
     out.push('"');
 }
