@@ -145,7 +145,6 @@ def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-
 def machine() -> dict:
     cpu = "?"
     for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():

@@ -125,10 +125,6 @@ def ready_front(started: tuple[Envoy, int], envoy: str, workdir: pathlib.Path, i
     return e, port
 
 
-
-# ----------------------------------------------------------------------------------------------------
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=pathlib.Path, help="markdown file whose results section to rewrite")

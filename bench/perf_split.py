@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/perf_split.py [--seconds 6] [--rounds 3] [--variant NAME=WASM[,policy=FILE]] ...
 
-For each configuration, one front Envoy (`--concurrency 1`, the templates of bench/load.py) is
+For each configuration, one front Envoy (`--concurrency 1`, the templates bench/harness.py renders) is
 driven by wrk (`-t1 -c2`, the allowed 1 KiB tools/call) while `perf record -F 2999` samples it; the
 samples are split by where they fell and turned into microseconds per request
 (samples / frequency / requests):

@@ -138,7 +138,10 @@ impl RequestHead {
                 }
                 "content-type" => head.content_type.add(value),
                 "content-encoding" => head.content_encoding.add(value),
-                "content-length" => head.declared_length = head.declared_length.max(http::content_length(value)),
+                // A value that is not a length goes on to the arms below, as any other header does.
+                "content-length" if http::content_length(value).is_some() => {
+                    head.declared_length = head.declared_length.max(http::content_length(value));
+                }
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
                 "mcp-protocol-version" => head.protocol_version.add(value),

@@ -1,7 +1,7 @@
 //! HTTP header values the filter reads on both sides: media types, charsets, content codings
-//! (RFC 9110 §8.3.1 and §8.4). Comparisons are case-insensitive; nothing here allocates.
+//! (RFC 9110 §8.3.1 and §8.4) and content lengths (§8.6). Comparisons are case-insensitive; nothing
+//! here allocates.
 
-/// The media type of a Content-Type value, without parameters or surrounding whitespace.
 /// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`): digits only, and a length past `usize`
 /// saturates (as good as infinite). Anything else, a sign or spaces included, is not a length:
 /// Envoy refuses such a value itself on either side.
@@ -12,6 +12,7 @@ pub fn content_length(v: &[u8]) -> Option<usize> {
     Some(v.iter().fold(0usize, |n, d| n.saturating_mul(10).saturating_add(usize::from(d - b'0'))))
 }
 
+/// The media type of a Content-Type value, without parameters or surrounding whitespace.
 pub fn media_type(v: &[u8]) -> &[u8] {
     v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii()
 }
