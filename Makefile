@@ -229,10 +229,12 @@ fmt:
 
 ## bench: criterion micro benchmarks of the core, then wrk against real Envoy (passthrough, this
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
-##        Then the latency an approval adds (bench/approval_latency.py; printed, recorded by hand
+##        Then the native build (the dynamic module) side by side with the wasm build and the
+##        baselines, its acceptance figures (bench/native_compare.py; rewrites its section of
+##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed, recorded by hand
 ##        in BENCHMARKS.md). Then the rate limit service: latency an RLS decision adds against
 ##        local limits, and decisions/s with Redis for 1 and 2 instances (bench/rls_bench.py;
-##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 10 minutes.
+##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 15 minutes.
 ## bench-minimal: the baseline of the throughput target (this filter at 0.95 of its throughput or
 ##                more), a proxy-wasm filter that only reads the credential header and the whole
 ##                body (bench/minimal-filter, its own workspace)
@@ -257,7 +259,7 @@ bench-v8: build wasm-target $(WASM_OPT)
 	mv bench/v8-decision/target/request.json.tmp bench/v8-decision/target/request.json
 	@cat bench/v8-decision/target/request.json
 
-bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
+bench: build dynamic-module bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
@@ -269,6 +271,7 @@ bench: build bench-minimal bench-v8 approvals ratelimit redis-deps venv
 	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
 	  --variant audit_off=,policy=bench/policy-bench-audit-off.json \
 	  --variant audit_access_log_no_filter_state=,policy=bench/policy-bench-audit-access-log-no-filter-state.json
+	$(PY) bench/native_compare.py --rounds 5 --out BENCHMARKS.md
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 

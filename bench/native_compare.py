@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The native build against the wasm build, passthrough and the buffer filter: a short side-by-side
-load on loopback, without the rest of `make bench`.
+"""The native build against the wasm build, passthrough and the buffer filter: the native build's
+acceptance figures, side by side on loopback. `make bench` runs it with `--rounds 5 --out
+BENCHMARKS.md`, which rewrites that file's section between the `bench:native` markers.
 
     make build dynamic-module
-    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--pin] [--only n,n'']
+    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--pin] [--only n,n''] [--out FILE]
 
 One upstream Envoy (bench/envoy/upstream.yaml) and nine front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
@@ -26,6 +27,7 @@ is a ratio of the fronts' own cost per call. `--only` runs some configurations (
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -36,6 +38,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner, wrk and /proc readers)
 import load  # noqa: E402  (bench/load.py: its Envoy instances and start_front/ready_front)
+import report  # noqa: E402  (bench/report.py: a marked section of a markdown file rewritten)
 
 ROOT = harness.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
@@ -49,6 +52,10 @@ LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mc
           "n''": "(n'') (n), Envoy's log in a file (--log-path)",
           "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)"}
 
+
+# The section of BENCHMARKS.md that `--out` rewrites (`make bench` passes it).
+BEGIN = "<!-- bench:native:begin (written by bench/native_compare.py; edit above or below) -->"
+END = "<!-- bench:native:end -->"
 
 # (what, per-round value for a configuration, target): the native build's acceptance figures.
 TARGETS = [
@@ -66,6 +73,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--conns", type=int, default=2)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path,
+                    help="markdown file whose native-build section (between the bench:native markers) to rewrite")
     ap.add_argument("--only", help="comma-separated configurations to run (default: all); a, a' and c are "
                     "always run, as the targets are ratios against them")
     ap.add_argument("--pin", action="store_true",
@@ -140,27 +149,34 @@ def main() -> None:
             result[key]["errors"] = sum(x["errors"] for x in runs)
             result[key]["rss_mib"] = rss / 1024
         pinned = f", fronts on CPU {sorted(front_cpus)}, upstream and wrk on {sorted(rest_cpus)}" if args.pin else ""
-        print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1{pinned}; "
-              "medians")
-        print("| configuration | req/s | vs passthrough | p50 µs | p99 µs | CPU µs/req | RSS MiB | non-2xx |")
-        print("|---|---|---|---|---|---|---|---|")
+        out = [f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1{pinned}; "
+               "medians", "",
+               "| configuration | req/s | vs passthrough | p50 µs | p99 µs | CPU µs/req | RSS MiB | non-2xx |",
+               "|---|---|---|---|---|---|---|---|"]
         base = result["a"]["rps"]
         for key, r in result.items():
-            print(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
-                  f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
-        print()
+            out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
+                       f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
+        out.append("")
         audited = [k for k in ("n", "n''", "n'''") if k in configs]
         heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`"}
-        print(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
-        print("|---|" + "---|" * (len(audited) + 1))
+        out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
+        out.append("|---|" + "---|" * (len(audited) + 1))
         for what, fn, target in TARGETS:
             cells = []
             for key in audited:
                 vals = [fn(rows, key, i) for i in range(args.rounds)]
                 cells.append(f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
-            print(f"| {what} | {' | '.join(cells)} | {target} |")
+            out.append(f"| {what} | {' | '.join(cells)} | {target} |")
         rss = " | ".join(f"{result[k]['rss_mib'] - result['a']['rss_mib']:.1f}" for k in audited)
-        print(f"| RSS above passthrough, MiB (after the run) | {rss} | ≤ 8 |")
+        out.append(f"| RSS above passthrough, MiB (after the run) | {rss} | ≤ 8 |")
+        print("\n".join(out))
+        if args.out:
+            when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            mach = harness.machine()
+            section = "\n".join([BEGIN, "", f"#### Latest run: {when}, {mach['nproc']} cores, {mach['cpu']}", "",
+                                 *out, "", END])
+            report.write_markdown(args.out, section, BEGIN, END, heading="The native build")
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
     finally:

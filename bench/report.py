@@ -135,13 +135,16 @@ def human_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def write_markdown(path: pathlib.Path, section: str) -> None:
-    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+def write_markdown(path: pathlib.Path, section: str, begin: str = BEGIN, end: str = END,
+                   heading: str = "Results") -> None:
+    """Replace what lies between `begin` and `end` in `path` with `section` (which carries the markers
+    itself); without the markers, append `section` under `## heading`."""
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{begin}\n{end}\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + section + tail
     else:
-        text = text.rstrip("\n") + "\n\n## Results\n\n" + section + "\n"
+        text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + section + "\n"
     path.write_text(text)
 
