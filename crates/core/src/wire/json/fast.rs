@@ -12,7 +12,7 @@
 //! Measured on `bench/bodies/allowed-1k.json` (`read_body`, callgrind): see BENCHMARKS.md. The
 //! wasm module does without it: it would cost more bytes than the module's size target leaves.
 
-use super::number::number_end;
+use super::number::{digits, fraction_and_exponent, number_end};
 use super::scan;
 use crate::wire::fold;
 
@@ -58,31 +58,12 @@ fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     }
 }
 
-/// A number that starts with a digit other than 0 (`number_end`'s grammar from there): its
-/// digits, then a fraction and an exponent when they follow. Whatever follows the number is for
-/// the caller to judge (a comma, a bracket or whitespace; anything else gives up).
+/// A number that starts with a digit other than 0: its digits, then `number_end`'s own fraction
+/// and exponent. Whatever follows the number is for the caller to judge (a comma, a bracket or
+/// whitespace; anything else gives up).
 #[inline(always)]
 fn integer(b: &[u8], i: usize) -> Result<usize, usize> {
-    let digits = |mut j: usize| {
-        while b.get(j).is_some_and(u8::is_ascii_digit) {
-            j += 1;
-        }
-        j
-    };
-    // At least one digit at `j`, then all of them.
-    let some_digits = |j: usize| if b.get(j).is_some_and(u8::is_ascii_digit) { Ok(digits(j + 1)) } else { Err(j) };
-    let mut j = digits(i + 1);
-    if b.get(j) == Some(&b'.') {
-        j = some_digits(j + 1)?;
-    }
-    if let Some(b'e' | b'E') = b.get(j) {
-        j += 1;
-        if let Some(b'+' | b'-') = b.get(j) {
-            j += 1;
-        }
-        j = some_digits(j)?;
-    }
-    Ok(j)
+    fraction_and_exponent(b, digits(b, i + 1)).map_err(|e| e.offset)
 }
 
 /// Where the whitespace at `b[i]` ends: `Parser::skip_ws` on a cursor in a register. (Not one
