@@ -127,6 +127,14 @@ impl RequestHead {
             if name == "x-request-id" && !std::mem::replace(&mut request_id_seen, true) {
                 head.request_id = std::str::from_utf8(value).ok().map(str::to_owned);
             }
+            // Read once, before the arms: a value that is not a length goes on to them, as any other
+            // header does.
+            if name == "content-length" {
+                if let Some(n) = http::content_length(value) {
+                    head.declared_length = head.declared_length.max(Some(n));
+                    continue;
+                }
+            }
             match name {
                 ":method" => {
                     head.method = match value {
@@ -138,10 +146,6 @@ impl RequestHead {
                 }
                 "content-type" => head.content_type.add(value),
                 "content-encoding" => head.content_encoding.add(value),
-                // A value that is not a length goes on to the arms below, as any other header does.
-                "content-length" if http::content_length(value).is_some() => {
-                    head.declared_length = head.declared_length.max(http::content_length(value));
-                }
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
                 "mcp-protocol-version" => head.protocol_version.add(value),
