@@ -42,18 +42,32 @@ pub(super) fn skip(src: &str, pos: usize, room: usize) -> Result<usize, usize> {
     value(src, pos, room)
 }
 
+/// The value at `i`, whitespace before it allowed. Out of line: it starts the check, and takes the
+/// rare value with whitespace before it from [`member`].
 fn value(src: &str, i: usize, room: usize) -> Result<usize, usize> {
+    let i = ws(src.as_bytes(), i);
+    match src.as_bytes().get(i) {
+        // `ws` leaves none; the arm only keeps `member` from calling back here.
+        Some(b' ' | b'\t' | b'\n' | b'\r') => Err(i),
+        _ => member(src, i, room),
+    }
+}
+
+/// The value that starts at `i`, read in its container's loop: scalars inline, arrays and objects
+/// by a call. A value with whitespace before it goes through [`value`].
+#[inline(always)]
+fn member(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     let b = src.as_bytes();
-    let i = ws(b, i);
     match b.get(i) {
         Some(b'"') => string(b, i + 1),
+        Some(b'1'..=b'9') => integer(b, i),
         Some(b'{') => object(src, i + 1, room),
         Some(b'[') => array(src, i + 1, room),
         Some(b't') => literal(b, i, b"true"),
         Some(b'f') => literal(b, i, b"false"),
         Some(b'n') => literal(b, i, b"null"),
-        Some(b'1'..=b'9') => integer(b, i),
         Some(b'-' | b'0') => number_end(b, i).map_err(|e| e.offset),
+        Some(b' ' | b'\t' | b'\n' | b'\r') => value(src, i, room),
         _ => Err(i),
     }
 }
@@ -66,11 +80,21 @@ fn integer(b: &[u8], i: usize) -> Result<usize, usize> {
     fraction_and_exponent(b, digits(b, i + 1)).map_err(|e| e.offset)
 }
 
-/// Where the whitespace at `b[i]` ends: `Parser::skip_ws` on a cursor in a register. (Not one
-/// function for both: the wasm module, at opt-level z, grows by 260 B with the method calling a
-/// forced-inline one, and stops inlining it, a call per byte, without the force.)
+/// Where the whitespace at `b[i]` ends: `Parser::skip_ws` on a cursor in a register. Most JSON
+/// on the wire has none between tokens, so a byte above the space is answered by one comparison.
+/// (Not one function for both: the wasm module, at opt-level z, grows by 260 B with the method
+/// calling a forced-inline one, and stops inlining it, a call per byte, without the force.)
 #[inline(always)]
-fn ws(b: &[u8], mut i: usize) -> usize {
+fn ws(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(&c) if c > b' ' => i,
+        _ => ws_run(b, i),
+    }
+}
+
+/// [`ws`] past its first byte.
+#[inline(never)]
+fn ws_run(b: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
         i += 1;
     }
@@ -135,9 +159,10 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
     if b.get(i) == Some(&b'}') {
         return Ok(i + 1);
     }
-    // Where each name starts and ends, for the duplicate check; only read when two names share a
-    // bit of `seen` (below), so most objects never compare a pair.
-    let mut names = [(0u32, 0u32); NAMES];
+    // Where each name starts, for the duplicate check: it ends at the next quote, as it holds no
+    // escape. Only read when two names share a bit of `seen` (below), so most objects never
+    // compare a pair.
+    let mut names = [0usize; NAMES];
     let mut count = 0;
     let mut seen = 0u64;
     let mut alike = false;
@@ -159,22 +184,30 @@ fn object(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         let bit = signature(end - i - 1, b.get(i + 1).copied());
         alike |= seen & bit != 0;
         seen |= bit;
-        let (Ok(start), Ok(stop)) = (u32::try_from(i + 1), u32::try_from(end)) else { return Err(i) };
-        *names.get_mut(count).ok_or(i)? = (start, stop);
+        *names.get_mut(count).ok_or(i)? = i + 1;
         count += 1;
-        i = ws(b, end + 1);
+        i = end + 1;
         if b.get(i) != Some(&b':') {
-            return Err(i);
+            i = ws(b, i);
+            if b.get(i) != Some(&b':') {
+                return Err(i);
+            }
         }
-        i = ws(b, value(src, i + 1, room)?);
-        match b.get(i) {
+        i = member(src, i + 1, room)?;
+        let mut next = b.get(i);
+        if !matches!(next, Some(b',' | b'}')) {
+            i = ws(b, i);
+            next = b.get(i);
+        }
+        match next {
             Some(b',') => i = ws(b, i + 1),
             Some(b'}') if !alike => return Ok(i + 1),
             Some(b'}') => {
                 let mut kept = [""; NAMES];
-                for (slot, &(start, stop)) in kept.iter_mut().zip(names.get(..count).unwrap_or(&[])) {
-                    // Both ends are ASCII quotes, so character boundaries.
-                    *slot = src.get(start as usize..stop as usize).ok_or(i)?;
+                for (slot, &start) in kept.iter_mut().zip(names.get(..count).unwrap_or(&[])) {
+                    // From after a quote to the next quote: character boundaries.
+                    let len = b.get(start..).and_then(|rest| rest.iter().position(|&c| c == b'"'));
+                    *slot = src.get(start..start + len.ok_or(i)?).ok_or(i)?;
                 }
                 return match fold::clash_plain(kept.get(..count).unwrap_or(&[])) {
                     None => Ok(i + 1),
@@ -206,8 +239,13 @@ fn array(src: &str, i: usize, room: usize) -> Result<usize, usize> {
         return Ok(i + 1);
     }
     loop {
-        i = ws(b, value(src, i, room)?);
-        match b.get(i) {
+        i = member(src, i, room)?;
+        let mut next = b.get(i);
+        if !matches!(next, Some(b',' | b']')) {
+            i = ws(b, i);
+            next = b.get(i);
+        }
+        match next {
             Some(b',') => i += 1,
             Some(b']') => return Ok(i + 1),
             _ => return Err(i),

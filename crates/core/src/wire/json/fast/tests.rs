@@ -57,9 +57,11 @@ const SCALARS: &[&str] = &[
     "nul",
 ];
 
+/// Whitespace between tokens: mostly none, as on the wire.
+const WS: &[&str] = &[" ", "", "", "\n\t"];
+
 fn value(g: &mut Gen, out: &mut String, depth: usize) {
-    let ws = [" ", "", "", "\n\t"];
-    out.push_str(g.pick(&ws));
+    out.push_str(g.pick(WS));
     let kind = if depth == 0 { 0 } else { g.below(4) };
     match kind {
         0 | 1 => out.push_str(g.pick(SCALARS)),
@@ -82,18 +84,21 @@ fn value(g: &mut Gen, out: &mut String, depth: usize) {
                 if i > 0 {
                     out.push(',');
                 }
+                out.push_str(g.pick(WS));
                 out.push('"');
                 out.push_str(g.pick(NAMES));
                 if n > 4 {
                     out.push_str(&i.to_string());
                 }
-                out.push_str("\":");
+                out.push('"');
+                out.push_str(g.pick(WS));
+                out.push(':');
                 value(g, out, depth - 1);
             }
             out.push('}');
         }
     }
-    out.push_str(g.pick(&ws));
+    out.push_str(g.pick(WS));
 }
 
 #[test]
