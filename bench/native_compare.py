@@ -66,6 +66,23 @@ TARGETS = [
 ]
 
 
+def register_instances(work: pathlib.Path) -> None:
+    """Add the native build's front Envoys to bench/load.py's instances (`dynamic`, `dynamic_quiet`,
+    `dynamic_log_path`, `dynamic_access_log`), and point Envoy at the module. `bench/perf_split.py`
+    runs the same ones."""
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
+    load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
+    # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
+    load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
+    # The audit line at info, but Envoy's log written by its file flush thread in batches instead of
+    # one unbuffered write(2) per line to standard error.
+    load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
+    # The audit record in filter state for the access log, as load.py's variant audit_access_log.
+    load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
+    access_log = json.dumps(json.loads((harness.BENCH / "policy-bench-audit-access-log.json").read_text()))
+    load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
@@ -98,19 +115,9 @@ def main() -> None:
     for f in (NATIVE, WASM):
         if not f.is_file():
             raise SystemExit(f"{f} missing: make build dynamic-module")
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
-    load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
-    # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
-    load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
     policy = json.dumps(json.loads((harness.BENCH / "policy-bench.json").read_text()))
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
-    # The audit line at info, but Envoy's log written by its file flush thread in batches instead of
-    # one unbuffered write(2) per line to standard error.
-    load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
-    # The audit record in filter state for the access log, as load.py's variant audit_access_log.
-    load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
-    access_log = json.dumps(json.loads((harness.BENCH / "policy-bench-audit-access-log.json").read_text()))
-    load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
+    register_instances(work)
     up_port, up_admin = harness.free_port(), harness.free_port()
     # Processes inherit this process's CPU set: each is started with the set it is to run on.
     os.sched_setaffinity(0, rest_cpus)

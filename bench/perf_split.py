@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a request's CPU goes inside the front Envoy, by code region, measured with Linux perf.
 
-    .venv/bin/python bench/perf_split.py [--seconds 6] [--rounds 3] [--variant NAME=WASM[,policy=FILE]] ...
+    .venv/bin/python bench/perf_split.py [--seconds 6] [--rounds 3] [--only KEY,...]
+                                         [--variant NAME=WASM[,policy=FILE]] ...
 
 For each configuration, one front Envoy (`--concurrency 1`, the templates bench/harness.py renders) is
 driven by wrk (`-t1 -c2`, the allowed 1 KiB tools/call) while `perf record -F 2999` samples it; the
@@ -12,13 +13,22 @@ samples are split by where they fell and turned into microseconds per request
     envoy    Envoy's own code: HTTP, the filter chain, the proxy-wasm host (every host call's
              C++ side: header maps, shared data, filter state, metrics, the logger) and V8's runtime
     JIT      code V8 generated: the filter's wasm functions and the wasm <-> host call stubs
-    libc     memcpy, malloc and friends called from either
+    module   the native build's shared object (`make dynamic-module`): the core and its ABI glue
+    libc     memcpy, malloc and friends called from any of them
 
-The configurations: (a) passthrough, (c) native mcp + RBAC, the minimal body-reading filter
-(bench/minimal-filter), and this filter with the audit record as an info log line (`log`, the
-default), as a filter-state value (`access_log`), and with `access_log` and `filter_state: false`.
+The configurations (keys for `--only`): a (passthrough), a' (the buffer filter), c (Envoy's mcp +
+RBAC), m (the minimal body-reading filter, bench/minimal-filter), b (this filter with the audit record
+as an info log line, `log`, the default), b_al (as a filter-state value, `access_log`), b_nofs
+(`access_log` and `filter_state: false`), and the native build as bench/native_compare.py runs it:
+n (as shipped), n' (its logger at warn: no audit line) and n''' (`access_log`). The native ones
+need `make dynamic-module`; without the shared object they are left out, with a line saying so.
 Medians over the rounds are printed as a Markdown table. perf's own overhead inflates every figure
 by roughly the same factor; compare the rows, not the absolute sum with bench/load.py's CPU column.
+
+`--hooks` also records call stacks (by frame pointer, which Envoy and the module keep) and splits the
+native build's time by the module's hook it fell under (`envoy_dynamic_module_on_http_filter_*`,
+exported, so named even in the stripped module), with the part spent inside Envoy's ABI callbacks
+(`envoy_dynamic_module_callback_*`: filter state, headers, the logger) counted apart.
 
 Needs `perf` (Debian `linux-perf`) and permission to profile Envoy (root, or
 `kernel.perf_event_paranoid` ≤ 1). Not part of `make bench`: run by hand when attributing cost.
@@ -27,6 +37,7 @@ Needs `perf` (Debian `linux-perf`) and permission to profile Envoy (root, or
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import pathlib
 import re
@@ -40,9 +51,10 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (the Envoy templates, process helpers and wrk runner the benchmarks share)
 import load  # noqa: E402  (start_front: a front Envoy of the load benchmark's configurations)
+import native_compare  # noqa: E402  (the native build's front Envoys)
 
 FREQ = 2999
-REGIONS = ("kernel", "envoy", "JIT", "libc")
+REGIONS = ("kernel", "envoy", "JIT", "module", "libc")
 
 
 def region(dso: str) -> str | None:
@@ -50,6 +62,8 @@ def region(dso: str) -> str | None:
         return "kernel"
     if dso.startswith("[JIT]"):
         return "JIT"
+    if dso == native_compare.NATIVE.name:
+        return "module"
     if dso.startswith("libc") or dso.startswith("libm") or dso.startswith("[vdso]"):
         return "libc"
     if dso == "envoy":
@@ -68,8 +82,31 @@ def samples_by_region(data: pathlib.Path) -> dict[str, int]:
     return counts
 
 
+HOOK = "envoy_dynamic_module_on_http_filter_"
+CALLBACK = "envoy_dynamic_module_callback_"
+HOOKS = ("request_headers", "request_body", "other hooks")
+
+
+def samples_by_hook(data: pathlib.Path) -> dict[str, int]:
+    """Samples under each of the module's hooks (the innermost hook frame of a stack), and under
+    Envoy's ABI callbacks called from any hook (`callbacks`)."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
+                         check=True).stdout
+    counts: collections.Counter[str] = collections.Counter()
+    for sample in out.split("\n\n"):
+        frames = [(line.split(None, 1) + [""])[1] for line in sample.strip().splitlines()]
+        at = next((i for i, f in enumerate(frames) if f.startswith(HOOK)), None)
+        if at is None:
+            continue
+        hook = frames[at][len(HOOK):]
+        counts[hook if hook in HOOKS else "other hooks"] += 1
+        if any(f.startswith(CALLBACK) for f in frames[:at]):
+            counts["callbacks"] += 1
+    return counts
+
+
 def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pathlib.Path, policy: str,
-            seconds: int, name: str) -> dict[str, float]:
+            seconds: int, name: str, hooks: bool = False) -> dict[str, float]:
     e, port = load.start_front(envoy, workdir, name, inst, up_port, wasm, policy)
     try:
         e.wait_ready(e.admin_port)
@@ -78,8 +115,8 @@ def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pa
             raise SystemExit(f"{name}: unexpected reply {status} {body[:200]!r}")
         harness.run_wrk(port, "allowed-1k.json", 2, 1, 2)  # warm up
         data = workdir / f"{name}.perf"
-        rec = subprocess.Popen(["perf", "record", "-F", str(FREQ), "-p", str(e.proc.pid), "-o", str(data)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rec = subprocess.Popen(["perf", "record", *(["-g"] if hooks else []), "-F", str(FREQ), "-p", str(e.proc.pid),
+                                "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         r = harness.run_wrk(port, "allowed-1k.json", seconds, 1, 2)
         rec.send_signal(2)
@@ -88,6 +125,9 @@ def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pa
         per_req = {k: v / FREQ / r["requests"] * 1e6 for k, v in counts.items()}
         per_req["total"] = sum(per_req[k] for k in REGIONS)
         per_req["rps"] = r["rps"]
+        if hooks and inst.startswith("dynamic"):
+            for k, v in samples_by_hook(data).items():
+                per_req[f"hook {k}"] = v / FREQ / r["requests"] * 1e6
         return per_req
     finally:
         e.stop()
@@ -106,6 +146,9 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=WASM[,policy=FILE]",
                     help="also measure another build or policy of this filter")
     ap.add_argument("--json", type=pathlib.Path, help="write every round's figures here")
+    ap.add_argument("--hooks", action="store_true",
+                    help="record call stacks and split the native build's time by the module's hooks")
+    ap.add_argument("--only", help="comma-separated configuration keys to run (a is always run); default: all")
     args = ap.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("perf not found: apt-get install linux-perf")
@@ -114,24 +157,38 @@ def main() -> None:
         return json.dumps(json.loads(path.read_text()), separators=(",", ":"))
 
     default = policy_text(harness.BENCH / "policy-bench.json")
-    # name -> (instance template, wasm, policy)
-    configs: dict[str, tuple[str, pathlib.Path, str]] = {
-        "(a) passthrough": ("passthrough", args.wasm, default),
-        "(c) native mcp + rbac": ("native", args.wasm, default),
-        "minimal body-reading filter": ("wasm", args.minimal, default),
-        "this filter, audit log": ("wasm", args.wasm, default),
-        "this filter, audit access_log": ("wasm", args.wasm,
-                                          policy_text(harness.BENCH / "policy-bench-audit-access-log.json")),
-        "this filter, access_log, no filter state": (
-            "wasm", args.wasm, policy_text(harness.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
+    access_log = policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-perf-"))
+    # key -> (label, instance template, wasm, policy)
+    known: dict[str, tuple[str, str, pathlib.Path, str]] = {
+        "a": ("(a) passthrough", "passthrough", args.wasm, default),
+        "a'": ("(a') buffer only", "buffer", args.wasm, default),
+        "c": ("(c) native mcp + rbac", "native", args.wasm, default),
+        "m": ("minimal body-reading filter", "wasm", args.minimal, default),
+        "b": ("this filter, audit log", "wasm", args.wasm, default),
+        "b_al": ("this filter, audit access_log", "wasm", args.wasm, access_log),
+        "b_nofs": ("this filter, access_log, no filter state", "wasm", args.wasm,
+                   policy_text(harness.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
+        "n": ("native build, audit log", "dynamic", args.wasm, default),
+        "n'": ("native build, no audit line (logger at warn)", "dynamic_quiet", args.wasm, default),
+        "n'''": ("native build, audit access_log", "dynamic_access_log", args.wasm, access_log),
     }
+    wanted = list(known) if not args.only else ["a", *args.only.split(",")]
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        raise SystemExit(f"--only: unknown configuration(s) {unknown}; known: {', '.join(known)}")
+    if native_compare.NATIVE.is_file():
+        native_compare.register_instances(workdir)
+    elif any(k.startswith("n") for k in wanted):
+        harness.log(f"{native_compare.NATIVE} missing (make dynamic-module): the native build is left out")
+        wanted = [k for k in wanted if not k.startswith("n")]
+    configs = {known[k][0]: known[k][1:] for k in dict.fromkeys(wanted)}
     for v in args.variant:
         vname, _, rest = v.partition("=")
         parts = rest.split(",")
         pol = next((policy_text(pathlib.Path(p[7:])) for p in parts if p.startswith("policy=")), default)
         configs[f"variant {vname}"] = ("wasm", pathlib.Path(parts[0]).resolve(), pol)
 
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-perf-"))
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(args.envoy, workdir, "upstream",
@@ -143,7 +200,7 @@ def main() -> None:
             for i, n in enumerate(order):
                 inst, wasm, pol = configs[n]
                 rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
-                                         f"r{rnd}-{i}"))
+                                         f"r{rnd}-{i}", args.hooks))
                 harness.log(f"round {rnd + 1} {n}: {rounds[n][-1]['total']:.1f} µs/request")
     finally:
         upstream.stop()
@@ -152,12 +209,27 @@ def main() -> None:
     base = statistics.median(r["total"] for r in rounds["(a) passthrough"])
     print(f"perf record -F {FREQ}, wrk -t1 -c2 -d{args.seconds}s, {args.rounds} rounds; "
           "µs of front-Envoy CPU per request, medians\n")
-    print("| configuration | requests/s | kernel | envoy | JIT (wasm) | libc | total | total − (a) |")
-    print("|---|---|---|---|---|---|---|---|")
+    buffer = statistics.median(r["total"] for r in rounds["(a') buffer only"]) if "(a') buffer only" in rounds else None
+    print("| configuration | requests/s | kernel | envoy | JIT (wasm) | module (native) | libc | total | total − (a) "
+          "| total − (a') |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n, rs in rounds.items():
         med = {k: statistics.median(r[k] for r in rs) for k in (*REGIONS, "total", "rps")}
         print(f"| {n} | {med['rps']:.0f} | " + " | ".join(f"{med[k]:.1f}" for k in (*REGIONS, "total"))
-              + f" | {med['total'] - base:+.1f} |")
+              + f" | {med['total'] - base:+.1f} | "
+              + (f"{med['total'] - buffer:+.1f} |" if buffer is not None else "– |"))
+
+    hooked = {n: rs for n, rs in rounds.items() if any(k.startswith("hook ") for k in rs[0])}
+    if hooked:
+        print("\nThe native build's hooks: µs of front-Envoy CPU per request under each, medians (a round without a "
+              "sample under a hook counts 0)\n")
+        print("| configuration | " + " | ".join(HOOKS) + " | all hooks | of which Envoy's ABI callbacks |")
+        print("|---|" + "---|" * (len(HOOKS) + 2))
+        for n, rs in hooked.items():
+            cells = [statistics.median(r.get(f"hook {h}", 0.0) for r in rs) for h in HOOKS]
+            every = statistics.median(sum(r.get(f"hook {h}", 0.0) for h in HOOKS) for r in rs)
+            calls = statistics.median(r.get("hook callbacks", 0.0) for r in rs)
+            print(f"| {n} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {every:.1f} | {calls:.1f} |")
 
 
 if __name__ == "__main__":
