@@ -50,9 +50,16 @@ def proc_stat(pid: int) -> tuple[int, float]:
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1])
+    user, system = proc_cpu(pid)
+    return rss, user + system
+
+
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all its threads: the process's own code, and the
+    kernel's work on its behalf (system calls, and the softirqs the kernel runs in its context)."""
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 class Envoy:
