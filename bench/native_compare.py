@@ -161,7 +161,8 @@ def main() -> None:
         for key, runs in rows.items():
             e, _ = fronts[key]
             rss, _ = harness.proc_stat(e.proc.pid)
-            result[key] = {m: statistics.median(x[m] for x in runs) for m in ("rps", "p50", "p99", "cpu_us")}
+            result[key] = {m: statistics.median(x[m] for x in runs)
+                           for m in ("rps", "p50", "p99", "cpu_us", "user_us", "sys_us")}
             result[key]["errors"] = sum(x["errors"] for x in runs)
             result[key]["rss_mib"] = rss / 1024
         pinned = f", fronts on CPU {sorted(front_cpus)}, upstream and wrk on {sorted(rest_cpus)}" if args.pin else ""
