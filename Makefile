@@ -231,10 +231,11 @@ fmt:
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
 ##        Then the native build (the dynamic module) side by side with the wasm build and the
 ##        baselines, its acceptance figures (bench/native_compare.py; rewrites its section of
-##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed, recorded by hand
-##        in BENCHMARKS.md). Then the rate limit service: latency an RLS decision adds against
-##        local limits, and decisions/s with Redis for 1 and 2 instances (bench/rls_bench.py;
-##        printed, recorded by hand). Needs wrk (Debian; installed here when run as root). About 15 minutes.
+##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed,
+##        recorded by hand in BENCHMARKS.md). Then the rate limit service: latency an RLS decision
+##        adds against local limits, and decisions/s with Redis for 1 and 2 instances
+##        (bench/rls_bench.py; printed, recorded by hand). Needs wrk (Debian; installed here when
+##        run as root). About 15 minutes.
 ## bench-minimal: the baseline of the throughput target (this filter at 0.95 of its throughput or
 ##                more), a proxy-wasm filter that only reads the credential header and the whole
 ##                body (bench/minimal-filter, its own workspace)

@@ -35,6 +35,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def policy_text(path: pathlib.Path) -> str:
+    """A policy file as the one-line JSON text a plugin configuration carries."""
+    return json.dumps(json.loads(path.read_text()), separators=(",", ":"))
+
+
 def render(template: str, **values: str) -> str:
     return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)
 

@@ -48,6 +48,7 @@ from harness import (
     free_port,
     log,
     machine,
+    policy_text,
     post,
     proc_stat,
     render,
@@ -157,7 +158,7 @@ def main() -> None:
     if not args.wasm.exists():
         raise SystemExit(f"{args.wasm} missing: make build")
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
-    policy = json.dumps(json.loads((BENCH / "policy-bench.json").read_text()), separators=(",", ":"))
+    policy = policy_text(BENCH / "policy-bench.json")
     for spec in args.variant:
         vname, _, rest = spec.partition("=")
         parts = rest.split(",")
@@ -166,7 +167,7 @@ def main() -> None:
         quiet = False
         for part in parts[1:]:
             if part.startswith("policy="):
-                vpolicy = json.dumps(json.loads(pathlib.Path(part[7:]).read_text()), separators=(",", ":"))
+                vpolicy = policy_text(pathlib.Path(part[7:]))
             elif part == "quiet":
                 quiet = True
         inst = f"variant_{vname}"

@@ -86,7 +86,7 @@ def register_instances(work: pathlib.Path) -> None:
     load.INSTANCES["dynamic_log_path"] = ("filters-dynamic.yaml", 1, ["--log-path", str(work / "n-log-path.log")], "")
     # The audit record in filter state for the access log, as load.py's variant audit_access_log.
     load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
-    access_log = json.dumps(json.loads((harness.BENCH / "policy-bench-audit-access-log.json").read_text()))
+    access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
 
 
@@ -122,7 +122,7 @@ def main() -> None:
     for f in (NATIVE, WASM):
         if not f.is_file():
             raise SystemExit(f"{f} missing: make build dynamic-module")
-    policy = json.dumps(json.loads((harness.BENCH / "policy-bench.json").read_text()))
+    policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     register_instances(work)
     up_port, up_admin = harness.free_port(), harness.free_port()

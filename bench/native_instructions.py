@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import pathlib
 import re
@@ -137,7 +136,7 @@ def main() -> None:
                              "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
                             capture_output=True, text=True, check=True).stdout.strip()
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
-    policy = json.dumps(json.loads((harness.BENCH / "policy-bench.json").read_text()))
+    policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(args.envoy, work, "upstream",

@@ -153,11 +153,8 @@ def main() -> None:
     if not shutil.which("perf"):
         raise SystemExit("perf not found: apt-get install linux-perf")
 
-    def policy_text(path: pathlib.Path) -> str:
-        return json.dumps(json.loads(path.read_text()), separators=(",", ":"))
-
-    default = policy_text(harness.BENCH / "policy-bench.json")
-    access_log = policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
+    default = harness.policy_text(harness.BENCH / "policy-bench.json")
+    access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-perf-"))
     # key -> (label, instance template, wasm, policy)
     known: dict[str, tuple[str, str, pathlib.Path, str]] = {
@@ -168,7 +165,7 @@ def main() -> None:
         "b": ("this filter, audit log", "wasm", args.wasm, default),
         "b_al": ("this filter, audit access_log", "wasm", args.wasm, access_log),
         "b_nofs": ("this filter, access_log, no filter state", "wasm", args.wasm,
-                   policy_text(harness.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
+                   harness.policy_text(harness.BENCH / "policy-bench-audit-access-log-no-filter-state.json")),
         "n": ("native build, audit log", "dynamic", args.wasm, default),
         "n'": ("native build, no audit line (logger at warn)", "dynamic_quiet", args.wasm, default),
         "n'''": ("native build, audit access_log", "dynamic_access_log", args.wasm, access_log),
@@ -186,7 +183,7 @@ def main() -> None:
     for v in args.variant:
         vname, _, rest = v.partition("=")
         parts = rest.split(",")
-        pol = next((policy_text(pathlib.Path(p[7:])) for p in parts if p.startswith("policy=")), default)
+        pol = next((harness.policy_text(pathlib.Path(p[7:])) for p in parts if p.startswith("policy=")), default)
         configs[f"variant {vname}"] = ("wasm", pathlib.Path(parts[0]).resolve(), pol)
 
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}

@@ -1,7 +1,8 @@
 //! The C ABI of Envoy's dynamic modules (Envoy 1.40, `source/extensions/dynamic_modules/abi.h`):
 //! the callbacks this module calls, declared by hand, and safe wrappers over them. The event hooks
 //! Envoy calls are in [`hooks`]; each runs the filter through one panic boundary (`boundary`). The
-//! ABI's value types (buffers, headers) are in `types`. This is the only module of the crate with `unsafe` code.
+//! ABI's value types (buffers, headers) are in `types`. This is the only module of the crate with
+//! `unsafe` code.
 //!
 //! Conventions of the ABI, relied on throughout:
 //! - a "module buffer" (pointer, length) is owned by the module and only read during the call;
