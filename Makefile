@@ -59,7 +59,8 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 ## dynamic-module: the native build of the filter, an Envoy dynamic module (crates/filter-native, for
 ##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
 ##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
-DYNAMIC_MODULE := target/dynamic-module/libmcp_policy_native.so
+# Where cargo writes it: under CARGO_TARGET_DIR when that is set, as cargo itself does.
+DYNAMIC_MODULE := $(abspath $(or $(CARGO_TARGET_DIR),target)/dynamic-module/libmcp_policy_native.so)
 # Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
 # the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
 # (docs/src/deploy/native.md, Instructions per call). Flags of the caller are kept as they are (the
@@ -74,7 +75,7 @@ dynamic-module:
 	fi; \
 	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
-	@echo "$(CURDIR)/$(DYNAMIC_MODULE)"
+	@echo "$(DYNAMIC_MODULE)"
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -236,12 +237,15 @@ fmt:
 ##        adds against local limits, and decisions/s with Redis for 1 and 2 instances
 ##        (bench/rls_bench.py; printed, recorded by hand). Needs wrk (Debian; installed here when
 ##        run as root). About 15 minutes.
-## bench-minimal: the baseline of the throughput target (this filter at 0.95 of its throughput or
-##                more), a proxy-wasm filter that only reads the credential header and the whole
-##                body (bench/minimal-filter, its own workspace)
+## bench-minimal: the floors of the two builds, each its own workspace: the baseline of the
+##                throughput target (this filter at 0.95 of its throughput or more), a proxy-wasm
+##                filter that only reads the credential header and the whole body
+##                (bench/minimal-filter); and the same for the native build, a dynamic module that
+##                only holds the request and reads them (bench/minimal-module)
 .PHONY: bench-minimal
 bench-minimal: wasm-target
 	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
+	cd bench/minimal-module && $(CARGO) build --locked --release
 
 ## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
 ##           is (opt-level "z", wasm-opt -Oz), then the whole allowed request through the release

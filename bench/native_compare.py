@@ -3,21 +3,23 @@
 acceptance figures, side by side on loopback. `make bench` runs it with `--rounds 5 --out
 BENCHMARKS.md`, which rewrites that file's section between the `bench:native` markers.
 
-    make build dynamic-module
+    make build dynamic-module bench-minimal
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--pin] [--only n,n''] [--out FILE]
 
-One upstream Envoy (bench/envoy/upstream.yaml) and nine front Envoys (concurrency 1, no access
+One upstream Envoy (bench/envoy/upstream.yaml) and ten front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
-(bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (n) the native module (no buffer
-filter: it holds the request itself), (b'), (n') the same without the audit line (the filter's
-logger at warn), and
-(n'') (n) with Envoy's log in a file (`--log-path`: written in batches by Envoy's flush thread),
-(n''') (n) with `gateway.audit: "access_log"` (bench/policy-bench-audit-access-log.json), with
-bench/policy-bench.json and an allowed 1 KiB tools/call (bench/bodies). wrk
-drives each in interleaved rounds (order reversed every other round); reported: requests/s, p50 and
-p99 latency, front-Envoy CPU µs per request (median over rounds), and each Envoy's RSS after load;
-then the native build's targets, each a ratio or difference within a round (median [min, max]), the
-CPU added split into user space and the kernel.
+(bench/envoy/filters-native.yaml), (b) the wasm filter + buffer, (b') the same with the wasm
+logger at warn, (n) the native module (no buffer filter: it holds the request itself), (n') the
+same without the audit line (its logger at warn), (n'') (n) with Envoy's log in a file
+(`--log-path`: written in batches by Envoy's flush thread), (n''') (n) with `gateway.audit:
+"access_log"` (bench/policy-bench-audit-access-log.json), and (n0) the minimal body-reading dynamic
+module (bench/minimal-module, `make bench-minimal`): the floor of any native filter that holds and
+reads the request on this Envoy, with no decision. All with bench/policy-bench.json and an allowed
+1 KiB tools/call (bench/bodies). wrk drives each in interleaved rounds (order reversed every other
+round); reported: requests/s, p50 and p99 latency, front-Envoy CPU µs per request (median over
+rounds), and each Envoy's RSS after load; then the native build's targets, each a ratio or
+difference within a round (median [min, max]), the CPU added split into user space and the kernel,
+and the CPU the native build adds above the floor (n0).
 
 By default every process shares every CPU, so wrk and the upstream compete with the front and
 throughput ratios are compressed toward 1. `--pin` runs the fronts on the last CPU and the upstream
@@ -44,14 +46,16 @@ import report  # noqa: E402  (bench/report.py: a marked section of a markdown fi
 ROOT = harness.ROOT
 NATIVE = ROOT / "target" / "dynamic-module" / "libmcp_policy_native.so"
 WASM = ROOT / "target" / "wasm32-wasip1" / "release" / "mcp_policy_filter.wasm"
+MINIMAL = ROOT / "bench" / "minimal-module" / "target" / "release" / "libmcpf_bench_minimal_module.so"
 CONFIGS = {"a": "passthrough", "a'": "buffer", "c": "native", "b": "wasm", "b'": "wasm_quiet", "n": "dynamic",
            "n'": "dynamic_quiet", "n''": "dynamic_log_path",
-           "n'''": "dynamic_access_log"}
+           "n'''": "dynamic_access_log", "n0": "dynamic_minimal"}
 LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mcp + rbac filters", "b": "(b) wasm filter + buffer",
           "b'": "(b') (b), wasm log level warn", "n": "(n) native module",
           "n'": "(n') (n), dynamic_modules log level warn",
           "n''": "(n'') (n), Envoy's log in a file (--log-path)",
-          "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)"}
+          "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)",
+          "n0": "(n0) the minimal body-reading dynamic module (the floor)"}
 
 
 # The section of BENCHMARKS.md that `--out` rewrites (`make bench` passes it).
@@ -75,9 +79,17 @@ TARGETS = [
 
 def register_instances(work: pathlib.Path) -> None:
     """Add the native build's front Envoys to bench/load.py's instances (`dynamic`, `dynamic_quiet`,
-    `dynamic_log_path`, `dynamic_access_log`), and point Envoy at the module. `bench/perf_split.py`
-    runs the same ones."""
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
+    `dynamic_log_path`, `dynamic_access_log`, and the floor `dynamic_minimal`), and point Envoy at
+    both modules: one search directory (`work/modules`) with a link to each shared object.
+    `bench/perf_split.py` runs the same ones."""
+    modules = work / "modules"
+    modules.mkdir(exist_ok=True)
+    for so in (NATIVE, MINIMAL):
+        link = modules / so.name
+        if not link.is_symlink():
+            link.symlink_to(so)
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
+    load.INSTANCES["dynamic_minimal"] = ("filters-dynamic-minimal.yaml", 1, [], "")
     load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
     # No per-decision audit line (gateway.audit "log" writes it at info), as (b') for wasm.
     load.INSTANCES["dynamic_quiet"] = ("filters-dynamic.yaml", 1, ["--component-log-level", "dynamic_modules:warn"], "")
@@ -119,9 +131,9 @@ def main() -> None:
     front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin else (set(cpus), set(cpus))
     if args.pin and "--conns" not in sys.argv:
         args.conns = 8
-    for f in (NATIVE, WASM):
+    for f, make in ((NATIVE, "make dynamic-module"), (WASM, "make build"), (MINIMAL, "make bench-minimal")):
         if not f.is_file():
-            raise SystemExit(f"{f} missing: make build dynamic-module")
+            raise SystemExit(f"{f} missing: {make}")
     policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     register_instances(work)
@@ -175,8 +187,9 @@ def main() -> None:
             out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
                        f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
         out.append("")
-        audited = [k for k in ("n", "n''", "n'''") if k in configs]
-        heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`"}
+        audited = [k for k in ("n", "n''", "n'''", "n0") if k in configs]
+        heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
+                 "n0": "(n0) the floor: no decision"}
         out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
         out.append("|---|" + "---|" * (len(audited) + 1))
         for what, fn, target in TARGETS:
@@ -185,6 +198,15 @@ def main() -> None:
                 vals = [fn(rows, key, i) for i in range(args.rounds)]
                 cells.append(f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
             out.append(f"| {what} | {' | '.join(cells)} | {target} |")
+        if "n0" in configs:
+            # What the module's own work adds: the floor holds and reads the request as the native
+            # build does, so the rest of the native build's CPU is its decision and its effects.
+            cells = []
+            for key in audited:
+                vals = [rows[key][i]["cpu_us"] - rows["n0"][i]["cpu_us"] for i in range(args.rounds)]
+                cells.append("–" if key == "n0" else
+                             f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
+            out.append(f"| CPU µs added per call above the floor (n0) | {' | '.join(cells)} | – |")
         rss = " | ".join(f"{result[k]['rss_mib'] - result['a']['rss_mib']:.1f}" for k in audited)
         out.append(f"| RSS above passthrough, MiB (after the run) | {rss} | ≤ 8 |")
         print("\n".join(out))

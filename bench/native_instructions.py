@@ -16,8 +16,10 @@ admin `/logging` endpoint of the same process, it sends `--calls` allowed 1 KiB 
 (bench/bodies/allowed-1k.json) on one connection and counts them. Printed: instructions per call in
 the whole front Envoy and in the functions named by `--show`, per level, and the difference (what
 the audit line costs). Then, unless `--no-baselines`, the same count for a front Envoy with the
-buffer filter alone (a') and one with Envoy's own `mcp` + `rbac` filters (c), each under callgrind in
-turn, and every front's instructions per call above (a'): what each adds to the same call, exactly.
+buffer filter alone (a'), one with Envoy's own `mcp` + `rbac` filters (c) and one with the minimal
+body-reading dynamic module (n0, bench/minimal-module, `make bench-minimal`: the floor of any native
+filter), each under callgrind in turn, and every front's instructions per call above (a') and above
+(n0): what each adds to the same call, exactly.
 Kernel work (the write of the log line, the sockets) is not counted.
 """
 
@@ -35,6 +37,7 @@ import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner and templates)
+import native_compare  # noqa: E402  (where the minimal module is built)
 
 SHOW = ["envoy_dynamic_module_on_http_filter_request_headers", "envoy_dynamic_module_on_http_filter_request_body",
         "envoy_dynamic_module_callback_log", "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
@@ -62,7 +65,8 @@ def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
 # its logger at info (the audit line written) and at warning (not); the baselines have no log line.
 FRONTS = [("(n) native module", "filters-dynamic.yaml", ("info", "warning")),
           ("(a') buffer only", "filters-buffer.yaml", ("info",)),
-          ("(c) Envoy's mcp + rbac filters", "filters-native.yaml", ("info",))]
+          ("(c) Envoy's mcp + rbac filters", "filters-native.yaml", ("info",)),
+          ("(n0) minimal body-reading dynamic module", "filters-dynamic-minimal.yaml", ("info",))]
 
 
 def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tuple[str, ...], policy: str,
@@ -131,13 +135,21 @@ def main() -> None:
     args = ap.parse_args()
     if not (args.module_dir / "libmcp_policy_native.so").is_file():
         raise SystemExit(f"{args.module_dir}/libmcp_policy_native.so missing: make dynamic-module")
+    if not args.no_baselines and not native_compare.MINIMAL.is_file():
+        raise SystemExit(f"{native_compare.MINIMAL} missing: make bench-minimal")
     # The wrapper in .venv/bin is Python; valgrind must run the binary itself.
     binary = subprocess.run([sys.executable, "-c", "import envoy._main as m, pathlib; "
                              "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(args.module_dir.resolve())
     policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
+    # One search directory for both modules: a link to each shared object.
+    modules = work / "modules"
+    modules.mkdir()
+    (modules / "libmcp_policy_native.so").symlink_to((args.module_dir / "libmcp_policy_native.so").resolve())
+    if native_compare.MINIMAL.is_file():
+        (modules / native_compare.MINIMAL.name).symlink_to(native_compare.MINIMAL)
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(args.envoy, work, "upstream",
                              harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
@@ -154,13 +166,15 @@ def main() -> None:
             print(f"{key:58s} {i:10.0f} {w:10.0f} {i - w:10.0f}")
         if not args.no_baselines:
             base = counted[FRONTS[1][0]]["info"]["total"]
+            floor = counted[FRONTS[3][0]]["info"]["total"]
             print()
-            print(f"{'whole front Envoy, per allowed call':58s} {'total':>10s} {'above buffer':>12s}")
+            print(f"{'whole front Envoy, per allowed call':58s} {'total':>10s} {'above buffer':>12s} "
+                  f"{'above floor':>12s}")
             rows = [(f"{FRONTS[0][0]}, logger at info (audit line)", module["info"]["total"]),
                     (f"{FRONTS[0][0]}, logger at warning", module["warning"]["total"]),
                     *((label, c["info"]["total"]) for label, c in list(counted.items())[1:])]
             for label, total in rows:
-                print(f"{label:58s} {total:10.0f} {total - base:+12.0f}")
+                print(f"{label:58s} {total:10.0f} {total - base:+12.0f} {total - floor:+12.0f}")
     finally:
         upstream.proc.terminate()
         upstream.proc.wait(60)

@@ -14,14 +14,17 @@ samples are split by where they fell and turned into microseconds per request
              C++ side: header maps, shared data, filter state, metrics, the logger) and V8's runtime
     JIT      code V8 generated: the filter's wasm functions and the wasm <-> host call stubs
     module   the native build's shared object (`make dynamic-module`): the core and its ABI glue
+             (or the minimal module's, for n0)
     libc     memcpy, malloc and friends called from any of them
 
 The configurations (keys for `--only`): a (passthrough), a' (the buffer filter), c (Envoy's mcp +
 RBAC), m (the minimal body-reading filter, bench/minimal-filter), b (this filter with the audit record
 as an info log line, `log`, the default), b_al (as a filter-state value, `access_log`), b_nofs
 (`access_log` and `filter_state: false`), and the native build as bench/native_compare.py runs it:
-n (as shipped), n' (its logger at warn: no audit line) and n''' (`access_log`). The native ones
-need `make dynamic-module`; without the shared object they are left out, with a line saying so.
+n (as shipped), n' (its logger at warn: no audit line), n''' (`access_log`) and n0 (the minimal
+body-reading dynamic module, bench/minimal-module: the floor of any native filter). The native ones
+need `make dynamic-module` and `make bench-minimal`; without the shared objects they are left out,
+with a line saying so.
 Medians over the rounds are printed as a Markdown table. perf's own overhead inflates every figure
 by roughly the same factor; compare the rows, not the absolute sum with bench/load.py's CPU column.
 
@@ -62,7 +65,7 @@ def region(dso: str) -> str | None:
         return "kernel"
     if dso.startswith("[JIT]"):
         return "JIT"
-    if dso == native_compare.NATIVE.name:
+    if dso in (native_compare.NATIVE.name, native_compare.MINIMAL.name):
         return "module"
     if dso.startswith("libc") or dso.startswith("libm") or dso.startswith("[vdso]"):
         return "libc"
@@ -169,15 +172,17 @@ def main() -> None:
         "n": ("native build, audit log", "dynamic", args.wasm, default),
         "n'": ("native build, no audit line (logger at warn)", "dynamic_quiet", args.wasm, default),
         "n'''": ("native build, audit access_log", "dynamic_access_log", args.wasm, access_log),
+        "n0": ("minimal body-reading dynamic module", "dynamic_minimal", args.wasm, default),
     }
     wanted = list(known) if not args.only else ["a", *args.only.split(",")]
     unknown = [k for k in wanted if k not in known]
     if unknown:
         raise SystemExit(f"--only: unknown configuration(s) {unknown}; known: {', '.join(known)}")
-    if native_compare.NATIVE.is_file():
+    if native_compare.NATIVE.is_file() and native_compare.MINIMAL.is_file():
         native_compare.register_instances(workdir)
     elif any(k.startswith("n") for k in wanted):
-        harness.log(f"{native_compare.NATIVE} missing (make dynamic-module): the native build is left out")
+        harness.log(f"{native_compare.NATIVE} or {native_compare.MINIMAL} missing (make dynamic-module "
+                    "bench-minimal): the native build is left out")
         wanted = [k for k in wanted if not k.startswith("n")]
     configs = {known[k][0]: known[k][1:] for k in dict.fromkeys(wanted)}
     for v in args.variant:
