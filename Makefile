@@ -244,8 +244,8 @@ fmt:
 ##                only holds the request and reads them (bench/minimal-module)
 .PHONY: bench-minimal
 bench-minimal: wasm-target
-	cd bench/minimal-filter && $(CARGO) build --locked --release --target $(WASM_TARGET)
-	cd bench/minimal-module && $(CARGO) build --locked --release
+	cd bench/minimal-filter && CARGO_TARGET_DIR=target $(CARGO) build --locked --release --target $(WASM_TARGET)
+	cd bench/minimal-module && CARGO_TARGET_DIR=target $(CARGO) build --locked --release
 
 ## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
 ##           is (opt-level "z", wasm-opt -Oz), then the whole allowed request through the release

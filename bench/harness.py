@@ -12,6 +12,7 @@ import pathlib
 import platform
 import random
 import re
+import shutil
 import socket
 import statistics
 import string
@@ -140,6 +141,8 @@ def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
 
 
 def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk not found: `make bench` installs it when run as root (Debian package wrk)")
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(BENCH / "wrk" / "post.lua"),
            f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), TOKEN]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

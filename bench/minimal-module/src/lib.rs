@@ -1,10 +1,11 @@
 //! The minimal body-reading dynamic module (the native build's floor): for each request it does what
-//! the native build must do before any decision, and nothing else. It holds the request headers,
-//! raises the stream's buffer limit, reads one header (`authorization`, the credential the filter
-//! reads) and, at end of stream, the whole body through the same ABI calls as the native build
-//! (crates/filter-native/src/ffi); then it continues. No parsing, no decision, no logging, no
-//! allocation. Loaded as the native build is (`bench/envoy/filters-dynamic-minimal.yaml`), on Envoy
-//! 1.40's dynamic-module ABI.
+//! the native build must do before any decision, through the same ABI calls
+//! (crates/filter-native/src/ffi), and nothing else. It holds the request headers, reads them all in
+//! place and finds `authorization` (the credential the filter reads) among them, raises the stream's
+//! buffer limit; at the end of the stream it sizes the body and copies it into one buffer, as the
+//! native build does before it parses it; then it continues. No parsing, no decision, no logging, no
+//! filter state, no metrics. Loaded as the native build is
+//! (`bench/envoy/filters-dynamic-minimal.yaml`), on Envoy 1.40's dynamic-module ABI.
 
 // The hooks' signatures are Envoy's ABI: they take Envoy's pointers and hand them back to its callbacks.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
@@ -31,20 +32,16 @@ pub struct Buffer {
 const NULL: Buffer = Buffer { ptr: std::ptr::null(), len: 0 };
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Header {
     key: Buffer,
     value: Buffer,
 }
 
 extern "C" {
-    fn envoy_dynamic_module_callback_http_get_header(
-        filter: *mut c_void,
-        map: u32,
-        key: Buffer,
-        out: *mut Buffer,
-        index: usize,
-        optional_size: *mut usize,
-    ) -> bool;
+    fn envoy_dynamic_module_callback_http_get_headers_size(filter: *mut c_void, map: u32) -> usize;
+    fn envoy_dynamic_module_callback_http_get_headers(filter: *mut c_void, map: u32, out: *mut Header) -> bool;
+    fn envoy_dynamic_module_callback_http_get_body_size(filter: *mut c_void, body: u32) -> usize;
     fn envoy_dynamic_module_callback_http_get_buffer_limit(filter: *mut c_void) -> u64;
     fn envoy_dynamic_module_callback_http_set_buffer_limit(filter: *mut c_void, limit: u64);
     fn envoy_dynamic_module_callback_http_get_body_chunks_size(filter: *mut c_void, body: u32) -> usize;
@@ -57,27 +54,33 @@ struct Minimal {
     seen: usize,
 }
 
-/// Bytes in body `which`, read slice by slice (the native build copies them into one buffer).
-fn read_body(filter: *mut c_void, which: u32) -> usize {
+/// Append body `which` to `out`, copied once from Envoy's slices, as the native build does
+/// (`Stream::append_body`): the slice descriptors on the stack unless there are more than 16.
+fn append_body(filter: *mut c_void, which: u32, out: &mut Vec<u8>) {
     // SAFETY: `filter` is the stream's filter pointer, used inside its event hook.
     let n = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(filter, which) };
-    let mut chunks = [NULL; 16];
-    if n == 0 || n > chunks.len() {
-        return 0;
+    if n == 0 {
+        return;
     }
+    let mut inline = [NULL; 16];
+    let mut heap = Vec::new();
+    let chunks: &mut [Buffer] = match inline.get_mut(..n) {
+        Some(c) => c,
+        None => {
+            heap.resize(n, NULL);
+            &mut heap
+        }
+    };
     // SAFETY: `chunks` has room for the `n` slices Envoy just counted.
     if !unsafe { envoy_dynamic_module_callback_http_get_body_chunks(filter, which, chunks.as_mut_ptr()) } {
-        return 0;
+        return;
     }
-    let mut sum = 0usize;
-    for c in &chunks[..n] {
+    for c in chunks.iter() {
         if !c.ptr.is_null() {
             // SAFETY: Envoy filled (ptr, len) during this hook; it is read before the hook returns.
-            let bytes = unsafe { std::slice::from_raw_parts(c.ptr, c.len) };
-            sum = sum.wrapping_add(bytes.iter().map(|&b| b as usize).sum::<usize>());
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(c.ptr, c.len) });
         }
     }
-    sum
 }
 
 fn with_stream(module_ptr: *const c_void, f: impl FnOnce(&mut Minimal)) {
@@ -130,21 +133,23 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
     end_of_stream: bool,
 ) -> u32 {
     with_stream(filter_module_ptr, |m| {
-        let key = b"authorization";
-        let mut out = NULL;
-        // SAFETY: the key is read during the call; `out` is a valid out pointer; the count may be null.
-        let found = unsafe {
-            envoy_dynamic_module_callback_http_get_header(
-                filter_envoy_ptr,
-                REQUEST_HEADERS,
-                Buffer { ptr: key.as_ptr(), len: key.len() },
-                &mut out,
-                0,
-                std::ptr::null_mut(),
-            )
-        };
-        if found {
-            m.seen += out.len;
+        // SAFETY: the stream's filter pointer, inside its event hook.
+        let n = unsafe { envoy_dynamic_module_callback_http_get_headers_size(filter_envoy_ptr, REQUEST_HEADERS) };
+        let mut headers = vec![Header { key: NULL, value: NULL }; n];
+        // SAFETY: `headers` has room for the `n` headers Envoy just counted in the same map.
+        if n > 0
+            && unsafe {
+                envoy_dynamic_module_callback_http_get_headers(filter_envoy_ptr, REQUEST_HEADERS, headers.as_mut_ptr())
+            }
+        {
+            for h in &headers {
+                if h.key.len == 13 && !h.key.ptr.is_null() {
+                    // SAFETY: Envoy filled (ptr, len) during this hook; it is read before the hook returns.
+                    if unsafe { std::slice::from_raw_parts(h.key.ptr, h.key.len) } == b"authorization" {
+                        m.seen += h.value.len;
+                    }
+                }
+            }
         }
         if !end_of_stream {
             // SAFETY: the stream's filter pointer, inside its event hook.
@@ -172,11 +177,21 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
         return STOP_ITERATION_AND_BUFFER;
     }
     with_stream(filter_module_ptr, |m| {
-        m.seen = m.seen.wrapping_add(read_body(filter_envoy_ptr, BUFFERED_REQUEST_BODY));
         // SAFETY: the stream's filter pointer, inside its event hook.
-        if !unsafe { envoy_dynamic_module_callback_http_received_buffered_request_body(filter_envoy_ptr) } {
-            m.seen = m.seen.wrapping_add(read_body(filter_envoy_ptr, RECEIVED_REQUEST_BODY));
+        let (received_is_buffered, size) = unsafe {
+            let buffered = envoy_dynamic_module_callback_http_received_buffered_request_body(filter_envoy_ptr);
+            let mut size = envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr, BUFFERED_REQUEST_BODY);
+            if !buffered {
+                size += envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr, RECEIVED_REQUEST_BODY);
+            }
+            (buffered, size)
+        };
+        let mut body = Vec::with_capacity(size);
+        append_body(filter_envoy_ptr, BUFFERED_REQUEST_BODY, &mut body);
+        if !received_is_buffered {
+            append_body(filter_envoy_ptr, RECEIVED_REQUEST_BODY, &mut body);
         }
+        m.seen = m.seen.wrapping_add(std::hint::black_box(&body).len());
     });
     CONTINUE
 }
