@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -58,6 +59,9 @@ import native_compare  # noqa: E402  (the native build's front Envoys)
 
 FREQ = 2999
 REGIONS = ("kernel", "envoy", "JIT", "module", "libc")
+# perf names a shared object by the file that was mapped: a link's target. Names of other builds of
+# the native module (--other-module) that count as the module too.
+OTHER_MODULES: set[str] = set()
 
 
 def region(dso: str) -> str | None:
@@ -65,7 +69,7 @@ def region(dso: str) -> str | None:
         return "kernel"
     if dso.startswith("[JIT]"):
         return "JIT"
-    if dso in (native_compare.NATIVE.name, native_compare.MINIMAL.name):
+    if dso in (native_compare.NATIVE.name, native_compare.MINIMAL.name) or dso in OTHER_MODULES:
         return "module"
     if dso.startswith("libc") or dso.startswith("libm") or dso.startswith("[vdso]"):
         return "libc"
@@ -152,6 +156,9 @@ def main() -> None:
     ap.add_argument("--hooks", action="store_true",
                     help="record call stacks and split the native build's time by the module's hooks")
     ap.add_argument("--only", help="comma-separated configuration keys to run (a is always run); default: all")
+    ap.add_argument("--other-module", type=pathlib.Path, metavar="SO",
+                    help="also run (n') on another build of the native module, interleaved with the rest: for "
+                         "example one built with `CARGO_TARGET_DIR=/tmp/x make dynamic-module PGO=0`")
     args = ap.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("perf not found: apt-get install linux-perf")
@@ -178,7 +185,7 @@ def main() -> None:
     unknown = [k for k in wanted if k not in known]
     if unknown:
         raise SystemExit(f"--only: unknown configuration(s) {unknown}; known: {', '.join(known)}")
-    if native_compare.NATIVE.is_file():
+    if native_compare.NATIVE.is_file() or args.other_module:
         native_compare.register_instances(workdir)
     elif any(k.startswith("n") for k in wanted):
         harness.log(f"{native_compare.NATIVE} missing (make dynamic-module): the native build is left out")
@@ -187,6 +194,18 @@ def main() -> None:
         harness.log(f"{native_compare.MINIMAL} missing (make bench-minimal): the floor (n0) is left out")
         wanted.remove("n0")
     configs = {known[k][0]: known[k][1:] for k in dict.fromkeys(wanted)}
+    # Envoy finds a module by its name in the search directory it is started with: the other build
+    # gets a directory of its own, set for its front Envoys only.
+    other_label, search_dirs = "native build, no audit line, --other-module", {}
+    if args.other_module:
+        if not args.other_module.is_file():
+            raise SystemExit(f"--other-module: no file {args.other_module}")
+        other_dir = workdir / "other-module"
+        other_dir.mkdir()
+        (other_dir / native_compare.NATIVE.name).symlink_to(args.other_module.resolve())
+        OTHER_MODULES.add(args.other_module.resolve().name)
+        configs[other_label] = known["n'"][1:]
+        search_dirs[other_label] = str(other_dir)
     for v in args.variant:
         vname, _, rest = v.partition("=")
         parts = rest.split(",")
@@ -203,8 +222,17 @@ def main() -> None:
             order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
             for i, n in enumerate(order):
                 inst, wasm, pol = configs[n]
-                rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
-                                         f"r{rnd}-{i}", args.hooks))
+                shared = os.environ.get("ENVOY_DYNAMIC_MODULES_SEARCH_PATH")
+                if n in search_dirs:
+                    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = search_dirs[n]
+                try:
+                    rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
+                                             f"r{rnd}-{i}", args.hooks))
+                finally:
+                    if shared is None:
+                        os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
+                    else:
+                        os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = shared
                 harness.log(f"round {rnd + 1} {n}: {rounds[n][-1]['total']:.1f} µs/request")
     finally:
         upstream.stop()

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The execution profile the native build is optimized with (`make dynamic-module-profile`).
+
+    rustup component add llvm-tools      # llvm-profdata of the toolchain's own LLVM
+    make dynamic-module-profile          # this script, after the venv and wrk
+
+Under load, the native build's time goes to cold caches more than to instructions: its hooks take
+about 20 µs a call in a loaded front Envoy against 2.5-3 µs for the same decision in a loop
+(docs/src/deploy/native.md, Where the CPU time goes). Profile-guided optimization lays out the code
+by how often it runs (hot paths together and straight, cold paths out of the way), which is what
+such a workload needs; it changes no behaviour.
+
+1. Builds the module instrumented (`-Cprofile-generate`, the `dynamic-module` cargo profile and the
+   same frame pointers as `make dynamic-module`) into target/pgo-generate.
+2. Runs it in a front Envoy on loopback (bench/envoy/filters-dynamic.yaml, the logger at info as
+   shipped) behind which one upstream Envoy answers every call, and drives it with wrk: allowed
+   calls of 200 B, 1 KiB and 64 KiB, a denied call and a rate-limited one under
+   bench/policy-bench.json; argument conditions and their regex under
+   bench/policy-conditions-bench.json; the audit record for the access log. Each front Envoy exits
+   cleanly, and the module's profile runtime writes its counts at exit.
+3. Merges the counts (sparse: functions that never ran are left out) with the toolchain's
+   `llvm-profdata` into crates/filter-native/pgo/mcp_policy_native.profdata, and records beside it
+   the toolchain's LLVM major version (llvm-version: `make dynamic-module` uses the profile only with
+   a rustc of the same LLVM, whose reader is sure to take it) and the hash of the sources it
+   describes (sources, given by the Makefile: `make dynamic-module` says when they changed since).
+   The old profile stays in place until the new one is complete.
+
+A profile older than the code still builds a correct module: functions whose code changed since get
+no profile and are optimized as without one. Run this again after changing the core or the module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import harness  # noqa: E402  (bench/harness.py: the Envoy runner, templates and wrk)
+import load  # noqa: E402  (bench/load.py: start_front and its Envoy instances)
+
+ROOT = harness.ROOT
+PGO_DIR = ROOT / "crates" / "filter-native" / "pgo"
+PROFILE = PGO_DIR / "mcp_policy_native.profdata"
+LLVM_VERSION = PGO_DIR / "llvm-version"
+SOURCES = PGO_DIR / "sources"
+GENERATE_DIR = ROOT / "target" / "pgo-generate"
+# Where the instrumented build writes its counts by default: one fixed path, so that the flags, and
+# with them cargo's cache, are the same from one run to the next.
+RAW_DIR = GENERATE_DIR / "raw"
+
+# (policy file, [(body, seconds)]): what the front Envoys serve while the profile is taken. The
+# allowed 1 KiB call, what agents mostly send and what the benchmarks measure, gets the most time.
+WORKLOAD = [
+    ("policy-bench.json", [("allowed-1k.json", 12), ("allowed-200.json", 3), ("allowed-64k.json", 2),
+                           ("denied-1k.json", 3), ("exec-1k.json", 2)]),
+    ("policy-conditions-bench.json", [("exec-1k.json", 3), ("allowed-1k.json", 2)]),
+    ("policy-bench-audit-access-log.json", [("allowed-1k.json", 3)]),
+]
+
+
+def rustc_llvm_major() -> str:
+    out = subprocess.run([os.environ.get("RUSTC", "rustc"), "-vV"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^LLVM version: (\d+)", out, re.M)
+    if not m:
+        raise SystemExit(f"cannot read rustc's LLVM version from:\n{out}")
+    return m.group(1)
+
+
+def llvm_profdata() -> pathlib.Path:
+    """The toolchain's own llvm-profdata (rustup's llvm-tools component): it reads the raw profiles
+    the toolchain's profile runtime writes, whatever the system's LLVM is."""
+    sysroot = subprocess.run([os.environ.get("RUSTC", "rustc"), "--print", "sysroot"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    host = re.search(r"^host: (\S+)", subprocess.run([os.environ.get("RUSTC", "rustc"), "-vV"], capture_output=True,
+                                                      text=True, check=True).stdout, re.M).group(1)
+    tool = pathlib.Path(sysroot) / "lib" / "rustlib" / host / "bin" / "llvm-profdata"
+    if not tool.is_file():
+        raise SystemExit(f"{tool} missing: rustup component add llvm-tools")
+    return tool
+
+
+def build_instrumented(raw_dir: pathlib.Path) -> pathlib.Path:
+    flags = f"-C force-frame-pointers=yes -Cprofile-generate={raw_dir}"
+    env = dict(os.environ, CARGO_TARGET_DIR=str(GENERATE_DIR), RUSTFLAGS=flags)
+    env.pop("CARGO_ENCODED_RUSTFLAGS", None)
+    subprocess.run([*os.environ.get("CARGO", "cargo").split(), "build", "--profile", "dynamic-module", "--locked", "-p", "mcp-policy-filter-native"],
+                   cwd=ROOT, env=env, check=True)
+    module = GENERATE_DIR / "dynamic-module" / "libmcp_policy_native.so"
+    if not module.is_file():
+        raise SystemExit(f"{module} was not built")
+    return module
+
+
+def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib.Path) -> int:
+    """Drive front Envoys with the instrumented module; returns the number of requests served."""
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(module.parent)
+    # Only the front Envoys' counts: build scripts of the instrumented build wrote their own.
+    os.environ["LLVM_PROFILE_FILE"] = str(raw_dir / "envoy-%p-%m.profraw")
+    load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
+    up_port, up_admin = harness.free_port(), harness.free_port()
+    upstream = harness.Envoy(envoy, work, "upstream",
+                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    served = 0
+    try:
+        upstream.wait_ready(up_admin)
+        for i, (policy_file, runs) in enumerate(WORKLOAD):
+            policy = harness.policy_text(harness.BENCH / policy_file)
+            front, port = load.start_front(envoy, work, f"front{i}", "dynamic", up_port, module, policy)
+            try:
+                front.wait_ready(front.admin_port)
+                for body, seconds in runs:
+                    w = harness.run_wrk(port, body, seconds, 1, 2)
+                    harness.log(f"{policy_file}, {body}: {w['requests']} requests")
+                    served += w["requests"]
+            finally:
+                front.stop()
+    finally:
+        upstream.stop()
+    return served
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
+    ap.add_argument("--sources", required=True, help="the hash of the sources the profile describes (the Makefile's "
+                    "PGO_SOURCES), recorded beside it")
+    args = ap.parse_args()
+    profdata = llvm_profdata()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk not found: make wrk-deps installs it when run as root (Debian package wrk)")
+    shutil.rmtree(RAW_DIR, ignore_errors=True)
+    RAW_DIR.mkdir(parents=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-pgo-"))
+    module = build_instrumented(RAW_DIR)
+    served = train(args.envoy, module, RAW_DIR, work)
+    raws = sorted(RAW_DIR.glob("envoy-*.profraw"))
+    if len(raws) != len(WORKLOAD):
+        raise SystemExit(f"expected {len(WORKLOAD)} profiles (one per front Envoy), found {len(raws)} in {RAW_DIR}: "
+                         f"did an Envoy not exit cleanly? (logs in {work}); the profile in place is unchanged")
+    PGO_DIR.mkdir(parents=True, exist_ok=True)
+    # Sparse: functions that never ran are left out (a third of the size); they build as without a
+    # profile either way. Merged beside the profile, then put in its place, with its LLVM version
+    # and sources: no build ever sees a new profile with an old version or a half-written one.
+    partial = PROFILE.with_suffix(".profdata.partial")
+    subprocess.run([str(profdata), "merge", "--sparse", "-o", str(partial), *map(str, raws)], check=True)
+    LLVM_VERSION.unlink(missing_ok=True)
+    os.replace(partial, PROFILE)
+    SOURCES.write_text(args.sources + "\n")
+    LLVM_VERSION.write_text(rustc_llvm_major() + "\n")
+    shutil.rmtree(RAW_DIR)
+    shutil.rmtree(work)
+    harness.log(f"{PROFILE.relative_to(ROOT)}: {PROFILE.stat().st_size} bytes from {served} requests "
+                f"(LLVM {LLVM_VERSION.read_text().strip()}); make dynamic-module builds with it")
+
+
+if __name__ == "__main__":
+    main()
