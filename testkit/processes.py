@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,21 +48,39 @@ def _worker_share() -> tuple[int, int]:
     return int(worker[2:]) % count, count
 
 
+def _below_ephemeral() -> range:
+    """Ports the kernel never picks on its own: below the range it takes the local port of every
+    outgoing connection (and of `bind` to port 0) from, `net.ipv4.ip_local_port_range`."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(10000, max(low, 20000))
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago and not handed out before by this process.
 
+    It is taken below the kernel's ephemeral range, so no connection made in the meantime (an
+    Envoy's to its upstream, a client's to a server) can take it as its local port before the
+    process it is meant for binds it: tests choose ports well before they start what listens.
     Under pytest-xdist each worker takes only its share of the ports (half the port number, modulo
-    the worker count, is its index: Linux hands `bind` to port 0 odd ports first), so two workers
-    never hand out the same port (each only knows its own)."""
+    the worker count, is its index), so two workers never hand out the same port (each only knows
+    its own)."""
     index, count = _worker_share()
-    for _ in range(50 * count):
+    ports = _below_ephemeral()
+    for _ in range(200):
+        port = random.randrange(ports.start, ports.stop)
+        if port // 2 % count != index or port in _handed_out:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((HOST, 0))
-            port = s.getsockname()[1]
-        if port // 2 % count == index and port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise RuntimeError("could not find a free port")
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"could not find a free port in {ports.start}-{ports.stop - 1}")
 
 
 def port_open(port: int, host: str = HOST, timeout: float = 0.2) -> bool:
