@@ -313,7 +313,7 @@ bench: build dynamic-module bench-minimal bench-v8 approvals ratelimit redis-dep
 wrk-deps:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
-	  { echo "make bench needs wrk: sudo apt-get install wrk" >&2; exit 1; }
+	  { echo "wrk, the load generator of make bench and make dynamic-module-profile, is missing: sudo apt-get install wrk" >&2; exit 1; }
 
 ## native: every native release binary in one cargo command, so that a second call compiles
 ##         nothing: the CLI, the two services and the load generator of make bench
