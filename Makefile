@@ -106,7 +106,7 @@ dynamic-module:
 ##                         or the module: a stale profile builds a correct but slower module.
 .PHONY: dynamic-module-profile
 dynamic-module-profile: venv wrk-deps
-	$(PY) bench/pgo_profile.py --sources $(PGO_SOURCES)
+	$(PY) bench/pgo_profile.py --sources $(PGO_SOURCES) --llvm $(RUSTC_LLVM)
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)

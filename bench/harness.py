@@ -13,12 +13,17 @@ import platform
 import random
 import re
 import shutil
-import socket
 import statistics
 import string
 import subprocess
 import time
 import urllib.request
+
+# The tests' port picker: below the kernel's ephemeral range, so a connection made between choosing
+# a port and starting the Envoy that binds it cannot take it as its local port.
+from testkit import processes as _processes  # noqa: E402
+
+free_port = _processes.free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -30,15 +35,21 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def policy_text(path: pathlib.Path) -> str:
     """A policy file as the one-line JSON text a plugin configuration carries."""
     return json.dumps(json.loads(path.read_text()), separators=(",", ":"))
+
+
+def module_search_dir(directory: pathlib.Path, links: dict[str, pathlib.Path]) -> pathlib.Path:
+    """A directory for ENVOY_DYNAMIC_MODULES_SEARCH_PATH, where Envoy finds `lib<name>.so`: a link
+    under each name to its shared object (those that exist), so that modules built in different
+    places load side by side, or one build under another's name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, so in links.items():
+        link = directory / name
+        if so.is_file() and not link.is_symlink():
+            link.symlink_to(so.resolve())
+    return directory
 
 
 def render(template: str, **values: str) -> str:
@@ -140,9 +151,13 @@ def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+def require_wrk() -> None:
     if not shutil.which("wrk"):
-        raise SystemExit("wrk not found: `make bench` installs it when run as root (Debian package wrk)")
+        raise SystemExit("wrk not found: make wrk-deps installs it when run as root (Debian package wrk)")
+
+
+def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+    require_wrk()
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(BENCH / "wrk" / "post.lua"),
            f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), TOKEN]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

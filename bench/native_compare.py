@@ -82,12 +82,7 @@ def register_instances(work: pathlib.Path) -> None:
     `dynamic_log_path`, `dynamic_access_log`, and the floor `dynamic_minimal`), and point Envoy at
     both modules: one search directory (`work/modules`) with a link to each shared object.
     `bench/perf_split.py` runs the same ones."""
-    modules = work / "modules"
-    modules.mkdir(exist_ok=True)
-    for so in (NATIVE, MINIMAL):
-        link = modules / so.name
-        if so.is_file() and not link.is_symlink():
-            link.symlink_to(so)
+    modules = harness.module_search_dir(work / "modules", {so.name: so for so in (NATIVE, MINIMAL)})
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
     load.INSTANCES["dynamic_minimal"] = ("filters-dynamic-minimal.yaml", 1, [], "")
     load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")

@@ -144,11 +144,9 @@ def main() -> None:
     policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
     # One search directory for both modules: a link to each shared object.
-    modules = work / "modules"
-    modules.mkdir()
-    (modules / "libmcp_policy_native.so").symlink_to((args.module_dir / "libmcp_policy_native.so").resolve())
-    if native_compare.MINIMAL.is_file():
-        (modules / native_compare.MINIMAL.name).symlink_to(native_compare.MINIMAL)
+    modules = harness.module_search_dir(work / "modules", {
+        "libmcp_policy_native.so": args.module_dir / "libmcp_policy_native.so",
+        native_compare.MINIMAL.name: native_compare.MINIMAL})
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(args.envoy, work, "upstream",

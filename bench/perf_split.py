@@ -200,9 +200,7 @@ def main() -> None:
     if args.other_module:
         if not args.other_module.is_file():
             raise SystemExit(f"--other-module: no file {args.other_module}")
-        other_dir = workdir / "other-module"
-        other_dir.mkdir()
-        (other_dir / native_compare.NATIVE.name).symlink_to(args.other_module.resolve())
+        other_dir = harness.module_search_dir(workdir / "other-module", {native_compare.NATIVE.name: args.other_module})
         OTHER_MODULES.add(args.other_module.resolve().name)
         configs[other_label] = known["n'"][1:]
         search_dirs[other_label] = str(other_dir)

@@ -22,7 +22,8 @@ such a workload needs; it changes no behaviour.
    `llvm-profdata` into crates/filter-native/pgo/mcp_policy_native.profdata, and records beside it
    the toolchain's LLVM major version (llvm-version: `make dynamic-module` uses the profile only with
    a rustc of the same LLVM, whose reader is sure to take it) and the hash of the sources it
-   describes (sources, given by the Makefile: `make dynamic-module` says when they changed since).
+   describes (sources: `make dynamic-module` says when they changed since), both as the Makefile
+   computes them for that comparison.
    The old profile stays in place until the new one is complete.
 
 A profile older than the code still builds a correct module: functions whose code changed since get
@@ -34,7 +35,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -64,21 +64,12 @@ WORKLOAD = [
 ]
 
 
-def rustc_llvm_major() -> str:
-    out = subprocess.run([os.environ.get("RUSTC", "rustc"), "-vV"], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"^LLVM version: (\d+)", out, re.M)
-    if not m:
-        raise SystemExit(f"cannot read rustc's LLVM version from:\n{out}")
-    return m.group(1)
-
-
 def llvm_profdata() -> pathlib.Path:
     """The toolchain's own llvm-profdata (rustup's llvm-tools component): it reads the raw profiles
     the toolchain's profile runtime writes, whatever the system's LLVM is."""
-    sysroot = subprocess.run([os.environ.get("RUSTC", "rustc"), "--print", "sysroot"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    host = re.search(r"^host: (\S+)", subprocess.run([os.environ.get("RUSTC", "rustc"), "-vV"], capture_output=True,
-                                                      text=True, check=True).stdout, re.M).group(1)
+    rustc = os.environ.get("RUSTC", "rustc")
+    sysroot = subprocess.run([rustc, "--print", "sysroot"], capture_output=True, text=True, check=True).stdout.strip()
+    host = subprocess.run([rustc, "--print", "host-tuple"], capture_output=True, text=True, check=True).stdout.strip()
     tool = pathlib.Path(sysroot) / "lib" / "rustlib" / host / "bin" / "llvm-profdata"
     if not tool.is_file():
         raise SystemExit(f"{tool} missing: rustup component add llvm-tools")
@@ -130,10 +121,11 @@ def main() -> None:
     ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
     ap.add_argument("--sources", required=True, help="the hash of the sources the profile describes (the Makefile's "
                     "PGO_SOURCES), recorded beside it")
+    ap.add_argument("--llvm", required=True, help="this rustc's LLVM major version (the Makefile's RUSTC_LLVM, which "
+                    "make dynamic-module compares with it), recorded beside it")
     args = ap.parse_args()
     profdata = llvm_profdata()
-    if not shutil.which("wrk"):
-        raise SystemExit("wrk not found: make wrk-deps installs it when run as root (Debian package wrk)")
+    harness.require_wrk()
     shutil.rmtree(RAW_DIR, ignore_errors=True)
     RAW_DIR.mkdir(parents=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="mcpf-pgo-"))
@@ -152,7 +144,7 @@ def main() -> None:
     LLVM_VERSION.unlink(missing_ok=True)
     os.replace(partial, PROFILE)
     SOURCES.write_text(args.sources + "\n")
-    LLVM_VERSION.write_text(rustc_llvm_major() + "\n")
+    LLVM_VERSION.write_text(args.llvm + "\n")
     shutil.rmtree(RAW_DIR)
     shutil.rmtree(work)
     harness.log(f"{PROFILE.relative_to(ROOT)}: {PROFILE.stat().st_size} bytes from {served} requests "
