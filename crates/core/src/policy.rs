@@ -23,6 +23,21 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+/// A map keyed by a tool or method name, looked up several times for every call (the rule, its
+/// limits, its mode, its pin). Natively it hashes with foldhash, as the native build's store does:
+/// SipHash took about 600 instructions of every allowed call (`bench/native_instructions.py`), for a
+/// map whose keys are the policy's own names, fixed at load, where a caller's name can only look
+/// up, never insert. The wasm module keeps std's hasher: foldhash would add bytes its size target
+/// does not leave (`make size-check`).
+pub type NameMap<V> = HashMap<String, V, NameHasher>;
+
+/// The hasher of [`NameMap`], seeded per map.
+#[cfg(not(target_arch = "wasm32"))]
+pub type NameHasher = foldhash::fast::RandomState;
+/// The hasher of [`NameMap`], seeded per map.
+#[cfg(target_arch = "wasm32")]
+pub type NameHasher = std::hash::RandomState;
+
 use crate::wire::fold::FoldedNames;
 
 pub mod conditions;
@@ -49,10 +64,10 @@ pub struct Policy {
     /// `hide` and the tools with `action: "deny"`, matched after folding (`fold::tool_key`).
     hidden_folded: FoldedNames,
     denied_folded: FoldedNames,
-    tools: HashMap<String, ToolRule>,
+    tools: NameMap<ToolRule>,
     all_tools: Vec<usize>,
     pub limits: Vec<Limit>,
-    methods: HashMap<String, Action>,
+    methods: NameMap<Action>,
     pub gateway: Gateway,
     /// Its name in a policy set (`policies.NAME`); `None` for a plain `policy.json`.
     pub name: Option<String>,
@@ -61,7 +76,7 @@ pub struct Policy {
     /// `flows`: rules across calls (`flows`).
     pub flows: Vec<flows::Flow>,
     /// `pins`: reviewed definitions of tools not under `tools` (`pinned`).
-    pinned: HashMap<String, pinned::Pinned>,
+    pinned: NameMap<pinned::Pinned>,
     /// `default_for`: those tools decided by their pinned annotations (`pinned`).
     default_for: Vec<pinned::DefaultFor>,
 }
@@ -81,10 +96,10 @@ impl Policy {
     pub(crate) fn new(
         default: Action,
         hide: Vec<String>,
-        tools: HashMap<String, ToolRule>,
+        tools: NameMap<ToolRule>,
         all_tools: Vec<usize>,
         limits: Vec<Limit>,
-        methods: HashMap<String, Action>,
+        methods: NameMap<Action>,
         gateway: Gateway,
     ) -> Self {
         let hide_all = hide.iter().any(|h| h == "*");
@@ -109,7 +124,7 @@ impl Policy {
             methods,
             gateway,
             flows: Vec::new(),
-            pinned: HashMap::new(),
+            pinned: NameMap::default(),
             default_for: Vec::new(),
             name: None,
             stance: Stance::Attached,
@@ -117,11 +132,7 @@ impl Policy {
     }
 
     /// The policy with its `pins` and `default_for`.
-    pub(crate) fn with_pins(
-        mut self,
-        pinned: HashMap<String, pinned::Pinned>,
-        default_for: Vec<pinned::DefaultFor>,
-    ) -> Self {
+    pub(crate) fn with_pins(mut self, pinned: NameMap<pinned::Pinned>, default_for: Vec<pinned::DefaultFor>) -> Self {
         self.pinned = pinned;
         self.default_for = default_for;
         self

@@ -75,13 +75,6 @@ impl Effects {
     }
 }
 
-/// An audit record's `ts`: RFC 3339 UTC with milliseconds (24 bytes, one allocation).
-pub(crate) fn audit_ts(at: SystemTime) -> String {
-    let mut ts = String::with_capacity(32);
-    let _ = write!(ts, "{}", humantime::format_rfc3339_millis(at));
-    ts
-}
-
 /// Stream ids for log lines (`[ctx N]`), unique in the process.
 static NEXT_CTX: AtomicU64 = AtomicU64::new(1);
 
@@ -204,7 +197,7 @@ impl Filter {
         }
         let ts = || {
             let at = decided_at_ms.map_or_else(SystemTime::now, |ms| UNIX_EPOCH + Duration::from_millis(ms));
-            audit_ts(at)
+            crate::stamp::audit_ts(at)
         };
         match policy.gateway.audit {
             // `[ctx N] audit {…}` at info, as `info!` would log it, built once in a reused buffer.

@@ -8,7 +8,8 @@
 //! - `config`: one filter configuration (the policy, its stats);
 //! - `filter`, `response`: one HTTP stream, request and response side;
 //! - `store`: the limiter's state in process memory, shared by every worker thread;
-//! - `metrics`: the stats, with the wasm build's names.
+//! - `metrics`: the stats, with the wasm build's names;
+//! - `stamp`: the audit record's `ts`.
 //!
 //! - `approval`: the approval callout (an HTTP callout through the ABI);
 //! - `rls`: the rate limit service's gRPC call (`gateway.rate_limit_service`), made as an HTTP/2
@@ -34,4 +35,5 @@ pub mod filter;
 pub mod metrics;
 mod response;
 pub mod rls;
+mod stamp;
 pub mod store;

@@ -4,8 +4,6 @@
 //! The sections are compiled in document order (`version`, `hide`, `all_tools`, `tools`, `pins`,
 //! then `gateway` key by key, `flows`, `default_for`), which is also the order of the errors reported.
 
-use std::collections::HashMap;
-
 use super::spec::{AllToolsSpec, ConditionSpec, LimitSpec, OpName, PolicySpec, ToolAction, ToolRuleSpec};
 use super::Map;
 use super::{
@@ -14,7 +12,7 @@ use super::{
 };
 use crate::limits::Limit;
 use crate::policy::conditions::{self, Condition, Op};
-use crate::policy::{NeedsApproval, Policy, ToolRule};
+use crate::policy::{NameMap, NeedsApproval, Policy, ToolRule};
 use crate::terms::Action;
 use crate::terms::Algorithm;
 use crate::wire::json::Json;
@@ -71,7 +69,7 @@ pub fn compile(spec: PolicySpec) -> Result<Policy, ConfigErrors> {
 /// be refused; only a batch of several such calls is refused at run time.
 fn descriptor_bound(
     specs: &Map<ToolRuleSpec>,
-    tools: &HashMap<String, ToolRule>,
+    tools: &NameMap<ToolRule>,
     all_tools: &[usize],
     limits: &[Limit],
     errs: &mut Errors,
@@ -157,8 +155,8 @@ fn limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
 }
 
 /// `tools`: each rule, its own limits appended to `limits`.
-fn tools(specs: &Map<ToolRuleSpec>, limits: &mut Vec<Limit>, errs: &mut Errors) -> HashMap<String, ToolRule> {
-    let mut tools = HashMap::new();
+fn tools(specs: &Map<ToolRuleSpec>, limits: &mut Vec<Limit>, errs: &mut Errors) -> NameMap<ToolRule> {
+    let mut tools = NameMap::default();
     for (name, rule) in specs {
         if name.is_empty() {
             fail(errs, "tools", "tool names must not be empty");

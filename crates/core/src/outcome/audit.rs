@@ -26,10 +26,10 @@ pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// A request-derived value made safe for a plain-text log line (Envoy's access log): control
 /// characters and line/paragraph separators are written as `\u{…}` escapes, and the value is cut
 /// to 128 characters, so a tool name cannot forge or flood log lines.
-pub fn log_safe(s: &str) -> String {
+pub fn log_safe(s: &str) -> std::borrow::Cow<'_, str> {
     if s.len() <= 128 && crate::wire::fold::plain_ascii(s) {
-        // Printable ASCII within the cap is its own safe form: copied, not rebuilt by character.
-        return s.to_owned();
+        // Printable ASCII within the cap is its own safe form: borrowed, not rebuilt by character.
+        return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len().min(160));
     for c in truncate(s, 128).chars() {
@@ -39,7 +39,7 @@ pub fn log_safe(s: &str) -> String {
             out.push(c);
         }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 impl Decision {

@@ -30,7 +30,7 @@ pub struct Gateway {
     /// `gateway.mode`.
     pub mode: Mode,
     /// `gateway.tool_modes`: per-tool overrides of `mode`.
-    pub tool_modes: HashMap<String, Mode>,
+    pub tool_modes: crate::policy::NameMap<Mode>,
     /// `gateway.approval`: the approval service, required when a tool uses `require_approval`.
     pub approval: Option<ApprovalService>,
     /// `gateway.protocol_versions`: the MCP protocol versions accepted.

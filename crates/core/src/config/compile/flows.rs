@@ -1,13 +1,13 @@
 //! `flows` and the marks of `tools.NAME.marks` and `tools.NAME.result.mark_if`: every error with
 //! its JSON path.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{duration_ms, Errors};
 use crate::config::fail;
 use crate::config::spec::FlowSpec;
 use crate::policy::flows::Flow;
-use crate::policy::ToolRule;
+use crate::policy::{NameMap, ToolRule};
 
 /// The longest `for` of a flow: 30 days.
 pub const MAX_FLOW_SECONDS: u64 = 30 * 24 * 3600;
@@ -40,7 +40,7 @@ pub(super) fn tool_marks(marks: &[String], path: &str, errs: &mut Errors) -> Vec
 }
 
 /// The tools that can set each mark (`marks` or `result.mark_if`).
-fn setters(tools: &HashMap<String, ToolRule>) -> BTreeMap<&str, BTreeSet<String>> {
+fn setters(tools: &NameMap<ToolRule>) -> BTreeMap<&str, BTreeSet<String>> {
     let mut by_mark: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for (name, rule) in tools {
         let conditional = rule.result.iter().flat_map(|r| r.mark_if.iter().map(|m| m.mark.as_str()));
@@ -57,7 +57,7 @@ fn setters(tools: &HashMap<String, ToolRule>) -> BTreeMap<&str, BTreeSet<String>
 /// in one request.
 pub(super) fn flows(
     specs: &[FlowSpec],
-    tools: &HashMap<String, ToolRule>,
+    tools: &NameMap<ToolRule>,
     rate_limit_service: bool,
     errs: &mut Errors,
 ) -> Vec<Flow> {

@@ -15,7 +15,7 @@ use crate::config::{
 use crate::identity::session::SessionKeys;
 use crate::limits::Limit;
 use crate::policy::RateLimitService;
-use crate::policy::{ApprovalService, Gateway, GrantSource, IdentitySource};
+use crate::policy::{ApprovalService, Gateway, GrantSource, IdentitySource, NameMap};
 use crate::terms::Action;
 use crate::terms::Algorithm;
 use crate::terms::ApprovalMode;
@@ -305,7 +305,7 @@ const NOT_CONFIGURABLE: [&str; 6] =
     ["initialize", "ping", "server/discover", "subscriptions/listen", "tools/list", "tools/call"];
 
 /// `gateway.methods`: other MCP methods (and methods MCP does not define) by name.
-pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> HashMap<String, Action> {
+pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> NameMap<Action> {
     for name in spec.keys() {
         if NOT_CONFIGURABLE.contains(&name.as_str()) || name.starts_with("notifications/") || name.is_empty() {
             fail(
@@ -321,6 +321,6 @@ pub(super) fn methods(spec: Map<Action>, errs: &mut Errors) -> HashMap<String, A
 /// The members of `map` as a hash map, for lookups per request. Not inlined: `methods` (of
 /// `Action`) and `tool_modes` (of `Mode`) are then one function, their values being of one size.
 #[inline(never)]
-fn hash_map<V>(map: Map<V>) -> HashMap<String, V> {
+fn hash_map<V>(map: Map<V>) -> NameMap<V> {
     map.into_iter().collect()
 }

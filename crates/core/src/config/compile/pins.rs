@@ -1,11 +1,11 @@
 //! `pins` and `default_for` (see `crate::policy::pinned`): every error with its JSON path.
 
 use crate::config::Map;
-use std::collections::HashMap;
 
 use super::super::spec::{DefaultForSpec, PinnedSpec, ToolRuleSpec};
 use super::super::{fail, ConfigError};
 use crate::policy::pinned::{DefaultFor, Pinned, HINTS, HINT_DEFAULTS};
+use crate::policy::NameMap;
 use crate::terms::PinMode;
 use crate::wire::json::{self, Json};
 
@@ -13,8 +13,8 @@ type Errors = Vec<ConfigError>;
 
 /// `pins`: each a pin and the recorded annotations (an object whose hints are booleans). A tool
 /// listed under `tools` takes its pin there: one tool, one pin.
-pub(super) fn pins(specs: &Map<PinnedSpec>, tools: &Map<ToolRuleSpec>, errs: &mut Errors) -> HashMap<String, Pinned> {
-    let mut out = HashMap::new();
+pub(super) fn pins(specs: &Map<PinnedSpec>, tools: &Map<ToolRuleSpec>, errs: &mut Errors) -> NameMap<Pinned> {
+    let mut out = NameMap::default();
     for (name, spec) in specs {
         let path = format!("pins.{name}");
         if name.is_empty() {
