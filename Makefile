@@ -85,16 +85,17 @@ PGO_NOTE = $(if $(PGO_USE),profile-guided: $(PGO_PROFILE) (LLVM $(PGO_LLVM))$(PG
 # Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
 # the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
 # (docs/src/deploy/native.md, Instructions per call). Flags of the caller are kept as they are (the
-# shell adds to them, so a `$ORIGIN` in them stays): RUSTFLAGS, or CARGO_ENCODED_RUSTFLAGS
-# (0x1F-separated) when it is set, since cargo then ignores RUSTFLAGS.
+# shell adds to them, so a `$ORIGIN` in them stays): CARGO_ENCODED_RUSTFLAGS (0x1F-separated) when
+# it is set, since cargo then ignores RUSTFLAGS, else RUSTFLAGS split at whitespace as cargo splits
+# it. Ours go to cargo in the encoded form, each one argument, so that the profile's path may hold a
+# space (a checkout under "My Projects").
 .PHONY: dynamic-module
 dynamic-module:
 	@echo "$(strip $(PGO_NOTE))"
-	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then \
-	  export CARGO_ENCODED_RUSTFLAGS="$${CARGO_ENCODED_RUSTFLAGS:+$$CARGO_ENCODED_RUSTFLAGS$$(printf '\037')}-Cforce-frame-pointers=yes$(if $(PGO_USE),$$(printf '\037')-Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
-	else \
-	  export RUSTFLAGS="$${RUSTFLAGS:+$$RUSTFLAGS }-C force-frame-pointers=yes$(if $(PGO_USE), -Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
-	fi; \
+	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then flags="$$CARGO_ENCODED_RUSTFLAGS"; \
+	else flags="$$(printf '%s' "$${RUSTFLAGS:-}" | tr -s ' \t\n' '\037' | sed 's/^\x1f//; s/\x1f$$//')"; fi; \
+	unset RUSTFLAGS; \
+	export CARGO_ENCODED_RUSTFLAGS="$${flags:+$$flags$$(printf '\037')}-Cforce-frame-pointers=yes$(if $(PGO_USE),$$(printf '\037')-Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
 	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
 	@echo "$(DYNAMIC_MODULE)"

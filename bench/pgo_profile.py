@@ -77,9 +77,10 @@ def llvm_profdata() -> pathlib.Path:
 
 
 def build_instrumented(raw_dir: pathlib.Path) -> pathlib.Path:
-    flags = f"-C force-frame-pointers=yes -Cprofile-generate={raw_dir}"
-    env = dict(os.environ, CARGO_TARGET_DIR=str(GENERATE_DIR), RUSTFLAGS=flags)
-    env.pop("CARGO_ENCODED_RUSTFLAGS", None)
+    # Encoded (0x1F-separated, each flag one argument): the raw directory's path may hold a space.
+    flags = "\x1f".join(["-Cforce-frame-pointers=yes", f"-Cprofile-generate={raw_dir}"])
+    env = dict(os.environ, CARGO_TARGET_DIR=str(GENERATE_DIR), CARGO_ENCODED_RUSTFLAGS=flags)
+    env.pop("RUSTFLAGS", None)
     subprocess.run([*os.environ.get("CARGO", "cargo").split(), "build", "--profile", "dynamic-module", "--locked", "-p", "mcp-policy-filter-native"],
                    cwd=ROOT, env=env, check=True)
     module = GENERATE_DIR / "dynamic-module" / "libmcp_policy_native.so"

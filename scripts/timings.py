@@ -22,7 +22,6 @@ import os
 import pty
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,13 +29,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+# Ports below the kernel's ephemeral range, as the tests take them: one chosen here is not handed
+# out as a connection's local port before `make run` binds it.
+from testkit.processes import free_port  # noqa: E402
 READY = b"Decisions (time UTC"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def machine() -> str:
