@@ -56,8 +56,10 @@ def render(template: str, **values: str) -> str:
     return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)
 
 
-def filters_block(name: str, **values: str) -> str:
-    text = render(name, **values)
+def filters_block(name: str | tuple[str, ...], **values: str) -> str:
+    """The HTTP filters of bench/envoy/`name` (or of several files, in order) for front.yaml's
+    HTTP_FILTERS, rendered with `values`, without their comments."""
+    text = "\n".join(render(n, **values) for n in ((name,) if isinstance(name, str) else name))
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
@@ -156,10 +158,12 @@ def require_wrk() -> None:
         raise SystemExit("wrk not found: make wrk-deps installs it when run as root (Debian package wrk)")
 
 
-def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int, token: str = TOKEN) -> dict:
+    """wrk posting bench/bodies/`body` with `Authorization: Bearer token`: its requests, errors and
+    latency distribution (bench/wrk/post.lua)."""
     require_wrk()
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(BENCH / "wrk" / "post.lua"),
-           f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), TOKEN]
+           f"http://127.0.0.1:{port}/mcp", "--", str(BODIES / body), token]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"^WRKJSON (.*)$", out, re.M)
     if not m:

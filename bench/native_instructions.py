@@ -7,6 +7,7 @@ figure that other work on the machine does not move, unlike CPU time (see Noise 
     #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 RUSTFLAGS="-C force-frame-pointers=yes" \\
     #   cargo build --profile dynamic-module -p mcp-policy-filter-native
     .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
+                                                  [--policy FILE | --policy-set] [--no-baselines]
 
 One upstream Envoy and one front Envoy with the module (bench/envoy/filters-dynamic.yaml,
 bench/policy-bench.json, concurrency 1), the front under `valgrind --tool=callgrind` (Debian package
@@ -21,12 +22,19 @@ body-reading dynamic module (n0, bench/minimal-module, `make bench-minimal`: the
 filter), each under callgrind in turn, and every front's instructions per call above (a') and above
 (n0): what each adds to the same call, exactly.
 Kernel work (the write of the log line, the sockets) is not counted.
+
+`--policy FILE` gives the module another policy (bench/policy-results-bench.json: result rules read
+and redact every result, in the response-body hook). `--policy-set` counts the module behind Envoy's
+jwt_authn (bench/envoy/filters-jwt.yaml) with bench/policy-set-bench.json, the calls made
+with a token, signed for the run, whose claims attach the set's `ops` policy (the verified payload is
+read in the request-headers hook); it counts that front alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import pathlib
 import re
@@ -38,6 +46,8 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner and templates)
 import native_compare  # noqa: E402  (where the minimal module is built)
+import pgo_profile  # noqa: E402  (the policy set's callers)
+from testkit.identity import AUDIENCE, ISSUER, Issuer  # noqa: E402  (an RS256 key, its JWKS and tokens)
 
 SHOW = ["envoy_dynamic_module_on_http_filter_request_headers", "envoy_dynamic_module_on_http_filter_request_body",
         "envoy_dynamic_module_callback_log", "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
@@ -69,13 +79,16 @@ FRONTS = [("(n) native module", "filters-dynamic.yaml", ("info", "warning")),
           ("(n0) minimal body-reading dynamic module", "filters-dynamic-minimal.yaml", ("info",))]
 
 
-def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tuple[str, ...], policy: str,
-          up_port: int, calls: int, show: list[str]) -> dict[str, dict[str, float]]:
-    """Instructions per allowed call in a front Envoy with `filters`, under callgrind, at each level
-    of its `dynamic_modules` logger: {level: {"total" or a function of `show`: per call}}."""
+def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, ...], levels: tuple[str, ...], policy: str,
+          up_port: int, calls: int, show: list[str], token: str = harness.TOKEN,
+          values: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+    """Instructions per allowed call in a front Envoy with `filters` (rendered with `values` too),
+    under callgrind, at each level of its `dynamic_modules` logger, the calls made with `token`:
+    {level: {"total" or a function of `show`: per call}}."""
     port, admin = harness.free_port(), harness.free_port()
+    block = harness.filters_block(filters, WASM="", POLICY=policy, **(values or {}))
     cfg = harness.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
-                         LISTENER_EXTRA="", HTTP_FILTERS=harness.filters_block(filters, WASM="", POLICY=policy))
+                         LISTENER_EXTRA="", HTTP_FILTERS=block)
     front = harness.Envoy.__new__(harness.Envoy)
     front.name, front.log = name, work / f"{name}.log"
     (work / f"{name}.yaml").write_text(cfg)
@@ -90,7 +103,7 @@ def count(binary: str, work: pathlib.Path, name: str, filters: str, levels: tupl
         front.wait_ready(admin, timeout=600)
         body = (harness.BODIES / "allowed-1k.json").read_bytes()
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-                   "authorization": f"Bearer {harness.TOKEN}"}
+                   "authorization": f"Bearer {token}"}
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
         def send(n: int) -> None:
@@ -132,7 +145,14 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--show", nargs="*", default=SHOW)
     ap.add_argument("--no-baselines", action="store_true", help="count the module's front Envoy only")
+    ap.add_argument("--policy", type=pathlib.Path, default=harness.BENCH / "policy-bench.json",
+                    help="the module's policy (bench/policy-results-bench.json: result rules read every result)")
+    ap.add_argument("--policy-set", action="store_true",
+                    help="the module behind jwt_authn (bench/envoy/filters-jwt.yaml) with "
+                    "bench/policy-set-bench.json, the calls made with a token whose claims attach its `ops` policy; "
+                    "implies --no-baselines")
     args = ap.parse_args()
+    args.no_baselines |= args.policy_set
     if not (args.module_dir / "libmcp_policy_native.so").is_file():
         raise SystemExit(f"{args.module_dir}/libmcp_policy_native.so missing: make dynamic-module")
     if not args.no_baselines and not native_compare.MINIMAL.is_file():
@@ -141,7 +161,14 @@ def main() -> None:
     binary = subprocess.run([sys.executable, "-c", "import envoy._main as m, pathlib; "
                              "print(pathlib.Path(m.__file__).parent / '_bin' / 'envoy')"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    policy = harness.policy_text(harness.BENCH / "policy-bench.json")
+    policy = harness.policy_text(harness.BENCH / "policy-set-bench.json" if args.policy_set else args.policy)
+    fronts = FRONTS[:1] if args.no_baselines else FRONTS
+    token, values = harness.TOKEN, {}
+    if args.policy_set:
+        issuer = Issuer()
+        token = issuer.token(**pgo_profile.CLAIMS["ops"])
+        values = {"JWKS": json.dumps(issuer.jwks), "ISSUER": ISSUER, "AUDIENCE": AUDIENCE}
+        fronts = [(FRONTS[0][0] + " behind jwt_authn, policy set", ("filters-jwt.yaml", FRONTS[0][1]), FRONTS[0][2])]
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
     # One search directory for both modules: a link to each shared object.
     modules = harness.module_search_dir(work / "modules", {
@@ -153,10 +180,10 @@ def main() -> None:
                              harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
     try:
         upstream.wait_ready(up_admin)
-        fronts = FRONTS[:1] if args.no_baselines else FRONTS
-        counted = {label: count(binary, work, f"front{i}", filters, levels, policy, up_port, args.calls, args.show)
+        counted = {label: count(binary, work, f"front{i}", filters, levels, policy, up_port, args.calls, args.show,
+                                token if i == 0 else harness.TOKEN, values)
                    for i, (label, filters, levels) in enumerate(fronts)}
-        module = counted[FRONTS[0][0]]
+        module = counted[fronts[0][0]]
         print(f"instructions per allowed call, {args.calls} calls per level (callgrind; kernel work not counted)")
         print(f"{'':58s} {'info':>10s} {'warning':>10s} {'difference':>10s}")
         for key in ["total", *args.show]:

@@ -12,12 +12,15 @@ such a workload needs; it changes no behaviour.
 
 1. Builds the module instrumented (`-Cprofile-generate`, the `dynamic-module` cargo profile and the
    same frame pointers as `make dynamic-module`) into target/pgo-generate.
-2. Runs it in a front Envoy on loopback (bench/envoy/filters-dynamic.yaml, the logger at info as
-   shipped) behind which one upstream Envoy answers every call, and drives it with wrk: allowed
-   calls of 200 B, 1 KiB and 64 KiB, a denied call and a rate-limited one under
+2. Runs it in front Envoys on loopback (bench/envoy/filters-dynamic.yaml, the logger at info as
+   shipped) behind which one upstream Envoy answers every call with a tool result, and drives them
+   with wrk: allowed calls of 200 B, 1 KiB and 64 KiB, a denied call and a rate-limited one under
    bench/policy-bench.json; argument conditions and their regex under
-   bench/policy-conditions-bench.json; the audit record for the access log. Each front Envoy exits
-   cleanly, and the module's profile runtime writes its counts at exit.
+   bench/policy-conditions-bench.json; the audit record for the access log; result rules reading
+   and redacting every result (bench/policy-results-bench.json); and a policy set behind Envoy's
+   jwt_authn (bench/envoy/filters-jwt.yaml, bench/policy-set-bench.json), whose callers'
+   tokens, signed for the run, attach one policy or the other by their claims. Each front Envoy
+   exits cleanly, and the module's profile runtime writes its counts at exit.
 3. Merges the counts (sparse: functions that never ran are left out) with the toolchain's
    `llvm-profdata` into crates/filter-native/pgo/mcp_policy_native.profdata, and records beside it
    the toolchain's LLVM major version (llvm-version: `make dynamic-module` uses the profile only with
@@ -33,6 +36,8 @@ no profile and are optimized as without one. Run this again after changing the c
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import pathlib
 import shutil
@@ -42,7 +47,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner, templates and wrk)
-import load  # noqa: E402  (bench/load.py: start_front and its Envoy instances)
+from testkit.identity import AUDIENCE, ISSUER, Issuer  # noqa: E402  (an RS256 key, its JWKS and tokens)
 
 ROOT = harness.ROOT
 PGO_DIR = ROOT / "crates" / "filter-native" / "pgo"
@@ -54,14 +59,26 @@ GENERATE_DIR = ROOT / "target" / "pgo-generate"
 # with them cargo's cache, are the same from one run to the next.
 RAW_DIR = GENERATE_DIR / "raw"
 
-# (policy file, [(body, seconds)]): what the front Envoys serve while the profile is taken. The
-# allowed 1 KiB call, what agents mostly send and what the benchmarks measure, gets the most time.
+# What the front Envoys serve while the profile is taken, one front Envoy per entry: (policy file,
+# filters file, [(body, caller, seconds)]). A caller is a bearer token (`harness.TOKEN`), or the
+# claims of a token the run signs ("ops", "readonly": CLAIMS) for the front behind jwt_authn. The
+# allowed 1 KiB call, what agents mostly send and what the benchmarks measure, gets the most time;
+# paths a deployment may not use (policy sets, result rules) get enough that their code is laid out
+# as code that runs, not as cold code.
+PLAIN, JWT = "filters-dynamic.yaml", ("filters-jwt.yaml", "filters-dynamic.yaml")
 WORKLOAD = [
-    ("policy-bench.json", [("allowed-1k.json", 12), ("allowed-200.json", 3), ("allowed-64k.json", 2),
-                           ("denied-1k.json", 3), ("exec-1k.json", 2)]),
-    ("policy-conditions-bench.json", [("exec-1k.json", 3), ("allowed-1k.json", 2)]),
-    ("policy-bench-audit-access-log.json", [("allowed-1k.json", 3)]),
+    ("policy-bench.json", PLAIN, [("allowed-1k.json", None, 12), ("allowed-200.json", None, 3),
+                                  ("allowed-64k.json", None, 2), ("denied-1k.json", None, 3),
+                                  ("exec-1k.json", None, 2)]),
+    ("policy-conditions-bench.json", PLAIN, [("exec-1k.json", None, 3), ("allowed-1k.json", None, 2)]),
+    ("policy-bench-audit-access-log.json", PLAIN, [("allowed-1k.json", None, 3)]),
+    ("policy-results-bench.json", PLAIN, [("allowed-1k.json", None, 4)]),
+    ("policy-set-bench.json", JWT, [("allowed-1k.json", "ops", 4), ("exec-1k.json", "ops", 1),
+                                    ("allowed-1k.json", "readonly", 2), ("exec-1k.json", "readonly", 1)]),
 ]
+# The claims of each caller of the policy set (bench/policy-set-bench.json attaches `ops` by
+# `groups`, `readonly` by `scope`).
+CLAIMS = {"ops": {"sub": "agent-ops", "groups": ["ops"]}, "readonly": {"sub": "agent-ro", "scope": "vms:read"}}
 
 
 def llvm_profdata() -> pathlib.Path:
@@ -89,26 +106,61 @@ def build_instrumented(raw_dir: pathlib.Path) -> pathlib.Path:
     return module
 
 
+def probe(port: int, body: str, token: str) -> str:
+    """What the front answers one call of bench/bodies/`body`: "result" (with "redacted" when a
+    result rule rewrote it), or the JSON-RPC error code, or the HTTP status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", body=(harness.BODIES / body).read_bytes(),
+                     headers={"content-type": "application/json", "accept": "application/json, text/event-stream",
+                              "authorization": f"Bearer {token}"})
+        r = conn.getresponse()
+        answer = r.read()
+    finally:
+        conn.close()
+    if r.status != 200:
+        return f"HTTP {r.status}"
+    message = json.loads(answer)
+    if "result" in message:
+        return "result, redacted" if "[host]" in answer.decode() else "result"
+    return f"error {message.get('error', {}).get('code')}"
+
+
 def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib.Path) -> int:
     """Drive front Envoys with the instrumented module; returns the number of requests served."""
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(module.parent)
     # Only the front Envoys' counts: build scripts of the instrumented build wrote their own.
     os.environ["LLVM_PROFILE_FILE"] = str(raw_dir / "envoy-%p-%m.profraw")
-    load.INSTANCES["dynamic"] = ("filters-dynamic.yaml", 1, [], "")
+    # The key that signs the tokens of the policy set's callers, its public half the JWKS.
+    issuer = Issuer()
+    tokens = {caller: issuer.token(**claims) for caller, claims in CLAIMS.items()}
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(envoy, work, "upstream",
                              harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
     served = 0
     try:
         upstream.wait_ready(up_admin)
-        for i, (policy_file, runs) in enumerate(WORKLOAD):
+        for i, (policy_file, filters, runs) in enumerate(WORKLOAD):
             policy = harness.policy_text(harness.BENCH / policy_file)
-            front, port = load.start_front(envoy, work, f"front{i}", "dynamic", up_port, module, policy)
+            port, admin = harness.free_port(), harness.free_port()
+            block = harness.filters_block(filters, POLICY=policy, JWKS=json.dumps(issuer.jwks), ISSUER=ISSUER,
+                                          AUDIENCE=AUDIENCE)
+            cfg = harness.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
+                                 LISTENER_EXTRA="", HTTP_FILTERS=block)
+            front = harness.Envoy(envoy, work, f"front{i}", cfg, 1, [])
             try:
-                front.wait_ready(front.admin_port)
-                for body, seconds in runs:
-                    w = harness.run_wrk(port, body, seconds, 1, 2)
-                    harness.log(f"{policy_file}, {body}: {w['requests']} requests")
+                front.wait_ready(admin)
+                for body, caller, seconds in runs:
+                    token = tokens[caller] if caller else harness.TOKEN
+                    outcome = probe(port, body, token)
+                    # Every front allows list_vms (allowed-*.json): a call refused there means the
+                    # front is not serving what the profile is meant to describe.
+                    if body.startswith("allowed") and not outcome.startswith("result"):
+                        raise SystemExit(f"{policy_file}, {body}, {caller or 'bearer'}: {outcome}, not a result "
+                                         f"(logs in {work}); the profile in place is unchanged")
+                    w = harness.run_wrk(port, body, seconds, 1, 2, token=token)
+                    harness.log(f"{policy_file}, {body}{f', {caller}' if caller else ''}: {outcome}, "
+                                f"{w['requests']} requests")
                     served += w["requests"]
             finally:
                 front.stop()
