@@ -61,7 +61,7 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 ##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
 # Where cargo writes it: under CARGO_TARGET_DIR when that is set, as cargo itself does.
 DYNAMIC_MODULE := $(abspath $(or $(CARGO_TARGET_DIR),target)/dynamic-module/libmcp_policy_native.so)
-# Profile-guided optimization (docs/src/deploy/native.md, Profile-guided build): the execution
+# Profile-guided optimization (docs/src/deploy/native-cost.md, Profile-guided build): the execution
 # profile in crates/filter-native/pgo (make dynamic-module-profile) lays the module's code out by
 # how often it runs. It is used when this rustc has the LLVM major version that wrote it, whose
 # reader is sure to take it; any other rustc builds without it, and says so. PGO=0 builds without.
@@ -84,20 +84,20 @@ PGO_NOTE = $(if $(PGO_USE),profile-guided: $(PGO_PROFILE) (LLVM $(PGO_LLVM))$(PG
   without the profile (PGO=$(PGO): 1 uses it)))
 # Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
 # the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
-# (docs/src/deploy/native.md, Instructions per call). Flags of the caller are kept as they are (the
+# (docs/src/deploy/native-cost.md, Instructions per call). Flags of the caller are kept as they are (the
 # shell adds to them, so a `$ORIGIN` in them stays): CARGO_ENCODED_RUSTFLAGS (0x1F-separated) when
-# it is set, since cargo then ignores RUSTFLAGS, else RUSTFLAGS split at whitespace as cargo splits
-# it. Ours go to cargo in the encoded form, each one argument, so that the profile's path may hold a
+# it is set, since cargo then ignores RUSTFLAGS, else RUSTFLAGS split at spaces, tabs and line ends.
+# Ours go to cargo in the encoded form, each one argument, so that the profile's path may hold a
 # space (a checkout under "My Projects").
 .PHONY: dynamic-module
 dynamic-module:
 	@echo "$(strip $(PGO_NOTE))"
 	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then flags="$$CARGO_ENCODED_RUSTFLAGS"; \
-	else flags="$$(printf '%s' "$${RUSTFLAGS:-}" | tr -s ' \t\n' '\037' | sed 's/^\x1f//; s/\x1f$$//')"; fi; \
+	else flags="$$(printf '%s' "$${RUSTFLAGS:-}" | tr -s ' \t\r\n' '\037' | sed 's/^\x1f//; s/\x1f$$//')"; fi; \
 	unset RUSTFLAGS; \
 	export CARGO_ENCODED_RUSTFLAGS="$${flags:+$$flags$$(printf '\037')}-Cforce-frame-pointers=yes$(if $(PGO_USE),$$(printf '\037')-Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
 	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
-	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s $(DYNAMIC_MODULE)) bytes"
+	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s '$(DYNAMIC_MODULE)') bytes"
 	@echo "$(DYNAMIC_MODULE)"
 
 ## dynamic-module-profile: take the execution profile make dynamic-module optimizes with

@@ -29,6 +29,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 BODIES = BENCH / "bodies"
 TOKEN = "bench-agent-token-0001"
+# The headers of every call a benchmark makes, beside its `Authorization: Bearer`.
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+# The callers of bench/policy-set-bench.json (behind filters-jwt.yaml), by the claims of their
+# tokens: the set attaches its `ops` policy by `groups`, `readonly` by `scope`.
+CLAIMS = {"ops": {"sub": "agent-ops", "groups": ["ops"]}, "readonly": {"sub": "agent-ro", "scope": "vms:read"}}
 
 
 def log(msg: str) -> None:
@@ -61,6 +66,28 @@ def filters_block(name: str | tuple[str, ...], **values: str) -> str:
     HTTP_FILTERS, rendered with `values`, without their comments."""
     text = "\n".join(render(n, **values) for n in ((name,) if isinstance(name, str) else name))
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def front_config(filters: str | tuple[str, ...], policy: str, upstream_port: int, listener_extra: str = "",
+                 **values: str) -> tuple[str, int, int]:
+    """bench/envoy/front.yaml for one front Envoy on new ports, its HTTP filters those of `filters`
+    rendered with the policy and `values`: (the configuration, its port, its admin port)."""
+    port, admin = free_port(), free_port()
+    cfg = render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(upstream_port),
+                 LISTENER_EXTRA=listener_extra, HTTP_FILTERS=filters_block(filters, POLICY=policy, **values))
+    return cfg, port, admin
+
+
+def jwt_callers() -> tuple[dict[str, str], dict[str, str]]:
+    """For bench/envoy/filters-jwt.yaml: its values (the JWKS of an RS256 key made for the run, the
+    issuer and the audience) and a token of each caller of CLAIMS signed with that key, valid for two
+    hours (a count under callgrind can take long)."""
+    from testkit.identity import AUDIENCE, ISSUER, Issuer  # PyJWT and cryptography: only here
+
+    issuer = Issuer()
+    expires = int(time.time()) + 7200
+    tokens = {caller: issuer.token(**claims, exp=expires) for caller, claims in CLAIMS.items()}
+    return {"JWKS": json.dumps(issuer.jwks), "ISSUER": ISSUER, "AUDIENCE": AUDIENCE}, tokens
 
 
 def proc_stat(pid: int) -> tuple[int, float]:

@@ -44,8 +44,8 @@ from harness import (
     BODIES,
     ROOT,
     Envoy,
-    filters_block,
     free_port,
+    front_config,
     log,
     machine,
     policy_text,
@@ -95,15 +95,7 @@ def start_front(envoy: str, workdir: pathlib.Path, name: str, instance: str, ups
                 policy: str) -> tuple[Envoy, int]:
     filters, conc, extra, listener_extra = INSTANCES[instance]
     wasm, policy = OVERRIDES.get(instance, (wasm, policy))
-    port, admin = free_port(), free_port()
-    cfg = render(
-        "front.yaml",
-        ADMIN_PORT=str(admin),
-        PORT=str(port),
-        UPSTREAM_PORT=str(upstream_port),
-        LISTENER_EXTRA=listener_extra,
-        HTTP_FILTERS=filters_block(filters, WASM=str(wasm), POLICY=policy),
-    )
+    cfg, port, admin = front_config(filters, policy, upstream_port, listener_extra, WASM=str(wasm))
     e = Envoy(envoy, workdir, name, cfg, conc, extra)
     e.admin_port = admin
     return e, port

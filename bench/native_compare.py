@@ -65,7 +65,7 @@ END = "<!-- bench:native:end -->"
 # (what, per-round value for a configuration, target): the native build's acceptance figures. The
 # CPU added is split into user space and the kernel (`/proc/PID/stat`): the kernel's share follows
 # the timing of the load (waking wrk and the upstream on loopback) more than the filter's work, with
-# the same system calls per call (docs/src/deploy/native.md, Where the CPU time goes).
+# the same system calls per call (docs/src/deploy/native-cost.md, Where the CPU time goes).
 TARGETS = [
     ("throughput vs Envoy's mcp + rbac (c)", lambda rows, k, i: rows[k][i]["rps"] / rows["c"][i]["rps"], "≥ 1.25"),
     ("throughput vs the buffer filter (a')", lambda rows, k, i: rows[k][i]["rps"] / rows["a'"][i]["rps"], "≥ 0.90"),

@@ -2,10 +2,9 @@
 """Instructions per allowed call in the front Envoy of the native build, counted by callgrind: a
 figure that other work on the machine does not move, unlike CPU time (see Noise in BENCHMARKS.md).
 
-    make dynamic-module          # or, to see the module's own functions, a build with symbols:
+    make dynamic-module          # or, to see the module's own functions, the same build with symbols:
     #   CARGO_TARGET_DIR=/tmp/sym CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false \\
-    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 RUSTFLAGS="-C force-frame-pointers=yes" \\
-    #   cargo build --profile dynamic-module -p mcp-policy-filter-native
+    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 make dynamic-module    (then --module-dir /tmp/sym/dynamic-module)
     .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
                                                   [--policy FILE | --policy-set] [--no-baselines]
 
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import pathlib
 import re
@@ -46,11 +44,10 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner and templates)
 import native_compare  # noqa: E402  (where the minimal module is built)
-import pgo_profile  # noqa: E402  (the policy set's callers)
-from testkit.identity import AUDIENCE, ISSUER, Issuer  # noqa: E402  (an RS256 key, its JWKS and tokens)
 
 SHOW = ["envoy_dynamic_module_on_http_filter_request_headers", "envoy_dynamic_module_on_http_filter_request_body",
-        "envoy_dynamic_module_callback_log", "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
+        "envoy_dynamic_module_on_http_filter_response_body", "envoy_dynamic_module_callback_log",
+        "envoy_dynamic_module_callback_http_set_filter_state_bytes"]
 
 
 def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
@@ -79,16 +76,13 @@ FRONTS = [("(n) native module", "filters-dynamic.yaml", ("info", "warning")),
           ("(n0) minimal body-reading dynamic module", "filters-dynamic-minimal.yaml", ("info",))]
 
 
-def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, ...], levels: tuple[str, ...], policy: str,
-          up_port: int, calls: int, show: list[str], token: str = harness.TOKEN,
+def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, ...], levels: tuple[str, ...],
+          policy: str, up_port: int, calls: int, show: list[str], token: str = harness.TOKEN,
           values: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """Instructions per allowed call in a front Envoy with `filters` (rendered with `values` too),
     under callgrind, at each level of its `dynamic_modules` logger, the calls made with `token`:
     {level: {"total" or a function of `show`: per call}}."""
-    port, admin = harness.free_port(), harness.free_port()
-    block = harness.filters_block(filters, WASM="", POLICY=policy, **(values or {}))
-    cfg = harness.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
-                         LISTENER_EXTRA="", HTTP_FILTERS=block)
+    cfg, port, admin = harness.front_config(filters, policy, up_port, **(values or {}))
     front = harness.Envoy.__new__(harness.Envoy)
     front.name, front.log = name, work / f"{name}.log"
     (work / f"{name}.yaml").write_text(cfg)
@@ -102,8 +96,7 @@ def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, 
     try:
         front.wait_ready(admin, timeout=600)
         body = (harness.BODIES / "allowed-1k.json").read_bytes()
-        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-                   "authorization": f"Bearer {token}"}
+        headers = {**harness.MCP_HEADERS, "authorization": f"Bearer {token}"}
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
         def send(n: int) -> None:
@@ -145,12 +138,13 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--show", nargs="*", default=SHOW)
     ap.add_argument("--no-baselines", action="store_true", help="count the module's front Envoy only")
-    ap.add_argument("--policy", type=pathlib.Path, default=harness.BENCH / "policy-bench.json",
-                    help="the module's policy (bench/policy-results-bench.json: result rules read every result)")
-    ap.add_argument("--policy-set", action="store_true",
-                    help="the module behind jwt_authn (bench/envoy/filters-jwt.yaml) with "
-                    "bench/policy-set-bench.json, the calls made with a token whose claims attach its `ops` policy; "
-                    "implies --no-baselines")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--policy", type=pathlib.Path, default=harness.BENCH / "policy-bench.json",
+                       help="the module's policy (bench/policy-results-bench.json: result rules read every result)")
+    which.add_argument("--policy-set", action="store_true",
+                       help="the module behind jwt_authn (bench/envoy/filters-jwt.yaml) with "
+                       "bench/policy-set-bench.json, the calls made with a token whose claims attach its `ops` "
+                       "policy; implies --no-baselines")
     args = ap.parse_args()
     args.no_baselines |= args.policy_set
     if not (args.module_dir / "libmcp_policy_native.so").is_file():
@@ -165,9 +159,8 @@ def main() -> None:
     fronts = FRONTS[:1] if args.no_baselines else FRONTS
     token, values = harness.TOKEN, {}
     if args.policy_set:
-        issuer = Issuer()
-        token = issuer.token(**pgo_profile.CLAIMS["ops"])
-        values = {"JWKS": json.dumps(issuer.jwks), "ISSUER": ISSUER, "AUDIENCE": AUDIENCE}
+        values, tokens = harness.jwt_callers()
+        token = tokens["ops"]
         fronts = [(FRONTS[0][0] + " behind jwt_authn, policy set", ("filters-jwt.yaml", FRONTS[0][1]), FRONTS[0][2])]
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-instructions-"))
     # One search directory for both modules: a link to each shared object.

@@ -6,12 +6,15 @@
 
 Under load, the native build's time goes to cold caches more than to instructions: its hooks take
 about 20 µs a call in a loaded front Envoy against 2.5-3 µs for the same decision in a loop
-(docs/src/deploy/native.md, Where the CPU time goes). Profile-guided optimization lays out the code
+(docs/src/deploy/native-cost.md, Where the CPU time goes). Profile-guided optimization lays out the code
 by how often it runs (hot paths together and straight, cold paths out of the way), which is what
 such a workload needs; it changes no behaviour.
 
 1. Builds the module instrumented (`-Cprofile-generate`, the `dynamic-module` cargo profile and the
-   same frame pointers as `make dynamic-module`) into target/pgo-generate.
+   same frame pointers as `make dynamic-module`) into target/pgo-generate, without any RUSTFLAGS of
+   the caller's: the profile describes the module `make dynamic-module` builds without them (a
+   build with flags that change its code, such as `-Ctarget-cpu`, finds no profile for the functions
+   they change, and LLVM says so).
 2. Runs it in front Envoys on loopback (bench/envoy/filters-dynamic.yaml, the logger at info as
    shipped) behind which one upstream Envoy answers every call with a tool result, and drives them
    with wrk: allowed calls of 200 B, 1 KiB and 64 KiB, a denied call and a rate-limited one under
@@ -47,7 +50,6 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner, templates and wrk)
-from testkit.identity import AUDIENCE, ISSUER, Issuer  # noqa: E402  (an RS256 key, its JWKS and tokens)
 
 ROOT = harness.ROOT
 PGO_DIR = ROOT / "crates" / "filter-native" / "pgo"
@@ -60,25 +62,26 @@ GENERATE_DIR = ROOT / "target" / "pgo-generate"
 RAW_DIR = GENERATE_DIR / "raw"
 
 # What the front Envoys serve while the profile is taken, one front Envoy per entry: (policy file,
-# filters file, [(body, caller, seconds)]). A caller is a bearer token (`harness.TOKEN`), or the
-# claims of a token the run signs ("ops", "readonly": CLAIMS) for the front behind jwt_authn. The
-# allowed 1 KiB call, what agents mostly send and what the benchmarks measure, gets the most time;
-# paths a deployment may not use (policy sets, result rules) get enough that their code is laid out
-# as code that runs, not as cold code.
+# filters, [(body, caller, seconds, what its first call must get)]). A caller is None for the bearer
+# token `harness.TOKEN`, or one of `harness.CLAIMS` ("ops", "readonly") for the front behind
+# jwt_authn, whose tokens the run signs. The allowed 1 KiB call, what agents mostly send and what
+# the benchmarks measure, gets the most time; paths a deployment may not use (policy sets, result
+# rules) get enough that their code is laid out as code that runs, not as cold code. The first call
+# of each run is checked (`probe`): a front that answers otherwise is not serving what the profile
+# is meant to describe.
 PLAIN, JWT = "filters-dynamic.yaml", ("filters-jwt.yaml", "filters-dynamic.yaml")
+RESULT, REDACTED, REFUSED = "result", "result, redacted", "error -31001"
 WORKLOAD = [
-    ("policy-bench.json", PLAIN, [("allowed-1k.json", None, 12), ("allowed-200.json", None, 3),
-                                  ("allowed-64k.json", None, 2), ("denied-1k.json", None, 3),
-                                  ("exec-1k.json", None, 2)]),
-    ("policy-conditions-bench.json", PLAIN, [("exec-1k.json", None, 3), ("allowed-1k.json", None, 2)]),
-    ("policy-bench-audit-access-log.json", PLAIN, [("allowed-1k.json", None, 3)]),
-    ("policy-results-bench.json", PLAIN, [("allowed-1k.json", None, 4)]),
-    ("policy-set-bench.json", JWT, [("allowed-1k.json", "ops", 4), ("exec-1k.json", "ops", 1),
-                                    ("allowed-1k.json", "readonly", 2), ("exec-1k.json", "readonly", 1)]),
+    ("policy-bench.json", PLAIN, [("allowed-1k.json", None, 12, RESULT), ("allowed-200.json", None, 3, RESULT),
+                                  ("allowed-64k.json", None, 2, RESULT), ("denied-1k.json", None, 3, REFUSED),
+                                  ("exec-1k.json", None, 2, RESULT)]),
+    ("policy-conditions-bench.json", PLAIN, [("exec-1k.json", None, 3, RESULT), ("allowed-1k.json", None, 2, RESULT)]),
+    ("policy-bench-audit-access-log.json", PLAIN, [("allowed-1k.json", None, 3, RESULT)]),
+    ("policy-results-bench.json", PLAIN, [("allowed-1k.json", None, 4, REDACTED)]),
+    ("policy-set-bench.json", JWT, [("allowed-1k.json", "ops", 4, RESULT), ("exec-1k.json", "ops", 1, RESULT),
+                                    ("allowed-1k.json", "readonly", 2, RESULT),
+                                    ("exec-1k.json", "readonly", 1, REFUSED)]),
 ]
-# The claims of each caller of the policy set (bench/policy-set-bench.json attaches `ops` by
-# `groups`, `readonly` by `scope`).
-CLAIMS = {"ops": {"sub": "agent-ops", "groups": ["ops"]}, "readonly": {"sub": "agent-ro", "scope": "vms:read"}}
 
 
 def llvm_profdata() -> pathlib.Path:
@@ -107,13 +110,12 @@ def build_instrumented(raw_dir: pathlib.Path) -> pathlib.Path:
 
 
 def probe(port: int, body: str, token: str) -> str:
-    """What the front answers one call of bench/bodies/`body`: "result" (with "redacted" when a
-    result rule rewrote it), or the JSON-RPC error code, or the HTTP status."""
+    """What the front answers one call of bench/bodies/`body`: RESULT, REDACTED (a result rule of
+    bench/policy-results-bench.json rewrote it), "error CODE" (the JSON-RPC error) or "HTTP STATUS"."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("POST", "/mcp", body=(harness.BODIES / body).read_bytes(),
-                     headers={"content-type": "application/json", "accept": "application/json, text/event-stream",
-                              "authorization": f"Bearer {token}"})
+                     headers={**harness.MCP_HEADERS, "authorization": f"Bearer {token}"})
         r = conn.getresponse()
         answer = r.read()
     finally:
@@ -122,7 +124,7 @@ def probe(port: int, body: str, token: str) -> str:
         return f"HTTP {r.status}"
     message = json.loads(answer)
     if "result" in message:
-        return "result, redacted" if "[host]" in answer.decode() else "result"
+        return REDACTED if "[host]" in answer.decode() else RESULT
     return f"error {message.get('error', {}).get('code')}"
 
 
@@ -131,9 +133,8 @@ def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(module.parent)
     # Only the front Envoys' counts: build scripts of the instrumented build wrote their own.
     os.environ["LLVM_PROFILE_FILE"] = str(raw_dir / "envoy-%p-%m.profraw")
-    # The key that signs the tokens of the policy set's callers, its public half the JWKS.
-    issuer = Issuer()
-    tokens = {caller: issuer.token(**claims) for caller, claims in CLAIMS.items()}
+    # The policy set's callers: their tokens, and the key that signs them as the JWKS.
+    jwt_values, tokens = harness.jwt_callers()
     up_port, up_admin = harness.free_port(), harness.free_port()
     upstream = harness.Envoy(envoy, work, "upstream",
                              harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
@@ -142,21 +143,15 @@ def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib
         upstream.wait_ready(up_admin)
         for i, (policy_file, filters, runs) in enumerate(WORKLOAD):
             policy = harness.policy_text(harness.BENCH / policy_file)
-            port, admin = harness.free_port(), harness.free_port()
-            block = harness.filters_block(filters, POLICY=policy, JWKS=json.dumps(issuer.jwks), ISSUER=ISSUER,
-                                          AUDIENCE=AUDIENCE)
-            cfg = harness.render("front.yaml", ADMIN_PORT=str(admin), PORT=str(port), UPSTREAM_PORT=str(up_port),
-                                 LISTENER_EXTRA="", HTTP_FILTERS=block)
+            cfg, port, admin = harness.front_config(filters, policy, up_port, **jwt_values)
             front = harness.Envoy(envoy, work, f"front{i}", cfg, 1, [])
             try:
                 front.wait_ready(admin)
-                for body, caller, seconds in runs:
+                for body, caller, seconds, expected in runs:
                     token = tokens[caller] if caller else harness.TOKEN
                     outcome = probe(port, body, token)
-                    # Every front allows list_vms (allowed-*.json): a call refused there means the
-                    # front is not serving what the profile is meant to describe.
-                    if body.startswith("allowed") and not outcome.startswith("result"):
-                        raise SystemExit(f"{policy_file}, {body}, {caller or 'bearer'}: {outcome}, not a result "
+                    if outcome != expected:
+                        raise SystemExit(f"{policy_file}, {body}, {caller or 'bearer'}: {outcome}, not {expected} "
                                          f"(logs in {work}); the profile in place is unchanged")
                     w = harness.run_wrk(port, body, seconds, 1, 2, token=token)
                     harness.log(f"{policy_file}, {body}{f', {caller}' if caller else ''}: {outcome}, "

@@ -23,21 +23,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-/// A map keyed by a tool or method name, looked up several times for every call (the rule, its
-/// limits, its mode, its pin). Natively it hashes with foldhash, as the native build's store does:
-/// SipHash took about 600 instructions of every allowed call (`bench/native_instructions.py`), for a
-/// map whose keys are the policy's own names, fixed at load, where a caller's name can only look
-/// up, never insert. The wasm module keeps std's hasher: foldhash would add bytes its size target
-/// does not leave (`make size-check`).
-pub type NameMap<V> = HashMap<String, V, NameHasher>;
-
-/// The hasher of [`NameMap`], seeded per map.
-#[cfg(not(target_arch = "wasm32"))]
-pub type NameHasher = foldhash::fast::RandomState;
-/// The hasher of [`NameMap`], seeded per map.
-#[cfg(target_arch = "wasm32")]
-pub type NameHasher = std::hash::RandomState;
-
 use crate::wire::fold::FoldedNames;
 
 pub mod conditions;
@@ -54,6 +39,22 @@ pub use judge::{Verdict, HIDE_RULE};
 pub use rules::{NeedsApproval, ToolRule};
 
 use crate::limits::Limit;
+
+/// A map keyed by a tool or method name, looked up several times for every call (the rule, its
+/// limits, its mode, its pin). Natively it hashes with foldhash: SipHash took about 600
+/// instructions of every allowed call (`bench/native_instructions.py`). foldhash's own per-map seed
+/// (addresses and the time, not the operating system's randomness) is enough here: the keys are the
+/// policy's own, inserted at load, and a caller's name only looks one up, so no caller can build a
+/// chain of colliding keys. The wasm module keeps std's hasher: foldhash would add bytes its size
+/// target does not leave (`make size-check`).
+pub type NameMap<V> = HashMap<String, V, NameHasher>;
+
+/// The hasher of [`NameMap`], seeded per map.
+#[cfg(not(target_arch = "wasm32"))]
+pub type NameHasher = foldhash::fast::RandomState;
+/// The hasher of [`NameMap`], seeded per map.
+#[cfg(target_arch = "wasm32")]
+pub type NameHasher = std::hash::RandomState;
 
 /// The runtime policy, built once per plugin configuration.
 #[derive(Debug, Clone)]

@@ -206,7 +206,7 @@ impl Filter {
             if audit == AuditMode::Off {
                 continue;
             }
-            let record = || e.audit_json(&humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+            let record = || e.audit_json(&crate::stamp::audit_ts(SystemTime::now()));
             match audit {
                 AuditMode::AccessLog => {
                     let _ = self.stream.set_filter_state("wasm.mcp_result_audit", record().as_bytes());
