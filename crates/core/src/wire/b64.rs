@@ -84,18 +84,29 @@ pub fn decode(text: &[u8], alphabet: Alphabet) -> Option<Vec<u8>> {
         return None;
     }
     let mut out = Vec::with_capacity(body.len() * 3 / 4);
-    for chunk in body.chunks(4) {
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            n |= alphabet.digit(*c)? << (18 - 6 * i);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        let keep = chunk.len() - 1;
-        // Canonical: the bits below the last kept byte are zero.
-        if bytes.iter().skip(keep).any(|&b| b != 0) {
+    let (whole, tail) = body.split_at(body.len() - body.len() % 4);
+    // Whole groups of four characters, three bytes each, appended as an array of known length: a
+    // verified token's payload runs to a few hundred characters, and a slice whose length is known
+    // only at run time is copied by a call to memcpy, for three bytes. The tail (two or three
+    // characters) is the only group that can carry unused bits.
+    for group in whole.chunks_exact(4) {
+        let n = group.iter().try_fold(0u32, |n, &c| Some((n << 6) | alphabet.digit(c)?))?;
+        let [_, a, b, c] = n.to_be_bytes();
+        out.extend_from_slice(&[a, b, c]);
+    }
+    if !tail.is_empty() {
+        let n = tail.iter().try_fold(0u32, |n, &c| Some((n << 6) | alphabet.digit(c)?))?;
+        // Two characters carry one byte and 4 unused bits, three carry two bytes and 2 unused
+        // bits; canonical: the unused bits are zero.
+        let unused = if tail.len() == 2 { 4 } else { 2 };
+        if n & ((1 << unused) - 1) != 0 {
             return None;
         }
-        out.extend_from_slice(bytes.get(..keep)?);
+        let n = n >> unused;
+        if tail.len() == 3 {
+            out.push((n >> 8) as u8);
+        }
+        out.push(n as u8);
     }
     Some(out)
 }
