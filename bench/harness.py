@@ -78,6 +78,13 @@ def front_config(filters: str | tuple[str, ...], policy: str, upstream_port: int
     return cfg, port, admin
 
 
+def upstream_config() -> tuple[str, int, int]:
+    """bench/envoy/upstream.yaml, the responder behind every front Envoy, on new ports: (the
+    configuration, its port, its admin port)."""
+    port, admin = free_port(), free_port()
+    return render("upstream.yaml", ADMIN_PORT=str(admin), PORT=str(port)), port, admin
+
+
 def jwt_callers() -> tuple[dict[str, str], dict[str, str]]:
     """For bench/envoy/filters-jwt.yaml: its values (the JWKS of an RS256 key made for the run, the
     issuer and the audience) and a token of each caller of CLAIMS signed with that key, valid for two
@@ -170,8 +177,7 @@ def post(port: int, body: bytes, token: str = TOKEN) -> tuple[int, bytes]:
         f"http://127.0.0.1:{port}/mcp",
         data=body,
         method="POST",
-        headers={"content-type": "application/json", "accept": "application/json, text/event-stream",
-                 "authorization": f"Bearer {token}"},
+        headers={**MCP_HEADERS, "authorization": f"Bearer {token}"},
     )
     try:
         with urllib.request.urlopen(req, timeout=5) as r:

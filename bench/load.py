@@ -44,16 +44,15 @@ from harness import (
     BODIES,
     ROOT,
     Envoy,
-    free_port,
     front_config,
     log,
     machine,
     policy_text,
     post,
     proc_stat,
-    render,
     run_wrk,
     summary,
+    upstream_config,
 )
 from report import fmt_ratio, fmt_us, human_ns, plot, render_results, write_markdown
 
@@ -186,9 +185,8 @@ def main() -> None:
     envoys: dict[str, tuple[Envoy, int]] = {}
     ok = False
     try:
-        up_port, up_admin = free_port(), free_port()
-        upstream = Envoy(args.envoy, workdir, "upstream",
-                         render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+        up_cfg, up_port, up_admin = upstream_config()
+        upstream = Envoy(args.envoy, workdir, "upstream", up_cfg, 1, [])
         instances = sorted({CONFIGS[n][1] for n in names})
         for inst in instances:
             envoys[inst] = start_front(args.envoy, workdir, inst, inst, up_port, args.wasm.resolve(), policy)

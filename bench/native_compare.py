@@ -135,11 +135,10 @@ def main() -> None:
     policy = harness.policy_text(harness.BENCH / "policy-bench.json")
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     register_instances(work)
-    up_port, up_admin = harness.free_port(), harness.free_port()
+    up_cfg, up_port, up_admin = harness.upstream_config()
     # Processes inherit this process's CPU set: each is started with the set it is to run on.
     os.sched_setaffinity(0, rest_cpus)
-    upstream = harness.Envoy(args.envoy, work, "upstream",
-                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    upstream = harness.Envoy(args.envoy, work, "upstream", up_cfg, 1, [])
     fronts: dict[str, tuple[harness.Envoy, int]] = {}
     try:
         upstream.wait_ready(up_admin)

@@ -168,9 +168,8 @@ def main() -> None:
         "libmcp_policy_native.so": args.module_dir / "libmcp_policy_native.so",
         native_compare.MINIMAL.name: native_compare.MINIMAL})
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
-    up_port, up_admin = harness.free_port(), harness.free_port()
-    upstream = harness.Envoy(args.envoy, work, "upstream",
-                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    up_cfg, up_port, up_admin = harness.upstream_config()
+    upstream = harness.Envoy(args.envoy, work, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)
         counted = {label: count(binary, work, f"front{i}", filters, levels, policy, up_port, args.calls, args.show,

@@ -211,9 +211,8 @@ def main() -> None:
         configs[f"variant {vname}"] = ("wasm", pathlib.Path(parts[0]).resolve(), pol)
 
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}
-    up_port, up_admin = harness.free_port(), harness.free_port()
-    upstream = harness.Envoy(args.envoy, workdir, "upstream",
-                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    up_cfg, up_port, up_admin = harness.upstream_config()
+    upstream = harness.Envoy(args.envoy, workdir, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)
         for rnd in range(args.rounds):

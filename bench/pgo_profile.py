@@ -39,7 +39,6 @@ no profile and are optimized as without one. Run this again after changing the c
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import pathlib
@@ -112,16 +111,9 @@ def build_instrumented(raw_dir: pathlib.Path) -> pathlib.Path:
 def probe(port: int, body: str, token: str) -> str:
     """What the front answers one call of bench/bodies/`body`: RESULT, REDACTED (a result rule of
     bench/policy-results-bench.json rewrote it), "error CODE" (the JSON-RPC error) or "HTTP STATUS"."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("POST", "/mcp", body=(harness.BODIES / body).read_bytes(),
-                     headers={**harness.MCP_HEADERS, "authorization": f"Bearer {token}"})
-        r = conn.getresponse()
-        answer = r.read()
-    finally:
-        conn.close()
-    if r.status != 200:
-        return f"HTTP {r.status}"
+    status, answer = harness.post(port, (harness.BODIES / body).read_bytes(), token)
+    if status != 200:
+        return f"HTTP {status}"
     message = json.loads(answer)
     if "result" in message:
         return REDACTED if "[host]" in answer.decode() else RESULT
@@ -135,9 +127,8 @@ def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib
     os.environ["LLVM_PROFILE_FILE"] = str(raw_dir / "envoy-%p-%m.profraw")
     # The policy set's callers: their tokens, and the key that signs them as the JWKS.
     jwt_values, tokens = harness.jwt_callers()
-    up_port, up_admin = harness.free_port(), harness.free_port()
-    upstream = harness.Envoy(envoy, work, "upstream",
-                             harness.render("upstream.yaml", ADMIN_PORT=str(up_admin), PORT=str(up_port)), 1, [])
+    up_cfg, up_port, up_admin = harness.upstream_config()
+    upstream = harness.Envoy(envoy, work, "upstream", up_cfg, 1, [])
     served = 0
     try:
         upstream.wait_ready(up_admin)

@@ -49,13 +49,19 @@ def _worker_share() -> tuple[int, int]:
 
 
 def _below_ephemeral() -> range:
-    """Ports the kernel never picks on its own: below the range it takes the local port of every
-    outgoing connection (and of `bind` to port 0) from, `net.ipv4.ip_local_port_range`."""
+    """Ports the kernel never picks on its own: outside the range it takes the local port of every
+    outgoing connection (and of `bind` to port 0) from, `net.ipv4.ip_local_port_range`. Below it
+    when there are a thousand or more from 10000 up, else above it; a range that leaves neither
+    gives every port from 10000 (the race is then back, as the kernel leaves no port out)."""
     try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    return range(10000, max(low, 20000))
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[:2])
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    if low - 10000 >= 1000:
+        return range(10000, low)
+    if 65535 - high >= 1000:
+        return range(high + 1, 65536)
+    return range(10000, 65536)
 
 
 def free_port() -> int:
