@@ -41,7 +41,7 @@ pub use rules::{NeedsApproval, ToolRule};
 use crate::limits::Limit;
 
 /// A map keyed by a tool or method name, looked up several times for every call (the rule, its
-/// limits, its mode, its pin). Natively it hashes with foldhash: SipHash took about 600
+/// limits, its mode, its pin). Natively it hashes with foldhash: SipHash costs about 600
 /// instructions of every allowed call (`bench/native_instructions.py`). foldhash's own per-map seed
 /// (addresses and the time, not the operating system's randomness) is enough here: the keys are the
 /// policy's own, inserted at load, and a caller's name only looks one up, so no caller can build a

@@ -89,13 +89,14 @@ pub fn decode(text: &[u8], alphabet: Alphabet) -> Option<Vec<u8>> {
     // verified token's payload runs to a few hundred characters, and a slice whose length is known
     // only at run time is copied by a call to memcpy, for three bytes. The tail (two or three
     // characters) is the only group that can carry unused bits.
+    // The bits of a group's characters, first character highest.
+    let bits = |chars: &[u8]| chars.iter().try_fold(0u32, |n, &c| Some((n << 6) | alphabet.digit(c)?));
     for group in whole.chunks_exact(4) {
-        let n = group.iter().try_fold(0u32, |n, &c| Some((n << 6) | alphabet.digit(c)?))?;
-        let [_, a, b, c] = n.to_be_bytes();
+        let [_, a, b, c] = bits(group)?.to_be_bytes();
         out.extend_from_slice(&[a, b, c]);
     }
     if !tail.is_empty() {
-        let n = tail.iter().try_fold(0u32, |n, &c| Some((n << 6) | alphabet.digit(c)?))?;
+        let n = bits(tail)?;
         // Two characters carry one byte and 4 unused bits, three carry two bytes and 2 unused
         // bits; canonical: the unused bits are zero.
         let unused = if tail.len() == 2 { 4 } else { 2 };
