@@ -263,12 +263,13 @@ fmt:
 ## bench: criterion micro benchmarks of the core, then wrk against real Envoy (passthrough, this
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
 ##        Then the native build (the dynamic module) side by side with the wasm build and the
-##        baselines, its acceptance figures (bench/native_compare.py; rewrites its section of
+##        baselines, its acceptance figures (bench/native_compare.py, with the fronts on a CPU of
+##        their own and then with every process sharing the CPUs; each rewrites its section of
 ##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed,
 ##        recorded by hand in BENCHMARKS.md). Then the rate limit service: latency an RLS decision
 ##        adds against local limits, and decisions/s with Redis for 1 and 2 instances
 ##        (bench/rls_bench.py; printed, recorded by hand). Needs wrk (Debian; installed here when
-##        run as root). About 15 minutes.
+##        run as root). About 25 minutes.
 ## bench-minimal: the floors of the two builds, each its own workspace: the baseline of the
 ##                throughput target (this filter at 0.95 of its throughput or more), a proxy-wasm
 ##                filter that only reads the credential header and the whole body
@@ -306,6 +307,7 @@ bench: build dynamic-module bench-minimal bench-v8 approvals ratelimit redis-dep
 	  --variant audit_off=,policy=bench/policy-bench-audit-off.json \
 	  --variant audit_access_log_no_filter_state=,policy=bench/policy-bench-audit-access-log-no-filter-state.json
 	$(PY) bench/native_compare.py --rounds 5 --out BENCHMARKS.md
+	$(PY) bench/native_compare.py --rounds 5 --layout shared --out BENCHMARKS.md
 	$(PY) bench/approval_latency.py
 	$(PY) bench/rls_bench.py
 

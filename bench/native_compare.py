@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The native build against the wasm build, passthrough and the buffer filter: the native build's
-acceptance figures, side by side on loopback. `make bench` runs it with `--rounds 5 --out
-BENCHMARKS.md`, which rewrites that file's section between the `bench:native` markers.
+acceptance figures, side by side on loopback. `make bench` runs it twice with `--rounds 5 --out
+BENCHMARKS.md`, once in each layout, and each run rewrites its own section of that file (between
+the `bench:native` markers for the pinned layout, `bench:native-shared` for the shared one).
 
     make build dynamic-module bench-minimal
-    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--pin] [--only n,n''] [--out FILE]
+    .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--layout pinned|shared]
+                                             [--conns N] [--latency-conns N] [--only n,n''] [--out FILE]
 
 One upstream Envoy (bench/envoy/upstream.yaml) and ten front Envoys (concurrency 1, no access
 log), all at once: (a) passthrough, (a') buffer only, (c) Envoy's own `mcp` + `rbac` filters
@@ -21,10 +23,22 @@ rounds), and each Envoy's RSS after load; then the native build's targets, each 
 difference within a round (median [min, max]), the CPU added split into user space and the kernel,
 and the CPU the native build adds above the floor (n0).
 
-By default every process shares every CPU, so wrk and the upstream compete with the front and
-throughput ratios are compressed toward 1. `--pin` runs the fronts on the last CPU and the upstream
-and wrk on the others, with 8 connections: the front is then the bottleneck, and a throughput ratio
-is a ratio of the fronts' own cost per call. `--only` runs some configurations (with a, a' and c).
+Two layouts of the processes on the CPUs:
+
+- `pinned` (the default with two CPUs or more): the front Envoys on the last CPU, the upstream and
+  wrk on the others, and each front measured in two phases of interleaved rounds. Capacity:
+  `--conns` connections (8), so that the front is the busy process and a throughput ratio is a
+  ratio of the fronts' own cost per call; throughput and CPU per call come from it. Latency:
+  `--latency-conns` connections (1), so that no request waits behind another in the front and a
+  p99 added is the time the filter adds to a call, not a longer queue (at capacity, a front that
+  serves 10 % fewer calls a second holds each of its 8 queued calls 10 % longer); p50 and p99 come
+  from it.
+- `shared` (`--layout shared`): every process on every CPU, one phase with 2 connections, the load
+  of `bench/load.py`. wrk and the upstream compete with the front for the same CPUs, so throughput
+  ratios are compressed toward 1: on two CPUs even the floor (n0), which decides nothing, comes out
+  at about 1.25 times the throughput of (c).
+
+`--only` runs some configurations (with a, a' and c).
 """
 
 from __future__ import annotations
@@ -58,22 +72,31 @@ LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mc
           "n0": "(n0) the minimal body-reading dynamic module (the floor)"}
 
 
-# The section of BENCHMARKS.md that `--out` rewrites (`make bench` passes it).
-BEGIN = "<!-- bench:native:begin (written by bench/native_compare.py; edit above or below) -->"
-END = "<!-- bench:native:end -->"
+# The sections of BENCHMARKS.md that `--out` rewrites (`make bench` passes it), one per layout.
+MARKERS = {
+    "pinned": ("<!-- bench:native:begin (written by bench/native_compare.py; edit above or below) -->",
+               "<!-- bench:native:end -->"),
+    "shared": ("<!-- bench:native-shared:begin (written by bench/native_compare.py --layout shared; "
+               "edit above or below) -->", "<!-- bench:native-shared:end -->"),
+}
 
-# (what, per-round value for a configuration, target): the native build's acceptance figures. The
-# CPU added is split into user space and the kernel (`/proc/PID/stat`): the kernel's share follows
-# the timing of the load (waking wrk and the upstream on loopback) more than the filter's work, with
-# the same system calls per call (docs/src/deploy/native-cost.md, Where the CPU time goes).
+# (what, per-round value for a configuration, target, phase): the native build's acceptance figures,
+# each from the rounds of its phase (`capacity` or `latency`; the shared layout has one phase, which
+# serves both). The CPU added is split into user space and the kernel (`/proc/PID/stat`): the
+# kernel's share follows the timing of the load (waking wrk and the upstream on loopback) more than
+# the filter's work, with the same system calls per call (docs/src/deploy/native-cost.md, Where the
+# CPU time goes).
 TARGETS = [
-    ("throughput vs Envoy's mcp + rbac (c)", lambda rows, k, i: rows[k][i]["rps"] / rows["c"][i]["rps"], "≥ 1.25"),
-    ("throughput vs the buffer filter (a')", lambda rows, k, i: rows[k][i]["rps"] / rows["a'"][i]["rps"], "≥ 0.90"),
-    ("CPU µs added per call above (a')", lambda rows, k, i: rows[k][i]["cpu_us"] - rows["a'"][i]["cpu_us"], "≤ 20"),
+    ("throughput vs Envoy's mcp + rbac (c)",
+     lambda rows, k, i: rows[k][i]["rps"] / rows["c"][i]["rps"], "≥ 1.25", "capacity"),
+    ("throughput vs the buffer filter (a')", lambda rows, k, i: rows[k][i]["rps"] / rows["a'"][i]["rps"], "≥ 0.90",
+     "capacity"),
+    ("CPU µs added per call above (a')", lambda rows, k, i: rows[k][i]["cpu_us"] - rows["a'"][i]["cpu_us"], "≤ 20",
+     "capacity"),
     ("of which user space (Envoy's code and the module)",
-     lambda rows, k, i: rows[k][i]["user_us"] - rows["a'"][i]["user_us"], "–"),
-    ("of which the kernel", lambda rows, k, i: rows[k][i]["sys_us"] - rows["a'"][i]["sys_us"], "–"),
-    ("p99 µs added above (a')", lambda rows, k, i: rows[k][i]["p99"] - rows["a'"][i]["p99"], "≤ 100"),
+     lambda rows, k, i: rows[k][i]["user_us"] - rows["a'"][i]["user_us"], "–", "capacity"),
+    ("of which the kernel", lambda rows, k, i: rows[k][i]["sys_us"] - rows["a'"][i]["sys_us"], "–", "capacity"),
+    ("p99 µs added above (a')", lambda rows, k, i: rows[k][i]["p99"] - rows["a'"][i]["p99"], "≤ 100", "latency"),
 ]
 
 
@@ -97,21 +120,90 @@ def register_instances(work: pathlib.Path) -> None:
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
 
 
+def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: int,
+            conns: int) -> dict[str, list[dict]]:
+    """Interleaved rounds of wrk against each front (order reversed every other round): per round
+    and configuration, requests/s, p50 and p99, non-2xx answers, and the front's CPU per request
+    (`/proc/PID/stat`, user space and the kernel)."""
+    rows: dict[str, list[dict]] = {k: [] for k in fronts}
+    order = list(fronts)
+    for r in range(rounds):
+        for key in (order if r % 2 == 0 else order[::-1]):
+            e, port = fronts[key]
+            user0, sys0 = harness.proc_cpu(e.proc.pid)
+            w = harness.run_wrk(port, "allowed-1k.json", seconds, 1, conns)
+            user1, sys1 = harness.proc_cpu(e.proc.pid)
+            n = max(w["requests"], 1)
+            rows[key].append({"rps": w["rps"], "p50": w["latency_us"]["percentiles"]["50"],
+                              "p99": w["latency_us"]["percentiles"]["99"], "errors": w["non2xx"],
+                              "cpu_us": (user1 - user0 + sys1 - sys0) * 1e6 / n,
+                              "user_us": (user1 - user0) * 1e6 / n, "sys_us": (sys1 - sys0) * 1e6 / n})
+    return rows
+
+
+def spread(vals: list[float]) -> str:
+    return f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]"
+
+
+def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float], rounds: int, head: str,
+                  configs: dict[str, str]) -> list[str]:
+    """The per-configuration table and the targets' table, as markdown lines. `phases` maps
+    `capacity` and `latency` to their rounds (the same rounds in the shared layout)."""
+    cap, lat = phases["capacity"], phases["latency"]
+    med = {k: {m: statistics.median(x[m] for x in cap[k]) for m in ("rps", "cpu_us")} for k in configs}
+    for k in configs:
+        med[k].update({m: statistics.median(x[m] for x in lat[k]) for m in ("p50", "p99")})
+        med[k]["errors"] = sum(x["errors"] for x in cap[k])
+        if lat is not cap:
+            med[k]["errors"] += sum(x["errors"] for x in lat[k])
+    out = [head, "",
+           "| configuration | req/s | vs passthrough | CPU µs/req | p50 µs | p99 µs | RSS MiB | non-2xx |",
+           "|---|---|---|---|---|---|---|---|"]
+    base = med["a"]["rps"]
+    for key, r in med.items():
+        out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['cpu_us']:.1f} | {r['p50']:.0f} | "
+                   f"{r['p99']:.0f} | {rss[key]:.1f} | {r['errors']} |")
+    out.append("")
+    audited = [k for k in ("n", "n''", "n'''", "n0") if k in configs]
+    heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
+             "n0": "(n0) the floor, for reference: no decision"}
+    out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
+    out.append("|---|" + "---|" * (len(audited) + 1))
+    for what, fn, target, phase in TARGETS:
+        rows = phases[phase]
+        cells = [spread([fn(rows, key, i) for i in range(rounds)]) for key in audited]
+        out.append(f"| {what} | {' | '.join(cells)} | {target} |")
+    if "n0" in configs:
+        # What the module's own work adds: the floor holds and reads the request as the native
+        # build does, so the rest of the native build's CPU is its decision and its effects.
+        cells = ["–" if key == "n0" else
+                 spread([cap[key][i]["cpu_us"] - cap["n0"][i]["cpu_us"] for i in range(rounds)]) for key in audited]
+        out.append(f"| CPU µs added per call above the floor (n0) | {' | '.join(cells)} | – |")
+    added = " | ".join(f"{rss[k] - rss['a']:.1f}" for k in audited)
+    out.append(f"| RSS above passthrough, MiB (after the run) | {added} | ≤ 8 |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--conns", type=int, default=2)
+    ap.add_argument("--layout", choices=("pinned", "shared"),
+                    help="pinned: the fronts on the last CPU, the upstream and wrk on the others, a capacity phase "
+                         "and a latency phase (the default with two CPUs or more); shared: every process on every "
+                         "CPU, one phase (the default with one CPU)")
+    ap.add_argument("--conns", type=int,
+                    help="wrk's connections: in the pinned layout's capacity phase (default 8), or in the shared "
+                         "layout's one phase (default 2)")
+    ap.add_argument("--latency-conns", type=int, default=1,
+                    help="wrk's connections in the pinned layout's latency phase (default 1)")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--out", type=pathlib.Path,
-                    help="markdown file whose native-build section (between the bench:native markers) to rewrite")
+                    help="markdown file whose native-build section for this layout (between the bench:native or "
+                         "bench:native-shared markers) to rewrite")
     ap.add_argument("--only", help="comma-separated configurations to run (default: all); a, a' and c are "
                     "always run, as the targets are ratios against them")
-    ap.add_argument("--pin", action="store_true",
-                    help="front Envoys on the last CPU, the upstream and wrk on the others, and --conns 8 unless "
-                         "given: each front is then the bottleneck, so throughput ratios are ratios of the "
-                         "fronts' own cost (by default all share every CPU and the ratios are compressed toward 1)")
     args = ap.parse_args()
     configs = dict(CONFIGS)
     if args.only:
@@ -121,11 +213,12 @@ def main() -> None:
             raise SystemExit(f"--only: unknown configuration(s) {sorted(unknown)}; known: {', '.join(CONFIGS)}")
         configs = {k: v for k, v in CONFIGS.items() if k in wanted}
     cpus = sorted(os.sched_getaffinity(0))
-    if args.pin and len(cpus) < 2:
-        raise SystemExit("--pin needs at least two CPUs")
-    front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin else (set(cpus), set(cpus))
-    if args.pin and "--conns" not in sys.argv:
-        args.conns = 8
+    layout = args.layout or ("pinned" if len(cpus) >= 2 else "shared")
+    if layout == "pinned" and len(cpus) < 2:
+        raise SystemExit("--layout pinned needs at least two CPUs")
+    pinned = layout == "pinned"
+    front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if pinned else (set(cpus), set(cpus))
+    conns = args.conns or (8 if pinned else 2)
     needed = [(NATIVE, "make dynamic-module"), (WASM, "make build")]
     if "n0" in configs:
         needed.append((MINIMAL, "make bench-minimal"))
@@ -152,69 +245,30 @@ def main() -> None:
             status, answer = harness.post(port, body)
             if status != 200 or b'"result"' not in answer:
                 raise SystemExit(f"{key}: not allowed ({status}): {answer[:300]!r}")
-            harness.run_wrk(port, "allowed-1k.json", 1, 1, args.conns)  # warm-up
-        rows: dict[str, list[dict]] = {k: [] for k in configs}
-        order = list(configs)
-        for r in range(args.rounds):
-            for key in (order if r % 2 == 0 else order[::-1]):
-                e, port = fronts[key]
-                user0, sys0 = harness.proc_cpu(e.proc.pid)
-                w = harness.run_wrk(port, "allowed-1k.json", args.seconds, 1, args.conns)
-                user1, sys1 = harness.proc_cpu(e.proc.pid)
-                n = max(w["requests"], 1)
-                rows[key].append({"rps": w["rps"], "p50": w["latency_us"]["percentiles"]["50"],
-                                  "p99": w["latency_us"]["percentiles"]["99"], "errors": w["non2xx"],
-                                  "cpu_us": (user1 - user0 + sys1 - sys0) * 1e6 / n,
-                                  "user_us": (user1 - user0) * 1e6 / n, "sys_us": (sys1 - sys0) * 1e6 / n})
-        result = {}
-        for key, runs in rows.items():
-            e, _ = fronts[key]
-            rss, _ = harness.proc_stat(e.proc.pid)
-            result[key] = {m: statistics.median(x[m] for x in runs)
-                           for m in ("rps", "p50", "p99", "cpu_us", "user_us", "sys_us")}
-            result[key]["errors"] = sum(x["errors"] for x in runs)
-            result[key]["rss_mib"] = rss / 1024
-        pinned = f", fronts on CPU {sorted(front_cpus)}, upstream and wrk on {sorted(rest_cpus)}" if args.pin else ""
-        out = [f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{args.conns}, front Envoy concurrency 1{pinned}; "
-               "medians", "",
-               "| configuration | req/s | vs passthrough | p50 µs | p99 µs | CPU µs/req | RSS MiB | non-2xx |",
-               "|---|---|---|---|---|---|---|---|"]
-        base = result["a"]["rps"]
-        for key, r in result.items():
-            out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['p50']:.0f} | {r['p99']:.0f} | "
-                       f"{r['cpu_us']:.1f} | {r['rss_mib']:.1f} | {r['errors']} |")
-        out.append("")
-        audited = [k for k in ("n", "n''", "n'''", "n0") if k in configs]
-        heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
-                 "n0": "(n0) the floor, for reference: no decision"}
-        out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
-        out.append("|---|" + "---|" * (len(audited) + 1))
-        for what, fn, target in TARGETS:
-            cells = []
-            for key in audited:
-                vals = [fn(rows, key, i) for i in range(args.rounds)]
-                cells.append(f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
-            out.append(f"| {what} | {' | '.join(cells)} | {target} |")
-        if "n0" in configs:
-            # What the module's own work adds: the floor holds and reads the request as the native
-            # build does, so the rest of the native build's CPU is its decision and its effects.
-            cells = []
-            for key in audited:
-                vals = [rows[key][i]["cpu_us"] - rows["n0"][i]["cpu_us"] for i in range(args.rounds)]
-                cells.append("–" if key == "n0" else
-                             f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]")
-            out.append(f"| CPU µs added per call above the floor (n0) | {' | '.join(cells)} | – |")
-        rss = " | ".join(f"{result[k]['rss_mib'] - result['a']['rss_mib']:.1f}" for k in audited)
-        out.append(f"| RSS above passthrough, MiB (after the run) | {rss} | ≤ 8 |")
+            harness.run_wrk(port, "allowed-1k.json", 1, 1, conns)  # warm-up
+        capacity = measure(fronts, args.rounds, args.seconds, conns)
+        latency = measure(fronts, args.rounds, args.seconds, args.latency_conns) if pinned else capacity
+        rss = {key: harness.proc_stat(e.proc.pid)[0] / 1024 for key, (e, _) in fronts.items()}
+        if pinned:
+            head = (f"{args.rounds} rounds x {args.seconds}s per phase, front Envoy concurrency 1 on CPU "
+                    f"{sorted(front_cpus)}, the upstream and wrk -t1 on {sorted(rest_cpus)}; req/s and CPU from the "
+                    f"capacity phase (wrk -c{conns}), p50 and p99 from the latency phase (wrk -c{args.latency_conns}); "
+                    "medians")
+        else:
+            head = (f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{conns}, front Envoy concurrency 1, every "
+                    "process on every CPU; medians")
+        out = report_tables({"capacity": capacity, "latency": latency}, rss, args.rounds, head, configs)
         print("\n".join(out))
         if args.out:
+            begin, end = MARKERS[layout]
             when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             mach = harness.machine()
-            section = "\n".join([BEGIN, "", f"#### Latest run: {when}, {mach['nproc']} cores, {mach['cpu']}", "",
-                                 *out, "", END])
-            report.write_markdown(args.out, section, BEGIN, END, heading="The native build")
+            section = "\n".join([begin, "", f"#### Latest run ({layout}): {when}, {mach['nproc']} cores, {mach['cpu']}",
+                                 "", *out, "", end])
+            report.write_markdown(args.out, section, begin, end, heading=f"The native build ({layout})")
         if args.json:
-            args.json.write_text(json.dumps(result, indent=2))
+            result = {key: {"capacity": capacity[key], "latency": latency[key], "rss_mib": rss[key]} for key in configs}
+            args.json.write_text(json.dumps({"layout": layout, "conns": conns, "rounds": result}, indent=2))
     finally:
         for e, _ in fronts.values():
             e.stop()
