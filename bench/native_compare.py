@@ -27,16 +27,21 @@ Two layouts of the processes on the CPUs:
 
 - `pinned` (the default with two CPUs or more): the front Envoys on the last CPU, the upstream and
   wrk on the others, and each front measured in two phases of interleaved rounds. Capacity:
-  `--conns` connections (8), so that the front is the busy process and a throughput ratio is a
-  ratio of the fronts' own cost per call; throughput and CPU per call come from it. Latency:
-  `--latency-conns` connections (1), so that no request waits behind another in the front and a
-  p99 added is the time the filter adds to a call, not a longer queue (at capacity, a front that
-  serves 10 % fewer calls a second holds each of its 8 queued calls 10 % longer); p50 and p99 come
-  from it.
+  `--conns` connections (8), so that the front's CPU is the busiest one (the table gives how busy:
+  requests/s times CPU per request) and a throughput ratio comes close to a ratio of the fronts'
+  own cost per call; throughput and CPU per call come from it. Where the front is less than fully
+  busy, the other CPU (wrk and the upstream) limits it too, and a ratio lies between the cost ratio
+  and 1. Latency: `--latency-conns` connections (1), so that no request waits behind another in
+  the front and a p99 added is the time the filter adds to a call, not a longer queue (at
+  capacity, a front that serves 10 % fewer calls a second holds each of its 8 queued calls about
+  11 % longer); p50 and p99 come from it.
 - `shared` (`--layout shared`): every process on every CPU, one phase with 2 connections, the load
   of `bench/load.py`. wrk and the upstream compete with the front for the same CPUs, so throughput
-  ratios are compressed toward 1: on two CPUs even the floor (n0), which decides nothing, comes out
-  at about 1.25 times the throughput of (c).
+  ratios are compressed toward 1, and even the floor (n0), which decides nothing, comes out close to
+  1.25 times the throughput of (c).
+
+CPU per request depends on the calls in flight (each wake-up of the front is shared by the calls it
+finds waiting): compare it within one layout and phase.
 
 `--only` runs some configurations (with a, a' and c).
 """
@@ -157,14 +162,18 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
         if lat is not cap:
             med[k]["errors"] += sum(x["errors"] for x in lat[k])
     out = [head, "",
-           "| configuration | req/s | vs passthrough | CPU µs/req | p50 µs | p99 µs | RSS MiB | non-2xx |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| configuration | req/s | vs passthrough | CPU µs/req | front CPU busy | p50 µs | p99 µs | RSS MiB | "
+           f"non-2xx{' (both phases)' if lat is not cap else ''} |",
+           "|---|---|---|---|---|---|---|---|---|"]
     base = med["a"]["rps"]
     for key, r in med.items():
-        out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['cpu_us']:.1f} | {r['p50']:.0f} | "
-                   f"{r['p99']:.0f} | {rss[key]:.1f} | {r['errors']} |")
+        busy = r["rps"] * r["cpu_us"] / 1e6
+        out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['cpu_us']:.1f} | {busy:.0%} | "
+                   f"{r['p50']:.0f} | {r['p99']:.0f} | {rss[key]:.1f} | {r['errors']} |")
     out.append("")
     audited = [k for k in ("n", "n''", "n'''", "n0") if k in configs]
+    if not audited:
+        return out
     heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
              "n0": "(n0) the floor, for reference: no decision"}
     out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
@@ -196,7 +205,7 @@ def main() -> None:
     ap.add_argument("--conns", type=int,
                     help="wrk's connections: in the pinned layout's capacity phase (default 8), or in the shared "
                          "layout's one phase (default 2)")
-    ap.add_argument("--latency-conns", type=int, default=1,
+    ap.add_argument("--latency-conns", type=int,
                     help="wrk's connections in the pinned layout's latency phase (default 1)")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--out", type=pathlib.Path,
@@ -218,7 +227,13 @@ def main() -> None:
         raise SystemExit("--layout pinned needs at least two CPUs")
     pinned = layout == "pinned"
     front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if pinned else (set(cpus), set(cpus))
+    for flag, value in (("--conns", args.conns), ("--latency-conns", args.latency_conns)):
+        if value is not None and value < 1:
+            raise SystemExit(f"{flag} must be at least 1")
+    if args.latency_conns is not None and not pinned:
+        raise SystemExit("--latency-conns: the shared layout has one phase; give --conns")
     conns = args.conns or (8 if pinned else 2)
+    latency_conns = args.latency_conns or 1
     needed = [(NATIVE, "make dynamic-module"), (WASM, "make build")]
     if "n0" in configs:
         needed.append((MINIMAL, "make bench-minimal"))
@@ -247,12 +262,12 @@ def main() -> None:
                 raise SystemExit(f"{key}: not allowed ({status}): {answer[:300]!r}")
             harness.run_wrk(port, "allowed-1k.json", 1, 1, conns)  # warm-up
         capacity = measure(fronts, args.rounds, args.seconds, conns)
-        latency = measure(fronts, args.rounds, args.seconds, args.latency_conns) if pinned else capacity
+        latency = measure(fronts, args.rounds, args.seconds, latency_conns) if pinned else capacity
         rss = {key: harness.proc_stat(e.proc.pid)[0] / 1024 for key, (e, _) in fronts.items()}
         if pinned:
             head = (f"{args.rounds} rounds x {args.seconds}s per phase, front Envoy concurrency 1 on CPU "
                     f"{sorted(front_cpus)}, the upstream and wrk -t1 on {sorted(rest_cpus)}; req/s and CPU from the "
-                    f"capacity phase (wrk -c{conns}), p50 and p99 from the latency phase (wrk -c{args.latency_conns}); "
+                    f"capacity phase (wrk -c{conns}), p50 and p99 from the latency phase (wrk -c{latency_conns}); "
                     "medians")
         else:
             head = (f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c{conns}, front Envoy concurrency 1, every "
@@ -267,8 +282,12 @@ def main() -> None:
                                  "", *out, "", end])
             report.write_markdown(args.out, section, begin, end, heading=f"The native build ({layout})")
         if args.json:
-            result = {key: {"capacity": capacity[key], "latency": latency[key], "rss_mib": rss[key]} for key in configs}
-            args.json.write_text(json.dumps({"layout": layout, "conns": conns, "rounds": result}, indent=2))
+            # Per configuration, each phase's rounds (the shared layout's one phase under `capacity`).
+            per = {key: {"capacity": capacity[key], **({"latency": latency[key]} if pinned else {}),
+                         "rss_mib": rss[key]} for key in configs}
+            settings = {"layout": layout, "rounds": args.rounds, "seconds": args.seconds, "conns": conns,
+                        **({"latency_conns": latency_conns} if pinned else {})}
+            args.json.write_text(json.dumps({**settings, "configurations": per}, indent=2))
     finally:
         for e, _ in fronts.values():
             e.stop()
