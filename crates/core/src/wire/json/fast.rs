@@ -9,8 +9,9 @@
 //! decides, with its own error and offset. So what it accepts is exactly what the strict path
 //! accepts without counting a folded clash (`tests::fast_and_strict_skips_agree`).
 //!
-//! Measured on `bench/bodies/allowed-1k.json` (`read_body`, callgrind): see BENCHMARKS.md. The
-//! wasm module does without it: it would cost more bytes than the module's size target leaves.
+//! Measured on `bench/bodies/allowed-1k.json` (`read_body`, callgrind): docs/src/cost-and-size.md,
+//! Decisions. The wasm module does without it: it would cost more bytes than the module's size
+//! target leaves.
 
 use super::number::{digits, fraction_and_exponent, number_end};
 use super::scan;

@@ -40,9 +40,9 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     // Most member names, and many values, end within 8 bytes: those are tested as one word (a
     // byte at a time when fewer remain), which costs less than the 16-byte chunks below. Reading
     // `bench/bodies/allowed-1k.json`, a head read a byte at a time saved 2,118 instructions (−5.6%)
-    // against the chunks alone, and read as one word 842 more (BENCHMARKS.md, Decisions). Native
-    // builds only: in the wasm module it costs about 200 B, more than its size target leaves
-    // (`make size-check`).
+    // against the chunks alone, and read as one word 842 more (docs/src/cost-and-size.md,
+    // Decisions). Native builds only: in the wasm module it costs about 200 B, more than its size
+    // target leaves (`make size-check`).
     #[cfg(not(target_arch = "wasm32"))]
     let rest = {
         let (head, rest) = rest.split_at(rest.len().min(8));
