@@ -223,6 +223,8 @@ def main() -> None:
         configs = {k: v for k, v in CONFIGS.items() if k in wanted}
     cpus = sorted(os.sched_getaffinity(0))
     layout = args.layout or ("pinned" if len(cpus) >= 2 else "shared")
+    if not args.layout and layout == "shared":
+        harness.log("one CPU: the shared layout (the pinned one needs two)")
     if layout == "pinned" and len(cpus) < 2:
         raise SystemExit("--layout pinned needs at least two CPUs")
     pinned = layout == "pinned"
