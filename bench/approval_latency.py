@@ -19,15 +19,15 @@ import argparse
 import http.client
 import json
 import statistics
-import string
 import sys
 import time
-from pathlib import Path
 
 from testkit import approvals as ha
 from testkit.envoy import start_envoy
-from testkit.processes import HOST, free_port
+from testkit.processes import HOST
 from testkit.stack import Stack
+
+import harness  # bench/harness.py, beside this script: the upstream's configuration
 
 
 def body(id_: int, tool: str, args: dict) -> bytes:
@@ -63,11 +63,8 @@ def main() -> int:
     approved: list[float] = []
     pending: list[float] = []
     with Stack() as stack:
-        rport = free_port()
-        template = (Path(__file__).resolve().parent / "envoy" / "upstream.yaml").read_text()
-        upstream = start_envoy(
-            string.Template(template).substitute(PORT=rport, ADMIN_PORT=free_port()),
-            concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
+        up_cfg, rport, _ = harness.upstream_config()
+        upstream = start_envoy(up_cfg, concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
         stack.envoys.append(upstream)
         svc = ha.approvals(stack)
         policy = ha.approval_policy()

@@ -78,11 +78,20 @@ def front_config(filters: str | tuple[str, ...], policy: str, upstream_port: int
     return cfg, port, admin
 
 
-def upstream_config() -> tuple[str, int, int]:
+# What the upstream answers every call with: a tools/call result listing one VM.
+RESULT = ('{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":'
+          '"[{\\"vmid\\":100,\\"name\\":\\"web-1\\",\\"status\\":\\"running\\"}]"}],"isError":false}}')
+
+
+def upstream_config(sse: bool = False) -> tuple[str, int, int]:
     """bench/envoy/upstream.yaml, the responder behind every front Envoy, on new ports: (the
-    configuration, its port, its admin port)."""
+    configuration, its port, its admin port). It answers with RESULT as JSON, or with `sse` as one
+    Streamable HTTP `message` event (`text/event-stream`)."""
     port, admin = free_port(), free_port()
-    return render("upstream.yaml", ADMIN_PORT=str(admin), PORT=str(port)), port, admin
+    body, kind = (f"event: message\ndata: {RESULT}\n\n", "text/event-stream") if sse else (RESULT, "application/json")
+    # A JSON string is a YAML double-quoted scalar.
+    return render("upstream.yaml", ADMIN_PORT=str(admin), PORT=str(port), RESULT_BODY=json.dumps(body),
+                  RESULT_TYPE=kind), port, admin
 
 
 def jwt_callers() -> tuple[dict[str, str], dict[str, str]]:

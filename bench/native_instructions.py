@@ -6,7 +6,7 @@ figure that other work on the machine does not move, unlike CPU time (see Noise 
     #   CARGO_TARGET_DIR=/tmp/sym CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false \\
     #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 make dynamic-module    (then --module-dir /tmp/sym/dynamic-module)
     .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
-                                                  [--policy FILE | --policy-set] [--no-baselines]
+                                                  [--policy FILE | --policy-set] [--sse] [--no-baselines]
 
 One upstream Envoy and one front Envoy with the module (bench/envoy/filters-dynamic.yaml,
 bench/policy-bench.json, concurrency 1), the front under `valgrind --tool=callgrind` (Debian package
@@ -26,7 +26,9 @@ Kernel work (the write of the log line, the sockets) is not counted.
 and redact every result, in the response-body hook). `--policy-set` counts the module behind Envoy's
 jwt_authn (bench/envoy/filters-jwt.yaml) with bench/policy-set-bench.json, the calls made
 with a token, signed for the run, whose claims attach the set's `ops` policy (the verified payload is
-read in the request-headers hook); it counts that front alone.
+read in the request-headers hook); it counts that front alone. `--sse` has the upstream answer every
+call as one Streamable HTTP `message` event (`text/event-stream`) instead of JSON: with result rules,
+the response-body hook then reads the event stream.
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ def main() -> None:
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--policy", type=pathlib.Path, default=harness.BENCH / "policy-bench.json",
                        help="the module's policy (bench/policy-results-bench.json: result rules read every result)")
+    ap.add_argument("--sse", action="store_true",
+                    help="the upstream answers as an SSE stream of one message event instead of JSON")
     which.add_argument("--policy-set", action="store_true",
                        help="the module behind jwt_authn (bench/envoy/filters-jwt.yaml) with "
                        "bench/policy-set-bench.json, the calls made with a token whose claims attach its `ops` "
@@ -168,7 +172,7 @@ def main() -> None:
         "libmcp_policy_native.so": args.module_dir / "libmcp_policy_native.so",
         native_compare.MINIMAL.name: native_compare.MINIMAL})
     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(modules)
-    up_cfg, up_port, up_admin = harness.upstream_config()
+    up_cfg, up_port, up_admin = harness.upstream_config(sse=args.sse)
     upstream = harness.Envoy(args.envoy, work, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)

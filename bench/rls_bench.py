@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import statistics
-import string
 import subprocess
 import sys
 import time
@@ -41,8 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 from testkit import rls as hr
 from testkit.envoy import start_envoy
 from testkit.native import BUILDS, filter_build
-from testkit.processes import HOST, free_port
+from testkit.processes import HOST
 from testkit.stack import Stack
+
+import harness  # bench/harness.py, beside this script: the upstream's configuration
 
 LOAD = ROOT / "target" / "release" / "examples" / "rls_load"
 LIMIT = {"counter": "exec_rate", "window": "hour", "max": 1_000_000, "scope": "grant"}
@@ -151,10 +152,8 @@ def main() -> int:
     with Stack(build=args.build) as stack:
         _, redis_port = hr.start_redis(stack)
         rls = [hr.start_rls(stack, redis_port, name="rls-1"), hr.start_rls(stack, redis_port, name="rls-2")]
-        rport = free_port()
-        template = (ROOT / "bench" / "envoy" / "upstream.yaml").read_text()
-        upstream = start_envoy(string.Template(template).substitute(PORT=rport, ADMIN_PORT=free_port()),
-                               concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
+        up_cfg, rport, _ = harness.upstream_config()
+        upstream = start_envoy(up_cfg, concurrency=1, log_dir=stack.log_dir, name="upstream", log_level="warning")
         stack.envoys.append(upstream)
         if args.flows_only:
             flows_latency(stack, rport, rls[0].port, args.calls)
