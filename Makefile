@@ -14,7 +14,7 @@ WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them. --converge repeats -Oz
 # while it still shrinks the module; --low-memory-unused lets a constant added to an address become
 # the load's or store's offset, which differs only for an address that wraps around 4 GiB into the
-# first KiB, which Rust code never computes (BENCHMARKS.md, Footprint).
+# first KiB, which Rust code never computes (docs/src/cost-and-size.md, The wasm module's size).
 WASM_OPT_FLAGS := -Oz --converge --low-memory-unused --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 
 ## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing), shrunk by
@@ -239,7 +239,7 @@ schema:
 
 ## docs: the manual (docs/src, an mdBook) built into docs/book; open docs/book/index.html. mdBook comes
 ##       from crates.io, pinned, installed into tools/mdbook on first use (cargo install: a few
-##       minutes, once). make test checks the docs without it (tests/test_docs.py).
+##       minutes, once). make test checks the docs without it (tests/py/test_docs.py).
 MDBOOK_VERSION := 0.5.4
 MDBOOK := tools/mdbook/bin/mdbook
 MDBOOK_STAMP := tools/mdbook/.installed-$(MDBOOK_VERSION)

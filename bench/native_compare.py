@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The native build against the wasm build, passthrough and the buffer filter: the native build's
-acceptance figures, side by side on loopback. `make bench` runs it twice with `--rounds 5 --out
-BENCHMARKS.md`, once in each layout, and each run rewrites its own section of that file (between
-the `bench:native` markers for the pinned layout, `bench:native-shared` for the shared one).
+acceptance figures, side by side on loopback. `make bench` runs it with `--rounds 5 --out
+BENCHMARKS.md` in each layout (the pinned one with two CPUs or more), and each run rewrites its own
+section of that file (between the `bench:native` markers for the pinned layout,
+`bench:native-shared` for the shared one).
 
     make build dynamic-module bench-minimal
     .venv/bin/python bench/native_compare.py [--rounds 3] [--seconds 5] [--layout pinned|shared]

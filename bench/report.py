@@ -116,7 +116,7 @@ def render_results(res: dict, labels: dict[str, str], ratios: list[tuple[str, st
                 "grant** of RSS"
                 + (f", and Envoy's heap (admin `/memory` `allocated`) by **{g['heap_bytes_per_grant']:.0f} bytes per grant**"
                    if g.get("heap_bytes_per_grant") is not None else "")
-                + "; the keys and values stored are 97 bytes per grant (layout below)."]
+                + "; the keys and values stored are 97 bytes per grant (docs/src/cost-and-size.md, Shared data per grant)."]
     if res["micro"]:
         out += ["", "#### Micro benchmarks (`cargo bench`, criterion, native)", "",
                 "| benchmark | median time | 95% CI | throughput |", "|---|---|---|---|"]

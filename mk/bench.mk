@@ -5,8 +5,8 @@
 ##        filter, Envoy's native mcp+rbac) and the footprint; rewrites the results in BENCHMARKS.md.
 ##        Then the native build (the dynamic module) side by side with the wasm build and the
 ##        baselines, its acceptance figures (bench/native_compare.py, with the fronts on a CPU of
-##        their own and then with every process sharing the CPUs; each rewrites its section of
-##        BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed,
+##        their own, given two CPUs or more, and then with every process sharing the CPUs; each
+##        rewrites its section of BENCHMARKS.md). Then the latency an approval adds (bench/approval_latency.py; printed,
 ##        recorded by hand in BENCHMARKS.md). Then the rate limit service: latency an RLS decision
 ##        adds against local limits, and decisions/s with Redis for 1 and 2 instances
 ##        (bench/rls_bench.py; printed, recorded by hand). Needs wrk (Debian; installed here when
@@ -47,7 +47,7 @@ bench: build dynamic-module bench-minimal bench-v8 approvals ratelimit redis-dep
 	  --variant audit_access_log=,policy=bench/policy-bench-audit-access-log.json \
 	  --variant audit_off=,policy=bench/policy-bench-audit-off.json \
 	  --variant audit_access_log_no_filter_state=,policy=bench/policy-bench-audit-access-log-no-filter-state.json
-	@if [ "$$(nproc)" -ge 2 ]; then echo "$(PY) bench/native_compare.py --rounds 5 --layout pinned --out BENCHMARKS.md"; \
+	@if [ "$$($(PY) -c 'import os; print(len(os.sched_getaffinity(0)))')" -ge 2 ]; then echo "$(PY) bench/native_compare.py --rounds 5 --layout pinned --out BENCHMARKS.md"; \
 	  $(PY) bench/native_compare.py --rounds 5 --layout pinned --out BENCHMARKS.md; \
 	else echo "bench: one CPU, no pinned layout: the native build's pinned section of BENCHMARKS.md is left as it is"; fi
 	$(PY) bench/native_compare.py --rounds 5 --layout shared --out BENCHMARKS.md
