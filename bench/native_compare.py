@@ -148,7 +148,8 @@ def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: 
 
 
 def spread(vals: list[float]) -> str:
-    return f"{statistics.median(vals):.2f} [{min(vals):.2f}, {max(vals):.2f}]"
+    """Per-round values as median [min, max], as bench/load.py reports its ratios."""
+    return report.fmt_ratio(harness.summary(vals), 2)
 
 
 def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float], rounds: int, head: str,
@@ -156,15 +157,15 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
     """The per-configuration table and the targets' table, as markdown lines. `phases` maps
     `capacity` and `latency` to their rounds (the same rounds in the shared layout)."""
     cap, lat = phases["capacity"], phases["latency"]
+    # Rounds whose non-2xx answers count: both phases', or the shared layout's one phase once.
+    counted = [cap, lat] if lat is not cap else [cap]
     med = {k: {m: statistics.median(x[m] for x in cap[k]) for m in ("rps", "cpu_us")} for k in configs}
     for k in configs:
         med[k].update({m: statistics.median(x[m] for x in lat[k]) for m in ("p50", "p99")})
-        med[k]["errors"] = sum(x["errors"] for x in cap[k])
-        if lat is not cap:
-            med[k]["errors"] += sum(x["errors"] for x in lat[k])
+        med[k]["errors"] = sum(x["errors"] for rows in counted for x in rows[k])
     out = [head, "",
            "| configuration | req/s | vs passthrough | CPU µs/req | front CPU busy | p50 µs | p99 µs | RSS MiB | "
-           f"non-2xx{' (both phases)' if lat is not cap else ''} |",
+           f"non-2xx{' (both phases)' if len(counted) == 2 else ''} |",
            "|---|---|---|---|---|---|---|---|---|"]
     base = med["a"]["rps"]
     for key, r in med.items():

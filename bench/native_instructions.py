@@ -143,12 +143,12 @@ def main() -> None:
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--policy", type=pathlib.Path, default=harness.BENCH / "policy-bench.json",
                        help="the module's policy (bench/policy-results-bench.json: result rules read every result)")
-    ap.add_argument("--sse", action="store_true",
-                    help="the upstream answers as an SSE stream of one message event instead of JSON")
     which.add_argument("--policy-set", action="store_true",
                        help="the module behind jwt_authn (bench/envoy/filters-jwt.yaml) with "
                        "bench/policy-set-bench.json, the calls made with a token whose claims attach its `ops` "
                        "policy; implies --no-baselines")
+    ap.add_argument("--sse", action="store_true",
+                    help="the upstream answers as an SSE stream of one message event instead of JSON")
     args = ap.parse_args()
     args.no_baselines |= args.policy_set
     if not (args.module_dir / "libmcp_policy_native.so").is_file():
