@@ -217,6 +217,35 @@ def run_wrk(port: int, body: str, seconds: int, threads: int, conns: int, token:
     return r
 
 
+def timed_wrk(pid: int, port: int, body: str, seconds: int, threads: int, conns: int) -> dict:
+    """`run_wrk` against the Envoy of process `pid`, with that process's CPU per request over the run
+    (`cpu_us`, split into `user_us` and `sys_us`: `proc_cpu`)."""
+    user0, sys0 = proc_cpu(pid)
+    r = run_wrk(port, body, seconds, threads, conns)
+    user1, sys1 = proc_cpu(pid)
+    n = max(r["requests"], 1)
+    r.update(cpu_us=(user1 - user0 + sys1 - sys0) * 1e6 / n, user_us=(user1 - user0) * 1e6 / n,
+             sys_us=(sys1 - sys0) * 1e6 / n)
+    return r
+
+
+def cpu_layout(layout: str) -> tuple[set[int], set[int]]:
+    """(the front Envoys' CPUs, the upstream's and wrk's) of this process's CPU set: for `pinned`, the
+    last CPU and the others (two CPUs at least); for `shared`, every CPU for both."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if layout == "shared":
+        return set(cpus), set(cpus)
+    if len(cpus) < 2:
+        raise SystemExit("the pinned layout needs at least two CPUs")
+    return {cpus[-1]}, set(cpus[:-1])
+
+
+def round_order(keys: list, r: int) -> list:
+    """The order of round `r` over `keys`: as given in even rounds, reversed in odd ones, so that a drift
+    over the run (the host's load, a CPU's clock) falls on every configuration alike."""
+    return keys if r % 2 == 0 else keys[::-1]
+
+
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 

@@ -50,8 +50,10 @@ from harness import (
     policy_text,
     post,
     proc_stat,
+    round_order,
     run_wrk,
     summary,
+    timed_wrk,
     upstream_config,
 )
 from report import fmt_ratio, fmt_us, human_ns, plot, render_results, write_markdown
@@ -211,16 +213,13 @@ def main() -> None:
             """One wrk run of configuration `n` with `conns` connections: its results with the Envoy's
             CPU time per request, and the Envoy's RSS (KiB) after it."""
             e, port = envoys[CONFIGS[n][1]]
-            _, cpu0 = proc_stat(e.proc.pid)
-            res = run_wrk(port, CONFIGS[n][2], args.seconds, args.threads, conns)
-            rss, cpu1 = proc_stat(e.proc.pid)
-            res["cpu_us_per_req"] = (cpu1 - cpu0) * 1e6 / max(res["requests"], 1)
-            return res, rss
+            res = timed_wrk(e.proc.pid, port, CONFIGS[n][2], args.seconds, args.threads, conns)
+            res["cpu_us_per_req"] = res.pop("cpu_us")
+            return res, proc_stat(e.proc.pid)[0]
 
         runs: dict[str, list[dict]] = {n: [] for n in names}
         for r in range(args.rounds):
-            order = names if r % 2 == 0 else list(reversed(names))
-            for n in order:
+            for n in round_order(names, r):
                 res, rss = measure(n, args.conns)
                 res["rss_kib"] = rss
                 runs[n].append(res)
@@ -232,8 +231,7 @@ def main() -> None:
         if args.sat_conns and sat_names:
             sat = {n: [] for n in sat_names}
             for r in range(args.sat_rounds):
-                order = sat_names if r % 2 == 0 else list(reversed(sat_names))
-                for n in order:
+                for n in round_order(sat_names, r):
                     sat[n].append(measure(n, args.sat_conns)[0])
                 line = "  ".join(f"{n}={sat[n][-1]['rps']:.0f}" for n in sat_names)
                 log(f"saturation round {r + 1}/{args.sat_rounds} (-c{args.sat_conns}) req/s: {line}")

@@ -132,18 +132,13 @@ def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: 
     and configuration, requests/s, p50 and p99, non-2xx answers, and the front's CPU per request
     (`/proc/PID/stat`, user space and the kernel)."""
     rows: dict[str, list[dict]] = {k: [] for k in fronts}
-    order = list(fronts)
     for r in range(rounds):
-        for key in (order if r % 2 == 0 else order[::-1]):
+        for key in harness.round_order(list(fronts), r):
             e, port = fronts[key]
-            user0, sys0 = harness.proc_cpu(e.proc.pid)
-            w = harness.run_wrk(port, "allowed-1k.json", seconds, 1, conns)
-            user1, sys1 = harness.proc_cpu(e.proc.pid)
-            n = max(w["requests"], 1)
+            w = harness.timed_wrk(e.proc.pid, port, "allowed-1k.json", seconds, 1, conns)
             rows[key].append({"rps": w["rps"], "p50": w["latency_us"]["percentiles"]["50"],
                               "p99": w["latency_us"]["percentiles"]["99"], "errors": w["non2xx"],
-                              "cpu_us": (user1 - user0 + sys1 - sys0) * 1e6 / n,
-                              "user_us": (user1 - user0) * 1e6 / n, "sys_us": (sys1 - sys0) * 1e6 / n})
+                              **{m: w[m] for m in ("cpu_us", "user_us", "sys_us")}})
     return rows
 
 
@@ -227,10 +222,8 @@ def main() -> None:
     layout = args.layout or ("pinned" if len(cpus) >= 2 else "shared")
     if not args.layout and layout == "shared":
         harness.log("one CPU: the shared layout (the pinned one needs two)")
-    if layout == "pinned" and len(cpus) < 2:
-        raise SystemExit("--layout pinned needs at least two CPUs")
     pinned = layout == "pinned"
-    front_cpus, rest_cpus = ({cpus[-1]}, set(cpus[:-1])) if pinned else (set(cpus), set(cpus))
+    front_cpus, rest_cpus = harness.cpu_layout(layout)
     for flag, value in (("--conns", args.conns), ("--latency-conns", args.latency_conns)):
         if value is not None and value < 1:
             raise SystemExit(f"{flag} must be at least 1")

@@ -2,10 +2,14 @@
 """Where a request's CPU goes inside the front Envoy, by code region, measured with Linux perf.
 
     .venv/bin/python bench/perf_split.py [--seconds 6] [--rounds 3] [--only KEY,...]
+                                         [--layout shared|pinned] [--conns N]
                                          [--variant NAME=WASM[,policy=FILE]] ...
 
 For each configuration, one front Envoy (`--concurrency 1`, the templates bench/harness.py renders) is
-driven by wrk (`-t1 -c2`, the allowed 1 KiB tools/call) while `perf record -F 2999` samples it; the
+driven by wrk (`-t1 -c2`, the allowed 1 KiB tools/call; `--conns` sets the connections) while
+`perf record -F 2999` samples it. In the default layout, `shared`, every process runs on every CPU;
+`--layout pinned` runs each front Envoy on the last CPU and the upstream and wrk on the others, with
+8 connections, as the capacity phase of bench/native_compare.py's pinned layout does. The
 samples are split by where they fell and turned into microseconds per request
 (samples / frequency / requests):
 
@@ -31,7 +35,8 @@ by roughly the same factor; compare the rows, not the absolute sum with bench/lo
 `--hooks` also records call stacks (by frame pointer, which Envoy and the module keep) and splits the
 native build's time by the module's hook it fell under (`envoy_dynamic_module_on_http_filter_*`,
 exported, so named even in the stripped module), with the part spent inside Envoy's ABI callbacks
-(`envoy_dynamic_module_callback_*`: filter state, headers, the logger) counted apart.
+(`envoy_dynamic_module_callback_*`: filter state, headers, the logger) counted apart, and Envoy's code
+outside every hook (what the stream costs Envoy itself beside the module).
 
 Needs `perf` (Debian `linux-perf`) and permission to profile Envoy (root, or
 `kernel.perf_event_paranoid` ≤ 1). Not part of `make bench`: run by hand when attributing cost.
@@ -95,15 +100,19 @@ HOOKS = ("request_headers", "request_body", "other hooks")
 
 
 def samples_by_hook(data: pathlib.Path) -> dict[str, int]:
-    """Samples under each of the module's hooks (the innermost hook frame of a stack), and under
-    Envoy's ABI callbacks called from any hook (`callbacks`)."""
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
+    """Samples under each of the module's hooks (the innermost hook frame of a stack), under Envoy's
+    ABI callbacks called from any hook (`callbacks`), and in Envoy's code under no hook (`envoy outside`)."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], capture_output=True, text=True,
                          check=True).stdout
     counts: collections.Counter[str] = collections.Counter()
     for sample in out.split("\n\n"):
-        frames = [(line.split(None, 1) + [""])[1] for line in sample.strip().splitlines()]
+        # Each frame: `ip symbol (shared object)`.
+        lines = [(line.split(None, 1) + [""])[1].rsplit(" (", 1) for line in sample.strip().splitlines()]
+        frames = [f[0] for f in lines]
         at = next((i for i, f in enumerate(frames) if f.startswith(HOOK)), None)
         if at is None:
+            if lines and lines[0][-1].endswith("/envoy)"):
+                counts["envoy outside"] += 1
             continue
         hook = frames[at][len(HOOK):]
         counts[hook if hook in HOOKS else "other hooks"] += 1
@@ -113,19 +122,28 @@ def samples_by_hook(data: pathlib.Path) -> dict[str, int]:
 
 
 def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pathlib.Path, policy: str,
-            seconds: int, name: str, hooks: bool = False) -> dict[str, float]:
-    e, port = load.start_front(envoy, workdir, name, inst, up_port, wasm, policy)
+            seconds: int, name: str, hooks: bool = False, conns: int = 2,
+            cpus: tuple[set[int], set[int]] | None = None) -> dict[str, float]:
+    """One front Envoy sampled under wrk with `conns` connections; with `cpus` (the front's, the rest's),
+    the front is started on the first set and wrk runs on the second."""
+    if cpus:
+        os.sched_setaffinity(0, cpus[0])
+    try:
+        e, port = load.start_front(envoy, workdir, name, inst, up_port, wasm, policy)
+    finally:
+        if cpus:
+            os.sched_setaffinity(0, cpus[1])
     try:
         e.wait_ready(e.admin_port)
         status, body = harness.post(port, (harness.BODIES / "allowed-1k.json").read_bytes())
         if status != 200 or b'"result"' not in body:
             raise SystemExit(f"{name}: unexpected reply {status} {body[:200]!r}")
-        harness.run_wrk(port, "allowed-1k.json", 2, 1, 2)  # warm up
+        harness.run_wrk(port, "allowed-1k.json", 2, 1, conns)  # warm up
         data = workdir / f"{name}.perf"
         rec = subprocess.Popen(["perf", "record", *(["-g"] if hooks else []), "-F", str(FREQ), "-p", str(e.proc.pid),
                                 "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        r = harness.run_wrk(port, "allowed-1k.json", seconds, 1, 2)
+        r = harness.run_wrk(port, "allowed-1k.json", seconds, 1, conns)
         rec.send_signal(2)
         rec.wait(30)
         counts = samples_by_region(data)
@@ -156,12 +174,20 @@ def main() -> None:
     ap.add_argument("--hooks", action="store_true",
                     help="record call stacks and split the native build's time by the module's hooks")
     ap.add_argument("--only", help="comma-separated configuration keys to run (a is always run); default: all")
+    ap.add_argument("--layout", choices=("shared", "pinned"), default="shared",
+                    help="shared (the default): every process on every CPU; pinned: each front Envoy on the last "
+                         "CPU, the upstream and wrk on the others, as bench/native_compare.py's pinned layout")
+    ap.add_argument("--conns", type=int, help="wrk's connections (default 2 shared, 8 pinned)")
     ap.add_argument("--other-module", type=pathlib.Path, metavar="SO",
                     help="also run (n') on another build of the native module, interleaved with the rest: for "
                          "example one built with `CARGO_TARGET_DIR=/tmp/x make dynamic-module PGO=0`")
     args = ap.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("perf not found: apt-get install linux-perf")
+    if args.conns is not None and args.conns < 1:
+        raise SystemExit("--conns must be at least 1")
+    conns = args.conns or (8 if args.layout == "pinned" else 2)
+    cpus = harness.cpu_layout(args.layout) if args.layout == "pinned" else None
 
     default = harness.policy_text(harness.BENCH / "policy-bench.json")
     access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
@@ -212,19 +238,21 @@ def main() -> None:
 
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}
     up_cfg, up_port, up_admin = harness.upstream_config()
+    if cpus:
+        # Processes inherit this process's CPU set: the upstream and wrk run on the rest.
+        os.sched_setaffinity(0, cpus[1])
     upstream = harness.Envoy(args.envoy, workdir, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)
         for rnd in range(args.rounds):
-            order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
-            for i, n in enumerate(order):
+            for i, n in enumerate(harness.round_order(list(configs), rnd)):
                 inst, wasm, pol = configs[n]
                 shared = os.environ.get("ENVOY_DYNAMIC_MODULES_SEARCH_PATH")
                 if n in search_dirs:
                     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = search_dirs[n]
                 try:
                     rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
-                                             f"r{rnd}-{i}", args.hooks))
+                                             f"r{rnd}-{i}", args.hooks, conns, cpus))
                 finally:
                     if shared is None:
                         os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
@@ -236,7 +264,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(rounds, indent=1))
     base = statistics.median(r["total"] for r in rounds["(a) passthrough"])
-    print(f"perf record -F {FREQ}, wrk -t1 -c2 -d{args.seconds}s, {args.rounds} rounds; "
+    where = (f"the front on CPU {sorted(cpus[0])}, the upstream and wrk on {sorted(cpus[1])}" if cpus
+             else "every process on every CPU")
+    print(f"perf record -F {FREQ}, wrk -t1 -c{conns} -d{args.seconds}s, {where}, {args.rounds} rounds; "
           "µs of front-Envoy CPU per request, medians\n")
     buffer = statistics.median(r["total"] for r in rounds["(a') buffer only"]) if "(a') buffer only" in rounds else None
     print("| configuration | requests/s | kernel | envoy | JIT (wasm) | module (native) | libc | total | total − (a) "
@@ -252,13 +282,16 @@ def main() -> None:
     if hooked:
         print("\nThe native build's hooks: µs of front-Envoy CPU per request under each, medians (a round without a "
               "sample under a hook counts 0)\n")
-        print("| configuration | " + " | ".join(HOOKS) + " | all hooks | of which Envoy's ABI callbacks |")
-        print("|---|" + "---|" * (len(HOOKS) + 2))
+        print("| configuration | " + " | ".join(HOOKS) + " | all hooks | of which Envoy's ABI callbacks "
+              "| Envoy's code outside the hooks |")
+        print("|---|" + "---|" * (len(HOOKS) + 3))
         for n, rs in hooked.items():
             cells = [statistics.median(r.get(f"hook {h}", 0.0) for r in rs) for h in HOOKS]
             every = statistics.median(sum(r.get(f"hook {h}", 0.0) for h in HOOKS) for r in rs)
             calls = statistics.median(r.get("hook callbacks", 0.0) for r in rs)
-            print(f"| {n} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {every:.1f} | {calls:.1f} |")
+            outside = statistics.median(r.get("hook envoy outside", 0.0) for r in rs)
+            print(f"| {n} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {every:.1f} | {calls:.1f} "
+                  f"| {outside:.1f} |")
 
 
 if __name__ == "__main__":
