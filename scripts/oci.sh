@@ -7,7 +7,8 @@
 # - the native module (.so, make dynamic-module): an image FROM scratch whose one layer holds
 #   /libmcp_policy_native.so, for the OS and architecture of the ELF file itself, for `COPY --from`
 #   into a proxy or init image (docs/src/deploy/native.md, The module as an image); the description
-#   names the dynamic-module ABI it was built against (ABI_VERSION of crates/filter-native/src/ffi/hooks.rs).
+#   names the dynamic-module ABI it was built against (ABI_VERSION of crates/filter-native/src/ffi/hooks.rs)
+#   and whether it was built profile-guided, as the module records it (BUILD, same file).
 #
 # Usage: scripts/oci.sh MODULE OUT_DIR [TAG]
 #   MODULE   the built module: target/wasm32-wasip1/release/mcp_policy_filter.wasm (make oci) or
@@ -51,8 +52,11 @@ case "$module" in
     esac
     abi="$(sed -n 's/^pub const ABI_VERSION: &str = "\(.*\)";$/\1/p' "$root/crates/filter-native/src/ffi/hooks.rs")"
     [ -n "$abi" ] || { echo "oci.sh: no ABI_VERSION in crates/filter-native/src/ffi/hooks.rs" >&2; exit 1; }
+    # How it was built (profile-guided or not), as the module records it (ffi::hooks::BUILD).
+    build="$({ LC_ALL=C grep -a -o -m1 'mcp-policy-native build: [a-z -]*;' "$module" || true; } | head -n1 | sed 's/^mcp-policy-native build: //; s/;$//')"
+    [ -n "$build" ] || { echo "oci.sh: $module records no build (mcp-policy-native build: ...); is it this project's module? (make dynamic-module)" >&2; exit 1; }
     file=libmcp_policy_native.so os=linux title=mcp-policy-filter-native by="make oci-native"
-    description="Envoy dynamic module (HTTP filter mcp_policy) that enforces policies on MCP tool calls; dynamic-module ABI $abi of Envoy 1.40, loads in Envoy 1.40 and 1.41"
+    description="Envoy dynamic module (HTTP filter mcp_policy) that enforces policies on MCP tool calls; dynamic-module ABI $abi of Envoy 1.40, loads in Envoy 1.40 and 1.41; built $build"
     extra=()
     ;;
   *) echo "oci.sh: $module is neither a .wasm nor a .so module" >&2; exit 1 ;;

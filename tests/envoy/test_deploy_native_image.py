@@ -4,17 +4,19 @@ from a real registry, and the module from it loaded by Envoy.
 - The layout: an image FROM scratch whose one tar+gzip layer holds exactly
   /libmcp_policy_native.so (root-owned, 0644, time 0), byte-equal to the built module; the OS and
   architecture of the ELF file in the image config; OCI annotations, the description naming the
-  dynamic-module ABI of crates/filter-native/src/ffi/hooks.rs; reproducible (same module, same
+  dynamic-module ABI of crates/filter-native/src/ffi/hooks.rs and whether the module was built
+  profile-guided (as `make dynamic-module` chooses here); reproducible (same module, same
   digest; another module, another digest).
 - Round trip: Debian's docker-registry on 127.0.0.1, `skopeo copy` in, a pull by digest over the
   registry API, and the .so from the pulled layer loaded by Envoy through deploy/istio/native's
   EnvoyFilter: allowed and denied calls decided.
 - What else `scripts/oci.sh` refuses: a file that is neither a .wasm nor a .so, a .so that is not a
-  64-bit little-endian x86-64 or AArch64 ELF file.
+  64-bit little-endian x86-64 or AArch64 ELF file, a module that does not record how it was built.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -37,6 +39,17 @@ def abi_version() -> str:
     hooks = (REPO_ROOT / "crates" / "filter-native" / "src" / "ffi" / "hooks.rs").read_text(encoding="utf-8")
     (version,) = re.findall(r'^pub const ABI_VERSION: &str = "(.*)";$', hooks, re.M)
     return version
+
+
+def build() -> str:
+    """How `make dynamic-module` builds the module here: profile-guided when this rustc's LLVM major
+    version is the one the committed profile was taken with (crates/filter-native/pgo/llvm-version),
+    and `PGO` is not 0."""
+    rustc = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    (llvm,) = re.findall(r"^LLVM version: (\d+)", rustc, re.M)
+    taken = (REPO_ROOT / "crates" / "filter-native" / "pgo" / "llvm-version").read_text(encoding="utf-8").strip()
+    guided = llvm == taken and os.environ.get("PGO", "1") == "1"
+    return "profile-guided" if guided else "without a profile"
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +76,7 @@ def test_layout_holds_the_module_alone_with_its_platform_and_annotations(layout,
         "org.opencontainers.image.title": "mcp-policy-filter-native",
         "org.opencontainers.image.description":
             "Envoy dynamic module (HTTP filter mcp_policy) that enforces policies on MCP tool calls; "
-            f"dynamic-module ABI {abi_version()} of Envoy 1.40, loads in Envoy 1.40 and 1.41",
+            f"dynamic-module ABI {abi_version()} of Envoy 1.40, loads in Envoy 1.40 and 1.41; built {build()}",
         "org.opencontainers.image.version": hd.crate_version(),
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.source": m["annotations"]["org.opencontainers.image.source"],
@@ -97,10 +110,17 @@ def test_other_files_are_refused(module, tmp_path):
     machine_only.write_bytes(bytes(18) + b"\x3e\x00" + bytes(44))
     elf32 = tmp_path / "libz.so"
     elf32.write_bytes(b"\x7fELF\x01\x01" + bytes(12) + b"\x3e\x00" + bytes(44))
+    # The module without its record of how it was built.
+    unmarked = tmp_path / "libw.so"
+    data = module.read_bytes()
+    assert data.count(b"mcp-policy-native build: ") == 1
+    unmarked.write_bytes(data.replace(b"mcp-policy-native build: ", b"mcp-policy-native built: "))
     for path, said in [(text, f"oci.sh: {text} is neither a .wasm nor a .so module"),
                        (not_elf, f"oci.sh: {not_elf} is not an x86-64 or AArch64 ELF file"),
                        (machine_only, f"oci.sh: {machine_only} is not an x86-64 or AArch64 ELF file"),
                        (elf32, f"oci.sh: {elf32} is not an x86-64 or AArch64 ELF file"),
+                       (unmarked, f"oci.sh: {unmarked} records no build (mcp-policy-native build: ...); is it this "
+                                  "project's module? (make dynamic-module)"),
                        (tmp_path / "missing.so", f"oci.sh: no module at {tmp_path / 'missing.so'} (make dynamic-module)")]:
         done = run(path)
         assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, said)

@@ -20,6 +20,12 @@ use crate::filter::{Filter, Flow};
 pub const ABI_VERSION: &str = "v0.2.0";
 const ABI_VERSION_C: &[u8] = b"v0.2.0\0";
 
+/// How this module was built (build.rs): `profile-guided`, `instrumented for profiling` or `without a
+/// profile`. Named in the load line, and kept in the file between this prefix and a `;` (the bytes
+/// after it belong to other strings), where scripts/oci.sh reads it into the OCI image's description.
+#[used]
+static BUILD: &str = concat!("mcp-policy-native build: ", env!("MCP_POLICY_NATIVE_BUILD"), ";");
+
 // `envoy_dynamic_module_type_on_http_filter_*_status` values.
 const CONTINUE: u32 = 0;
 const STOP_ITERATION: u32 = 1;
@@ -46,8 +52,9 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
     let ok = catch_unwind(|| {
         super::init_logging();
         log::info!(
-            "mcp-policy-filter {} (dynamic module, ABI {ABI_VERSION} of Envoy 1.40) loaded",
-            mcp_policy_core::VERSION
+            "mcp-policy-filter {} (dynamic module, ABI {ABI_VERSION} of Envoy 1.40, {}) loaded",
+            mcp_policy_core::VERSION,
+            env!("MCP_POLICY_NATIVE_BUILD")
         );
     });
     if ok.is_err() {
