@@ -9,7 +9,8 @@ For each configuration, one front Envoy (`--concurrency 1`, the templates bench/
 driven by wrk (`-t1 -c2`, the allowed 1 KiB tools/call; `--conns` sets the connections) while
 `perf record -F 2999` samples it. In the default layout, `shared`, every process runs on every CPU;
 `--layout pinned` runs each front Envoy on the last CPU and the upstream and wrk on the others, with
-8 connections, as the capacity phase of bench/native_compare.py's pinned layout does. The
+8 connections, as the capacity phase of bench/native_compare.py's pinned layout does (with perf
+itself on the other CPUs too). The
 samples are split by where they fell and turned into microseconds per request
 (samples / frequency / requests):
 
@@ -19,7 +20,8 @@ samples are split by where they fell and turned into microseconds per request
     JIT      code V8 generated: the filter's wasm functions and the wasm <-> host call stubs
     module   the native build's shared object (`make dynamic-module`): the core and its ABI glue
              (or the minimal module's, for n0)
-    libc     memcpy, malloc and friends called from any of them
+    libc     memcpy and friends called from any of them (malloc is Envoy's own tcmalloc, which its
+             binary exports: counted under envoy; the native module's mimalloc under module)
 
 The configurations (keys for `--only`): a (passthrough), a' (the buffer filter), c (Envoy's mcp +
 RBAC), m (the minimal body-reading filter, bench/minimal-filter), b (this filter with the audit record
@@ -113,6 +115,10 @@ def samples_by_hook(data: pathlib.Path) -> dict[str, int]:
         if at is None:
             if lines and lines[0][-1].endswith("/envoy)"):
                 counts["envoy outside"] += 1
+            if any(f.startswith(CALLBACK) for f in frames):
+                # A callback whose stack lost its hook (a frame without a frame pointer): counted
+                # outside, so the outside column is only as good as this count is small.
+                counts["unattributed"] += 1
             continue
         hook = frames[at][len(HOOK):]
         counts[hook if hook in HOOKS else "other hooks"] += 1
@@ -292,6 +298,9 @@ def main() -> None:
             outside = statistics.median(r.get("hook envoy outside", 0.0) for r in rs)
             print(f"| {n} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {every:.1f} | {calls:.1f} "
                   f"| {outside:.1f} |")
+        lost = {n: statistics.median(r.get("hook unattributed", 0.0) for r in rs) for n, rs in hooked.items()}
+        print("\nSamples in an ABI callback whose stack shows no hook (counted outside the hooks), µs per "
+              "request: " + ", ".join(f"{n} {v:.2f}" for n, v in lost.items()))
 
 
 if __name__ == "__main__":

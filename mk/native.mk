@@ -40,6 +40,7 @@ dynamic-module:
 	if [ -n "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then flags="$$CARGO_ENCODED_RUSTFLAGS"; \
 	else flags="$$(printf '%s' "$${RUSTFLAGS:-}" | tr -s ' \t\r\n' '\037' | sed 's/^\x1f//; s/\x1f$$//')"; fi; \
 	unset RUSTFLAGS; \
+	export MCP_POLICY_NATIVE_PROFILE="$(if $(PGO_USE),$(if $(PGO_STALE),stale,current))"; \
 	export CARGO_ENCODED_RUSTFLAGS="$${flags:+$$flags$$(printf '\037')}-Cforce-frame-pointers=yes$(if $(PGO_USE),$$(printf '\037')-Cprofile-use=$(abspath $(PGO_PROFILE)))"; \
 	$(CARGO) build --profile dynamic-module --locked -p mcp-policy-filter-native
 	@echo "built $(DYNAMIC_MODULE): $$(stat -c %s '$(DYNAMIC_MODULE)') bytes"

@@ -55,6 +55,8 @@ case "$module" in
     # How it was built (profile-guided or not), as the module records it (ffi::hooks::BUILD).
     build="$({ LC_ALL=C grep -a -o -m1 'mcp-policy-native build: [a-z -]*;' "$module" || true; } | head -n1 | sed 's/^mcp-policy-native build: //; s/;$//')"
     [ -n "$build" ] || { echo "oci.sh: $module records no build (mcp-policy-native build: ...); is it this project's module? (make dynamic-module)" >&2; exit 1; }
+    # An instrumented module writes its profile counts to the build machine's path when Envoy exits.
+    [ "$build" != "instrumented for profiling" ] || { echo "oci.sh: $module is instrumented for profiling (make dynamic-module-profile); build the module to ship with make dynamic-module" >&2; exit 1; }
     file=libmcp_policy_native.so os=linux title=mcp-policy-filter-native by="make oci-native"
     description="Envoy dynamic module (HTTP filter mcp_policy) that enforces policies on MCP tool calls; dynamic-module ABI $abi of Envoy 1.40, loads in Envoy 1.40 and 1.41; built $build"
     extra=()

@@ -5,10 +5,13 @@
 //! configuration (`ffi::hooks::ABI_VERSION`).
 //!
 //! Also name how the module is built (`MCP_POLICY_NATIVE_BUILD`, read by `ffi::hooks::BUILD`): profile-
-//! guided when rustc is given `-Cprofile-use` (`make dynamic-module` with the profile), instrumented
-//! when given `-Cprofile-generate` (`make dynamic-module-profile`), and otherwise without a profile.
-//! A profile changes speed only, so the module says which it is: in its load line, and in its OCI
-//! image's description (scripts/oci.sh reads it from the file).
+//! guided when rustc is given `-Cprofile-use` (`make dynamic-module` with the profile; "with a stale
+//! profile" when the Makefile says the sources changed since it was taken, `MCP_POLICY_NATIVE_PROFILE`),
+//! instrumented when given `-Cprofile-generate` (`make dynamic-module-profile`), and otherwise without
+//! a profile. A profile changes speed only, so the module says which it is: in its load line, and in
+//! its OCI image's description (scripts/oci.sh reads it from the file). The flags are read from
+//! `CARGO_ENCODED_RUSTFLAGS`, as cargo hands them to build scripts: flags that reach rustc another
+//! way (`cargo rustc -- …`, a `RUSTC_WRAPPER`) are not seen.
 
 fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
@@ -21,11 +24,14 @@ fn main() {
     while let Some(arg) = args.next() {
         match arg {
             "-C" | "--codegen" => codegen.extend(args.next().map(str::to_owned)),
-            _ => codegen.extend(arg.strip_prefix("-C").map(str::to_owned)),
+            _ => codegen.extend(arg.strip_prefix("--codegen=").or(arg.strip_prefix("-C")).map(str::to_owned)),
         }
     }
     let uses = |option: &str| codegen.iter().any(|c| c == option || c.starts_with(&format!("{option}=")));
-    let build = if uses("profile-use") {
+    let stale = std::env::var("MCP_POLICY_NATIVE_PROFILE").as_deref() == Ok("stale");
+    let build = if uses("profile-use") && stale {
+        "profile-guided with a stale profile"
+    } else if uses("profile-use") {
         "profile-guided"
     } else if uses("profile-generate") {
         "instrumented for profiling"
@@ -35,5 +41,6 @@ fn main() {
     println!("cargo:rustc-env=MCP_POLICY_NATIVE_BUILD={build}");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     println!("cargo:rerun-if-env-changed=RUSTFLAGS");
+    println!("cargo:rerun-if-env-changed=MCP_POLICY_NATIVE_PROFILE");
     println!("cargo:rerun-if-changed=build.rs");
 }

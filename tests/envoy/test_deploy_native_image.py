@@ -9,13 +9,15 @@ from a real registry, and the module from it loaded by Envoy.
   digest; another module, another digest).
 - Round trip: Debian's docker-registry on 127.0.0.1, `skopeo copy` in, a pull by digest over the
   registry API, and the .so from the pulled layer loaded by Envoy through deploy/istio/native's
-  EnvoyFilter: allowed and denied calls decided.
+  EnvoyFilter (its load line naming its build): allowed and denied calls decided.
 - What else `scripts/oci.sh` refuses: a file that is neither a .wasm nor a .so, a .so that is not a
-  64-bit little-endian x86-64 or AArch64 ELF file, a module that does not record how it was built.
+  64-bit little-endian x86-64 or AArch64 ELF file, a module that does not record how it was built
+  or that was built instrumented for profiling.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -42,14 +44,22 @@ def abi_version() -> str:
 
 
 def build() -> str:
-    """How `make dynamic-module` builds the module here: profile-guided when this rustc's LLVM major
-    version is the one the committed profile was taken with (crates/filter-native/pgo/llvm-version),
-    and `PGO` is not 0."""
-    rustc = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    """How `make dynamic-module` builds the module here, found apart from build.rs: profile-guided when
+    `PGO` is 1 (the default) and this rustc's LLVM major version is the one the committed profile was
+    taken with (crates/filter-native/pgo/llvm-version), "with a stale profile" when the sources'
+    hash differs from the one taken with it (pgo/sources), otherwise without a profile."""
+    rustc = subprocess.run([os.environ.get("RUSTC", "rustc"), "-vV"], capture_output=True, text=True,
+                           check=True).stdout
     (llvm,) = re.findall(r"^LLVM version: (\d+)", rustc, re.M)
-    taken = (REPO_ROOT / "crates" / "filter-native" / "pgo" / "llvm-version").read_text(encoding="utf-8").strip()
-    guided = llvm == taken and os.environ.get("PGO", "1") == "1"
-    return "profile-guided" if guided else "without a profile"
+    pgo = REPO_ROOT / "crates" / "filter-native" / "pgo"
+    if llvm != (pgo / "llvm-version").read_text(encoding="utf-8").strip() or os.environ.get("PGO", "1") != "1":
+        return "without a profile"
+    # The Makefile's hash: `sha256sum` of each source in byte order, then of those lines.
+    sources = sorted(p.relative_to(REPO_ROOT).as_posix() for d in ("crates/core/src", "crates/filter-native/src")
+                     for p in (REPO_ROOT / d).rglob("*.rs") if p.is_file())
+    lines = "".join(f"{hashlib.sha256((REPO_ROOT / f).read_bytes()).hexdigest()}  {f}\n" for f in sources)
+    current = hashlib.sha256(lines.encode()).hexdigest() == (pgo / "sources").read_text(encoding="utf-8").strip()
+    return "profile-guided" if current else "profile-guided with a stale profile"
 
 
 @pytest.fixture(scope="module")
@@ -110,17 +120,22 @@ def test_other_files_are_refused(module, tmp_path):
     machine_only.write_bytes(bytes(18) + b"\x3e\x00" + bytes(44))
     elf32 = tmp_path / "libz.so"
     elf32.write_bytes(b"\x7fELF\x01\x01" + bytes(12) + b"\x3e\x00" + bytes(44))
-    # The module without its record of how it was built.
+    # The module without its record of how it was built, and the module as if built instrumented.
     unmarked = tmp_path / "libw.so"
     data = module.read_bytes()
-    assert data.count(b"mcp-policy-native build: ") == 1
+    marker = f"mcp-policy-native build: {build()};".encode()
+    assert data.count(b"mcp-policy-native build: ") == 1 and marker in data
     unmarked.write_bytes(data.replace(b"mcp-policy-native build: ", b"mcp-policy-native built: "))
+    instrumented = tmp_path / "libv.so"
+    instrumented.write_bytes(data.replace(marker, b"mcp-policy-native build: instrumented for profiling;"))
     for path, said in [(text, f"oci.sh: {text} is neither a .wasm nor a .so module"),
                        (not_elf, f"oci.sh: {not_elf} is not an x86-64 or AArch64 ELF file"),
                        (machine_only, f"oci.sh: {machine_only} is not an x86-64 or AArch64 ELF file"),
                        (elf32, f"oci.sh: {elf32} is not an x86-64 or AArch64 ELF file"),
                        (unmarked, f"oci.sh: {unmarked} records no build (mcp-policy-native build: ...); is it this "
                                   "project's module? (make dynamic-module)"),
+                       (instrumented, f"oci.sh: {instrumented} is instrumented for profiling (make "
+                                      "dynamic-module-profile); build the module to ship with make dynamic-module"),
                        (tmp_path / "missing.so", f"oci.sh: no module at {tmp_path / 'missing.so'} (make dynamic-module)")]:
         done = run(path)
         assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, said)
@@ -141,6 +156,8 @@ def test_registry_round_trip_by_digest_loads_in_envoy(layout, module, stack, tmp
                           native=ir.native_filters_from_envoyfilter(fetched))
     envoy = stack.start_envoy(config, name="envoy-native-image")
     assert f"Dynamic module ABI version {abi_version()} matched" in envoy.log_text()
+    loaded = f"mcp-policy-filter {hd.crate_version()} (dynamic module, ABI {abi_version()} of Envoy 1.40, {build()}) loaded"
+    assert loaded in envoy.log_text()
     ok = call_tool(envoy.mcp_url, "list_vms", "grant-image", id=1)
     assert (ok.status, ok.body) == (200, recorder_reply(1))
     assert call_tool(envoy.mcp_url, "delete_vm", "grant-image", id=2).error["data"]["kind"] == "denied"
