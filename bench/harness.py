@@ -6,6 +6,7 @@ Envoy the same way and their figures compare.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -238,6 +239,18 @@ def cpu_layout(layout: str) -> tuple[set[int], set[int]]:
     if len(cpus) < 2:
         raise SystemExit("the pinned layout needs at least two CPUs")
     return {cpus[-1]}, set(cpus[:-1])
+
+
+@contextlib.contextmanager
+def started_on(cpus: set[int]):
+    """Processes started inside run on `cpus`: a child inherits this process's CPU set, which is
+    restored on leaving."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def round_order(keys: list, r: int) -> list:

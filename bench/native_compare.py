@@ -241,17 +241,16 @@ def main() -> None:
     work = pathlib.Path(tempfile.mkdtemp(prefix="native-compare-"))
     register_instances(work)
     up_cfg, up_port, up_admin = harness.upstream_config()
-    # Processes inherit this process's CPU set: each is started with the set it is to run on.
+    # This process, and wrk and the upstream it starts, run on the rest; the fronts on their own.
     os.sched_setaffinity(0, rest_cpus)
     upstream = harness.Envoy(args.envoy, work, "upstream", up_cfg, 1, [])
     fronts: dict[str, tuple[harness.Envoy, int]] = {}
     try:
         upstream.wait_ready(up_admin)
-        os.sched_setaffinity(0, front_cpus)
-        for key, inst in configs.items():
-            started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
-            fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
-        os.sched_setaffinity(0, rest_cpus)
+        with harness.started_on(front_cpus):
+            for key, inst in configs.items():
+                started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
+                fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
         body = (harness.BODIES / "allowed-1k.json").read_bytes()
         for key, (e, port) in fronts.items():
             status, answer = harness.post(port, body)

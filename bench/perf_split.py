@@ -128,17 +128,11 @@ def samples_by_hook(data: pathlib.Path) -> dict[str, int]:
 
 
 def measure(envoy: str, workdir: pathlib.Path, inst: str, up_port: int, wasm: pathlib.Path, policy: str,
-            seconds: int, name: str, hooks: bool = False, conns: int = 2,
-            cpus: tuple[set[int], set[int]] | None = None) -> dict[str, float]:
-    """One front Envoy sampled under wrk with `conns` connections; with `cpus` (the front's, the rest's),
-    the front is started on the first set and wrk runs on the second."""
-    if cpus:
-        os.sched_setaffinity(0, cpus[0])
-    try:
+            seconds: int, name: str, hooks: bool, conns: int, front_cpus: set[int]) -> dict[str, float]:
+    """One front Envoy, started on `front_cpus`, sampled under wrk with `conns` connections (wrk runs
+    on this process's CPUs)."""
+    with harness.started_on(front_cpus):
         e, port = load.start_front(envoy, workdir, name, inst, up_port, wasm, policy)
-    finally:
-        if cpus:
-            os.sched_setaffinity(0, cpus[1])
     try:
         e.wait_ready(e.admin_port)
         status, body = harness.post(port, (harness.BODIES / "allowed-1k.json").read_bytes())
@@ -193,7 +187,7 @@ def main() -> None:
     if args.conns is not None and args.conns < 1:
         raise SystemExit("--conns must be at least 1")
     conns = args.conns or (8 if args.layout == "pinned" else 2)
-    cpus = harness.cpu_layout(args.layout) if args.layout == "pinned" else None
+    front_cpus, rest_cpus = harness.cpu_layout(args.layout)
 
     default = harness.policy_text(harness.BENCH / "policy-bench.json")
     access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
@@ -244,9 +238,8 @@ def main() -> None:
 
     rounds: dict[str, list[dict[str, float]]] = {n: [] for n in configs}
     up_cfg, up_port, up_admin = harness.upstream_config()
-    if cpus:
-        # Processes inherit this process's CPU set: the upstream and wrk run on the rest.
-        os.sched_setaffinity(0, cpus[1])
+    # This process, and wrk and the upstream it starts, run on the rest (every CPU, shared).
+    os.sched_setaffinity(0, rest_cpus)
     upstream = harness.Envoy(args.envoy, workdir, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)
@@ -258,7 +251,7 @@ def main() -> None:
                     os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = search_dirs[n]
                 try:
                     rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
-                                             f"r{rnd}-{i}", args.hooks, conns, cpus))
+                                             f"r{rnd}-{i}", args.hooks, conns, front_cpus))
                 finally:
                     if shared is None:
                         os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
@@ -270,8 +263,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(rounds, indent=1))
     base = statistics.median(r["total"] for r in rounds["(a) passthrough"])
-    where = (f"the front on CPU {sorted(cpus[0])}, the upstream and wrk on {sorted(cpus[1])}" if cpus
-             else "every process on every CPU")
+    where = (f"the front on CPU {sorted(front_cpus)}, the upstream and wrk on {sorted(rest_cpus)}"
+             if args.layout == "pinned" else "every process on every CPU")
     print(f"perf record -F {FREQ}, wrk -t1 -c{conns} -d{args.seconds}s, {where}, {args.rounds} rounds; "
           "µs of front-Envoy CPU per request, medians\n")
     buffer = statistics.median(r["total"] for r in rounds["(a') buffer only"]) if "(a') buffer only" in rounds else None

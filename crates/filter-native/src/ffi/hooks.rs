@@ -21,8 +21,9 @@ pub const ABI_VERSION: &str = "v0.2.0";
 const ABI_VERSION_C: &[u8] = b"v0.2.0\0";
 
 /// How this module was built (build.rs): `profile-guided` (or `profile-guided with a stale profile`),
-/// `instrumented for profiling` or `without a profile`. Named in the load line, and kept in the file between this prefix and a `;` (the bytes
-/// after it belong to other strings), where scripts/oci.sh reads it into the OCI image's description.
+/// `instrumented for profiling` or `without a profile`. Named in the load line, and kept in the file
+/// between this prefix and a `;` (the bytes after it belong to other strings), where scripts/oci.sh
+/// reads it into the OCI image's description.
 #[used]
 static BUILD: &str = concat!("mcp-policy-native build: ", env!("MCP_POLICY_NATIVE_BUILD"), ";");
 
