@@ -34,6 +34,7 @@ the response-body hook then reads the event stream.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import os
 import pathlib
@@ -78,13 +79,25 @@ FRONTS = [("(n) native module", "filters-dynamic.yaml", ("info", "warning")),
           ("(n0) minimal body-reading dynamic module", "filters-dynamic-minimal.yaml", ("info",))]
 
 
-def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, ...], levels: tuple[str, ...],
-          policy: str, up_port: int, calls: int, show: list[str], token: str = harness.TOKEN,
-          values: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What every front of one run shares: the Envoy binary, the work directory, the policy, the
+    upstream's port, the calls counted per level and the functions shown."""
+    binary: str
+    work: pathlib.Path
+    policy: str
+    up_port: int
+    calls: int
+    show: list[str]
+
+
+def count(run: Run, name: str, filters: str | tuple[str, ...], levels: tuple[str, ...],
+          token: str = harness.TOKEN, values: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """Instructions per allowed call in a front Envoy with `filters` (rendered with `values` too),
     under callgrind, at each level of its `dynamic_modules` logger, the calls made with `token`:
-    {level: {"total" or a function of `show`: per call}}."""
-    cfg, port, admin = harness.front_config(filters, policy, up_port, **(values or {}))
+    {level: {"total" or a function of `run.show`: per call}}."""
+    binary, work, calls = run.binary, run.work, run.calls
+    cfg, port, admin = harness.front_config(filters, run.policy, run.up_port, **(values or {}))
     front = harness.Envoy.__new__(harness.Envoy)
     front.name, front.log = name, work / f"{name}.log"
     (work / f"{name}.yaml").write_text(cfg)
@@ -126,7 +139,7 @@ def count(binary: str, work: pathlib.Path, name: str, filters: str | tuple[str, 
             control("-z")
             (dump,) = [p for p in work.glob(f"callgrind.{name}.{pid}.*") if p.name not in seen]
             seen.add(dump.name)
-            rows[level] = {k: v / calls for k, v in inclusive(dump, show).items()}
+            rows[level] = {k: v / calls for k, v in inclusive(dump, run.show).items()}
         return rows
     finally:
         front.proc.terminate()
@@ -176,8 +189,8 @@ def main() -> None:
     upstream = harness.Envoy(args.envoy, work, "upstream", up_cfg, 1, [])
     try:
         upstream.wait_ready(up_admin)
-        counted = {label: count(binary, work, f"front{i}", filters, levels, policy, up_port, args.calls, args.show,
-                                token if i == 0 else harness.TOKEN, values)
+        run = Run(binary, work, policy, up_port, args.calls, args.show)
+        counted = {label: count(run, f"front{i}", filters, levels, token if i == 0 else harness.TOKEN, values)
                    for i, (label, filters, levels) in enumerate(fronts)}
         module = counted[fronts[0][0]]
         print(f"instructions per allowed call, {args.calls} calls per level (callgrind; kernel work not counted)")
