@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pathlib
 import platform
@@ -261,6 +262,23 @@ def round_order(keys: list, r: int) -> list:
 
 def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The narrowest interval of two order statistics, the k-th smallest and the k-th largest,
+    that holds the median of what the rounds sample with probability `level` or more, whatever
+    their distribution (each round falls below the median with probability 1/2, so the count below
+    it is binomial): for 15 rounds, the 4th and 12th (96.5 %). None under 6 rounds, where even
+    [min, max] holds it with less than 95 %."""
+    n = len(values)
+    below = [math.comb(n, i) / 2 ** n for i in range(n + 1)]  # P(exactly i rounds below the median)
+    k = 0
+    while k < n // 2 and 1 - 2 * sum(below[:k + 1]) >= level:
+        k += 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
 
 
 def machine() -> dict:

@@ -21,7 +21,8 @@ reads the request on this Envoy, with no decision. All with bench/policy-bench.j
 1 KiB tools/call (bench/bodies). wrk drives each in interleaved rounds (order reversed every other
 round); reported: requests/s, p50 and p99 latency, front-Envoy CPU µs per request (median over
 rounds), and each Envoy's RSS after load; then the native build's targets, each a ratio or
-difference within a round (median [min, max]), the CPU added split into user space and the kernel,
+difference within a round (median [min, max], and from 6 rounds on the median's 95 % interval:
+`harness.median_interval`), the CPU added split into user space and the kernel,
 and the CPU the native build adds above the floor (n0).
 
 Two layouts of the processes on the CPUs:
@@ -143,8 +144,10 @@ def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: 
 
 
 def spread(vals: list[float]) -> str:
-    """Per-round values as median [min, max], as bench/load.py reports its ratios."""
-    return report.fmt_ratio(harness.summary(vals), 2)
+    """Per-round values as median [min, max], as bench/load.py reports its ratios, then the
+    median's 95 % interval (`harness.median_interval`) when there are rounds enough for one."""
+    ci = harness.median_interval(vals)
+    return report.fmt_ratio(harness.summary(vals), 2) + (f" ({ci[0]:.2f} to {ci[1]:.2f})" if ci else "")
 
 
 def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float], rounds: int, head: str,
@@ -173,7 +176,8 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
         return out
     heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
              "n0": "(n0) the floor, for reference: no decision"}
-    out.append(f"| native build, per round: median [min, max] | {' | '.join(heads[k] for k in audited)} | target |")
+    what = "median [min, max]" + (" (the median's 95 % interval)" if harness.median_interval([0.0] * rounds) else "")
+    out.append(f"| native build, per round: {what} | {' | '.join(heads[k] for k in audited)} | target |")
     out.append("|---|" + "---|" * (len(audited) + 1))
     for what, fn, target, phase in TARGETS:
         rows = phases[phase]
