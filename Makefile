@@ -7,6 +7,14 @@ WASM := target/$(WASM_TARGET)/release/mcp_policy_filter.wasm
 VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
+# Cargo writes where the paths here, and those of the tests, benchmarks and Envoy configs, look:
+# each workspace's own ./target. A CARGO_TARGET_DIR from the environment (a shell-wide setting)
+# would send the builds elsewhere and leave the tests running what an older build left in ./target,
+# so it is not followed. One given on make's command line is (`make dynamic-module
+# CARGO_TARGET_DIR=/tmp/sym`: a second build of the module, beside the one the tests use).
+ifeq ($(origin CARGO_TARGET_DIR),environment)
+export CARGO_TARGET_DIR := target
+endif
 
 .PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot redis-deps ratelimit docs
 

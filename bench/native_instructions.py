@@ -3,8 +3,8 @@
 figure that other work on the machine does not move, unlike CPU time (see Noise in BENCHMARKS.md).
 
     make dynamic-module          # or, to see the module's own functions, the same build with symbols:
-    #   CARGO_TARGET_DIR=/tmp/sym CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false \\
-    #   CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 make dynamic-module    (then --module-dir /tmp/sym/dynamic-module)
+    #   CARGO_PROFILE_DYNAMIC_MODULE_STRIP=false CARGO_PROFILE_DYNAMIC_MODULE_DEBUG=1 \\
+    #   make dynamic-module CARGO_TARGET_DIR=/tmp/sym    (then --module-dir /tmp/sym/dynamic-module)
     .venv/bin/python bench/native_instructions.py [--module-dir DIR] [--calls 300]
                                                   [--policy FILE | --policy-set] [--sse] [--no-baselines]
 

@@ -180,7 +180,7 @@ def main() -> None:
     ap.add_argument("--conns", type=int, help="wrk's connections (default 2 shared, 8 pinned)")
     ap.add_argument("--other-module", type=pathlib.Path, metavar="SO",
                     help="also run (n') on another build of the native module, interleaved with the rest: for "
-                         "example one built with `CARGO_TARGET_DIR=/tmp/x make dynamic-module PGO=0`")
+                         "example one built with `make dynamic-module CARGO_TARGET_DIR=/tmp/x PGO=0`")
     args = ap.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("perf not found: apt-get install linux-perf")

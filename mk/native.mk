@@ -4,7 +4,7 @@
 ## dynamic-module: the native build of the filter, an Envoy dynamic module (crates/filter-native, for
 ##                 Envoy 1.40 and 1.41); prints the .so's path last (envoy/envoy-dynamic.yaml loads it
 ##                 from ENVOY_DYNAMIC_MODULES_SEARCH_PATH, the path's directory)
-# Where cargo writes it: under CARGO_TARGET_DIR when that is set, as cargo itself does.
+# Where cargo writes it: ./target, or CARGO_TARGET_DIR given on make's command line (the Makefile).
 DYNAMIC_MODULE := $(abspath $(or $(CARGO_TARGET_DIR),target)/dynamic-module/libmcp_policy_native.so)
 # Profile-guided optimization (docs/src/deploy/native-cost.md, Profile-guided build): the execution
 # profile in crates/filter-native/pgo (make dynamic-module-profile) lays the module's code out by
