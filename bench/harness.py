@@ -264,21 +264,26 @@ def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The narrowest interval of two order statistics, the k-th smallest and the k-th largest,
-    that holds the median of what the rounds sample with probability `level` or more, whatever
-    their distribution (each round falls below the median with probability 1/2, so the count below
-    it is binomial): for 15 rounds, the 4th and 12th (96.5 %). None under 6 rounds, where even
-    [min, max] holds it with less than 95 %."""
-    n = len(values)
+def median_interval_rank(n: int, level: float = 0.95) -> int:
+    """The k of `median_interval` for `n` rounds: the largest k for which the k-th smallest and the
+    k-th largest round hold the median of what the rounds sample with probability `level` or more,
+    whatever their distribution (each round falls below the median with probability 1/2, so the
+    count below it is binomial); 0 when even [min, max] holds it with less (under 6 rounds)."""
     below = [math.comb(n, i) / 2 ** n for i in range(n + 1)]  # P(exactly i rounds below the median)
     k = 0
     while k < n // 2 and 1 - 2 * sum(below[:k + 1]) >= level:
         k += 1
+    return k
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The median's interval from the rounds' order statistics (`median_interval_rank`): for 15
+    rounds, the 4th and 12th (96.5 %). None under 6 rounds."""
+    k = median_interval_rank(len(values), level)
     if k == 0:
         return None
     ordered = sorted(values)
-    return ordered[k - 1], ordered[n - k]
+    return ordered[k - 1], ordered[len(values) - k]
 
 
 def machine() -> dict:

@@ -176,7 +176,7 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
         return out
     heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
              "n0": "(n0) the floor, for reference: no decision"}
-    what = "median [min, max]" + (" (the median's 95 % interval)" if harness.median_interval([0.0] * rounds) else "")
+    what = "median [min, max]" + (" (the median's 95 % interval)" if harness.median_interval_rank(rounds) else "")
     out.append(f"| native build, per round: {what} | {' | '.join(heads[k] for k in audited)} | target |")
     out.append("|---|" + "---|" * (len(audited) + 1))
     for what, fn, target, phase in TARGETS:

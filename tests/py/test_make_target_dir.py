@@ -7,31 +7,32 @@ import subprocess
 
 from testkit.paths import REPO_ROOT
 
-# A rule added for the test: what a recipe's cargo would see.
-SHOW = ["make", "-s", "--no-print-directory", "--eval", 'show-target-dir: ; @echo "[$$CARGO_TARGET_DIR]"',
-        "show-target-dir"]
 
-
-def seen(env_value: str | None, *args: str) -> str:
+def shown(expression: str, env_value: str | None, *args: str) -> str:
+    """`expression` as a recipe of the Makefile prints it (a rule added for the test), make run with
+    CARGO_TARGET_DIR=`env_value` in its environment (None: not set) and `args` on its command line."""
     env = {k: v for k, v in os.environ.items() if k not in ("CARGO_TARGET_DIR", "MAKEFLAGS", "MFLAGS")}
     if env_value is not None:
         env["CARGO_TARGET_DIR"] = env_value
-    done = subprocess.run([*SHOW, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["make", "-s", "--no-print-directory", "--eval", f'show: ; @echo "[{expression}]"', "show",
+                           *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
+# What a recipe's cargo sees.
+SEEN = "$$CARGO_TARGET_DIR"
+
+
 def test_a_shell_wide_target_dir_is_not_followed():
-    assert seen("/tmp/elsewhere") == "[target]\n"
+    assert shown(SEEN, "/tmp/elsewhere") == "[target]\n"
 
 
 def test_one_on_the_command_line_is_followed_by_the_recipes_and_the_module_path():
-    assert seen("/tmp/elsewhere", "CARGO_TARGET_DIR=/tmp/sym") == "[/tmp/sym]\n"
-    done = subprocess.run(["make", "-s", "--no-print-directory", "--eval", "show-module: ; @echo $(DYNAMIC_MODULE)",
-                           "show-module", "CARGO_TARGET_DIR=/tmp/sym"], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert done.stdout == "/tmp/sym/dynamic-module/libmcp_policy_native.so\n"
+    assert shown(SEEN, "/tmp/elsewhere", "CARGO_TARGET_DIR=/tmp/sym") == "[/tmp/sym]\n"
+    assert shown("$(DYNAMIC_MODULE)", "/tmp/elsewhere", "CARGO_TARGET_DIR=/tmp/sym") == \
+        "[/tmp/sym/dynamic-module/libmcp_policy_native.so]\n"
 
 
 def test_without_one_cargo_chooses():
-    assert seen(None) == "[]\n"
+    assert shown(SEEN, None) == "[]\n"
