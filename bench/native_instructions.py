@@ -22,6 +22,12 @@ filter), each under callgrind in turn, and every front's instructions per call a
 (n0): what each adds to the same call, exactly.
 Kernel work (the write of the log line, the sockets) is not counted.
 
+Last, from the same dumps (callgrind keeps each instruction's count, `--dump-instr=yes`): the 64-byte
+lines of code one call runs, for every front and level, split into the dynamic module's, Envoy's,
+libc's and the rest (bench/callgrind_lines.py). Under load a call's code comes back from beyond the
+first-level cache on every call, so a line costs time of its own, whatever its instructions; the
+profile-guided build saves time mostly this way (docs/src/deploy/native-cost.md, Code lines per call).
+
 `--policy FILE` gives the module another policy (bench/policy-results-bench.json: result rules read
 and redact every result, in the response-body hook). `--policy-set` counts the module behind Envoy's
 jwt_authn (bench/envoy/filters-jwt.yaml) with bench/policy-set-bench.json, the calls made
@@ -45,6 +51,7 @@ import tempfile
 import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import callgrind_lines  # noqa: E402  (the code lines a call runs, from the same dumps)
 import harness  # noqa: E402  (bench/harness.py: the Envoy runner and templates)
 import native_compare  # noqa: E402  (where the minimal module is built)
 
@@ -69,6 +76,23 @@ def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
             if where.endswith(":" + n) and n not in found:
                 found[n] = count
     return found
+
+
+# Keys of `count`'s rows that hold code lines per call rather than instructions.
+LINES = "lines:"
+
+
+def code_lines(dump: pathlib.Path, calls: int) -> dict[str, float]:
+    """The 64-byte lines of code one call runs (bench/callgrind_lines.py), by where the code lies:
+    the dynamic module (this filter's or the minimal one), Envoy's binary, libc, anything else
+    (`other`: code callgrind finds no object for), and in all."""
+    modules = {"libmcp_policy_native.so", native_compare.MINIMAL.name}
+    by = {"module": 0.0, "envoy": 0.0, "libc": 0.0, "other": 0.0}
+    for obj, n in callgrind_lines.lines_per_call(dump, calls).items():
+        by["module" if obj in modules else "envoy" if obj == "envoy" else "libc" if obj == "libc.so.6"
+           else "other"] += n
+    by["total"] = sum(by.values())
+    return by
 
 
 # The fronts counted: (label, filters file, logger levels to count at). The module is counted with
@@ -103,7 +127,8 @@ def count(run: Run, name: str, filters: str | tuple[str, ...], levels: tuple[str
     (work / f"{name}.yaml").write_text(cfg)
     dumps = work / f"callgrind.{name}"
     front.proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}.%p", binary,
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=yes",
+         f"--callgrind-out-file={dumps}.%p", binary,
          "-c", str(work / f"{name}.yaml"), "--concurrency", "1", "--disable-hot-restart",
          "--base-id", str(harness.Envoy.base_id + 500)],
         stdout=front.log.open("wb"), stderr=subprocess.STDOUT)
@@ -140,10 +165,30 @@ def count(run: Run, name: str, filters: str | tuple[str, ...], levels: tuple[str
             (dump,) = [p for p in work.glob(f"callgrind.{name}.{pid}.*") if p.name not in seen]
             seen.add(dump.name)
             rows[level] = {k: v / calls for k, v in inclusive(dump, run.show).items()}
+            rows[level].update({LINES + k: v for k, v in code_lines(dump, calls).items()})
         return rows
     finally:
         front.proc.terminate()
         front.proc.wait(60)
+
+
+def print_lines(counted: dict[str, dict[str, dict[str, float]]], fronts: list, alone: bool) -> None:
+    """The code lines one call runs, by where the code lies, for every front and level counted."""
+    where = ["module", "envoy", "libc", "other", "total"]
+    rows = [(f"{label}, logger at {level}" if len(levels) > 1 else label, c[level])
+            for (label, _, levels), c in zip(fronts, counted.values()) for level in levels]
+    print()
+    print("64-byte lines of code per allowed call (bench/callgrind_lines.py)")
+    print(f"{'':58s} " + " ".join(f"{w:>8s}" for w in where)
+          + ("" if alone else f" {'above buffer':>12s} {'above floor':>12s}"))
+    base = None if alone else counted[FRONTS[1][0]]["info"][LINES + "total"]
+    floor = None if alone else counted[FRONTS[3][0]]["info"][LINES + "total"]
+    for label, row in rows:
+        line = f"{label:58s} " + " ".join(f"{row.get(LINES + w, 0.0):8.0f}" for w in where)
+        if base is not None and floor is not None:
+            total = row[LINES + "total"]
+            line += f" {total - base:+12.0f} {total - floor:+12.0f}"
+        print(line)
 
 
 def main() -> None:
@@ -209,6 +254,7 @@ def main() -> None:
                     *((label, c["info"]["total"]) for label, c in list(counted.items())[1:])]
             for label, total in rows:
                 print(f"{label:58s} {total:10.0f} {total - base:+12.0f} {total - floor:+12.0f}")
+        print_lines(counted, fronts, args.no_baselines)
     finally:
         upstream.proc.terminate()
         upstream.proc.wait(60)
