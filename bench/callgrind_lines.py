@@ -1,11 +1,12 @@
 """The code one call runs, in 64-byte cache lines, from a callgrind dump taken with `--dump-instr=yes`.
 
 Under load, the code of a front Envoy's call does not stay in the CPU's first-level instruction
-cache between two calls (a call runs some 300 KiB of Envoy's own code, against 32 KiB of that
-cache), so each line of code a call runs is fetched again from further out, and costs time beyond
-its instructions. The profile-guided build shows the size of it: it runs about the same instructions
-as a build without the profile in about a third fewer lines, and saves more time than those
-instructions take (docs/src/deploy/native-cost.md, Code lines per call).
+cache between two calls (a call runs some 250 KiB of Envoy's own code, against 32 KiB of that
+cache), so each line of code a call runs is fetched again from further out. A second count beside
+the instructions, not a price list: the profile-guided build runs about a third fewer lines than a
+build without the profile and saves more time than its fewer instructions take, but a build that ran
+fewer lines by keeping shared code out of line was no faster (docs/src/deploy/native-cost.md, Code
+lines per call).
 
 A line's share of one call is `min(1, n / calls)`, where `n` is how often its most-run instruction
 ran in the counted calls: a line every call runs counts 1, however often it runs within the call (a

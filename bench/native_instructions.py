@@ -24,9 +24,8 @@ Kernel work (the write of the log line, the sockets) is not counted.
 
 Last, from the same dumps (callgrind keeps each instruction's count, `--dump-instr=yes`): the 64-byte
 lines of code one call runs, for every front and level, split into the dynamic module's, Envoy's,
-libc's and the rest (bench/callgrind_lines.py). Under load a call's code comes back from beyond the
-first-level cache on every call, so a line costs time of its own, whatever its instructions; the
-profile-guided build saves time mostly this way (docs/src/deploy/native-cost.md, Code lines per call).
+libc's and the rest (bench/callgrind_lines.py): under load a call's code comes back from beyond the
+first-level cache on every call (docs/src/deploy/native-cost.md, Code lines per call).
 
 `--policy FILE` gives the module another policy (bench/policy-results-bench.json: result rules read
 and redact every result, in the response-body hook). `--policy-set` counts the module behind Envoy's
