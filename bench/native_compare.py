@@ -46,11 +46,18 @@ CPU per request depends on the calls in flight (each wake-up of the front is sha
 finds waiting): compare it within one layout and phase.
 
 `--only` runs some configurations (with a, a' and c).
+
+`--other-module SO` adds (x): (n''') on another build of the module (for example one built with
+`make dynamic-module CARGO_TARGET_DIR=/tmp/other` from a changed tree, with its own profile), in
+the same rounds as the rest, and a table of (x) against (n''') round by round. A change of a few µs
+a call shows only this way: two runs an hour apart can differ by more (docs/src/deploy/native-cost.md,
+Code lines per call).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -76,7 +83,10 @@ LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mc
           "n'": "(n') (n), dynamic_modules log level warn",
           "n''": "(n'') (n), Envoy's log in a file (--log-path)",
           "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)",
-          "n0": "(n0) the minimal body-reading dynamic module (the floor)"}
+          "n0": "(n0) the minimal body-reading dynamic module (the floor)",
+          "x": "(x) (n''') on the build given by --other-module"}
+# The instance of (x), registered only with --other-module.
+OTHER = "dynamic_access_log_other"
 
 
 # The sections of BENCHMARKS.md that `--out` rewrites (`make bench` passes it), one per layout.
@@ -125,6 +135,23 @@ def register_instances(work: pathlib.Path) -> None:
     load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
     access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
+    load.INSTANCES[OTHER] = load.INSTANCES["dynamic_access_log"]
+    load.OVERRIDES[OTHER] = (WASM, access_log)
+
+
+@contextlib.contextmanager
+def search_path(directory: pathlib.Path | None):
+    """Envoys started inside find their modules in `directory` (when given) instead of the shared
+    search directory: the other build, under the module's own name."""
+    if directory is None:
+        yield
+        return
+    shared = os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"]
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(directory)
+    try:
+        yield
+    finally:
+        os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = shared
 
 
 def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: int,
@@ -171,13 +198,13 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
         out.append(f"| {LABELS[key]} | {r['rps']:.0f} | {r['rps'] / base:.2f} | {r['cpu_us']:.1f} | {busy:.0%} | "
                    f"{r['p50']:.0f} | {r['p99']:.0f} | {rss[key]:.1f} | {r['errors']} |")
     out.append("")
-    audited = [k for k in ("n", "n''", "n'''", "n0") if k in configs]
+    audited = [k for k in ("n", "n''", "n'''", "x", "n0") if k in configs]
     if not audited:
         return out
     heads = {"n": "(n) audit line to stderr", "n''": "(n'') `--log-path`", "n'''": "(n''') `access_log`",
-             "n0": "(n0) the floor, for reference: no decision"}
-    what = "median [min, max]" + (" (the median's 95 % interval)" if harness.median_interval_rank(rounds) else "")
-    out.append(f"| native build, per round: {what} | {' | '.join(heads[k] for k in audited)} | target |")
+             "x": "(x) (n''') on the other build", "n0": "(n0) the floor, for reference: no decision"}
+    per_round = "median [min, max]" + (" (the median's 95 % interval)" if harness.median_interval_rank(rounds) else "")
+    out.append(f"| native build, per round: {per_round} | {' | '.join(heads[k] for k in audited)} | target |")
     out.append("|---|" + "---|" * (len(audited) + 1))
     for what, fn, target, phase in TARGETS:
         rows = phases[phase]
@@ -191,7 +218,23 @@ def report_tables(phases: dict[str, dict[str, list[dict]]], rss: dict[str, float
         out.append(f"| CPU µs added per call above the floor (n0) | {' | '.join(cells)} | – |")
     added = " | ".join(f"{rss[k] - rss['a']:.1f}" for k in audited)
     out.append(f"| RSS above passthrough, MiB (after the run) | {added} | ≤ 8 |")
+    if "x" in configs and "n'''" in configs:
+        out += ["", *other_table(phases, rounds, per_round)]
     return out
+
+
+def other_table(phases: dict[str, dict[str, list[dict]]], rounds: int, what: str) -> list[str]:
+    """(x), (n''') on the other build, against (n''') on this one, each figure paired within a round:
+    what a change to the module does to a call."""
+    cap, lat = phases["capacity"], phases["latency"]
+    x, n = "x", "n'''"
+    rows = [("throughput, (x) / (n''')", [cap[x][i]["rps"] / cap[n][i]["rps"] for i in range(rounds)]),
+            ("CPU µs per call, (x) − (n''')", [cap[x][i]["cpu_us"] - cap[n][i]["cpu_us"] for i in range(rounds)]),
+            ("p99 µs, (x) − (n''')", [lat[x][i]["p99"] - lat[n][i]["p99"] for i in range(rounds)])]
+    more = sum(1 for i in range(rounds) if cap[x][i]["cpu_us"] > cap[n][i]["cpu_us"])
+    return [f"| the other build against this one, per round: {what} | |", "|---|---|",
+            *(f"| {name} | {spread(vals)} |" for name, vals in rows),
+            f"| rounds in which (x) used more CPU a call | {more} of {rounds} |"]
 
 
 def main() -> None:
@@ -214,14 +257,24 @@ def main() -> None:
                          "bench:native-shared markers) to rewrite")
     ap.add_argument("--only", help="comma-separated configurations to run (default: all); a, a' and c are "
                     "always run, as the targets are ratios against them")
+    ap.add_argument("--other-module", type=pathlib.Path, metavar="SO",
+                    help="also run (x), (n''') on this build of the module, and compare it with (n''') round by "
+                         "round (with --only, name both n''' and x)")
     args = ap.parse_args()
-    configs = dict(CONFIGS)
+    known = dict(CONFIGS)
+    if args.other_module:
+        if not args.other_module.is_file():
+            raise SystemExit(f"--other-module: no file {args.other_module}")
+        if args.out:
+            raise SystemExit("--other-module: not with --out (its section reports the build in the tree)")
+        known["x"] = OTHER
+    configs = dict(known)
     if args.only:
         wanted = {"a", "a'", "c", *args.only.split(",")}
-        unknown = wanted - set(CONFIGS)
+        unknown = wanted - set(known)
         if unknown:
-            raise SystemExit(f"--only: unknown configuration(s) {sorted(unknown)}; known: {', '.join(CONFIGS)}")
-        configs = {k: v for k, v in CONFIGS.items() if k in wanted}
+            raise SystemExit(f"--only: unknown configuration(s) {sorted(unknown)}; known: {', '.join(known)}")
+        configs = {k: v for k, v in known.items() if k in wanted}
     cpus = sorted(os.sched_getaffinity(0))
     layout = args.layout or ("pinned" if len(cpus) >= 2 else "shared")
     if not args.layout and layout == "shared":
@@ -251,10 +304,13 @@ def main() -> None:
     fronts: dict[str, tuple[harness.Envoy, int]] = {}
     try:
         upstream.wait_ready(up_admin)
+        other = (harness.module_search_dir(work / "other-module", {NATIVE.name: args.other_module})
+                 if args.other_module else None)
         with harness.started_on(front_cpus):
             for key, inst in configs.items():
-                started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
-                fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
+                with search_path(other if key == "x" else None):
+                    started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
+                    fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
         body = (harness.BODIES / "allowed-1k.json").read_bytes()
         for key, (e, port) in fronts.items():
             status, answer = harness.post(port, body)
