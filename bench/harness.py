@@ -59,6 +59,25 @@ def module_search_dir(directory: pathlib.Path, links: dict[str, pathlib.Path]) -
     return directory
 
 
+
+@contextlib.contextmanager
+def search_path(directory: pathlib.Path | str | None):
+    """Envoys started inside find their dynamic modules in `directory` (when given; see
+    `module_search_dir`) instead of the search directory set for the run, which is back as it was
+    (or unset) after: another build of a module, under the module's own name, for some fronts only."""
+    if directory is None:
+        yield
+        return
+    before = os.environ.get("ENVOY_DYNAMIC_MODULES_SEARCH_PATH")
+    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(directory)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
+        else:
+            os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = before
+
 def render(template: str, **values: str) -> str:
     return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)
 

@@ -57,7 +57,6 @@ Code lines per call).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
@@ -85,7 +84,7 @@ LABELS = {"a": "(a) passthrough", "a'": "(a') buffer only", "c": "(c) Envoy's mc
           "n'''": "(n''') (n), the audit record for the access log (`gateway.audit: \"access_log\"`)",
           "n0": "(n0) the minimal body-reading dynamic module (the floor)",
           "x": "(x) (n''') on the build given by --other-module"}
-# The instance of (x), registered only with --other-module.
+# The instance of (x), the configuration --other-module adds.
 OTHER = "dynamic_access_log_other"
 
 
@@ -138,20 +137,6 @@ def register_instances(work: pathlib.Path) -> None:
     load.INSTANCES[OTHER] = load.INSTANCES["dynamic_access_log"]
     load.OVERRIDES[OTHER] = (WASM, access_log)
 
-
-@contextlib.contextmanager
-def search_path(directory: pathlib.Path | None):
-    """Envoys started inside find their modules in `directory` (when given) instead of the shared
-    search directory: the other build, under the module's own name."""
-    if directory is None:
-        yield
-        return
-    shared = os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"]
-    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(directory)
-    try:
-        yield
-    finally:
-        os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = shared
 
 
 def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: int,
@@ -308,7 +293,7 @@ def main() -> None:
                  if args.other_module else None)
         with harness.started_on(front_cpus):
             for key, inst in configs.items():
-                with search_path(other if key == "x" else None):
+                with harness.search_path(other if key == "x" else None):
                     started = load.start_front(args.envoy, work, inst, inst, up_port, WASM, policy)
                     fronts[key] = load.ready_front(started, args.envoy, work, inst, up_port, WASM, policy)
         body = (harness.BODIES / "allowed-1k.json").read_bytes()

@@ -246,17 +246,9 @@ def main() -> None:
         for rnd in range(args.rounds):
             for i, n in enumerate(harness.round_order(list(configs), rnd)):
                 inst, wasm, pol = configs[n]
-                shared = os.environ.get("ENVOY_DYNAMIC_MODULES_SEARCH_PATH")
-                if n in search_dirs:
-                    os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = search_dirs[n]
-                try:
+                with harness.search_path(search_dirs.get(n)):
                     rounds[n].append(measure(args.envoy, workdir, inst, up_port, wasm.resolve(), pol, args.seconds,
                                              f"r{rnd}-{i}", args.hooks, conns, front_cpus))
-                finally:
-                    if shared is None:
-                        os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
-                    else:
-                        os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = shared
                 harness.log(f"round {rnd + 1} {n}: {rounds[n][-1]['total']:.1f} µs/request")
     finally:
         upstream.stop()

@@ -1,6 +1,7 @@
 """bench/native_compare.py --other-module: (x), (n''') on another build of the module, set against
 (n''') round by round, each figure paired within its round."""
 
+import os
 import pathlib
 import sys
 
@@ -49,3 +50,18 @@ def test_report_tables_ends_with_the_paired_table():
     i = out.index("| the other build against this one, per round: median [min, max] | |")
     assert out[i + 3] == "| CPU µs per call, (x) − (n''') | -4.00 [-4.00, -4.00] |"
     assert out[-1] == "| rounds in which (x) used more CPU a call | 0 of 2 |"
+
+
+def test_the_other_builds_search_path_is_set_for_its_fronts_only(monkeypatch):
+    var = "ENVOY_DYNAMIC_MODULES_SEARCH_PATH"
+    harness = native_compare.harness
+    monkeypatch.setenv(var, "/run/modules")
+    with harness.search_path(pathlib.Path("/run/other")):
+        assert os.environ[var] == "/run/other"
+    assert os.environ[var] == "/run/modules"
+    with harness.search_path(None):
+        assert os.environ[var] == "/run/modules"
+    monkeypatch.delenv(var)
+    with harness.search_path("/run/other"):
+        assert os.environ[var] == "/run/other"
+    assert var not in os.environ
