@@ -12,6 +12,10 @@ A line's share of one call is `min(1, n / calls)`, where `n` is how often its mo
 ran in the counted calls: a line every call runs counts 1, however often it runs within the call (a
 loop); a line half the calls run counts one half. Summed per object (the file the code comes from),
 that is how many distinct lines of its code a call runs, on average.
+
+The same count in 4 KiB pages (`PAGE`, `spans_per_call`) is the instruction TLB's side of it. It
+too is not a price list: the module's code moved onto one 2 MiB page made no difference in time
+(native-cost.md, the same section).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ import pathlib
 import re
 
 LINE = 64
+# A page of the processor's address translation: each page of code a call runs needs an entry of the
+# instruction TLB (a few hundred on this machine's processors), found again by a page walk once
+# evicted, which under a virtual machine walks two page tables.
+PAGE = 4096
 
 # A cost line: its instruction address (absolute `0x…`, or relative to the previous one: `+n`,
 # `-n`, `*` the same), its source line (the same forms, or a number) and its events, Ir first.
@@ -33,6 +41,12 @@ _OBJECT = re.compile(r"^(ob|cob)=\((\d+)\)(?: (.*))?$")
 
 def lines_per_call(dump: pathlib.Path, calls: int) -> dict[str, float]:
     """For each object of the dump (by file name), the lines of its code one call runs, on average."""
+    return spans_per_call(dump, calls, (LINE,))[LINE]
+
+
+def spans_per_call(dump: pathlib.Path, calls: int, sizes: tuple[int, ...]) -> dict[int, dict[str, float]]:
+    """For each size of `sizes` (bytes, `LINE` or `PAGE`), and each object of the dump, the aligned
+    spans of that size of its code one call runs, on average; the dump read once."""
     names: dict[str, str] = {}
     runs: collections.Counter[tuple[str, int]] = collections.Counter()
     obj, addr, call_cost = "", 0, False
@@ -70,11 +84,16 @@ def lines_per_call(dump: pathlib.Path, calls: int) -> dict[str, float]:
                 call_cost = False
                 continue
             runs[(obj, addr)] += int(m.group(2))
-    lines: dict[tuple[str, int], int] = {}
+    return {size: _share(runs, calls, size) for size in sizes}
+
+
+def _share(runs: collections.Counter[tuple[str, int]], calls: int, size: int) -> dict[str, float]:
+    """Per object, the spans of `size` bytes of its code one call runs (a span's share as a line's)."""
+    spans: dict[tuple[str, int], int] = {}
     for (o, a), n in runs.items():
-        line = (o, a // LINE)
-        lines[line] = max(lines.get(line, 0), n)
+        span = (o, a // size)
+        spans[span] = max(spans.get(span, 0), n)
     share: collections.Counter[str] = collections.Counter()
-    for (o, _), n in lines.items():
+    for (o, _), n in spans.items():
         share[o] += min(1.0, n / calls)
     return dict(share)

@@ -25,7 +25,8 @@ Kernel work (the write of the log line, the sockets) is not counted.
 Last, from the same dumps (callgrind keeps each instruction's count, `--dump-instr=yes`): the 64-byte
 lines of code one call runs, for every front and level, split into the dynamic module's, Envoy's,
 libc's and the rest (bench/callgrind_lines.py): under load a call's code comes back from beyond the
-first-level cache on every call (docs/src/deploy/native-cost.md, Code lines per call).
+first-level cache on every call (docs/src/deploy/native-cost.md, Code lines per call); and the same
+in 4 KiB pages, each an entry of the instruction TLB.
 
 `--policy FILE` gives the module another policy (bench/policy-results-bench.json: result rules read
 and redact every result, in the response-body hook). `--policy-set` counts the module behind Envoy's
@@ -77,21 +78,28 @@ def inclusive(dump: pathlib.Path, names: list[str]) -> dict[str, int]:
     return found
 
 
-# Keys of `count`'s rows that hold code lines per call rather than instructions.
+# Keys of `count`'s rows that hold code lines, and 4 KiB pages of code, per call rather than
+# instructions.
 LINES = "lines:"
+PAGES = "pages:"
 
 
 def code_lines(dump: pathlib.Path, calls: int) -> dict[str, float]:
-    """The 64-byte lines of code one call runs (bench/callgrind_lines.py), by where the code lies:
-    the dynamic module (this filter's or the minimal one), Envoy's binary, libc, anything else
-    (`other`: code callgrind finds no object for), and in all."""
+    """The 64-byte lines (`LINES` keys) and the 4 KiB pages (`PAGES` keys) of code one call runs
+    (bench/callgrind_lines.py), by where the code lies: the dynamic module (this filter's or the
+    minimal one), Envoy's binary, libc, anything else (`other`: code callgrind finds no object for),
+    and in all."""
     modules = {"libmcp_policy_native.so", native_compare.MINIMAL.name}
-    by = {"module": 0.0, "envoy": 0.0, "libc": 0.0, "other": 0.0}
-    for obj, n in callgrind_lines.lines_per_call(dump, calls).items():
-        by["module" if obj in modules else "envoy" if obj == "envoy" else "libc" if obj == "libc.so.6"
-           else "other"] += n
-    by["total"] = sum(by.values())
-    return by
+    spans = callgrind_lines.spans_per_call(dump, calls, (callgrind_lines.LINE, callgrind_lines.PAGE))
+    out: dict[str, float] = {}
+    for prefix, size in ((LINES, callgrind_lines.LINE), (PAGES, callgrind_lines.PAGE)):
+        by = {"module": 0.0, "envoy": 0.0, "libc": 0.0, "other": 0.0}
+        for obj, n in spans[size].items():
+            by["module" if obj in modules else "envoy" if obj == "envoy" else "libc" if obj == "libc.so.6"
+               else "other"] += n
+        by["total"] = sum(by.values())
+        out.update({prefix + k: v for k, v in by.items()})
+    return out
 
 
 # The fronts counted: (label, filters file, logger levels to count at). The module is counted with
@@ -164,28 +172,30 @@ def count(run: Run, name: str, filters: str | tuple[str, ...], levels: tuple[str
             (dump,) = [p for p in work.glob(f"callgrind.{name}.{pid}.*") if p.name not in seen]
             seen.add(dump.name)
             rows[level] = {k: v / calls for k, v in inclusive(dump, run.show).items()}
-            rows[level].update({LINES + k: v for k, v in code_lines(dump, calls).items()})
+            rows[level].update(code_lines(dump, calls))
         return rows
     finally:
         front.proc.terminate()
         front.proc.wait(60)
 
 
-def print_lines(counted: dict[str, dict[str, dict[str, float]]], fronts: list, alone: bool) -> None:
-    """The code lines one call runs, by where the code lies, for every front and level counted."""
+def print_lines(counted: dict[str, dict[str, dict[str, float]]], fronts: list, alone: bool,
+                prefix: str = LINES) -> None:
+    """The code lines (`prefix` LINES) or pages (PAGES) one call runs, by where the code lies, for
+    every front and level counted."""
     where = ["module", "envoy", "libc", "other", "total"]
     rows = [(f"{label}, logger at {level}" if len(levels) > 1 else label, c[level])
             for (label, _, levels), c in zip(fronts, counted.values()) for level in levels]
     print()
-    print("64-byte lines of code per allowed call (bench/callgrind_lines.py)")
+    print(("64-byte lines" if prefix == LINES else "4 KiB pages") + " of code per allowed call (bench/callgrind_lines.py)")
     print(f"{'':58s} " + " ".join(f"{w:>8s}" for w in where)
           + ("" if alone else f" {'above buffer':>12s} {'above floor':>12s}"))
-    base = None if alone else counted[FRONTS[1][0]]["info"][LINES + "total"]
-    floor = None if alone else counted[FRONTS[3][0]]["info"][LINES + "total"]
+    base = None if alone else counted[FRONTS[1][0]]["info"][prefix + "total"]
+    floor = None if alone else counted[FRONTS[3][0]]["info"][prefix + "total"]
     for label, row in rows:
-        line = f"{label:58s} " + " ".join(f"{row.get(LINES + w, 0.0):8.0f}" for w in where)
+        line = f"{label:58s} " + " ".join(f"{row.get(prefix + w, 0.0):8.0f}" for w in where)
         if base is not None and floor is not None:
-            total = row[LINES + "total"]
+            total = row[prefix + "total"]
             line += f" {total - base:+12.0f} {total - floor:+12.0f}"
         print(line)
 
@@ -254,6 +264,7 @@ def main() -> None:
             for label, total in rows:
                 print(f"{label:58s} {total:10.0f} {total - base:+12.0f} {total - floor:+12.0f}")
         print_lines(counted, fronts, args.no_baselines)
+        print_lines(counted, fronts, args.no_baselines, PAGES)
     finally:
         upstream.proc.terminate()
         upstream.proc.wait(60)

@@ -54,3 +54,14 @@ def test_a_dump_without_instruction_addresses_is_refused(tmp_path):
     dump.write_text(DUMP.replace("positions: instr line", "positions: line"))
     with pytest.raises(ValueError, match="--dump-instr=yes"):
         callgrind_lines.lines_per_call(dump, 300)
+
+
+def test_pages_per_call_from_the_same_read(tmp_path):
+    dump = tmp_path / "callgrind.out"
+    # The module's third line moved to the next 4 KiB page: still three lines, now two pages.
+    dump.write_text(DUMP.replace("0x10c0 20 30", "0x2000 20 30"))
+    got = callgrind_lines.spans_per_call(dump, 300, (callgrind_lines.LINE, callgrind_lines.PAGE))
+    assert got[callgrind_lines.LINE] == {"libfilter.so": pytest.approx(1.6), "envoy": pytest.approx(1.0)}
+    # Page 0x1000: its lines' most-run instruction ran 300 times (1); page 0x2000: 30 (a tenth).
+    assert got[callgrind_lines.PAGE] == {"libfilter.so": pytest.approx(1.1), "envoy": pytest.approx(1.0)}
+    assert callgrind_lines.lines_per_call(dump, 300) == got[callgrind_lines.LINE]
