@@ -180,11 +180,17 @@ impl RedisClock {
     }
 
     /// `local` (an [`Instant`]) in Redis's clock, or 0 (no deadline) before any reply was observed.
+    /// An instant before this clock's start counts back from it, not as the start itself: a deadline
+    /// already past stays past.
     fn redis_ms(&self, local: Instant) -> u64 {
         if !self.known.load(Ordering::Relaxed) {
             return 0;
         }
-        let local_ms = i64::try_from(local.saturating_duration_since(self.start).as_millis()).unwrap_or(i64::MAX);
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let local_ms = match local.checked_duration_since(self.start) {
+            Some(after) => ms(after),
+            None => -ms(self.start.duration_since(local)),
+        };
         u64::try_from(local_ms.saturating_add(self.offset_ms.load(Ordering::Relaxed))).unwrap_or(0).max(1)
     }
 }
@@ -272,6 +278,13 @@ impl RedisStore {
         }
         let mut conn = self.conn.clone();
         inv.invoke_async(&mut conn).await.map_err(|e| StoreError(format!("redis: {e}")))
+    }
+
+    /// Whether Redis's clock is known against this process's: only then does a decision send its
+    /// deadline. A reply slower than `CLOCK_ROUND_TRIP` (20 ms) does not teach it, so on a loaded
+    /// host the first replies may leave it unknown.
+    pub fn clock_known(&self) -> bool {
+        self.clock.known.load(Ordering::Relaxed)
     }
 
     /// `TIME`, for the health status (and the clock offset).
@@ -392,6 +405,19 @@ mod tests {
     }
 
     const T0: u64 = 1_700_000_040_000;
+
+    #[test]
+    fn redis_clock_converts_instants_on_both_sides_of_its_start() {
+        let start = Instant::now();
+        let clock = RedisClock { start, offset_ms: AtomicI64::new(0), known: AtomicBool::new(false) };
+        assert_eq!(clock.redis_ms(start + Duration::from_millis(5)), 0, "no deadline before a reply");
+        clock.offset_ms.store(i64::try_from(T0).unwrap(), Ordering::Relaxed);
+        clock.known.store(true, Ordering::Relaxed);
+        assert_eq!(clock.redis_ms(start + Duration::from_millis(250)), T0 + 250);
+        // A deadline already past when the store was made stays that far in the past.
+        let Some(before) = start.checked_sub(Duration::from_millis(100)) else { return };
+        assert_eq!(clock.redis_ms(before), T0 - 100);
+    }
 
     #[test]
     fn memory_all_or_none_and_windows() {
