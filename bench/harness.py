@@ -59,7 +59,6 @@ def module_search_dir(directory: pathlib.Path, links: dict[str, pathlib.Path]) -
     return directory
 
 
-
 @contextlib.contextmanager
 def search_path(directory: pathlib.Path | str | None):
     """Envoys started inside find their dynamic modules in `directory` (when given; see
@@ -77,6 +76,7 @@ def search_path(directory: pathlib.Path | str | None):
             os.environ.pop("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", None)
         else:
             os.environ["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = before
+
 
 def render(template: str, **values: str) -> str:
     return string.Template((BENCH / "envoy" / template).read_text()).substitute(**values)

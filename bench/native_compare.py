@@ -134,9 +134,9 @@ def register_instances(work: pathlib.Path) -> None:
     load.INSTANCES["dynamic_access_log"] = ("filters-dynamic.yaml", 1, [], "")
     access_log = harness.policy_text(harness.BENCH / "policy-bench-audit-access-log.json")
     load.OVERRIDES["dynamic_access_log"] = (WASM, access_log)
+    # (x): the access-log front and policy, its module from another search directory.
     load.INSTANCES[OTHER] = load.INSTANCES["dynamic_access_log"]
-    load.OVERRIDES[OTHER] = (WASM, access_log)
-
+    load.OVERRIDES[OTHER] = load.OVERRIDES["dynamic_access_log"]
 
 
 def measure(fronts: dict[str, tuple[harness.Envoy, int]], rounds: int, seconds: int,
@@ -253,7 +253,7 @@ def main() -> None:
         if args.out:
             raise SystemExit("--other-module: not with --out (its section reports the build in the tree)")
         known["x"] = OTHER
-    configs = dict(known)
+    configs = known
     if args.only:
         wanted = {"a", "a'", "c", *args.only.split(",")}
         unknown = wanted - set(known)
