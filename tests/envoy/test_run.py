@@ -137,7 +137,7 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
     r = make_reload(run_dir)
     assert r.returncode != 0
     assert r.stderr.startswith(f"{run_dir}/policy.json: invalid policy at . (the whole document): not a strict JSON document: "
-                               "unexpected character at line 2, column 28\n"), r.stderr
+                               "unexpected character at line 2, column 28 of the policy text\n"), r.stderr
     assert "not applied" in r.stderr
     assert (run_dir / "mcp_policy.yaml").read_bytes() == ecds_before
 
@@ -165,7 +165,7 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
     assert r.returncode == 5, r
     assert ("] policy not loaded: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 2, "
-            "column 28. Envoy refuses this configuration: on a reload the previous policy keeps serving") in r.stderr
+            "column 28 of the policy text. Envoy refuses this configuration: on a reload the previous policy keeps serving") in r.stderr
     assert outcome("list_vms", 200) == (200, -31001, FROZEN)
 
     # One line per decision on the terminal: time, grant, tool, decision, rule.

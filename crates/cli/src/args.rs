@@ -45,7 +45,8 @@ pub enum Command {
     /// line and column and shows the line with a caret under the column.
     ///
     /// A key named by variable (session_key.current_env) is read from this environment when set
-    /// here, else checked as if set: the filter reads the wasm VM's environment.
+    /// here, else checked as if set, with a note on stderr: the filter reads Envoy's environment
+    /// (native build) or its wasm VM's, where the variable must be set.
     #[command(verbatim_doc_comment)]
     #[command(after_help = "\
 Exit status:

@@ -13,11 +13,44 @@ use super::{read_input, Failure, Report, INVALID_POLICY, OK};
 
 /// The value of a key the policy names by variable (`gateway.session_key.current_env`,
 /// `previous_env`): this process's own variable when it is set; otherwise a stand-in of the least
-/// length, one per name, so that the rest of the policy is still checked. The filter reads the wasm
-/// VM's environment, not this one (`make reload` runs apart from Envoy), and refuses the policy
-/// there when the variable is missing.
+/// length, one per name, so that the rest of the policy is still checked. The filter reads Envoy's
+/// environment (native build) or the wasm VM's, not this one (`make reload` runs apart from Envoy),
+/// and refuses the policy there when the variable is missing: [`unset_key_notes`] says so.
 pub fn key_from_env(name: &str) -> Option<String> {
     std::env::var(name).ok().or_else(|| Some(format!("{name}={}", "-".repeat(MIN_KEY_BYTES))))
+}
+
+/// The environment variables the policy names for its session key: (`current_env` or
+/// `previous_env`, the variable).
+pub fn key_vars(bytes: &[u8]) -> Vec<(&'static str, String)> {
+    let Ok(doc) = json::parse(bytes) else { return Vec::new() };
+    let key = doc.get("gateway").and_then(|g| g.get("session_key"));
+    ["current_env", "previous_env"]
+        .into_iter()
+        .filter_map(|member| {
+            key.and_then(|k| k.get(member)).and_then(json::Json::as_str).map(|v| (member, v.to_owned()))
+        })
+        .collect()
+}
+
+/// One `FILE: note: …` line (for stderr) per key variable the policy names that is not set here,
+/// so checked with a stand-in ([`key_from_env`]): a policy that checks fine here would stop Envoy
+/// at startup were the variable missing there too.
+pub fn unset_key_notes(path: &str, bytes: &[u8]) -> String {
+    key_vars(bytes).into_iter().map(|(member, name)| unset_key_note(path, member, &name)).collect()
+}
+
+/// [`unset_key_notes`]' line for one variable, or nothing when it is set here.
+pub fn unset_key_note(path: &str, member: &str, name: &str) -> String {
+    if std::env::var_os(name).is_some() {
+        return String::new();
+    }
+    format!(
+        "{path}: note: gateway.session_key.{member}: {name} is not set here, so the key was checked as if \
+         set; Envoy refuses the policy unless {name} is set where the filter reads it (the native build: \
+         Envoy's own environment; the wasm build: its VM's, listed in \
+         vm_config.environment_variables.host_env_keys)\n"
+    )
 }
 
 /// The warnings of a valid policy, one `FILE: warning: …` line each (for stderr).
@@ -146,17 +179,38 @@ fn set_summary(set: &PolicySet) -> String {
     s
 }
 
+/// The summary of a loaded policy or policy set: one line, and one more per member of a set.
+pub fn summary_of(set: &PolicySet) -> String {
+    match set.plain() {
+        Some(p) => summary(p),
+        None => set_summary(set),
+    }
+}
+
 /// `check FILE...`: a summary line per valid policy (stdout) and its warnings (stderr); every error
 /// of an invalid one (stderr).
 pub fn check(files: &[String]) -> Result<Report, Failure> {
     let mut report = Report { stdout: String::new(), stderr: String::new(), status: OK };
     for file in files {
-        match load_policy(file) {
+        let bytes = match read_input(file) {
+            Ok(bytes) => bytes,
+            Err(f) => {
+                report.stderr.push_str(&f.message);
+                report.stderr.push('\n');
+                report.status = report.status.max(f.status);
+                continue;
+            }
+        };
+        if let Some(doc) = super::bootstrap::envoy_config(&bytes) {
+            super::bootstrap::check(file, &doc, &mut report);
+            continue;
+        }
+        match load_bytes(file, &bytes) {
             Ok(set) => {
                 let p = set.plain().unwrap_or_else(|| set.base());
-                let line = if set.plain().is_some() { summary(p) } else { set_summary(&set) };
-                report.stdout.push_str(&format!("{file}: {line}\n"));
+                report.stdout.push_str(&format!("{file}: {}\n", summary_of(&set)));
                 report.stderr.push_str(&warning_lines(file, p));
+                report.stderr.push_str(&unset_key_notes(file, &bytes));
             }
             Err(f) => {
                 report.stderr.push_str(&f.message);

@@ -10,6 +10,7 @@ use clap::{CommandFactory, Parser};
 
 mod apply;
 mod args;
+mod bootstrap;
 mod check;
 mod contain;
 mod explain;

@@ -132,7 +132,7 @@ fn apply_never_writes_an_invalid_policy() {
     assert_eq!(
         err,
         format!(
-            "{0}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 2, column 11\n   2 |  \
+            "{0}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 2, column 11 of the policy text\n   2 |  \
              \"tools\":{{,}}}}\n     |           ^\nnot applied: the ECDS file is unchanged and Envoy keeps its policy\n",
             s(&bad)
         )

@@ -153,12 +153,42 @@ pub fn load_set(bytes: &[u8]) -> Result<PolicySet, ConfigErrors> {
 
 fn parse(bytes: &[u8]) -> Result<json::Json, ConfigErrors> {
     // Same strict reading as request bodies: a duplicate key in a policy is as ambiguous as in a call.
-    json::parse(bytes).map_err(|e| {
-        ConfigErrors(vec![err(
-            ".",
-            format!("not a strict JSON document: {}", crate::wire::textpos::describe(&e, bytes)),
-        )])
-    })
+    json::parse(bytes)
+        .map_err(|e| ConfigErrors(vec![err(".", format!("not a strict JSON document: {}", syntax(&e, bytes)))]))
+}
+
+/// Where the policy text breaks JSON, by line and column of that text: the policy usually sits
+/// inside Envoy's YAML, whose lines are others. Outside the wasm module a repeated member name is
+/// named with both its places (the parser reports the object holding them); the module leaves it
+/// out for its size, and `mcp-policy check` shows both.
+fn syntax(e: &json::ParseError, bytes: &[u8]) -> String {
+    const WITHIN: &str = " of the policy text";
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some((repeat, earlier)) = json::repeated_name(bytes, e) {
+        use crate::wire::textpos::{line_col, visible};
+        let shown = |at: usize| {
+            let name = json::name_at(bytes, at).unwrap_or_default();
+            let mut text: String = name.chars().take(64).map(visible).collect();
+            if name.chars().nth(64).is_some() {
+                text.push('…');
+            }
+            let place = line_col(bytes, at);
+            (text, place.line, place.column)
+        };
+        let ((name, line, column), (first, first_line, first_column)) = (shown(repeat), shown(earlier));
+        return if e.kind == json::ParseErrorKind::DuplicateKey {
+            format!(
+                "duplicate object key \"{name}\" at line {line}, column {column}{WITHIN}, first at line \
+                 {first_line}, column {first_column}"
+            )
+        } else {
+            format!(
+                "object keys equal after case folding or removing invisible characters: \"{name}\" at line \
+                 {line}, column {column}{WITHIN}, and \"{first}\" at line {first_line}, column {first_column}"
+            )
+        };
+    }
+    crate::wire::textpos::describe(e, bytes, WITHIN)
 }
 
 /// Resolve `gateway.session_key.current_env` and `previous_env` through `env`.

@@ -51,7 +51,11 @@ impl Config {
             return None;
         }
         if bytes.is_empty() {
-            error!("invalid policy at . (the whole document): the filter configuration is empty");
+            error!(
+                "policy not loaded: invalid policy at . (the whole document): the filter configuration is \
+                 empty; give filter_config a google.protobuf.StringValue whose value is the policy JSON. \
+                 Envoy refuses this configuration"
+            );
             return None;
         }
         let env = |name: &str| std::env::var(name).ok();

@@ -5,14 +5,18 @@ use mcp_policy_core::config::UNBOUND_SESSIONS_WARNING;
 
 use super::{run, run_env, scratch};
 
+/// A session key of the least length, for MCPF_SESSION_KEY.
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
 #[test]
 fn check_valid_policies() {
+    // The shipped policies name their key by variable: set here, so there is no note.
     assert_eq!(
-        run(&["check", "envoy/policy.json"]),
+        run_env(&["check", "envoy/policy.json"], "", &[("MCPF_SESSION_KEY", KEY)]),
         (0, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n".into(), String::new())
     );
     assert_eq!(
-        run(&["check", "envoy/policy-conditions.json"]),
+        run_env(&["check", "envoy/policy-conditions.json"], "", &[("MCPF_SESSION_KEY", KEY)]),
         (0, "envoy/policy-conditions.json: ok: version 1, default deny, 4 tool rules, 1 limit\n".into(), String::new())
     );
     // Policies that admit sessions without a key get the filter's warning on stderr.
@@ -64,8 +68,8 @@ fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() 
     // as the filter would refuse it.
     let by_env =
         scratch("key-by-env.json", r#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#);
-    assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), String::new()));
-    let key = "0123456789abcdef0123456789abcdef";
+    assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), unset_note(&by_env)));
+    let key = KEY;
     assert_eq!(run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", key)]), (0, summary(&by_env), String::new()));
     assert_eq!(
         run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", "short")]),
@@ -75,11 +79,23 @@ fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() 
             format!("{by_env}: invalid policy at gateway.session_key.current_env: the key must be at least 32 bytes\n")
         )
     );
-    // The shipped policies bind sessions: no warning.
+    // The shipped policies bind sessions: no warning, and only the note while the key is unset.
     for shipped in ["envoy/policy.json", "envoy/policy-conditions.json"] {
         let (status, _, err) = run(&["check", shipped]);
+        assert_eq!((status, err), (0, unset_note(shipped)), "{shipped}");
+        let (status, _, err) = run_env(&["check", shipped], "", &[("MCPF_SESSION_KEY", key)]);
         assert_eq!((status, err.as_str()), (0, ""), "{shipped}");
     }
+}
+
+/// The note of a policy whose key variable MCPF_SESSION_KEY is not set where it is checked.
+pub fn unset_note(place: &str) -> String {
+    format!(
+        "{place}: note: gateway.session_key.current_env: MCPF_SESSION_KEY is not set here, so the key was checked \
+         as if set; Envoy refuses the policy unless MCPF_SESSION_KEY is set where the filter reads it (the native \
+         build: Envoy's own environment; the wasm build: its VM's, listed in \
+         vm_config.environment_variables.host_env_keys)\n"
+    )
 }
 
 #[test]
@@ -137,7 +153,7 @@ fn check_unknown_field_stops_parsing() {
 #[test]
 fn check_several_files_valid_and_invalid() {
     let bad = scratch("invalid-dup.json", r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
-    let (status, out, err) = run(&["check", "envoy/policy.json", &bad]);
+    let (status, out, err) = run_env(&["check", "envoy/policy.json", &bad], "", &[("MCPF_SESSION_KEY", KEY)]);
     assert_eq!(status, 1);
     assert_eq!(out, "envoy/policy.json: ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)\n");
     assert!(
@@ -168,7 +184,7 @@ fn check_a_document_closed_early_names_where_it_closed_and_what_follows() {
             String::new(),
             format!(
                 "{p}: invalid policy at . (the whole document): not a strict JSON document: the top-level object \
-                 closes at line 3, column 28; line 4, column 1 has more (data after the JSON value)\n\
+                 closes at line 3, column 28 of the policy text; line 4, column 1 has more (data after the JSON value)\n\
                  \x20  3 |   \"tools\": {{\"list_vms\": {{}}}}}}\n     |                            ^\n\
                  \x20  4 | }}\n     | ^\n"
             )
@@ -190,8 +206,8 @@ fn check_a_duplicate_key_shows_both_names() {
             1,
             String::new(),
             format!(
-                "{p}: invalid policy at . (the whole document): not a strict JSON document: duplicate object key at \
-                 line 3, column 12\n\
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: duplicate object key \
+                 \"list_vms\" at line 6, column 5 of the policy text, first at line 4, column 5\n\
                  \x20  4 |     \"list_vms\": {{}},\n     |     ^ this name\n\
                  \x20  6 |     \"list_vms\": {{\"action\": \"deny\"}}\n     |     ^ again in the same object\n"
             )
@@ -209,7 +225,8 @@ fn check_a_duplicate_key_shows_both_names() {
             String::new(),
             format!(
                 "{p}: invalid policy at . (the whole document): not a strict JSON document: object keys equal after \
-                 case folding or removing invisible characters at line 3, column 12\n\
+                 case folding or removing invisible characters: \"List_VMs\" at line 5, column 5 of the policy text, \
+                 and \"list_vms\" at line 4, column 5\n\
                  \x20  4 |     \"list_vms\": {{}},\n     |     ^ this name\n\
                  \x20  5 |     \"List_VMs\": {{\"action\": \"deny\"}}\n     |     ^ the same name once folded (case; \
                  invisible, unassigned and private-use characters)\n"
@@ -227,7 +244,7 @@ fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
             1,
             String::new(),
             format!(
-                "{p}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 5, column 3\n   5 |   }}\n     |   ^\n"
+                "{p}: invalid policy at . (the whole document): not a strict JSON document: unexpected character at line 5, column 3 of the policy text\n   5 |   }}\n     |   ^\n"
             )
         )
     );
@@ -235,10 +252,13 @@ fn check_syntax_errors_carry_line_and_column_and_show_the_line() {
     let p = scratch("syntax-utf8.json", "{\"version\":\"1\",\"tools\":{\"d\u{e9}l\":{\"action\":\"deny\",}}}");
     let (status, _, err) = run(&["check", &p]);
     assert_eq!(status, 1);
-    assert!(err.contains("unexpected character at line 1, column 48\n"), "{err}");
+    assert!(err.contains("unexpected character at line 1, column 48 of the policy text\n"), "{err}");
     let p = scratch("syntax-end.json", "{\"version\":\"1\",\n");
     let (_, _, err) = run(&["check", &p]);
-    assert!(err.ends_with("unexpected end of input at line 2, column 1\n   2 | \n     | ^\n"), "{err}");
+    assert!(
+        err.ends_with("unexpected end of input at line 2, column 1 of the policy text\n   2 | \n     | ^\n"),
+        "{err}"
+    );
 }
 
 #[test]

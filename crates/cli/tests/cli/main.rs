@@ -6,6 +6,7 @@
 mod check;
 #[path = "../common/mod.rs"]
 mod common;
+mod envoy_config;
 mod explain;
 mod policy_test;
 mod sets;

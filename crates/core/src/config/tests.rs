@@ -132,9 +132,27 @@ fn arrays_never_stand_in_for_objects() {
 
 #[test]
 fn duplicate_keys_in_a_policy_are_refused() {
-    let e = load_err(r#"{"version":"1","tools":{"x":{},"x":{"action":"deny"}}}"#);
-    assert_eq!(e.path, ".");
-    assert!(e.message.contains("duplicate object key"), "{e}");
+    // Named, with both places, counted in the policy text (which sits in Envoy's YAML); a folded
+    // pair names both spellings. A name's invisible characters show as `?`.
+    let cases = [
+        (
+            "{\"version\":\"1\",\n\"tools\":{\"x\":{},\n \"x\":{\"action\":\"deny\"}}}",
+            "not a strict JSON document: duplicate object key \"x\" at line 3, column 2 of the policy text, first at \
+             line 2, column 10",
+        ),
+        (
+            r#"{"version":"1","tools":{"Tool":{},"t\u200bool":{}}}"#,
+            "not a strict JSON document: object keys equal after case folding or removing invisible characters: \
+             \"t?ool\" at line 1, column 35 of the policy text, and \"Tool\" at line 1, column 25",
+        ),
+        (
+            r#"{"version":"1","tools":{"x":{},}}"#,
+            "not a strict JSON document: unexpected character at line 1, column 32 of the policy text",
+        ),
+    ];
+    for (text, message) in cases {
+        assert_eq!(load_err(text), ConfigError { path: ".".into(), message: message.into() }, "{text}");
+    }
 }
 
 #[test]

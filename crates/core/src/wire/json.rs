@@ -68,7 +68,7 @@ mod string;
 mod tests;
 mod write;
 
-pub use names::repeated_name;
+pub use names::{name_at, repeated_name};
 pub use write::{write, write_sorted, write_str};
 
 /// The one JSON value of `text` skipped twice, as `[shorter path, strict path alone]`: each the

@@ -117,7 +117,10 @@ pub fn visible(c: char) -> char {
 /// the mistake is: a stray `}` closes the document early, and the error is only found at the text
 /// that follows it. So: `the top-level object closes at line 21, column 2; line 26, column 4 has
 /// more (data after the JSON value)`.
-pub fn describe(e: &ParseError, text: &[u8]) -> String {
+///
+/// `within` follows the first place named, to say what text the lines count in when it is not the
+/// file a reader sees (a policy inside Envoy's YAML): `" of the policy text"`.
+pub fn describe(e: &ParseError, text: &[u8], within: &str) -> String {
     let full = e.to_string();
     let what = full.strip_suffix(&format!(" at byte {}", e.offset)).unwrap_or(&full);
     let at = line_col(text, e.offset);
@@ -129,11 +132,11 @@ pub fn describe(e: &ParseError, text: &[u8]) -> String {
         };
         let closed = line_col(text, close);
         return format!(
-            "the top-level {value} closes at line {}, column {}; line {}, column {} has more ({what})",
+            "the top-level {value} closes at line {}, column {}{within}; line {}, column {} has more ({what})",
             closed.line, closed.column, at.line, at.column
         );
     }
-    format!("{what} at line {}, column {}", at.line, at.column)
+    format!("{what} at line {}, column {}{within}", at.line, at.column)
 }
 
 /// The offset of the last byte of the top-level value, when trailing data starts at `offset`: the
@@ -180,7 +183,7 @@ mod tests {
         // A policy saved with old Mac line endings: the error is on its own line.
         let t = b"{\r  \"version\": \"1\",\r  \"tools\": {,\r}\r";
         let e = json::parse(t).unwrap_err();
-        assert_eq!(describe(&e, t), "unexpected character at line 3, column 13");
+        assert_eq!(describe(&e, t, ""), "unexpected character at line 3, column 13");
         assert_eq!(excerpt(t, e.offset), "   3 |   \"tools\": {,\n     |             ^");
     }
 
@@ -188,15 +191,15 @@ mod tests {
     fn parse_errors_name_line_and_column() {
         let t = b"{\n  \"version\": \"1\",\n  \"tools\": {,\n}\n";
         let e = json::parse(t).unwrap_err();
-        assert_eq!(describe(&e, t), "unexpected character at line 3, column 13");
+        assert_eq!(describe(&e, t, ""), "unexpected character at line 3, column 13");
         assert_eq!(excerpt(t, e.offset), "   3 |   \"tools\": {,\n     |             ^");
         let t = b"{\"a\":1,\"a\":2}";
         let e = json::parse(t).unwrap_err();
-        assert!(describe(&e, t).starts_with("duplicate object key at line 1, column "), "{}", describe(&e, t));
+        assert!(describe(&e, t, "").starts_with("duplicate object key at line 1, column "), "{}", describe(&e, t, ""));
         // The end of the input.
         let t = b"{\n";
         let e = json::parse(t).unwrap_err();
-        assert_eq!(describe(&e, t), "unexpected end of input at line 2, column 1");
+        assert_eq!(describe(&e, t, ""), "unexpected end of input at line 2, column 1");
         assert_eq!(excerpt(t, e.offset), "   2 | \n     | ^");
     }
 
@@ -205,20 +208,20 @@ mod tests {
         let t = b"{\n  \"version\": \"1\",\n  \"tools\": {}\n}\n  }\n  ,\"x\": 1\n}";
         let e = json::parse(t).unwrap_err();
         assert_eq!(
-            describe(&e, t),
+            describe(&e, t, ""),
             "the top-level object closes at line 4, column 1; line 5, column 3 has more (data after the JSON value)"
         );
         assert_eq!(value_end(t, e.offset), Some(t.windows(3).position(|w| w == b"\n}\n").unwrap() + 1));
         let t = b"[1]\n2";
         let e = json::parse(t).unwrap_err();
         assert_eq!(
-            describe(&e, t),
+            describe(&e, t, ""),
             "the top-level array closes at line 1, column 3; line 2, column 1 has more (data after the JSON value)"
         );
         let t = b"1 2";
         let e = json::parse(t).unwrap_err();
         assert_eq!(
-            describe(&e, t),
+            describe(&e, t, ""),
             "the top-level value closes at line 1, column 1; line 1, column 3 has more (data after the JSON value)"
         );
     }

@@ -109,3 +109,11 @@ pub fn repeated_name(input: &[u8], error: &ParseError) -> Option<(usize, usize)>
     });
     found
 }
+
+/// The member name whose opening quote is at byte `at` of `input` (a place [`repeated_name`]
+/// gives), unescaped; `None` if no string starts there.
+pub fn name_at(input: &[u8], at: usize) -> Option<String> {
+    let mut p = super::Parser::new(input).ok()?;
+    p.pos = at;
+    p.string().ok()
+}

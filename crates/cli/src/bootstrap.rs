@@ -1,0 +1,259 @@
+//! `mcp-policy check ENVOY.yaml`: the policies of an Envoy configuration (a bootstrap, or an ECDS
+//! file of `TypedExtensionConfig` resources), each checked where it sits, and what the filter will
+//! need of the configuration around it that only shows at the first call otherwise: the clusters
+//! the policy calls, and the wasm VM's view of a key's environment variable.
+//!
+//! Both builds are found: the wasm filter (`envoy.extensions.filters.http.wasm.v3.Wasm`, its
+//! `root_id` or its code naming `mcp_policy`) and the native one (`DynamicModuleFilter` of a module
+//! named `mcp_policy…`). Envoy takes the policy as a `google.protobuf.StringValue` or a
+//! `google.protobuf.Struct`, so both are read.
+
+use std::collections::BTreeSet;
+
+use serde_norway::{Mapping, Value};
+
+use super::check::{key_vars, load_bytes, summary_of, unset_key_note, warning_lines};
+use super::{Report, INVALID_POLICY};
+
+const WASM: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
+const NATIVE: &str = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter";
+const STRING_VALUE: &str = "type.googleapis.com/google.protobuf.StringValue";
+const STRUCT: &str = "type.googleapis.com/google.protobuf.Struct";
+/// Top-level members of an Envoy bootstrap or an ECDS file that no policy has.
+const ENVOY_KEYS: [&str; 5] = ["static_resources", "dynamic_resources", "resources", "admin", "node"];
+
+/// The document as an Envoy configuration, if it is one: a YAML (or JSON) mapping with a member
+/// only Envoy's files have. A policy is never one (its members are the policy's).
+pub fn envoy_config(bytes: &[u8]) -> Option<Value> {
+    let doc: Value = serde_norway::from_slice(bytes).ok()?;
+    let map = doc.as_mapping()?;
+    ENVOY_KEYS.iter().any(|k| map.contains_key(*k)).then_some(doc)
+}
+
+/// One filter of this project found in the configuration.
+struct Filter {
+    /// Where it is, for each line about it: `listener NAME, http filter NAME (native)`.
+    place: String,
+    /// The policy text, or why there is none.
+    policy: Result<Vec<u8>, String>,
+    /// The wasm VM's environment (`vm_config.environment_variables`): the variables it takes from
+    /// Envoy's (`host_env_keys`) and those given their value here (`key_values`). `None` for the
+    /// native build, which reads Envoy's own.
+    vm_env: Option<(BTreeSet<String>, BTreeSet<String>)>,
+}
+
+/// Check every policy of the Envoy configuration `doc` read from `file` into `report`.
+pub fn check(file: &str, doc: &Value, report: &mut Report) {
+    let mut found = Vec::new();
+    walk(doc, "", &mut found);
+    if found.is_empty() {
+        report.stderr.push_str(&format!(
+            "{file}: no mcp_policy filter in this Envoy configuration (a wasm filter whose root_id or code \
+             names mcp_policy, or a dynamic_modules filter of the module mcp_policy_native)\n"
+        ));
+        report.status = report.status.max(INVALID_POLICY);
+        return;
+    }
+    let clusters = Clusters::of(doc);
+    for filter in found {
+        let label = format!("{file}: {}", filter.place);
+        let bytes = match filter.policy {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                fail(report, format!("{label}: invalid policy at . (the whole document): {why}"));
+                continue;
+            }
+        };
+        let set = match load_bytes(&label, &bytes) {
+            Ok(set) => set,
+            Err(f) => {
+                fail(report, f.message);
+                continue;
+            }
+        };
+        let p = set.plain().unwrap_or_else(|| set.base());
+        report.stdout.push_str(&format!("{label}: {}\n", summary_of(&set)));
+        report.stderr.push_str(&warning_lines(&label, p));
+        let named = [
+            ("gateway.approval.cluster", p.gateway.approval.as_ref().map(|a| a.cluster.as_str())),
+            ("gateway.rate_limit_service.cluster", p.gateway.rate_limit_service.as_ref().map(|r| r.cluster.as_str())),
+        ];
+        for (path, cluster) in named {
+            let Some(cluster) = cluster else { continue };
+            match clusters.judge(cluster) {
+                Known::Yes => {}
+                Known::ByCds => report.stderr.push_str(&format!(
+                    "{label}: note: {path}: cluster \"{cluster}\" is not among static_resources.clusters; \
+                     it must come from CDS, or every call that needs it is refused\n"
+                )),
+                Known::Unseen => {}
+                Known::No => fail(
+                    report,
+                    format!(
+                        "{label}: {path}: no cluster \"{cluster}\" in static_resources.clusters (defined: {}) and \
+                         no CDS to deliver one: Envoy would start, and refuse every call that needs it",
+                        clusters.listed()
+                    ),
+                ),
+            }
+        }
+        // A variable Envoy passes on must be set in Envoy's environment: a note when it is not set here.
+        let from_envoy = |name: &str| filter.vm_env.as_ref().is_none_or(|(host, _)| host.contains(name));
+        for (member, name) in key_vars(&bytes) {
+            if from_envoy(&name) {
+                report.stderr.push_str(&unset_key_note(&label, member, &name));
+            }
+        }
+        if let Some((host, values)) = &filter.vm_env {
+            let unseen = key_vars(&bytes).into_iter().filter(|(_, n)| !host.contains(n) && !values.contains(n));
+            for (_, name) in unseen {
+                fail(
+                    report,
+                    format!(
+                        "{label}: gateway.session_key: the wasm VM does not see {name}: add it to \
+                         vm_config.environment_variables.host_env_keys (or key_values), or Envoy refuses \
+                         the policy at startup"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn fail(report: &mut Report, line: String) {
+    report.stderr.push_str(&line);
+    report.stderr.push('\n');
+    report.status = report.status.max(INVALID_POLICY);
+}
+
+/// Every filter of this project under `v`; `listener` names the listener (or ECDS resource) above.
+fn walk(v: &Value, listener: &str, found: &mut Vec<Filter>) {
+    match v {
+        Value::Sequence(items) => items.iter().for_each(|item| walk(item, listener, found)),
+        Value::Mapping(map) => {
+            let name = text(map, "name");
+            // A listener has an address; an ECDS resource is a TypedExtensionConfig.
+            let listener = match name {
+                Some(n) if map.contains_key("address") || map.contains_key("filter_chains") => format!("listener {n}"),
+                Some(n) if text(map, "@type").is_some_and(|t| t.ends_with("TypedExtensionConfig")) => {
+                    format!("ECDS resource {n}")
+                }
+                _ => listener.to_owned(),
+            };
+            if let Some(filter) = map.get("typed_config").and_then(Value::as_mapping).and_then(|tc| ours(tc, name)) {
+                let place = if listener.is_empty() { filter.place } else { format!("{listener}, {}", filter.place) };
+                found.push(Filter { place, ..filter });
+                return;
+            }
+            map.values().for_each(|value| walk(value, &listener, found));
+        }
+        _ => {}
+    }
+}
+
+/// The filter whose `typed_config` is `tc`, if it is this project's; `name` is the filter's name.
+fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
+    let name = name.unwrap_or("(unnamed)");
+    match text(tc, "@type")? {
+        WASM => {
+            let config = tc.get("config")?.as_mapping()?;
+            let vm = config.get("vm_config").and_then(Value::as_mapping);
+            let code = vm.and_then(|vm| vm.get("code")).map(|c| serde_norway::to_string(c).unwrap_or_default());
+            let mine = text(config, "root_id") == Some("mcp_policy") || code.is_some_and(|c| c.contains("mcp_policy"));
+            if !mine {
+                return None;
+            }
+            let env = vm.and_then(|vm| vm.get("environment_variables")).and_then(Value::as_mapping);
+            let (mut host, mut values) = (BTreeSet::new(), BTreeSet::new());
+            if let Some(env) = env {
+                let keys = env.get("host_env_keys").and_then(Value::as_sequence).into_iter().flatten();
+                host.extend(keys.filter_map(Value::as_str).map(str::to_owned));
+                let given = env.get("key_values").and_then(Value::as_mapping).into_iter().flat_map(Mapping::keys);
+                values.extend(given.filter_map(Value::as_str).map(str::to_owned));
+            }
+            let vm_env = (host, values);
+            let policy = policy_of(config.get("configuration"), "the plugin configuration (configuration)");
+            Some(Filter { place: format!("http filter {name} (wasm)"), policy, vm_env: Some(vm_env) })
+        }
+        NATIVE => {
+            let module = tc.get("dynamic_module_config").and_then(Value::as_mapping).and_then(|m| text(m, "name"))?;
+            if !module.contains("mcp_policy") {
+                return None;
+            }
+            let policy = match text(tc, "filter_name") {
+                Some("mcp_policy") => policy_of(tc.get("filter_config"), "filter_config"),
+                other => Err(format!(
+                    "filter_name is {}; this module serves filter_name \"mcp_policy\"",
+                    other.map_or("missing".to_owned(), |n| format!("\"{n}\""))
+                )),
+            };
+            Some(Filter { place: format!("http filter {name} (native)"), policy, vm_env: None })
+        }
+        _ => None,
+    }
+}
+
+/// The policy text of a `StringValue` or `Struct` field; `what` names the field for an error.
+fn policy_of(field: Option<&Value>, what: &str) -> Result<Vec<u8>, String> {
+    let Some(field) = field.and_then(Value::as_mapping) else {
+        return Err(format!("{what} is missing: give it a google.protobuf.StringValue whose value is the policy JSON"));
+    };
+    match (text(field, "@type"), field.get("value")) {
+        (Some(STRING_VALUE), Some(Value::String(policy))) => Ok(policy.clone().into_bytes()),
+        (Some(STRUCT), Some(value @ Value::Mapping(_))) => serde_json::to_vec(value).map_err(|e| e.to_string()),
+        (Some(t), _) if t != STRING_VALUE && t != STRUCT => {
+            Err(format!("{what} is a {t}: give it a google.protobuf.StringValue whose value is the policy JSON"))
+        }
+        _ => Err(format!("{what} has no value: give it the policy JSON as its value")),
+    }
+}
+
+fn text<'a>(map: &'a Mapping, key: &str) -> Option<&'a str> {
+    map.get(key).and_then(Value::as_str)
+}
+
+/// The clusters an Envoy configuration defines, and whether CDS may add others.
+struct Clusters {
+    names: BTreeSet<String>,
+    cds: bool,
+    /// The file defines no clusters at all and no CDS: an ECDS file, whose Envoy is elsewhere.
+    unseen: bool,
+}
+
+enum Known {
+    Yes,
+    ByCds,
+    No,
+    Unseen,
+}
+
+impl Clusters {
+    fn of(doc: &Value) -> Clusters {
+        let list = doc.get("static_resources").and_then(|s| s.get("clusters")).and_then(Value::as_sequence);
+        let names = list.into_iter().flatten().filter_map(|c| c.get("name")).filter_map(Value::as_str);
+        let names: BTreeSet<String> = names.map(str::to_owned).collect();
+        let dynamic = doc.get("dynamic_resources");
+        let cds = dynamic.is_some_and(|d| d.get("cds_config").is_some() || d.get("ads_config").is_some());
+        let unseen = doc.get("static_resources").is_none() && dynamic.is_none();
+        Clusters { names, cds, unseen }
+    }
+
+    fn judge(&self, cluster: &str) -> Known {
+        if self.names.contains(cluster) {
+            Known::Yes
+        } else if self.unseen {
+            Known::Unseen
+        } else if self.cds {
+            Known::ByCds
+        } else {
+            Known::No
+        }
+    }
+
+    fn listed(&self) -> String {
+        if self.names.is_empty() {
+            return "none".to_owned();
+        }
+        self.names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+    }
+}

@@ -1,0 +1,152 @@
+//! `check ENVOY.yaml`: the policies of an Envoy configuration checked where they sit, with the
+//! clusters they call and the wasm VM's view of their key variable.
+
+use super::check::unset_note;
+use super::{run, scratch};
+
+/// The shipped bootstraps and ECDS files check as their policies do, each named by its place.
+#[test]
+fn check_reads_the_shipped_envoy_configurations() {
+    let summary = "ok: version 1, default deny, 3 tool rules, 1 limit, 1 tool requires approval (cluster mcp_approvals, mode retry)";
+    for (file, place) in [
+        ("envoy/envoy.yaml", "listener mcp_ingress, http filter mcp_policy (wasm)"),
+        ("envoy/envoy-dynamic.yaml", "listener mcp_ingress, http filter mcp_policy (native)"),
+        ("envoy/ecds/mcp_policy.yaml", "ECDS resource mcp_policy, http filter mcp_policy (wasm)"),
+        ("envoy/ecds/mcp_policy_native.yaml", "ECDS resource mcp_policy, http filter mcp_policy (native)"),
+    ] {
+        let at = format!("{file}: {place}");
+        assert_eq!(run(&["check", file]), (0, format!("{at}: {summary}\n"), unset_note(&at)), "{file}");
+    }
+}
+
+/// A bootstrap with one native filter whose policy is `policy` (JSON on one line), the clusters
+/// `clusters`, and `extra` lines at the top level.
+fn native(policy: &str, filter_name: &str, clusters: &[&str], extra: &str) -> String {
+    let clusters: String = clusters.iter().map(|c| format!("  - name: {c}\n")).collect();
+    format!(
+        "static_resources:\n  listeners:\n  - name: mcp\n    address: {{socket_address: {{address: 127.0.0.1, port_value: 10000}}}}\n\
+         \x20   filter_chains:\n    - filters:\n      - name: envoy.filters.network.http_connection_manager\n        typed_config:\n\
+         \x20         \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager\n\
+         \x20         http_filters:\n          - name: policy\n            typed_config:\n\
+         \x20             \"@type\": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter\n\
+         \x20             dynamic_module_config: {{name: mcp_policy_native}}\n              filter_name: {filter_name}\n\
+         \x20             filter_config:\n                \"@type\": type.googleapis.com/google.protobuf.StringValue\n\
+         \x20               value: '{policy}'\n  clusters:\n{clusters}{extra}"
+    )
+}
+
+const KEY: &str = r#""session_key":{"current":"0123456789abcdef0123456789abcdef"}"#;
+
+#[test]
+fn check_names_a_cluster_the_policy_calls_that_envoy_does_not_define() {
+    let policy = format!(
+        r#"{{"version":"1","tools":{{"a":{{"limits":[{{"counter":"c","window":"minute","max":5}}]}}}},"gateway":{{{KEY},"rate_limit_service":{{"cluster":"mcp_ratelimt"}}}}}}"#
+    );
+    let ok = "ok: version 1, default deny, 1 tool rule, 1 limit";
+    let f = scratch("typo.yaml", &native(&policy, "mcp_policy", &["upstream", "mcp_ratelimit"], ""));
+    let at = format!("{f}: listener mcp, http filter policy (native)");
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            format!("{at}: {ok}\n"),
+            format!(
+                "{at}: gateway.rate_limit_service.cluster: no cluster \"mcp_ratelimt\" in static_resources.clusters \
+                 (defined: \"mcp_ratelimit\", \"upstream\") and no CDS to deliver one: Envoy would start, and refuse \
+                 every call that needs it\n"
+            )
+        )
+    );
+    // With CDS the cluster may come later: a note, not an error.
+    let cds = "dynamic_resources: {cds_config: {ads: {}}}\n";
+    let f = scratch("typo-cds.yaml", &native(&policy, "mcp_policy", &["upstream"], cds));
+    let at = format!("{f}: listener mcp, http filter policy (native)");
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            0,
+            format!("{at}: {ok}\n"),
+            format!(
+                "{at}: note: gateway.rate_limit_service.cluster: cluster \"mcp_ratelimt\" is not among \
+                 static_resources.clusters; it must come from CDS, or every call that needs it is refused\n"
+            )
+        )
+    );
+    let right = policy.replace("mcp_ratelimt", "mcp_ratelimit");
+    let f = scratch("right.yaml", &native(&right, "mcp_policy", &["upstream", "mcp_ratelimit"], ""));
+    assert_eq!(
+        run(&["check", &f]),
+        (0, format!("{f}: listener mcp, http filter policy (native): {ok}\n"), String::new())
+    );
+}
+
+#[test]
+fn check_refuses_what_envoy_or_the_filter_would_refuse() {
+    let policy = format!(r#"{{"version":"1","gateway":{{{KEY}}}}}"#);
+    let f = scratch("name.yaml", &native(&policy, "mcp-policy", &["upstream"], ""));
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: listener mcp, http filter policy (native): invalid policy at . (the whole document): filter_name is \
+                 \"mcp-policy\"; this module serves filter_name \"mcp_policy\"\n"
+            )
+        )
+    );
+    // A repeated name: named, with its two places in the policy text.
+    let dup = format!(r#"{{"version":"1","tools":{{"a":{{}},"a":{{}}}},"gateway":{{{KEY}}}}}"#);
+    let f = scratch("dup.yaml", &native(&dup, "mcp_policy", &["upstream"], ""));
+    let (status, out, err) = run(&["check", &f]);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert!(
+        err.starts_with(&format!(
+            "{f}: listener mcp, http filter policy (native): invalid policy at . (the whole document): not a strict \
+             JSON document: duplicate object key \"a\" at line 1, column 32 of the policy text, first at line 1, column 25\n"
+        )),
+        "{err}"
+    );
+    // The wasm VM sees only the variables listed for it.
+    let wasm = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT))
+        .unwrap()
+        .replace("environment_variables: {host_env_keys: [MCPF_SESSION_KEY]}", "environment_variables: {}");
+    let f = scratch("vm-env.yaml", &wasm);
+    let at = format!("{f}: listener mcp_ingress, http filter mcp_policy (wasm)");
+    let (status, _, err) = run(&["check", &f]);
+    assert_eq!(status, 1);
+    assert!(
+        err.ends_with(&format!(
+            "{at}: gateway.session_key: the wasm VM does not see MCPF_SESSION_KEY: add it to \
+             vm_config.environment_variables.host_env_keys (or key_values), or Envoy refuses the policy at startup\n"
+        )),
+        "{err}"
+    );
+    let f = scratch("none.yaml", "admin: {}\nstatic_resources: {}\n");
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: no mcp_policy filter in this Envoy configuration (a wasm filter whose root_id or code names \
+                 mcp_policy, or a dynamic_modules filter of the module mcp_policy_native)\n"
+            )
+        )
+    );
+}
+
+/// Envoy also takes the policy as a google.protobuf.Struct.
+#[test]
+fn check_reads_a_policy_given_as_a_struct() {
+    let yaml = native("{}", "mcp_policy", &["upstream"], "").replace(
+        "                \"@type\": type.googleapis.com/google.protobuf.StringValue\n                value: '{}'\n",
+        "                \"@type\": type.googleapis.com/google.protobuf.Struct\n                value: {version: \"1\", \
+         default: allow, gateway: {session_key: {current: 0123456789abcdef0123456789abcdef}}}\n",
+    );
+    let f = scratch("struct.yaml", &yaml);
+    assert_eq!(
+        run(&["check", &f]),
+        (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
+    );
+}
