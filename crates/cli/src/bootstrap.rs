@@ -23,11 +23,24 @@ const STRUCT: &str = "type.googleapis.com/google.protobuf.Struct";
 const ENVOY_KEYS: [&str; 5] = ["static_resources", "dynamic_resources", "resources", "admin", "node"];
 
 /// The document as an Envoy configuration, if it is one: a YAML (or JSON) mapping with a member
-/// only Envoy's files have. A policy is never one (its members are the policy's).
-pub fn envoy_config(bytes: &[u8]) -> Option<Value> {
-    let doc: Value = serde_norway::from_slice(bytes).ok()?;
-    let map = doc.as_mapping()?;
-    ENVOY_KEYS.iter().any(|k| map.contains_key(*k)).then_some(doc)
+/// only Envoy's files have. A policy is never one (its members are the policy's). A file named
+/// `.yaml` or `.yml` is always read as one, since a policy is JSON: `Err` says why it is not.
+pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
+    let named = path.ends_with(".yaml") || path.ends_with(".yml");
+    let doc: Value = match serde_norway::from_slice(bytes) {
+        Ok(doc) => doc,
+        Err(e) if named => return Err(format!("{path}: not an Envoy configuration: not YAML: {e}")),
+        Err(_) => return Ok(None),
+    };
+    let envoy = doc.as_mapping().is_some_and(|map| ENVOY_KEYS.iter().any(|k| map.contains_key(*k)));
+    match (envoy, named) {
+        (true, _) => Ok(Some(doc)),
+        (false, true) => Err(format!(
+            "{path}: not an Envoy configuration: its top level has none of {} (a policy is JSON, not YAML)",
+            ENVOY_KEYS.join(", ")
+        )),
+        (false, false) => Ok(None),
+    }
 }
 
 /// One filter of this project found in the configuration.

@@ -201,9 +201,18 @@ pub fn check(files: &[String]) -> Result<Report, Failure> {
                 continue;
             }
         };
-        if let Some(doc) = super::bootstrap::envoy_config(&bytes) {
-            super::bootstrap::check(file, &doc, &mut report);
-            continue;
+        match super::bootstrap::envoy_config(file, &bytes) {
+            Ok(Some(doc)) => {
+                super::bootstrap::check(file, &doc, &mut report);
+                continue;
+            }
+            Ok(None) => {}
+            Err(why) => {
+                report.stderr.push_str(&why);
+                report.stderr.push('\n');
+                report.status = report.status.max(INVALID_POLICY);
+                continue;
+            }
         }
         match load_bytes(file, &bytes) {
             Ok(set) => {

@@ -122,6 +122,31 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
         )),
         "{err}"
     );
+    // A .yaml file is read as Envoy's, whatever it holds: a policy is JSON.
+    let f = scratch("broken.yaml", "static_resources: [\n");
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: not an Envoy configuration: not YAML: did not find expected node content at line 2 column 1, \
+                 while parsing a flow node\n"
+            )
+        )
+    );
+    let f = scratch("other.yml", "a: 1\n");
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: not an Envoy configuration: its top level has none of static_resources, dynamic_resources, \
+                 resources, admin, node (a policy is JSON, not YAML)\n"
+            )
+        )
+    );
     let f = scratch("none.yaml", "admin: {}\nstatic_resources: {}\n");
     assert_eq!(
         run(&["check", &f]),
