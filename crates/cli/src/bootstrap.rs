@@ -5,8 +5,7 @@
 //!
 //! Both builds are found: the wasm filter (`envoy.extensions.filters.http.wasm.v3.Wasm`, its
 //! `root_id` or its code naming `mcp_policy`) and the native one (`DynamicModuleFilter` of a module
-//! named `mcp_policy…`). Envoy takes the policy as a `google.protobuf.StringValue` or a
-//! `google.protobuf.Struct`, so both are read.
+//! named `mcp_policy…`). The native build also takes the policy as a `google.protobuf.Struct`.
 
 use std::collections::BTreeSet;
 
@@ -185,7 +184,7 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
                 values.extend(given.filter_map(Value::as_str).map(str::to_owned));
             }
             let vm_env = (host, values);
-            let policy = policy_of(config.get("configuration"), "the plugin configuration (configuration)");
+            let policy = policy_of(config.get("configuration"), "the plugin configuration (configuration)", false);
             Some(Filter { place: format!("http filter {name} (wasm)"), policy, vm_env: Some(vm_env) })
         }
         NATIVE => {
@@ -194,7 +193,7 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
                 return None;
             }
             let policy = match text(tc, "filter_name") {
-                Some("mcp_policy") => policy_of(tc.get("filter_config"), "filter_config"),
+                Some("mcp_policy") => policy_of(tc.get("filter_config"), "filter_config", true),
                 other => Err(format!(
                     "filter_name is {}; this module serves filter_name \"mcp_policy\"",
                     other.map_or("missing".to_owned(), |n| format!("\"{n}\""))
@@ -206,13 +205,19 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
     }
 }
 
-/// The policy text of a `StringValue` or `Struct` field; `what` names the field for an error.
-fn policy_of(field: Option<&Value>, what: &str) -> Result<Vec<u8>, String> {
+/// The policy text of a `StringValue` field, or of a `Struct` one where `structs` (the native
+/// build: Envoy hands a module a `Struct` as JSON, and a wasm VM as protobuf bytes, which the filter
+/// refuses); `what` names the field for an error.
+fn policy_of(field: Option<&Value>, what: &str, structs: bool) -> Result<Vec<u8>, String> {
     let Some(field) = field.and_then(Value::as_mapping) else {
         return Err(format!("{what} is missing: give it a google.protobuf.StringValue whose value is the policy JSON"));
     };
     match (text(field, "@type"), field.get("value")) {
         (Some(STRING_VALUE), Some(Value::String(policy))) => Ok(policy.clone().into_bytes()),
+        (Some(STRUCT), _) if !structs => Err(format!(
+            "{what} is a google.protobuf.Struct, which Envoy hands a wasm filter as protobuf bytes: give it a \
+             google.protobuf.StringValue whose value is the policy JSON"
+        )),
         (Some(STRUCT), Some(value @ Value::Mapping(_))) => serde_json::to_vec(value).map_err(|e| e.to_string()),
         (Some(t), _) if t != STRING_VALUE && t != STRUCT => {
             Err(format!("{what} is a {t}: give it a google.protobuf.StringValue whose value is the policy JSON"))

@@ -161,7 +161,8 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
     );
 }
 
-/// Envoy also takes the policy as a google.protobuf.Struct.
+/// Envoy hands the native filter a google.protobuf.Struct as JSON, and a wasm filter as protobuf
+/// bytes, which it refuses.
 #[test]
 fn check_reads_a_policy_given_as_a_struct() {
     let yaml = native("{}", "mcp_policy", &["upstream"], "").replace(
@@ -173,5 +174,27 @@ fn check_reads_a_policy_given_as_a_struct() {
     assert_eq!(
         run(&["check", &f]),
         (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
+    );
+    let wasm = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT)).unwrap();
+    let at = wasm.find("                configuration:\n").unwrap();
+    let end = wasm.find("          # 2. Holds the request").unwrap();
+    let wasm = format!(
+        "{}                configuration:\n                  \"@type\": type.googleapis.com/google.protobuf.Struct\n\
+         \x20                 value: {{version: \"1\"}}\n{}",
+        &wasm[..at],
+        &wasm[end..]
+    );
+    let f = scratch("struct-wasm.yaml", &wasm);
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: listener mcp_ingress, http filter mcp_policy (wasm): invalid policy at . (the whole document): the \
+                 plugin configuration (configuration) is a google.protobuf.Struct, which Envoy hands a wasm filter as \
+                 protobuf bytes: give it a google.protobuf.StringValue whose value is the policy JSON\n"
+            )
+        )
     );
 }
