@@ -105,8 +105,11 @@ impl Policy {
     ) -> Self {
         let hide_all = hide.iter().any(|h| h == "*");
         let hidden_folded = FoldedNames::new(hide.iter().map(String::as_str).filter(|h| *h != "*"));
-        let denied =
-            tools.iter().filter(|(_, r)| r.action == Action::Deny).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
+        // Under `default: "allow"` a name that folds onto a restricted tool's would be allowed
+        // unrestricted, by a server that folds names run as that tool: so restricted tools match
+        // folded names too, as deny rules do.
+        let folds = |r: &ToolRule| r.action == Action::Deny || (default == Action::Allow && r.restricts());
+        let denied = tools.iter().filter(|(_, r)| folds(r)).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
         let denied_folded = FoldedNames::new(denied);
         // Inserted one by one: `collect` into a set sorts first, which links another sort (3.5 KB).
         let mut hidden = BTreeSet::new();
@@ -145,8 +148,9 @@ impl Policy {
         self.hide_all || self.hidden.contains(tool) || self.hidden_folded.find(tool).is_some()
     }
 
-    /// The tool with `action: "deny"` that `tool` folds onto without being it, if any: deny rules
-    /// match folded names, allow rules only exact ones.
+    /// The tool with `action: "deny"` (or, under `default: "allow"`, a restricted one) that `tool`
+    /// folds onto without being it, if any: those rules match folded names, other allow rules only
+    /// exact ones.
     fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
         let denied = self.denied_folded.find(tool).filter(|d| *d != tool)?;
         self.tools.get_key_value(denied).map(|(n, r)| (n.as_str(), r))

@@ -159,9 +159,54 @@ impl Filter {
             // They follow the held body once its marks are recorded.
             return Flow::Stop;
         }
-        if !self.held_response.is_empty() {
-            // A held JSON body that ended in trailers: it cannot be written back; never pass it unfiltered.
-            self.stream.reset("mcp_policy_body_unwritable");
+        if self.response.held_json().is_none() {
+            return Flow::Continue;
+        }
+        // A held JSON body that ended in trailers (HTTP/2 allows it): the body hook never saw its
+        // end, so it is filtered here, whole, and written ahead of the trailers (Envoy adds it to
+        // the stream before them).
+        let s = self.stream;
+        let bytes = std::mem::take(&mut self.held_response);
+        let policy = Arc::clone(&self.policy);
+        let step = match self.response.on_body(bytes.len(), true) {
+            Step::Read => {
+                let step = self.response.on_chunk_judged(&bytes, true, &|name| policy.is_unlisted(name), &policy);
+                self.result_events();
+                step
+            }
+            step => step,
+        };
+        let out = match step {
+            _ if self.mark_failed => {
+                s.reset("mcp_policy_mark_not_recorded");
+                return Flow::Stop;
+            }
+            Step::Pass | Step::Read => bytes,
+            Step::Write { bytes, removed } => {
+                if removed > 0 {
+                    self.config.metrics.tools_removed(&s, removed);
+                }
+                bytes
+            }
+            Step::Drop => Vec::new(),
+            Step::Hold => {
+                // Not at a body's end; never passed unread.
+                s.reset("mcp_policy_body_unwritable");
+                return Flow::Stop;
+            }
+            Step::Fail(bad) => {
+                self.result_events();
+                self.marks_out.clear();
+                self.count_bad(&bad);
+                bad.body.into_bytes()
+            }
+        };
+        if !self.marks_out.is_empty() {
+            // Recording them at the rate limit service would hold a body already ended: refused.
+            return self.mark_not_recorded("the result ended in trailers");
+        }
+        if !s.add_body(Body::BufferedResponse, &out) {
+            s.reset("mcp_policy_body_unwritable");
             return Flow::Stop;
         }
         Flow::Continue

@@ -199,6 +199,19 @@ impl HttpContext for Filter {
         self.response_body(body_size, end_of_stream)
     }
 
+    /// A JSON body held to its end that ended in trailers (HTTP/2 allows it): the body callback
+    /// never saw `end_of_stream`, so the held body is read here, whole, as at its end. Without this
+    /// Envoy would release it unread.
+    fn on_http_response_trailers(&mut self, _num_trailers: usize) -> Action {
+        if self.mark_call.is_some() || self.mark_failed {
+            return Action::Pause;
+        }
+        match self.response.held_json() {
+            Some(size) => self.response_body(size, true),
+            None => Action::Continue,
+        }
+    }
+
     fn on_log(&mut self) {
         self.abandon_approval();
     }

@@ -7,8 +7,8 @@
 //! - the query parameter `access_token` (RFC 6750 §2.3). The MCP authorization spec forbids access
 //!   tokens in the query string, yet many OAuth server libraries still accept them. Parameter
 //!   names are compared as servers decode them: percent-decoded, `+` as space, ASCII case folded,
-//!   and with PHP's mapping of space, `.`, `[` and `-` to `_` (`access.token`, `ACCESS%5FTOKEN`,
-//!   `access_token[]`);
+//!   and with PHP's mapping of space, `.`, `-` and an unmatched `[` to `_` (`access.token`,
+//!   `ACCESS%5FTOKEN`, `access[token`), and `access_token[]` as the array `access_token`;
 //! - a header whose name differs from the grant header only by `-` versus `_`. CGI-style servers
 //!   (WSGI `environ`, gunicorn, PHP) map both to `HTTP_X_MCP_SUBJECT`, so `x_mcp_subject` beside
 //!   `x-mcp-subject` can make the server see a forged subject. The shipped Envoy configs also set
@@ -23,7 +23,9 @@ pub fn query_has_access_token(path: &[u8]) -> bool {
     query.split(|&b| b == b'&' || b == b';').any(|param| {
         let name = param.split(|&b| b == b'=').next().unwrap_or(b"");
         let name = normalize(name);
-        name == b"access_token" || name.split(|&b| b == b'[').next() == Some(b"access_token")
+        // PHP reads a first `[` with no `]` after it as `_`, and the rest of the name as it is
+        // (`php_register_variable_ex`): of such names, only `access[token` is `access_token`.
+        name == b"access_token" || name == b"access[token" || name.split(|&b| b == b'[').next() == Some(b"access_token")
     })
 }
 
@@ -88,6 +90,11 @@ mod tests {
             b"/mcp?access-token=abc",
             b"/mcp?access_token[]=abc",
             b"/mcp?+access_token=abc",
+            // An unmatched `[` is PHP's `_`, however spelled.
+            b"/mcp?access[token=stolen",
+            b"/mcp?ACCESS[TOKEN=stolen",
+            b"/mcp?access%5Btoken=stolen",
+            b"/mcp?access%5btoken=stolen",
         ] {
             assert!(query_has_access_token(path), "{}", String::from_utf8_lossy(path));
         }
@@ -100,6 +107,10 @@ mod tests {
             b"/mcp#?access_token=1",
             b"/mcp?a=1#access_token=1",
             b"/mcp?%zz",
+            // A matched `[` is an index of the array `access`, which no server reads as the token;
+            // after an unmatched one, the rest of the name is kept as it is.
+            b"/mcp?access[token]=1",
+            b"/mcp?access[token.x=1",
         ] {
             assert!(!query_has_access_token(path), "{}", String::from_utf8_lossy(path));
         }

@@ -79,7 +79,13 @@ impl Policy {
             return Verdict::Deny { rule: HIDE_RULE.into(), reason: "tool is hidden by policy".into() };
         }
         if let Some((denied, r)) = self.denied_by_fold(name) {
-            let reason = r.reason.clone().unwrap_or_else(|| "denied by policy".to_owned());
+            let reason = match (r.action, &r.reason) {
+                (Action::Deny, Some(why)) => why.clone(),
+                (Action::Deny, None) => "denied by policy".to_owned(),
+                (Action::Allow, _) => {
+                    format!("the name folds onto '{denied}', which the policy restricts: use its exact name")
+                }
+            };
             return Verdict::Deny { rule: format!("tools.{denied}"), reason };
         }
         let tool_rule = self.tools.get(name);

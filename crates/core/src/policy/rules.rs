@@ -24,6 +24,20 @@ pub struct ToolRule {
     pub pin: Option<crate::policy::result::Pin>,
 }
 
+impl ToolRule {
+    /// Does the rule hold its tool to more than the default allows: an approval, a limit, an
+    /// argument condition, result rules, marks or a pin?
+    pub fn restricts(&self) -> bool {
+        self.approval.is_some()
+            || !self.limits.is_empty()
+            || !self.require.is_empty()
+            || !self.deny_if.is_empty()
+            || self.result.is_some()
+            || !self.marks.is_empty()
+            || self.pin.is_some()
+    }
+}
+
 /// `action: "require_approval"` of a tool: its calls need a person's approval before they may go
 /// upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -51,7 +51,10 @@ impl ResponseFilter {
                 Some((rule, why)) => Step::Fail(self.fail_rule(why, Some(&rule), end)),
                 None => Step::Fail(self.fail("the tools/list response exceeds gateway.max_response_bytes".into(), end)),
             },
-            State::Json if !end => Step::Hold,
+            State::Json if !end => {
+                self.held = body_size;
+                Step::Hold
+            }
             State::Json => Step::Read,
             State::Pass | State::Awaiting(_) => Step::Pass,
         }

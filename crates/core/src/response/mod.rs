@@ -48,6 +48,8 @@ pub struct ResponseFilter {
     ids: Vec<Json>,
     /// `gateway.max_response_bytes`: the largest JSON body, or incomplete SSE event, held.
     max_bytes: usize,
+    /// The size of the JSON body held so far ([`ResponseFilter::held_json`]).
+    held: usize,
     /// How an error replacing the body is framed (set by the plan).
     framing: Framing,
     state: State,
@@ -118,11 +120,19 @@ impl BadUpstream {
 }
 
 impl ResponseFilter {
+    /// The size of the JSON body held to its end so far, if one is: a body that ends in trailers
+    /// (HTTP/2) is read at them, whole, with this size ([`ResponseFilter::on_body`] with `end`;
+    /// trailers add no bytes, and each chunk was measured against the limit as it came).
+    pub fn held_json(&self) -> Option<usize> {
+        matches!(self.state, State::Json).then_some(self.held)
+    }
+
     /// A response that is not inspected (answered locally, or before a decision).
     pub fn pass() -> Self {
         ResponseFilter {
             ids: Vec::new(),
             max_bytes: 0,
+            held: 0,
             framing: Framing::Json,
             state: State::Pass,
             seal: None,
@@ -145,6 +155,7 @@ impl ResponseFilter {
         ResponseFilter {
             ids: tools_list_ids.iter().filter_map(|id| json::parse(id.raw().as_bytes()).ok()).collect(),
             max_bytes: policy.gateway.max_response_bytes,
+            held: 0,
             state: State::Awaiting(scope),
             lists: policy.filters_tools_list(),
             pins: policy.has_pins(),

@@ -320,6 +320,14 @@ impl Stream {
     }
 
     /// Replace all of body `which` by `bytes`.
+    /// Add `bytes` to the end of body `which`: for `BufferedResponse` in the response-trailers hook,
+    /// data Envoy sends ahead of the trailers.
+    pub fn add_body(&self, which: Body, bytes: &[u8]) -> bool {
+        // SAFETY: append to this stream's body; `bytes` is a module buffer.
+        bytes.is_empty()
+            || unsafe { envoy_dynamic_module_callback_http_append_body(self.0, which as u32, Buffer::of(bytes)) }
+    }
+
     pub fn replace_body(&self, which: Body, bytes: &[u8]) -> bool {
         let size = self.body_size(which);
         // SAFETY: drain and append on this stream's body; `bytes` is a module buffer.

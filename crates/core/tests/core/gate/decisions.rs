@@ -126,3 +126,39 @@ fn tools_list_requests_are_marked_for_response_filtering() {
     let o = pipeline::on_body(&p, &post(&p, "a"), call(1, "list_vms").as_bytes(), &s, T0);
     assert!(o.tools_list_ids.is_empty());
 }
+
+/// Under `default: "allow"`, a name that folds onto a restricted tool's (case, `-`, an invisible or
+/// fullwidth character) is refused: a server that folds names would run the restricted tool without
+/// its limits, conditions or approval. Folded names of an unrestricted allow rule stay allowed.
+#[test]
+fn under_default_allow_folded_names_of_restricted_tools_are_refused() {
+    let text = r#"{"version":"1","default":"allow","tools":{
+        "vm_agent_exec":{"require":[{"path":"args.vmid","op":"in","value":[100]}]},
+        "start_vm":{"action":"require_approval"},
+        "list_vms":{}},
+        "gateway":{"approval":{"cluster":"mcp_approvals"}}}"#;
+    let p = config::load_set(text.as_bytes()).unwrap().base().clone();
+    let s = MemoryStore::new();
+    for (tool, restricted) in [
+        ("VM_AGENT_EXEC", "vm_agent_exec"),
+        ("vm-agent-exec", "vm_agent_exec"),
+        ("vm_agent\u{200b}_exec", "vm_agent_exec"),
+        ("\u{ff56}m_agent_exec", "vm_agent_exec"),
+        ("Start_VM", "start_vm"),
+    ] {
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(4, tool).as_bytes(), &s, T0);
+        let reason = format!("the name folds onto '{restricted}', which the policy restricts: use its exact name");
+        let (status, b, _) = reply(&o);
+        assert_eq!(status, 200, "{tool}");
+        assert_eq!(
+            b["error"],
+            json!({"code":-31001,"message":format!("tool '{tool}' denied: {reason}"),
+                   "data":{"kind":"denied","tool":tool,"reason":reason,"rule":format!("tools.{restricted}")}}),
+            "{tool}"
+        );
+    }
+    for (tool, rule) in [("LIST_VMS", "default"), ("list_vms", "tools.list_vms"), ("other", "default")] {
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(5, tool).as_bytes(), &s, T0);
+        assert_eq!((o.reply, o.decision.kind, o.decision.rule.as_deref()), (None, DecisionKind::Allowed, Some(rule)));
+    }
+}

@@ -1,0 +1,77 @@
+"""Tier 2, both builds: a JSON response that an HTTP/2 server ends with trailers is filtered whole.
+
+Over HTTP/2 a response may end with a HEADERS frame of trailers instead of END_STREAM on its last
+DATA frame; Envoy then never reports the body's end to the body callback, only the trailers. A held
+JSON body is read there, whole, as at its end: a hidden tool leaves `tools/list`, a result rule
+refuses or redacts, exactly as for the same response without trailers. Left unread, Envoy would
+release the held body unfiltered. The upstream is an h2c server on loopback (`testkit.rls_stub`),
+behind the cluster `mcp_upstream` switched to HTTP/2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from testkit import rls_stub as rs
+from testkit.jsonrpc import headers_for, post, rpc, tool_call
+
+pytestmark = pytest.mark.both_builds
+
+POLICY = {
+    "version": "1", "default": "deny", "hide": ["delete_vm"],
+    "tools": {"list_vms": {}, "read_file": {"result": {
+        "deny_if": [{"regex": "BEGIN PRIVATE KEY", "reason": "a private key"}],
+        "redact": [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"}]}}},
+}
+TOOLS = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+    {"name": "list_vms", "inputSchema": {"type": "object"}}, {"name": "delete_vm", "inputSchema": {"type": "object"}}]}}
+
+
+def result(id_: int, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+def answer(message: dict, trailers: bool) -> rs.Answer:
+    return rs.Answer(headers=[(":status", "200"), ("content-type", "application/json")],
+                     body=json.dumps(message).encode(), trailers=[("x-upstream-trailer", "1")] if trailers else None)
+
+
+@pytest.fixture
+def front(stack):
+    """(the Envoy, the h2c upstream it forwards to)."""
+    upstream = rs.RlsStub()
+    cfg = yaml.safe_load(stack.render(POLICY, upstream.port))
+    (cluster,) = [c for c in cfg["static_resources"]["clusters"] if c["name"] == "mcp_upstream"]
+    cluster["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicit_http_config": {"http2_protocol_options": {}}}}
+    try:
+        yield stack.start_envoy(yaml.safe_dump(cfg)), upstream
+    finally:
+        upstream.close()
+
+
+@pytest.mark.parametrize("trailers", [False, True], ids=["end-stream", "trailers"])
+def test_json_responses_are_filtered_however_they_end(front, trailers):
+    envoy, upstream = front
+    headers = headers_for("grant-h2-response")
+
+    upstream.answer = answer(TOOLS, trailers)
+    r = post(envoy.mcp_url, rpc("tools/list", 1, {}), headers)
+    assert (r.status, json.loads(r.body)) == (200, {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "list_vms", "inputSchema": {"type": "object"}}]}})
+
+    upstream.answer = answer(result(2, "-----BEGIN PRIVATE KEY----- MIIE"), trailers)
+    r = post(envoy.mcp_url, tool_call("read_file", {}, id=2), headers)
+    assert (r.status, json.loads(r.body)) == (200, {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -31012, "message": "tool 'read_file' result refused: a private key",
+        "data": {"kind": "result_refused", "tool": "read_file", "reason": "a private key",
+                 "rule": "tools.read_file.result.deny_if[0]"}}})
+
+    upstream.answer = answer(result(3, "key AKIAABCDEFGHIJKLMNOP"), trailers)
+    r = post(envoy.mcp_url, tool_call("read_file", {}, id=3), headers)
+    assert (r.status, json.loads(r.body)) == (200, result(3, "key [redacted]"))
+    assert [x.headers[":path"] for x in upstream.received] == ["/mcp"] * 3
