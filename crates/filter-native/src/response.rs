@@ -286,7 +286,7 @@ impl Filter {
 
     /// Log and count a response whose tool list cannot be filtered (counted as invalid).
     fn count_bad(&self, bad: &BadUpstream) {
-        warn!("[ctx {}] tools/list response refused: {}", self.id, bad.why);
+        warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }
 }

@@ -170,7 +170,7 @@ fn failed(body: String, why: &str) -> Step {
 
 #[test]
 fn json_bodies_that_cannot_be_filtered_are_replaced_by_the_error() {
-    let malformed = |why: &str| format!("malformed tools/list response: {why}");
+    let malformed = |why: &str| format!("malformed response: {why}");
     for (body, why) in [
         (r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a"}]"#.to_owned(), None),
         (r#"{"id":7,"id":7,"result":{"tools":[]}}"#.to_owned(), None),
@@ -263,7 +263,7 @@ fn sse_events_that_cannot_be_filtered_replace_the_stream() {
         (format!(" data: {list}\n\n"), Some(unreadable("an SSE field name that lenient clients read as data"))),
         (
             "data: {\"id\":7,\"result\":{\"tools\":{}}}\n\n".to_owned(),
-            Some("malformed tools/list response: result.tools is not an array".to_owned()),
+            Some("malformed response: result.tools is not an array".to_owned()),
         ),
     ];
     for (stream, why) in cases {

@@ -25,7 +25,8 @@ pub use stream::{Judge, SseStream};
 pub enum ListError {
     /// The body is not the JSON the content type promises (a `tools/list` response or a tool result).
     Unreadable(String),
-    /// A response to the request carries a `result.tools` that is not an array of objects with names.
+    /// The message's member names clash once folded (a tool result's too), or a response to the
+    /// request carries a `result.tools` that is not an array of objects with names.
     Malformed(&'static str),
 }
 
@@ -33,7 +34,7 @@ impl std::fmt::Display for ListError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ListError::Unreadable(e) => write!(f, "unreadable response: {e}"),
-            ListError::Malformed(e) => write!(f, "malformed tools/list response: {e}"),
+            ListError::Malformed(e) => write!(f, "malformed response: {e}"),
         }
     }
 }
