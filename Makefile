@@ -49,9 +49,9 @@ build: wasm-target $(WASM_OPT)
 ##             of make test); docs/src/cost-and-size.md (The wasm module's size) says where the bytes
 ##             go and how to measure them.
 ##             The budget was the target (BENCHMARKS.md, Targets): sharing the core with the native build
-##             may not cost the wasm module a byte past it. It is 283 B over it for three fixes of calls
+##             may not cost the wasm module a byte past it. It is 1,822 B over it for fixes of calls
 ##             and results the filter let through (BENCHMARKS.md, Module size).
-WASM_SIZE_BUDGET := 573725
+WASM_SIZE_BUDGET := 575264
 .PHONY: size-check
 size-check: build
 	@size=$$(stat -c %s $(WASM)); \

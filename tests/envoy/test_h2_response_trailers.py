@@ -75,3 +75,17 @@ def test_json_responses_are_filtered_however_they_end(front, trailers):
     r = post(envoy.mcp_url, tool_call("read_file", {}, id=3), headers)
     assert (r.status, json.loads(r.body)) == (200, result(3, "key [redacted]"))
     assert [x.headers[":path"] for x in upstream.received] == ["/mcp"] * 3
+
+
+def test_an_empty_body_ending_in_trailers_passes_as_it_is(front):
+    """Headers, no DATA, then trailers: there is nothing to filter, and the filter must not fail on a
+    body that does not exist (the wasm host has no buffer to write into). The next call is served."""
+    envoy, upstream = front
+    headers = headers_for("grant-h2-response")
+    upstream.answer = rs.Answer(headers=[(":status", "200"), ("content-type", "application/json")], body=b"",
+                                trailers=[("x-upstream-trailer", "1")])
+    r = post(envoy.mcp_url, rpc("tools/list", 1, {}), headers)
+    assert (r.status, r.body) == (200, b"")
+    upstream.answer = answer(TOOLS, True)
+    r = post(envoy.mcp_url, rpc("tools/list", 2, {}), headers)
+    assert (r.status, json.loads(r.body)["result"]["tools"]) == (200, [{"name": "list_vms", "inputSchema": {"type": "object"}}])

@@ -26,7 +26,9 @@ const ENVOY_KEYS: [&str; 5] = ["static_resources", "dynamic_resources", "resourc
 /// `.yaml` or `.yml` is always read as one, since a policy is JSON: `Err` says why it is not.
 pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let named = path.ends_with(".yaml") || path.ends_with(".yml");
-    let doc: Value = match serde_norway::from_slice(bytes) {
+    // Envoy's YAML reader applies merge keys (`<<: *base`): so does this one.
+    let doc = serde_norway::from_slice::<Value>(bytes).and_then(|mut doc| doc.apply_merge().map(|()| doc));
+    let doc: Value = match doc {
         Ok(doc) => doc,
         Err(e) if named => return Err(format!("{path}: not an Envoy configuration: not YAML: {e}")),
         Err(_) => return Ok(None),
@@ -52,6 +54,9 @@ struct Filter {
     /// Envoy's (`host_env_keys`) and those given their value here (`key_values`). `None` for the
     /// native build, which reads Envoy's own.
     vm_env: Option<(BTreeSet<String>, BTreeSet<String>)>,
+    /// Its configuration comes by ECDS (`config_discovery`), from this source: the policy is in
+    /// that file, or with the management server.
+    ecds: Option<String>,
 }
 
 /// Check every policy of the Envoy configuration `doc` read from `file` into `report`.
@@ -69,6 +74,13 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
     let clusters = Clusters::of(doc);
     for filter in found {
         let label = format!("{file}: {}", filter.place);
+        if let Some(source) = &filter.ecds {
+            report.stderr.push_str(&format!(
+                "{label}: note: its policy comes by ECDS from {source}: check that file too (mcp-policy check \
+                 reads an ECDS file)\n"
+            ));
+            continue;
+        }
         let bytes = match filter.policy {
             Ok(bytes) => bytes,
             Err(why) => {
@@ -93,6 +105,14 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
         for (path, cluster) in named {
             let Some(cluster) = cluster else { continue };
             match clusters.judge(cluster) {
+                Known::Yes if path.starts_with("gateway.rate_limit_service") && !clusters.h2.contains(cluster) => fail(
+                    report,
+                    format!(
+                        "{label}: {path}: cluster \"{cluster}\" does not speak HTTP/2, which the rate limit service's \
+                         gRPC needs (typed_extension_protocol_options: explicit_http_config: \
+                         http2_protocol_options): every call that needs it would be refused"
+                    ),
+                ),
                 Known::Yes => {}
                 Known::ByCds => report.stderr.push_str(&format!(
                     "{label}: note: {path}: cluster \"{cluster}\" is not among static_resources.clusters; \
@@ -152,9 +172,26 @@ fn walk(v: &Value, listener: &str, found: &mut Vec<Filter>) {
                 }
                 _ => listener.to_owned(),
             };
+            let at = |place: String| if listener.is_empty() { place } else { format!("{listener}, {place}") };
             if let Some(filter) = map.get("typed_config").and_then(Value::as_mapping).and_then(|tc| ours(tc, name)) {
-                let place = if listener.is_empty() { filter.place } else { format!("{listener}, {}", filter.place) };
-                found.push(Filter { place, ..filter });
+                found.push(Filter { place: at(filter.place), ..filter });
+                return;
+            }
+            if let Some(cd) = map.get("config_discovery").and_then(Value::as_mapping) {
+                // Its default configuration, used until ECDS delivers one, is checked as any other.
+                let default = cd.get("default_config").and_then(Value::as_mapping).and_then(|dc| ours(dc, name));
+                let mine = default.is_some() || name.is_some_and(|n| n.contains("mcp_policy"));
+                let types = cd.get("type_urls").and_then(Value::as_sequence).into_iter().flatten();
+                if mine && types.filter_map(Value::as_str).any(|t| t == WASM || t == NATIVE) {
+                    let source = cd.get("config_source").and_then(|c| c.get("path_config_source"));
+                    let source = source.and_then(|p| p.get("path")).and_then(Value::as_str);
+                    let place = at(format!("http filter {}", name.unwrap_or("(unnamed)")));
+                    let source = source.map_or("the management server".to_owned(), |p| format!("the file {p}"));
+                    found.push(Filter { place, policy: Ok(Vec::new()), vm_env: None, ecds: Some(source) });
+                }
+                if let Some(filter) = default {
+                    found.push(Filter { place: at(format!("{} (default_config)", filter.place)), ..filter });
+                }
                 return;
             }
             map.values().for_each(|value| walk(value, &listener, found));
@@ -165,8 +202,15 @@ fn walk(v: &Value, listener: &str, found: &mut Vec<Filter>) {
 
 /// The filter whose `typed_config` is `tc`, if it is this project's; `name` is the filter's name.
 fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
+    let kind = text(tc, "@type")?;
+    if kind.ends_with("udpa.type.v1.TypedStruct") || kind.ends_with("xds.type.v3.TypedStruct") {
+        // The configuration as a Struct of its fields, its type in `type_url`.
+        let mut inner = tc.get("value").and_then(Value::as_mapping).cloned().unwrap_or_default();
+        inner.insert("@type".into(), tc.get("type_url")?.clone());
+        return ours(&inner, name);
+    }
     let name = name.unwrap_or("(unnamed)");
-    match text(tc, "@type")? {
+    match kind {
         WASM => {
             let config = tc.get("config")?.as_mapping()?;
             let vm = config.get("vm_config").and_then(Value::as_mapping);
@@ -185,7 +229,7 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
             }
             let vm_env = (host, values);
             let policy = policy_of(config.get("configuration"), "the plugin configuration (configuration)", false);
-            Some(Filter { place: format!("http filter {name} (wasm)"), policy, vm_env: Some(vm_env) })
+            Some(Filter { place: format!("http filter {name} (wasm)"), policy, vm_env: Some(vm_env), ecds: None })
         }
         NATIVE => {
             let module = tc.get("dynamic_module_config").and_then(Value::as_mapping).and_then(|m| text(m, "name"))?;
@@ -199,7 +243,7 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
                     other.map_or("missing".to_owned(), |n| format!("\"{n}\""))
                 )),
             };
-            Some(Filter { place: format!("http filter {name} (native)"), policy, vm_env: None })
+            Some(Filter { place: format!("http filter {name} (native)"), policy, vm_env: None, ecds: None })
         }
         _ => None,
     }
@@ -233,6 +277,8 @@ fn text<'a>(map: &'a Mapping, key: &str) -> Option<&'a str> {
 /// The clusters an Envoy configuration defines, and whether CDS may add others.
 struct Clusters {
     names: BTreeSet<String>,
+    /// Those set to speak HTTP/2 upstream, as gRPC needs.
+    h2: BTreeSet<String>,
     cds: bool,
     /// The file defines no clusters at all and no CDS: an ECDS file, whose Envoy is elsewhere.
     unseen: bool,
@@ -248,12 +294,20 @@ enum Known {
 impl Clusters {
     fn of(doc: &Value) -> Clusters {
         let list = doc.get("static_resources").and_then(|s| s.get("clusters")).and_then(Value::as_sequence);
-        let names = list.into_iter().flatten().filter_map(|c| c.get("name")).filter_map(Value::as_str);
-        let names: BTreeSet<String> = names.map(str::to_owned).collect();
+        let named = list.into_iter().flatten().filter_map(|c| Some((c.get("name")?.as_str()?, c)));
+        let (mut names, mut h2) = (BTreeSet::new(), BTreeSet::new());
+        for (name, cluster) in named {
+            names.insert(name.to_owned());
+            // `explicit_http_config.http2_protocol_options` (or the older `http2_protocol_options`).
+            if serde_norway::to_string(cluster).is_ok_and(|c| c.contains("http2_protocol_options")) {
+                h2.insert(name.to_owned());
+            }
+        }
         let dynamic = doc.get("dynamic_resources");
-        let cds = dynamic.is_some_and(|d| d.get("cds_config").is_some() || d.get("ads_config").is_some());
+        // `ads_config` alone is the transport, not a request for clusters.
+        let cds = dynamic.is_some_and(|d| d.get("cds_config").is_some());
         let unseen = doc.get("static_resources").is_none() && dynamic.is_none();
-        Clusters { names, cds, unseen }
+        Clusters { names, h2, cds, unseen }
     }
 
     fn judge(&self, cluster: &str) -> Known {

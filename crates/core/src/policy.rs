@@ -65,6 +65,10 @@ pub struct Policy {
     /// `hide` and the tools with `action: "deny"`, matched after folding (`fold::tool_key`).
     hidden_folded: FoldedNames,
     denied_folded: FoldedNames,
+    /// The tools `gateway.tool_modes` enforces, matched after folding ([`Policy::mode_for`]).
+    enforced_folded: FoldedNames,
+    /// Under `default: "allow"`, the tools of `pins`, matched after folding ([`Policy::pinned_by_fold`]).
+    pinned_folded: FoldedNames,
     tools: NameMap<ToolRule>,
     all_tools: Vec<usize>,
     pub limits: Vec<Limit>,
@@ -111,6 +115,8 @@ impl Policy {
         let folds = |r: &ToolRule| r.action == Action::Deny || (default == Action::Allow && r.restricts());
         let denied = tools.iter().filter(|(_, r)| folds(r)).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
         let denied_folded = FoldedNames::new(denied);
+        let enforced = gateway.tool_modes.iter().filter(|(_, m)| **m == Mode::Enforce).map(|(n, _)| n.as_str());
+        let enforced_folded = FoldedNames::new(enforced);
         // Inserted one by one: `collect` into a set sorts first, which links another sort (3.5 KB).
         let mut hidden = BTreeSet::new();
         for h in hide.into_iter().filter(|h| h != "*") {
@@ -121,6 +127,8 @@ impl Policy {
             hide_all,
             hidden_folded,
             denied_folded,
+            enforced_folded,
+            pinned_folded: FoldedNames::default(),
             hidden,
             tools,
             all_tools,
@@ -137,9 +145,18 @@ impl Policy {
 
     /// The policy with its `pins` and `default_for`.
     pub(crate) fn with_pins(mut self, pinned: NameMap<pinned::Pinned>, default_for: Vec<pinned::DefaultFor>) -> Self {
+        if self.default == Action::Allow {
+            self.pinned_folded = FoldedNames::new(pinned.keys().map(String::as_str));
+        }
         self.pinned = pinned;
         self.default_for = default_for;
         self
+    }
+
+    /// Under `default: "allow"`, the pinned tool that `tool` folds onto without being it, if any:
+    /// a server that folds names would run that tool, which `default_for` or its pin decides.
+    pub(crate) fn pinned_by_fold(&self, tool: &str) -> Option<&str> {
+        self.pinned_folded.find(tool).filter(|p| *p != tool)
     }
 
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
@@ -153,7 +170,12 @@ impl Policy {
     /// exact ones.
     fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
         let denied = self.denied_folded.find(tool).filter(|d| *d != tool)?;
-        self.tools.get_key_value(denied).map(|(n, r)| (n.as_str(), r))
+        let (name, rule) = self.tools.get_key_value(denied)?;
+        // A restricted tool's folded names are refused only when they have no rule of their own.
+        if rule.action != Action::Deny && self.tools.contains_key(tool) {
+            return None;
+        }
+        Some((name.as_str(), rule))
     }
 
     /// Is `tool` removed from `tools/list` results? Hidden tools always are; with
@@ -170,7 +192,14 @@ impl Policy {
     /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
     /// `gateway.mode`.
     pub fn mode_for(&self, tool: Option<&str>) -> Mode {
-        tool.and_then(|t| self.gateway.tool_modes.get(t)).copied().unwrap_or(self.gateway.mode)
+        let Some(t) = tool else { return self.gateway.mode };
+        match self.gateway.tool_modes.get(t) {
+            Some(m) => *m,
+            // A name that folds onto an enforced tool's is enforced too: under a dry-run `mode`, a
+            // server that folds names would otherwise run that tool unenforced.
+            None if self.enforced_folded.find(t).is_some() => Mode::Enforce,
+            None => self.gateway.mode,
+        }
     }
 
     /// Does any tool leave `tools/list`? (If not, responses need not be inspected.)

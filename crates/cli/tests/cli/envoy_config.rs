@@ -73,7 +73,12 @@ fn check_names_a_cluster_the_policy_calls_that_envoy_does_not_define() {
         )
     );
     let right = policy.replace("mcp_ratelimt", "mcp_ratelimit");
-    let f = scratch("right.yaml", &native(&right, "mcp_policy", &["upstream", "mcp_ratelimit"], ""));
+    let h2 = "  - name: mcp_ratelimit\n    typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: \
+              {\"@type\": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, \
+              explicit_http_config: {http2_protocol_options: {}}}}\n";
+    let right =
+        native(&right, "mcp_policy", &["upstream", "mcp_ratelimit"], "").replace("  - name: mcp_ratelimit\n", h2);
+    let f = scratch("right.yaml", &right);
     assert_eq!(
         run(&["check", &f]),
         (0, format!("{f}: listener mcp, http filter policy (native): {ok}\n"), String::new())
@@ -196,5 +201,76 @@ fn check_reads_a_policy_given_as_a_struct() {
                  protobuf bytes: give it a google.protobuf.StringValue whose value is the policy JSON\n"
             )
         )
+    );
+}
+
+/// A filter whose configuration comes by ECDS is noted, with its source; ADS alone delivers no
+/// clusters; the rate limit service's cluster must speak HTTP/2.
+#[test]
+fn check_follows_ecds_cds_and_the_rate_limit_service_protocol() {
+    for file in ["envoy/envoy-ecds.yaml", "envoy/envoy-dynamic-ecds.yaml"] {
+        assert_eq!(
+            run(&["check", file]),
+            (
+                0,
+                String::new(),
+                format!(
+                    "{file}: listener mcp_ingress, http filter mcp_policy: note: its policy comes by ECDS from the file \
+                     .run/mcp_policy.yaml: check that file too (mcp-policy check reads an ECDS file)\n"
+                )
+            ),
+            "{file}"
+        );
+    }
+    let policy = format!(
+        r#"{{"version":"1","tools":{{"a":{{"limits":[{{"counter":"c","window":"minute","max":5}}]}}}},"gateway":{{{KEY},"rate_limit_service":{{"cluster":"rls"}}}}}}"#
+    );
+    let f = scratch(
+        "ads-only.yaml",
+        &native(&policy, "mcp_policy", &["upstream"], "dynamic_resources: {ads_config: {}}\n"),
+    );
+    let (status, _, err) = run(&["check", &f]);
+    assert_eq!(status, 1);
+    assert!(
+        err.contains("no cluster \"rls\" in static_resources.clusters (defined: \"upstream\") and no CDS"),
+        "{err}"
+    );
+    let f = scratch("rls-h1.yaml", &native(&policy, "mcp_policy", &["upstream", "rls"], ""));
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            format!("{f}: listener mcp, http filter policy (native): ok: version 1, default deny, 1 tool rule, 1 limit\n"),
+            format!(
+                "{f}: listener mcp, http filter policy (native): gateway.rate_limit_service.cluster: cluster \"rls\" does \
+                 not speak HTTP/2, which the rate limit service's gRPC needs (typed_extension_protocol_options: \
+                 explicit_http_config: http2_protocol_options): every call that needs it would be refused\n"
+            )
+        )
+    );
+}
+
+/// A filter wrapped in a TypedStruct, and one given as a config_discovery's default_config.
+#[test]
+fn check_reads_typed_structs_and_default_configs() {
+    let base = native(
+        r#"{"version":"1","default":"allow","gateway":{"session_key":{"current":"0123456789abcdef0123456789abcdef"}}}"#,
+        "mcp_policy",
+        &["upstream"],
+        "",
+    );
+    let wrapped = base
+        .replace(
+            "              \"@type\": type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter\n",
+            "              \"@type\": type.googleapis.com/xds.type.v3.TypedStruct\n              type_url: type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter\n              value:\n",
+        )
+        .replace("\n              dynamic_module_config", "\n                dynamic_module_config")
+        .replace("\n              filter_name", "\n                filter_name")
+        .replace("\n              filter_config:\n                \"@type\"", "\n                filter_config:\n                  \"@type\"")
+        .replace("\n                value: '", "\n                  value: '");
+    let f = scratch("typed-struct.yaml", &wrapped);
+    assert_eq!(
+        run(&["check", &f]),
+        (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
     );
 }

@@ -52,6 +52,10 @@ fn normalize(name: &[u8]) -> Vec<u8> {
         };
         out.push(decoded.to_ascii_lowercase());
     }
+    // PHP cuts a name at a NUL (`access_token%00x` is `access_token`).
+    if let Some(nul) = out.iter().position(|&b| b == 0) {
+        out.truncate(nul);
+    }
     let start = out.iter().position(|&b| b != b' ').unwrap_or(out.len());
     out.drain(..start);
     for b in &mut out {
@@ -95,6 +99,11 @@ mod tests {
             b"/mcp?ACCESS[TOKEN=stolen",
             b"/mcp?access%5Btoken=stolen",
             b"/mcp?access%5btoken=stolen",
+            // PHP cuts a name at a NUL.
+            b"/mcp?access_token%00=s",
+            b"/mcp?access_token%00x=s",
+            b"/mcp?access.token%00.x=s",
+            b"/mcp?access%00=s&access+token%00=s",
         ] {
             assert!(query_has_access_token(path), "{}", String::from_utf8_lossy(path));
         }

@@ -89,6 +89,10 @@ impl Policy {
             return Verdict::Deny { rule: format!("tools.{denied}"), reason };
         }
         let tool_rule = self.tools.get(name);
+        if let (None, Some(pinned)) = (tool_rule, self.pinned_by_fold(name)) {
+            let reason = format!("the name folds onto '{pinned}', which the policy pins: use its exact name");
+            return Verdict::Deny { rule: format!("pins.{pinned}"), reason };
+        }
         let (rule, action, reason, own): (String, Action, Option<&str>, &[usize]) = match tool_rule {
             Some(r) => (tool_rule_name(name), r.action, r.reason.as_deref(), &r.limits),
             None => match self.default_for(name) {

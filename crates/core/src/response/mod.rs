@@ -122,9 +122,11 @@ impl BadUpstream {
 impl ResponseFilter {
     /// The size of the JSON body held to its end so far, if one is: a body that ends in trailers
     /// (HTTP/2) is read at them, whole, with this size ([`ResponseFilter::on_body`] with `end`;
-    /// trailers add no bytes, and each chunk was measured against the limit as it came).
+    /// trailers add no bytes, and each chunk was measured against the limit as it came). No body
+    /// at all before the trailers is `None`: nothing to filter, and no buffer a wasm host could
+    /// write an error into.
     pub fn held_json(&self) -> Option<usize> {
-        matches!(self.state, State::Json).then_some(self.held)
+        (matches!(self.state, State::Json) && self.held > 0).then_some(self.held)
     }
 
     /// A response that is not inspected (answered locally, or before a decision).

@@ -162,3 +162,49 @@ fn under_default_allow_folded_names_of_restricted_tools_are_refused() {
         assert_eq!((o.reply, o.decision.kind, o.decision.rule.as_deref()), (None, DecisionKind::Allowed, Some(rule)));
     }
 }
+
+/// Two tools whose names fold together are each judged by their own rule when called by name; a
+/// third spelling is refused, on either of the two restricted names.
+#[test]
+fn tools_whose_names_fold_together_keep_their_own_rules() {
+    let text = r#"{"version":"1","default":"allow","tools":{
+        "get_data":{"limits":[{"counter":"g","window":"minute","max":5}]},
+        "Get-Data":{"require":[{"path":"args.id","op":"eq","value":1}]},
+        "Put-Data":{}, "put_data":{"limits":[{"counter":"p","window":"minute","max":5}]}}}"#;
+    let p = config::load_set(text.as_bytes()).unwrap().base().clone();
+    let s = MemoryStore::new();
+    for (tool, kind, rule) in [
+        ("get_data", DecisionKind::Allowed, "tools.get_data"),
+        ("Get-Data", DecisionKind::Denied, "tools.Get-Data.require[0]"),
+        ("Put-Data", DecisionKind::Allowed, "tools.Put-Data"),
+        ("put_data", DecisionKind::Allowed, "tools.put_data"),
+        ("PUT_DATA", DecisionKind::Denied, "tools.put_data"),
+    ] {
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(6, tool).as_bytes(), &s, T0);
+        assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (kind, Some(rule)), "{tool}");
+    }
+    let o = pipeline::on_body(&p, &post(&p, "abc"), call(6, "GET_DATA").as_bytes(), &s, T0);
+    assert_eq!(o.decision.kind, DecisionKind::Denied);
+    assert!(matches!(o.decision.rule.as_deref(), Some("tools.get_data" | "tools.Get-Data")), "{:?}", o.decision.rule);
+}
+
+/// Under a dry-run `mode`, a name that folds onto a tool `tool_modes` enforces is enforced too: a
+/// server that folds names would run that tool.
+#[test]
+fn folded_names_of_enforced_tools_are_enforced() {
+    let text = r#"{"version":"1","default":"deny","tools":{"list_vms":{}},
+        "gateway":{"mode":"dry_run","tool_modes":{"vm_agent_exec":"enforce","delete_vm":"dry_run"}}}"#;
+    let p = config::load_set(text.as_bytes()).unwrap().base().clone();
+    let s = MemoryStore::new();
+    for (tool, enforced) in
+        [("VM_AGENT_EXEC", true), ("vm-agent-exec", true), ("vm_agent_exec", true), ("DELETE_VM", false)]
+    {
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(8, tool).as_bytes(), &s, T0);
+        assert_eq!(o.reply.is_some(), enforced, "{tool}");
+        assert_eq!(
+            (o.decision.kind, o.decision.label()),
+            (DecisionKind::Denied, if enforced { "denied" } else { "would_deny" }),
+            "{tool}"
+        );
+    }
+}

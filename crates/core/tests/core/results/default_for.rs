@@ -201,3 +201,22 @@ fn dry_run_forwards_an_unverified_default_for_call_as_would_deny() {
     assert_eq!((out.decision.label(), out.decision.rule.as_deref()), ("would_deny", Some("default_for[0]")));
     assert!(out.reply.is_none());
 }
+
+/// Under `default: "allow"`, a name that folds onto a pinned tool's is refused: a server that folds
+/// names would run that tool, which its pin and `default_for` decide, not the default. Under
+/// `default: "deny"` the default refuses it anyway.
+#[test]
+fn folded_names_of_pinned_tools_are_refused_under_default_allow() {
+    let store = MemoryStore::new();
+    let reason = "the name folds onto 'reboot_vm', which the policy pins: use its exact name";
+    let p = by_annotations("allow");
+    for tool in ["REBOOT_VM", "reboot-vm", "reboot_vm\u{200b}"] {
+        let (kind, rule, reply) = call(&p, &store, tool);
+        let reply: serde_json::Value = serde_json::from_str(&reply.unwrap()).unwrap();
+        assert_eq!((kind, rule.as_deref()), (DecisionKind::Denied, Some("pins.reboot_vm")), "{tool}");
+        assert_eq!(reply["error"]["data"]["reason"], reason, "{tool}");
+    }
+    assert_eq!(call(&p, &store, "LISTED").0, DecisionKind::Allowed);
+    let p = by_annotations("deny");
+    assert_eq!(call(&p, &store, "REBOOT_VM").1.as_deref(), Some("default"));
+}
