@@ -7,11 +7,11 @@
 //! `root_id` or its code naming `mcp_policy`) and the native one (`DynamicModuleFilter` of a module
 //! named `mcp_policy…`). The native build also takes the policy as a `google.protobuf.Struct`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_norway::{Mapping, Value};
 
-use super::check::{key_vars, load_bytes, summary_of, unset_key_note, warning_lines};
+use super::check::{key_from_env, key_vars, load_bytes_with, summary_of, unset_key_note, warning_lines};
 use super::{Report, INVALID_POLICY};
 
 const WASM: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
@@ -51,9 +51,9 @@ struct Filter {
     /// The policy text, or why there is none.
     policy: Result<Vec<u8>, String>,
     /// The wasm VM's environment (`vm_config.environment_variables`): the variables it takes from
-    /// Envoy's (`host_env_keys`) and those given their value here (`key_values`). `None` for the
-    /// native build, which reads Envoy's own.
-    vm_env: Option<(BTreeSet<String>, BTreeSet<String>)>,
+    /// Envoy's (`host_env_keys`) and those given their value here (`key_values`, checked with that
+    /// value). `None` for the native build, which reads Envoy's own.
+    vm_env: Option<(BTreeSet<String>, BTreeMap<String, String>)>,
     /// Its configuration comes by ECDS (`config_discovery`), from this source: the policy is in
     /// that file, or with the management server.
     ecds: Option<String>,
@@ -88,7 +88,9 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
                 continue;
             }
         };
-        let set = match load_bytes(&label, &bytes) {
+        // A key the wasm VM is given in `key_values` is checked with that value, as the filter reads it.
+        let given = |name: &str| filter.vm_env.as_ref().and_then(|(_, values)| values.get(name).cloned());
+        let set = match load_bytes_with(&label, &bytes, &|name| given(name).or_else(|| key_from_env(name))) {
             Ok(set) => set,
             Err(f) => {
                 fail(report, f.message);
@@ -137,7 +139,7 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
             }
         }
         if let Some((host, values)) = &filter.vm_env {
-            let unseen = key_vars(&bytes).into_iter().filter(|(_, n)| !host.contains(n) && !values.contains(n));
+            let unseen = key_vars(&bytes).into_iter().filter(|(_, n)| !host.contains(n) && !values.contains_key(n));
             for (_, name) in unseen {
                 fail(
                     report,
@@ -220,12 +222,12 @@ fn ours(tc: &Mapping, name: Option<&str>) -> Option<Filter> {
                 return None;
             }
             let env = vm.and_then(|vm| vm.get("environment_variables")).and_then(Value::as_mapping);
-            let (mut host, mut values) = (BTreeSet::new(), BTreeSet::new());
+            let (mut host, mut values) = (BTreeSet::new(), BTreeMap::new());
             if let Some(env) = env {
                 let keys = env.get("host_env_keys").and_then(Value::as_sequence).into_iter().flatten();
                 host.extend(keys.filter_map(Value::as_str).map(str::to_owned));
-                let given = env.get("key_values").and_then(Value::as_mapping).into_iter().flat_map(Mapping::keys);
-                values.extend(given.filter_map(Value::as_str).map(str::to_owned));
+                let given = env.get("key_values").and_then(Value::as_mapping).into_iter().flatten();
+                values.extend(given.filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned()))));
             }
             let vm_env = (host, values);
             let policy = policy_of(config.get("configuration"), "the plugin configuration (configuration)", false);

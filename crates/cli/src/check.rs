@@ -67,8 +67,14 @@ pub fn load_policy(path: &str) -> Result<PolicySet, Failure> {
 
 /// [`load_policy`] of text already read.
 pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<PolicySet, Failure> {
+    load_bytes_with(path, bytes, &key_from_env)
+}
+
+/// [`load_bytes`] with the key variables read through `env` (a wasm VM's `key_values`, else
+/// [`key_from_env`]).
+pub fn load_bytes_with(path: &str, bytes: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<PolicySet, Failure> {
     let bytes = bytes.to_vec();
-    config::load_set_with_env(&bytes, &key_from_env).map_err(|errors| {
+    config::load_set_with_env(&bytes, env).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.

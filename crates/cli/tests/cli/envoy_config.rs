@@ -274,3 +274,30 @@ fn check_reads_typed_structs_and_default_configs() {
         (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
     );
 }
+
+/// A key the wasm VM is given in `key_values` is checked with that value, as the filter reads it.
+#[test]
+fn check_reads_a_wasm_key_given_in_key_values() {
+    let shipped = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT)).unwrap();
+    let given = |key: &str| {
+        shipped.replace(
+            "environment_variables: {host_env_keys: [MCPF_SESSION_KEY]}",
+            &format!("environment_variables: {{key_values: {{MCPF_SESSION_KEY: \"{key}\"}}}}"),
+        )
+    };
+    let f = scratch("key-values-short.yaml", &given("short"));
+    assert_eq!(
+        run(&["check", &f]),
+        (
+            1,
+            String::new(),
+            format!(
+                "{f}: listener mcp_ingress, http filter mcp_policy (wasm): invalid policy at \
+                 gateway.session_key.current_env: the key must be at least 32 bytes\n"
+            )
+        )
+    );
+    let f = scratch("key-values.yaml", &given("0123456789abcdef0123456789abcdef"));
+    let (status, out, err) = run(&["check", &f]);
+    assert_eq!((status, err.as_str()), (0, ""), "{out}");
+}
