@@ -64,11 +64,11 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
     let mut found = Vec::new();
     walk(doc, "", &mut found);
     if found.is_empty() {
-        report.stderr.push_str(&format!(
+        let why = format!(
             "{file}: no mcp_policy filter in this Envoy configuration (a wasm filter whose root_id or code \
-             names mcp_policy, or a dynamic_modules filter of the module mcp_policy_native)\n"
-        ));
-        report.status = report.status.max(INVALID_POLICY);
+             names mcp_policy, or a dynamic_modules filter of the module mcp_policy_native)"
+        );
+        report.fail(&why, INVALID_POLICY);
         return;
     }
     let clusters = Clusters::of(doc);
@@ -84,7 +84,7 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
         let bytes = match filter.policy {
             Ok(bytes) => bytes,
             Err(why) => {
-                fail(report, format!("{label}: invalid policy at . (the whole document): {why}"));
+                report.fail(&format!("{label}: invalid policy at . (the whole document): {why}"), INVALID_POLICY);
                 continue;
             }
         };
@@ -93,71 +93,65 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
         let set = match load_bytes_with(&label, &bytes, &|name| given(name).or_else(|| key_from_env(name))) {
             Ok(set) => set,
             Err(f) => {
-                fail(report, f.message);
+                report.fail(&f.message, f.status);
                 continue;
             }
         };
         let p = set.plain().unwrap_or_else(|| set.base());
         report.stdout.push_str(&format!("{label}: {}\n", summary_of(&set)));
         report.stderr.push_str(&warning_lines(&label, p));
+        // Each cluster the policy calls, and whether it carries gRPC (HTTP/2 upstream).
         let named = [
-            ("gateway.approval.cluster", p.gateway.approval.as_ref().map(|a| a.cluster.as_str())),
-            ("gateway.rate_limit_service.cluster", p.gateway.rate_limit_service.as_ref().map(|r| r.cluster.as_str())),
+            ("gateway.approval.cluster", p.gateway.approval.as_ref().map(|a| a.cluster.as_str()), false),
+            (
+                "gateway.rate_limit_service.cluster",
+                p.gateway.rate_limit_service.as_ref().map(|r| r.cluster.as_str()),
+                true,
+            ),
         ];
-        for (path, cluster) in named {
+        for (path, cluster, grpc) in named {
             let Some(cluster) = cluster else { continue };
             match clusters.judge(cluster) {
-                Known::Yes if path.starts_with("gateway.rate_limit_service") && !clusters.h2.contains(cluster) => fail(
-                    report,
-                    format!(
+                Known::Yes if grpc && !clusters.h2.contains(cluster) => report.fail(
+                    &format!(
                         "{label}: {path}: cluster \"{cluster}\" does not speak HTTP/2, which the rate limit service's \
                          gRPC needs (typed_extension_protocol_options: explicit_http_config: \
                          http2_protocol_options): every call that needs it would be refused"
                     ),
+                    INVALID_POLICY,
                 ),
-                Known::Yes => {}
+                Known::Yes | Known::Unseen => {}
                 Known::ByCds => report.stderr.push_str(&format!(
                     "{label}: note: {path}: cluster \"{cluster}\" is not among static_resources.clusters; \
                      it must come from CDS, or every call that needs it is refused\n"
                 )),
-                Known::Unseen => {}
-                Known::No => fail(
-                    report,
-                    format!(
+                Known::No => report.fail(
+                    &format!(
                         "{label}: {path}: no cluster \"{cluster}\" in static_resources.clusters (defined: {}) and \
                          no CDS to deliver one: Envoy would start, and refuse every call that needs it",
                         clusters.listed()
                     ),
+                    INVALID_POLICY,
                 ),
             }
         }
-        // A variable Envoy passes on must be set in Envoy's environment: a note when it is not set here.
-        let from_envoy = |name: &str| filter.vm_env.as_ref().is_none_or(|(host, _)| host.contains(name));
         for (member, name) in key_vars(&bytes) {
-            if from_envoy(&name) {
-                report.stderr.push_str(&unset_key_note(&label, member, &name));
-            }
-        }
-        if let Some((host, values)) = &filter.vm_env {
-            let unseen = key_vars(&bytes).into_iter().filter(|(_, n)| !host.contains(n) && !values.contains_key(n));
-            for (_, name) in unseen {
-                fail(
-                    report,
-                    format!(
+            match &filter.vm_env {
+                // Given its value here: checked with it above.
+                Some((host, values)) if !host.contains(&name) && values.contains_key(&name) => {}
+                Some((host, _)) if !host.contains(&name) => report.fail(
+                    &format!(
                         "{label}: gateway.session_key: the wasm VM does not see {name}: add it to \
                          vm_config.environment_variables.host_env_keys (or key_values), or Envoy refuses \
                          the policy at startup"
                     ),
-                );
+                    INVALID_POLICY,
+                ),
+                // A variable Envoy passes on must be set in Envoy's environment: a note when it is not set here.
+                _ => report.stderr.push_str(&unset_key_note(&label, member, &name)),
             }
         }
     }
-}
-
-fn fail(report: &mut Report, line: String) {
-    report.stderr.push_str(&line);
-    report.stderr.push('\n');
-    report.status = report.status.max(INVALID_POLICY);
 }
 
 /// Every filter of this project under `v`; `listener` names the listener (or ECDS resource) above.

@@ -201,9 +201,7 @@ pub fn check(files: &[String]) -> Result<Report, Failure> {
         let bytes = match read_input(file) {
             Ok(bytes) => bytes,
             Err(f) => {
-                report.stderr.push_str(&f.message);
-                report.stderr.push('\n');
-                report.status = report.status.max(f.status);
+                report.fail(&f.message, f.status);
                 continue;
             }
         };
@@ -214,9 +212,7 @@ pub fn check(files: &[String]) -> Result<Report, Failure> {
             }
             Ok(None) => {}
             Err(why) => {
-                report.stderr.push_str(&why);
-                report.stderr.push('\n');
-                report.status = report.status.max(INVALID_POLICY);
+                report.fail(&why, INVALID_POLICY);
                 continue;
             }
         }
@@ -227,11 +223,7 @@ pub fn check(files: &[String]) -> Result<Report, Failure> {
                 report.stderr.push_str(&warning_lines(file, p));
                 report.stderr.push_str(&unset_key_notes(file, &bytes));
             }
-            Err(f) => {
-                report.stderr.push_str(&f.message);
-                report.stderr.push('\n');
-                report.status = report.status.max(f.status);
-            }
+            Err(f) => report.fail(&f.message, f.status),
         }
     }
     Ok(report)

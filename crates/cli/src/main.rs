@@ -47,6 +47,13 @@ impl Report {
     fn out(stdout: String, status: u8) -> Self {
         Report { stdout, stderr: String::new(), status }
     }
+
+    /// One error line on stderr; the exit status becomes at least `status`.
+    fn fail(&mut self, line: &str, status: u8) {
+        self.stderr.push_str(line);
+        self.stderr.push('\n');
+        self.status = self.status.max(status);
+    }
 }
 
 /// A usage error of `command` found after parsing, worded as the parser words its own (what is

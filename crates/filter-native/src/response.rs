@@ -51,9 +51,7 @@ impl Filter {
                 Flow::Continue
             }
             Plan::Refuse(bad) => {
-                self.result_events();
-                self.marks_out.clear();
-                self.count_bad(&bad);
+                self.refused(&bad);
                 self.send(bad.reply())
             }
         }
@@ -195,9 +193,7 @@ impl Filter {
                 return Flow::Stop;
             }
             Step::Fail(bad) => {
-                self.result_events();
-                self.marks_out.clear();
-                self.count_bad(&bad);
+                self.refused(&bad);
                 bad.body.into_bytes()
             }
         };
@@ -214,10 +210,7 @@ impl Filter {
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_with_error(&mut self, bad: BadUpstream) -> Flow {
-        self.result_events();
-        // No result goes on, so no mark need be recorded for it.
-        self.marks_out.clear();
-        self.count_bad(&bad);
+        self.refused(&bad);
         self.held_response.clear();
         if !self.stream.replace_body(Body::ReceivedResponse, bad.body.as_bytes()) {
             self.stream.reset("mcp_policy_body_unwritable");
@@ -284,8 +277,12 @@ impl Filter {
         }
     }
 
-    /// Log and count a response whose tool list cannot be filtered (counted as invalid).
-    fn count_bad(&self, bad: &BadUpstream) {
+    /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
+    /// so far recorded, no mark recorded for a result that does not go on, logged and counted (as
+    /// invalid).
+    fn refused(&mut self, bad: &BadUpstream) {
+        self.result_events();
+        self.marks_out.clear();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }

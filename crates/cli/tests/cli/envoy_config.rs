@@ -35,6 +35,14 @@ fn native(policy: &str, filter_name: &str, clusters: &[&str], extra: &str) -> St
     )
 }
 
+/// Where [`native`]'s filter sits, as each line about it begins after the file name.
+const NATIVE_AT: &str = "listener mcp, http filter policy (native)";
+
+/// The shipped wasm bootstrap, envoy/envoy.yaml.
+fn shipped_wasm() -> String {
+    std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT)).unwrap()
+}
+
 const KEY: &str = r#""session_key":{"current":"0123456789abcdef0123456789abcdef"}"#;
 
 #[test]
@@ -44,7 +52,7 @@ fn check_names_a_cluster_the_policy_calls_that_envoy_does_not_define() {
     );
     let ok = "ok: version 1, default deny, 1 tool rule, 1 limit";
     let f = scratch("typo.yaml", &native(&policy, "mcp_policy", &["upstream", "mcp_ratelimit"], ""));
-    let at = format!("{f}: listener mcp, http filter policy (native)");
+    let at = format!("{f}: {NATIVE_AT}");
     assert_eq!(
         run(&["check", &f]),
         (
@@ -60,7 +68,7 @@ fn check_names_a_cluster_the_policy_calls_that_envoy_does_not_define() {
     // With CDS the cluster may come later: a note, not an error.
     let cds = "dynamic_resources: {cds_config: {ads: {}}}\n";
     let f = scratch("typo-cds.yaml", &native(&policy, "mcp_policy", &["upstream"], cds));
-    let at = format!("{f}: listener mcp, http filter policy (native)");
+    let at = format!("{f}: {NATIVE_AT}");
     assert_eq!(
         run(&["check", &f]),
         (
@@ -79,10 +87,7 @@ fn check_names_a_cluster_the_policy_calls_that_envoy_does_not_define() {
     let right =
         native(&right, "mcp_policy", &["upstream", "mcp_ratelimit"], "").replace("  - name: mcp_ratelimit\n", h2);
     let f = scratch("right.yaml", &right);
-    assert_eq!(
-        run(&["check", &f]),
-        (0, format!("{f}: listener mcp, http filter policy (native): {ok}\n"), String::new())
-    );
+    assert_eq!(run(&["check", &f]), (0, format!("{f}: {NATIVE_AT}: {ok}\n"), String::new()));
 }
 
 #[test]
@@ -95,7 +100,7 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
             1,
             String::new(),
             format!(
-                "{f}: listener mcp, http filter policy (native): invalid policy at . (the whole document): filter_name is \
+                "{f}: {NATIVE_AT}: invalid policy at . (the whole document): filter_name is \
                  \"mcp-policy\"; this module serves filter_name \"mcp_policy\"\n"
             )
         )
@@ -107,14 +112,13 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
     assert_eq!((status, out.as_str()), (1, ""));
     assert!(
         err.starts_with(&format!(
-            "{f}: listener mcp, http filter policy (native): invalid policy at . (the whole document): not a strict \
+            "{f}: {NATIVE_AT}: invalid policy at . (the whole document): not a strict \
              JSON document: duplicate object key \"a\" at line 1, column 32 of the policy text, first at line 1, column 25\n"
         )),
         "{err}"
     );
     // The wasm VM sees only the variables listed for it.
-    let wasm = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT))
-        .unwrap()
+    let wasm = shipped_wasm()
         .replace("environment_variables: {host_env_keys: [MCPF_SESSION_KEY]}", "environment_variables: {}");
     let f = scratch("vm-env.yaml", &wasm);
     let at = format!("{f}: listener mcp_ingress, http filter mcp_policy (wasm)");
@@ -178,9 +182,9 @@ fn check_reads_a_policy_given_as_a_struct() {
     let f = scratch("struct.yaml", &yaml);
     assert_eq!(
         run(&["check", &f]),
-        (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
+        (0, format!("{f}: {NATIVE_AT}: ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
     );
-    let wasm = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT)).unwrap();
+    let wasm = shipped_wasm();
     let at = wasm.find("                configuration:\n").unwrap();
     let end = wasm.find("          # 2. Holds the request").unwrap();
     let wasm = format!(
@@ -240,9 +244,9 @@ fn check_follows_ecds_cds_and_the_rate_limit_service_protocol() {
         run(&["check", &f]),
         (
             1,
-            format!("{f}: listener mcp, http filter policy (native): ok: version 1, default deny, 1 tool rule, 1 limit\n"),
+            format!("{f}: {NATIVE_AT}: ok: version 1, default deny, 1 tool rule, 1 limit\n"),
             format!(
-                "{f}: listener mcp, http filter policy (native): gateway.rate_limit_service.cluster: cluster \"rls\" does \
+                "{f}: {NATIVE_AT}: gateway.rate_limit_service.cluster: cluster \"rls\" does \
                  not speak HTTP/2, which the rate limit service's gRPC needs (typed_extension_protocol_options: \
                  explicit_http_config: http2_protocol_options): every call that needs it would be refused\n"
             )
@@ -271,14 +275,14 @@ fn check_reads_typed_structs_and_default_configs() {
     let f = scratch("typed-struct.yaml", &wrapped);
     assert_eq!(
         run(&["check", &f]),
-        (0, format!("{f}: listener mcp, http filter policy (native): ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
+        (0, format!("{f}: {NATIVE_AT}: ok: version 1, default allow, 0 tool rules, 0 limits\n"), String::new())
     );
 }
 
 /// A key the wasm VM is given in `key_values` is checked with that value, as the filter reads it.
 #[test]
 fn check_reads_a_wasm_key_given_in_key_values() {
-    let shipped = std::fs::read_to_string(format!("{}/envoy/envoy.yaml", super::common::ROOT)).unwrap();
+    let shipped = shipped_wasm();
     let given = |key: &str| {
         shipped.replace(
             "environment_variables: {host_env_keys: [MCPF_SESSION_KEY]}",

@@ -319,7 +319,6 @@ impl Stream {
         true
     }
 
-    /// Replace all of body `which` by `bytes`.
     /// Add `bytes` to the end of body `which`: for `BufferedResponse` in the response-trailers hook,
     /// data Envoy sends ahead of the trailers.
     pub fn add_body(&self, which: Body, bytes: &[u8]) -> bool {
@@ -328,14 +327,12 @@ impl Stream {
             || unsafe { envoy_dynamic_module_callback_http_append_body(self.0, which as u32, Buffer::of(bytes)) }
     }
 
+    /// Replace all of body `which` by `bytes`.
     pub fn replace_body(&self, which: Body, bytes: &[u8]) -> bool {
         let size = self.body_size(which);
-        // SAFETY: drain and append on this stream's body; `bytes` is a module buffer.
-        unsafe {
-            envoy_dynamic_module_callback_http_drain_body(self.0, which as u32, size)
-                && (bytes.is_empty()
-                    || envoy_dynamic_module_callback_http_append_body(self.0, which as u32, Buffer::of(bytes)))
-        }
+        // SAFETY: drain this stream's body.
+        let drained = unsafe { envoy_dynamic_module_callback_http_drain_body(self.0, which as u32, size) };
+        drained && self.add_body(which, bytes)
     }
 
     /// Is the received request body the buffered one (Envoy re-delivering what a filter held)?
