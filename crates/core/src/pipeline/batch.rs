@@ -34,14 +34,10 @@ pub(super) fn on_batch(
         Ok(g) => g,
         Err(why) => return no_grant(policy, &Id::null(), why),
     };
-    enum Slot {
-        Ok(Option<Id>),
-        Err(Id, Refusal),
-    }
     let mut slots = Vec::with_capacity(items.len());
     let mut list_ids = Vec::new();
     let mut admissions = Vec::new();
-    let mut worst: Option<Refusal> = None;
+    let mut first: Option<Refusal> = None;
     let mut invalid = false;
     let mut first_allowed: Option<Decision> = None;
     // With the rate limit service: what the whole batch counts, asked once it is allowed.
@@ -49,10 +45,9 @@ pub(super) fn on_batch(
     for item in items {
         match item {
             Err(e) => {
-                let refusal = Refusal::protocol(&e);
                 invalid = true;
-                worst.get_or_insert_with(|| refusal.clone());
-                slots.push(Slot::Err(e.id, refusal));
+                let refusal = Refusal::protocol(&e);
+                Slot::refused(&mut slots, &mut first, e.id, refusal);
             }
             Ok(msg) => {
                 let id = match &msg {
@@ -70,8 +65,7 @@ pub(super) fn on_batch(
                             rule: format!("tools.{tool}.marks"),
                             reason: "a call that marks its grant cannot be part of a batch; send it on its own".into(),
                         };
-                        worst.get_or_insert_with(|| refusal.clone());
-                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
+                        Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
                     }
                     Judged::Forward(d, adm, counted) => {
                         service.add(policy, id.clone(), d.tool.clone(), &counted);
@@ -80,8 +74,7 @@ pub(super) fn on_batch(
                         slots.push(Slot::Ok(id));
                     }
                     Judged::Refused(refusal) => {
-                        worst.get_or_insert_with(|| refusal.clone());
-                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
+                        Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
                     }
                     Judged::Ask(pending) => {
                         // One callout per request: a call that needs approval must come alone.
@@ -89,14 +82,13 @@ pub(super) fn on_batch(
                         let reason = "a call that needs approval cannot be part of a batch; send it on its own";
                         let refusal =
                             Refusal::ApprovalRequired { tool: pending.tool.clone(), reason: reason.into(), link: None };
-                        worst.get_or_insert_with(|| refusal.clone());
-                        slots.push(Slot::Err(id.unwrap_or_else(Id::null), refusal));
+                        Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
                     }
                 }
             }
         }
     }
-    let Some(first) = worst else {
+    let Some(first) = first else {
         let mut d = first_allowed.unwrap_or_else(|| Decision::new(DecisionKind::Passed));
         d.grant = Some(grant.label());
         let mut out = Outcome::new(d, None);
@@ -118,6 +110,7 @@ pub(super) fn on_batch(
             Slot::Ok(None) => continue,
             Slot::Ok(Some(id)) => Refusal::BatchRefused.to_json(id),
             Slot::Err(id, refusal) => refusal.to_json(id),
+            Slot::First(id) => first.to_json(id),
         };
         if body.len() > 1 {
             body.push(',');
@@ -129,6 +122,27 @@ pub(super) fn on_batch(
     decision.grant = Some(grant.label());
     decision.method = Some("batch".into());
     Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
+}
+
+/// What one element of a batch answers.
+enum Slot {
+    /// Allowed: −31005 (with its id) when another element is refused.
+    Ok(Option<Id>),
+    Err(Id, Refusal),
+    /// Refused with the batch's first refusal, which the batch's decision records: kept there, not
+    /// copied.
+    First(Id),
+}
+
+impl Slot {
+    fn refused(slots: &mut Vec<Slot>, first: &mut Option<Refusal>, id: Id, refusal: Refusal) {
+        if first.is_none() {
+            *first = Some(refusal);
+            slots.push(Slot::First(id));
+        } else {
+            slots.push(Slot::Err(id, refusal));
+        }
+    }
 }
 
 /// MCP 2025-03-26 (Base Protocol, batching): a batch holds requests and notifications, or responses,
