@@ -176,15 +176,16 @@ fn syntax(e: &json::ParseError, bytes: &[u8]) -> String {
             (text, place.line, place.column)
         };
         let ((name, line, column), (first, first_line, first_column)) = (shown(repeat), shown(earlier));
+        let what = e.kind.what();
         return if e.kind == json::ParseErrorKind::DuplicateKey {
             format!(
-                "duplicate object key \"{name}\" at line {line}, column {column}{WITHIN}, first at line \
-                 {first_line}, column {first_column}"
+                "{what} \"{name}\" at line {line}, column {column}{WITHIN}, first at line {first_line}, column \
+                 {first_column}"
             )
         } else {
             format!(
-                "object keys equal after case folding or removing invisible characters: \"{name}\" at line \
-                 {line}, column {column}{WITHIN}, and \"{first}\" at line {first_line}, column {first_column}"
+                "{what}: \"{name}\" at line {line}, column {column}{WITHIN}, and \"{first}\" at line {first_line}, \
+                 column {first_column}"
             )
         };
     }

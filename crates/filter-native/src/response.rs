@@ -197,15 +197,16 @@ impl Filter {
                 bad.body.into_bytes()
             }
         };
-        if !self.marks_out.is_empty() {
-            // Recording them at the rate limit service would hold a body already ended: refused.
-            return self.mark_not_recorded("the result ended in trailers");
-        }
         if !s.add_body(Body::BufferedResponse, &out) {
             s.reset("mcp_policy_body_unwritable");
             return Flow::Stop;
         }
-        Flow::Continue
+        if self.marks_out.is_empty() {
+            return Flow::Continue;
+        }
+        // The body waits with its trailers until the service has recorded the marks
+        // (`rls::marks`), then both go on.
+        self.send_marks()
     }
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.

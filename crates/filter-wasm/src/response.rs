@@ -170,12 +170,9 @@ impl Filter {
         }
     }
 
-    /// A body that cannot be filtered after its headers went out: the error replaces it (no result
-    /// goes on, so no mark need be recorded for it).
+    /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> (Action, usize) {
-        self.result_events();
-        self.marks_out.clear();
-        self.count_bad(&bad);
+        self.refused(&bad);
         if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
             let _ = hostcalls::reset_http_response();
         }
@@ -184,14 +181,16 @@ impl Filter {
 
     /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
     fn refuse_response(&mut self, bad: BadUpstream) -> Action {
-        self.result_events();
-        self.marks_out.clear();
-        self.count_bad(&bad);
+        self.refused(&bad);
         self.send(bad.reply())
     }
 
-    /// Log and count a response that cannot be filtered (counted as invalid).
-    fn count_bad(&self, bad: &BadUpstream) {
+    /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
+    /// so far recorded, no mark recorded for a result that does not go on, logged and counted (as
+    /// invalid).
+    fn refused(&mut self, bad: &BadUpstream) {
+        self.result_events();
+        self.marks_out.clear();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }

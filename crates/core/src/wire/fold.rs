@@ -125,7 +125,9 @@ pub fn canonical(s: &str) -> Option<String> {
 }
 
 /// A set of tool names (`hide` entries, tools with `action: "deny"`) looked up by [`tool_key`]:
-/// the lookup finds the policy's name that a called name folds onto.
+/// the lookup finds the policy's name that a called name folds onto. Of names that fold together,
+/// the least (by bytes) is the one found, whatever order they come in: the policy's tools come from
+/// a hash map, and the rule a refusal names must not change from one load to the next.
 #[derive(Debug, Clone, Default)]
 pub struct FoldedNames {
     by_key: std::collections::HashMap<String, String>,
@@ -133,7 +135,13 @@ pub struct FoldedNames {
 
 impl FoldedNames {
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let by_key = names.into_iter().map(|n| (tool_key(n).into_owned(), n.to_owned())).collect();
+        let mut by_key = std::collections::HashMap::<String, String>::new();
+        for n in names {
+            let found = by_key.entry(tool_key(n).into_owned()).or_insert_with(|| n.to_owned());
+            if n < found.as_str() {
+                n.clone_into(found);
+            }
+        }
         FoldedNames { by_key }
     }
 

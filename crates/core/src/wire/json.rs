@@ -158,9 +158,10 @@ pub struct ParseError {
     pub offset: usize,
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
+impl ParseErrorKind {
+    /// What went wrong, in the words every message about it uses.
+    pub fn what(self) -> &'static str {
+        match self {
             ParseErrorKind::Empty => "empty body",
             ParseErrorKind::InvalidUtf8 => "invalid UTF-8",
             ParseErrorKind::ByteOrderMark => "byte order mark before the JSON text",
@@ -176,8 +177,13 @@ impl fmt::Display for ParseError {
                 "object keys equal after case folding or removing invisible characters"
             }
             ParseErrorKind::TooDeep => "nesting deeper than 64 levels",
-        };
-        write!(f, "{what} at byte {}", self.offset)
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.kind.what(), self.offset)
     }
 }
 

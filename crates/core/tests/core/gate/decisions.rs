@@ -164,15 +164,22 @@ fn under_default_allow_folded_names_of_restricted_tools_are_refused() {
 }
 
 /// Two tools whose names fold together are each judged by their own rule when called by name; a
-/// third spelling is refused, on either of the two restricted names.
+/// third spelling is refused on the least of the two restricted names (by bytes: `Get-Data` before
+/// `get_data`), the same on every load, whatever order the hash map of tools holds them in.
 #[test]
 fn tools_whose_names_fold_together_keep_their_own_rules() {
     let text = r#"{"version":"1","default":"allow","tools":{
         "get_data":{"limits":[{"counter":"g","window":"minute","max":5}]},
         "Get-Data":{"require":[{"path":"args.id","op":"eq","value":1}]},
         "Put-Data":{}, "put_data":{"limits":[{"counter":"p","window":"minute","max":5}]}}}"#;
-    let p = config::load_set(text.as_bytes()).unwrap().base().clone();
     let s = MemoryStore::new();
+    // Every load seeds its maps anew: 32 loads see the tools in more than one order.
+    for _ in 0..32 {
+        let p = config::load_set(text.as_bytes()).unwrap().base().clone();
+        let o = pipeline::on_body(&p, &post(&p, "abc"), call(6, "GET_DATA").as_bytes(), &s, T0);
+        assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (DecisionKind::Denied, Some("tools.Get-Data")));
+    }
+    let p = config::load_set(text.as_bytes()).unwrap().base().clone();
     for (tool, kind, rule) in [
         ("get_data", DecisionKind::Allowed, "tools.get_data"),
         ("Get-Data", DecisionKind::Denied, "tools.Get-Data.require[0]"),
@@ -183,9 +190,6 @@ fn tools_whose_names_fold_together_keep_their_own_rules() {
         let o = pipeline::on_body(&p, &post(&p, "abc"), call(6, tool).as_bytes(), &s, T0);
         assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (kind, Some(rule)), "{tool}");
     }
-    let o = pipeline::on_body(&p, &post(&p, "abc"), call(6, "GET_DATA").as_bytes(), &s, T0);
-    assert_eq!(o.decision.kind, DecisionKind::Denied);
-    assert!(matches!(o.decision.rule.as_deref(), Some("tools.get_data" | "tools.Get-Data")), "{:?}", o.decision.rule);
 }
 
 /// Under a dry-run `mode`, a name that folds onto a tool `tool_modes` enforces is enforced too: a
