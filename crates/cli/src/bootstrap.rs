@@ -26,8 +26,15 @@ const ENVOY_KEYS: [&str; 5] = ["static_resources", "dynamic_resources", "resourc
 /// `.yaml` or `.yml` is always read as one, since a policy is JSON: `Err` says why it is not.
 pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let named = path.ends_with(".yaml") || path.ends_with(".yml");
-    // Envoy's YAML reader applies merge keys (`<<: *base`): so does this one.
-    let doc = serde_norway::from_slice::<Value>(bytes).and_then(|mut doc| doc.apply_merge().map(|()| doc));
+    // A `.yaml` file is read as Envoy reads it (`envoy_yaml`); another is JSON to Envoy, read here
+    // as YAML, of which JSON is part. Envoy's YAML reader applies merge keys (`<<: *base`): so does
+    // this one.
+    let doc = if named {
+        std::str::from_utf8(bytes).map_err(|e| e.to_string()).and_then(super::envoy_yaml::load)
+    } else {
+        serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string())
+    };
+    let doc = doc.and_then(|mut doc| doc.apply_merge().map(|()| doc).map_err(|e| e.to_string()));
     let doc: Value = match doc {
         Ok(doc) => doc,
         Err(e) if named => return Err(format!("{path}: not an Envoy configuration: not YAML: {e}")),

@@ -13,6 +13,7 @@ mod args;
 mod bootstrap;
 mod check;
 mod contain;
+mod envoy_yaml;
 mod explain;
 mod grant_id;
 mod pin;

@@ -139,8 +139,8 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
             1,
             String::new(),
             format!(
-                "{f}: not an Envoy configuration: not YAML: did not find expected node content at line 2 column 1, \
-                 while parsing a flow node\n"
+                "{f}: not an Envoy configuration: not YAML: while parsing a node, did not find expected node \
+                 content at byte 20 line 2 column 1\n"
             )
         )
     );
@@ -205,6 +205,45 @@ fn check_reads_a_policy_given_as_a_struct() {
                  protobuf bytes: give it a google.protobuf.StringValue whose value is the policy JSON\n"
             )
         )
+    );
+}
+
+/// A `.yaml` file is read as Envoy reads it, which matters for a Struct policy, handed to the
+/// module as the JSON of what Envoy read: a plain `yes` is a boolean and `10.0` a string, `0x10` is
+/// 16, a repeated key keeps its last value, and a second document is not read. Each case below was
+/// loaded in Envoy 1.40 with the module, with the same outcome.
+#[test]
+fn check_reads_yaml_scalars_as_envoy_does() {
+    let with = |value: &str| {
+        let yaml = native("{}", "mcp_policy", &["upstream"], "").replace(
+            "                \"@type\": type.googleapis.com/google.protobuf.StringValue\n                value: '{}'\n",
+            &format!(
+                "                \"@type\": type.googleapis.com/google.protobuf.Struct\n                value: {{version: \"1\", \
+                 gateway: {{session_key: {{current: 0123456789abcdef0123456789abcdef}}}}, {value}}}\n"
+            ),
+        );
+        scratch("scalars.yaml", &yaml)
+    };
+    let refused = |f: &str, why: &str| (1, String::new(), format!("{f}: {NATIVE_AT}: invalid policy at {why}\n"));
+    let f = with("hide: [yes]");
+    assert_eq!(run(&["check", &f]), refused(&f, "hide[0]: invalid type: boolean `true`, expected a string"));
+    let f = with("tools: {t: {limits: [{counter: c, window: minute, max: 10.0}]}}");
+    assert_eq!(run(&["check", &f]), refused(&f, "tools.t.limits[0].max: invalid type: string \"10.0\", expected u64"));
+    let f = with("gateway: {max_body_bytes: 5000000000}, default: allow");
+    assert_eq!(
+        run(&["check", &f]).2,
+        format!("{f}: {NATIVE_AT}: invalid policy at gateway.max_body_bytes: invalid type: string \"5000000000\", expected u64\n")
+    );
+    let f = with(
+        "hide: [\"yes\", 'no', Off], default: deny, default: allow, tools: {t: {limits: [{counter: c, window: minute, max: 0x10}]}}",
+    );
+    assert_eq!(run(&["check", &f]), refused(&f, "hide[2]: invalid type: boolean `false`, expected a string"));
+    let f = with("hide: [\"yes\", 'no'], default: deny, default: allow, tools: {t: {limits: [{counter: c, window: minute, max: 0x10}]}}");
+    let two = format!("{}---\n}}}} not YAML [\n", std::fs::read_to_string(&f).unwrap());
+    std::fs::write(&f, two).unwrap();
+    assert_eq!(
+        run(&["check", &f]),
+        (0, format!("{f}: {NATIVE_AT}: ok: version 1, default allow, 1 tool rule, 1 limit\n"), String::new())
     );
 }
 
