@@ -29,6 +29,7 @@ pub mod conditions;
 pub mod flows;
 mod gateway;
 mod judge;
+pub mod needle;
 pub mod pinned;
 pub mod result;
 mod rules;

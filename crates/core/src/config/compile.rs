@@ -251,7 +251,8 @@ fn condition(spec: &ConditionSpec, rule: String) -> Result<Condition, ConfigErro
             if src.len() > MAX_REGEX_LEN {
                 return Err(err(&vpath, format!("regex longer than {MAX_REGEX_LEN} bytes")));
             }
-            Op::Regex(regex_lite::Regex::new(&src).map_err(|e| err(&vpath, format!("invalid regex: {e}")))?)
+            let regex = regex_lite::Regex::new(&src).map_err(|e| err(&vpath, format!("invalid regex: {e}")))?;
+            Op::Regex(crate::policy::needle::Needle::new(regex))
         }
         (OpName::Regex, Some(_)) => return Err(need("a string (the regex)")),
         (OpName::Contains, Some(v)) => Op::Contains(v),

@@ -37,8 +37,9 @@ pub enum Op {
     Lte(Json),
     Gt(Json),
     Gte(Json),
-    /// Unanchored search (`is_match`); anchor with `^…$` to match the whole string.
-    Regex(regex_lite::Regex),
+    /// Unanchored search (`is_match`); anchor with `^…$` to match the whole string. A pattern
+    /// that starts with plain text is run only where that text occurs.
+    Regex(crate::policy::needle::Needle),
     /// Substring of a string argument, or an element of an array argument.
     Contains(Json),
     /// The path is present (`true`, the default) or absent (`false`).

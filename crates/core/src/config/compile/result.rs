@@ -3,7 +3,8 @@
 use super::Errors;
 use crate::config::spec::ResultSpec;
 use crate::config::{fail, MAX_BODY_BYTES_CEILING, MAX_REGEX_LEN};
-use crate::policy::result::{MarkIf, Needle, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
+use crate::policy::needle::Needle;
+use crate::policy::result::{MarkIf, Pin, Redact, ResultDeny, ResultRules, DEFAULT_RESULT_REASON};
 
 /// `tools.NAME.result` at `path` (`tools.NAME`).
 pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> ResultRules {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::policy::needle::Needle;
 use crate::wire::json::parse;
 use crate::wire::numbers::cmp_numbers;
 
@@ -82,10 +83,27 @@ fn ordering_ops_need_numbers() {
 
 #[test]
 fn regex_contains_exists() {
-    let re = cond("args.command", Op::Regex(regex_lite::Regex::new(r"(^|\s)rm\s").unwrap()));
+    let re = cond("args.command", Op::Regex(Needle::new(regex_lite::Regex::new(r"(^|\s)rm\s").unwrap())));
     assert_eq!(re.eval(Some(&j(r#"{"command":"sudo rm -rf /"}"#))), Truth::True);
     assert_eq!(re.eval(Some(&j(r#"{"command":"uptime"}"#))), Truth::False);
     assert_eq!(re.eval(Some(&j(r#"{"command":["rm","-rf"]}"#))), Truth::Unknown);
+    // A pattern led by plain text is run only where that text occurs: every occurrence is tried.
+    let lit = cond("args.command", Op::Regex(Needle::new(regex_lite::Regex::new(r"rm\s+-rf\b").unwrap())));
+    for (command, truth) in [
+        ("rm x; rm  -rf /", Truth::True),
+        ("rm x; rm -rfv", Truth::False),
+        ("farm -rf", Truth::True),
+        ("rm", Truth::False),
+        ("", Truth::False),
+    ] {
+        let mut args = String::from(r#"{"command":"#);
+        crate::wire::json::write_str(&mut args, command);
+        args.push('}');
+        assert_eq!(lit.eval(Some(&j(&args))), truth, "{command}");
+    }
+    // The server's reading is searched too: fullwidth `ｒｍ` is `rm` after NFKC.
+    let (_, why) = check(&[], &[lit], Some(&j(r#"{"command":"\uff52\uff4d -rf /"}"#))).unwrap();
+    assert_eq!(why, "denied by condition: args.command regex");
     let c = cond("args.command", Op::Contains(j(r#""shadow""#)));
     assert_eq!(c.eval(Some(&j(r#"{"command":"cat /etc/shadow"}"#))), Truth::True);
     assert_eq!(c.eval(Some(&j(r#"{"command":["a","shadow"]}"#))), Truth::True);
@@ -101,7 +119,7 @@ fn regex_contains_exists() {
 #[test]
 fn unknown_denies_in_both_lists() {
     let req = [cond("args.vmid", Op::In(vec![j("100")]))];
-    let deny = [cond("args.command", Op::Regex(regex_lite::Regex::new("rm").unwrap()))];
+    let deny = [cond("args.command", Op::Regex(Needle::new(regex_lite::Regex::new("rm").unwrap())))];
     let ok = j(r#"{"vmid":100,"command":"ls"}"#);
     assert!(check(&req, &deny, Some(&ok)).is_none());
     let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":"100","command":"ls"}"#))).unwrap();

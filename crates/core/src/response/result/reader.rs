@@ -12,7 +12,7 @@
 //! too (the content items a client shows as one text), so that a pattern split over two content
 //! items (`"-----BEGIN RSA PRIV"`, `"ATE KEY-----"`) is found.
 
-use crate::policy::result::Needle;
+use crate::policy::needle::Needle;
 use crate::wire::json::Json;
 
 /// The part of a response that reaches the model: its `result`, else its `error`.

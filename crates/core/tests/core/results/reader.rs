@@ -1,6 +1,6 @@
 //! The result reader: the texts a model sees, decoded; matches across texts; literal prefixes.
 
-use mcp_policy_core::policy::result::{literal_prefix, Needle};
+use mcp_policy_core::policy::needle::{literal_prefix, Needle};
 use mcp_policy_core::response::result::reader;
 use mcp_policy_core::wire::json;
 
