@@ -19,13 +19,6 @@ endif
 .PHONY: build wasm-target venv test test-unit test-envoy lint fmt run run-cluster run-oauth oauth-deps demo bench fuzz clean cli schema browser-deps ts-client-deps screenshot redis-deps ratelimit docs
 
 WASM_OPT := tools/wasm-opt/node_modules/.bin/wasm-opt
-# The module names the source file of each panic site it links. Sources from crates.io are named
-# `crate-version/src/…`, not by the builder's CARGO_HOME: the module is the same bytes wherever it is
-# built, carries no home directory, and is about 1 KB smaller. The crates.io directory's name is the
-# stable hash Cargo gives the crates.io index; another registry keeps its directory's name.
-CARGO_HOME ?= $(HOME)/.cargo
-WASM_RUSTFLAGS := --remap-path-prefix=$(CARGO_HOME)/registry/src/= \
-  --remap-path-prefix=$(CARGO_HOME)/registry/src/index.crates.io-1949cf8c6b5b557f/=
 # The features rustc enables for wasm32-wasip1; wasm-opt must accept them. --converge repeats -Oz
 # while it still shrinks the module; --low-memory-unused lets a constant added to an address become
 # the load's or store's offset, which differs only for an address that wraps around 4 GiB into the
@@ -39,9 +32,21 @@ WASM_OPT_FLAGS := -Oz --converge --low-memory-unused --enable-bulk-memory --enab
 ## module it was made from ($(WASM).src-sha256) and the flags it was shrunk with ($(WASM).opt-flags),
 ## and put back in place (by mv, never written through cargo's link) when cargo's output is that
 ## module again and the flags are the same.
+#
+# The module names the source file of each panic site it links. Sources from crates.io are named
+# `crate-version/src/…`, not by the builder's CARGO_HOME (--remap-path-prefix): the module is the
+# same bytes wherever it is built, carries no home directory, and is about 1 KB smaller. The
+# crates.io directory's name is the stable hash Cargo gives the crates.io index. The flags go in
+# CARGO_ENCODED_RUSTFLAGS (a path may hold spaces) after the caller's RUSTFLAGS, which Cargo would
+# otherwise prefer to them; CARGO_HOME is made absolute, as Cargo makes it.
 build: wasm-target $(WASM_OPT)
-	CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="$(WASM_RUSTFLAGS)" \
-	  $(CARGO) build --release --target $(WASM_TARGET) --locked -p mcp-policy-filter
+	@set -f; sep=$$(printf '\037'); home="$${CARGO_HOME:-$$HOME/.cargo}"; \
+	case "$$home" in /*) ;; *) home="$$PWD/$$home" ;; esac; src="$${home%/}/registry/src"; \
+	flags="$${CARGO_ENCODED_RUSTFLAGS-}"; \
+	if [ -z "$${CARGO_ENCODED_RUSTFLAGS+set}" ]; then for f in $${RUSTFLAGS-}; do flags="$${flags:+$$flags$$sep}$$f"; done; fi; \
+	export CARGO_ENCODED_RUSTFLAGS="$${flags:+$$flags$$sep}--remap-path-prefix=$$src/=$$sep--remap-path-prefix=$$src/index.crates.io-1949cf8c6b5b557f/="; \
+	echo "$(CARGO) build --release --target $(WASM_TARGET) --locked -p mcp-policy-filter (with --remap-path-prefix for $$src)"; \
+	$(CARGO) build --release --target $(WASM_TARGET) --locked -p mcp-policy-filter
 	@if [ -f $(WASM).opt ] && [ -f $(WASM).src-sha256 ] && sha256sum --status -c $(WASM).src-sha256 2>/dev/null && \
 	    [ "$$(cat $(WASM).opt-flags 2>/dev/null)" = "$(WASM_OPT_FLAGS)" ]; then \
 	  echo "wasm-opt: $(WASM) unchanged since it was shrunk"; \

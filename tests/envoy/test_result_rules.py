@@ -8,6 +8,8 @@ What docs/src/policy/results-and-pins.md promises:
   the key reaches the client;
 - an access key is redacted, with the rest of the result byte for byte as sent (compact JSON);
 - a result larger than `max_bytes` is refused; a clean result passes byte for byte;
+- a call of the tool inside a JSON-RPC batch is refused before it reaches the server (the reply to
+  a batch is not matched to its calls);
 - each refusal and redaction has an audit record and a counter; neither holds the text.
 """
 
@@ -130,6 +132,18 @@ def test_a_private_key_written_with_json_escapes_is_refused(envoy, stub):
     path = stub.route("/k-escaped-sse", sse_canned(sse, pieces=3))
     r = call(envoy, path, 4)
     assert r.body == b"event: message\ndata: " + compact(refused(4)) + b"\n\n"
+
+
+def test_a_call_whose_result_is_checked_is_refused_in_a_batch(envoy, stub):
+    path = stub.route("/k-batch", json_canned([text_result(1, f"{KEY}\n{KEY_BODY}")]))
+    batch = json.dumps([json.loads(tool_call("read_file", {"path": "/etc/x"}, 1))]).encode()
+    r = post(envoy.url + path, batch, headers_for(TOKEN, **{"mcp-protocol-version": "2025-03-26"}))
+    why = "a call whose result the policy checks cannot be part of a batch; send it on its own"
+    assert (r.status, json.loads(r.body)) == (200, [{"jsonrpc": "2.0", "id": 1, "error": {
+        "code": -31001, "message": f"tool 'read_file' denied: {why}",
+        "data": {"kind": "denied", "tool": "read_file", "reason": why, "rule": "tools.read_file.result"}}}])
+    assert stub.requests(path) == []
+    assert_no_key(r.body)
 
 
 def test_an_access_key_is_redacted_and_the_rest_is_byte_identical(envoy, stub):

@@ -66,6 +66,9 @@ pub struct Policy {
     /// `hide` and the tools with `action: "deny"`, matched after folding (`fold::tool_key`).
     hidden_folded: FoldedNames,
     denied_folded: FoldedNames,
+    /// Under `default: "allow"`, the tools the policy restricts (`ToolRule::restricts`), matched
+    /// after folding.
+    restricted_folded: FoldedNames,
     /// The tools `gateway.tool_modes` enforces, matched after folding ([`Policy::mode_for`]).
     enforced_folded: FoldedNames,
     /// Under `default: "allow"`, the tools of `pins`, matched after folding ([`Policy::pinned_by_fold`]).
@@ -112,10 +115,13 @@ impl Policy {
         let hidden_folded = FoldedNames::new(hide.iter().map(String::as_str).filter(|h| *h != "*"));
         // Under `default: "allow"` a name that folds onto a restricted tool's would be allowed
         // unrestricted, by a server that folds names run as that tool: so restricted tools match
-        // folded names too, as deny rules do.
-        let folds = |r: &ToolRule| r.action == Action::Deny || (default == Action::Allow && r.restricts());
-        let denied = tools.iter().filter(|(_, r)| folds(r)).map(|(n, _)| n.as_str()).collect::<Vec<_>>();
+        // folded names too, as deny rules do. Two sets: a deny rule wins over a restricted one
+        // whatever their names, which decide only within a set.
+        let denied = tools.iter().filter(|(_, r)| r.action == Action::Deny).map(|(n, _)| n.as_str());
         let denied_folded = FoldedNames::new(denied);
+        let restricts = |r: &ToolRule| default == Action::Allow && r.action != Action::Deny && r.restricts();
+        let restricted = tools.iter().filter(|(_, r)| restricts(r)).map(|(n, _)| n.as_str());
+        let restricted_folded = FoldedNames::new(restricted);
         let enforced = gateway.tool_modes.iter().filter(|(_, m)| **m == Mode::Enforce).map(|(n, _)| n.as_str());
         let enforced_folded = FoldedNames::new(enforced);
         // Inserted one by one: `collect` into a set sorts first, which links another sort (3.5 KB).
@@ -128,6 +134,7 @@ impl Policy {
             hide_all,
             hidden_folded,
             denied_folded,
+            restricted_folded,
             enforced_folded,
             pinned_folded: FoldedNames::default(),
             hidden,
@@ -155,9 +162,10 @@ impl Policy {
     }
 
     /// Under `default: "allow"`, the pinned tool that `tool` folds onto without being it, if any:
-    /// a server that folds names would run that tool, which `default_for` or its pin decides.
+    /// a server that folds names would run that tool, which `default_for` or its pin decides. A
+    /// pinned tool called by its exact name is decided by its own pin.
     pub(crate) fn pinned_by_fold(&self, tool: &str) -> Option<&str> {
-        self.pinned_folded.find(tool).filter(|p| *p != tool)
+        self.pinned_folded.find(tool).filter(|p| *p != tool && !self.pinned.contains_key(tool))
     }
 
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
@@ -170,13 +178,18 @@ impl Policy {
     /// folds onto without being it, if any: those rules match folded names, other allow rules only
     /// exact ones.
     fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
-        let denied = self.denied_folded.find(tool).filter(|d| *d != tool)?;
-        let (name, rule) = self.tools.get_key_value(denied)?;
-        // A restricted tool's folded names are refused only when they have no rule of their own.
-        if rule.action != Action::Deny && self.tools.contains_key(tool) {
-            return None;
+        let own = self.tools.get(tool);
+        let onto = |set: &FoldedNames| {
+            let (name, rule) = self.tools.get_key_value(set.find(tool).filter(|d| *d != tool)?)?;
+            Some((name.as_str(), rule))
+        };
+        // A name with a deny rule of its own is refused by it; a restricted tool's folded names
+        // only when they have no rule of their own.
+        match own {
+            Some(r) if r.action == Action::Deny => None,
+            Some(_) => onto(&self.denied_folded),
+            None => onto(&self.denied_folded).or_else(|| onto(&self.restricted_folded)),
         }
-        Some((name.as_str(), rule))
     }
 
     /// Is `tool` removed from `tools/list` results? Hidden tools always are; with

@@ -56,22 +56,24 @@ pub(super) fn on_batch(
                 };
                 list_ids.extend(msg.tools_list_id());
                 match judge_message(policy, head, &msg, &grant, limiter) {
-                    Judged::Forward(d, adm, _) if d.tool.as_deref().is_some_and(|t| !policy.marks_of(t).is_empty()) => {
-                        // Its response is read only when it comes alone: the mark must not be missed.
-                        admissions.extend(adm);
-                        let tool = d.tool.unwrap_or_default();
-                        let refusal = Refusal::Denied {
-                            subject: crate::outcome::refusal::Subject::Tool(tool.clone()),
-                            rule: format!("tools.{tool}.marks"),
-                            reason: "a call that marks its grant cannot be part of a batch; send it on its own".into(),
-                        };
-                        Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
-                    }
                     Judged::Forward(d, adm, counted) => {
-                        service.add(policy, id.clone(), d.tool.clone(), &counted);
                         admissions.extend(adm);
-                        first_allowed.get_or_insert(d);
-                        slots.push(Slot::Ok(id));
+                        if let Some((tool, (part, what))) =
+                            d.tool.as_deref().and_then(|t| Some((t, read_alone(policy, t)?)))
+                        {
+                            // Its response is read only when it comes alone: a mark must not be
+                            // missed, nor a result rule.
+                            let refusal = Refusal::Denied {
+                                subject: crate::outcome::refusal::Subject::Tool(tool.to_owned()),
+                                rule: format!("tools.{tool}.{part}"),
+                                reason: format!("a call {what} cannot be part of a batch; send it on its own"),
+                            };
+                            Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
+                        } else {
+                            service.add(policy, id.clone(), d.tool.clone(), &counted);
+                            first_allowed.get_or_insert(d);
+                            slots.push(Slot::Ok(id));
+                        }
                     }
                     Judged::Refused(refusal) => {
                         Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
@@ -122,6 +124,18 @@ pub(super) fn on_batch(
     decision.grant = Some(grant.label());
     decision.method = Some("batch".into());
     Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
+}
+
+/// Why a call of `tool` must come alone, if it must: its response is read only then (the rule's
+/// part, and what the call is).
+fn read_alone(policy: &Policy, tool: &str) -> Option<(&'static str, &'static str)> {
+    if !policy.marks_of(tool).is_empty() {
+        Some(("marks", "that marks its grant"))
+    } else if policy.result_rules(tool).is_some() {
+        Some(("result", "whose result the policy checks"))
+    } else {
+        None
+    }
 }
 
 /// What one element of a batch answers.

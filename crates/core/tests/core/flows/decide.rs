@@ -155,6 +155,19 @@ fn marks_count_against_the_grant_cap_and_only_move_forward() {
     let _ = p;
 }
 
+/// A POST of MCP 2025-03-26, the version with batches.
+fn batch_head(p: &Policy) -> RequestHead {
+    RequestHead::from_headers(
+        p,
+        [
+            (":method", &b"POST"[..]),
+            ("content-type", b"application/json"),
+            ("authorization", b"Bearer a"),
+            ("mcp-protocol-version", b"2025-03-26"),
+        ],
+    )
+}
+
 #[test]
 fn a_marking_call_in_a_batch_is_refused() {
     let p = trifecta("");
@@ -163,19 +176,36 @@ fn a_marking_call_in_a_batch_is_refused() {
         {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_files","arguments":{}}},
         {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_secret","arguments":{}}}
     ]);
-    let head = RequestHead::from_headers(
-        &p,
-        [
-            (":method", &b"POST"[..]),
-            ("content-type", b"application/json"),
-            ("authorization", b"Bearer a"),
-            ("mcp-protocol-version", b"2025-03-26"),
-        ],
-    );
+    let head = batch_head(&p);
     let o = pipeline::on_body(&p, &head, batch.to_string().as_bytes(), &s, T0);
     let body: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
     assert_eq!(body[1]["error"]["data"]["rule"], "tools.read_secret.marks");
     assert_eq!(body[0]["error"]["data"]["kind"], "batch_refused");
+}
+
+/// A call whose result the policy checks (`deny_if`, `redact`, `mark_if`) must come alone too: the
+/// response to a batch is not read, so its results would go on unchecked.
+#[test]
+fn a_call_whose_result_is_checked_in_a_batch_is_refused() {
+    let p = trifecta("");
+    let s = MemoryStore::new();
+    let batch = json!([
+        {"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"query_db","arguments":{}}},
+        {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_files","arguments":{}}}
+    ]);
+    let head = batch_head(&p);
+    let o = pipeline::on_body(&p, &head, batch.to_string().as_bytes(), &s, T0);
+    let reply = o.reply.unwrap();
+    let body: Value = serde_json::from_str(&reply.body).unwrap();
+    let why = "a call whose result the policy checks cannot be part of a batch; send it on its own";
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        body[0],
+        json!({"jsonrpc":"2.0","id":"q","error":{"code":-31001,"message":format!("tool 'query_db' denied: {why}"),
+            "data":{"kind":"denied","tool":"query_db","reason":why,"rule":"tools.query_db.result"}}})
+    );
+    assert_eq!(body[1]["error"]["data"]["kind"], "batch_refused");
+    assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (DecisionKind::Denied, Some("tools.query_db.result")));
 }
 
 #[test]

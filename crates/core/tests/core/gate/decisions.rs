@@ -192,6 +192,30 @@ fn tools_whose_names_fold_together_keep_their_own_rules() {
     }
 }
 
+/// A name with a rule of its own that folds onto both a tool with `action: "deny"` and a restricted
+/// one is refused by the deny rule, whichever name sorts first; so is the restricted tool's own
+/// name (a server that folds names would run the denied tool), and any other spelling.
+#[test]
+fn a_deny_rule_wins_over_a_restricted_one_among_folded_names() {
+    let s = MemoryStore::new();
+    for (denied, restricted) in [("a_b_c", "a-b-c"), ("a-b-c", "a_b_c")] {
+        let text = format!(
+            r#"{{"version":"1","default":"allow","tools":{{"{denied}":{{"action":"deny","reason":"never"}},
+            "{restricted}":{{"limits":[{{"counter":"x","window":"minute","max":5}}]}},"a-b_c":{{}}}}}}"#
+        );
+        let p = config::load_set(text.as_bytes()).unwrap().base().clone();
+        for (tool, kind, rule) in [
+            ("a-b_c", DecisionKind::Denied, format!("tools.{denied}")),
+            ("A_B_C", DecisionKind::Denied, format!("tools.{denied}")),
+            (denied, DecisionKind::Denied, format!("tools.{denied}")),
+            (restricted, DecisionKind::Denied, format!("tools.{denied}")),
+        ] {
+            let o = pipeline::on_body(&p, &post(&p, "abc"), call(7, tool).as_bytes(), &s, T0);
+            assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (kind, Some(rule.as_str())), "{denied}: {tool}");
+        }
+    }
+}
+
 /// Under a dry-run `mode`, a name that folds onto a tool `tool_modes` enforces is enforced too: a
 /// server that folds names would run that tool.
 #[test]

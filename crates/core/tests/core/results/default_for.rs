@@ -220,3 +220,18 @@ fn folded_names_of_pinned_tools_are_refused_under_default_allow() {
     let p = by_annotations("deny");
     assert_eq!(call(&p, &store, "REBOOT_VM").1.as_deref(), Some("default"));
 }
+
+/// Two pinned tools whose names fold together are each decided by their own pin when called by
+/// exact name; a third spelling is refused on the least of them.
+#[test]
+fn pinned_tools_whose_names_fold_together_keep_their_own_pins() {
+    let store = MemoryStore::new();
+    let p = policy(&format!(
+        r#"{{"version":"1","default":"allow","pins":{{"a-b-c":{{"pin":"{PIN}"}},"a_b_c":{{"pin":"{PIN}"}}}}}}"#
+    ));
+    let exact = call(&p, &store, "a-b-c");
+    assert_eq!(call(&p, &store, "a_b_c").0, exact.0);
+    assert_ne!(exact.1.as_deref(), Some("pins.a-b-c"));
+    assert_eq!(call(&p, &store, "A_B-C").0, DecisionKind::Denied);
+    assert_eq!(call(&p, &store, "A_B-C").1.as_deref(), Some("pins.a-b-c"));
+}
