@@ -10,6 +10,8 @@ What docs/src/policy/results-and-pins.md promises:
 - a result larger than `max_bytes` is refused; a clean result passes byte for byte;
 - a call of the tool inside a JSON-RPC batch is refused before it reaches the server (the reply to
   a batch is not matched to its calls);
+- the reply to `tasks/result` (MCP 2025-11-25), a tool's result whose call is not known, is judged
+  by every tool's rules;
 - each refusal and redaction has an audit record and a counter; neither holds the text.
 """
 
@@ -19,7 +21,7 @@ import json
 
 import pytest
 
-from testkit.jsonrpc import get, headers_for, post, tool_call
+from testkit.jsonrpc import get, headers_for, post, rpc, tool_call
 from testkit.logs import audit_records
 from testkit.stats import prometheus
 from testkit.upstream import Canned, compact, json_canned, sse_canned
@@ -144,6 +146,17 @@ def test_a_call_whose_result_is_checked_is_refused_in_a_batch(envoy, stub):
         "data": {"kind": "denied", "tool": "read_file", "reason": why, "rule": "tools.read_file.result"}}}])
     assert stub.requests(path) == []
     assert_no_key(r.body)
+
+
+def test_the_reply_to_tasks_result_is_judged(envoy, stub):
+    v = {"mcp-protocol-version": "2025-11-25"}
+    path = stub.route("/k-task", json_canned(text_result(2, f"{KEY}\n{KEY_BODY}")))
+    r = post(envoy.url + path, rpc("tasks/result", 2, {"taskId": "t1"}), headers_for(TOKEN, **v))
+    assert (r.status, json.loads(r.body)) == (200, refused(2))
+    assert_no_key(r.body)
+    path = stub.route("/k-task-clean", json_canned(text_result(3, "fine")))
+    r = post(envoy.url + path, rpc("tasks/result", 3, {"taskId": "t1"}), headers_for(TOKEN, **v))
+    assert (r.status, json.loads(r.body)) == (200, text_result(3, "fine"))
 
 
 def test_an_access_key_is_redacted_and_the_rest_is_byte_identical(envoy, stub):

@@ -27,14 +27,13 @@ const ENVOY_KEYS: [&str; 5] = ["static_resources", "dynamic_resources", "resourc
 pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let named = path.ends_with(".yaml") || path.ends_with(".yml");
     // A `.yaml` file is read as Envoy reads it (`envoy_yaml`); another is JSON to Envoy, read here
-    // as YAML, of which JSON is part. Envoy's YAML reader applies merge keys (`<<: *base`): so does
-    // this one.
+    // as YAML, of which JSON is part. Neither applies merge keys (`<<: *base`): Envoy reads `<<`
+    // as a field of that name (`check` notes each).
     let doc = if named {
-        std::str::from_utf8(bytes).map_err(|e| e.to_string()).and_then(super::envoy_yaml::load)
+        super::envoy_yaml::load(&String::from_utf8_lossy(bytes))
     } else {
         serde_norway::from_slice::<Value>(bytes).map_err(|e| e.to_string())
     };
-    let doc = doc.and_then(|mut doc| doc.apply_merge().map(|()| doc).map_err(|e| e.to_string()));
     let doc: Value = match doc {
         Ok(doc) => doc,
         Err(e) if named => return Err(format!("{path}: not an Envoy configuration: not YAML: {e}")),
@@ -77,6 +76,15 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
         );
         report.fail(&why, INVALID_POLICY);
         return;
+    }
+    let mut merges = Vec::new();
+    merge_keys(doc, "", &mut merges);
+    for at in merges {
+        let why = format!(
+            "{file}: {at}<<: Envoy does not apply YAML merge keys; it reads `<<` as a field of that name, which \
+             a typed configuration refuses: write the merged fields out"
+        );
+        report.fail(&why, INVALID_POLICY);
     }
     let clusters = Clusters::of(doc);
     for filter in found {
@@ -330,5 +338,25 @@ impl Clusters {
             return "none".to_owned();
         }
         self.names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The places (`path.` before `<<`) of every mapping that has a `<<` key.
+fn merge_keys(v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Mapping(map) => {
+            if map.contains_key("<<") {
+                out.push(path.to_owned());
+            }
+            for (k, v) in map {
+                merge_keys(v, &format!("{path}{}.", k.as_str().unwrap_or("?")), out);
+            }
+        }
+        Value::Sequence(items) => {
+            for (i, v) in items.iter().enumerate() {
+                merge_keys(v, &format!("{}[{i}].", path.trim_end_matches('.')), out);
+            }
+        }
+        _ => {}
     }
 }

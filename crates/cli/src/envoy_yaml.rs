@@ -9,8 +9,8 @@
 //! string of its text: a float such as `10.0` becomes the string `"10.0"`. That matters where the
 //! value is read as it stands: a `google.protobuf.Struct` policy of the native build, which the
 //! module receives as the JSON of that `Value`. Envoy reads the first document only, keeps the last
-//! of a repeated key and leaves out keys tagged `!ignore`. YAML 1.2 readers (serde's) differ on
-//! each of these points.
+//! of a repeated key, names a null key `null`, leaves out keys tagged `!ignore`, and applies no
+//! merge keys (`<<`). YAML 1.2 readers (serde's) differ on each of these points.
 
 use serde_norway::{Mapping, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
@@ -62,9 +62,13 @@ impl MarkedEventReceiver for Builder {
                 Some(Open::Map(map, _, anchor)) => self.value(Value::Mapping(map), anchor),
                 None => {}
             },
-            // A key is its text as written (`as<std::string>()`), unconverted.
-            Event::Scalar(text, _, anchor, tag) if at_key => {
+            // A key is its text as written (`as<std::string>()`), unconverted; a null key is "null".
+            Event::Scalar(text, style, anchor, tag) if at_key => {
                 let ignored = tag.as_ref().is_some_and(|t| t.handle == "!" && t.suffix == "ignore");
+                let text = match scalar(text.clone(), style, tag.as_ref()) {
+                    Value::Null => "null".to_owned(),
+                    _ => text,
+                };
                 if anchor != 0 {
                     self.anchors.push((anchor, Value::String(text.clone())));
                 }
@@ -112,8 +116,10 @@ impl Builder {
 
 /// One scalar, as Envoy's `parseYamlNode` converts it.
 fn scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Value {
-    // yaml-cpp tags a quoted or block scalar "!": always a string. An explicit tag replaces that.
-    if style != TScalarStyle::Plain && tag.is_none() {
+    // yaml-cpp tags a quoted or block scalar "!", as it does one written with the non-specific tag
+    // `! ` itself: always a string. Another explicit tag replaces that.
+    let non_specific = tag.is_some_and(|t| t.handle.is_empty() && t.suffix == "!");
+    if non_specific || (style != TScalarStyle::Plain && tag.is_none()) {
         return Value::String(text);
     }
     if style == TScalarStyle::Plain && tag.is_none() && matches!(text.as_str(), "~" | "null" | "Null" | "NULL" | "") {
@@ -195,10 +201,11 @@ mod tests {
 
     #[test]
     fn a_document_reads_as_envoy_reads_it() {
-        let doc = load("a: [yes, 'yes', 10.0, 2147483648, 0x10, ~, \"\"]\nb: 1\nb: 2\n!ignore c: 3\n&k d: *k\n---\n[")
-            .unwrap();
-        let json = serde_json::to_string(&doc).unwrap();
-        assert_eq!(json, r#"{"a":[true,"yes","10.0","2147483648",16,null,""],"b":2,"d":"d"}"#);
+        let text = "a: [yes, 'yes', 10.0, 2147483648, 0x10, ~, \"\", ! yes, ! 10, !!str on]\nb: 1\nb: 2\n\
+                    !ignore c: 3\n&k d: *k\n~: n\n<<: {e: 1}\n---\n[";
+        let json = serde_json::to_string(&load(text).unwrap()).unwrap();
+        let want = r#"{"a":[true,"yes","10.0","2147483648",16,null,"","yes","10",true],"b":2,"d":"d","null":false,"<<":{"e":1}}"#;
+        assert_eq!(json, want);
         assert!(load("{[a]: 1}").unwrap_err().contains("a mapping key that is not a scalar"));
     }
 }

@@ -245,6 +245,21 @@ fn check_reads_yaml_scalars_as_envoy_does() {
         run(&["check", &f]),
         (0, format!("{f}: {NATIVE_AT}: ok: version 1, default allow, 1 tool rule, 1 limit\n"), String::new())
     );
+    // Envoy applies no merge keys: `<<` is a field of that name, which its messages refuse.
+    let merged = format!(
+        "node: {{<<: {{id: a}}}}\n{}",
+        native(&format!(r#"{{"version":"1","gateway":{{{KEY}}}}}"#), "mcp_policy", &["upstream"], "")
+    );
+    let f = scratch("merge.yaml", &merged);
+    let (status, _, err) = run(&["check", &f]);
+    assert_eq!(status, 1);
+    assert!(
+        err.starts_with(&format!(
+            "{f}: node.<<: Envoy does not apply YAML merge keys; it reads `<<` as a field of that name, which a \
+             typed configuration refuses: write the merged fields out\n"
+        )),
+        "{err}"
+    );
 }
 
 /// A filter whose configuration comes by ECDS is noted, with its source; ADS alone delivers no

@@ -76,15 +76,16 @@ fn starts<'a>(text: &'a str, lit: &'a str) -> impl Iterator<Item = usize> + 'a {
 
 /// The literal text every match of `pattern` starts with, if it is sure: the leading run of plain
 /// characters (letters, digits, space and punctuation with no meaning in a regex), without its last
-/// character when a `?`, `*` or `{` follows it. None for patterns with an alternation or inline
-/// flags (`(?i)` changes what a literal matches).
+/// character when a quantifier follows it (`?`, `*`, `{`, and `+` too: regex-lite takes a second
+/// quantifier after it, as in `b+*`, which may repeat `b` no times). None for patterns with an
+/// alternation or inline flags (`(?i)` changes what a literal matches).
 pub fn literal_prefix(pattern: &str) -> Option<String> {
     if pattern.contains('|') || pattern.contains("(?") {
         return None;
     }
     let plain = |c: char| c.is_ascii_alphanumeric() || " -_:/=@#%&!~,;'\"<>".contains(c);
     let mut lit: String = pattern.chars().take_while(|&c| plain(c)).collect();
-    if matches!(pattern.get(lit.len()..).and_then(|rest| rest.chars().next()), Some('?' | '*' | '{')) {
+    if matches!(pattern.get(lit.len()..).and_then(|rest| rest.chars().next()), Some('?' | '*' | '{' | '+')) {
         lit.pop();
     }
     (!lit.is_empty()).then_some(lit)

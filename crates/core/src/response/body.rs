@@ -49,7 +49,7 @@ impl ResponseFilter {
             State::Sse(_) => Step::Read,
             State::Json if body_size > self.max_bytes => match self.call_oversize() {
                 Some((rule, why)) => Step::Fail(self.fail_rule(why, Some(&rule), end)),
-                None => Step::Fail(self.fail("the tools/list response exceeds gateway.max_response_bytes".into(), end)),
+                None => Step::Fail(self.fail(self.too_large().into(), end)),
             },
             State::Json if !end => {
                 self.held = body_size;

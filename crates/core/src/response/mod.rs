@@ -180,8 +180,12 @@ impl ResponseFilter {
         let all = || policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max)).max();
         let limit = own.max().or_else(all).unwrap_or(gateway_max);
         self.max_bytes = if self.ids.is_empty() { limit } else { self.max_bytes.max(limit) };
+        // The reply to `tasks/result` (MCP 2025-11-25) is the result of a `tools/call` made as a
+        // task: its call is not known here, so its JSON is read too, and judged by every tool's
+        // rules, as a result replayed on a stream is.
+        let task_result = decision.method.as_deref() == Some("tasks/result");
         self.state = match self.state {
-            State::Pass | State::Awaiting(Scope::AnyStream) if !self.calls.0.is_empty() => {
+            State::Pass | State::Awaiting(Scope::AnyStream) if !self.calls.0.is_empty() || task_result => {
                 State::Awaiting(Scope::CallReply)
             }
             State::Pass => State::Awaiting(Scope::AnyStream),

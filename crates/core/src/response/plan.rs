@@ -90,7 +90,7 @@ impl ResponseFilter {
             if let Some((rule, why)) = self.call_oversize() {
                 return Plan::Refuse(self.fail_rule(why, Some(&rule), true));
             }
-            return self.refuse("the tools/list response exceeds gateway.max_response_bytes");
+            return self.refuse(self.too_large());
         }
         self.state = State::Json;
         Plan::FilterJson
@@ -104,6 +104,15 @@ impl ResponseFilter {
             format!("tools.{tool}.result.max_bytes"),
             format!("the tool result is larger than {} bytes", self.max_bytes),
         ))
+    }
+
+    /// Why a reply over `gateway.max_response_bytes` with no rule of its own is refused.
+    pub(super) fn too_large(&self) -> &'static str {
+        if self.ids.is_empty() {
+            "the tool result response exceeds gateway.max_response_bytes"
+        } else {
+            "the tools/list response exceeds gateway.max_response_bytes"
+        }
     }
 
     /// Refuse the whole response (a local 502, [`BadUpstream::reply`]).

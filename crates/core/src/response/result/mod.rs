@@ -2,9 +2,10 @@
 //! shared), one response judged (`judge`), and the messages of a response body walked (here).
 //!
 //! A response is judged against its tool's rules when its id answers the forwarded `tools/call`
-//! ([`Calls`]). A response whose call is not known here (one element of a batch, an event replayed
-//! on another stream) but that looks like a tool result (its `result` has `content` or
-//! `structuredContent`) is judged against every tool's rules: none passes unread.
+//! ([`Calls`]). A response whose call is not known here (the reply to `tasks/result`, an event
+//! replayed on another stream) but that looks like a tool result (its `result` has `content` or
+//! `structuredContent`) is judged against every tool's rules: none passes unread. (A call whose
+//! result is judged may not be part of a batch: `pipeline::batch`.)
 //!
 //! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
 //! batch the other elements stay, in an SSE stream the other events stay. A redacted result is
@@ -96,7 +97,9 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
         None => return false,
     };
     let Some(&(first_tool, _)) = rules.first() else { return false };
-    let dry_run = policy.mode_for(Some(first_tool)) == Mode::DryRun;
+    // A result whose call is not known is judged by every tool's rules: in dry run only when every
+    // one of those tools is, since it may be any of them.
+    let dry_run = rules.iter().all(|(tool, _)| policy.mode_for(Some(tool)) == Mode::DryRun);
     let verdict = judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run);
     // Judging changes texts of the payload only: the id is still there.
     let id = msg.get("id").unwrap_or(&Json::Null);

@@ -229,3 +229,41 @@ fn policies_without_result_rules_read_no_result() {
     let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &Decision::allowed_call("read_file", "7"));
     assert_eq!(f.on_headers(false, |_| Some(b"application/json".to_vec())), Plan::PassThrough);
 }
+
+/// The reply to `tasks/result` (MCP 2025-11-25) is the result of a `tools/call` made as a task,
+/// whose call is not known here: its JSON is read too, and judged by every tool's rules.
+#[test]
+fn a_task_result_is_judged_by_every_tool_rule() {
+    let p = read_file_policy("");
+    let mut d = Decision::allowed_call("other", "2");
+    (d.method, d.tool) = (Some("tasks/result".into()), None);
+    let key = serde_json::to_string(KEY).unwrap();
+    let (out, _) = run(&p, &d, "application/json", &[text_result("2", &key).as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), refused_json("2"));
+    let clean = text_result("2", r#""fine""#);
+    let (out, _) = run(&p, &d, "application/json", &[clean.as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), clean);
+}
+
+/// A result whose call is not known (an event replayed on another stream) may be any tool's: it is
+/// judged in dry run only when every tool with result rules is, whatever their names' order.
+#[test]
+fn a_result_of_an_unknown_call_is_enforced_when_any_tool_is() {
+    let rules =
+        r#"{"deny_if":[{"regex":"-----BEGIN [A-Z ]*PRIVATE KEY-----","reason":"a private key in a tool result"}]}"#;
+    let key = serde_json::to_string(KEY).unwrap();
+    let event = format!("id: 9\ndata: {}\n\n", text_result("5", &key));
+    for (gateway, enforced) in [
+        (r#"{"tool_modes":{"a_probe":"dry_run"}}"#, true),
+        (r#"{"mode":"dry_run","tool_modes":{"read_file":"enforce"}}"#, true),
+        (r#"{"mode":"dry_run"}"#, false),
+    ] {
+        let p = policy(&format!(
+            r#"{{"version":"1","default":"allow","tools":{{"read_file":{{"result":{rules}}},
+            "a_probe":{{"result":{{"deny_if":[{{"regex":"NEVER"}}]}}}}}},"gateway":{gateway}}}"#
+        ));
+        let (out, events) = run(&p, &Decision::allowed_call("other", "1"), "text/event-stream", &[event.as_bytes()]);
+        assert_eq!(!contains(&out, KEY), enforced, "{gateway}");
+        assert_eq!(events.len(), 1, "{gateway}");
+    }
+}
