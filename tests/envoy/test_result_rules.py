@@ -1,5 +1,6 @@
-"""Tier 2: result rules (`tools.NAME.result`) in real Envoy, in front of a stub upstream that answers
-each `tools/call` with chosen text, in JSON and in SSE (testkit/upstream.py `StubUpstream`).
+"""Tier 2, both builds: result rules (`tools.NAME.result`) in real Envoy, in front of a stub upstream
+that answers each `tools/call` with chosen text, in JSON and in SSE (testkit/upstream.py
+`StubUpstream`).
 
 What docs/src/policy/results-and-pins.md promises:
 - a private key in `content[].text`, in `structuredContent`, straddling two body chunks, in an SSE
@@ -25,6 +26,8 @@ from testkit.jsonrpc import get, headers_for, post, rpc, tool_call
 from testkit.logs import audit_records
 from testkit.stats import prometheus
 from testkit.upstream import Canned, compact, json_canned, sse_canned
+
+pytestmark = pytest.mark.both_builds
 
 KEY = "-----BEGIN RSA PRIVATE KEY-----"
 KEY_BODY = "MIIEowIBAAKCAQEA7x9"
