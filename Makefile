@@ -34,11 +34,13 @@ WASM_OPT_FLAGS := -Oz --converge --low-memory-unused --enable-bulk-memory --enab
 ## module again and the flags are the same.
 #
 # The module names the source file of each panic site it links. Sources from crates.io are named
-# `crate-version/src/…`, not by the builder's CARGO_HOME (--remap-path-prefix): the module is the
-# same bytes wherever it is built, carries no home directory, and is about 1 KB smaller. The
-# crates.io directory's name is the stable hash Cargo gives the crates.io index. The flags go in
-# CARGO_ENCODED_RUSTFLAGS (a path may hold spaces) after the caller's RUSTFLAGS, which Cargo would
-# otherwise prefer to them; CARGO_HOME is made absolute, as Cargo makes it.
+# `crate-version/src/…`, not by the builder's CARGO_HOME (--remap-path-prefix): with the same
+# toolchain the module is the same bytes for any CARGO_HOME, carries no home directory, and is about
+# 1 KB smaller. `index.crates.io-1949cf8c6b5b557f` is the directory Cargo 1.85 and later give the
+# crates.io sparse index. The flags go in CARGO_ENCODED_RUSTFLAGS (a path may hold spaces),
+# appended to the caller's CARGO_ENCODED_RUSTFLAGS or, when that is unset, to the caller's RUSTFLAGS
+# split at white space: Cargo reads only the first of these it finds, and then ignores the
+# rustflags of its configuration files. CARGO_HOME is made absolute, as Cargo makes it.
 build: wasm-target $(WASM_OPT)
 	@set -f; sep=$$(printf '\037'); home="$${CARGO_HOME:-$$HOME/.cargo}"; \
 	case "$$home" in /*) ;; *) home="$$PWD/$$home" ;; esac; src="$${home%/}/registry/src"; \

@@ -28,7 +28,7 @@ pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let named = path.ends_with(".yaml") || path.ends_with(".yml");
     // A `.yaml` file is read as Envoy reads it (`envoy_yaml`); another is JSON to Envoy, read here
     // as YAML, of which JSON is part. Neither applies merge keys (`<<: *base`): Envoy reads `<<`
-    // as a field of that name (`check` notes each).
+    // as a field of that name (`check` refuses each).
     let doc = if named {
         super::envoy_yaml::load(&String::from_utf8_lossy(bytes))
     } else {

@@ -10,7 +10,7 @@
 //! value is read as it stands: a `google.protobuf.Struct` policy of the native build, which the
 //! module receives as the JSON of that `Value`. Envoy reads the first document only, keeps the last
 //! of a repeated key, names a null key `null`, leaves out keys tagged `!ignore`, and applies no
-//! merge keys (`<<`). YAML 1.2 readers (serde's) differ on each of these points.
+//! merge keys (`<<`). YAML 1.2 readers (serde's) differ on most of these points.
 
 use serde_norway::{Mapping, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};

@@ -270,7 +270,8 @@ impl Policy {
     }
 
     /// Every tool's `result` rules, by tool name: applied to a result whose call is not known
-    /// (a response replayed on another stream), so that none passes unread.
+    /// (a response replayed on another stream, the reply to `tasks/result`), so that none passes
+    /// unread.
     pub fn all_result_rules(&self) -> Vec<(&str, &result::ResultRules)> {
         // Names sorted as `&str`, the sort `named_tools` already links (sorting the pairs would
         // link one more, about 3 KB of the .wasm), then looked up again.

@@ -72,7 +72,7 @@ impl Filter {
         if flow != Flow::Continue || self.marks_out.is_empty() {
             return flow;
         }
-        // Held until the service has recorded the marks (`rls::marks`), then released as it stands.
+        // Held until the service has recorded the marks (`send_marks`), then released as it stands.
         self.send_marks()
     }
 
@@ -205,7 +205,7 @@ impl Filter {
             return Flow::Continue;
         }
         // The body waits with its trailers until the service has recorded the marks
-        // (`rls::marks`), then both go on.
+        // (`send_marks`), then both go on.
         self.send_marks()
     }
 

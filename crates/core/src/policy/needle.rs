@@ -1,7 +1,7 @@
 //! A regex searched for faster when every match starts with the same plain text ([`Needle`]):
-//! result rules scan whole tool results, and argument conditions whole argument values, up to
-//! `gateway.max_body_bytes`; `regex-lite` alone reads about 30 MB/s natively and a fourth of that in
-//! the wasm module.
+//! result rules scan whole tool results (up to their `max_bytes`), argument conditions whole string
+//! arguments (up to `gateway.max_body_bytes`); `regex-lite` alone reads about 30 MB/s natively and a
+//! fourth of that in the wasm module.
 
 use regex_lite::Regex;
 

@@ -106,10 +106,11 @@ impl ResponseFilter {
         ))
     }
 
-    /// Why a reply over `gateway.max_response_bytes` with no rule of its own is refused.
+    /// Why a reply over the limit held with no call of its own is refused: a tool list's is
+    /// `gateway.max_response_bytes`, a task's result's the largest `max_bytes` of the result rules.
     pub(super) fn too_large(&self) -> &'static str {
         if self.ids.is_empty() {
-            "the tool result response exceeds gateway.max_response_bytes"
+            "the tool result response exceeds the largest max_bytes of the result rules"
         } else {
             "the tools/list response exceeds gateway.max_response_bytes"
         }

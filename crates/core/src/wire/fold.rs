@@ -124,7 +124,8 @@ pub fn canonical(s: &str) -> Option<String> {
     (out != s).then_some(out)
 }
 
-/// A set of tool names (`hide` entries, tools with `action: "deny"`) looked up by [`tool_key`]:
+/// A set of tool names (`hide` entries; tools denied, restricted, pinned or enforced) looked up by
+/// [`tool_key`]:
 /// the lookup finds the policy's name that a called name folds onto. Of names that fold together,
 /// the least (by bytes) is the one found, whatever order they come in: the policy's tools come from
 /// a hash map, and the rule a refusal names must not change from one load to the next.
