@@ -1,24 +1,30 @@
-//! Where a run of plain string characters ends, found eight bytes at a time: most of a JSON text
-//! is string contents, and a tool result's text runs to kilobytes between escapes.
+//! Where a run of plain string characters ends, found eight bytes at a time natively and a byte at
+//! a time in the wasm module: most of a JSON text is string contents, and a tool result's text runs
+//! to kilobytes between escapes.
 
+#[cfg(not(target_arch = "wasm32"))]
 const ONES: u64 = 0x0101_0101_0101_0101;
+#[cfg(not(target_arch = "wasm32"))]
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The high bit of each byte of `x` below `n` (at most 0x80) is set in the result, and possibly
 /// bits above the lowest such byte (a borrow travels up only from a byte that is below `n`): the
 /// lowest set bit is exact, which is all [`string_stop`] reads.
+#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn below(x: u64, n: u8) -> u64 {
     x.wrapping_sub(ONES.wrapping_mul(u64::from(n))) & !x & HIGHS
 }
 
 /// [`below`] for the bytes of `x` equal to `b`.
+#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn equal(x: u64, b: u8) -> u64 {
     below(x ^ ONES.wrapping_mul(u64::from(b)), 1)
 }
 
 /// The stop bytes of `x` ([`string_stop`]), flagged as [`below`] flags them.
+#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn stops(x: u64) -> u64 {
     below(x, 0x20) | equal(x, b'"') | equal(x, b'\\')
@@ -33,6 +39,19 @@ pub(super) const fn is_stop(c: u8) -> bool {
 
 /// The index of the first byte at or after `from` that ends a run of plain string characters
 /// ([`is_stop`]); `bytes.len()` if there is none (`from` if it is past the end).
+///
+/// In the wasm module, a byte at a time: V8 runs the word-at-a-time search of native builds slower
+/// than this loop (the allowed 1 KiB decision, `make bench-v8`, about 0.8 µs a call).
+#[cfg(target_arch = "wasm32")]
+#[inline]
+pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
+    let Some(rest) = bytes.get(from..) else { return from };
+    rest.iter().position(|&c| is_stop(c)).map_or(bytes.len(), |at| from + at)
+}
+
+/// The index of the first byte at or after `from` that ends a run of plain string characters
+/// ([`is_stop`]); `bytes.len()` if there is none (`from` if it is past the end).
+#[cfg(not(target_arch = "wasm32"))]
 #[inline]
 pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     let Some(rest) = bytes.get(from..) else { return from };
@@ -41,9 +60,7 @@ pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
     // byte at a time when fewer remain), which costs less than the 16-byte chunks below. Reading
     // `bench/bodies/allowed-1k.json`, a head read a byte at a time saved 2,118 instructions (−5.6%)
     // against the chunks alone, and read as one word 842 more (docs/src/cost-and-size.md,
-    // Decisions). Native builds only: in the wasm module it costs about 200 B, more than its size
-    // target leaves (`make size-check`).
-    #[cfg(not(target_arch = "wasm32"))]
+    // Decisions).
     let rest = {
         let (head, rest) = rest.split_at(rest.len().min(8));
         let at = match head.first_chunk::<8>() {
