@@ -65,10 +65,7 @@ impl MarkedEventReceiver for Builder {
             // A key is its text as written (`as<std::string>()`), unconverted; a null key is "null".
             Event::Scalar(text, style, anchor, tag) if at_key => {
                 let ignored = tag.as_ref().is_some_and(|t| t.handle == "!" && t.suffix == "ignore");
-                let text = match scalar(text.clone(), style, tag.as_ref()) {
-                    Value::Null => "null".to_owned(),
-                    _ => text,
-                };
+                let text = if is_null(&text, style, tag.as_ref()) { "null".to_owned() } else { text };
                 if anchor != 0 {
                     self.anchors.push((anchor, Value::String(text.clone())));
                 }
@@ -122,7 +119,7 @@ fn scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Value {
     if non_specific || (style != TScalarStyle::Plain && tag.is_none()) {
         return Value::String(text);
     }
-    if style == TScalarStyle::Plain && tag.is_none() && matches!(text.as_str(), "~" | "null" | "Null" | "NULL" | "") {
+    if is_null(&text, style, tag) {
         return Value::Null;
     }
     if let Some(b) = yaml_cpp_bool(&text) {
@@ -133,6 +130,11 @@ fn scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Value {
         Some(n) => Value::String(n.to_string()),
         None => Value::String(text),
     }
+}
+
+/// A plain, untagged `~`, `null` (or `Null`, `NULL`) or nothing: yaml-cpp's null node.
+fn is_null(text: &str, style: TScalarStyle, tag: Option<&Tag>) -> bool {
+    style == TScalarStyle::Plain && tag.is_none() && matches!(text, "~" | "null" | "Null" | "NULL" | "")
 }
 
 /// yaml-cpp's `convert<bool>::decode`.

@@ -165,7 +165,10 @@ impl Policy {
     /// a server that folds names would run that tool, which `default_for` or its pin decides. A
     /// pinned tool called by its exact name is decided by its own pin.
     pub(crate) fn pinned_by_fold(&self, tool: &str) -> Option<&str> {
-        self.pinned_folded.find(tool).filter(|p| *p != tool && !self.pinned.contains_key(tool))
+        if self.pinned.contains_key(tool) {
+            return None;
+        }
+        self.pinned_folded.find(tool)
     }
 
     /// Is `tool` hidden (by name or by `"*"`)? A name that folds onto a hidden name (`Delete_VM`,
@@ -178,14 +181,15 @@ impl Policy {
     /// folds onto without being it, if any: those rules match folded names, other allow rules only
     /// exact ones.
     fn denied_by_fold(&self, tool: &str) -> Option<(&str, &ToolRule)> {
-        let own = self.tools.get(tool);
+        // `tool` itself is in neither set where one is consulted: not among the denied (its own
+        // rule does not deny), and not among the restricted (it has no rule).
         let onto = |set: &FoldedNames| {
-            let (name, rule) = self.tools.get_key_value(set.find(tool).filter(|d| *d != tool)?)?;
+            let (name, rule) = self.tools.get_key_value(set.find(tool)?)?;
             Some((name.as_str(), rule))
         };
         // A name with a deny rule of its own is refused by it; a restricted tool's folded names
         // only when they have no rule of their own.
-        match own {
+        match self.tools.get(tool) {
             Some(r) if r.action == Action::Deny => None,
             Some(_) => onto(&self.denied_folded),
             None => onto(&self.denied_folded).or_else(|| onto(&self.restricted_folded)),

@@ -58,16 +58,7 @@ pub(super) fn on_batch(
                 match judge_message(policy, head, &msg, &grant, limiter) {
                     Judged::Forward(d, adm, counted) => {
                         admissions.extend(adm);
-                        if let Some((tool, (part, what))) =
-                            d.tool.as_deref().and_then(|t| Some((t, read_alone(policy, t)?)))
-                        {
-                            // Its response is read only when it comes alone: a mark must not be
-                            // missed, nor a result rule.
-                            let refusal = Refusal::Denied {
-                                subject: crate::outcome::refusal::Subject::Tool(tool.to_owned()),
-                                rule: format!("tools.{tool}.{part}"),
-                                reason: format!("a call {what} cannot be part of a batch; send it on its own"),
-                            };
+                        if let Some(refusal) = d.tool.as_deref().and_then(|t| alone(policy, t)) {
                             Slot::refused(&mut slots, &mut first, id.unwrap_or_else(Id::null), refusal);
                         } else {
                             service.add(policy, id.clone(), d.tool.clone(), &counted);
@@ -126,16 +117,21 @@ pub(super) fn on_batch(
     Outcome::new(decision, Some(Reply { status: if invalid { 400 } else { 200 }, headers: vec![], body }))
 }
 
-/// Why a call of `tool` must come alone, if it must: its response is read only then (the rule's
-/// part, and what the call is).
-fn read_alone(policy: &Policy, tool: &str) -> Option<(&'static str, &'static str)> {
-    if !policy.marks_of(tool).is_empty() {
-        Some(("marks", "that marks its grant"))
+/// The refusal of a call of `tool` inside a batch, if it must come alone: its response is read only
+/// then, and a mark must not be missed, nor a result rule.
+fn alone(policy: &Policy, tool: &str) -> Option<Refusal> {
+    let (part, what) = if !policy.marks_of(tool).is_empty() {
+        ("marks", "that marks its grant")
     } else if policy.result_rules(tool).is_some() {
-        Some(("result", "whose result the policy checks"))
+        ("result", "whose result the policy checks")
     } else {
-        None
-    }
+        return None;
+    };
+    Some(Refusal::Denied {
+        subject: crate::outcome::refusal::Subject::Tool(tool.to_owned()),
+        rule: format!("tools.{tool}.{part}"),
+        reason: format!("a call {what} cannot be part of a batch; send it on its own"),
+    })
 }
 
 /// What one element of a batch answers.

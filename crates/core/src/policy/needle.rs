@@ -5,8 +5,8 @@
 
 use regex_lite::Regex;
 
-/// A compiled regex (of a result rule or an argument condition), with the literal text every match starts with when the
-/// pattern has one (`AKIA` for `AKIA[0-9A-Z]{16}`). Then a match can only start where the literal
+/// A compiled regex (of a result rule or an argument condition), with the literal text every match
+/// starts with when the pattern has one (`AKIA` for `AKIA[0-9A-Z]{16}`). Then a match can only start where the literal
 /// occurs: the text is searched for the literal (a substring search), and the regex is run anchored
 /// there only (`\A(?:…)`), which is much faster than running `regex-lite` over the whole text. The
 /// pattern starts with plain characters, so no assertion looks before the anchored start.

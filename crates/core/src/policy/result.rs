@@ -1,7 +1,7 @@
 //! The compiled `tools.NAME.result` rules and `tools.NAME.pin`: what the filter checks in what a
 //! tool sends back (the reader is `crate::response::result`).
 
-pub use super::needle::Needle;
+use super::needle::Needle;
 
 /// `tools.NAME.result`, compiled once at configure time.
 #[derive(Debug, Clone)]

@@ -125,10 +125,10 @@ pub fn canonical(s: &str) -> Option<String> {
 }
 
 /// A set of tool names (`hide` entries; tools denied, restricted, pinned or enforced) looked up by
-/// [`tool_key`]:
-/// the lookup finds the policy's name that a called name folds onto. Of names that fold together,
-/// the least (by bytes) is the one found, whatever order they come in: the policy's tools come from
-/// a hash map, and the rule a refusal names must not change from one load to the next.
+/// [`tool_key`]: the lookup finds the policy's name that a called name folds onto. Of names that
+/// fold together, the least (by bytes) is the one found, whatever order they come in: the policy's
+/// tools come from a hash map, and the rule a refusal names must not change from one load to the
+/// next.
 #[derive(Debug, Clone, Default)]
 pub struct FoldedNames {
     by_key: std::collections::HashMap<String, String>,

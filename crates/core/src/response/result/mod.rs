@@ -9,9 +9,8 @@
 //!
 //! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
 //! batch reply (one arriving on a stream) the other elements stay, in an SSE stream the other events
-//! stay. A redacted result is
-//! written again (compact JSON, numbers as received). Under dry run (`gateway.mode`,
-//! `gateway.tool_modes`) nothing is changed; what would have happened is recorded.
+//! stay. A redacted result is written again (compact JSON, numbers as received). Under dry run
+//! (`gateway.mode`, `gateway.tool_modes`) nothing is changed; what would have happened is recorded.
 
 use crate::outcome::decision::Decision;
 use crate::outcome::refusal::Refusal;

@@ -41,7 +41,7 @@ pub(super) const fn is_stop(c: u8) -> bool {
 /// ([`is_stop`]); `bytes.len()` if there is none (`from` if it is past the end).
 ///
 /// In the wasm module, a byte at a time: V8 runs the word-at-a-time search of native builds slower
-/// than this loop (the allowed 1 KiB decision, `make bench-v8`, about 0.8 µs a call).
+/// than this loop (the allowed 1 KiB decision, `make bench-v8`: about 0.5 µs a call).
 #[cfg(target_arch = "wasm32")]
 #[inline]
 pub(super) fn string_stop(bytes: &[u8], from: usize) -> usize {
