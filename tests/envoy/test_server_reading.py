@@ -111,6 +111,7 @@ def test_kind3_mixed_batches_are_400_and_client_responses_follow_the_policy(envo
 @pytest.mark.parametrize("name,rule", [
     ("Delete_VM", "hide"), ("DELETE-VM", "hide"), (" delete_vm\t", "hide"), ("delete\u200b_vm", "hide"), ("ｄｅｌｅｔｅ_ｖｍ", "hide"),
     ("Stop_VM", "tools.stop_vm"), ("stop_vm\u00ad", "tools.stop_vm"), ("\u017ftop_vm", "tools.stop_vm"),
+    ("\u200b" + " " * 10_000 + "delete-vm", "hide"),
 ])
 def test_kind4_names_that_fold_onto_a_hidden_or_denied_tool_are_denied(envoy, stub, name, rule):
     body = json.dumps({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": name, "arguments": {}}})
@@ -141,6 +142,34 @@ def test_kind6_strings_are_judged_as_sent_and_after_nfkc(envoy, stub, command, m
     assert (r.status, upstream) == ((200, 1) if allowed else (200, 0))
     if not allowed:
         assert r.error["code"] == -31001
+
+
+def test_kind6_the_servers_reading_of_a_string_is_bounded_by_the_body_limit(envoy, stub):
+    # U+FDFA reads as 18 letters and spaces after NFKC: 3 bytes as 33. A condition's reading of its
+    # argument may take gateway.max_body_bytes (1 MiB here); 100,000 of them would take 3.3 MB.
+    args = {"vmid": 7, "command": "\ufdfa" * 100_000, "mode": "safe"}
+    r, upstream = send(envoy, stub, call("vm_agent_exec", json.dumps(args, ensure_ascii=False)))
+    assert (r.status, r.error["code"], r.error["data"]["rule"], r.error["message"], r.json()["id"], upstream) == (
+        200, -31001, "tools.vm_agent_exec.deny_if[1]", "tool 'vm_agent_exec' denied: no rm", 7, 0)
+    args["command"] = "\ufdfa" * 1_000
+    r, upstream = send(envoy, stub, call("vm_agent_exec", json.dumps(args, ensure_ascii=False)))
+    assert (r.status, upstream) == (200, 1), r.body
+
+
+def test_kind1_folding_member_names_is_bounded_by_the_body(envoy, stub):
+    # A name of 30,000 U+FDFA (90 KB) folds to 990 KB: past twice the body plus 64 KiB.
+    args = '{"vmid":7,"' + "\ufdfa" * 30_000 + '":1}'
+    r, upstream = send(envoy, stub, call("list_vms", args))
+    assert (r.status, r.error["code"], r.json()["id"], upstream) == (400, -32700, None, 0)
+    assert r.error["message"].startswith("Parse error: object keys too long to compare after case folding at byte ")
+    # One such name of 30 (990 bytes folded) is read; under default: allow the call goes through.
+    args = '{"vmid":7,"' + "\ufdfa" * 30 + '":1}'
+    r, upstream = send(envoy, stub, call("list_vms", args))
+    assert (r.status, upstream) == (200, 1), r.body
+    # A tool name that folds to more than any of the policy's names is none of them, and is not
+    # folded to the end: allowed by default here.
+    r, upstream = send(envoy, stub, call("\ufdfa" * 100_000))
+    assert (r.status, upstream) == (200, 1), r.body
 
 
 def test_kind7_credentials_outside_the_grant_source_are_refused(envoy, stub, module_stack):

@@ -125,6 +125,44 @@ fn conditions(c: &mut Criterion) {
     g.finish();
 }
 
+/// A body of about 1 MB built to make folding and NFKC expensive: U+FDFA (3 bytes) reads as 33.
+/// Each is refused, at a cost bounded by the body's size (docs/src/security/reading-requests.md).
+fn hostile(c: &mut Criterion) {
+    let p = policy(POLICY_CONDITIONS);
+    let store = MemoryStore::new();
+    let long = "\u{fdfa}".repeat(330_000);
+    let call = |name: &str, args: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}","arguments":{args}}}}}"#)
+    };
+    let cases = [
+        (
+            "nfkc-argument-1MB",
+            call(
+                "vm_agent_exec",
+                &format!(r#"{{"vmid":100,"node":"pve","timeout_s":1,"user":"u","command":"{long}"}}"#),
+            ),
+            "deny_if condition cannot be evaluated: args.command regex",
+        ),
+        (
+            "folded-member-name-1MB",
+            call("list_vms", &format!(r#"{{"a":1,"{long}":2}}"#)),
+            "object keys too long to compare after case folding at byte 86",
+        ),
+        ("folded-tool-name-1MB", call(&long, "{}"), "not allowed by policy (default: deny)"),
+    ];
+    let mut g = c.benchmark_group("decision/hostile");
+    g.sample_size(10);
+    for (name, body, reason) in &cases {
+        let o = pipeline::on_body(&p, &head(&p), body.as_bytes(), &store, NOW_MS);
+        assert_eq!(o.decision.reason.as_deref(), Some(*reason), "{name}");
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_function(*name, |b| {
+            b.iter(|| black_box(pipeline::on_body(&p, &head(&p), black_box(body.as_bytes()), &store, NOW_MS)))
+        });
+    }
+    g.finish();
+}
+
 fn tools_list(c: &mut Criterion) {
     let p = policy(POLICY_CONDITIONS);
     let ids = [json::parse(b"2").expect("id")];
@@ -240,6 +278,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = decision, conditions, tools_list, ratelimit, parsing, headers
+    targets = decision, conditions, hostile, tools_list, ratelimit, parsing, headers
 }
 criterion_main!(benches);

@@ -157,11 +157,13 @@ fn same_type(a: &Json, b: &Json) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
-/// Structural equality in `reading`: numbers by value, strings as read, objects order-insensitive.
+/// Structural equality of an argument `a`, already in `reading` (its strings read once, by
+/// `server_view`), and a policy value `b`: numbers by value, strings as read, objects
+/// order-insensitive.
 fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     match (a, b) {
         (Json::Number(x), Json::Number(y)) => reading.cmp_numbers(x, y) == Some(Ordering::Equal),
-        (Json::String(x), Json::String(y)) => reading.text(x) == reading.text(y),
+        (Json::String(x), Json::String(y)) => *x == reading.text(y),
         (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q, reading)),
         (Json::Object(x), Json::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| b.get(k).is_some_and(|w| json_eq(v, w, reading)))
@@ -209,13 +211,22 @@ impl Condition {
         if let Op::Exists(want) = self.op {
             return (found.is_some() == want).into();
         }
-        let Some(arg) = found else { return Truth::Unknown };
-        if let (Reading::Server, Json::Number(t)) = (reading, arg) {
-            if crate::wire::numbers::double(t).is_none() {
+        let Some(sent) = found else { return Truth::Unknown };
+        let view;
+        let arg = match (reading, sent) {
+            (Reading::Server(_), Json::Number(t)) if crate::wire::numbers::double(t).is_none() => {
                 // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
                 return Truth::Unknown;
             }
-        }
+            (Reading::Server(mut budget), Json::String(_) | Json::Array(_) | Json::Object(_)) => {
+                // Past its budget the server's reading is not taken, and the condition cannot be
+                // evaluated.
+                let Some(read) = crate::wire::numbers::server_view(sent, &mut budget) else { return Truth::Unknown };
+                view = read;
+                &view
+            }
+            _ => sent,
+        };
         match &self.op {
             Op::Eq(v) if same_type(arg, v) => json_eq(arg, v, reading).into(),
             Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v, reading)).into(),
@@ -227,13 +238,11 @@ impl Condition {
             Op::Gt(b) => compare(arg, b, |o| o == Ordering::Greater, reading),
             Op::Gte(b) => compare(arg, b, |o| o != Ordering::Less, reading),
             Op::Regex(re) => match arg {
-                Json::String(s) => re.is_match(&reading.text(s)).into(),
+                Json::String(s) => re.is_match(s).into(),
                 _ => Truth::Unknown,
             },
             Op::Contains(v) => match (arg, v) {
-                (Json::String(s), Json::String(needle)) => {
-                    reading.text(s).contains(reading.text(needle).as_ref()).into()
-                }
+                (Json::String(s), Json::String(needle)) => s.contains(reading.text(needle).as_ref()).into(),
                 (Json::Array(items), v) => {
                     if items.iter().any(|i| json_eq(i, v, reading)) {
                         Truth::True
@@ -259,16 +268,19 @@ impl Condition {
 }
 
 /// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
-/// (`numbers::Reading`). Returns the first failing condition and why, or `None`.
+/// (`numbers::Reading`). Returns the first failing condition and why, or `None`. Each condition's
+/// server reading of its argument may take `budget` bytes (`gateway.max_body_bytes`); one past it
+/// cannot be evaluated.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],
     args: Option<&Json>,
+    budget: usize,
 ) -> Option<(&'c Condition, String)> {
     let twice = args.is_some_and(crate::wire::numbers::may_read_differently);
     let both = |c: &Condition, worst: Truth| {
         let sent = c.eval(args);
-        match twice.then(|| c.eval_in(args, Reading::Server)) {
+        match twice.then(|| c.eval_in(args, Reading::Server(budget))) {
             None => sent,
             Some(read) if read == worst || sent == worst => worst,
             Some(read) if read == Truth::Unknown || sent == Truth::Unknown => Truth::Unknown,

@@ -104,7 +104,9 @@ impl Policy {
             if !r.require.is_empty() || !r.deny_if.is_empty() {
                 // Only now is the arguments value built: most tools are decided by name alone.
                 let value = args.and_then(Arguments::value);
-                if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, value.as_ref()) {
+                if let Some((cond, why)) =
+                    conditions::check(&r.require, &r.deny_if, value.as_ref(), self.gateway.max_body_bytes)
+                {
                     return Verdict::Deny { rule: cond.rule.clone(), reason: why };
                 }
             }

@@ -82,14 +82,24 @@ pub fn plain_ascii(s: &str) -> bool {
 /// The comparison key of a member or tool name: invisible characters removed, then NFKC with full
 /// case folding. Borrowed when `s` is already its own key (lower-case printable ASCII).
 pub fn name_key(s: &str) -> Cow<'_, str> {
+    name_key_within(s, usize::MAX).unwrap_or(Cow::Borrowed(s))
+}
+
+/// [`name_key`], or `None` when the key would be longer than `cap` bytes, found without folding
+/// further: NFKC makes a few characters up to 18 times longer (U+FDFA), and the cap is what bounds
+/// the work of folding a name.
+pub fn name_key_within(s: &str, cap: usize) -> Option<Cow<'_, str>> {
     if plain_ascii(s) {
-        if s.bytes().any(|b| b.is_ascii_uppercase()) {
-            return Cow::Owned(s.to_ascii_lowercase());
+        if s.len() > cap {
+            return None;
         }
-        return Cow::Borrowed(s);
+        if s.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Some(Cow::Owned(s.to_ascii_lowercase()));
+        }
+        return Some(Cow::Borrowed(s));
     }
     let visible: String = s.chars().filter(|&c| !is_invisible(c)).collect();
-    let mut key = String::with_capacity(visible.len());
+    let mut key = String::with_capacity(visible.len().min(cap));
     for c in Uts46MapperBorrowed::new().map_normalize(visible.chars()) {
         // UTS 46 keeps its deviations; full case folding maps them (ZWJ and ZWNJ are invisible).
         match c {
@@ -98,30 +108,68 @@ pub fn name_key(s: &str) -> Cow<'_, str> {
             c if is_invisible(c) => {}
             c => key.push(c),
         }
+        if key.len() > cap {
+            return None;
+        }
     }
-    Cow::Owned(key)
+    Some(Cow::Owned(key))
 }
 
 /// The comparison key of a tool name for `deny` and `hide`: [`name_key`] without surrounding
-/// whitespace, and `-` read as `_` (routers that normalise tool names trim them and treat `-` and
-/// `_` alike).
+/// whitespace (or invisible characters), and `-` read as `_` (routers that normalise tool names
+/// trim them and treat `-` and `_` alike).
 pub fn tool_key(s: &str) -> Cow<'_, str> {
-    let key = name_key(s.trim());
-    if key.contains('-') || key.trim().len() != key.len() {
-        return Cow::Owned(key.trim().replace('-', "_"));
+    tool_key_within(s, usize::MAX).unwrap_or(Cow::Borrowed(s))
+}
+
+/// [`tool_key`], or `None` when the key would be longer than `cap` bytes, found without folding
+/// further. Whitespace and invisible characters at either end are dropped before folding, so the
+/// only end the key can still lose is one space that a spacing accent folds to (`¨` to a space and
+/// U+0308): a key folded to `cap + 1` bytes is complete enough to tell.
+pub fn tool_key_within(s: &str, cap: usize) -> Option<Cow<'_, str>> {
+    let key = name_key_within(s.trim_matches(|c: char| c.is_whitespace() || is_invisible(c)), cap.saturating_add(1))?;
+    let trimmed = key.trim();
+    if trimmed.len() > cap {
+        return None;
     }
-    key
+    if key.contains('-') || trimmed.len() != key.len() {
+        return Some(Cow::Owned(trimmed.replace('-', "_")));
+    }
+    Some(key)
 }
 
 /// The second reading of a string value: default-ignorable code points removed, then NFKC.
-/// `None` when it reads the same as sent (always for ASCII).
-pub fn canonical(s: &str) -> Option<String> {
+/// `Ok(None)` when it reads the same as sent (always for ASCII); `Err(TooLong)` when the reading
+/// would exceed `cap` bytes, found without normalizing further. NFKC makes a few compatibility
+/// characters up to 18 times longer (U+FDFA), so the cap is what bounds the work.
+pub fn canonical(s: &str, cap: usize) -> Result<Option<String>, TooLong> {
     if s.is_ascii() {
-        return None;
+        return if s.len() > cap { Err(TooLong) } else { Ok(None) };
     }
     let visible: String = s.chars().filter(|&c| !is_default_ignorable(c)).collect();
-    let out = ComposingNormalizerBorrowed::new_nfkc().normalize(&visible).into_owned();
-    (out != s).then_some(out)
+    let mut out = Capped { text: String::with_capacity(visible.len().min(cap)), cap };
+    ComposingNormalizerBorrowed::new_nfkc().normalize_to(&visible, &mut out).map_err(|_| TooLong)?;
+    Ok((out.text != s).then_some(out.text))
+}
+
+/// A string's reading would exceed its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
+
+/// A sink that refuses to grow past `cap` bytes, which stops the normalizer writing into it.
+struct Capped {
+    text: String,
+    cap: usize,
+}
+
+impl std::fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if s.len() > self.cap - self.text.len() {
+            return Err(std::fmt::Error);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
 }
 
 /// A set of tool names (`hide` entries; tools denied, restricted, pinned or enforced) looked up by
@@ -132,6 +180,8 @@ pub fn canonical(s: &str) -> Option<String> {
 #[derive(Debug, Clone, Default)]
 pub struct FoldedNames {
     by_key: std::collections::HashMap<String, String>,
+    /// The longest key: a called name whose key is longer matches none, and is not folded further.
+    longest: usize,
 }
 
 impl FoldedNames {
@@ -143,7 +193,8 @@ impl FoldedNames {
                 n.clone_into(found);
             }
         }
-        FoldedNames { by_key }
+        let longest = by_key.keys().map(String::len).max().unwrap_or(0);
+        FoldedNames { by_key, longest }
     }
 
     /// The policy's name that `name` folds onto, if any (also when `name` is that name exactly).
@@ -151,7 +202,7 @@ impl FoldedNames {
         if self.by_key.is_empty() {
             return None;
         }
-        self.by_key.get(tool_key(name).as_ref()).map(String::as_str)
+        self.by_key.get(tool_key_within(name, self.longest)?.as_ref()).map(String::as_str)
     }
 }
 
@@ -164,43 +215,49 @@ pub enum Clash {
     Folded,
 }
 
-/// The worst clash among the member names of one object (`Exact` before `Folded`), if any.
-pub fn clash(keys: &[&str]) -> Option<Clash> {
+/// The worst clash among the member names of one object (`Exact` before `Folded`), if any. The
+/// names' keys may take `budget` bytes in all, which this takes from; past it, `Err(TooLong)`.
+pub fn clash<'k>(keys: &[&'k str], budget: &mut usize) -> Result<Option<Clash>, TooLong> {
     if keys.len() < 2 {
-        return None;
+        return Ok(None);
     }
     if keys.len() <= 8 && keys.iter().all(|k| plain_ascii(k)) {
-        return clash_plain(keys);
+        return Ok(clash_plain(keys));
     }
+    let mut key = |k: &'k str| -> Result<Cow<'k, str>, TooLong> {
+        let key = name_key_within(k, *budget).ok_or(TooLong)?;
+        *budget -= key.len();
+        Ok(key)
+    };
     if keys.len() <= 8 {
         let mut folded: [Cow<'_, str>; 8] = Default::default();
         for (slot, k) in folded.iter_mut().zip(keys) {
-            *slot = name_key(k);
+            *slot = key(k)?;
         }
         let mut found = None;
         for (i, k) in keys.iter().enumerate() {
             for (j, other) in keys.iter().enumerate().skip(i + 1) {
                 if k == other {
-                    return Some(Clash::Exact);
+                    return Ok(Some(Clash::Exact));
                 }
                 if folded.get(i) == folded.get(j) {
                     found = Some(Clash::Folded);
                 }
             }
         }
-        return found;
+        return Ok(found);
     }
     // Large objects: sort instead of a quadratic scan (a 1 MiB body can hold ~100k keys).
     let mut exact: Vec<&str> = keys.to_vec();
     exact.sort_unstable();
     if exact.windows(2).any(|w| w.first() == w.get(1)) {
-        return Some(Clash::Exact);
+        return Ok(Some(Clash::Exact));
     }
     // Sorted as `&str`, the sort `exact` already uses (a sort of `Cow`s would link one more, 2.3 KB).
-    let owned: Vec<Cow<'_, str>> = keys.iter().map(|k| name_key(k)).collect();
+    let owned = keys.iter().map(|k| key(k)).collect::<Result<Vec<Cow<'_, str>>, TooLong>>()?;
     let mut folded: Vec<&str> = owned.iter().map(|k| k.as_ref()).collect();
     folded.sort_unstable();
-    folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded)
+    Ok(folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded))
 }
 
 /// [`clash`] for a few names that are all printable ASCII (the caller knows: `json`'s member
@@ -253,66 +310,11 @@ pub fn near_miss<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     if plain_ascii(key) {
         return known.iter().copied().find(|k| k.eq_ignore_ascii_case(key));
     }
-    let folded = name_key(key);
+    // A key longer than every known name matches none: folding stops there.
+    let longest = known.iter().map(|k| k.len()).max().unwrap_or(0);
+    let folded = name_key_within(key, longest)?;
     known.iter().copied().find(|k| *k == folded)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn name_keys_fold_case_compatibility_and_invisibles() {
-        assert_eq!(name_key("name"), "name");
-        assert!(matches!(name_key("name"), Cow::Borrowed(_)));
-        assert_eq!(name_key("Name"), "name");
-        assert_eq!(name_key("param\u{17f}"), "params"); // long s
-        assert_eq!(name_key("\u{212a}ey"), "key"); // Kelvin sign
-        assert_eq!(name_key("name\u{0}"), "name");
-        assert_eq!(name_key("na\u{200b}me"), "name");
-        assert_eq!(name_key("\u{feff}NAME\u{200d}"), "name");
-        assert_eq!(name_key("ｎａｍｅ"), "name"); // fullwidth
-        assert_eq!(name_key("Straße"), "strasse");
-        assert_eq!(name_key("e\u{301}"), name_key("\u{e9}"));
-        assert_eq!(name_key("ΣΑΣ"), name_key("σας"));
-        assert_eq!(name_key("ﬁle"), "file");
-        assert_eq!(tool_key("Delete-VM"), "delete_vm");
-        assert_eq!(tool_key("delete_vm"), "delete_vm");
-        assert_eq!(tool_key(" Delete_VM\u{3000}"), "delete_vm");
-    }
-
-    #[test]
-    fn canonical_strips_ignorables_and_applies_nfkc() {
-        assert_eq!(canonical("rm -rf"), None);
-        assert_eq!(canonical("r\u{200b}m"), Some("rm".into()));
-        assert_eq!(canonical("ｒｍ"), Some("rm".into()));
-        assert_eq!(canonical("\u{ad}rm\u{202e}"), Some("rm".into()));
-        assert_eq!(canonical("Ωmega"), None);
-        assert_eq!(canonical("A\u{fe0f}"), Some("A".into()));
-    }
-
-    #[test]
-    fn clashes() {
-        assert_eq!(clash(&["a", "b"]), None);
-        assert_eq!(clash(&["name", "Name"]), Some(Clash::Folded));
-        assert_eq!(clash(&["name", "Name", "name"]), Some(Clash::Exact));
-        assert_eq!(clash(&["cmd", "cmd\u{0}"]), Some(Clash::Folded));
-        let many: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
-        let mut keys: Vec<&str> = many.iter().map(String::as_str).collect();
-        assert_eq!(clash(&keys), None);
-        keys.push("K7");
-        assert_eq!(clash(&keys), Some(Clash::Folded));
-        keys.push("k7");
-        assert_eq!(clash(&keys), Some(Clash::Exact));
-    }
-
-    #[test]
-    fn near_misses() {
-        let known = ["name", "arguments"];
-        assert_eq!(near_miss("name", &known), None);
-        assert_eq!(near_miss("Name", &known), Some("name"));
-        assert_eq!(near_miss("name\u{0}", &known), Some("name"));
-        assert_eq!(near_miss("argument\u{17f}", &known), Some("arguments"));
-        assert_eq!(near_miss("other", &known), None);
-    }
-}
+mod tests;

@@ -83,6 +83,10 @@ pub fn skip_both_ways(text: &[u8]) -> [(Result<(), ParseError>, usize, usize); 2
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;
+/// What the folded keys of a text's member names may take beyond twice its length (64 KiB), so
+/// that a short text of names folding makes longer (`{"\u{fdfa}":1}`, 33 bytes once folded) is
+/// still read.
+const FOLD_SLACK: usize = 64 * 1024;
 /// Member names of one object kept on the stack for the duplicate check (`fold::clash` compares up
 /// to 8 without allocating too); larger objects, and objects with an escaped name, spill into a `Vec`.
 const INLINE_KEYS: usize = 8;
@@ -148,6 +152,8 @@ pub enum ParseErrorKind {
     DuplicateKey,
     /// Two keys of one object equal after case folding or removing invisible characters.
     FoldedDuplicateKey,
+    /// Member names whose folded keys, in all, exceed twice the text's length plus [`FOLD_SLACK`].
+    FoldedNamesTooLong,
     TooDeep,
 }
 
@@ -176,6 +182,7 @@ impl ParseErrorKind {
             ParseErrorKind::FoldedDuplicateKey => {
                 "object keys equal after case folding or removing invisible characters"
             }
+            ParseErrorKind::FoldedNamesTooLong => "object keys too long to compare after case folding",
             ParseErrorKind::TooDeep => "nesting deeper than 64 levels",
         }
     }
@@ -220,6 +227,10 @@ pub struct Parser<'a> {
     /// Objects seen so far whose keys clash after folding, and where the first one starts.
     folded: usize,
     first_folded: Option<usize>,
+    /// Bytes the folded keys of the text's member names may still take: twice the text's length
+    /// plus [`FOLD_SLACK`]. Names total less than the text, so only names that folding makes
+    /// longer reach it; it bounds the work of folding (a megabyte of U+FDFA folds to 11).
+    fold_left: usize,
     /// Where the native build's shorter check (`fast`) may next be tried: at or after the byte
     /// where it last gave up, so that it reads no byte twice, however deep the value it gave up on.
     #[cfg(not(target_arch = "wasm32"))]

@@ -15,8 +15,9 @@
 //!
 //! Cost is bounded: binary64 parsing is linear in the text (`f64::from_str`: correctly rounded,
 //! exponent saturated, no big-number arithmetic on the exponent), and integers of at most 15 digits,
-//! which every binary64 holds exactly, skip it. The second reading is skipped altogether when the
-//! arguments hold nothing that can read differently ([`may_read_differently`]).
+//! which every binary64 holds exactly, skip it. A condition reads its argument's strings once,
+//! within a budget ([`server_view`]). The second reading is skipped altogether when the arguments
+//! hold nothing that can read differently ([`may_read_differently`]).
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -28,8 +29,9 @@ use crate::wire::json::Json;
 pub enum Reading {
     /// Exact decimals, strings as sent.
     Sent,
-    /// Numbers as binary64, strings after NFKC without default-ignorable code points.
-    Server,
+    /// Numbers as binary64, strings after NFKC without default-ignorable code points: the
+    /// argument's strings read once into its [`server_view`], within the budget given here.
+    Server(usize),
 }
 
 impl Reading {
@@ -38,17 +40,52 @@ impl Reading {
     pub fn cmp_numbers(self, a: &str, b: &str) -> Option<Ordering> {
         match self {
             Reading::Sent => cmp_numbers(a, b),
-            Reading::Server => double(a)?.partial_cmp(&double(b)?),
+            Reading::Server(_) => double(a)?.partial_cmp(&double(b)?),
         }
     }
 
-    /// A string value in this reading.
+    /// A string of the policy in this reading. The policy's strings are short and its own, so they
+    /// are read without a budget, each time.
     pub fn text(self, s: &str) -> Cow<'_, str> {
         match self {
-            Reading::Server => crate::wire::fold::canonical(s).map_or(Cow::Borrowed(s), Cow::Owned),
+            Reading::Server(_) => match crate::wire::fold::canonical(s, usize::MAX) {
+                Ok(Some(read)) => Cow::Owned(read),
+                _ => Cow::Borrowed(s),
+            },
             Reading::Sent => Cow::Borrowed(s),
         }
     }
+}
+
+/// An argument value as the server reads its strings (`fold::canonical`), each read once, and all
+/// of them together within `budget` bytes (`gateway.max_body_bytes`), which this takes from;
+/// `None` past it. Strings that read as sent count their own length, and those of one body total
+/// less than the body, so only growth under NFKC reaches the budget, and normalizing stops there: a
+/// megabyte of U+FDFA would otherwise read as 11, once for every comparison.
+pub fn server_view(v: &Json, budget: &mut usize) -> Option<Json> {
+    Some(match v {
+        Json::String(s) => {
+            let read = crate::wire::fold::canonical(s, *budget).ok()?;
+            let read = read.unwrap_or_else(|| s.clone());
+            *budget -= read.len();
+            Json::String(read)
+        }
+        Json::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(server_view(item, budget)?);
+            }
+            Json::Array(out)
+        }
+        Json::Object(members) => {
+            let mut out = Vec::with_capacity(members.len());
+            for (k, item) in members {
+                out.push((k.clone(), server_view(item, budget)?));
+            }
+            Json::Object(out)
+        }
+        other => other.clone(),
+    })
 }
 
 /// The binary64 value of a JSON number text, or `None` when it is infinite (beyond ±1.8e308).
@@ -146,7 +183,7 @@ mod tests {
 
     #[test]
     fn server_reading_of_numbers() {
-        let s = Reading::Server;
+        let s = Reading::Server(0);
         assert_eq!(s.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Equal));
         assert_eq!(Reading::Sent.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Greater));
         assert_eq!(s.cmp_numbers("9007199254740993", "9007199254740992"), Some(Ordering::Equal));
@@ -160,9 +197,26 @@ mod tests {
 
     #[test]
     fn server_reading_of_strings() {
-        assert_eq!(Reading::Server.text("r\u{200b}m"), "rm");
+        assert_eq!(Reading::Server(0).text("r\u{200b}m"), "rm");
         assert_eq!(Reading::Sent.text("r\u{200b}m"), "r\u{200b}m");
-        assert!(matches!(Reading::Server.text("rm"), Cow::Borrowed(_)));
+        assert!(matches!(Reading::Server(0).text("rm"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_server_view_reads_each_string_within_its_budget() {
+        let args = parse("{\"a\":[\"\u{fdfa}\",\"r\u{200b}m\"],\"b\":1.5,\"c\":\"ok\"}".as_bytes()).unwrap();
+        let mut budget = 100;
+        let view = server_view(&args, &mut budget).unwrap();
+        let arabic = "\u{635}\u{644}\u{649} \u{627}\u{644}\u{644}\u{647} \u{639}\u{644}\u{64a}\u{647} \u{648}\u{633}\u{644}\u{645}";
+        let want = format!("{{\"a\":[\"{arabic}\",\"rm\"],\"b\":1.5,\"c\":\"ok\"}}");
+        assert_eq!(view, parse(want.as_bytes()).unwrap());
+        // 33 + 2 + 2 bytes taken; member names and numbers take none.
+        assert_eq!(budget, 63);
+        let mut budget = 36;
+        assert_eq!(server_view(&args, &mut budget), None);
+        let mut budget = 37;
+        assert!(server_view(&args, &mut budget).is_some());
+        assert_eq!(budget, 0);
     }
 
     #[test]

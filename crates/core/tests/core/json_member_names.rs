@@ -72,18 +72,42 @@ fn every_pair_of_positions_in_objects_of_2_to_12_members() {
 
 #[test]
 fn the_ascii_pair_check_compares_first_bytes_by_case_only() {
-    assert_eq!(clash(&["Ab", "aB"]), Some(Clash::Folded));
-    assert_eq!(clash(&["ab", "AB", "x", "ab"]), Some(Clash::Exact));
-    assert_eq!(clash(&["", ""]), Some(Clash::Exact));
-    assert_eq!(clash(&["", "a"]), None);
+    assert_eq!(folded(&["Ab", "aB"]), Some(Clash::Folded));
+    assert_eq!(folded(&["ab", "AB", "x", "ab"]), Some(Clash::Exact));
+    assert_eq!(folded(&["", ""]), Some(Clash::Exact));
+    assert_eq!(folded(&["", "a"]), None);
     // 0x40/0x60 and 0x5B/0x7B differ by the case bit but are not letters.
-    assert_eq!(clash(&["@b", "`b"]), None);
-    assert_eq!(clash(&["[", "{"]), None);
-    assert_eq!(clash(&["a[", "a{"]), None);
-    assert_eq!(clash(&["ab", "ac"]), None);
-    assert_eq!(clash(&["abc", "ab"]), None);
+    assert_eq!(folded(&["@b", "`b"]), None);
+    assert_eq!(folded(&["[", "{"]), None);
+    assert_eq!(folded(&["a[", "a{"]), None);
+    assert_eq!(folded(&["ab", "ac"]), None);
+    assert_eq!(folded(&["abc", "ab"]), None);
     // Non-ASCII names take the folding path: the Kelvin sign folds to `k`.
-    assert_eq!(clash(&["k", "\u{212a}"]), Some(Clash::Folded));
+    assert_eq!(folded(&["k", "\u{212a}"]), Some(Clash::Folded));
+}
+
+/// The clash among `keys`, with no budget for their keys.
+fn folded(keys: &[&str]) -> Option<Clash> {
+    let mut unbounded = usize::MAX;
+    clash(keys, &mut unbounded).unwrap()
+}
+
+#[test]
+fn folded_names_may_take_twice_the_text_plus_64_kib() {
+    // One name of U+FDFA folds to 11 times its length: 3 bytes to 33.
+    let object = |n: usize| format!(r#"{{"a":1,"{}":2}}"#, "\u{fdfa}".repeat(n));
+    assert!(parse(object(1).as_bytes()).is_ok());
+    // Keys of 33·n + 1 bytes against 2·(3·n + 12) + 65,536: n = 2,428 fits, n = 2,429 does not.
+    assert!(parse(object(2_428).as_bytes()).is_ok());
+    let too_long = ParseError { kind: ParseErrorKind::FoldedNamesTooLong, offset: 0 };
+    assert_eq!(parse(object(2_429).as_bytes()), Err(too_long));
+    assert_eq!(too_long.to_string(), "object keys too long to compare after case folding at byte 0");
+    // The budget is the whole text's: many small objects of such names reach it too, at the object
+    // whose names pass it.
+    let many = format!("[{}]", vec![r#"{"a":1,"\ufdfa\ufdfa\ufdfa":2}"#; 2_000].join(","));
+    assert!(matches!(parse(many.as_bytes()), Err(ParseError { kind: ParseErrorKind::FoldedNamesTooLong, .. })));
+    // A name as long that folds to itself is read: CJK ideographs fold to themselves.
+    assert!(parse(format!(r#"{{"a":1,"{}":2}}"#, "\u{4e2d}".repeat(100_000)).as_bytes()).is_ok());
 }
 
 #[test]

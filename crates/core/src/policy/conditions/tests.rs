@@ -3,6 +3,8 @@ use crate::policy::needle::Needle;
 use crate::wire::json::parse;
 use crate::wire::numbers::cmp_numbers;
 
+const MIB: usize = 1 << 20;
+
 fn j(text: &str) -> Json {
     parse(text.as_bytes()).unwrap()
 }
@@ -102,7 +104,7 @@ fn regex_contains_exists() {
         assert_eq!(lit.eval(Some(&j(&args))), truth, "{command}");
     }
     // The server's reading is searched too: fullwidth `ｒｍ` is `rm` after NFKC.
-    let (_, why) = check(&[], &[lit], Some(&j(r#"{"command":"\uff52\uff4d -rf /"}"#))).unwrap();
+    let (_, why) = check(&[], &[lit], Some(&j(r#"{"command":"\uff52\uff4d -rf /"}"#)), MIB).unwrap();
     assert_eq!(why, "denied by condition: args.command regex");
     let c = cond("args.command", Op::Contains(j(r#""shadow""#)));
     assert_eq!(c.eval(Some(&j(r#"{"command":"cat /etc/shadow"}"#))), Truth::True);
@@ -121,13 +123,47 @@ fn unknown_denies_in_both_lists() {
     let req = [cond("args.vmid", Op::In(vec![j("100")]))];
     let deny = [cond("args.command", Op::Regex(Needle::new(regex_lite::Regex::new("rm").unwrap())))];
     let ok = j(r#"{"vmid":100,"command":"ls"}"#);
-    assert!(check(&req, &deny, Some(&ok)).is_none());
-    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":"100","command":"ls"}"#))).unwrap();
+    assert!(check(&req, &deny, Some(&ok), MIB).is_none());
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":"100","command":"ls"}"#)), MIB).unwrap();
     assert_eq!(why, "required condition cannot be evaluated: args.vmid in");
-    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":101,"command":"ls"}"#))).unwrap();
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":101,"command":"ls"}"#)), MIB).unwrap();
     assert_eq!(why, "required condition not met: args.vmid in");
-    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100,"command":"rm x"}"#))).unwrap();
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100,"command":"rm x"}"#)), MIB).unwrap();
     assert_eq!(why, "denied by condition: args.command regex");
-    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100}"#))).unwrap();
+    let (_, why) = check(&req, &deny, Some(&j(r#"{"vmid":100}"#)), MIB).unwrap();
     assert_eq!(why, "deny_if condition cannot be evaluated: args.command regex");
+}
+
+#[test]
+fn the_servers_reading_has_a_budget() {
+    let fdfa = |n: usize| "\u{fdfa}".repeat(n);
+    let mut set: Vec<Json> = (0..19).map(|i| Json::String(format!("cmd{i}"))).collect();
+    set.push(Json::String(fdfa(1000)));
+    let req = [cond("args.c", Op::In(set))];
+    let deny = [
+        cond("args.c", Op::Regex(Needle::new(regex_lite::Regex::new("rm").unwrap()))),
+        cond("args.c", Op::Contains(j(r#""x""#))),
+    ];
+    let mut args = Json::Object(vec![("c".into(), Json::String(fdfa(1000)))]);
+    // 3,000 bytes as sent read as 33,000: within a budget of 33,000, the call is judged and
+    // passes. Each condition reads the string once, for all twenty elements of its list, and
+    // has a budget of its own.
+    assert!(check(&req, &deny, Some(&args), 33_000).is_none());
+    // A byte less, and it cannot be evaluated.
+    let (_, why) = check(&req, &deny, Some(&args), 32_999).unwrap();
+    assert_eq!(why, "required condition cannot be evaluated: args.c in");
+    // deny_if alone: the regex cannot be evaluated either, which denies.
+    let (_, why) = check(&[], &deny, Some(&args), 32_999).unwrap();
+    assert_eq!(why, "deny_if condition cannot be evaluated: args.c regex");
+    // The strings of an array count together: 3,300 and 3,333 bytes as read.
+    args = Json::Object(vec![("c".into(), Json::Array(vec![Json::String(fdfa(100)), Json::String(fdfa(101))]))]);
+    let has = [cond("args.c", Op::Contains(Json::String(fdfa(101))))];
+    assert!(check(&has, &[], Some(&args), 6_633).is_none());
+    assert_eq!(
+        check(&has, &[], Some(&args), 6_632).map(|(_, w)| w).as_deref(),
+        Some("required condition cannot be evaluated: args.c contains")
+    );
+    // The reading as sent needs no budget: ASCII arguments are judged with none.
+    let plain = j(r#"{"c":"cmd3"}"#);
+    assert!(check(&req, &deny, Some(&plain), 0).is_none());
 }

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::collections::hash_map::{Entry, HashMap};
 
 use super::{ParseError, ParseErrorKind, INLINE_KEYS};
+use crate::wire::fold::{Clash, TooLong};
 
 /// The member names of one object, for the duplicate check: the first [`INLINE_KEYS`] borrowed
 /// from the input on the stack (most objects: no allocation, nothing to drop); past that, or once
@@ -45,20 +46,22 @@ impl<'a> MemberNames<'a> {
         self.count += 1;
     }
 
-    pub(super) fn clash(&self) -> Option<crate::wire::fold::Clash> {
+    /// The worst clash among the names ([`fold::clash`](crate::wire::fold::clash)), their keys
+    /// taken from `budget`.
+    pub(super) fn clash(&self, budget: &mut usize) -> Result<Option<Clash>, TooLong> {
         if self.count < 2 {
-            return None;
+            return Ok(None);
         }
         if self.owned.is_empty() {
             let names = self.inline.get(..self.count).unwrap_or(&[]);
             if self.not_plain {
-                crate::wire::fold::clash(names)
+                crate::wire::fold::clash(names, budget)
             } else {
-                crate::wire::fold::clash_plain(names)
+                Ok(crate::wire::fold::clash_plain(names))
             }
         } else {
             let names: Vec<&str> = self.owned.iter().map(|k| k.as_ref()).collect();
-            crate::wire::fold::clash(&names)
+            crate::wire::fold::clash(&names, budget)
         }
     }
 }

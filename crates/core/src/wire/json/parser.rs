@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::names::MemberNames;
 use super::number::number_end;
-use super::{Json, MemberReader, ParseError, ParseErrorKind, Parser, MAX_DEPTH};
+use super::{Json, MemberReader, ParseError, ParseErrorKind, Parser, FOLD_SLACK, MAX_DEPTH};
 
 impl<'a> Parser<'a> {
     /// Start a parse. Checks UTF-8 and the byte order mark up front, so later steps work on `str`.
@@ -21,6 +21,7 @@ impl<'a> Parser<'a> {
             depth: 0,
             folded: 0,
             first_folded: None,
+            fold_left: input.len().saturating_mul(2).saturating_add(FOLD_SLACK),
             #[cfg(not(target_arch = "wasm32"))]
             fast_from: 0,
         };
@@ -193,12 +194,15 @@ impl<'a> Parser<'a> {
                 Some(b'}') => {
                     self.pos += 1;
                     self.depth -= 1;
-                    match keys.clash() {
-                        None => {}
-                        Some(crate::wire::fold::Clash::Exact) => {
+                    match keys.clash(&mut self.fold_left) {
+                        Ok(None) => {}
+                        Ok(Some(crate::wire::fold::Clash::Exact)) => {
                             return Err(ParseError { kind: ParseErrorKind::DuplicateKey, offset: open })
                         }
-                        Some(crate::wire::fold::Clash::Folded) => {
+                        Err(crate::wire::fold::TooLong) => {
+                            return Err(ParseError { kind: ParseErrorKind::FoldedNamesTooLong, offset: open })
+                        }
+                        Ok(Some(crate::wire::fold::Clash::Folded)) => {
                             self.folded += 1;
                             self.first_folded.get_or_insert(open);
                         }
