@@ -146,7 +146,7 @@ def test_kind6_strings_are_judged_as_sent_and_after_nfkc(envoy, stub, command, m
 
 def test_kind6_the_servers_reading_of_a_string_is_bounded_by_the_body_limit(envoy, stub):
     # U+FDFA reads as 18 letters and spaces after NFKC: 3 bytes as 33. A condition's reading of its
-    # argument may take gateway.max_body_bytes (1 MiB here); 100,000 of them would take 3.3 MB.
+    # argument may take twice gateway.max_body_bytes (2 MiB here); 100,000 of them would take 3.3 MB.
     args = {"vmid": 7, "command": "\ufdfa" * 100_000, "mode": "safe"}
     r, upstream = send(envoy, stub, call("vm_agent_exec", json.dumps(args, ensure_ascii=False)))
     assert (r.status, r.error["code"], r.error["data"]["rule"], r.error["message"], r.json()["id"], upstream) == (
@@ -157,13 +157,13 @@ def test_kind6_the_servers_reading_of_a_string_is_bounded_by_the_body_limit(envo
 
 
 def test_kind1_folding_member_names_is_bounded_by_the_body(envoy, stub):
-    # A name of 30,000 U+FDFA (90 KB) folds to 990 KB: past twice the body plus 64 KiB.
+    # A name of 30,000 U+FDFA (90 KB) folds to 990 KB: past twice the body plus 64 bytes.
     args = '{"vmid":7,"' + "\ufdfa" * 30_000 + '":1}'
     r, upstream = send(envoy, stub, call("list_vms", args))
     assert (r.status, r.error["code"], r.json()["id"], upstream) == (400, -32700, None, 0)
     assert r.error["message"].startswith("Parse error: object keys too long to compare after case folding at byte ")
-    # One such name of 30 (990 bytes folded) is read; under default: allow the call goes through.
-    args = '{"vmid":7,"' + "\ufdfa" * 30 + '":1}'
+    # One such name of 3 (99 bytes folded) is read; under default: allow the call goes through.
+    args = '{"vmid":7,"' + "\ufdfa" * 3 + '":1}'
     r, upstream = send(envoy, stub, call("list_vms", args))
     assert (r.status, upstream) == (200, 1), r.body
     # A tool name that folds to more than any of the policy's names is none of them, and is not

@@ -218,6 +218,8 @@ impl Condition {
                 // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
                 return Truth::Unknown;
             }
+            // Comparisons of order read numbers only: any other argument is Unknown, as sent.
+            (Reading::Server(_), _) if matches!(self.op, Op::Lt(_) | Op::Lte(_) | Op::Gt(_) | Op::Gte(_)) => sent,
             (Reading::Server(mut budget), Json::String(_) | Json::Array(_) | Json::Object(_)) => {
                 // Past its budget the server's reading is not taken, and the condition cannot be
                 // evaluated.
@@ -269,8 +271,8 @@ impl Condition {
 
 /// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
 /// (`numbers::Reading`). Returns the first failing condition and why, or `None`. Each condition's
-/// server reading of its argument may take `budget` bytes (`gateway.max_body_bytes`); one past it
-/// cannot be evaluated.
+/// server reading of its argument may take `budget` bytes (twice `gateway.max_body_bytes`); one
+/// past it cannot be evaluated.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],

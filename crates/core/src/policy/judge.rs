@@ -103,10 +103,18 @@ impl Policy {
         if let (Action::Allow, Some(r)) = (action, tool_rule) {
             if !r.require.is_empty() || !r.deny_if.is_empty() {
                 // Only now is the arguments value built: most tools are decided by name alone.
-                let value = args.and_then(Arguments::value);
-                if let Some((cond, why)) =
-                    conditions::check(&r.require, &r.deny_if, value.as_ref(), self.gateway.max_body_bytes)
-                {
+                // Arguments that were sent are never judged as absent.
+                let value = match args.map(Arguments::value) {
+                    Some(None) => {
+                        let reason = "the arguments cannot be read again".into();
+                        return Verdict::Deny { rule: tool_rule_name(name), reason };
+                    }
+                    value => value.flatten(),
+                };
+                // The server's reading may take twice the body: ordinary text of any script grows
+                // at most that much under NFKC (Thai's SARA AM, the commonest that grows, doubles).
+                let budget = self.gateway.max_body_bytes.saturating_mul(2);
+                if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, value.as_ref(), budget) {
                     return Verdict::Deny { rule: cond.rule.clone(), reason: why };
                 }
             }

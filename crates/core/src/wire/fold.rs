@@ -98,7 +98,17 @@ pub fn name_key_within(s: &str, cap: usize) -> Option<Cow<'_, str>> {
         }
         return Some(Cow::Borrowed(s));
     }
-    let visible: String = s.chars().filter(|&c| !is_invisible(c)).collect();
+    // No visible character folds to less than a quarter of its bytes (`𝐀`, 4 bytes, to `a`), nor
+    // does a composed sequence, so a longer text cannot fold within the cap: it is refused as soon
+    // as its visible part is that long, without folding, where a run of combining marks would be
+    // read whole before any character came out.
+    let mut visible = String::new();
+    for c in s.chars().filter(|&c| !is_invisible(c)) {
+        visible.push(c);
+        if visible.len() / 4 > cap {
+            return None;
+        }
+    }
     let mut key = String::with_capacity(visible.len().min(cap));
     for c in Uts46MapperBorrowed::new().map_normalize(visible.chars()) {
         // UTS 46 keeps its deviations; full case folding maps them (ZWJ and ZWNJ are invisible).
@@ -193,7 +203,7 @@ impl FoldedNames {
                 n.clone_into(found);
             }
         }
-        let longest = by_key.keys().map(String::len).max().unwrap_or(0);
+        let longest = by_key.keys().fold(0, |longest, k| longest.max(k.len()));
         FoldedNames { by_key, longest }
     }
 
@@ -254,7 +264,10 @@ pub fn clash<'k>(keys: &[&'k str], budget: &mut usize) -> Result<Option<Clash>, 
         return Ok(Some(Clash::Exact));
     }
     // Sorted as `&str`, the sort `exact` already uses (a sort of `Cow`s would link one more, 2.3 KB).
-    let owned = keys.iter().map(|k| key(k)).collect::<Result<Vec<Cow<'_, str>>, TooLong>>()?;
+    let mut owned: Vec<Cow<'_, str>> = Vec::with_capacity(keys.len());
+    for k in keys {
+        owned.push(key(k)?);
+    }
     let mut folded: Vec<&str> = owned.iter().map(|k| k.as_ref()).collect();
     folded.sort_unstable();
     Ok(folded.windows(2).any(|w| w.first() == w.get(1)).then_some(Clash::Folded))
@@ -311,7 +324,7 @@ pub fn near_miss<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
         return known.iter().copied().find(|k| k.eq_ignore_ascii_case(key));
     }
     // A key longer than every known name matches none: folding stops there.
-    let longest = known.iter().map(|k| k.len()).max().unwrap_or(0);
+    let longest = known.iter().fold(0, |longest, k| longest.max(k.len()));
     let folded = name_key_within(key, longest)?;
     known.iter().copied().find(|k| *k == folded)
 }

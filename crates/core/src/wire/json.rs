@@ -83,10 +83,10 @@ pub fn skip_both_ways(text: &[u8]) -> [(Result<(), ParseError>, usize, usize); 2
 
 /// Deepest nesting of arrays and objects accepted, counting the outermost value as depth 1.
 pub const MAX_DEPTH: usize = 64;
-/// What the folded keys of a text's member names may take beyond twice its length (64 KiB), so
-/// that a short text of names folding makes longer (`{"\u{fdfa}":1}`, 33 bytes once folded) is
-/// still read.
-const FOLD_SLACK: usize = 64 * 1024;
+/// What the folded keys of a text's member names may take beyond twice its length, so that a short
+/// text of names folding makes longer (`{"\u{fdfa}":1}`, 33 bytes once folded) is still read.
+/// Small, as each event of an SSE stream is a text of its own.
+const FOLD_SLACK: usize = 64;
 /// Member names of one object kept on the stack for the duplicate check (`fold::clash` compares up
 /// to 8 without allocating too); larger objects, and objects with an escaped name, spill into a `Vec`.
 const INLINE_KEYS: usize = 8;
@@ -152,7 +152,8 @@ pub enum ParseErrorKind {
     DuplicateKey,
     /// Two keys of one object equal after case folding or removing invisible characters.
     FoldedDuplicateKey,
-    /// Member names whose folded keys, in all, exceed twice the text's length plus [`FOLD_SLACK`].
+    /// Member names whose folded keys, in all, exceed twice the text's length plus [`FOLD_SLACK`]
+    /// bytes.
     FoldedNamesTooLong,
     TooDeep,
 }
@@ -198,13 +199,11 @@ impl fmt::Display for ParseError {
 ///
 /// Errors: see [`ParseErrorKind`]; the whole input is always examined, never a prefix.
 pub fn parse(input: &[u8]) -> Result<Json, ParseError> {
-    let mut p = Parser::new(input)?;
-    let v = p.value()?;
-    p.finish()?;
-    if let Some(offset) = p.first_folded {
-        return Err(ParseError { kind: ParseErrorKind::FoldedDuplicateKey, offset });
+    let (v, folded) = parse_whole(input, None)?;
+    match folded {
+        Some(offset) => Err(ParseError { kind: ParseErrorKind::FoldedDuplicateKey, offset }),
+        None => Ok(v),
     }
-    Ok(v)
 }
 
 /// Parse `input` like [`parse`], but accept objects whose keys clash only after folding: for data
@@ -212,10 +211,27 @@ pub fn parse(input: &[u8]) -> Result<Json, ParseError> {
 /// `tools/list` filter checks the envelope, the result and each tool; tool input schemas may
 /// legitimately hold properties `id` and `ID`).
 pub fn parse_folded_keys_allowed(input: &[u8]) -> Result<Json, ParseError> {
+    parse_whole(input, None).map(|(v, _)| v)
+}
+
+/// Parse `input`, a member of a text that a [`Parser`] has already read whole (the arguments or the
+/// `inputResponses` of a request), like [`parse_folded_keys_allowed`], with no bound on folding its
+/// member names: the first read folded them within its own, so folding them again costs no more.
+/// A bound of the member's own would refuse what the whole text passed.
+pub fn parse_again(input: &[u8]) -> Result<Json, ParseError> {
+    parse_whole(input, Some(usize::MAX)).map(|(v, _)| v)
+}
+
+/// One JSON text and where its first object whose keys clash after folding starts, its names'
+/// folding bounded by `fold_left` when given.
+fn parse_whole(input: &[u8], fold_left: Option<usize>) -> Result<(Json, Option<usize>), ParseError> {
     let mut p = Parser::new(input)?;
+    if let Some(left) = fold_left {
+        p.fold_left = left;
+    }
     let v = p.value()?;
     p.finish()?;
-    Ok(v)
+    Ok((v, p.first_folded))
 }
 
 /// A cursor over one JSON text. The message layer drives it directly for the top level so that it can

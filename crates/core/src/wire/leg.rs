@@ -32,10 +32,11 @@ impl Leg {
     }
 
     /// `inputResponses` as a value (numbers keep their exact text). Text that was sent but does not
-    /// parse again (it was checked strictly, so never) is `null`: still a member of the binding key,
-    /// so such a leg never shares a key with a first leg.
+    /// parse again (it was checked strictly, and [`json::parse_again`] folds its names without a
+    /// bound, so never) is `null`: still a member of the binding key, so such a leg never shares a
+    /// key with a first leg.
     pub fn input_responses_value(&self) -> Option<Json> {
-        self.input_responses.as_deref().map(|t| json::parse_folded_keys_allowed(t.as_bytes()).unwrap_or(Json::Null))
+        self.input_responses.as_deref().map(|t| json::parse_again(t.as_bytes()).unwrap_or(Json::Null))
     }
 }
 

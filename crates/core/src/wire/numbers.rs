@@ -58,10 +58,10 @@ impl Reading {
 }
 
 /// An argument value as the server reads its strings (`fold::canonical`), each read once, and all
-/// of them together within `budget` bytes (`gateway.max_body_bytes`), which this takes from;
+/// of them together within `budget` bytes (twice `gateway.max_body_bytes`), which this takes from;
 /// `None` past it. Strings that read as sent count their own length, and those of one body total
-/// less than the body, so only growth under NFKC reaches the budget, and normalizing stops there: a
-/// megabyte of U+FDFA would otherwise read as 11, once for every comparison.
+/// less than the body, so only growth under NFKC beyond double reaches the budget, and normalizing
+/// stops there: a megabyte of U+FDFA would otherwise read as 11, once for every comparison.
 pub fn server_view(v: &Json, budget: &mut usize) -> Option<Json> {
     Some(match v {
         Json::String(s) => {

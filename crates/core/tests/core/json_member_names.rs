@@ -4,7 +4,7 @@
 //! and the offset of the object's `{`.
 
 use mcp_policy_core::wire::fold::{clash, Clash};
-use mcp_policy_core::wire::json::{parse, parse_folded_keys_allowed, ParseError, ParseErrorKind, Parser};
+use mcp_policy_core::wire::json::{parse, parse_again, parse_folded_keys_allowed, ParseError, ParseErrorKind, Parser};
 
 /// Skipped, as the message layer skips what no decision reads: the folded clashes counted.
 fn skipped(input: &str) -> Result<usize, ParseError> {
@@ -93,15 +93,22 @@ fn folded(keys: &[&str]) -> Option<Clash> {
 }
 
 #[test]
-fn folded_names_may_take_twice_the_text_plus_64_kib() {
+fn folded_names_may_take_twice_the_text_plus_64_bytes() {
     // One name of U+FDFA folds to 11 times its length: 3 bytes to 33.
     let object = |n: usize| format!(r#"{{"a":1,"{}":2}}"#, "\u{fdfa}".repeat(n));
     assert!(parse(object(1).as_bytes()).is_ok());
-    // Keys of 33·n + 1 bytes against 2·(3·n + 12) + 65,536: n = 2,428 fits, n = 2,429 does not.
-    assert!(parse(object(2_428).as_bytes()).is_ok());
+    // Keys of 33·n + 1 bytes against 2·(3·n + 12) + 64: n = 3 fits, n = 4 does not.
+    assert!(parse(object(3).as_bytes()).is_ok());
     let too_long = ParseError { kind: ParseErrorKind::FoldedNamesTooLong, offset: 0 };
-    assert_eq!(parse(object(2_429).as_bytes()), Err(too_long));
+    assert_eq!(parse(object(4).as_bytes()), Err(too_long));
     assert_eq!(too_long.to_string(), "object keys too long to compare after case folding at byte 0");
+    // A member read again on its own (the arguments of a request) is not held to a bound of its
+    // own: the whole text's parse bounded its names.
+    let args = format!(r#"{{"a":1,"{}":2}}"#, "\u{fdfa}".repeat(30));
+    let body = format!(r#"{{"arguments":{args},"pad":"{}"}}"#, "x".repeat(1_000));
+    assert!(parse(body.as_bytes()).is_ok());
+    assert!(matches!(parse(args.as_bytes()), Err(ParseError { kind: ParseErrorKind::FoldedNamesTooLong, .. })));
+    assert!(parse_again(args.as_bytes()).is_ok());
     // The budget is the whole text's: many small objects of such names reach it too, at the object
     // whose names pass it.
     let many = format!("[{}]", vec![r#"{"a":1,"\ufdfa\ufdfa\ufdfa":2}"#; 2_000].join(","));

@@ -120,3 +120,19 @@ fn near_misses() {
     assert_eq!(near_miss(&"\u{fdfa}".repeat(100_000), &known), None);
     assert_eq!(near_miss("ＮＡＭＥ", &known), Some("name"));
 }
+
+#[test]
+fn no_visible_character_folds_to_less_than_a_quarter_of_its_bytes() {
+    // What lets `name_key_within` refuse a long text without folding it.
+    for c in (0..=0x10FFFF).filter_map(char::from_u32).filter(|&c| !is_invisible(c)) {
+        let text = c.to_string();
+        assert!(name_key(&text).len() * 4 >= text.len(), "{:04X}", u32::from(c));
+    }
+    assert_eq!(name_key("\u{1d400}"), "a");
+    // A run of combining marks is refused at once: it would be read whole before any character
+    // came out.
+    let marks = format!("a{}", "\u{316}\u{301}".repeat(250_000));
+    assert_eq!(name_key_within(&marks, 9), None);
+    assert_eq!(tool_key_within(&marks, 9), None);
+    assert_eq!(FoldedNames::new(["delete_vm"]).find(&marks), None);
+}

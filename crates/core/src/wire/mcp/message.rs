@@ -77,9 +77,11 @@ impl Arguments {
         std::mem::take(&mut self.keys)
     }
 
-    /// The arguments as a value (numbers keep their exact text).
+    /// The arguments as a value (numbers keep their exact text). `None` only if the text that was
+    /// read strictly does not parse again, which [`json::parse_again`] rules out; a caller that
+    /// judges the value refuses then rather than read no arguments.
     pub fn value(&self) -> Option<Json> {
-        json::parse(self.raw.as_bytes()).ok()
+        json::parse_again(self.raw.as_bytes()).ok()
     }
 }
 

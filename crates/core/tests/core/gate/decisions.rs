@@ -118,6 +118,67 @@ fn condition_denials_name_the_condition_not_the_value() {
 }
 
 #[test]
+fn arguments_are_judged_whole_however_their_names_fold() {
+    // Names of U+FDFA fold to 11 times their length. The body's parse bounds their folding by the
+    // whole body; building the arguments again for the conditions is not held to a bound of the
+    // arguments' own, which would read them as absent (and `exists` as false).
+    let s = MemoryStore::new();
+    let name = "\u{fdfa}".repeat(3_000);
+    let padded = |pad: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"deploy","arguments":{{"force":true,"{name}":1}},"_meta":{{"pad":"{}"}}}}}}"#,
+            "a".repeat(pad)
+        )
+    };
+    for (policy_text, rule, reason) in [
+        (
+            r#"{"version":"1","default":"deny","tools":{"deploy":{"deny_if":[{"path":"args.force","op":"exists"}]}}}"#,
+            "tools.deploy.deny_if[0]",
+            "denied by condition: args.force exists",
+        ),
+        (
+            r#"{"version":"1","default":"deny","tools":{"deploy":{"require":[{"path":"args.force","op":"exists","value":false}]}}}"#,
+            "tools.deploy.require[0]",
+            "required condition not met: args.force exists",
+        ),
+    ] {
+        let p = config::load(policy_text.as_bytes()).unwrap();
+        let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), padded(45_000).as_bytes(), &s, T0));
+        assert_eq!(
+            (status, &b["error"]["data"]["rule"], &b["error"]["data"]["reason"]),
+            (200, &json!(rule), &json!(reason))
+        );
+        // Without the pad, the body's own bound refuses it.
+        let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), padded(0).as_bytes(), &s, T0));
+        assert_eq!((status, &b["error"]["code"]), (400, &json!(-32700)));
+    }
+}
+
+#[test]
+fn the_servers_reading_of_an_argument_may_take_twice_the_body_limit() {
+    // Thai's SARA AM (3 bytes) reads as 6 after NFKC. A condition's reading of its argument may take
+    // twice gateway.max_body_bytes: a body of them near the limit is judged, as Thai text; U+FDFA
+    // (3 bytes as 33) is not, and the condition cannot be evaluated.
+    let p = config::load(
+        br#"{"version":"1","default":"deny","tools":{"note":{"deny_if":[{"path":"args.text","op":"regex","value":"rm"}]}},"gateway":{"max_body_bytes":2048}}"#,
+    )
+    .unwrap();
+    let s = MemoryStore::new();
+    let body = |text: String| {
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"note","arguments":{"text":text}}})
+            .to_string()
+    };
+    let thai = body("\u{e33}".repeat(600));
+    assert!(thai.len() > 1_800 && thai.len() <= 2_048);
+    assert_eq!(pipeline::on_body(&p, &post(&p, "a"), thai.as_bytes(), &s, T0).reply, None);
+    let (status, b, _) = reply(&pipeline::on_body(&p, &post(&p, "a"), body("\u{fdfa}".repeat(200)).as_bytes(), &s, T0));
+    assert_eq!(
+        (status, &b["error"]["data"]["reason"]),
+        (200, &json!("deny_if condition cannot be evaluated: args.text regex"))
+    );
+}
+
+#[test]
 fn tools_list_requests_are_marked_for_response_filtering() {
     let p = policy("");
     let s = MemoryStore::new();
