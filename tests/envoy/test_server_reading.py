@@ -145,13 +145,15 @@ def test_kind6_strings_are_judged_as_sent_and_after_nfkc(envoy, stub, command, m
 
 
 def test_kind6_the_servers_reading_of_a_string_is_bounded_by_the_body_limit(envoy, stub):
-    # U+FDFA reads as 18 letters and spaces after NFKC: 3 bytes as 33. A condition's reading of its
-    # argument may take twice gateway.max_body_bytes (2 MiB here); 100,000 of them would take 3.3 MB.
+    # U+FDFA reads as 18 letters and spaces after NFKC: 3 bytes as 33. What the conditions read of
+    # the arguments may take twice their text plus 64 bytes as the server reads it; 100,000 of them
+    # (300 KB) would take 3.3 MB.
     args = {"vmid": 7, "command": "\ufdfa" * 100_000, "mode": "safe"}
     r, upstream = send(envoy, stub, call("vm_agent_exec", json.dumps(args, ensure_ascii=False)))
     assert (r.status, r.error["code"], r.error["data"]["rule"], r.error["message"], r.json()["id"], upstream) == (
         200, -31001, "tools.vm_agent_exec.deny_if[1]", "tool 'vm_agent_exec' denied: no rm", 7, 0)
-    args["command"] = "\ufdfa" * 1_000
+    # One in a line of text is read, and judged.
+    args["command"] = "echo peace be upon him: \ufdfa"
     r, upstream = send(envoy, stub, call("vm_agent_exec", json.dumps(args, ensure_ascii=False)))
     assert (r.status, upstream) == (200, 1), r.body
 

@@ -16,6 +16,7 @@
 
 use std::cmp::Ordering;
 
+use crate::wire::fold;
 use crate::wire::json::Json;
 use crate::wire::numbers::Reading;
 
@@ -141,23 +142,52 @@ pub fn parse_path(text: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
-fn lookup<'a>(args: Option<&'a Json>, path: &[Step]) -> Option<&'a Json> {
-    let mut cur = args?;
+/// Where a condition's path leads in the arguments.
+#[cfg_attr(test, derive(Debug, PartialEq))]
+enum Found<'a> {
+    At(&'a Json),
+    Absent,
+    /// Neither: absent by its exact name, but a member there folds onto it (a server that folds
+    /// member names, as Go's `encoding/json` does, reads `Force` as `force`); or the arguments,
+    /// sent, could not be read (they are not an object).
+    Unknown,
+}
+
+fn lookup<'a>(args: Option<&'a Json>, path: &[Step]) -> Found<'a> {
+    let mut cur = match args {
+        None => return Found::Absent,
+        Some(object @ Json::Object(_)) => object,
+        Some(_) => return Found::Unknown,
+    };
     for step in path {
         cur = match (step, cur) {
-            (Step::Key(k), Json::Object(_)) => cur.get(k)?,
-            (Step::Index(i), Json::Array(items)) => items.get(*i)?,
-            _ => return None,
+            (Step::Key(k), Json::Object(members)) => match cur.get(k) {
+                Some(v) => v,
+                None if folds_onto(members, k) => return Found::Unknown,
+                None => return Found::Absent,
+            },
+            (Step::Index(i), Json::Array(items)) => match items.get(*i) {
+                Some(v) => v,
+                None => return Found::Absent,
+            },
+            _ => return Found::Absent,
         };
     }
-    Some(cur)
+    Found::At(cur)
+}
+
+/// Does a name of `members` fold onto `key` (`fold::name_key`)? Each is folded only as far as
+/// `key`'s own key is long (`fold::near_miss`).
+fn folds_onto(members: &[(String, Json)], key: &str) -> bool {
+    let want = fold::name_key(key);
+    members.iter().any(|(k, _)| *k == want || fold::near_miss(k, &[&want]).is_some())
 }
 
 fn same_type(a: &Json, b: &Json) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
-/// Structural equality of an argument `a`, already in `reading` (its strings read once, by
+/// Structural equality of an argument `a`, already in `reading` (from the arguments'
 /// `server_view`), and a policy value `b`: numbers by value, strings as read, objects
 /// order-insensitive.
 fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
@@ -202,33 +232,35 @@ fn compare(arg: &Json, bound: &Json, accept: fn(Ordering) -> bool, reading: Read
 impl Condition {
     /// Evaluate against `params.arguments` as sent (`None` when the call sent none).
     pub fn eval(&self, args: Option<&Json>) -> Truth {
-        self.eval_in(args, Reading::Sent)
+        match self.find(args) {
+            Ok(arg) => self.judge(arg, Reading::Sent),
+            Err(truth) => truth,
+        }
     }
 
-    /// Evaluate against `params.arguments` in `reading` (see `numbers`).
-    pub fn eval_in(&self, args: Option<&Json>, reading: Reading) -> Truth {
-        let found = lookup(args, &self.path);
-        if let Op::Exists(want) = self.op {
-            return (found.is_some() == want).into();
+    /// Evaluate on `arg`, where the path led in the server's reading of the arguments.
+    fn eval_server(&self, arg: &Json) -> Truth {
+        match arg {
+            // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
+            Json::Number(t) if crate::wire::numbers::double(t).is_none() => Truth::Unknown,
+            _ => self.judge(arg, Reading::Server),
         }
-        let Some(sent) = found else { return Truth::Unknown };
-        let view;
-        let arg = match (reading, sent) {
-            (Reading::Server(_), Json::Number(t)) if crate::wire::numbers::double(t).is_none() => {
-                // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
-                return Truth::Unknown;
-            }
-            // Comparisons of order read numbers only: any other argument is Unknown, as sent.
-            (Reading::Server(_), _) if matches!(self.op, Op::Lt(_) | Op::Lte(_) | Op::Gt(_) | Op::Gte(_)) => sent,
-            (Reading::Server(mut budget), Json::String(_) | Json::Array(_) | Json::Object(_)) => {
-                // Past its budget the server's reading is not taken, and the condition cannot be
-                // evaluated.
-                let Some(read) = crate::wire::numbers::server_view(sent, &mut budget) else { return Truth::Unknown };
-                view = read;
-                &view
-            }
-            _ => sent,
-        };
+    }
+
+    /// The argument the path leads to, or the condition's truth without one: `exists` is judged
+    /// here, and any other operator cannot be evaluated. A name that only folds onto the path's
+    /// cannot be judged either way.
+    fn find<'a>(&self, args: Option<&'a Json>) -> Result<&'a Json, Truth> {
+        match (lookup(args, &self.path), &self.op) {
+            (Found::At(_), Op::Exists(want)) => Err((*want).into()),
+            (Found::Absent, Op::Exists(want)) => Err((!*want).into()),
+            (Found::At(arg), _) => Ok(arg),
+            _ => Err(Truth::Unknown),
+        }
+    }
+
+    /// The operator on `arg`, already in `reading`.
+    fn judge(&self, arg: &Json, reading: Reading) -> Truth {
         match &self.op {
             Op::Eq(v) if same_type(arg, v) => json_eq(arg, v, reading).into(),
             Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v, reading)).into(),
@@ -270,9 +302,9 @@ impl Condition {
 }
 
 /// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
-/// (`numbers::Reading`). Returns the first failing condition and why, or `None`. Each condition's
-/// server reading of its argument may take `budget` bytes (twice `gateway.max_body_bytes`); one
-/// past it cannot be evaluated.
+/// (`numbers::Reading`). Returns the first failing condition and why, or `None`. The server's
+/// reading of the arguments is taken once, the first time a condition needs it, within `budget`
+/// bytes (twice the arguments' text, from the caller); past it, no condition can be evaluated on it.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],
@@ -280,9 +312,31 @@ pub fn check<'c>(
     budget: usize,
 ) -> Option<(&'c Condition, String)> {
     let twice = args.is_some_and(crate::wire::numbers::may_read_differently);
-    let both = |c: &Condition, worst: Truth| {
-        let sent = c.eval(args);
-        match twice.then(|| c.eval_in(args, Reading::Server(budget))) {
+    let mut server: Option<Option<Json>> = None;
+    let mut both = |c: &Condition, worst: Truth| {
+        // Where the path leads is the same in both readings (`exists` is judged there).
+        let arg = match c.find(args) {
+            Ok(arg) => arg,
+            Err(truth) => return truth,
+        };
+        let sent = c.judge(arg, Reading::Sent);
+        let mut read = || {
+            // A place that reads the same to the server is judged as it is, without the view.
+            let arg = if crate::wire::numbers::may_read_differently(arg) {
+                let mut left = budget;
+                let view = server.get_or_insert_with(|| crate::wire::numbers::server_view(args?, &mut left));
+                match view.as_ref().map(|v| c.find(Some(v))) {
+                    Some(Ok(arg)) => arg,
+                    Some(Err(truth)) => return truth,
+                    // Past the budget the server's reading is not taken: it cannot be evaluated.
+                    None => return Truth::Unknown,
+                }
+            } else {
+                arg
+            };
+            c.eval_server(arg)
+        };
+        match twice.then(&mut read) {
             None => sent,
             Some(read) if read == worst || sent == worst => worst,
             Some(read) if read == Truth::Unknown || sent == Truth::Unknown => Truth::Unknown,

@@ -103,17 +103,14 @@ impl Policy {
         if let (Action::Allow, Some(r)) = (action, tool_rule) {
             if !r.require.is_empty() || !r.deny_if.is_empty() {
                 // Only now is the arguments value built: most tools are decided by name alone.
-                // Arguments that were sent are never judged as absent.
-                let value = match args.map(Arguments::value) {
-                    Some(None) => {
-                        let reason = "the arguments cannot be read again".into();
-                        return Verdict::Deny { rule: tool_rule_name(name), reason };
-                    }
-                    value => value.flatten(),
-                };
-                // The server's reading may take twice the body: ordinary text of any script grows
-                // at most that much under NFKC (Thai's SARA AM, the commonest that grows, doubles).
-                let budget = self.gateway.max_body_bytes.saturating_mul(2);
+                // Arguments that were sent are never judged as absent: should they not be read
+                // again, they are `null`, on which no condition can be evaluated.
+                let value = args.map(|a| a.value().unwrap_or(crate::wire::json::Json::Null));
+                // The server's reading may take twice the arguments' text: ordinary text of any
+                // script grows at most that much under NFKC (Thai's SARA AM, the commonest that
+                // grows, doubles). The calls of a batch hold disjoint parts of the body, so a body's
+                // readings in all stay within twice its length.
+                let budget = args.map_or(0, |a| a.raw().len()).saturating_mul(2).saturating_add(64);
                 if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, value.as_ref(), budget) {
                     return Verdict::Deny { rule: cond.rule.clone(), reason: why };
                 }

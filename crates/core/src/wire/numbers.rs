@@ -15,9 +15,9 @@
 //!
 //! Cost is bounded: binary64 parsing is linear in the text (`f64::from_str`: correctly rounded,
 //! exponent saturated, no big-number arithmetic on the exponent), and integers of at most 15 digits,
-//! which every binary64 holds exactly, skip it. A condition reads its argument's strings once,
-//! within a budget ([`server_view`]). The second reading is skipped altogether when the arguments
-//! hold nothing that can read differently ([`may_read_differently`]).
+//! which every binary64 holds exactly, skip it. The arguments' strings are read once for all of a
+//! call's conditions, within a budget ([`server_view`]). The second reading is skipped altogether
+//! when the arguments hold nothing that can read differently ([`may_read_differently`]).
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -29,9 +29,9 @@ use crate::wire::json::Json;
 pub enum Reading {
     /// Exact decimals, strings as sent.
     Sent,
-    /// Numbers as binary64, strings after NFKC without default-ignorable code points: the
-    /// argument's strings read once into its [`server_view`], within the budget given here.
-    Server(usize),
+    /// Numbers as binary64, strings after NFKC without default-ignorable code points (read once,
+    /// into the arguments' [`server_view`]).
+    Server,
 }
 
 impl Reading {
@@ -40,7 +40,7 @@ impl Reading {
     pub fn cmp_numbers(self, a: &str, b: &str) -> Option<Ordering> {
         match self {
             Reading::Sent => cmp_numbers(a, b),
-            Reading::Server(_) => double(a)?.partial_cmp(&double(b)?),
+            Reading::Server => double(a)?.partial_cmp(&double(b)?),
         }
     }
 
@@ -48,7 +48,7 @@ impl Reading {
     /// are read without a budget, each time.
     pub fn text(self, s: &str) -> Cow<'_, str> {
         match self {
-            Reading::Server(_) => match crate::wire::fold::canonical(s, usize::MAX) {
+            Reading::Server => match crate::wire::fold::canonical(s, usize::MAX) {
                 Ok(Some(read)) => Cow::Owned(read),
                 _ => Cow::Borrowed(s),
             },
@@ -57,11 +57,9 @@ impl Reading {
     }
 }
 
-/// An argument value as the server reads its strings (`fold::canonical`), each read once, and all
-/// of them together within `budget` bytes (twice `gateway.max_body_bytes`), which this takes from;
-/// `None` past it. Strings that read as sent count their own length, and those of one body total
-/// less than the body, so only growth under NFKC beyond double reaches the budget, and normalizing
-/// stops there: a megabyte of U+FDFA would otherwise read as 11, once for every comparison.
+/// An argument value as the server reads its strings (`fold::canonical`), all of them together
+/// within `budget` bytes, which this takes from; `None` past it, where normalizing stops. Strings
+/// that read as sent count their own length: a megabyte of U+FDFA would otherwise read as 11.
 pub fn server_view(v: &Json, budget: &mut usize) -> Option<Json> {
     Some(match v {
         Json::String(s) => {
@@ -183,7 +181,7 @@ mod tests {
 
     #[test]
     fn server_reading_of_numbers() {
-        let s = Reading::Server(0);
+        let s = Reading::Server;
         assert_eq!(s.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Equal));
         assert_eq!(Reading::Sent.cmp_numbers("100.00000000000000001", "100"), Some(Ordering::Greater));
         assert_eq!(s.cmp_numbers("9007199254740993", "9007199254740992"), Some(Ordering::Equal));
@@ -197,9 +195,9 @@ mod tests {
 
     #[test]
     fn server_reading_of_strings() {
-        assert_eq!(Reading::Server(0).text("r\u{200b}m"), "rm");
+        assert_eq!(Reading::Server.text("r\u{200b}m"), "rm");
         assert_eq!(Reading::Sent.text("r\u{200b}m"), "r\u{200b}m");
-        assert!(matches!(Reading::Server(0).text("rm"), Cow::Borrowed(_)));
+        assert!(matches!(Reading::Server.text("rm"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -24,10 +24,37 @@ fn paths() {
         assert!(parse_path(bad).is_err(), "{bad}");
     }
     let args = j(r#"{"a":{"b":[1,{"c":"deep"}]}}"#);
-    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[1].c").unwrap()), Some(&j(r#""deep""#)));
-    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[5]").unwrap()), None);
-    assert_eq!(lookup(Some(&args), &parse_path("args.a[0]").unwrap()), None);
-    assert_eq!(lookup(None, &parse_path("args.a").unwrap()), None);
+    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[1].c").unwrap()), Found::At(&j(r#""deep""#)));
+    assert_eq!(lookup(Some(&args), &parse_path("args.a.b[5]").unwrap()), Found::Absent);
+    assert_eq!(lookup(Some(&args), &parse_path("args.a[0]").unwrap()), Found::Absent);
+    assert_eq!(lookup(None, &parse_path("args.a").unwrap()), Found::Absent);
+    // A name that folds onto the path's, at any step, is neither there nor absent.
+    assert_eq!(lookup(Some(&args), &parse_path("args.A.b").unwrap()), Found::Unknown);
+    assert_eq!(lookup(Some(&j(r#"{"a":{"B\u0000":1}}"#)), &parse_path("args.a.b").unwrap()), Found::Unknown);
+    assert_eq!(lookup(Some(&args), &parse_path("args.a.c").unwrap()), Found::Absent);
+    // Arguments that are not an object (sent, but not read) hold nothing that can be judged.
+    assert_eq!(lookup(Some(&Json::Null), &parse_path("args.a").unwrap()), Found::Unknown);
+}
+
+#[test]
+fn exists_is_not_judged_on_a_name_that_folds_onto_its_path() {
+    // Go's encoding/json reads `Force`, `force\u0000` or fullwidth `ｆｏｒｃｅ` as `force`.
+    let deny = [cond("args.force", Op::Exists(true))];
+    let require_absent = [cond("args.force", Op::Exists(false))];
+    for args in [r#"{"Force":true}"#, r#"{"force\u0000":true}"#, r#"{"\uff46\uff4f\uff52\uff43\uff45":true}"#] {
+        let args = j(args);
+        assert_eq!(
+            check(&[], &deny, Some(&args), MIB).map(|(_, w)| w).as_deref(),
+            Some("deny_if condition cannot be evaluated: args.force exists")
+        );
+        assert_eq!(
+            check(&require_absent, &[], Some(&args), MIB).map(|(_, w)| w).as_deref(),
+            Some("required condition cannot be evaluated: args.force exists")
+        );
+    }
+    let other = j(r#"{"forced":true}"#);
+    assert!(check(&[], &deny, Some(&other), MIB).is_none());
+    assert!(check(&require_absent, &[], Some(&other), MIB).is_none());
 }
 
 #[test]
@@ -146,8 +173,8 @@ fn the_servers_reading_has_a_budget() {
     ];
     let mut args = Json::Object(vec![("c".into(), Json::String(fdfa(1000)))]);
     // 3,000 bytes as sent read as 33,000: within a budget of 33,000, the call is judged and
-    // passes. Each condition reads the string once, for all twenty elements of its list, and
-    // has a budget of its own.
+    // passes. The string is read once, for the twenty elements of the list and both deny_if
+    // conditions, within the one budget.
     assert!(check(&req, &deny, Some(&args), 33_000).is_none());
     // A byte less, and it cannot be evaluated.
     let (_, why) = check(&req, &deny, Some(&args), 32_999).unwrap();

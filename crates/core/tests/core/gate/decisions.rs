@@ -155,10 +155,10 @@ fn arguments_are_judged_whole_however_their_names_fold() {
 }
 
 #[test]
-fn the_servers_reading_of_an_argument_may_take_twice_the_body_limit() {
-    // Thai's SARA AM (3 bytes) reads as 6 after NFKC. A condition's reading of its argument may take
-    // twice gateway.max_body_bytes: a body of them near the limit is judged, as Thai text; U+FDFA
-    // (3 bytes as 33) is not, and the condition cannot be evaluated.
+fn the_servers_reading_of_the_arguments_may_take_twice_their_text() {
+    // Thai's SARA AM (3 bytes) reads as 6 after NFKC. What a call's conditions read of its
+    // arguments may take twice their text as the server reads it: a body of them near the limit is
+    // judged, as Thai text; U+FDFA (3 bytes as 33) is not, and the condition cannot be evaluated.
     let p = config::load(
         br#"{"version":"1","default":"deny","tools":{"note":{"deny_if":[{"path":"args.text","op":"regex","value":"rm"}]}},"gateway":{"max_body_bytes":2048}}"#,
     )
@@ -296,4 +296,35 @@ fn folded_names_of_enforced_tools_are_enforced() {
             "{tool}"
         );
     }
+}
+
+#[test]
+fn the_calls_of_a_batch_each_have_their_own_arguments_for_a_bound() {
+    // Each call of a batch reads its own part of the body: a batch of calls whose arguments read
+    // 11 times longer is refused call by call, as one such call is.
+    let p = config::load(
+        br#"{"version":"1","default":"deny","tools":{"note":{"deny_if":[{"path":"args.text","op":"contains","value":"zzz"}]}}}"#,
+    )
+    .unwrap();
+    let s = MemoryStore::new();
+    let call = |id: u64, text: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"note","arguments":{"text":text}}});
+    let long = "\u{fdfa}".repeat(20_000);
+    let batch = json!([call(1, &long), call(2, "fine"), call(3, &long)]).to_string();
+    let head = mcp_policy_core::pipeline::RequestHead::from_headers(
+        &p,
+        [
+            (":method", &b"POST"[..]),
+            ("content-type", b"application/json"),
+            ("authorization", b"Bearer a"),
+            ("mcp-protocol-version", b"2025-03-26"),
+        ],
+    );
+    let o = pipeline::on_body(&p, &head, batch.as_bytes(), &s, T0);
+    let body: Value = serde_json::from_str(&o.reply.unwrap().body).unwrap();
+    let why = "deny_if condition cannot be evaluated: args.text contains";
+    assert_eq!(
+        (&body[0]["error"]["data"]["reason"], &body[1]["error"]["data"]["kind"]),
+        (&json!(why), &json!("batch_refused"))
+    );
+    assert_eq!(body[2]["error"]["data"]["reason"], json!(why));
 }

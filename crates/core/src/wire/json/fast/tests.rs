@@ -252,3 +252,21 @@ fn numbers_read_as_the_strict_path_reads_them() {
         assert_eq!(skip_all(n, true), strict, "{n}");
     }
 }
+
+#[test]
+fn the_folding_bound_counts_what_both_paths_fold() {
+    // Printable ASCII names take nothing from the bound, on either path: an object of nine plain
+    // names (which the shorter check compares itself) beside one whose names fold long.
+    let text = format!(
+        r#"{{"a":{{"x":1,"{}":2}},"b":{{"k0":0,"k1":0,"k2":0,"k3":0,"k4":0,"k5":0,"k6":0,"k7":0,"k8":0}}}}"#,
+        "\u{fdfa}".repeat(4)
+    );
+    let strict = skip_all(&text, false);
+    assert_eq!(skip_all(&text, true), strict);
+    assert!(strict.0.is_ok(), "{strict:?}");
+    // Twelve U+FDFA (396 bytes folded) against 2·122 + 64: refused, at the same byte, both ways.
+    let text = text.replace("\u{fdfa}\u{fdfa}\u{fdfa}\u{fdfa}", &"\u{fdfa}".repeat(12));
+    let strict = skip_all(&text, false);
+    assert_eq!(skip_all(&text, true), strict);
+    assert!(matches!(strict.0, Err(ParseError { kind: super::super::ParseErrorKind::FoldedNamesTooLong, .. })));
+}
