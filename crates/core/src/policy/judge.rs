@@ -109,7 +109,7 @@ impl Policy {
                 // The server's reading may take twice the arguments' text: ordinary text of any
                 // script grows at most that much under NFKC (Thai's SARA AM, the commonest that
                 // grows, doubles). The calls of a batch hold disjoint parts of the body, so a body's
-                // readings in all stay within twice its length.
+                // readings in all stay within twice its length plus 64 bytes a call.
                 let budget = args.map_or(0, |a| a.raw().len()).saturating_mul(2).saturating_add(64);
                 if let Some((cond, why)) = conditions::check(&r.require, &r.deny_if, value.as_ref(), budget) {
                     return Verdict::Deny { rule: cond.rule.clone(), reason: why };
