@@ -304,7 +304,8 @@ impl Condition {
 /// Check `require` then `deny_if`, each on the arguments as sent and as the server reads them
 /// (`numbers::Reading`). Returns the first failing condition and why, or `None`. The server's
 /// reading of the arguments is taken once, the first time a condition needs it, within `budget`
-/// bytes (twice the arguments' text, from the caller); past it, no condition can be evaluated on it.
+/// bytes (twice the arguments' text plus 64, from the caller); past it, no condition can be
+/// evaluated on it.
 pub fn check<'c>(
     require: &'c [Condition],
     deny_if: &'c [Condition],

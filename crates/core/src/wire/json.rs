@@ -152,8 +152,8 @@ pub enum ParseErrorKind {
     DuplicateKey,
     /// Two keys of one object equal after case folding or removing invisible characters.
     FoldedDuplicateKey,
-    /// Member names whose folded keys, in all, exceed twice the text's length plus [`FOLD_SLACK`]
-    /// bytes.
+    /// Member names (printable ASCII aside) whose folded keys, in all, exceed twice the text's
+    /// length plus [`FOLD_SLACK`] bytes.
     FoldedNamesTooLong,
     TooDeep,
 }
@@ -243,9 +243,10 @@ pub struct Parser<'a> {
     /// Objects seen so far whose keys clash after folding, and where the first one starts.
     folded: usize,
     first_folded: Option<usize>,
-    /// Bytes the folded keys of the text's member names may still take: twice the text's length
-    /// plus [`FOLD_SLACK`]. Names total less than the text, so only names that folding makes
-    /// longer reach it; it bounds the work of folding (a megabyte of U+FDFA folds to 11).
+    /// Bytes the folded keys of the text's member names that are not printable ASCII
+    /// (`fold::clash`) may still take: twice the text's length plus [`FOLD_SLACK`]. Names total
+    /// less than the text, so only names that folding makes longer reach it; it bounds the work of
+    /// folding (a megabyte of U+FDFA folds to 11).
     fold_left: usize,
     /// Where the native build's shorter check (`fast`) may next be tried: at or after the byte
     /// where it last gave up, so that it reads no byte twice, however deep the value it gave up on.
