@@ -148,8 +148,9 @@ enum Found<'a> {
     At(&'a Json),
     Absent,
     /// Neither: absent by its exact name, but a member there folds onto it (a server that folds
-    /// member names, as Go's `encoding/json` does, reads `Force` as `force`); or the arguments,
-    /// sent, could not be read (they are not an object).
+    /// member names, as Go's `encoding/json` does, reads `Force` as `force`); a step of the other
+    /// kind into an object, an array or a string; or the arguments, sent, could not be read (they
+    /// are not an object).
     Unknown,
 }
 
@@ -170,6 +171,11 @@ fn lookup<'a>(args: Option<&'a Json>, path: &[Step]) -> Found<'a> {
                 Some(v) => v,
                 None => return Found::Absent,
             },
+            // An index into an object, or any step into a string or by name into an array, may
+            // still find something: JavaScript reads `o[0]` as `o["0"]`, and JavaScript and
+            // Python both index strings (`"rm"[0]` is `"r"`).
+            (_, Json::Object(_) | Json::Array(_) | Json::String(_)) => return Found::Unknown,
+            // Null, a boolean or a number holds nothing.
             _ => return Found::Absent,
         };
     }

@@ -26,7 +26,22 @@ fn paths() {
     let args = j(r#"{"a":{"b":[1,{"c":"deep"}]}}"#);
     assert_eq!(lookup(Some(&args), &parse_path("args.a.b[1].c").unwrap()), Found::At(&j(r#""deep""#)));
     assert_eq!(lookup(Some(&args), &parse_path("args.a.b[5]").unwrap()), Found::Absent);
-    assert_eq!(lookup(Some(&args), &parse_path("args.a[0]").unwrap()), Found::Absent);
+    // A step of the other kind cannot say what a server finds: `o[0]` is `o["0"]` in JavaScript,
+    // and strings index. Null, booleans and numbers hold nothing.
+    let mixed = j(r#"{"a":{"0":"rm"},"s":"rm","l":["rm"],"n":null,"t":true,"x":1}"#);
+    for (path, found) in [
+        ("args.a[0]", Found::Unknown),
+        ("args[0]", Found::Unknown),
+        ("args.s[0]", Found::Unknown),
+        ("args.s.length", Found::Unknown),
+        ("args.l.0", Found::Unknown),
+        ("args.n.a", Found::Absent),
+        ("args.n[0]", Found::Absent),
+        ("args.t[0]", Found::Absent),
+        ("args.x.a", Found::Absent),
+    ] {
+        assert_eq!(lookup(Some(&mixed), &parse_path(path).unwrap()), found, "{path}");
+    }
     assert_eq!(lookup(None, &parse_path("args.a").unwrap()), Found::Absent);
     // A name that folds onto the path's, at any step, is neither there nor absent.
     assert_eq!(lookup(Some(&args), &parse_path("args.A.b").unwrap()), Found::Unknown);
@@ -34,6 +49,27 @@ fn paths() {
     assert_eq!(lookup(Some(&args), &parse_path("args.a.c").unwrap()), Found::Absent);
     // Arguments that are not an object (sent, but not read) hold nothing that can be judged.
     assert_eq!(lookup(Some(&Json::Null), &parse_path("args.a").unwrap()), Found::Unknown);
+}
+
+#[test]
+fn an_index_into_an_object_or_a_string_is_not_judged() {
+    // `deny_if exists args.cmds[0]` meant "no commands": a JavaScript server reads `{"0":"rm"}`
+    // at `cmds[0]`, and a string's first character is there in JavaScript and Python alike.
+    let deny = [cond("args.cmds[0]", Op::Exists(true))];
+    for args in [r#"{"cmds":{"0":"rm"}}"#, r#"{"cmds":"rm"}"#] {
+        assert_eq!(
+            check(&[], &deny, Some(&j(args)), MIB).map(|(_, w)| w).as_deref(),
+            Some("deny_if condition cannot be evaluated: args.cmds[0] exists"),
+            "{args}"
+        );
+    }
+    assert_eq!(
+        check(&[], &deny, Some(&j(r#"{"cmds":["rm"]}"#)), MIB).map(|(_, w)| w).as_deref(),
+        Some("denied by condition: args.cmds[0] exists")
+    );
+    for args in [r#"{"cmds":[]}"#, r#"{"cmds":null}"#, r#"{}"#] {
+        assert!(check(&[], &deny, Some(&j(args)), MIB).is_none(), "{args}");
+    }
 }
 
 #[test]
