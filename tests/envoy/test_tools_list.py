@@ -183,12 +183,18 @@ def test_tool_lists_under_another_id_are_filtered_too(envoy, stub, case, ctype, 
     assert [t["name"] for t in got["result"]["tools"]] == [n for n in DEMO_NAMES if n not in HIDDEN]
 
 
-def test_other_methods_responses_are_not_touched(envoy, stub):
-    """A tools/call result that happens to carry a `tools` array with a hidden name is not a tools/list."""
+def test_a_tool_list_in_the_reply_to_another_method_is_filtered(envoy, stub):
+    """A JSON reply to a tools/call whose result carries a `tools` array is filtered as an SSE one is:
+    the SDKs hand each response of a JSON reply to the request its id names, which may be a
+    concurrent tools/list. A reply to another method without one passes byte for byte."""
     body = compact({"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "delete_vm"}], "content": []}})
     path = stub.route("/call-with-tools", json_canned(body))
     r = post(envoy.url + path, rpc("tools/call", 3, {"name": "list_vms", "arguments": {}}), headers_for("lists-grant"))
-    assert (r.status, r.body) == (200, body)
+    assert (r.status, r.body) == (200, compact({"jsonrpc": "2.0", "id": 3, "result": {"tools": [], "content": []}}))
+    plain = b'{"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "ok"}]}}'
+    path = stub.route("/call-plain", json_canned(plain))
+    r = post(envoy.url + path, rpc("tools/call", 4, {"name": "list_vms", "arguments": {}}), headers_for("lists-grant"))
+    assert (r.status, r.body) == (200, plain)
 
 
 # ------------------------------------------------------------------------------ (g) what is hidden

@@ -225,6 +225,12 @@ impl Policy {
         self.hide_all || !self.hidden.is_empty() || self.gateway.hide_denied_tools
     }
 
+    /// Are responses read (tool lists filtered or checked against pins, tool results judged)? Then
+    /// the request's `accept-encoding` is removed, as a compressed response cannot be read.
+    pub fn reads_responses(&self) -> bool {
+        self.filters_tools_list() || self.has_pins() || self.has_result_rules()
+    }
+
     /// Tool names the policy lists under `tools`.
     pub fn listed_tools(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)

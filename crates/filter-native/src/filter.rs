@@ -356,7 +356,7 @@ impl Filter {
 
     pub fn request_headers(&mut self, end_of_stream: bool) -> Flow {
         let s = self.stream;
-        if self.policy.filters_tools_list() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
+        if self.policy.reads_responses() && !s.set_header(HeaderMap::Request, "accept-encoding", None) {
             warn!("[ctx {}] cannot remove accept-encoding", self.id);
         }
         // The headers are read in place (`ffi::Headers`): every use of them ends here, before any

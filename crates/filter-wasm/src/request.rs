@@ -158,8 +158,8 @@ impl Filter {
         let Some(policy) = self.policy.clone() else {
             return self.unconfigured();
         };
-        if policy.filters_tools_list() {
-            // A compressed tools/list response cannot be filtered: ask the server for identity.
+        if policy.reads_responses() {
+            // A compressed response cannot be read: ask the server for identity.
             // (Header changes are only possible here, before the body says what the request is.)
             if let Err(s) = hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, "accept-encoding", None) {
                 warn!("[ctx {}] cannot remove accept-encoding: {s:?}", self.id);

@@ -41,7 +41,7 @@ pub struct Binding {
 
 /// Check the request's bound ids against its grant: its `Mcp-Session-Id`, then its `Last-Event-ID`
 /// (bound to the grant and to that session), then the session in its query (`session_id`,
-/// `sessionId`). An empty `Last-Event-ID` names no event and passes as it is.
+/// `sessionId`, `sessionid`). An empty `Last-Event-ID` names no event and passes as it is.
 pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
     let Some(keys) = &policy.gateway.session_keys else { return SessionCheck::Unbound };
     let grant = grant_of(policy, head).ok().map(|g| g.id);

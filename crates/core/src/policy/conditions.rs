@@ -148,9 +148,9 @@ enum Found<'a> {
     At(&'a Json),
     Absent,
     /// Neither: absent by its exact name, but a member there folds onto it (a server that folds
-    /// member names, as Go's `encoding/json` does, reads `Force` as `force`); a step of the other
-    /// kind into an object, an array or a string; or the arguments, sent, could not be read (they
-    /// are not an object).
+    /// member names, as Go's `encoding/json` does, reads `Force` as `force`), or the object holds a
+    /// `__proto__` member; a step of the other kind into an object, an array or a string; or the
+    /// arguments, sent, could not be read (they are not an object).
     Unknown,
 }
 
@@ -164,7 +164,9 @@ fn lookup<'a>(args: Option<&'a Json>, path: &[Step]) -> Found<'a> {
         cur = match (step, cur) {
             (Step::Key(k), Json::Object(members)) => match cur.get(k) {
                 Some(v) => v,
-                None if folds_onto(members, k) => return Found::Unknown,
+                // JavaScript's `Object.assign` makes a `__proto__` member the prototype, whose
+                // members the copy then reads as its own.
+                None if folds_onto(members, k) || cur.get("__proto__").is_some() => return Found::Unknown,
                 None => return Found::Absent,
             },
             (Step::Index(i), Json::Array(items)) => match items.get(*i) {
@@ -208,12 +210,13 @@ fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     }
 }
 
-/// Membership: True if an element equals; False if none does but one has the argument's type;
-/// Unknown if no element has the argument's type.
+/// Membership: True if an element equals; False if none does and every element has the argument's
+/// type; else Unknown. A set of several types lists what servers coerce into one another (pydantic
+/// reads `"on"` as `true` and `"999"` as `999`), so a value equal to none of them cannot be judged.
 fn member(arg: &Json, set: &[Json], reading: Reading) -> Truth {
     if set.iter().any(|v| json_eq(arg, v, reading)) {
         Truth::True
-    } else if set.iter().any(|v| same_type(arg, v)) {
+    } else if set.iter().all(|v| same_type(arg, v)) {
         Truth::False
     } else {
         Truth::Unknown
@@ -233,6 +236,12 @@ fn compare(arg: &Json, bound: &Json, accept: fn(Ordering) -> bool, reading: Read
         (Json::Number(a), Json::Number(b)) => reading.cmp_numbers(a, b).map_or(Truth::Unknown, |o| accept(o).into()),
         _ => Truth::Unknown,
     }
+}
+
+/// Whether Python's `json.loads` reads a text the strict parser refuses for `kind`.
+fn held_by_python(kind: crate::wire::json::ParseErrorKind) -> bool {
+    use crate::wire::json::ParseErrorKind::*;
+    matches!(kind, LoneSurrogate | DuplicateKey | FoldedDuplicateKey | FoldedNamesTooLong | TooDeep)
 }
 
 impl Condition {
@@ -265,8 +274,37 @@ impl Condition {
         }
     }
 
-    /// The operator on `arg`, already in `reading`.
+    /// The operator on `arg`, already in `reading`. A string that holds a JSON array or object is
+    /// judged by `regex` and `contains` also as a server that parses it reads it: the Python SDK
+    /// hands a parameter not typed `str` the parsed value (`pre_parse_json`), in whose strings an
+    /// escape hides what the text does not show (`"r\u006d"`). Its text is judged again written out
+    /// without escapes, and by `contains` on the array's elements; where the readings differ, or
+    /// the text opens as one but is refused where Python takes it, it cannot be evaluated.
     fn judge(&self, arg: &Json, reading: Reading) -> Truth {
+        let own = self.judge_value(arg, reading);
+        let (Op::Regex(_) | Op::Contains(_), Json::String(s)) = (&self.op, arg) else { return own };
+        if !matches!(s.bytes().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')), Some(b'[' | b'{')) {
+            return own;
+        }
+        let held = match crate::wire::json::parse(s.as_bytes()) {
+            Ok(held) => held,
+            Err(e) if held_by_python(e.kind) || s.contains("NaN") || s.contains("Infinity") => return Truth::Unknown,
+            Err(_) => return own,
+        };
+        let mut text = String::new();
+        crate::wire::json::write(&mut text, &held);
+        let items = match (&self.op, &held) {
+            (Op::Contains(_), Json::Array(_)) => self.judge_value(&held, reading),
+            _ => own,
+        };
+        if self.judge_value(&Json::String(text), reading) == own && items == own {
+            own
+        } else {
+            Truth::Unknown
+        }
+    }
+
+    fn judge_value(&self, arg: &Json, reading: Reading) -> Truth {
         match &self.op {
             Op::Eq(v) if same_type(arg, v) => json_eq(arg, v, reading).into(),
             Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v, reading)).into(),

@@ -7,8 +7,9 @@
 //! - the reply to a forwarded `tools/list` request must be JSON or SSE the filter can read; any other
 //!   reply is refused with 502 before a byte of it leaves (`plan`, the header rules);
 //! - the reply to any other forwarded request (the GET stream, `subscriptions/listen`, resumed
-//!   streams) is filtered when it is an SSE stream, since a tool list can arrive on any stream; a
-//!   JSON reply to another request answers that request only.
+//!   streams) is filtered when it is an SSE stream or JSON: a tool list can arrive on any stream,
+//!   and the SDKs hand each response of a JSON reply to the request its id names, which may be
+//!   another one than the request it replies to.
 //!
 //! With `gateway.session_key`, every SSE reply also has the ids it hands out sealed for the grant
 //! ([`ResponseFilter::sealing`], `crate::identity::session::StreamIds`); one that is content-encoded passes
@@ -74,7 +75,7 @@ enum Scope {
     /// The reply to a `tools/call` whose tool has `result` rules: JSON or SSE; anything else is
     /// refused (`result_refused`).
     CallReply,
-    /// Any other forwarded request: SSE replies only.
+    /// Any other forwarded request: SSE and JSON replies; any other passes.
     AnyStream,
     /// Tool lists are not filtered: SSE replies are read for their ids only.
     Ids,

@@ -6,8 +6,13 @@
 //!   the reply comes on the SSE stream, which is filtered);
 //! - a `content-encoding` other than `identity` (the request's `accept-encoding` was removed, so a
 //!   server that compresses anyway is not understood);
-//! - a `charset` other than UTF-8 (clients decode by the declared charset; the filter reads UTF-8);
+//! - a `charset` other than UTF-8, or one in RFC 2231's form (clients decode by the declared
+//!   charset; the filter reads UTF-8);
 //! - a JSON reply whose `content-length` exceeds `gateway.max_response_bytes`.
+//!
+//! Every JSON or SSE reply is read, whatever request it answers: the SDKs hand each response of
+//! a JSON reply to the request its id names. Any other reply to a request that is not `tools/list`
+//! or a judged `tools/call` passes.
 //!
 //! A reply read only for the ids it hands out (`gateway.session_key`, no tool list to filter) is
 //! never refused: an SSE stream is read unless content-encoded, anything else passes.
@@ -55,12 +60,11 @@ impl ResponseFilter {
         let reply = matches!(scope, Scope::ListReply | Scope::CallReply);
         let framing = if is_sse {
             Framing::Sse
-        } else if !reply {
-            // A JSON reply to another request answers that request only: not a tool list.
-            return Plan::PassThrough;
         } else if http::is_media_type(&content_type, "application/json") {
+            // The reply to any request too: the SDKs hand each response in it to the request its
+            // id names, so a tool list or a tool result may come as the reply to another request.
             Framing::Json
-        } else if header(":status").as_deref() == Some(&b"202"[..]) {
+        } else if !reply || header(":status").as_deref() == Some(&b"202"[..]) {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
             // the reply comes on the SSE stream, which is filtered there.
             return Plan::PassThrough;
@@ -109,10 +113,12 @@ impl ResponseFilter {
     /// Why a reply over the limit held with no call of its own is refused: a tool list's is
     /// `gateway.max_response_bytes`, a task's result's the largest `max_bytes` of the result rules.
     pub(super) fn too_large(&self) -> &'static str {
-        if self.ids.is_empty() {
-            "the tool result response exceeds the largest max_bytes of the result rules"
-        } else {
+        if !self.ids.is_empty() {
             "the tools/list response exceeds gateway.max_response_bytes"
+        } else if self.results {
+            "the response exceeds the largest max_bytes of the result rules"
+        } else {
+            "the response exceeds gateway.max_response_bytes"
         }
     }
 

@@ -22,7 +22,9 @@ pub fn is_media_type(v: &[u8], want: &str) -> bool {
     media_type(v).eq_ignore_ascii_case(want.as_bytes())
 }
 
-/// Is the `charset` parameter of a content type absent or UTF-8 (possibly quoted)?
+/// Is the `charset` parameter of a content type absent or UTF-8 (possibly quoted)? A charset in
+/// RFC 2231's extended form (`charset*=utf-8''utf-7`, `charset*0=…`) is not: Python's
+/// `email.message`, which httpx reads the charset with, decodes by it.
 pub fn charset_is_utf8(content_type: &[u8]) -> bool {
     content_type.split(|&b| b == b';').skip(1).all(|param| {
         let param = param.trim_ascii();
@@ -32,9 +34,15 @@ pub fn charset_is_utf8(content_type: &[u8]) -> bool {
                 let value = value.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")).unwrap_or(value);
                 value.eq_ignore_ascii_case(b"utf-8") || value.eq_ignore_ascii_case(b"utf8")
             }
-            _ => true,
+            _ => !extended_charset(param),
         }
     })
+}
+
+/// Does a content-type parameter name a charset in RFC 2231's extended form (`charset*`,
+/// `charset*0`, `charset*0*`)?
+fn extended_charset(param: &[u8]) -> bool {
+    param.get(..8).is_some_and(|n| n.get(..7).is_some_and(|c| c.eq_ignore_ascii_case(b"charset")) && n.ends_with(b"*"))
 }
 
 /// May a request with this Content-Type be read as UTF-8 JSON? Yes when it declares no `charset`,
@@ -52,7 +60,7 @@ pub fn request_charset_ok(content_type: &[u8]) -> bool {
             None => (param, None),
         };
         if !name.eq_ignore_ascii_case(b"charset") {
-            return true;
+            return !extended_charset(name);
         }
         let Some(value) = value else { return false };
         let value = match value.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\"")) {
@@ -137,5 +145,15 @@ mod tests {
         ] {
             assert!(!charset_is_utf8(bad), "{}", String::from_utf8_lossy(bad));
         }
+        // RFC 2231's extended and continued parameters, which Python's `email.message` decodes by.
+        for bad in [
+            &b"text/event-stream; charset*=utf-8''utf-7"[..],
+            b"text/event-stream; charset*0=utf-; charset*1=7",
+            b"application/json; CHARSET*=us-ascii''utf-8",
+            b"application/json; charset=utf-8; charset*0*=utf-8''utf-7",
+        ] {
+            assert!(!charset_is_utf8(bad) && !request_charset_ok(bad), "{}", String::from_utf8_lossy(bad));
+        }
+        assert!(charset_is_utf8(b"a/b; charsets=x") && request_charset_ok(b"a/b; charsets=x; x*=y"));
     }
 }

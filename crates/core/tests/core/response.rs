@@ -116,10 +116,11 @@ fn the_reply_to_tools_list_is_json_or_sse_or_refused() {
 }
 
 #[test]
-fn other_replies_are_filtered_only_when_they_stream() {
+fn other_replies_are_filtered_when_they_stream_or_are_json() {
+    // The SDKs hand a JSON reply's responses to the requests their ids name: any may carry a list.
     for (headers, want) in [
         (&[("content-type", "text/event-stream")][..], Plan::FilterSse),
-        (&[("content-type", "application/json")], Plan::PassThrough),
+        (&[("content-type", "application/json")], Plan::FilterJson),
         (&[("content-type", "text/html")], Plan::PassThrough),
         (&[], Plan::PassThrough),
     ] {

@@ -2,8 +2,8 @@
 //!
 //! In that transport the client opens an SSE stream with GET; its first event, `endpoint`, carries
 //! the URL the client POSTs its messages to, and the session is a query parameter of that URL
-//! (`/messages/?session_id=…` in the Python SDK, `?sessionId=…` in the TypeScript, Go and Java
-//! SDKs). The server accepts a POST from anyone who names the session. With `gateway.session_key`
+//! (`/messages/?session_id=…` in the Python SDK, `?sessionId=…` in the TypeScript and Java SDKs
+//! and mark3labs' mcp-go, `?sessionid=…` in the official Go SDK). The server accepts a POST from anyone who names the session. With `gateway.session_key`
 //! the filter replaces the id in the `endpoint` event by
 //!
 //! ```text
@@ -23,7 +23,7 @@ use crate::identity::grant::GrantId;
 const LEGACY: Kind = Kind { prefix: "l1.", domain: b"mcpf-legacy-session-v1" };
 
 /// The query parameters that name a session in the SDKs' HTTP+SSE servers.
-pub const PARAMS: [&str; 2] = ["session_id", "sessionId"];
+pub const PARAMS: [&str; 3] = ["session_id", "sessionId", "sessionid"];
 
 /// The id handed to the client for the server's session id `id`, on a stream of `grant`.
 pub fn seal_id(keys: &SessionKeys, grant: &GrantId, id: &[u8]) -> String {
@@ -45,7 +45,7 @@ pub enum SessionParam {
         value_at: Range<usize>,
         value: Vec<u8>,
     },
-    /// More than one (of either name): servers differ on which one they read.
+    /// More than one (of any of the names): servers differ on which one they read.
     Many,
 }
 
@@ -159,13 +159,20 @@ mod tests {
         assert_eq!(one("/messages?sessionId=a%2Fb+c&x=1"), ("a%2Fb+c".into(), b"a/b c".to_vec()));
         assert_eq!(one("/m?x=1&session%5Fid=l1.x.y"), ("l1.x.y".into(), b"l1.x.y".to_vec()));
         assert_eq!(one("/m?session_id"), (String::new(), Vec::new()));
+        // The official Go SDK's name, which it reads case-sensitively.
+        assert_eq!(one("/m?sessionid=a"), ("a".into(), b"a".to_vec()));
         assert_eq!(one("/m?&&session_id=%zz%4#frag&session_id=x"), ("%zz%4".into(), b"%zz%4".to_vec()));
         for absent in
-            ["/messages/", "/m?sessionid=a", "/m?session_id_=a&xsession_id=b", "/m#?session_id=a", "/m?a=session_id"]
+            ["/messages/", "/m?SessionId=a", "/m?session_id_=a&xsession_id=b", "/m#?session_id=a", "/m?a=session_id"]
         {
             assert_eq!(session_param(absent.as_bytes()), SessionParam::Absent, "{absent}");
         }
-        for many in ["/m?session_id=a&session_id=a", "/m?sessionId=a&session_id=b", "/m?session_id=a&session%5fid=b"] {
+        for many in [
+            "/m?session_id=a&session_id=a",
+            "/m?sessionId=a&session_id=b",
+            "/m?session_id=a&session%5fid=b",
+            "/m?sessionid=a&sessionId=b",
+        ] {
             assert_eq!(session_param(many.as_bytes()), SessionParam::Many, "{many}");
         }
     }

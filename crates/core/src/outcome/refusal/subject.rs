@@ -58,7 +58,7 @@ pub const SESSION_INVALID: &str =
 /// `data.reason` of `session_invalid` for a `Last-Event-ID`.
 pub const EVENT_ID_INVALID: &str =
     "this Last-Event-ID was not issued to this grant on this Mcp-Session-Id by this gateway; reconnect without it";
-/// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`).
+/// `data.reason` of `session_invalid` for the HTTP+SSE session in the query (`session_id`, `sessionId`, `sessionid`).
 pub const LEGACY_SESSION_INVALID: &str =
     "this session id (query parameter) was not issued to this grant by this gateway; open a new SSE stream";
 /// `data.reason` of `no_policy`.

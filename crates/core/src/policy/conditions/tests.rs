@@ -88,6 +88,11 @@ fn exists_is_not_judged_on_a_name_that_folds_onto_its_path() {
             Some("required condition cannot be evaluated: args.force exists")
         );
     }
+    // `Object.assign({}, args)` makes `__proto__` the copy's prototype, and `copy.force` true.
+    assert_eq!(
+        check(&[], &deny, Some(&j(r#"{"__proto__":{"force":true}}"#)), MIB).map(|(_, w)| w).as_deref(),
+        Some("deny_if condition cannot be evaluated: args.force exists")
+    );
     let other = j(r#"{"forced":true}"#);
     assert!(check(&[], &deny, Some(&other), MIB).is_none());
     assert!(check(&require_absent, &[], Some(&other), MIB).is_none());
@@ -131,6 +136,64 @@ fn type_strict_equality() {
     assert_eq!(ne.eval(Some(&j(r#"{"mode":"y"}"#))), Truth::True);
     let obj = cond("args.o", Op::Eq(j(r#"{"a":1,"b":[1,2]}"#)));
     assert_eq!(obj.eval(Some(&j(r#"{"o":{"b":[1,2.0],"a":1}}"#))), Truth::True);
+}
+
+#[test]
+fn a_set_of_several_types_judges_only_its_own_values() {
+    // pydantic reads "on", "True", "1" as true and "999" as 999: listed beside each other, the
+    // types say the server may coerce, and a value equal to none of them cannot be judged.
+    let force = cond("args.force", Op::In(vec![j("true"), j(r#""true""#)]));
+    assert_eq!(force.eval(Some(&j(r#"{"force":"true"}"#))), Truth::True);
+    assert_eq!(force.eval(Some(&j(r#"{"force":true}"#))), Truth::True);
+    for v in [r#""on""#, r#""True""#, r#""1""#, "false", "1"] {
+        assert_eq!(force.eval(Some(&j(&format!(r#"{{"force":{v}}}"#)))), Truth::Unknown, "{v}");
+    }
+    let vmid = cond("args.vmid", Op::NotIn(vec![j("999"), j(r#""all""#)]));
+    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":"999"}"#))), Truth::Unknown);
+    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":5}"#))), Truth::Unknown);
+    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":999}"#))), Truth::False);
+    // A set of one type is judged as before.
+    let modes = cond("args.mode", Op::In(vec![j(r#""a""#), j(r#""b""#)]));
+    assert_eq!(modes.eval(Some(&j(r#"{"mode":"c"}"#))), Truth::False);
+}
+
+#[test]
+fn a_string_holding_json_is_judged_as_a_server_that_parses_it_reads_it() {
+    // The Python SDK's pre_parse_json hands `cmds: list[str]` the list inside the string.
+    let contains = |v: &str| cond("args.cmds", Op::Contains(j(v)));
+    let rm = contains(r#""rm""#);
+    let staging = contains(r#""staging""#);
+    let regex = cond("args.cmds", Op::Regex(Needle::new(regex_lite::Regex::new("rm -rf").unwrap())));
+    let args = |text: &str| {
+        let mut out = String::new();
+        crate::wire::json::write(&mut out, &Json::String(text.into()));
+        j(&format!(r#"{{"cmds":{out}}}"#))
+    };
+    // An escape hides from the text what the parsed strings hold.
+    let hidden = args(r#"["r\u006d","-rf","/"]"#);
+    assert_eq!(rm.eval(Some(&hidden)), Truth::Unknown);
+    assert_eq!(regex.eval(Some(&args(r#"["r\u006d -rf /"]"#))), Truth::Unknown);
+    // A substring of the text is not an element of the list.
+    assert_eq!(staging.eval(Some(&args(r#"["prod","not-staging"]"#))), Truth::Unknown);
+    assert_eq!(
+        check(std::slice::from_ref(&staging), &[], Some(&args(r#"["prod","not-staging"]"#)), MIB)
+            .map(|(_, w)| w)
+            .as_deref(),
+        Some("required condition cannot be evaluated: args.cmds contains")
+    );
+    // Readings that agree are judged.
+    assert_eq!(staging.eval(Some(&args(r#" ["prod", "staging"] "#))), Truth::True);
+    assert_eq!(rm.eval(Some(&args(r#"["ls","pwd"]"#))), Truth::False);
+    assert_eq!(rm.eval(Some(&args(r#"["rm"]"#))), Truth::True);
+    assert_eq!(rm.eval(Some(&args(r#"{"sql":"select 1"}"#))), Truth::False);
+    // Text that is not JSON (Python leaves it a string) is judged as it is.
+    assert_eq!(rm.eval(Some(&args("[INFO] rm done"))), Truth::True);
+    assert_eq!(rm.eval(Some(&args("[a-z]+"))), Truth::False);
+    // JSON that Python reads and the strict parser refuses cannot be judged.
+    for text in [r#"[{"a":1,"a":2}]"#, r#"{"a":"ls","a":"x"}"#, r#"["ls", NaN]"#, r#"["\ud800"]"#] {
+        assert_eq!(rm.eval(Some(&args(text))), Truth::Unknown, "{text}");
+    }
+    assert_eq!(rm.eval(Some(&args(r#"["ls",]"#))), Truth::False);
 }
 
 #[test]

@@ -63,6 +63,17 @@ pub fn judge(
                 count += reader::redact(text, &r.needle, &r.with);
             }
         });
+        // What is left to redact spans two `text` items (each redacted alone): a client that joins
+        // them reads it, as `deny_if` and `mark_if` do, so the result is refused.
+        let texts = reader::texts(payload);
+        if let Some((tool, r)) = rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::matches(&texts, &d.needle)))
+        {
+            return Verdict::Refused(Refusal::ResultRefused {
+                tool: (*tool).to_owned(),
+                rule: format!("{}.result.redact", r.path),
+                reason: "a text to redact spans two content items".to_owned(),
+            });
+        }
     } else {
         for text in reader::texts(payload).all {
             for r in redacts() {

@@ -1,11 +1,12 @@
 //! Rules on what a tool sends back (`tools.NAME.result`): the result reader (`reader`, pure and
 //! shared), one response judged (`judge`), and the messages of a response body walked (here).
 //!
-//! A response is judged against its tool's rules when its id answers the forwarded `tools/call`
-//! ([`Calls`]). A response whose call is not known here (the reply to `tasks/result`, an event
-//! replayed on another stream) but that looks like a tool result (its `result` has `content` or
-//! `structuredContent`) is judged against every tool's rules: none passes unread. (A call whose
-//! result is judged may not be part of a batch: `pipeline::batch`.)
+//! Every response in the reply to a forwarded `tools/call` is judged against its tool's rules,
+//! whatever its id ([`Calls`]). A response whose call is not known here (the reply to
+//! `tasks/result`, an event replayed on another stream, the reply to another request) that is an
+//! error or looks like a tool result (its `result` has `content` or `structuredContent`) is judged
+//! against every tool's rules: none passes unread. (A call whose result is judged may not be part
+//! of a batch: `pipeline::batch`.)
 //!
 //! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
 //! batch reply (one arriving on a stream) the other elements stay, in an SSE stream the other events
@@ -45,9 +46,11 @@ impl Calls {
         Calls(call.into_iter().collect())
     }
 
-    /// The tool of the call `id` answers.
-    fn tool_of(&self, id: &Json) -> Option<&str> {
-        self.0.iter().find(|(c, _)| crate::response::toolslist::same_id(c, id)).map(|(_, t)| t.as_str())
+    /// The tool of the call every response in its reply answers, whatever its id: the Python SDK
+    /// takes any response on the POST stream of a call for the call's (it writes the call's id
+    /// over the one received), and reads a JSON reply's id as an integer (`"07"` is 7).
+    fn tool(&self) -> Option<&str> {
+        self.0.first().map(|(_, t)| t.as_str())
     }
 }
 
@@ -78,19 +81,20 @@ fn looks_like_tool_result(msg: &Json) -> bool {
 }
 
 fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) -> bool {
-    if msg.get("method").is_some() {
+    let (result, error) = (msg.get("result").is_some(), msg.get("error").is_some());
+    if !result && !error {
         return false; // a request or notification from the server, not a response
     }
-    let Some(id) = msg.get("id") else { return false };
     // The tool of the call it answers, if known: its rules, held on the stack (no allocation).
-    let known = calls.tool_of(id);
+    let known = calls.tool();
     let (one, all);
     let rules: &[(&str, &ResultRules)] = match known {
         Some(tool) => {
             one = policy.result_rules(tool).map(|r| (tool, r));
             one.as_slice()
         }
-        None if looks_like_tool_result(msg) => {
+        // An error may answer any call: the client shows its message and data.
+        None if error || looks_like_tool_result(msg) => {
             all = policy.all_result_rules();
             &all
         }
@@ -100,7 +104,18 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     // A result whose call is not known is judged by every tool's rules: in dry run only when every
     // one of those tools is, since it may be any of them.
     let dry_run = rules.iter().all(|(tool, _)| policy.mode_for(Some(tool)) == Mode::DryRun);
-    let verdict = judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run);
+    // One response holds a `result` or an `error`, and no `method`. Clients differ on what they
+    // make of any other (pydantic reads `result` beside `error` as the error, and `"method":null`
+    // beside `result` as the result), so it is refused.
+    let verdict = if (result && error) || msg.get("method").is_some() {
+        Verdict::Refused(Refusal::ResultRefused {
+            tool: first_tool.to_owned(),
+            rule: format!("tools.{first_tool}.result"),
+            reason: "the tool result is not one JSON-RPC response".to_owned(),
+        })
+    } else {
+        judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run)
+    };
     // Judging changes texts of the payload only: the id is still there.
     let id = msg.get("id").unwrap_or(&Json::Null);
     if dry_run || !matches!(verdict, Verdict::Refused(_)) {

@@ -201,3 +201,22 @@ fn write_str_escapes_at_every_offset() {
         }
     }
 }
+
+#[test]
+fn sorted_writing_orders_members_by_code_point_at_every_depth() {
+    // Pins and approval keys hash this form: the order is the names' bytes, empty and NUL-bearing
+    // names included, and nothing else about the text changes.
+    let v = parse_folded_keys_allowed(
+        r#"{"b":1,"":2,"a\u0000":3,"a":{"z":[{"y":1,"x":2}],"Z":0},"é":5,"Z":6,"ab":7,"a\u0000\u0000":8}"#.as_bytes(),
+    )
+    .unwrap();
+    let mut out = String::new();
+    write_sorted(&mut out, &v);
+    assert_eq!(out, r#"{"":2,"Z":6,"a":{"Z":0,"z":[{"x":2,"y":1}]},"a\u0000":3,"a\u0000\u0000":8,"ab":7,"b":1,"é":5}"#);
+    let mut plain = String::new();
+    write(&mut plain, &v);
+    assert_eq!(
+        plain,
+        r#"{"b":1,"":2,"a\u0000":3,"a":{"z":[{"y":1,"x":2}],"Z":0},"é":5,"Z":6,"ab":7,"a\u0000\u0000":8}"#
+    );
+}

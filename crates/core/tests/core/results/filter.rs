@@ -158,15 +158,19 @@ fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
         "{out}"
     );
     assert_eq!(events[0].rule, "tools.read_file.result.max_bytes");
-    // Another tool's result passes unread.
+    // The reply to another tool's call is judged by every tool's rules: the SDKs hand each
+    // response to the call its id names, which may be a call of read_file.
     let (out, events) = run(
         &p,
         &Decision::allowed_call("other", "7"),
         "application/json",
         &[text_result("7", &format!("\"{KEY}\"")).as_bytes()],
     );
-    assert!(contains(&out, KEY));
-    assert!(events.is_empty());
+    assert!(!contains(&out, KEY));
+    assert_eq!(events[0].rule, "tools.read_file.result.deny_if[0]");
+    let (out, events) =
+        run(&p, &Decision::allowed_call("other", "7"), "application/json", &[text_result("7", "\"ok\"").as_bytes()]);
+    assert!(contains(&out, "ok") && events.is_empty());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod default_for;
 pub(crate) mod filter;
+mod hostile;
 mod pins;
 mod policy_file;
 mod props;

@@ -1,0 +1,173 @@
+//! Responses a server shapes so that a client reads what the filter did not: each is read, or
+//! refused, as the Python and TypeScript SDK clients would take it.
+
+use mcp_policy_core::outcome::decision::Decision;
+use mcp_policy_core::response::{Plan, ResponseFilter, Step};
+
+use super::filter::{read_file_policy, run, KEY};
+
+const AWS: &str = "AKIAABCDEFGHIJKLMNOP";
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// The rules of the events, in order.
+fn rules(events: &[mcp_policy_core::response::result::ResultEvent]) -> Vec<(&str, &str)> {
+    events.iter().map(|e| (e.label(), e.rule.as_str())).collect()
+}
+
+fn sse(body: &str) -> String {
+    format!("event: message\ndata: {body}\n\n")
+}
+
+#[test]
+fn a_response_with_both_result_and_error_or_a_method_is_refused() {
+    // pydantic reads `error` beside `result` as the error, and `"method":null` beside `result` as
+    // the result: the filter does not pick one for the client.
+    let p = read_file_policy("");
+    let d = Decision::allowed_call("read_file", "7");
+    let bodies = [
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[]}},"error":{{"code":-1,"message":"{KEY}"}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":null,"error":{{"code":-1,"message":"{AWS}"}}}}"#),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":null,"result":{{"content":[{{"type":"text","text":"{AWS}"}}]}}}}"#
+        ),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"x","error":{{"code":-1,"message":"{AWS}"}}}}"#),
+    ];
+    let want = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31012,"message":"tool 'read_file' result refused: the tool result is not one JSON-RPC response","data":{"kind":"result_refused","tool":"read_file","reason":"the tool result is not one JSON-RPC response","rule":"tools.read_file.result"}}}"#;
+    for body in &bodies {
+        let (out, events) = run(&p, &d, "application/json", &[body.as_bytes()]);
+        assert_eq!(String::from_utf8(out).unwrap(), want, "{body}");
+        assert_eq!(rules(&events), [("result_refused", "tools.read_file.result")]);
+        let (out, _) = run(&p, &d, "text/event-stream", &[sse(body).as_bytes()]);
+        assert_eq!(String::from_utf8(out).unwrap(), sse(want), "{body}");
+    }
+    // A request or a notification from the server (a `method`, no `result` or `error`) passes.
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+    let (out, events) = run(&p, &d, "text/event-stream", &[sse(note).as_bytes()]);
+    assert_eq!((String::from_utf8(out).unwrap(), events.len()), (sse(note), 0));
+}
+
+#[test]
+fn every_response_on_the_reply_to_a_call_is_the_calls_whatever_its_id() {
+    // The Python SDK writes the call's id over any response on its POST stream, and reads a JSON
+    // reply's id as an integer ("07", "+7", fullwidth 7); TypeScript's `Number` reads "0x7".
+    let p = read_file_policy("");
+    let d = Decision::allowed_call("read_file", "7");
+    for id in [r#""07""#, r#""+7""#, "\"\u{ff17}\"", r#""0x7""#, "null", "999"] {
+        let error = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-1,"message":"{KEY}","data":"{AWS}"}}}}"#);
+        for (content_type, body) in [("application/json", error.clone()), ("text/event-stream", sse(&error))] {
+            let (out, events) = run(&p, &d, content_type, &[body.as_bytes()]);
+            assert!(!contains(&out, KEY) && !contains(&out, AWS), "{id}: {}", String::from_utf8_lossy(&out));
+            assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.deny_if[0]")], "{id}");
+        }
+        let result =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{AWS}"}}]}}}}"#);
+        let (out, events) = run(&p, &d, "application/json", &[result.as_bytes()]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"[redacted]"}}]}}}}"#)
+        );
+        assert_eq!(rules(&events), [("redacted", "tools.read_file.result.redact")]);
+    }
+    // The call's marks are set by its result under any id.
+    let p = crate::flows::trifecta("");
+    let d = Decision::allowed_call("read_secret", "1");
+    for id in [r#""01""#, "999"] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"s"}}]}}}}"#);
+        let (_, events) = run(&p, &d, "application/json", &[body.as_bytes()]);
+        assert_eq!(events.iter().filter_map(|e| e.mark.as_deref()).collect::<Vec<_>>(), ["secret"], "{id}");
+    }
+}
+
+#[test]
+fn an_error_on_any_stream_is_judged_by_every_tools_rules() {
+    // A GET stream (a resumed call's reply is replayed there) carries no call of its own.
+    let p = read_file_policy("");
+    let mut get = Decision::allowed_call("x", "1");
+    (get.method, get.tool, get.id) = (None, None, None);
+    let error = format!(r#"{{"jsonrpc":"2.0","id":7,"error":{{"code":-1,"message":"{KEY}"}}}}"#);
+    let (out, events) = run(&p, &get, "text/event-stream", &[sse(&error).as_bytes()]);
+    assert!(!contains(&out, KEY), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.deny_if[0]")]);
+    let plain = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
+    let (out, events) = run(&p, &get, "text/event-stream", &[sse(plain).as_bytes()]);
+    assert_eq!((String::from_utf8(out).unwrap(), events.len()), (sse(plain), 0));
+}
+
+#[test]
+fn a_charset_in_rfc_2231_form_is_refused() {
+    // httpx decodes by `charset*` (Python's `email.message`): UTF-7 would pass every rule unread.
+    let p = read_file_policy("");
+    let d = Decision::allowed_call("read_file", "7");
+    for ct in ["text/event-stream; charset*=utf-8''utf-7", "application/json; charset*0=utf-; charset*1=7"] {
+        let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &d);
+        let Plan::Refuse(bad) = f.on_headers(false, |n| (n == "content-type").then(|| ct.as_bytes().to_vec())) else {
+            panic!("{ct}: not refused")
+        };
+        assert!(bad.body.contains("the response declares a charset other than utf-8"), "{}", bad.body);
+    }
+}
+
+#[test]
+fn a_json_reply_to_another_request_is_read() {
+    // The SDKs hand a JSON reply's response to the pending request its id names: the reply to a
+    // `prompts/list` may answer a concurrent `tools/list`, and the reply to a call of a tool
+    // without rules a concurrent call of one with them.
+    let p = super::policy(r#"{"version":"1","default":"allow","hide":["delete_vm"]}"#);
+    let mut prompts = Decision::allowed_call("x", "4");
+    (prompts.method, prompts.tool) = (Some("prompts/list".into()), None);
+    let list = r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"delete_vm","inputSchema":{"type":"object"}},{"name":"list_vms","inputSchema":{"type":"object"}}]}}"#;
+    let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &prompts);
+    assert_eq!(f.on_headers(false, |n| (n == "content-type").then(|| b"application/json".to_vec())), Plan::FilterJson);
+    assert_eq!(f.on_body(list.len(), true), Step::Read);
+    let Step::Write { bytes, removed } = f.on_chunk(list.as_bytes(), true, &|n| p.is_unlisted(n)) else { panic!() };
+    assert_eq!(
+        (String::from_utf8(bytes).unwrap().as_str(), removed),
+        (r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"}}]}}"#, 1)
+    );
+    let p = read_file_policy("");
+    let other = Decision::allowed_call("other", "8");
+    let result = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{KEY}"}}]}}}}"#);
+    let (out, events) = run(&p, &other, "application/json", &[result.as_bytes()]);
+    assert!(!contains(&out, KEY));
+    assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.deny_if[0]")]);
+}
+
+#[test]
+fn a_text_to_redact_split_over_two_items_refuses_the_result() {
+    // Each item is redacted on its own; a client that joins them would read the key whole.
+    let p = read_file_policy("");
+    let d = Decision::allowed_call("read_file", "7");
+    let split = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"key: AKIAABCDEFGH"},{"type":"text","text":"IJKLMNOP"}]}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[split.as_bytes()]);
+    assert!(!contains(&out, "AKIAABCDEFGH"), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.redact")]);
+    assert_eq!(events[0].reason.as_deref(), Some("a text to redact spans two content items"));
+    // One inside an item, and one beside it, are redacted as ever.
+    let whole = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{AWS}"}},{{"type":"text","text":"x"}}]}}}}"#
+    );
+    let (out, events) = run(&p, &d, "application/json", &[whole.as_bytes()]);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"[redacted]"},{"type":"text","text":"x"}]}}"#
+    );
+    assert_eq!(rules(&events), [("redacted", "tools.read_file.result.redact")]);
+}
+
+#[test]
+fn a_replacement_that_its_redaction_finds_again_is_a_policy_error() {
+    let errors = super::load_errors(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{"redact":[
+            {"regex":"AKIA[0-9A-Z]{16}","with":"[aws]"},{"regex":"\\[[a-z]+\\]","with":"[x]"}]}}}}"#,
+    );
+    assert_eq!(
+        errors,
+        [
+            ("tools.t.result.redact[0].with".to_owned(), "must not match a redact regex of the same tool".to_owned()),
+            ("tools.t.result.redact[1].with".to_owned(), "must not match a redact regex of the same tool".to_owned()),
+        ]
+    );
+}
