@@ -210,13 +210,21 @@ fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     }
 }
 
-/// Membership: True if an element equals; False if none does and every element has the argument's
-/// type; else Unknown. A set of several types lists what servers coerce into one another (pydantic
-/// reads `"on"` as `true` and `"999"` as `999`), so a value equal to none of them cannot be judged.
+/// Membership: True if an element equals; Unknown if none does but a server may coerce the
+/// argument into the type of one (pydantic reads `"on"` and `1` as `true`, `"999"` and `true` as
+/// numbers); False if one has the argument's type; else Unknown.
 fn member(arg: &Json, set: &[Json], reading: Reading) -> Truth {
+    let coerced = |v: &Json| {
+        matches!(
+            (arg, v),
+            (Json::String(_), Json::Bool(_) | Json::Number(_))
+                | (Json::Number(_), Json::Bool(_))
+                | (Json::Bool(_), Json::Number(_))
+        )
+    };
     if set.iter().any(|v| json_eq(arg, v, reading)) {
         Truth::True
-    } else if set.iter().all(|v| same_type(arg, v)) {
+    } else if !set.iter().any(coerced) && set.iter().any(|v| same_type(arg, v)) {
         Truth::False
     } else {
         Truth::Unknown
@@ -238,27 +246,66 @@ fn compare(arg: &Json, bound: &Json, accept: fn(Ordering) -> bool, reading: Read
     }
 }
 
-/// Whether Python's `json.loads` reads a text the strict parser refuses for `kind`.
-fn held_by_python(kind: crate::wire::json::ParseErrorKind) -> bool {
+/// The strings of one call's arguments that hold a JSON array or object, by address: each parsed
+/// once for all the call's conditions ([`Condition::judge`]).
+#[derive(Default)]
+struct Memo(Vec<(usize, Option<Held>)>);
+
+/// A string's JSON value and that value written out without escapes (as a string), or `Err` when
+/// Python's `json.loads` reads what the strict parser refuses (a name twice, a lone surrogate,
+/// `NaN`, nesting past 64).
+type Held = Result<(Json, Json), ()>;
+
+impl Memo {
+    fn held(&mut self, s: &str) -> Option<&Held> {
+        let key = s.as_ptr() as usize;
+        let at = match self.0.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.0.push((key, read_held(s)));
+                self.0.len() - 1
+            }
+        };
+        self.0.get(at).and_then(|(_, held)| held.as_ref())
+    }
+}
+
+fn read_held(s: &str) -> Option<Held> {
+    if !matches!(s.bytes().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')), Some(b'[' | b'{')) {
+        return None;
+    }
     use crate::wire::json::ParseErrorKind::*;
-    matches!(kind, LoneSurrogate | DuplicateKey | FoldedDuplicateKey | FoldedNamesTooLong | TooDeep)
+    match crate::wire::json::parse(s.as_bytes()) {
+        Ok(value) => {
+            let mut text = String::new();
+            crate::wire::json::write(&mut text, &value);
+            Some(Ok((value, Json::String(text))))
+        }
+        Err(e)
+            if matches!(e.kind, LoneSurrogate | DuplicateKey | FoldedDuplicateKey | FoldedNamesTooLong | TooDeep) =>
+        {
+            Some(Err(()))
+        }
+        Err(_) if s.contains("NaN") || s.contains("Infinity") => Some(Err(())),
+        Err(_) => None,
+    }
 }
 
 impl Condition {
     /// Evaluate against `params.arguments` as sent (`None` when the call sent none).
     pub fn eval(&self, args: Option<&Json>) -> Truth {
         match self.find(args) {
-            Ok(arg) => self.judge(arg, Reading::Sent),
+            Ok(arg) => self.judge(arg, Reading::Sent, &mut Memo::default()),
             Err(truth) => truth,
         }
     }
 
     /// Evaluate on `arg`, where the path led in the server's reading of the arguments.
-    fn eval_server(&self, arg: &Json) -> Truth {
+    fn eval_server(&self, arg: &Json, memo: &mut Memo) -> Truth {
         match arg {
             // Beyond binary64's range: infinite to the server, or an error. Cannot be judged.
             Json::Number(t) if crate::wire::numbers::double(t).is_none() => Truth::Unknown,
-            _ => self.judge(arg, Reading::Server),
+            _ => self.judge(arg, Reading::Server, memo),
         }
     }
 
@@ -275,29 +322,27 @@ impl Condition {
     }
 
     /// The operator on `arg`, already in `reading`. A string that holds a JSON array or object is
-    /// judged by `regex` and `contains` also as a server that parses it reads it: the Python SDK
-    /// hands a parameter not typed `str` the parsed value (`pre_parse_json`), in whose strings an
-    /// escape hides what the text does not show (`"r\u006d"`). Its text is judged again written out
-    /// without escapes, and by `contains` on the array's elements; where the readings differ, or
-    /// the text opens as one but is refused where Python takes it, it cannot be evaluated.
-    fn judge(&self, arg: &Json, reading: Reading) -> Truth {
+    /// judged also as a server that parses it reads it: the Python SDK hands a parameter not typed
+    /// `str` the parsed value (`pre_parse_json`). An array is judged as one, with every operator;
+    /// where the string holds an escape, which hides from its text what the value holds
+    /// (`"r\u006d"`), `regex` and `contains` read the value written out without escapes too. Where
+    /// the readings differ, or the text opens as JSON that Python reads and this parser refuses, it
+    /// cannot be evaluated. Each string is parsed once for all conditions (`memo`).
+    fn judge(&self, arg: &Json, reading: Reading, memo: &mut Memo) -> Truth {
         let own = self.judge_value(arg, reading);
-        let (Op::Regex(_) | Op::Contains(_), Json::String(s)) = (&self.op, arg) else { return own };
-        if !matches!(s.bytes().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')), Some(b'[' | b'{')) {
-            return own;
-        }
-        let held = match crate::wire::json::parse(s.as_bytes()) {
-            Ok(held) => held,
-            Err(e) if held_by_python(e.kind) || s.contains("NaN") || s.contains("Infinity") => return Truth::Unknown,
-            Err(_) => return own,
+        let Json::String(s) = arg else { return own };
+        let (value, text) = match memo.held(s) {
+            None => return own,
+            Some(Err(())) => return Truth::Unknown,
+            Some(Ok(held)) => held,
         };
-        let mut text = String::new();
-        crate::wire::json::write(&mut text, &held);
-        let items = match (&self.op, &held) {
-            (Op::Contains(_), Json::Array(_)) => self.judge_value(&held, reading),
-            _ => own,
+        let items = if matches!(value, Json::Array(_)) { self.judge_value(value, reading) } else { own };
+        let plain = if s.contains('\\') && matches!(self.op, Op::Regex(_) | Op::Contains(_)) {
+            self.judge_value(text, reading)
+        } else {
+            own
         };
-        if self.judge_value(&Json::String(text), reading) == own && items == own {
+        if items == own && plain == own {
             own
         } else {
             Truth::Unknown
@@ -358,13 +403,14 @@ pub fn check<'c>(
 ) -> Option<(&'c Condition, String)> {
     let twice = args.is_some_and(crate::wire::numbers::may_read_differently);
     let mut server: Option<Option<Json>> = None;
+    let mut memo = Memo::default();
     let mut both = |c: &Condition, worst: Truth| {
         // Where the path leads is the same in both readings (`exists` is judged there).
         let arg = match c.find(args) {
             Ok(arg) => arg,
             Err(truth) => return truth,
         };
-        let sent = c.judge(arg, Reading::Sent);
+        let sent = c.judge(arg, Reading::Sent, &mut memo);
         let mut read = || {
             // A place that reads the same to the server is judged as it is, without the view.
             let arg = if crate::wire::numbers::may_read_differently(arg) {
@@ -379,7 +425,7 @@ pub fn check<'c>(
             } else {
                 arg
             };
-            c.eval_server(arg)
+            c.eval_server(arg, &mut memo)
         };
         match twice.then(&mut read) {
             None => sent,

@@ -180,7 +180,13 @@ impl ResponseFilter {
         let own = self.calls.0.iter().filter_map(|(_, t)| policy.result_rules(t)).map(|r| r.max_bytes_or(gateway_max));
         let all = || policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max)).max();
         let limit = own.max().or_else(all).unwrap_or(gateway_max);
-        self.max_bytes = if self.ids.is_empty() { limit } else { self.max_bytes.max(limit) };
+        self.max_bytes = match (self.ids.is_empty(), self.calls.0.is_empty()) {
+            (true, false) => limit,
+            // The reply to any other request is held as a tool list's would be, at least: each
+            // result in it is then held to every tool's limit.
+            (true, true) if decision.method.as_deref() != Some("tasks/result") => limit.max(gateway_max),
+            _ => self.max_bytes.max(limit),
+        };
         // The reply to `tasks/result` (MCP 2025-11-25) is the result of a `tools/call` made as a
         // task: its call is not known here, so its JSON is read too, and judged by every tool's
         // rules, as a result replayed on a stream is.

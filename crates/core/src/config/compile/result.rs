@@ -28,13 +28,6 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
             redact.push(Redact { needle: Needle::new(regex), with: r.with.clone() });
         }
     }
-    // A replacement that a redaction would find again would leave a redacted result matching,
-    // which is refused (`response::result::judge`): every result it touched would be.
-    for (i, r) in spec.redact.iter().enumerate() {
-        if redact.iter().any(|o| o.needle.is_match(&r.with)) {
-            fail(errs, format!("{base}.redact[{i}].with"), "must not match a redact regex of the same tool");
-        }
-    }
     let mut mark_if = Vec::new();
     for (i, m) in spec.mark_if.iter().enumerate() {
         let at = format!("{base}.mark_if[{i}]");

@@ -139,20 +139,27 @@ fn type_strict_equality() {
 }
 
 #[test]
-fn a_set_of_several_types_judges_only_its_own_values() {
-    // pydantic reads "on", "True", "1" as true and "999" as 999: listed beside each other, the
-    // types say the server may coerce, and a value equal to none of them cannot be judged.
+fn a_set_judges_a_value_a_server_may_coerce_into_one_of_its_types_only_when_equal() {
+    // pydantic reads "on", "True", "1" and 1 as true, "999" as 999, and true as 1.
     let force = cond("args.force", Op::In(vec![j("true"), j(r#""true""#)]));
     assert_eq!(force.eval(Some(&j(r#"{"force":"true"}"#))), Truth::True);
     assert_eq!(force.eval(Some(&j(r#"{"force":true}"#))), Truth::True);
-    for v in [r#""on""#, r#""True""#, r#""1""#, "false", "1"] {
+    for v in [r#""on""#, r#""True""#, r#""1""#, "1"] {
         assert_eq!(force.eval(Some(&j(&format!(r#"{{"force":{v}}}"#)))), Truth::Unknown, "{v}");
     }
+    // No server reads false as true or as "true".
+    assert_eq!(force.eval(Some(&j(r#"{"force":false}"#))), Truth::False);
     let vmid = cond("args.vmid", Op::NotIn(vec![j("999"), j(r#""all""#)]));
     assert_eq!(vmid.eval(Some(&j(r#"{"vmid":"999"}"#))), Truth::Unknown);
-    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":5}"#))), Truth::Unknown);
+    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":"x"}"#))), Truth::Unknown);
+    assert_eq!(vmid.eval(Some(&j(r#"{"vmid":5}"#))), Truth::True);
     assert_eq!(vmid.eval(Some(&j(r#"{"vmid":999}"#))), Truth::False);
-    // A set of one type is judged as before.
+    let counts = cond("args.n", Op::In(vec![j("1"), j("true")]));
+    assert_eq!(counts.eval(Some(&j(r#"{"n":false}"#))), Truth::Unknown);
+    assert_eq!(counts.eval(Some(&j(r#"{"n":2}"#))), Truth::Unknown);
+    // Nothing coerces a string into null: a set of strings and null judges strings.
+    let env = cond("args.env", Op::In(vec![j(r#""prod""#), j("null")]));
+    assert_eq!(env.eval(Some(&j(r#"{"env":"dev"}"#))), Truth::False);
     let modes = cond("args.mode", Op::In(vec![j(r#""a""#), j(r#""b""#)]));
     assert_eq!(modes.eval(Some(&j(r#"{"mode":"c"}"#))), Truth::False);
 }
@@ -194,6 +201,26 @@ fn a_string_holding_json_is_judged_as_a_server_that_parses_it_reads_it() {
         assert_eq!(rm.eval(Some(&args(text))), Truth::Unknown, "{text}");
     }
     assert_eq!(rm.eval(Some(&args(r#"["ls",]"#))), Truth::False);
+    // An array is judged as one, with every operator: a regex or a set of strings cannot judge it,
+    // as they cannot judge `["rm","-rf","/"]` sent as an array (`cmd: str | list[str]`).
+    let anchored = cond("args.cmds", Op::Regex(Needle::new(regex_lite::Regex::new(r"^\s*rm\b").unwrap())));
+    let commands = cond("args.cmds", Op::In(vec![j(r#""rm""#), j(r#""shutdown""#)]));
+    for c in [&anchored, &commands] {
+        assert_eq!(c.eval(Some(&args(r#"["rm","-rf","/"]"#))), Truth::Unknown);
+        assert_eq!(c.eval(Some(&j(r#"{"cmds":["rm","-rf","/"]}"#))), Truth::Unknown);
+    }
+    // An object without escapes is judged as its text, spaces and all (Python's json.dumps).
+    let env = cond("args.cmds", Op::Regex(Needle::new(regex_lite::Regex::new(r#""env": "staging""#).unwrap())));
+    assert_eq!(env.eval(Some(&args(r#"{"env": "staging", "limit": 5}"#))), Truth::True);
+    // Each string is parsed once for all of a call's conditions, which judge it alike.
+    let many: Vec<Condition> = (0..20).map(|_| rm.clone()).collect();
+    let big = args(&format!("[{}\"ls\"]", "\"x\",".repeat(50_000)));
+    assert!(check(&[], &many, Some(&big), MIB).is_none());
+    let with_rm = args(&format!("[{}\"rm\"]", "\"x\",".repeat(50_000)));
+    assert_eq!(
+        check(&[], &many, Some(&with_rm), MIB).map(|(_, w)| w).as_deref(),
+        Some("denied by condition: args.cmds contains")
+    );
 }
 
 #[test]

@@ -51,6 +51,17 @@ pub fn judge(
                 });
             }
         }
+        // A text to redact split over two `text` items, which each redaction of one item leaves
+        // whole: a client that joins them reads it, as `deny_if` and `mark_if` do.
+        for (tool, r) in rules {
+            if r.redact.iter().any(|d| reader::spans_items(&texts, &d.needle)) {
+                return Verdict::Refused(Refusal::ResultRefused {
+                    tool: (*tool).to_owned(),
+                    rule: format!("{}.result.redact", r.path),
+                    reason: "a text to redact spans two content items".to_owned(),
+                });
+            }
+        }
     }
     let mut count = 0;
     let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
@@ -63,17 +74,6 @@ pub fn judge(
                 count += reader::redact(text, &r.needle, &r.with);
             }
         });
-        // What is left to redact spans two `text` items (each redacted alone): a client that joins
-        // them reads it, as `deny_if` and `mark_if` do, so the result is refused.
-        let texts = reader::texts(payload);
-        if let Some((tool, r)) = rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::matches(&texts, &d.needle)))
-        {
-            return Verdict::Refused(Refusal::ResultRefused {
-                tool: (*tool).to_owned(),
-                rule: format!("{}.result.redact", r.path),
-                reason: "a text to redact spans two content items".to_owned(),
-            });
-        }
     } else {
         for text in reader::texts(payload).all {
             for r in redacts() {

@@ -1,11 +1,12 @@
 //! Rules on what a tool sends back (`tools.NAME.result`): the result reader (`reader`, pure and
 //! shared), one response judged (`judge`), and the messages of a response body walked (here).
 //!
-//! Every response in the reply to a forwarded `tools/call` is judged against its tool's rules,
-//! whatever its id ([`Calls`]). A response whose call is not known here (the reply to
-//! `tasks/result`, an event replayed on another stream, the reply to another request) that is an
-//! error or looks like a tool result (its `result` has `content` or `structuredContent`) is judged
-//! against every tool's rules: none passes unread. (A call whose result is judged may not be part
+//! Every response in the reply to a forwarded `tools/call` is judged: under the call's id against
+//! its tool's rules, under any other against every tool's, the call's among them ([`Calls`]). A
+//! response whose call is not known here (the reply to `tasks/result`, an event replayed on another
+//! stream, the reply to another request) that is an error or looks like a tool result (its
+//! `result` has `content` or `structuredContent`) is judged against every tool's rules: none passes
+//! unread. (A call whose result is judged may not be part
 //! of a batch: `pipeline::batch`.)
 //!
 //! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
@@ -46,11 +47,12 @@ impl Calls {
         Calls(call.into_iter().collect())
     }
 
-    /// The tool of the call every response in its reply answers, whatever its id: the Python SDK
-    /// takes any response on the POST stream of a call for the call's (it writes the call's id
-    /// over the one received), and reads a JSON reply's id as an integer (`"07"` is 7).
-    fn tool(&self) -> Option<&str> {
-        self.0.first().map(|(_, t)| t.as_str())
+    /// The call whose reply this is: the Python SDK takes any response on the POST stream of a
+    /// call for the call's (it writes the call's id over the one received), and reads a JSON
+    /// reply's id as an integer (`"07"` is 7); a response under another id may also answer another
+    /// call, to which both SDKs hand a JSON reply's responses by their ids.
+    fn first(&self) -> Option<&(Json, String)> {
+        self.0.first()
     }
 }
 
@@ -85,16 +87,19 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     if !result && !error {
         return false; // a request or notification from the server, not a response
     }
-    // The tool of the call it answers, if known: its rules, held on the stack (no allocation).
-    let known = calls.tool();
+    // The call whose reply this is, if known, and whether the response bears its id: then its
+    // rules, held on the stack (no allocation); else every tool's, its own among them.
+    let call = calls.first();
+    let known = call.map(|(_, tool)| tool.as_str());
+    let own = call.filter(|(id, _)| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got)));
     let (one, all);
-    let rules: &[(&str, &ResultRules)] = match known {
-        Some(tool) => {
-            one = policy.result_rules(tool).map(|r| (tool, r));
+    let rules: &[(&str, &ResultRules)] = match own {
+        Some((_, tool)) => {
+            one = policy.result_rules(tool).map(|r| (tool.as_str(), r));
             one.as_slice()
         }
         // An error may answer any call: the client shows its message and data.
-        None if error || looks_like_tool_result(msg) => {
+        None if known.is_some() || error || looks_like_tool_result(msg) => {
             all = policy.all_result_rules();
             &all
         }

@@ -78,6 +78,25 @@ pub fn matches(texts: &Texts<'_>, needle: &Needle) -> bool {
     }
 }
 
+/// Does a match of `needle` in the `text` members joined start in one of them and end in another?
+pub fn spans_items(texts: &Texts<'_>, needle: &Needle) -> bool {
+    let joined = texts.joined();
+    if joined.is_empty() || !needle.may_match(&joined) {
+        return false;
+    }
+    let mut ends = Vec::with_capacity(texts.text_members.len());
+    let mut at = 0;
+    for &i in &texts.text_members {
+        at += texts.all.get(i).map_or(0, |t| t.len());
+        ends.push(at);
+    }
+    // The first item end after the match's start must come before its end.
+    needle
+        .matches(&joined)
+        .into_iter()
+        .any(|(start, end)| ends.get(ends.partition_point(|&b| b <= start)).is_some_and(|&b| b < end))
+}
+
 /// The index of the first of `needles` that matches in `texts` ([`matches`]).
 pub fn first_match<'n>(texts: &Texts<'_>, needles: impl IntoIterator<Item = &'n Needle>) -> Option<usize> {
     needles.into_iter().position(|n| matches(texts, n))

@@ -7,7 +7,7 @@ use crate::wire::json::{self, Json};
 /// Do two JSON-RPC ids denote the same id? Strings by value, numbers numerically, and a string
 /// that holds a number equals that number: some SDKs (e.g. the MCP Python SDK 2.x) treat `"7"` and
 /// `7` as one id, so a server answering `"7"` must not slip past the filter.
-fn same_id(a: &Json, b: &Json) -> bool {
+pub(crate) fn same_id(a: &Json, b: &Json) -> bool {
     let num_eq = |x: &str, y: &str| crate::wire::numbers::cmp_numbers(x, y) == Some(std::cmp::Ordering::Equal);
     match (a, b) {
         (Json::Number(x), Json::Number(y)) => num_eq(x, y),

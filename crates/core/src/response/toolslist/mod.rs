@@ -17,7 +17,7 @@ use crate::wire::json::{self, Json};
 
 mod message;
 mod stream;
-pub(crate) use message::filter_message;
+pub(crate) use message::{filter_message, same_id};
 pub use stream::{Judge, SseStream};
 
 /// Why a response could not be filtered (the caller answers 502).

@@ -128,6 +128,16 @@ fn a_json_reply_to_another_request_is_read() {
         (r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"list_vms","inputSchema":{"type":"object"}}]}}"#, 1)
     );
     let p = read_file_policy("");
+    // Held up to gateway.max_response_bytes, not read_file's 2,048: a large reply to another
+    // request that holds no tool result passes as it came.
+    let mut read = Decision::allowed_call("x", "5");
+    (read.method, read.tool) = (Some("resources/read".into()), None);
+    let large = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"result":{{"contents":[{{"uri":"file:///a","text":"{}"}}]}}}}"#,
+        "a".repeat(5000)
+    );
+    let (out, events) = run(&p, &read, "application/json", &[large.as_bytes()]);
+    assert_eq!((out, events.len()), (large.into_bytes(), 0));
     let other = Decision::allowed_call("other", "8");
     let result = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{KEY}"}}]}}}}"#);
     let (out, events) = run(&p, &other, "application/json", &[result.as_bytes()]);
@@ -158,16 +168,54 @@ fn a_text_to_redact_split_over_two_items_refuses_the_result() {
 }
 
 #[test]
-fn a_replacement_that_its_redaction_finds_again_is_a_policy_error() {
-    let errors = super::load_errors(
+fn a_split_text_is_found_in_dry_run_and_a_replacement_may_match_its_rule() {
+    // `with` may match its own regex: the split is found in the texts as received.
+    let p = super::policy(
         r#"{"version":"1","default":"allow","tools":{"t":{"result":{"redact":[
-            {"regex":"AKIA[0-9A-Z]{16}","with":"[aws]"},{"regex":"\\[[a-z]+\\]","with":"[x]"}]}}}}"#,
+            {"regex":"Bearer \\S+","with":"Bearer [redacted]"}]}}}}"#,
     );
+    let d = Decision::allowed_call("t", "7");
+    let one = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Bearer abc"}]}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[one.as_bytes()]);
     assert_eq!(
-        errors,
-        [
-            ("tools.t.result.redact[0].with".to_owned(), "must not match a redact regex of the same tool".to_owned()),
-            ("tools.t.result.redact[1].with".to_owned(), "must not match a redact regex of the same tool".to_owned()),
-        ]
+        String::from_utf8(out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Bearer [redacted]"}]}}"#
     );
+    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact")]);
+    let split = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"Bear"},{"type":"text","text":"er abc"}]}}"#;
+    let (_, events) = run(&p, &d, "application/json", &[split.as_bytes()]);
+    assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")]);
+    let dry = read_file_policy(r#","gateway":{"mode":"dry_run"}"#);
+    let split = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"AKIAABCDEFGH"},{"type":"text","text":"IJKLMNOP"}]}}"#;
+    let (out, events) = run(&dry, &Decision::allowed_call("read_file", "7"), "application/json", &[split.as_bytes()]);
+    assert_eq!(
+        (String::from_utf8(out).unwrap().as_str(), rules(&events)),
+        (split, vec![("would_deny", "tools.read_file.result.redact")])
+    );
+}
+
+#[test]
+fn a_response_under_another_id_on_a_calls_reply_is_judged_by_every_tools_rules() {
+    // Both SDKs hand a JSON reply's responses to the calls their ids name: a reply to `search`
+    // may answer a concurrent call of read_file, by its id.
+    let p = super::policy(&format!(
+        r#"{{"version":"1","default":"allow","tools":{{"read_file":{{"result":{{"deny_if":[{{"regex":"{}"}}]}}}},
+           "search":{{"result":{{"max_bytes":100000}}}}}}}}"#,
+        "-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    ));
+    let d = Decision::allowed_call("search", "1");
+    let other = format!(r#"{{"jsonrpc":"2.0","id":2,"result":{{"content":[{{"type":"text","text":"{KEY}"}}]}}}}"#);
+    let own = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}"#;
+    for (content_type, body) in [
+        ("application/json", other.clone()),
+        ("application/json", format!("[{other},{own}]")),
+        ("text/event-stream", format!("{}{}", sse(&other), sse(own))),
+    ] {
+        let (out, events) = run(&p, &d, content_type, &[body.as_bytes()]);
+        assert!(!contains(&out, KEY), "{body}");
+        assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.deny_if[0]")], "{body}");
+    }
+    // Under the call's own id, its own rules.
+    let (out, events) = run(&p, &d, "application/json", &[other.replace(r#""id":2"#, r#""id":1"#).as_bytes()]);
+    assert!(contains(&out, KEY) && events.is_empty());
 }
