@@ -63,9 +63,11 @@ build: wasm-target $(WASM_OPT)
 ## size-check: fails when the module `make build` made is larger than WASM_SIZE_BUDGET bytes (part
 ##             of make test); docs/src/cost-and-size.md (The wasm module's size) says where the bytes
 ##             go and how to measure them.
-##             The budget is the target (BENCHMARKS.md, Targets): sharing the core with the native
-##             build may not cost the wasm module a byte past it.
-WASM_SIZE_BUDGET := 573442
+##             The target (BENCHMARKS.md, Targets) is 573,442 B: sharing the core with the native
+##             build may not cost the wasm module a byte past it. The budget is 625 B above it, what
+##             the bound on regex runs and the checks of nested coercion, of a tool's own answer and
+##             of redacted text cost (BENCHMARKS.md, Module size); nothing else may use it.
+WASM_SIZE_BUDGET := 574067
 .PHONY: size-check
 size-check: build
 	@size=$$(stat -c %s $(WASM)); \

@@ -199,13 +199,12 @@ def test_a_clean_result_is_byte_identical(envoy, stub):
     sse = b"event: message\r\ndata: " + body + b"\r\n\r\n"
     path = stub.route("/clean-sse", sse_canned(sse, pieces=4))
     assert call(envoy, path, 7).body == sse
-    # Another tool's result is judged by every tool's rules: the SDKs hand each response of a JSON
-    # reply to the call its id names, which may be a concurrent call of read_file. A clean one passes
-    # byte for byte.
+    # Another tool's answer under its own id is not read. Under another id it is judged by every
+    # tool's rules: the SDKs hand each response of a JSON reply to the call its id names, which may
+    # be a concurrent call of read_file.
     path = stub.route("/other", json_canned(text_result(8, KEY)))
-    assert json.loads(call(envoy, path, 8, tool="other_tool").body)["error"]["data"]["rule"] == RULE
-    path = stub.route("/other-clean", json_canned(body))
-    assert call(envoy, path, 7, tool="other_tool").body == body
+    assert json.loads(call(envoy, path, 8, tool="other_tool").body) == text_result(8, KEY)
+    assert json.loads(call(envoy, path, 9, tool="other_tool").body)["error"]["data"]["rule"] == RULE
 
 
 def test_audit_records_and_counters_name_the_rule_never_the_text(envoy, stub):

@@ -210,24 +210,48 @@ fn json_eq(a: &Json, b: &Json, reading: Reading) -> bool {
     }
 }
 
-/// Membership: True if an element equals; Unknown if none does but a server may coerce the
-/// argument into the type of one (pydantic reads `"on"` and `1` as `true`, `"999"` and `true` as
-/// numbers); False if one has the argument's type; else Unknown.
-fn member(arg: &Json, set: &[Json], reading: Reading) -> Truth {
-    let coerced = |v: &Json| {
-        matches!(
-            (arg, v),
-            (Json::String(_), Json::Bool(_) | Json::Number(_))
-                | (Json::Number(_), Json::Bool(_))
-                | (Json::Bool(_), Json::Number(_))
-        )
-    };
-    if set.iter().any(|v| json_eq(arg, v, reading)) {
+/// Could a server's coercion make the argument `a` equal `b`? pydantic reads strings as booleans
+/// and numbers, numbers and booleans as each other (`"on"` and `1` as `true`, `"999"` as 999),
+/// at any depth, and ignores the members a model does not name.
+fn may_coerce(a: &Json, b: &Json, reading: Reading) -> bool {
+    let near = |x: &Json, y: &Json| json_eq(x, y, reading) || may_coerce(x, y, reading);
+    match (a, b) {
+        (Json::String(_), Json::Bool(_) | Json::Number(_))
+        | (Json::Number(_), Json::Bool(_))
+        | (Json::Bool(_), Json::Number(_)) => true,
+        (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| near(p, q)),
+        (Json::Object(_), Json::Object(y)) => y.iter().all(|(k, w)| a.get(k).is_some_and(|v| near(v, w))),
+        _ => false,
+    }
+}
+
+/// Equality of an argument and a policy value: True if equal, Unknown if a server may coerce the
+/// one into the other ([`may_coerce`]), else False.
+fn equals(a: &Json, b: &Json, reading: Reading) -> Truth {
+    if json_eq(a, b, reading) {
         Truth::True
-    } else if !set.iter().any(coerced) && set.iter().any(|v| same_type(arg, v)) {
-        Truth::False
-    } else {
+    } else if may_coerce(a, b, reading) {
         Truth::Unknown
+    } else {
+        Truth::False
+    }
+}
+
+/// True if one of `found` is, else Unknown if one is, else False.
+fn any(found: impl Iterator<Item = Truth>) -> Truth {
+    found.fold(Truth::False, |acc, t| match (acc, t) {
+        (Truth::True, _) | (_, Truth::True) => Truth::True,
+        (Truth::Unknown, _) | (_, Truth::Unknown) => Truth::Unknown,
+        _ => Truth::False,
+    })
+}
+
+/// Membership: True if an element equals `arg`; Unknown if `arg` may be coerced into one
+/// ([`equals`]); False if none may and one has the argument's type; else Unknown.
+fn member(arg: &Json, set: &[Json], reading: Reading) -> Truth {
+    match any(set.iter().map(|v| equals(arg, v, reading))) {
+        Truth::False if !set.iter().any(|v| same_type(arg, v)) => Truth::Unknown,
+        found => found,
     }
 }
 
@@ -351,8 +375,8 @@ impl Condition {
 
     fn judge_value(&self, arg: &Json, reading: Reading) -> Truth {
         match &self.op {
-            Op::Eq(v) if same_type(arg, v) => json_eq(arg, v, reading).into(),
-            Op::Neq(v) if same_type(arg, v) => (!json_eq(arg, v, reading)).into(),
+            Op::Eq(v) if same_type(arg, v) => equals(arg, v, reading),
+            Op::Neq(v) if same_type(arg, v) => not(equals(arg, v, reading)),
             Op::Eq(_) | Op::Neq(_) => Truth::Unknown,
             Op::In(set) => member(arg, set, reading),
             Op::NotIn(set) => not(member(arg, set, reading)),
@@ -366,15 +390,10 @@ impl Condition {
             },
             Op::Contains(v) => match (arg, v) {
                 (Json::String(s), Json::String(needle)) => s.contains(reading.text(needle).as_ref()).into(),
-                (Json::Array(items), v) => {
-                    if items.iter().any(|i| json_eq(i, v, reading)) {
-                        Truth::True
-                    } else if items.iter().all(|i| same_type(i, v)) {
-                        Truth::False
-                    } else {
-                        Truth::Unknown
-                    }
-                }
+                (Json::Array(items), v) => match any(items.iter().map(|i| equals(i, v, reading))) {
+                    Truth::False if !items.iter().all(|i| same_type(i, v)) => Truth::Unknown,
+                    found => found,
+                },
                 _ => Truth::Unknown,
             },
             Op::Exists(_) => Truth::Unknown,

@@ -27,14 +27,21 @@ impl Needle {
 
     /// Does the regex match anywhere in `text`?
     pub fn is_match(&self, text: &str) -> bool {
-        match &self.literal {
-            // `contains` first: on x86-64 it has a SIMD path for short literals that `find` lacks,
-            // and most texts hold no occurrence at all.
-            Some((lit, anchored)) => {
-                self.may_match(text) && starts(text, lit).any(|i| text.get(i..).is_some_and(|t| anchored.is_match(t)))
-            }
-            None => self.regex.is_match(text),
+        let Some((lit, anchored)) = &self.literal else { return self.regex.is_match(text) };
+        // `contains` first: on x86-64 it has a SIMD path for short literals that `find` lacks,
+        // and most texts hold no occurrence at all.
+        if !self.may_match(text) {
+            return false;
         }
+        for (tried, i) in starts(text, lit).enumerate() {
+            if tried == ANCHORED_TRIES {
+                return self.regex.find_at(text, i).is_some();
+            }
+            if text.get(i..).is_some_and(|t| anchored.is_match(t)) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Could the regex match in `text`? (False only when its literal prefix is absent.)
@@ -49,18 +56,37 @@ impl Needle {
         };
         let mut out = Vec::new();
         let mut from = 0;
+        let mut missed = 0;
         for i in starts(text, lit) {
             if i < from {
                 continue;
             }
-            if let Some(m) = text.get(i..).and_then(|t| anchored.find(t)).filter(|m| m.end() > 0) {
-                out.push((i, i + m.end()));
-                from = i + m.end();
+            if missed == ANCHORED_TRIES {
+                // The rest in unanchored runs, each from the end of the last match: every match
+                // starts with the literal, so none is empty.
+                let mut at = i;
+                while let Some(m) = self.regex.find_at(text, at).filter(|m| m.end() > at) {
+                    out.push((m.start(), m.end()));
+                    at = m.end();
+                }
+                break;
+            }
+            match text.get(i..).and_then(|t| anchored.find(t)).filter(|m| m.end() > 0) {
+                Some(m) => {
+                    out.push((i, i + m.end()));
+                    from = i + m.end();
+                }
+                None => missed += 1,
             }
         }
         out
     }
 }
+
+/// Anchored runs tried where the literal occurs before the rest of the text is searched in one
+/// unanchored run: an anchored run may read to the end of the text (`rm .*-rf` over `rm rm rm …`),
+/// so one at every occurrence would cost the square of the text's length.
+const ANCHORED_TRIES: usize = 8;
 
 /// Every byte offset in `text` where `lit` occurs, overlapping occurrences included. (A text
 /// shorter than `lit` is not searched: setting up the substring search costs more than most short

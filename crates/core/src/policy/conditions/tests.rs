@@ -165,6 +165,27 @@ fn a_set_judges_a_value_a_server_may_coerce_into_one_of_its_types_only_when_equa
 }
 
 #[test]
+fn values_a_server_may_coerce_at_any_depth_are_not_judged_unequal() {
+    // pydantic reads {"recursive":"true"} and {"recursive":1} as Opts(recursive=True), ["1","2"]
+    // as [1, 2], and ignores members a model does not name.
+    let opts = cond("args.opts", Op::Eq(j(r#"{"recursive":true}"#)));
+    for v in [r#"{"recursive":"true"}"#, r#"{"recursive":1}"#, r#"{"recursive":true,"x":1}"#] {
+        assert_eq!(opts.eval(Some(&j(&format!(r#"{{"opts":{v}}}"#)))), Truth::Unknown, "{v}");
+    }
+    assert_eq!(opts.eval(Some(&j(r#"{"opts":{"recursive":true}}"#))), Truth::True);
+    assert_eq!(opts.eval(Some(&j(r#"{"opts":{"recursive":false}}"#))), Truth::False);
+    assert_eq!(opts.eval(Some(&j(r#"{"opts":{"other":true}}"#))), Truth::False);
+    let pair = cond("args.p", Op::In(vec![j("[1,2]")]));
+    assert_eq!(pair.eval(Some(&j(r#"{"p":["1","2"]}"#))), Truth::Unknown);
+    assert_eq!(pair.eval(Some(&j(r#"{"p":[1,3]}"#))), Truth::False);
+    let nested = cond("args.p", Op::Contains(j("[1]")));
+    assert_eq!(nested.eval(Some(&j(r#"{"p":[["1"]]}"#))), Truth::Unknown);
+    assert_eq!(nested.eval(Some(&j(r#"{"p":[[2]]}"#))), Truth::False);
+    let yes = cond("args.o", Op::Neq(j(r#"{"a":true}"#)));
+    assert_eq!(yes.eval(Some(&j(r#"{"o":{"a":"yes"}}"#))), Truth::Unknown);
+}
+
+#[test]
 fn a_string_holding_json_is_judged_as_a_server_that_parses_it_reads_it() {
     // The Python SDK's pre_parse_json hands `cmds: list[str]` the list inside the string.
     let contains = |v: &str| cond("args.cmds", Op::Contains(j(v)));

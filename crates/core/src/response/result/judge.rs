@@ -39,18 +39,11 @@ pub fn judge(
     let payload_member = if response.get("result").is_some() { "result" } else { "error" };
     let Json::Object(members) = response else { return Verdict::Clean };
     let Some((_, payload)) = members.iter_mut().find(|(k, _)| k == payload_member) else { return Verdict::Clean };
+    if let Some(refusal) = denied(payload, rules) {
+        return Verdict::Refused(refusal);
+    }
     {
         let texts = reader::texts(payload);
-        for (tool, r) in rules {
-            if let Some(i) = reader::first_match(&texts, r.deny_if.iter().map(|d| &d.needle)) {
-                let reason = r.deny_if.get(i).map(|d| d.reason.clone()).unwrap_or_default();
-                return Verdict::Refused(Refusal::ResultRefused {
-                    tool: (*tool).to_owned(),
-                    rule: r.deny_path(i),
-                    reason,
-                });
-            }
-        }
         // A text to redact split over two `text` items, which each redaction of one item leaves
         // whole: a client that joins them reads it, as `deny_if` and `mark_if` do.
         for (tool, r) in rules {
@@ -74,6 +67,10 @@ pub fn judge(
                 count += reader::redact(text, &r.needle, &r.with);
             }
         });
+        // Taking a match out may join what was around it into a text a `deny_if` refuses.
+        if let Some(refusal) = denied(payload, rules).filter(|_| count > 0) {
+            return Verdict::Refused(refusal);
+        }
     } else {
         for text in reader::texts(payload).all {
             for r in redacts() {
@@ -88,4 +85,17 @@ pub fn judge(
     } else {
         Verdict::Redacted { count }
     }
+}
+
+/// The refusal of the first `deny_if` that matches in `payload`'s texts, if one does.
+fn denied(payload: &Json, rules: &[(&str, &ResultRules)]) -> Option<Refusal> {
+    let texts = reader::texts(payload);
+    rules.iter().find_map(|(tool, r)| {
+        let i = reader::first_match(&texts, r.deny_if.iter().map(|d| &d.needle))?;
+        Some(Refusal::ResultRefused {
+            tool: (*tool).to_owned(),
+            rule: r.deny_path(i),
+            reason: r.deny_if.get(i).map(|d| d.reason.clone()).unwrap_or_default(),
+        })
+    })
 }

@@ -31,20 +31,23 @@ pub mod reader;
 pub use event::ResultEvent;
 use judge::Verdict;
 
-/// The forwarded `tools/call` requests (id and tool) whose tool has `result` rules.
+/// The forwarded `tools/call` requests (id and tool) whose tool has `result` rules; and the id of
+/// a forwarded call of a tool without them, whose own answer is not read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Calls(pub Vec<(Json, String)>);
+pub struct Calls(pub Option<(Json, String)>, Option<Json>);
 
 impl Calls {
-    /// The call a forwarded request's decision names, if its tool has `result` rules.
+    /// The call a forwarded request's decision names.
     pub fn of(policy: &Policy, decision: &Decision) -> Self {
-        let call = match (decision.method.as_deref(), &decision.tool, &decision.id) {
-            (Some("tools/call"), Some(tool), Some(id)) if policy.result_rules(tool).is_some() => {
-                json::parse(id.as_bytes()).ok().map(|id| (id, tool.clone()))
-            }
-            _ => None,
+        let (Some("tools/call"), Some(tool), Some(id)) = (decision.method.as_deref(), &decision.tool, &decision.id)
+        else {
+            return Calls::default();
         };
-        Calls(call.into_iter().collect())
+        let Ok(id) = json::parse(id.as_bytes()) else { return Calls::default() };
+        match policy.result_rules(tool) {
+            Some(_) => Calls(Some((id, tool.clone())), None),
+            None => Calls(None, Some(id)),
+        }
     }
 
     /// The call whose reply this is: the Python SDK takes any response on the POST stream of a
@@ -52,7 +55,7 @@ impl Calls {
     /// reply's id as an integer (`"07"` is 7); a response under another id may also answer another
     /// call, to which both SDKs hand a JSON reply's responses by their ids.
     fn first(&self) -> Option<&(Json, String)> {
-        self.0.first()
+        self.0.as_ref()
     }
 }
 
@@ -89,6 +92,14 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     }
     // The call whose reply this is, if known, and whether the response bears its id: then its
     // rules, held on the stack (no allocation); else every tool's, its own among them.
+    // The answer to a call of a tool without rules, under its own id, is that tool's: not read.
+    if calls
+        .1
+        .as_ref()
+        .is_some_and(|own| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(own, got)))
+    {
+        return false;
+    }
     let call = calls.first();
     let known = call.map(|(_, tool)| tool.as_str());
     let own = call.filter(|(id, _)| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got)));
@@ -119,6 +130,9 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
             reason: "the tool result is not one JSON-RPC response".to_owned(),
         })
     } else {
+        // An error that may answer any call is read for what it says, not held to every tool's
+        // size limit.
+        let size = if own.is_some() || looks_like_tool_result(msg) { size } else { 0 };
         judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run)
     };
     // Judging changes texts of the payload only: the id is still there.

@@ -158,11 +158,18 @@ fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
         "{out}"
     );
     assert_eq!(events[0].rule, "tools.read_file.result.max_bytes");
-    // The reply to another tool's call is judged by every tool's rules: the SDKs hand each
-    // response to the call its id names, which may be a call of read_file.
+    // Another tool's answer under its own id passes unread; under another id it is judged by every
+    // tool's rules: the SDKs hand each response to the call its id names, which may be read_file's.
     let (out, events) = run(
         &p,
         &Decision::allowed_call("other", "7"),
+        "application/json",
+        &[text_result("7", &format!("\"{KEY}\"")).as_bytes()],
+    );
+    assert!(contains(&out, KEY) && events.is_empty());
+    let (out, events) = run(
+        &p,
+        &Decision::allowed_call("other", "8"),
         "application/json",
         &[text_result("7", &format!("\"{KEY}\"")).as_bytes()],
     );

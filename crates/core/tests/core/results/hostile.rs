@@ -219,3 +219,45 @@ fn a_response_under_another_id_on_a_calls_reply_is_judged_by_every_tools_rules()
     let (out, events) = run(&p, &d, "application/json", &[other.replace(r#""id":2"#, r#""id":1"#).as_bytes()]);
     assert!(contains(&out, KEY) && events.is_empty());
 }
+
+#[test]
+fn a_tool_without_rules_is_answered_unread_and_errors_are_not_held_to_other_tools_sizes() {
+    let p = read_file_policy("");
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+        "x".repeat(5000)
+    );
+    let d = Decision::allowed_call("other", "7");
+    for (content_type, body) in [("application/json", big.clone()), ("text/event-stream", sse(&big))] {
+        let (out, events) = run(&p, &d, content_type, &[body.as_bytes()]);
+        assert_eq!((String::from_utf8(out).unwrap(), events.len()), (body, 0));
+    }
+    let mut read = Decision::allowed_call("x", "3");
+    (read.method, read.tool) = (Some("resources/read".into()), None);
+    let error = format!(r#"{{"jsonrpc":"2.0","id":3,"error":{{"code":-32602,"message":"{}"}}}}"#, "y".repeat(3000));
+    let (out, events) = run(&p, &read, "application/json", &[error.as_bytes()]);
+    assert_eq!((String::from_utf8(out).unwrap(), events.len()), (error, 0));
+}
+
+#[test]
+fn what_a_redaction_joins_is_judged_again_and_a_match_running_on_is_redacted() {
+    // An empty `with` takes the key out of `…PRIVAKIA…ATE KEY-----`: what is left is refused.
+    let p = super::policy(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{
+            "deny_if":[{"regex":"-----BEGIN [A-Z ]*PRIVATE KEY-----"}],
+            "redact":[{"regex":"AKIA[0-9A-Z]{16}","with":""},{"regex":"Bearer \\S+","with":"Bearer [redacted]"}]}}}}"#,
+    );
+    let d = Decision::allowed_call("t", "7");
+    let joined = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"-----BEGIN RSA PRIVAKIA1234567890123456ATE KEY-----"}]}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[joined.as_bytes()]);
+    assert!(!contains(&out, "PRIVATE KEY"), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(rules(&events), [("result_refused", "tools.t.result.deny_if[0]")]);
+    // A token whose match runs on into the next item is taken out of its own item.
+    let on = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"auth: Bearer abc"},{"type":"text","text":"Response: 200"}]}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[on.as_bytes()]);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"auth: Bearer [redacted]"},{"type":"text","text":"Response: 200"}]}}"#
+    );
+    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact")]);
+}
