@@ -131,8 +131,9 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
         })
     } else {
         // An error that may answer any call is read for what it says, not held to every tool's
-        // size limit.
-        let size = if own.is_some() || looks_like_tool_result(msg) { size } else { 0 };
+        // size limit; on a call's reply it is held to the call's (the Python SDK hands it to the
+        // call whatever its id).
+        let size = if known.is_some() || looks_like_tool_result(msg) { size } else { 0 };
         judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run)
     };
     // Judging changes texts of the payload only: the id is still there.

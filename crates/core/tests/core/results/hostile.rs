@@ -240,7 +240,7 @@ fn a_tool_without_rules_is_answered_unread_and_errors_are_not_held_to_other_tool
 }
 
 #[test]
-fn what_a_redaction_joins_is_judged_again_and_a_match_running_on_is_redacted() {
+fn what_a_redaction_joins_is_judged_again_and_a_match_running_on_is_a_split() {
     // An empty `with` takes the key out of `…PRIVAKIA…ATE KEY-----`: what is left is refused.
     let p = super::policy(
         r#"{"version":"1","default":"allow","tools":{"t":{"result":{
@@ -252,12 +252,26 @@ fn what_a_redaction_joins_is_judged_again_and_a_match_running_on_is_redacted() {
     let (out, events) = run(&p, &d, "application/json", &[joined.as_bytes()]);
     assert!(!contains(&out, "PRIVATE KEY"), "{}", String::from_utf8_lossy(&out));
     assert_eq!(rules(&events), [("result_refused", "tools.t.result.deny_if[0]")]);
-    // A token whose match runs on into the next item is taken out of its own item.
-    let on = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"auth: Bearer abc"},{"type":"text","text":"Response: 200"}]}}"#;
-    let (out, events) = run(&p, &d, "application/json", &[on.as_bytes()]);
-    assert_eq!(
-        String::from_utf8(out).unwrap(),
-        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"auth: Bearer [redacted]"},{"type":"text","text":"Response: 200"}]}}"#
-    );
-    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact")]);
+    // A token whose match runs on into the next item is a split, even where its part in the first
+    // item matches alone: `Bearer s` | `k-live-…` would pass the rest of the token.
+    for second in ["k-live-SECRET0123456789 ok", "Response: 200"] {
+        let on = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"auth: Bearer s"}},{{"type":"text","text":"{second}"}}]}}}}"#
+        );
+        let (out, events) = run(&p, &d, "application/json", &[on.as_bytes()]);
+        assert!(!contains(&out, "SECRET"), "{}", String::from_utf8_lossy(&out));
+        assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")], "{second}");
+    }
+}
+
+#[test]
+fn an_error_under_another_id_on_a_calls_stream_is_held_to_the_calls_size() {
+    // The Python SDK hands it to the call whatever its id.
+    let p = read_file_policy("");
+    let d = Decision::allowed_call("read_file", "7");
+    let error =
+        format!(r#"{{"jsonrpc":"2.0","id":8,"error":{{"code":-1,"message":"boom","data":"{}"}}}}"#, "b".repeat(5000));
+    let (out, events) = run(&p, &d, "text/event-stream", &[sse(&error).as_bytes()]);
+    assert!(!contains(&out, "bbbb"));
+    assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.max_bytes")]);
 }
