@@ -177,22 +177,23 @@ impl ResponseFilter {
         self.calls = result::Calls::of(policy, decision);
         let gateway_max = policy.gateway.max_response_bytes;
         // Held up to the largest limit that applies; each result is then held to its own.
-        let own = self.calls.0.iter().filter_map(|(_, t)| policy.result_rules(t)).map(|r| r.max_bytes_or(gateway_max));
+        let own =
+            self.calls.judged.iter().filter_map(|(_, t)| policy.result_rules(t)).map(|r| r.max_bytes_or(gateway_max));
         let all = || policy.all_result_rules().into_iter().map(|(_, r)| r.max_bytes_or(gateway_max)).max();
         let limit = own.max().or_else(all).unwrap_or(gateway_max);
-        self.max_bytes = match (self.ids.is_empty(), self.calls.0.is_none()) {
-            (true, false) => limit,
-            // The reply to any other request is held as a tool list's would be, at least: each
-            // result in it is then held to every tool's limit.
-            (true, true) if decision.method.as_deref() != Some("tasks/result") => limit.max(gateway_max),
-            _ => self.max_bytes.max(limit),
-        };
         // The reply to `tasks/result` (MCP 2025-11-25) is the result of a `tools/call` made as a
         // task: its call is not known here, so its JSON is read too, and judged by every tool's
         // rules, as a result replayed on a stream is.
         let task_result = decision.method.as_deref() == Some("tasks/result");
+        self.max_bytes = match (self.ids.is_empty(), self.calls.judged.is_none()) {
+            (true, false) => limit,
+            // The reply to any other request is held as a tool list's would be, at least: each
+            // result in it is then held to every tool's limit.
+            (true, true) if !task_result => limit.max(gateway_max),
+            _ => self.max_bytes.max(limit),
+        };
         self.state = match self.state {
-            State::Pass | State::Awaiting(Scope::AnyStream) if self.calls.0.is_some() || task_result => {
+            State::Pass | State::Awaiting(Scope::AnyStream) if self.calls.judged.is_some() || task_result => {
                 State::Awaiting(Scope::CallReply)
             }
             State::Pass => State::Awaiting(Scope::AnyStream),
@@ -231,7 +232,7 @@ impl ResponseFilter {
     /// that id, else `null`; for the reply to a `tools/call` whose results are judged,
     /// `result_refused` for that call (`rule`: `tools.NAME.result`, else the rule given).
     fn refusal_for(&self, why: &str, rule: Option<&str>) -> (Refusal, Id) {
-        match (self.ids.first(), &self.calls.0) {
+        match (self.ids.first(), &self.calls.judged) {
             (None, Some((id, tool))) => {
                 let (rule, reason) = match rule {
                     Some(rule) => (rule.to_owned(), why.to_owned()),

@@ -74,7 +74,7 @@ impl ResponseFilter {
             return self.refuse("the tools/list response has an unexpected content type");
         };
         if header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
-            if self.ids.is_empty() && self.calls.0.is_some() {
+            if self.ids.is_empty() && self.calls.judged.is_some() {
                 return self.refuse("the response is content-encoded and its tool result cannot be read");
             }
             return self.refuse("the response is content-encoded and its tool list cannot be filtered");
@@ -103,7 +103,7 @@ impl ResponseFilter {
     /// For the reply to a `tools/call` whose results are judged: the `max_bytes` rule it exceeds
     /// and why (the size limit held is that rule's, or the largest of several).
     pub(super) fn call_oversize(&self) -> Option<(String, String)> {
-        let (_, tool) = self.calls.0.as_ref().filter(|_| self.ids.is_empty())?;
+        let (_, tool) = self.calls.judged.as_ref().filter(|_| self.ids.is_empty())?;
         Some((
             format!("tools.{tool}.result.max_bytes"),
             format!("the tool result is larger than {} bytes", self.max_bytes),

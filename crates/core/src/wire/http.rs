@@ -42,7 +42,7 @@ pub fn charset_is_utf8(content_type: &[u8]) -> bool {
 /// Does a content-type parameter name a charset in RFC 2231's extended form (`charset*`,
 /// `charset*0`, `charset*0*`)?
 fn extended_charset(param: &[u8]) -> bool {
-    param.get(..8).is_some_and(|n| n.get(..7).is_some_and(|c| c.eq_ignore_ascii_case(b"charset")) && n.ends_with(b"*"))
+    param.get(..7).is_some_and(|name| name.eq_ignore_ascii_case(b"charset")) && param.get(7) == Some(&b'*')
 }
 
 /// May a request with this Content-Type be read as UTF-8 JSON? Yes when it declares no `charset`,

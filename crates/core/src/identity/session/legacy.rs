@@ -3,8 +3,9 @@
 //! In that transport the client opens an SSE stream with GET; its first event, `endpoint`, carries
 //! the URL the client POSTs its messages to, and the session is a query parameter of that URL
 //! (`/messages/?session_id=…` in the Python SDK, `?sessionId=…` in the TypeScript and Java SDKs
-//! and mark3labs' mcp-go, `?sessionid=…` in the official Go SDK). The server accepts a POST from anyone who names the session. With `gateway.session_key`
-//! the filter replaces the id in the `endpoint` event by
+//! and mark3labs' mcp-go, `?sessionid=…` in the official Go SDK). The server accepts a POST from
+//! anyone who names the session. With `gateway.session_key` the filter replaces the id in the
+//! `endpoint` event by
 //!
 //! ```text
 //! l1.<base64url(session id)>.<base64url(HMAC-SHA-256(key, "mcpf-legacy-session-v1" ‖ grant hash ‖ session id))>

@@ -39,11 +39,11 @@ pub fn judge(
     let payload_member = if response.get("result").is_some() { "result" } else { "error" };
     let Json::Object(members) = response else { return Verdict::Clean };
     let Some((_, payload)) = members.iter_mut().find(|(k, _)| k == payload_member) else { return Verdict::Clean };
-    if let Some(refusal) = denied(payload, rules) {
-        return Verdict::Refused(refusal);
-    }
     {
         let texts = reader::texts(payload);
+        if let Some(refusal) = denied(&texts, rules) {
+            return Verdict::Refused(refusal);
+        }
         // A text to redact split over two `text` items, which each redaction of one item leaves
         // whole: a client that joins them reads it, as `deny_if` and `mark_if` do.
         for (tool, r) in rules {
@@ -68,8 +68,10 @@ pub fn judge(
             }
         });
         // Taking a match out may join what was around it into a text a `deny_if` refuses.
-        if let Some(refusal) = denied(payload, rules).filter(|_| count > 0) {
-            return Verdict::Refused(refusal);
+        if count > 0 {
+            if let Some(refusal) = denied(&reader::texts(payload), rules) {
+                return Verdict::Refused(refusal);
+            }
         }
     } else {
         for text in reader::texts(payload).all {
@@ -87,11 +89,10 @@ pub fn judge(
     }
 }
 
-/// The refusal of the first `deny_if` that matches in `payload`'s texts, if one does.
-fn denied(payload: &Json, rules: &[(&str, &ResultRules)]) -> Option<Refusal> {
-    let texts = reader::texts(payload);
+/// The refusal of the first `deny_if` that matches in a payload's `texts`, if one does.
+fn denied(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)]) -> Option<Refusal> {
     rules.iter().find_map(|(tool, r)| {
-        let i = reader::first_match(&texts, r.deny_if.iter().map(|d| &d.needle))?;
+        let i = reader::first_match(texts, r.deny_if.iter().map(|d| &d.needle))?;
         Some(Refusal::ResultRefused {
             tool: (*tool).to_owned(),
             rule: r.deny_path(i),

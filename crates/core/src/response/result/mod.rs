@@ -6,8 +6,7 @@
 //! response whose call is not known here (the reply to `tasks/result`, an event replayed on another
 //! stream, the reply to another request) that is an error or looks like a tool result (its
 //! `result` has `content` or `structuredContent`) is judged against every tool's rules: none passes
-//! unread. (A call whose result is judged may not be part
-//! of a batch: `pipeline::batch`.)
+//! unread. (A call whose result is judged may not be part of a batch: `pipeline::batch`.)
 //!
 //! A refused result is replaced by the JSON-RPC error for its id (`result_refused`), in place: in a
 //! batch reply (one arriving on a stream) the other elements stay, in an SSE stream the other events
@@ -31,10 +30,19 @@ pub mod reader;
 pub use event::ResultEvent;
 use judge::Verdict;
 
-/// The forwarded `tools/call` requests (id and tool) whose tool has `result` rules; and the id of
-/// a forwarded call of a tool without them, whose own answer is not read.
+/// The forwarded `tools/call` a response answers, by what its reply is read for.
+///
+/// Every response on a call's reply may be the call's: the Python SDK writes the call's id over
+/// that of any response on the call's POST stream, and reads a JSON reply's id as an integer
+/// (`"07"` is 7). A response under another id may also answer another call, to which both SDKs
+/// hand a JSON reply's responses by their ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Calls(pub Option<(Json, String)>, Option<Json>);
+pub struct Calls {
+    /// The call (id and tool) when its tool has `result` rules.
+    pub judged: Option<(Json, String)>,
+    /// The id of a call of a tool without them, whose answer under that id is not read.
+    unread: Option<Json>,
+}
 
 impl Calls {
     /// The call a forwarded request's decision names.
@@ -45,17 +53,9 @@ impl Calls {
         };
         let Ok(id) = json::parse(id.as_bytes()) else { return Calls::default() };
         match policy.result_rules(tool) {
-            Some(_) => Calls(Some((id, tool.clone())), None),
-            None => Calls(None, Some(id)),
+            Some(_) => Calls { judged: Some((id, tool.clone())), unread: None },
+            None => Calls { judged: None, unread: Some(id) },
         }
-    }
-
-    /// The call whose reply this is: the Python SDK takes any response on the POST stream of a
-    /// call for the call's (it writes the call's id over the one received), and reads a JSON
-    /// reply's id as an integer (`"07"` is 7); a response under another id may also answer another
-    /// call, to which both SDKs hand a JSON reply's responses by their ids.
-    fn first(&self) -> Option<&(Json, String)> {
-        self.0.as_ref()
     }
 }
 
@@ -90,19 +90,15 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     if !result && !error {
         return false; // a request or notification from the server, not a response
     }
-    // The call whose reply this is, if known, and whether the response bears its id: then its
-    // rules, held on the stack (no allocation); else every tool's, its own among them.
+    let bears = |id: &Json| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got));
     // The answer to a call of a tool without rules, under its own id, is that tool's: not read.
-    if calls
-        .1
-        .as_ref()
-        .is_some_and(|own| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(own, got)))
-    {
+    if calls.unread.as_ref().is_some_and(bears) {
         return false;
     }
-    let call = calls.first();
-    let known = call.map(|(_, tool)| tool.as_str());
-    let own = call.filter(|(id, _)| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got)));
+    // The call whose reply this is, if known, and whether the response bears its id: then its
+    // rules, held on the stack (no allocation); else every tool's, its own among them.
+    let known = calls.judged.as_ref().map(|(_, tool)| tool.as_str());
+    let own = calls.judged.as_ref().filter(|(id, _)| bears(id));
     let (one, all);
     let rules: &[(&str, &ResultRules)] = match own {
         Some((_, tool)) => {
