@@ -1,8 +1,6 @@
 //! The request side: headers, then (POST) the body until `end_of_stream` or trailers, judged by
 //! `mcp_policy_core::pipeline`; acting on its outcome (forward, local reply, or hold for a callout).
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use log::{info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{Action, BufferType, MapType};
@@ -62,9 +60,7 @@ impl Filter {
         // The audit record: one JSON object per decision (schema in the README), where `gateway.audit` says.
         let audit = self.policy.as_ref().map_or(AuditMode::Log, |p| p.gateway.audit);
         let record = |d: &mcp_policy_core::outcome::decision::Decision| {
-            let at =
-                decided_at_ms.map_or_else(hostcalls::get_current_time, |ms| Ok(UNIX_EPOCH + Duration::from_millis(ms)));
-            let ts = at.map(|t| humantime::format_rfc3339_millis(t).to_string()).unwrap_or_default();
+            let ts = mcp_policy_core::outcome::audit::timestamp(decided_at_ms.unwrap_or_else(now_ms));
             d.audit_json(&ts, self.request_id.as_deref())
         };
         match audit {

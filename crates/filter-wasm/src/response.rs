@@ -133,10 +133,7 @@ impl Filter {
             if audit == AuditMode::Off {
                 continue;
             }
-            let ts = hostcalls::get_current_time()
-                .map(|t| humantime::format_rfc3339_millis(t).to_string())
-                .unwrap_or_default();
-            let record = e.audit_json(&ts);
+            let record = e.audit_json(&mcp_policy_core::outcome::audit::timestamp(super::now_ms()));
             match audit {
                 AuditMode::AccessLog => {
                     let _ = hostcalls::set_property(vec!["mcp_result_audit"], Some(record.as_bytes()));
