@@ -39,22 +39,8 @@ pub fn judge(
     let payload_member = if response.get("result").is_some() { "result" } else { "error" };
     let Json::Object(members) = response else { return Verdict::Clean };
     let Some((_, payload)) = members.iter_mut().find(|(k, _)| k == payload_member) else { return Verdict::Clean };
-    {
-        let texts = reader::texts(payload);
-        if let Some(refusal) = denied(&texts, rules) {
-            return Verdict::Refused(refusal);
-        }
-        // A text to redact split over two `text` items, which each redaction of one item leaves
-        // whole: a client that joins them reads it, as `deny_if` and `mark_if` do.
-        for (tool, r) in rules {
-            if r.redact.iter().any(|d| reader::spans_items(&texts, &d.needle)) {
-                return Verdict::Refused(Refusal::ResultRefused {
-                    tool: (*tool).to_owned(),
-                    rule: format!("{}.result.redact", r.path),
-                    reason: "a text to redact spans two content items".to_owned(),
-                });
-            }
-        }
+    if let Some(refusal) = judged(&reader::texts(payload), rules) {
+        return Verdict::Refused(refusal);
     }
     let mut count = 0;
     let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
@@ -62,14 +48,26 @@ pub fn judge(
         return Verdict::Clean;
     }
     if apply {
-        reader::for_each_text_mut(payload, &mut |text| {
-            for r in redacts() {
-                count += reader::redact(text, &r.needle, &r.with);
+        // Taking a match out may join what was around it into a new one (an empty `with` in
+        // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing.
+        for pass in 1..=REDACT_PASSES {
+            let mut changed = 0;
+            reader::for_each_text_mut(payload, &mut |text| {
+                for r in redacts() {
+                    changed += reader::redact(text, &r.needle, &r.with);
+                }
+            });
+            if changed == 0 {
+                break;
             }
-        });
-        // Taking a match out may join what was around it into a text a `deny_if` refuses.
+            if let Some((tool, r)) = rules.iter().find(|(_, r)| pass == REDACT_PASSES && !r.redact.is_empty()) {
+                return Verdict::Refused(redact_refusal(tool, &r.path, "redacting the result does not settle"));
+            }
+            count += changed;
+        }
+        // … or into a text a `deny_if` refuses, or one to redact across two items.
         if count > 0 {
-            if let Some(refusal) = denied(&reader::texts(payload), rules) {
+            if let Some(refusal) = judged(&reader::texts(payload), rules) {
                 return Verdict::Refused(refusal);
             }
         }
@@ -77,7 +75,8 @@ pub fn judge(
         for text in reader::texts(payload).all {
             for r in redacts() {
                 if r.needle.may_match(text) {
-                    count += r.needle.matches(text).len();
+                    count +=
+                        r.needle.matches(text).into_iter().filter(|&(a, b)| text.get(a..b) != Some(&*r.with)).count();
                 }
             }
         }
@@ -87,6 +86,24 @@ pub fn judge(
     } else {
         Verdict::Redacted { count }
     }
+}
+
+/// Passes of every `redact` rule over a result's texts before what is left must be what the last
+/// pass left: four layers of a key nested in itself are a result shaped to defeat redaction.
+const REDACT_PASSES: usize = 4;
+
+/// The refusal of a payload's `texts`, if one: the first `deny_if` that matches, or a `redact`
+/// match that runs from one `text` item into the next. Each redaction of one item leaves such a
+/// match whole, and a client that joins the items reads it, as `deny_if` and `mark_if` do.
+fn judged(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)]) -> Option<Refusal> {
+    denied(texts, rules).or_else(|| {
+        let (tool, r) = rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::spans_items(texts, &d.needle)))?;
+        Some(redact_refusal(tool, &r.path, "a text to redact spans two content items"))
+    })
+}
+
+fn redact_refusal(tool: &str, path: &str, reason: &str) -> Refusal {
+    Refusal::ResultRefused { tool: tool.to_owned(), rule: format!("{path}.result.redact"), reason: reason.to_owned() }
 }
 
 /// The refusal of the first `deny_if` that matches in a payload's `texts`, if one does.

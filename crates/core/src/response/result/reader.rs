@@ -104,7 +104,9 @@ pub fn first_match<'n>(texts: &Texts<'_>, needles: impl IntoIterator<Item = &'n 
     needles.into_iter().position(|n| matches(texts, n))
 }
 
-/// Replace every match of `needle` in `text` by `with` (literally); returns how many.
+/// Replace every match of `needle` in `text` by `with` (literally); returns how many. A match that
+/// is `with` already is left as it is and not counted (`Bearer [redacted]` for `Bearer \S+`), so a
+/// text redacted again changes only where a new match formed.
 pub fn redact(text: &mut String, needle: &Needle, with: &str) -> usize {
     if !needle.may_match(text) {
         return 0;
@@ -113,6 +115,9 @@ pub fn redact(text: &mut String, needle: &Needle, with: &str) -> usize {
     let mut last = 0;
     let mut n = 0;
     for (start, end) in needle.matches(text) {
+        if text.get(start..end) == Some(with) {
+            continue;
+        }
         out.push_str(text.get(last..start).unwrap_or(""));
         out.push_str(with);
         last = end;

@@ -275,3 +275,31 @@ fn an_error_under_another_id_on_a_calls_stream_is_held_to_the_calls_size() {
     assert!(!contains(&out, "bbbb"));
     assert_eq!(rules(&events), [("result_refused", "tools.read_file.result.max_bytes")]);
 }
+
+#[test]
+fn a_key_nested_in_itself_is_redacted_again_until_none_is_left() {
+    // Each pass with an empty `with` joins `AK` and `IA…` around the key it takes out into another.
+    let p = super::policy(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{
+            "redact":[{"regex":"AKIA[0-9A-Z]{16}","with":""},{"regex":"Bearer \\S+","with":"Bearer [redacted]"}]}}}}"#,
+    );
+    let d = Decision::allowed_call("t", "7");
+    let nested = |layers: usize| (1..layers).fold(AWS.to_owned(), |k, _| format!("AK{k}IA{}", &AWS[4..]));
+    let body = |text: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#)
+    };
+    let (out, events) =
+        run(&p, &d, "application/json", &[body(&format!("k={} Bearer [redacted]", nested(3))).as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), body("k= Bearer [redacted]"));
+    assert_eq!((rules(&events), events[0].redactions), (vec![("redacted", "tools.t.result.redact")], 3));
+    // Four layers take a fourth pass that still changes the text: refused.
+    let (out, events) = run(&p, &d, "application/json", &[body(&nested(4)).as_bytes()]);
+    assert!(!contains(&out, "IAABCD"), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")]);
+    assert_eq!(events[0].reason.as_deref(), Some("redacting the result does not settle"));
+    // A redaction that joins the items around it into a key across two of them is a split.
+    let split = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"AK"},{"type":"text","text":"AKIAABCDEFGHIJKLMNOPIAABCDEFGHIJKLMNOP"}]}}"#;
+    let (_, events) = run(&p, &d, "application/json", &[split.as_bytes()]);
+    assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")]);
+    assert_eq!(events[0].reason.as_deref(), Some("a text to redact spans two content items"));
+}
