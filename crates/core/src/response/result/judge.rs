@@ -39,12 +39,13 @@ pub fn judge(
     let payload_member = if response.get("result").is_some() { "result" } else { "error" };
     let Json::Object(members) = response else { return Verdict::Clean };
     let Some((_, payload)) = members.iter_mut().find(|(k, _)| k == payload_member) else { return Verdict::Clean };
-    if let Some(refusal) = judged(&reader::texts(payload), rules) {
+    let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
+    let withs: Vec<&str> = redacts().map(|r| r.with.as_str()).collect();
+    if let Some(refusal) = judged(&reader::texts(payload), rules, &withs) {
         return Verdict::Refused(refusal);
     }
     let mut count = 0;
-    let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
-    if redacts().next().is_none() {
+    if withs.is_empty() {
         return Verdict::Clean;
     }
     if apply {
@@ -54,7 +55,7 @@ pub fn judge(
             let mut changed = 0;
             reader::for_each_text_mut(payload, &mut |text| {
                 for r in redacts() {
-                    changed += reader::redact(text, &r.needle, &r.with);
+                    changed += reader::redact(text, &r.needle, &r.with, &withs);
                 }
             });
             if changed == 0 {
@@ -67,17 +68,14 @@ pub fn judge(
         }
         // … or into a text a `deny_if` refuses, or one to redact across two items.
         if count > 0 {
-            if let Some(refusal) = judged(&reader::texts(payload), rules) {
+            if let Some(refusal) = judged(&reader::texts(payload), rules, &withs) {
                 return Verdict::Refused(refusal);
             }
         }
     } else {
         for text in reader::texts(payload).all {
             for r in redacts() {
-                if r.needle.may_match(text) {
-                    count +=
-                        r.needle.matches(text).into_iter().filter(|&(a, b)| text.get(a..b) != Some(&*r.with)).count();
-                }
+                count += reader::to_redact(text, &r.needle, &withs).len();
             }
         }
     }
@@ -93,11 +91,12 @@ pub fn judge(
 const REDACT_PASSES: usize = 4;
 
 /// The refusal of a payload's `texts`, if one: the first `deny_if` that matches, or a `redact`
-/// match that runs from one `text` item into the next. Each redaction of one item leaves such a
-/// match whole, and a client that joins the items reads it, as `deny_if` and `mark_if` do.
-fn judged(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)]) -> Option<Refusal> {
+/// match that redacting each `text` item on its own would leave to a client that joins them
+/// ([`reader::left_by_items`]), as `deny_if` and `mark_if` read them joined.
+fn judged(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)], withs: &[&str]) -> Option<Refusal> {
     denied(texts, rules).or_else(|| {
-        let (tool, r) = rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::spans_items(texts, &d.needle)))?;
+        let (tool, r) =
+            rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::left_by_items(texts, &d.needle, withs)))?;
         Some(redact_refusal(tool, &r.path, "a text to redact spans two content items"))
     })
 }

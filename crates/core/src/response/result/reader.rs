@@ -8,9 +8,9 @@
 //! the fail-closed choice. JSON escapes are already decoded by the parser (`\u002d` is `-`). Member
 //! names are not read. Byte strings in base64 (`data`, `blob`) are read as their base64 text.
 //!
-//! Each text is matched on its own, and the concatenation of the `text` members in document order
-//! too (the content items a client shows as one text), so that a pattern split over two content
-//! items (`"-----BEGIN RSA PRIV"`, `"ATE KEY-----"`) is found.
+//! Each text is matched on its own, and the `text` members joined in document order too (the
+//! content items a client shows as one text, with nothing or a line break between them), so that a
+//! pattern split over two content items (`"-----BEGIN RSA PRIV"`, `"ATE KEY-----"`) is found.
 
 use crate::policy::needle::Needle;
 use crate::wire::json::Json;
@@ -29,13 +29,25 @@ pub struct Texts<'a> {
     text_members: Vec<usize>,
 }
 
+/// What a client may put between the `text` items it shows as one text: nothing, or a line break.
+const JOINS: [&str; 2] = ["", "\n"];
+
 impl<'a> Texts<'a> {
-    /// The `text` members joined in document order (empty unless there are two or more).
-    fn joined(&self) -> String {
+    /// The `text` members joined by `sep` in document order, and where each lies in it (empty
+    /// unless there are two or more).
+    fn joined(&self, sep: &str) -> (String, Vec<(usize, usize)>) {
+        let (mut joined, mut spans) = (String::new(), Vec::new());
         if self.text_members.len() < 2 {
-            return String::new();
+            return (joined, spans);
         }
-        self.text_members.iter().filter_map(|&i| self.all.get(i).copied()).collect()
+        for text in self.text_members.iter().filter_map(|&i| self.all.get(i)) {
+            if !spans.is_empty() {
+                joined.push_str(sep);
+            }
+            spans.push((joined.len(), joined.len() + text.len()));
+            joined.push_str(text);
+        }
+        (joined, spans)
     }
 }
 
@@ -70,33 +82,32 @@ pub fn for_each_text_mut(value: &mut Json, f: &mut dyn FnMut(&mut String)) {
     }
 }
 
-/// Does `needle` match in one of `texts`, or in their `text` members joined?
+/// Does `needle` match in one of `texts`, or in their `text` members joined (either way)?
 pub fn matches(texts: &Texts<'_>, needle: &Needle) -> bool {
-    texts.all.iter().any(|t| needle.is_match(t)) || {
-        let joined = texts.joined();
-        !joined.is_empty() && needle.is_match(&joined)
-    }
+    texts.all.iter().any(|t| needle.is_match(t))
+        || JOINS.iter().any(|sep| {
+            let (joined, _) = texts.joined(sep);
+            !joined.is_empty() && needle.is_match(&joined)
+        })
 }
 
-/// Does a match of `needle` in the `text` members joined start in one of them and end in another?
-/// (Even where its part in the first is a match of its own, as `Bearer \S+` is of `Bearer s`: the
-/// rest of the token would pass in the next item.)
-pub fn spans_items(texts: &Texts<'_>, needle: &Needle) -> bool {
-    let joined = texts.joined();
-    if joined.is_empty() || !needle.may_match(&joined) {
-        return false;
-    }
-    let mut ends = Vec::with_capacity(texts.text_members.len());
-    let mut at = 0;
-    for &i in &texts.text_members {
-        at += texts.all.get(i).map_or(0, |t| t.len());
-        ends.push(at);
-    }
-    // The first item end after the match's start must come before its end.
-    needle
-        .matches(&joined)
-        .into_iter()
-        .any(|(start, end)| ends.get(ends.partition_point(|&b| b <= start)).is_some_and(|&b| b < end))
+/// Is there a match of `needle` in the `text` members joined (either way) that redacting each item
+/// on its own, as [`to_redact`] does with `withs`, leaves to a client that joins them? One that runs
+/// from one item into the next or over the line break between them (even where its part in the
+/// first is a match of its own, as `Bearer \S+` is of `Bearer s`: the rest of the token would pass
+/// in the next item), or one within an item that the item alone does not show (`\b` where two
+/// items meet).
+pub fn left_by_items(texts: &Texts<'_>, needle: &Needle, withs: &[&str]) -> bool {
+    JOINS.iter().any(|sep| {
+        let (joined, spans) = texts.joined(sep);
+        to_redact(&joined, needle, withs).into_iter().any(|(start, end)| {
+            // The item the match starts in: the last that starts at or before it.
+            let i = spans.partition_point(|&(a, _)| a <= start).checked_sub(1);
+            let Some(&(a, b)) = i.and_then(|i| spans.get(i)) else { return true };
+            let item = i.and_then(|i| texts.text_members.get(i)).and_then(|&k| texts.all.get(k));
+            end > b || !item.is_some_and(|t| to_redact(t, needle, withs).contains(&(start - a, end - a)))
+        })
+    })
 }
 
 /// The index of the first of `needles` that matches in `texts` ([`matches`]).
@@ -104,28 +115,41 @@ pub fn first_match<'n>(texts: &Texts<'_>, needles: impl IntoIterator<Item = &'n 
     needles.into_iter().position(|n| matches(texts, n))
 }
 
-/// Replace every match of `needle` in `text` by `with` (literally); returns how many. A match that
-/// is `with` already is left as it is and not counted (`Bearer [redacted]` for `Bearer \S+`), so a
-/// text redacted again changes only where a new match formed.
-pub fn redact(text: &mut String, needle: &Needle, with: &str) -> usize {
+/// The matches of `needle` in `text` that a redaction replaces: all but those within text that
+/// `withs` (the replacements of the rules redacting it) already hold, which is the operator's own
+/// text (`Bearer [redacted]` for `Bearer \S+`; `example.com` in `user@example.com` written for
+/// another rule's match). So a text redacted again changes only where a new match formed.
+pub fn to_redact(text: &str, needle: &Needle, withs: &[&str]) -> Vec<(usize, usize)> {
     if !needle.may_match(text) {
+        return Vec::new();
+    }
+    let mut found = needle.matches(text);
+    found.retain(|&m| !withs.iter().any(|w| within(text.as_bytes(), w.as_bytes(), m)));
+    found
+}
+
+/// Does an occurrence of `w` in `text` hold the match `start..end`? Only the places where such an
+/// occurrence would start are compared, from `end - w.len()` to `start`.
+fn within(text: &[u8], w: &[u8], (start, end): (usize, usize)) -> bool {
+    let near = text.get(end.saturating_sub(w.len())..start.saturating_add(w.len()).min(text.len()));
+    !w.is_empty() && end - start <= w.len() && near.is_some_and(|near| near.windows(w.len()).any(|c| c == w))
+}
+
+/// Replace the matches of `needle` in `text` that [`to_redact`] gives by `with` (literally);
+/// returns how many.
+pub fn redact(text: &mut String, needle: &Needle, with: &str, withs: &[&str]) -> usize {
+    let found = to_redact(text, needle, withs);
+    if found.is_empty() {
         return 0;
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(text.len());
     let mut last = 0;
-    let mut n = 0;
-    for (start, end) in needle.matches(text) {
-        if text.get(start..end) == Some(with) {
-            continue;
-        }
+    for &(start, end) in &found {
         out.push_str(text.get(last..start).unwrap_or(""));
         out.push_str(with);
         last = end;
-        n += 1;
     }
-    if n > 0 {
-        out.push_str(text.get(last..).unwrap_or(""));
-        *text = out;
-    }
-    n
+    out.push_str(text.get(last..).unwrap_or(""));
+    *text = out;
+    found.len()
 }

@@ -297,9 +297,72 @@ fn a_key_nested_in_itself_is_redacted_again_until_none_is_left() {
     assert!(!contains(&out, "IAABCD"), "{}", String::from_utf8_lossy(&out));
     assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")]);
     assert_eq!(events[0].reason.as_deref(), Some("redacting the result does not settle"));
+    // A match within text a `with` wrote is the operator's own: a replacement that holds a match
+    // of its rule, or of another rule, settles instead of being replaced on every pass.
+    let own = super::policy(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{"redact":[
+            {"regex":"secret","with":"[secret removed]"},
+            {"regex":"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}","with":"redacted@example.com"},
+            {"regex":"\\b[a-z0-9-]+\\.(com|net|org)\\b","with":"example.invalid"}]}}}}"#,
+    );
+    let (out, events) = run(&own, &d, "application/json", &[body("a secret; alice@acme.org; acme.net").as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), body("a [secret removed]; redacted@example.com; example.invalid"));
+    assert_eq!((rules(&events), events[0].redactions), (vec![("redacted", "tools.t.result.redact")], 3));
     // A redaction that joins the items around it into a key across two of them is a split.
     let split = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"AK"},{"type":"text","text":"AKIAABCDEFGHIJKLMNOPIAABCDEFGHIJKLMNOP"}]}}"#;
     let (_, events) = run(&p, &d, "application/json", &[split.as_bytes()]);
     assert_eq!(rules(&events), [("result_refused", "tools.t.result.redact")]);
     assert_eq!(events[0].reason.as_deref(), Some("a text to redact spans two content items"));
+}
+
+#[test]
+fn items_are_read_joined_by_nothing_and_by_a_line_break() {
+    // A client may show the `text` items as one text with or without a line break between them.
+    let p = super::policy(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{
+            "deny_if":[{"regex":"password:\\s+hunter2"}],
+            "redact":[{"regex":"Bearer\\s+[A-Za-z0-9._~+/-]+=*","with":"Bearer [redacted]"},
+                      {"regex":"\\b[A-Za-z0-9/+=]{40}\\b","with":"[redacted]"}]}}}}"#,
+    );
+    let d = Decision::allowed_call("t", "7");
+    let items = |texts: &[&str]| {
+        let items: Vec<String> = texts.iter().map(|t| format!(r#"{{"type":"text","text":"{t}"}}"#)).collect();
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{}]}}}}"#, items.join(","))
+    };
+    let token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiJ9.c2lnbmF0dXJl";
+    let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEK/+";
+    for (texts, rule) in [
+        // `Bearer` and its token, the line break between them matched by `\s+`.
+        (vec!["Authorization: Bearer", token], "tools.t.result.redact"),
+        // A key that `\b` bounds only where the items meet: no item alone shows the match.
+        (vec![&*format!("aws_secret_access_key = {key}"), "x"], "tools.t.result.redact"),
+        (vec!["password:", "hunter2"], "tools.t.result.deny_if[0]"),
+    ] {
+        let (out, events) = run(&p, &d, "application/json", &[items(&texts).as_bytes()]);
+        assert!(!contains(&out, token) && !contains(&out, key) && !contains(&out, "hunter2"));
+        assert_eq!(rules(&events), [("result_refused", rule)], "{texts:?}");
+    }
+    // Tokens whole in their items are redacted as ever.
+    let (out, events) = run(&p, &d, "application/json", &[items(&["Bearer a1", " and Bearer b2"]).as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), items(&["Bearer [redacted]", " and Bearer [redacted]"]));
+    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact")]);
+}
+
+#[test]
+fn every_tools_replacement_is_left_as_it_is_in_a_response_judged_by_every_tool() {
+    // Two tools redact addresses with their own placeholders; an error that may answer either is
+    // redacted by both, and each placeholder is an address to the other's rule.
+    let p = super::policy(
+        r#"{"version":"1","default":"allow","tools":{
+            "crm":{"result":{"redact":[{"regex":"[a-z.]+@[a-z]+\\.[a-z]{2,}","with":"redacted@example.com"}]}},
+            "mail":{"result":{"redact":[{"regex":"[a-z.]+@[a-z]+\\.[a-z]{2,}","with":"nobody@example.org"}]}}}}"#,
+    );
+    let d = Decision::allowed_call("crm", "7");
+    let error = r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32000,"message":"no such user: bob@corp.io"}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[error.as_bytes()]);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32000,"message":"no such user: redacted@example.com"}}"#
+    );
+    assert_eq!(events.iter().map(|e| (e.label(), e.redactions)).collect::<Vec<_>>(), [("redacted", 1)]);
 }

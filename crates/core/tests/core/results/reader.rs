@@ -27,8 +27,17 @@ fn every_string_value_of_the_result_is_read_decoded() {
 #[test]
 fn redaction_replaces_literally_and_counts() {
     let mut s = String::from("AKIAABCDEFGHIJKLMNOP, AKIAABCDEFGHIJKLMNOQ; AKIA");
-    assert_eq!(reader::redact(&mut s, &needle("AKIA[0-9A-Z]{16}"), "$0"), 2);
+    assert_eq!(reader::redact(&mut s, &needle("AKIA[0-9A-Z]{16}"), "$0", &["$0"]), 2);
     assert_eq!(s, "$0, $0; AKIA");
+    // A match within text a replacement already holds is left; one reaching past it is not.
+    let n = needle("k[0-9]+");
+    let withs = ["[k1 gone]", "é k2"];
+    assert_eq!(reader::to_redact("[k1 gone] k12 é k2 k3", &n, &withs), [(10, 13), (20, 22)]);
+    assert_eq!(reader::to_redact("[k12 gone] [k1 gon", &n, &withs), [(1, 4), (12, 14)]);
+    assert_eq!(reader::to_redact("k1 gone]", &n, &withs), [(0, 2)]);
+    assert_eq!(reader::to_redact("é k2", &n, &withs), []);
+    assert_eq!(reader::to_redact("k2", &n, &withs), [(0, 2)]);
+    assert_eq!(reader::to_redact("k1", &n, &["", "k"]), [(0, 2)]);
 }
 
 #[test]
