@@ -98,14 +98,19 @@ pub fn matches(texts: &Texts<'_>, needle: &Needle) -> bool {
 /// in the next item), or one within an item that the item alone does not show (`\b` where two
 /// items meet).
 pub fn left_by_items(texts: &Texts<'_>, needle: &Needle, withs: &[&str]) -> bool {
+    // Each item's own matches, found once, when a joined match first falls in it.
+    let mut own: Vec<Option<Vec<(usize, usize)>>> = vec![None; texts.text_members.len()];
     JOINS.iter().any(|sep| {
         let (joined, spans) = texts.joined(sep);
         to_redact(&joined, needle, withs).into_iter().any(|(start, end)| {
             // The item the match starts in: the last that starts at or before it.
-            let i = spans.partition_point(|&(a, _)| a <= start).checked_sub(1);
-            let Some(&(a, b)) = i.and_then(|i| spans.get(i)) else { return true };
-            let item = i.and_then(|i| texts.text_members.get(i)).and_then(|&k| texts.all.get(k));
-            end > b || !item.is_some_and(|t| to_redact(t, needle, withs).contains(&(start - a, end - a)))
+            let Some(i) = spans.partition_point(|&(a, _)| a <= start).checked_sub(1) else { return true };
+            let (Some(&(a, b)), Some(found)) = (spans.get(i), own.get_mut(i)) else { return true };
+            let found = found.get_or_insert_with(|| {
+                let item = texts.text_members.get(i).and_then(|&k| texts.all.get(k));
+                item.map_or_else(Vec::new, |t| to_redact(t, needle, withs))
+            });
+            end > b || found.binary_search(&(start - a, end - a)).is_err()
         })
     })
 }
