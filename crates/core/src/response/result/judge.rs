@@ -39,45 +39,46 @@ pub fn judge(
     let payload_member = if response.get("result").is_some() { "result" } else { "error" };
     let Json::Object(members) = response else { return Verdict::Clean };
     let Some((_, payload)) = members.iter_mut().find(|(k, _)| k == payload_member) else { return Verdict::Clean };
-    let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
-    let withs: Vec<&str> = redacts().map(|r| r.with.as_str()).collect();
-    if let Some(refusal) = judged(&reader::texts(payload), rules, &withs) {
+    if let Some(refusal) = denied(&reader::texts(payload), rules) {
         return Verdict::Refused(refusal);
     }
-    let mut count = 0;
+    let redacts = || rules.iter().flat_map(|(_, r)| r.redact.iter());
+    let withs: Vec<&str> = redacts().map(|r| r.with.as_str()).collect();
     if withs.is_empty() {
         return Verdict::Clean;
     }
-    if apply {
-        // Taking a match out may join what was around it into a new one (an empty `with` in
-        // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing.
-        for pass in 1..=REDACT_PASSES {
-            let mut changed = 0;
-            reader::for_each_text_mut(payload, &mut |text| {
-                for r in redacts() {
-                    changed += reader::redact(text, &r.needle, &r.with, &withs);
-                }
-            });
-            if changed == 0 {
-                break;
-            }
-            if let Some((tool, r)) = rules.iter().find(|(_, r)| pass == REDACT_PASSES && !r.redact.is_empty()) {
-                return Verdict::Refused(redact_refusal(tool, &r.path, "redacting the result does not settle"));
-            }
-            count += changed;
-        }
-        // … or into a text a `deny_if` refuses, or one to redact across two items.
-        if count > 0 {
-            if let Some(refusal) = judged(&reader::texts(payload), rules, &withs) {
-                return Verdict::Refused(refusal);
-            }
-        }
+    // Dry run redacts a copy: what it counts and checks is what enforcing would send.
+    let mut copy;
+    let target = if apply {
+        payload
     } else {
-        for text in reader::texts(payload).all {
+        copy = payload.clone();
+        &mut copy
+    };
+    // Taking a match out may join what was around it into a new one (an empty `with` in
+    // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing.
+    let mut count = 0;
+    for pass in 1..=REDACT_PASSES {
+        let mut changed = 0;
+        reader::for_each_text_mut(target, &mut |text| {
             for r in redacts() {
-                count += reader::to_redact(text, &r.needle, &withs).len();
+                changed += reader::redact(text, &r.needle, &r.with, &withs);
             }
+        });
+        if changed == 0 {
+            break;
         }
+        if let Some((tool, r)) = rules.iter().find(|(_, r)| pass == REDACT_PASSES && !r.redact.is_empty()) {
+            return Verdict::Refused(redact_refusal(tool, &r.path, "redacting the result does not settle"));
+        }
+        count += changed;
+    }
+    // What the redacted items leave to a client that joins them (a key split over two items), and
+    // where a redaction took something out, what it joined into a text a `deny_if` refuses.
+    let texts = reader::texts(target);
+    let refused = if count > 0 { denied(&texts, rules) } else { None };
+    if let Some(refusal) = refused.or_else(|| split(&texts, rules, &withs)) {
+        return Verdict::Refused(refusal);
     }
     if count == 0 {
         Verdict::Clean
@@ -90,15 +91,12 @@ pub fn judge(
 /// pass left: four layers of a key nested in itself are a result shaped to defeat redaction.
 const REDACT_PASSES: usize = 4;
 
-/// The refusal of a payload's `texts`, if one: the first `deny_if` that matches, or a `redact`
-/// match that redacting each `text` item on its own would leave to a client that joins them
+/// The refusal of a `redact` match in redacted `texts` that a client joining their items reads
 /// ([`reader::left_by_items`]), as `deny_if` and `mark_if` read them joined.
-fn judged(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)], withs: &[&str]) -> Option<Refusal> {
-    denied(texts, rules).or_else(|| {
-        let (tool, r) =
-            rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::left_by_items(texts, &d.needle, withs)))?;
-        Some(redact_refusal(tool, &r.path, "a text to redact spans two content items"))
-    })
+fn split(texts: &reader::Texts<'_>, rules: &[(&str, &ResultRules)], withs: &[&str]) -> Option<Refusal> {
+    let (tool, r) =
+        rules.iter().find(|(_, r)| r.redact.iter().any(|d| reader::left_by_items(texts, &d.needle, withs)))?;
+    Some(redact_refusal(tool, &r.path, "a text to redact spans two content items"))
 }
 
 fn redact_refusal(tool: &str, path: &str, reason: &str) -> Refusal {

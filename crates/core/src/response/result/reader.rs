@@ -21,11 +21,11 @@ pub fn payload(response: &Json) -> Option<&Json> {
 }
 
 /// The texts of a payload: every string value, depth first, in document order, and which of them
-/// are `text` members.
+/// are the `text` of its `content` items of type `text`, the items a client shows as one text.
 #[derive(Debug, Default)]
 pub struct Texts<'a> {
     pub all: Vec<&'a str>,
-    /// Indices in `all` of the values of members named `text`.
+    /// Indices in `all` of the `text` of each `content` item of type `text`.
     text_members: Vec<usize>,
 }
 
@@ -51,23 +51,42 @@ impl<'a> Texts<'a> {
     }
 }
 
-/// Every string value of `value`, depth first, in document order.
+/// Every string value of `value`, depth first, in document order. A `text` member elsewhere
+/// (`_meta.text`, `resource.text`, `structuredContent.text`, an image item's) is read on its own,
+/// never joined: placed between two items, it would part what a client joins.
 pub fn texts(value: &Json) -> Texts<'_> {
     let mut out = Texts::default();
-    collect(value, false, &mut out);
+    let Json::Object(members) = value else {
+        collect(value, false, &mut out);
+        return out;
+    };
+    for (k, v) in members {
+        match v {
+            Json::Array(items) if k == "content" => {
+                for item in items {
+                    let text_item = item.get("type").and_then(Json::as_str) == Some("text");
+                    collect(item, text_item, &mut out);
+                }
+            }
+            _ => collect(v, false, &mut out),
+        }
+    }
     out
 }
 
-fn collect<'a>(value: &'a Json, is_text: bool, out: &mut Texts<'a>) {
+/// `text_item`: `value` is a `content` item of type `text`, whose `text` is joined.
+fn collect<'a>(value: &'a Json, text_item: bool, out: &mut Texts<'a>) {
     match value {
-        Json::String(s) => {
-            if is_text {
-                out.text_members.push(out.all.len());
-            }
-            out.all.push(s);
-        }
+        Json::String(s) => out.all.push(s),
         Json::Array(items) => items.iter().for_each(|v| collect(v, false, out)),
-        Json::Object(members) => members.iter().for_each(|(k, v)| collect(v, k == "text", out)),
+        Json::Object(members) => {
+            for (k, v) in members {
+                if text_item && k == "text" && matches!(v, Json::String(_)) {
+                    out.text_members.push(out.all.len());
+                }
+                collect(v, false, out);
+            }
+        }
         Json::Null | Json::Bool(_) | Json::Number(_) => {}
     }
 }

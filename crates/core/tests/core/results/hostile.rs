@@ -342,6 +342,17 @@ fn items_are_read_joined_by_nothing_and_by_a_line_break() {
         assert!(!contains(&out, token) && !contains(&out, key) && !contains(&out, "hunter2"));
         assert_eq!(rules(&events), [("result_refused", rule)], "{texts:?}");
     }
+    // A `text` that is not a text item's, between two of them, parts nothing a client joins.
+    let hidden = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"password: "},
+        {"type":"text","_meta":{"text":"-"},"text":"hunter2"}]}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[hidden.as_bytes()]);
+    assert!(!contains(&out, "hunter2"));
+    assert_eq!(rules(&events), [("result_refused", "tools.t.result.deny_if[0]")]);
+    // A token at the end of an item beside the next item's first word: redacted, as what is left
+    // joined holds no match (`[` is not in the token's class).
+    let (out, events) = run(&p, &d, "application/json", &[items(&["Bearer a1", "Accept: x"]).as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), items(&["Bearer [redacted]", "Accept: x"]));
+    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact")]);
     // Tokens whole in their items are redacted as ever.
     let (out, events) = run(&p, &d, "application/json", &[items(&["Bearer a1", " and Bearer b2"]).as_bytes()]);
     assert_eq!(String::from_utf8(out).unwrap(), items(&["Bearer [redacted]", " and Bearer [redacted]"]));

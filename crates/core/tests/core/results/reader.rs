@@ -17,11 +17,22 @@ fn every_string_value_of_the_result_is_read_decoded() {
     let texts = reader::texts(reader::payload(&msg).unwrap());
     assert_eq!(texts.all, ["text", "a-b", "resource", "u", "r", "s", "d"]);
     assert!(reader::matches(&texts, &needle("a-b")));
-    assert!(reader::matches(&texts, &needle("a-br")), "the text members joined are read too");
+    assert!(!reader::matches(&texts, &needle("a-br")), "a resource's text is not joined");
     assert!(!reader::matches(&texts, &needle("rs")), "other values are not joined");
     assert_eq!(reader::first_match(&texts, [&needle("zz"), &needle("deep|d$")]), Some(1));
     let err = json::parse(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#).unwrap();
     assert_eq!(reader::texts(reader::payload(&err).unwrap()).all, ["m"]);
+    // The `text` of the `content` items of type `text` are read joined, by nothing and by a line
+    // break; a `text` anywhere else is not, even between them.
+    let msg = json::parse(
+        br#"{"result":{"content":[{"type":"text","text":"AK"},{"type":"image","data":"","text":"-"},
+            {"type":"text","_meta":{"text":"-"},"text":"IA"},{"type":"resource","resource":{"text":"-"}},
+            {"type":"text","text":"1"}],"structuredContent":{"text":"-"}}}"#,
+    )
+    .unwrap();
+    let texts = reader::texts(reader::payload(&msg).unwrap());
+    assert!(reader::matches(&texts, &needle("AKIA1")) && reader::matches(&texts, &needle("AK\nIA\n1")));
+    assert!(!reader::matches(&texts, &needle("K-I|A-1|-I|A-")), "{:?}", texts.all);
 }
 
 #[test]
