@@ -8,9 +8,10 @@
 //! the fail-closed choice. JSON escapes are already decoded by the parser (`\u002d` is `-`). Member
 //! names are not read. Byte strings in base64 (`data`, `blob`) are read as their base64 text.
 //!
-//! Each text is matched on its own, and the `text` members joined in document order too (the
-//! content items a client shows as one text, with nothing or a line break between them), so that a
-//! pattern split over two content items (`"-----BEGIN RSA PRIV"`, `"ATE KEY-----"`) is found.
+//! Each text is matched on its own, and the text items joined in document order too (the `text` of
+//! the `content` items of type `text`, which a client shows as one text, with nothing or a line
+//! break between them), so that a pattern split over two content items (`"-----BEGIN RSA PRIV"`,
+//! `"ATE KEY-----"`) is found.
 
 use crate::policy::needle::Needle;
 use crate::wire::json::Json;
@@ -33,8 +34,8 @@ pub struct Texts<'a> {
 const JOINS: [&str; 2] = ["", "\n"];
 
 impl<'a> Texts<'a> {
-    /// The `text` members joined by `sep` in document order, and where each lies in it (empty
-    /// unless there are two or more).
+    /// The text items joined by `sep` in document order, and where each lies in it (empty unless
+    /// there are two or more).
     fn joined(&self, sep: &str) -> (String, Vec<(usize, usize)>) {
         let (mut joined, mut spans) = (String::new(), Vec::new());
         if self.text_members.len() < 2 {
@@ -101,7 +102,7 @@ pub fn for_each_text_mut(value: &mut Json, f: &mut dyn FnMut(&mut String)) {
     }
 }
 
-/// Does `needle` match in one of `texts`, or in their `text` members joined (either way)?
+/// Does `needle` match in one of `texts`, or in their text items joined (either way)?
 pub fn matches(texts: &Texts<'_>, needle: &Needle) -> bool {
     texts.all.iter().any(|t| needle.is_match(t))
         || JOINS.iter().any(|sep| {
@@ -110,7 +111,7 @@ pub fn matches(texts: &Texts<'_>, needle: &Needle) -> bool {
         })
 }
 
-/// Is there a match of `needle` in the `text` members joined (either way) that redacting each item
+/// Is there a match of `needle` in the text items joined (either way) that redacting each item
 /// on its own, as [`to_redact`] does with `withs`, leaves to a client that joins them? One that runs
 /// from one item into the next or over the line break between them (even where its part in the
 /// first is a match of its own, as `Bearer \S+` is of `Bearer s`: the rest of the token would pass
