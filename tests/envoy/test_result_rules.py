@@ -8,7 +8,8 @@ What docs/src/policy/results-and-pins.md promises:
   JSON-RPC error for its id (−31012 `result_refused`, naming the rule and its reason), and no byte of
   the key reaches the client;
 - an access key is redacted, with the rest of the result byte for byte as sent (compact JSON);
-- a result larger than `max_bytes` is refused; a clean result passes byte for byte;
+- a result larger than `max_bytes`, or whose redaction would make it larger, is refused; a clean
+  result passes byte for byte;
 - a call of the tool inside a JSON-RPC batch is refused before it reaches the server (the reply to
   a batch is not matched to its calls);
 - the reply to `tasks/result` (MCP 2025-11-25), a tool's result whose call is not known, is judged
@@ -40,7 +41,8 @@ POLICY = {
         "read_file": {"result": {
             "max_bytes": 4096,
             "deny_if": [{"regex": "-----BEGIN [A-Z ]*PRIVATE KEY-----", "reason": "a private key in a tool result"}],
-            "redact": [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"}],
+            "redact": [{"regex": "AKIA[0-9A-Z]{16}", "with": "[redacted]"},
+                       {"regex": "ghp_[A-Za-z0-9]+", "with": "[a GitHub token removed by this gateway]"}],
         }},
     },
 }
@@ -189,6 +191,20 @@ def test_an_oversized_result_is_refused(envoy, stub):
     r = call(envoy, path, 6)
     assert json.loads(r.body)["error"]["data"]["rule"] == "tools.read_file.result.max_bytes"
     assert b"xxxxxxxx" not in r.body
+
+
+def test_a_redaction_that_would_grow_the_result_past_max_bytes_is_refused(envoy, stub):
+    # 36 bytes more a token: 20 tokens grow a result of 209 bytes to 929, 100 of 689 to 4289.
+    sent = text_result(12, " ".join(["ghp_a"] * 20))
+    r = call(envoy, stub.route("/tokens-20", json_canned(sent)), 12)
+    assert r.body == compact(text_result(12, " ".join(["[a GitHub token removed by this gateway]"] * 20)))
+    for framing, canned in (("", json_canned), ("-sse", lambda b: sse_canned(b"event: message\ndata: " + compact(b) + b"\n\n"))):
+        r = call(envoy, stub.route("/tokens-100" + framing, canned(text_result(13, " ".join(["ghp_a"] * 100)))), 13)
+        body = r.body.decode()
+        assert b"ghp_" not in r.body and b"GitHub" not in r.body, body[:300]
+        err = json.loads(body.removeprefix("event: message\ndata: ").strip())["error"]
+        assert (err["code"], err["data"]["rule"], err["data"]["reason"]) == (
+            -31012, "tools.read_file.result.redact", "redacting the result makes it larger than 4096 bytes")
 
 
 def test_a_clean_result_is_byte_identical(envoy, stub):

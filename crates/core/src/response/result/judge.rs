@@ -26,8 +26,9 @@ pub fn judge(
     gateway_max: usize,
     apply: bool,
 ) -> Verdict {
+    let mut max = usize::MAX;
     for (tool, r) in rules {
-        let max = r.max_bytes_or(gateway_max);
+        max = max.min(r.max_bytes_or(gateway_max));
         if size > max {
             return Verdict::Refused(Refusal::ResultRefused {
                 tool: (*tool).to_owned(),
@@ -56,19 +57,37 @@ pub fn judge(
         &mut copy
     };
     // Taking a match out may join what was around it into a new one (an empty `with` in
-    // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing.
+    // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing. What redaction
+    // adds stays within `max_bytes` (`room`), which bounds the memory the result takes and the
+    // work of every later reading: a one-byte match replaced by a long `with` would otherwise grow
+    // it many times over.
+    let mut room = max.saturating_sub(size);
     let mut count = 0;
+    // The rules a refusal of redaction names: the first tool's with `redact` rules.
+    let first = rules.iter().find(|(_, r)| !r.redact.is_empty());
     for pass in 1..=REDACT_PASSES {
-        let mut changed = 0;
+        let (mut changed, mut overgrown) = (0, false);
         reader::for_each_text_mut(target, &mut |text| {
             for r in redacts() {
-                changed += reader::redact(text, &r.needle, &r.with, &withs);
+                if overgrown {
+                    return;
+                }
+                let len = text.len();
+                match reader::redact(text, &r.needle, &r.with, &withs, len.saturating_add(room)) {
+                    Some(n) => changed += n,
+                    None => overgrown = true,
+                }
+                room = room.saturating_add(len).saturating_sub(text.len());
             }
         });
+        if let Some((tool, r)) = first.filter(|_| overgrown) {
+            let reason = format!("redacting the result makes it larger than {max} bytes");
+            return Verdict::Refused(redact_refusal(tool, &r.path, &reason));
+        }
         if changed == 0 {
             break;
         }
-        if let Some((tool, r)) = rules.iter().find(|(_, r)| pass == REDACT_PASSES && !r.redact.is_empty()) {
+        if let Some((tool, r)) = first.filter(|_| pass == REDACT_PASSES) {
             return Verdict::Refused(redact_refusal(tool, &r.path, "redacting the result does not settle"));
         }
         count += changed;

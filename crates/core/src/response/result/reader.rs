@@ -161,11 +161,12 @@ fn within(text: &[u8], w: &[u8], (start, end): (usize, usize)) -> bool {
 }
 
 /// Replace the matches of `needle` in `text` that [`to_redact`] gives by `with` (literally);
-/// returns how many.
-pub fn redact(text: &mut String, needle: &Needle, with: &str, withs: &[&str]) -> usize {
+/// returns how many, or `None`, leaving `text` as it is, when the redacted text would be longer
+/// than `max_len` bytes (a short match replaced by a long `with` many times over).
+pub fn redact(text: &mut String, needle: &Needle, with: &str, withs: &[&str], max_len: usize) -> Option<usize> {
     let found = to_redact(text, needle, withs);
     if found.is_empty() {
-        return 0;
+        return Some(0);
     }
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
@@ -173,8 +174,14 @@ pub fn redact(text: &mut String, needle: &Needle, with: &str, withs: &[&str]) ->
         out.push_str(text.get(last..start).unwrap_or(""));
         out.push_str(with);
         last = end;
+        if out.len() > max_len {
+            return None;
+        }
     }
     out.push_str(text.get(last..).unwrap_or(""));
+    if out.len() > max_len {
+        return None;
+    }
     *text = out;
-    found.len()
+    Some(found.len())
 }

@@ -377,3 +377,69 @@ fn every_tools_replacement_is_left_as_it_is_in_a_response_judged_by_every_tool()
     );
     assert_eq!(events.iter().map(|e| (e.label(), e.redactions)).collect::<Vec<_>>(), [("redacted", 1)]);
 }
+
+#[test]
+fn redaction_that_would_grow_the_result_past_max_bytes_is_refused() {
+    // A one-byte match replaced by a long `with` many times over would grow a result of `max_bytes`
+    // many times over, in the gateway's memory and in every later reading: what redaction adds is
+    // held to what `max_bytes` leaves.
+    let p = super::policy(
+        r#"{"version":"1","default":"allow","tools":{"t":{"result":{"max_bytes":200,
+            "redact":[{"regex":"k\\d","with":"[a key removed]"}]}}}}"#,
+    );
+    let d = Decision::allowed_call("t", "7");
+    let body = |text: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#)
+    };
+    let keys = |n: usize| vec!["k1"; n].join(" ");
+    // 13 bytes more a key: 8 keys make exactly 200 bytes (96 received, 104 added), 9 make 216.
+    assert_eq!((body(&keys(8)).len(), body(&keys(9)).len()), (96, 99));
+    let (out, events) = run(&p, &d, "application/json", &[body(&keys(8)).as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), body(&["[a key removed]"; 8].join(" ")));
+    assert_eq!((rules(&events), events[0].redactions), (vec![("redacted", "tools.t.result.redact")], 8));
+    let refused = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31012,"message":"tool 't' result refused: redacting the result makes it larger than 200 bytes","data":{"kind":"result_refused","tool":"t","reason":"redacting the result makes it larger than 200 bytes","rule":"tools.t.result.redact"}}}"#;
+    let (out, events) = run(&p, &d, "application/json", &[body(&keys(9)).as_bytes()]);
+    assert_eq!(
+        (String::from_utf8(out).unwrap().as_str(), rules(&events)),
+        (refused, vec![("result_refused", "tools.t.result.redact")])
+    );
+    // Keys in two items count together, over JSON and SSE alike: 6 keys fit in 115 bytes (193
+    // redacted), 7 do not in 118 (209).
+    let two = |n: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"k1 k1 k1"}},{{"type":"text","text":"{}"}}]}}}}"#,
+            keys(n - 3)
+        )
+    };
+    for (content_type, frame) in
+        [("application/json", (|b: &str| b.to_owned()) as fn(&str) -> String), ("text/event-stream", sse)]
+    {
+        let (out, events) = run(&p, &d, content_type, &[frame(&two(6)).as_bytes()]);
+        assert_eq!(
+            (out.len(), rules(&events)),
+            (frame(&two(6)).len() + 78, vec![("redacted", "tools.t.result.redact")])
+        );
+        let (out, events) = run(&p, &d, content_type, &[frame(&two(7)).as_bytes()]);
+        assert_eq!(
+            (String::from_utf8(out).unwrap(), rules(&events)),
+            (frame(refused), vec![("result_refused", "tools.t.result.redact")])
+        );
+    }
+    // What a rule takes out before another adds leaves room; dry run counts what enforcing refuses.
+    let dry = super::policy(
+        r#"{"version":"1","default":"allow","gateway":{"mode":"dry_run"},"tools":{"t":{"result":{"max_bytes":200,
+            "redact":[{"regex":"z+","with":""},{"regex":"k\\d","with":"[a key removed]"}]}}}}"#,
+    );
+    let (out, events) = run(&dry, &d, "application/json", &[body(&keys(9)).as_bytes()]);
+    assert_eq!(
+        (String::from_utf8(out).unwrap(), rules(&events)),
+        (body(&keys(9)), vec![("would_deny", "tools.t.result.redact")])
+    );
+    let padded = body(&format!("{}{}", "z".repeat(40), keys(8)));
+    let (out, events) = run(&dry, &d, "application/json", &[padded.as_bytes()]);
+    assert_eq!(
+        (String::from_utf8(out).unwrap(), rules(&events)),
+        (padded.clone(), vec![("would_redact", "tools.t.result.redact")])
+    );
+    assert_eq!(events[0].redactions, 9);
+}

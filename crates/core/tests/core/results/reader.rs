@@ -38,8 +38,14 @@ fn every_string_value_of_the_result_is_read_decoded() {
 #[test]
 fn redaction_replaces_literally_and_counts() {
     let mut s = String::from("AKIAABCDEFGHIJKLMNOP, AKIAABCDEFGHIJKLMNOQ; AKIA");
-    assert_eq!(reader::redact(&mut s, &needle("AKIA[0-9A-Z]{16}"), "$0", &["$0"]), 2);
+    assert_eq!(reader::redact(&mut s, &needle("AKIA[0-9A-Z]{16}"), "$0", &["$0"], usize::MAX), Some(2));
     assert_eq!(s, "$0, $0; AKIA");
+    // No longer than `max_len`: a redaction that would be is not made.
+    let mut s = String::from("k1 k2");
+    assert_eq!(reader::redact(&mut s, &needle("k[0-9]"), "[gone]", &[], 12), None);
+    assert_eq!(s, "k1 k2");
+    assert_eq!(reader::redact(&mut s, &needle("k[0-9]"), "[gone]", &[], 13), Some(2));
+    assert_eq!(s, "[gone] [gone]");
     // A match within text a replacement already holds is left; one reaching past it is not.
     let n = needle("k[0-9]+");
     let withs = ["[k1 gone]", "é k2"];
