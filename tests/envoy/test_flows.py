@@ -8,6 +8,8 @@ What docs/src/policy/flows.md promises:
 - once the mark is `for` old, the tools are allowed again;
 - the mark is recorded before the marking result reaches the client: a call that starts after a
   marking call completed is never forwarded, on any worker;
+- a marking call whose SSE reply ends without its response (its result left to be replayed on
+  another stream) marks its grant all the same; one answered with an error does not;
 - marks and flow denials have audit records and counters; under dry run, `would_deny`.
 """
 
@@ -24,7 +26,7 @@ import pytest
 from testkit.jsonrpc import headers_for, post, tool_call
 from testkit.logs import audit_records
 from testkit.stats import filter_samples
-from testkit.upstream import json_canned
+from testkit.upstream import json_canned, sse_canned
 
 # Run on the wasm build and on the native build (tests/conftest.py).
 pytestmark = pytest.mark.both_builds
@@ -136,6 +138,27 @@ def test_no_call_slips_past_a_completed_mark_on_any_worker(envoy):
     refused = [p for p in posts if not p[2]]
     assert len(refused) >= sum(1 for t, s, _ in posts if any(d < s for d in done_at[t]))
     assert refused
+
+
+def test_a_marking_call_whose_sse_reply_ends_unanswered_marks(envoy, stub):
+    # The server closes the call's stream after its first event: the client polls with a GET and
+    # `Last-Event-ID`, where the result is replayed and its call is not known.
+    priming = b"id: ev-1\ndata: \n\n"
+    path = stub.route("/secret-polled", sse_canned(priming))
+    r = post(envoy.url + path, tool_call("read_secret", {}, 51), headers_for("grant-g"))
+    assert (r.status, r.body) == (200, priming)
+    b = call(envoy, "grant-g", "http_post", 52)[1]
+    assert (b["error"]["data"]["kind"], b["error"]["data"]["mark"]) == ("flow_denied", "secret")
+    records = [a for a in audit_records(envoy.log_text()) if a.get("event") == "result" and a["id"] == 51]
+    assert [(a["kind"], a["mark"], a["rule"], a["reason"]) for a in records] == [
+        ("marked", "secret", "tools.read_secret.marks",
+         "the reply ended before its result")]
+    # Answered on its stream with an error (the tool did not run): no mark.
+    error = b'event: message\ndata: {"jsonrpc":"2.0","id":53,"error":{"code":-32603,"message":"no"}}\n\n'
+    path = stub.route("/secret-error", sse_canned(priming + error, pieces=2))
+    r = post(envoy.url + path, tool_call("read_secret", {}, 53), headers_for("grant-h"))
+    assert (r.status, r.body) == (200, priming + error)
+    assert forwarded(call(envoy, "grant-h", "http_post", 54)[1])
 
 
 def test_marks_and_denials_are_audited_and_counted(envoy):

@@ -9,7 +9,7 @@
 //! - a result answering the request, or carrying `tools`, whose `tools` is not an array of objects
 //!   with string names, or whose member names clash after case folding.
 
-use super::{BadUpstream, ResponseFilter, State};
+use super::{BadUpstream, Framing, ResponseFilter, State};
 use crate::policy::Policy;
 use crate::response::result;
 use crate::response::toolslist::{self, ListError};
@@ -69,7 +69,11 @@ impl ResponseFilter {
     /// [`Self::on_chunk`], with the tool results in the bytes judged by `policy`'s `result` rules
     /// ([`ResponseFilter::judging`]); what happened is kept for [`ResponseFilter::take_events`].
     pub fn on_chunk_judged(&mut self, chunk: &[u8], end: bool, hidden: &dyn Fn(&str) -> bool, policy: &Policy) -> Step {
-        self.filter_chunk(chunk, end, hidden, Some(policy))
+        let step = self.filter_chunk(chunk, end, hidden, Some(policy));
+        if end && self.framing == Framing::Sse {
+            result::reply_ended(policy, &self.calls, &mut self.events);
+        }
+        step
     }
 
     fn filter_chunk(

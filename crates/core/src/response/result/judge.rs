@@ -69,15 +69,14 @@ pub fn judge(
         let (mut changed, mut overgrown) = (0, false);
         reader::for_each_text_mut(target, &mut |text| {
             for r in redacts() {
-                if overgrown {
-                    return;
-                }
                 let len = text.len();
-                match reader::redact(text, &r.needle, &r.with, &withs, len.saturating_add(room)) {
+                // No overflow: `room` and `len` are each at most 64 MiB (the most any response is
+                // held to), and the text grows by `room` at most.
+                match reader::redact(text, &r.needle, &r.with, &withs, len + room) {
                     Some(n) => changed += n,
                     None => overgrown = true,
                 }
-                room = room.saturating_add(len).saturating_sub(text.len());
+                room = room + len - text.len();
             }
         });
         if let Some((tool, r)) = first.filter(|_| overgrown) {

@@ -3,6 +3,11 @@
 //! `isError: true` included: the tool ran, and what it returned reaches the model), and
 //! `tools.NAME.result.mark_if` when its regex matches a text of the response. The host records them
 //! before it lets the response go on.
+//!
+//! A call's SSE reply that ends with no response on it sets `tools.NAME.marks` too: the result may
+//! still reach the client, replayed on another stream (a GET with `Last-Event-ID`, as MCP servers
+//! that close a call's stream early have their clients poll), where the call is not known and its
+//! tool's `marks` could not apply.
 
 use super::{reader, ResultEvent};
 use crate::policy::result::ResultRules;
@@ -19,16 +24,9 @@ pub(super) fn of_response(
     id: &Json,
     events: &mut Vec<ResultEvent>,
 ) {
-    let mut push = |tool: &str, rule: String, mark: &str| {
-        if !events.iter().any(|e| e.mark.as_deref() == Some(mark) && e.id == super::event::id_text(id)) {
-            events.push(ResultEvent::marked(tool, id, rule, mark));
-        }
-    };
     if known && msg.get("result").is_some() {
         for &(tool, _) in rules {
-            for mark in policy.marks_of(tool) {
-                push(tool, format!("tools.{tool}.marks"), mark);
-            }
+            of_tool(policy, tool, id, None, events);
         }
     }
     if rules.iter().all(|(_, r)| r.mark_if.is_empty()) {
@@ -39,8 +37,22 @@ pub(super) fn of_response(
     for &(tool, r) in rules {
         for (i, m) in r.mark_if.iter().enumerate() {
             if reader::matches(&texts, &m.needle) {
-                push(tool, format!("{}.result.mark_if[{i}]", r.path), &m.mark);
+                push(events, tool, id, format!("{}.result.mark_if[{i}]", r.path), &m.mark, None);
             }
         }
+    }
+}
+
+/// Push a `marked` event for each of `tool`'s `tools.NAME.marks`, `reason` for the audit record.
+pub(super) fn of_tool(policy: &Policy, tool: &str, id: &Json, reason: Option<&str>, events: &mut Vec<ResultEvent>) {
+    for mark in policy.marks_of(tool) {
+        push(events, tool, id, format!("tools.{tool}.marks"), mark, reason);
+    }
+}
+
+/// Push the `marked` event of `mark` for the response `id`, unless one is already pushed.
+fn push(events: &mut Vec<ResultEvent>, tool: &str, id: &Json, rule: String, mark: &str, reason: Option<&str>) {
+    if !events.iter().any(|e| e.mark.as_deref() == Some(mark) && e.id == super::event::id_text(id)) {
+        events.push(ResultEvent::marked(tool, id, rule, mark, reason));
     }
 }

@@ -42,6 +42,8 @@ pub struct Calls {
     pub judged: Option<(Json, String)>,
     /// The id of a call of a tool without them, whose answer under that id is not read.
     unread: Option<Json>,
+    /// A response (a `result` or an `error`) was read on the reply ([`reply_ended`]).
+    answered: std::cell::Cell<bool>,
 }
 
 impl Calls {
@@ -53,8 +55,8 @@ impl Calls {
         };
         let Ok(id) = json::parse(id.as_bytes()) else { return Calls::default() };
         match policy.result_rules(tool) {
-            Some(_) => Calls { judged: Some((id, tool.clone())), unread: None },
-            None => Calls { judged: None, unread: Some(id) },
+            Some(_) => Calls { judged: Some((id, tool.clone())), ..Calls::default() },
+            None => Calls { unread: Some(id), ..Calls::default() },
         }
     }
 }
@@ -80,6 +82,15 @@ pub fn judge_message(
     }
 }
 
+/// The SSE reply to the call `calls` judges ended: with no response read on it, the call's
+/// `tools.NAME.marks` are set all the same ([`marks`]).
+pub fn reply_ended(policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) {
+    if let Some((id, tool)) = calls.judged.as_ref().filter(|_| !calls.answered.get()) {
+        let reason = "the reply ended before its result";
+        marks::of_tool(policy, tool, id, Some(reason), events);
+    }
+}
+
 /// Does `payload` look like a `tools/call` result (MCP `CallToolResult`)?
 fn looks_like_tool_result(msg: &Json) -> bool {
     msg.get("result").is_some_and(|r| r.get("content").is_some() || r.get("structuredContent").is_some())
@@ -90,6 +101,7 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     if !result && !error {
         return false; // a request or notification from the server, not a response
     }
+    calls.answered.set(true);
     let bears = |id: &Json| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got));
     // The answer to a call of a tool without rules, under its own id, is that tool's: not read.
     if calls.unread.as_ref().is_some_and(bears) {

@@ -239,3 +239,38 @@ fn a_mark_without_a_grant_or_store_fails_and_with_the_service_is_queued_once() {
     // The service keeps the marks: none is set in this Envoy's store.
     assert_eq!(marks::set_at(&s, &grant, &mcp_policy_core::limits::mark_base("", "secret")).unwrap(), None);
 }
+
+#[test]
+fn a_calls_sse_reply_that_ends_without_a_response_sets_its_marks() {
+    // A server that closes a call's stream before the result has its client poll (a GET with
+    // `Last-Event-ID`), where the result is replayed and the call is not known: the call marks
+    // when its own stream ends unanswered.
+    let p = trifecta("");
+    let d = Decision::allowed_call("read_secret", "1");
+    let priming = "id: ev-1\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n";
+    let why = "the reply ended before its result";
+    let marks = |events: &[ResultEvent]| -> Vec<(String, String, Option<String>)> {
+        events.iter().filter_map(|e| Some((e.mark.clone()?, e.rule.clone(), e.reason.clone()))).collect()
+    };
+    for chunks in [&[priming.as_bytes(), b""][..], &[priming.as_bytes()][..]] {
+        let (out, events) = run(&p, &d, "text/event-stream", chunks);
+        assert_eq!(out, priming.as_bytes());
+        assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into(), Some(why.into()))]);
+    }
+    // Answered on its stream: a result marks once, an error (the tool did not run) not at all.
+    let answer =
+        |payload: &str| format!("{priming}event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,{payload}}}\n\n");
+    let (_, events) = run(&p, &d, "text/event-stream", &[answer(r#""result":{"content":[]}"#).as_bytes(), b""]);
+    assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into(), None)]);
+    let (_, events) =
+        run(&p, &d, "text/event-stream", &[answer(r#""error":{"code":-1,"message":"no"}"#).as_bytes(), b""]);
+    assert_eq!(marks(&events), []);
+    // A tool that marks only by what its result says (`mark_if`) is read where it is replayed; a
+    // JSON reply always holds its response.
+    let (_, events) =
+        run(&p, &Decision::allowed_call("query_db", "1"), "text/event-stream", &[priming.as_bytes(), b""]);
+    assert_eq!(marks(&events), []);
+    let (_, events) =
+        run(&p, &d, "application/json", &[br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#]);
+    assert_eq!(marks(&events), []);
+}
