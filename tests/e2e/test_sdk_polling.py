@@ -64,7 +64,8 @@ def test_a_secret_read_answered_on_the_clients_reconnection_marks_its_grant(envo
     assert (refused.code, refused.data["kind"], refused.data["flow"], refused.data["mark"]) == (
         -31014, "flow_denied", FLOW, "secret")
     assert [c.text for c in other.content if isinstance(c, TextContent)] == ["posted 5 bytes to https://example.com"]
-    # The call's own stream ended unanswered: that is what marked it.
+    # Marked once, by the call's own stream ending unanswered (the replayed result, on a stream where
+    # the call is not known, marks nothing).
     marked = [(a["tool"], a["mark"], a["rule"], a.get("reason")) for a in audit_records(envoy.log_text())
               if a.get("kind") == "marked"]
-    assert marked == [("read_secret", "secret", "tools.read_secret.marks", "the reply ended before its result")]
+    assert marked == [("read_secret", "secret", "tools.read_secret.marks", None)]

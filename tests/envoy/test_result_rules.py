@@ -194,12 +194,13 @@ def test_an_oversized_result_is_refused(envoy, stub):
 
 
 def test_a_redaction_that_would_grow_the_result_past_max_bytes_is_refused(envoy, stub):
-    # 36 bytes more a token: 20 tokens grow a result of 209 bytes to 929, 100 of 689 to 4289.
+    # 36 bytes more a token: 20 tokens grow a result of 209 bytes to 929; 120 add 4320, more than
+    # the 4096 bytes of max_bytes (a JSON body's own size counts, an SSE event's does not).
     sent = text_result(12, " ".join(["ghp_a"] * 20))
     r = call(envoy, stub.route("/tokens-20", json_canned(sent)), 12)
     assert r.body == compact(text_result(12, " ".join(["[a GitHub token removed by this gateway]"] * 20)))
     for framing, canned in (("", json_canned), ("-sse", lambda b: sse_canned(b"event: message\ndata: " + compact(b) + b"\n\n"))):
-        r = call(envoy, stub.route("/tokens-100" + framing, canned(text_result(13, " ".join(["ghp_a"] * 100)))), 13)
+        r = call(envoy, stub.route("/tokens-120" + framing, canned(text_result(13, " ".join(["ghp_a"] * 120)))), 13)
         body = r.body.decode()
         assert b"ghp_" not in r.body and b"GitHub" not in r.body, body[:300]
         err = json.loads(body.removeprefix("event: message\ndata: ").strip())["error"]

@@ -9,7 +9,7 @@
 //! - a result answering the request, or carrying `tools`, whose `tools` is not an array of objects
 //!   with string names, or whose member names clash after case folding.
 
-use super::{BadUpstream, Framing, ResponseFilter, State};
+use super::{BadUpstream, ResponseFilter, State};
 use crate::policy::Policy;
 use crate::response::result;
 use crate::response::toolslist::{self, ListError};
@@ -70,7 +70,7 @@ impl ResponseFilter {
     /// ([`ResponseFilter::judging`]); what happened is kept for [`ResponseFilter::take_events`].
     pub fn on_chunk_judged(&mut self, chunk: &[u8], end: bool, hidden: &dyn Fn(&str) -> bool, policy: &Policy) -> Step {
         let step = self.filter_chunk(chunk, end, hidden, Some(policy));
-        if end && self.framing == Framing::Sse {
+        if end {
             result::reply_ended(policy, &self.calls, &mut self.events);
         }
         step
@@ -86,6 +86,9 @@ impl ResponseFilter {
         let (lists, ids, calls, events) = (self.lists, &self.ids, &self.calls, &mut self.events);
         let (results, pins) = (self.results, self.pins);
         let mut results_changed = false;
+        // What redaction may add to the responses at hand: what the limit leaves of a JSON body (a
+        // batch's responses together), the limit for the SSE events of one chunk.
+        let mut room = self.max_bytes.saturating_sub(if matches!(self.state, State::Json) { chunk.len() } else { 0 });
         let mut judge = |msg: &mut Json, size: usize| -> Result<Option<usize>, ListError> {
             let mut changed = if lists { toolslist::filter_message(msg, ids, hidden)? } else { None };
             if let Some(p) = policy.filter(|_| pins) {
@@ -94,7 +97,7 @@ impl ResponseFilter {
                 }
             }
             if let Some(p) = policy.filter(|_| results) {
-                if result::judge_message(msg, size, p, calls, events) {
+                if result::judge_message(msg, size, p, calls, events, &mut room) {
                     results_changed = true;
                     changed = Some(changed.unwrap_or(0));
                 }

@@ -100,15 +100,14 @@ impl ResultEvent {
     }
 
     /// A result that marks its call's grant with `mark` (`rule`: `tools.NAME.marks` or
-    /// `tools.NAME.result.mark_if[i]`; `reason`, when it is not the result itself). Set under dry
-    /// run too: flows then report `would_deny`.
-    pub fn marked(tool: &str, id: &Json, rule: String, mark: &str, reason: Option<&str>) -> Self {
+    /// `tools.NAME.result.mark_if[i]`). Set under dry run too: flows then report `would_deny`.
+    pub fn marked(tool: &str, id: &Json, rule: String, mark: &str) -> Self {
         ResultEvent {
             tool: tool.to_owned(),
             id: id_text(id),
             kind: "marked",
             rule,
-            reason: reason.map(str::to_owned),
+            reason: None,
             redactions: 0,
             dry_run: false,
             mark: Some(mark.to_owned()),
@@ -149,7 +148,9 @@ impl ResultEvent {
             out.push_str(",\"mark\":");
             json::write_str(&mut out, m);
         }
-        out.push_str(&format!(",\"redactions\":{}}}", self.redactions));
+        out.push_str(",\"redactions\":");
+        out.push_str(&self.redactions.to_string());
+        out.push('}');
         out
     }
 }

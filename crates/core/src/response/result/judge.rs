@@ -18,13 +18,16 @@ pub enum Verdict {
 
 /// Judge `response` (one JSON-RPC response, `size` bytes as received) against `rules` (tool name
 /// and rules; several when the call it answers is not known). With `apply`, redactions are made in
-/// place; without (dry run), only counted. `gateway_max` is `gateway.max_response_bytes`.
+/// place; without (dry run), only counted. `gateway_max` is `gateway.max_response_bytes`. What
+/// redaction adds to the texts is taken out of `room`: what the limit leaves the responses at hand
+/// (a JSON body, a batch's responses among them; the SSE events of one chunk).
 pub fn judge(
     response: &mut Json,
     size: usize,
     rules: &[(&str, &ResultRules)],
     gateway_max: usize,
     apply: bool,
+    room: &mut usize,
 ) -> Verdict {
     let mut max = usize::MAX;
     for (tool, r) in rules {
@@ -58,10 +61,9 @@ pub fn judge(
     };
     // Taking a match out may join what was around it into a new one (an empty `with` in
     // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing. What redaction
-    // adds stays within `max_bytes` (`room`), which bounds the memory the result takes and the
+    // adds stays within `room`, which bounds the memory the result takes and the
     // work of every later reading: a one-byte match replaced by a long `with` would otherwise grow
     // it many times over.
-    let mut room = max.saturating_sub(size);
     let mut count = 0;
     // The rules a refusal of redaction names: the first tool's with `redact` rules.
     let first = rules.iter().find(|(_, r)| !r.redact.is_empty());
@@ -72,11 +74,11 @@ pub fn judge(
                 let len = text.len();
                 // No overflow: `room` and `len` are each at most 64 MiB (the most any response is
                 // held to), and the text grows by `room` at most.
-                match reader::redact(text, &r.needle, &r.with, &withs, len + room) {
+                match reader::redact(text, &r.needle, &r.with, &withs, len + *room) {
                     Some(n) => changed += n,
                     None => overgrown = true,
                 }
-                room = room + len - text.len();
+                *room = *room + len - text.len();
             }
         });
         if let Some((tool, r)) = first.filter(|_| overgrown) {

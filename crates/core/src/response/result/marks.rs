@@ -26,7 +26,7 @@ pub(super) fn of_response(
 ) {
     if known && msg.get("result").is_some() {
         for &(tool, _) in rules {
-            of_tool(policy, tool, id, None, events);
+            of_tool(policy, tool, id, events);
         }
     }
     if rules.iter().all(|(_, r)| r.mark_if.is_empty()) {
@@ -37,22 +37,22 @@ pub(super) fn of_response(
     for &(tool, r) in rules {
         for (i, m) in r.mark_if.iter().enumerate() {
             if reader::matches(&texts, &m.needle) {
-                push(events, tool, id, format!("{}.result.mark_if[{i}]", r.path), &m.mark, None);
+                push(events, tool, id, format!("{}.result.mark_if[{i}]", r.path), &m.mark);
             }
         }
     }
 }
 
-/// Push a `marked` event for each of `tool`'s `tools.NAME.marks`, `reason` for the audit record.
-pub(super) fn of_tool(policy: &Policy, tool: &str, id: &Json, reason: Option<&str>, events: &mut Vec<ResultEvent>) {
+/// Push a `marked` event for each of `tool`'s `tools.NAME.marks`.
+pub(super) fn of_tool(policy: &Policy, tool: &str, id: &Json, events: &mut Vec<ResultEvent>) {
     for mark in policy.marks_of(tool) {
-        push(events, tool, id, format!("tools.{tool}.marks"), mark, reason);
+        push(events, tool, id, format!("tools.{tool}.marks"), mark);
     }
 }
 
 /// Push the `marked` event of `mark` for the response `id`, unless one is already pushed.
-fn push(events: &mut Vec<ResultEvent>, tool: &str, id: &Json, rule: String, mark: &str, reason: Option<&str>) {
+fn push(events: &mut Vec<ResultEvent>, tool: &str, id: &Json, rule: String, mark: &str) {
     if !events.iter().any(|e| e.mark.as_deref() == Some(mark) && e.id == super::event::id_text(id)) {
-        events.push(ResultEvent::marked(tool, id, rule, mark, reason));
+        events.push(ResultEvent::marked(tool, id, rule, mark));
     }
 }

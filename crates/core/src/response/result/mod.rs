@@ -62,23 +62,25 @@ impl Calls {
 }
 
 /// Judge every response in `msg` (one message or a batch; `size`: its bytes as received) whose
-/// result the rules cover, recording what happened in `events`. Returns whether `msg` changed.
+/// result the rules cover, recording what happened in `events`; what redaction adds to the texts
+/// of them all is taken out of `room` ([`judge::judge`]). Returns whether `msg` changed.
 pub fn judge_message(
     msg: &mut Json,
     size: usize,
     policy: &Policy,
     calls: &Calls,
     events: &mut Vec<ResultEvent>,
+    room: &mut usize,
 ) -> bool {
     match msg {
         Json::Array(items) => {
             let mut changed = false;
             for item in items {
-                changed |= judge_one(item, size, policy, calls, events);
+                changed |= judge_one(item, size, policy, calls, events, room);
             }
             changed
         }
-        one => judge_one(one, size, policy, calls, events),
+        one => judge_one(one, size, policy, calls, events, room),
     }
 }
 
@@ -86,8 +88,7 @@ pub fn judge_message(
 /// `tools.NAME.marks` are set all the same ([`marks`]).
 pub fn reply_ended(policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) {
     if let Some((id, tool)) = calls.judged.as_ref().filter(|_| !calls.answered.get()) {
-        let reason = "the reply ended before its result";
-        marks::of_tool(policy, tool, id, Some(reason), events);
+        marks::of_tool(policy, tool, id, events);
     }
 }
 
@@ -96,12 +97,18 @@ fn looks_like_tool_result(msg: &Json) -> bool {
     msg.get("result").is_some_and(|r| r.get("content").is_some() || r.get("structuredContent").is_some())
 }
 
-fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) -> bool {
+fn judge_one(
+    msg: &mut Json,
+    size: usize,
+    policy: &Policy,
+    calls: &Calls,
+    events: &mut Vec<ResultEvent>,
+    room: &mut usize,
+) -> bool {
     let (result, error) = (msg.get("result").is_some(), msg.get("error").is_some());
     if !result && !error {
         return false; // a request or notification from the server, not a response
     }
-    calls.answered.set(true);
     let bears = |id: &Json| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got));
     // The answer to a call of a tool without rules, under its own id, is that tool's: not read.
     if calls.unread.as_ref().is_some_and(bears) {
@@ -131,7 +138,8 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
     // One response holds a `result` or an `error`, and no `method`. Clients differ on what they
     // make of any other (pydantic reads `result` beside `error` as the error, and `"method":null`
     // beside `result` as the result), so it is refused.
-    let verdict = if (result && error) || msg.get("method").is_some() {
+    let proper = !(result && error) && msg.get("method").is_none();
+    let verdict = if !proper {
         Verdict::Refused(Refusal::ResultRefused {
             tool: first_tool.to_owned(),
             rule: format!("tools.{first_tool}.result"),
@@ -142,12 +150,20 @@ fn judge_one(msg: &mut Json, size: usize, policy: &Policy, calls: &Calls, events
         // size limit; on a call's reply it is held to the call's (the Python SDK hands it to the
         // call whatever its id).
         let size = if known.is_some() || looks_like_tool_result(msg) { size } else { 0 };
-        judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run)
+        judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run, room)
     };
     // Judging changes texts of the payload only: the id is still there.
     let id = msg.get("id").unwrap_or(&Json::Null);
-    if dry_run || !matches!(verdict, Verdict::Refused(_)) {
+    let marking = dry_run || !matches!(verdict, Verdict::Refused(_));
+    if marking {
         marks::of_response(msg, policy, rules, known.is_some(), id, events);
+    }
+    // The call is answered by a response under its id, or by a result on its reply that set its
+    // marks. An error under another id may answer another call (TypeScript's client hands it to
+    // the call its id names), and a message that is not one response answers none: this call's
+    // result may still come, replayed on another stream.
+    if proper && (own.is_some() || marking && result) {
+        calls.answered.set(true);
     }
     match verdict {
         Verdict::Clean => false,

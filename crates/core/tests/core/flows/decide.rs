@@ -248,23 +248,34 @@ fn a_calls_sse_reply_that_ends_without_a_response_sets_its_marks() {
     let p = trifecta("");
     let d = Decision::allowed_call("read_secret", "1");
     let priming = "id: ev-1\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n";
-    let why = "the reply ended before its result";
-    let marks = |events: &[ResultEvent]| -> Vec<(String, String, Option<String>)> {
-        events.iter().filter_map(|e| Some((e.mark.clone()?, e.rule.clone(), e.reason.clone()))).collect()
+    let marks = |events: &[ResultEvent]| -> Vec<(String, String)> {
+        events.iter().filter_map(|e| Some((e.mark.clone()?, e.rule.clone()))).collect()
     };
     for chunks in [&[priming.as_bytes(), b""][..], &[priming.as_bytes()][..]] {
         let (out, events) = run(&p, &d, "text/event-stream", chunks);
         assert_eq!(out, priming.as_bytes());
-        assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into(), Some(why.into()))]);
+        assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into())]);
     }
     // Answered on its stream: a result marks once, an error (the tool did not run) not at all.
     let answer =
         |payload: &str| format!("{priming}event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,{payload}}}\n\n");
     let (_, events) = run(&p, &d, "text/event-stream", &[answer(r#""result":{"content":[]}"#).as_bytes(), b""]);
-    assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into(), None)]);
+    assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into())]);
     let (_, events) =
         run(&p, &d, "text/event-stream", &[answer(r#""error":{"code":-1,"message":"no"}"#).as_bytes(), b""]);
     assert_eq!(marks(&events), []);
+    // A response under another id may answer another call (TypeScript's client hands it to the
+    // call its id names), and a message that is not one response answers none: the call is still
+    // unanswered.
+    for other in [
+        r#"{"jsonrpc":"2.0","id":"zz","error":{"code":-1,"message":"no"}}"#,
+        r#"[{"jsonrpc":"2.0","id":5,"error":{"code":-1,"message":"no"}}]"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"notifications/progress","params":{},"result":{}}"#,
+    ] {
+        let reply = format!("{priming}event: message\ndata: {other}\n\n");
+        let (_, events) = run(&p, &d, "text/event-stream", &[reply.as_bytes(), b""]);
+        assert_eq!(marks(&events), [("secret".into(), "tools.read_secret.marks".into())], "{other}");
+    }
     // A tool that marks only by what its result says (`mark_if`) is read where it is replayed; a
     // JSON reply always holds its response.
     let (_, events) =

@@ -403,28 +403,40 @@ fn redaction_that_would_grow_the_result_past_max_bytes_is_refused() {
         (String::from_utf8(out).unwrap().as_str(), rules(&events)),
         (refused, vec![("result_refused", "tools.t.result.redact")])
     );
-    // Keys in two items count together, over JSON and SSE alike: 6 keys fit in 115 bytes (193
-    // redacted), 7 do not in 118 (209).
+    // Keys in two items count together: 6 keys fit in 115 bytes (193 redacted), 7 do not in 118
+    // (209). An SSE event is not a body: the events of one chunk may add up to the limit together.
     let two = |n: usize| {
         format!(
             r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"k1 k1 k1"}},{{"type":"text","text":"{}"}}]}}}}"#,
             keys(n - 3)
         )
     };
-    for (content_type, frame) in
-        [("application/json", (|b: &str| b.to_owned()) as fn(&str) -> String), ("text/event-stream", sse)]
-    {
-        let (out, events) = run(&p, &d, content_type, &[frame(&two(6)).as_bytes()]);
-        assert_eq!(
-            (out.len(), rules(&events)),
-            (frame(&two(6)).len() + 78, vec![("redacted", "tools.t.result.redact")])
-        );
-        let (out, events) = run(&p, &d, content_type, &[frame(&two(7)).as_bytes()]);
-        assert_eq!(
-            (String::from_utf8(out).unwrap(), rules(&events)),
-            (frame(refused), vec![("result_refused", "tools.t.result.redact")])
-        );
-    }
+    let (out, events) = run(&p, &d, "application/json", &[two(6).as_bytes()]);
+    assert_eq!((out.len(), rules(&events)), (193, vec![("redacted", "tools.t.result.redact")]));
+    let (out, events) = run(&p, &d, "application/json", &[two(7).as_bytes()]);
+    assert_eq!(
+        (String::from_utf8(out).unwrap().as_str(), rules(&events)),
+        (refused, vec![("result_refused", "tools.t.result.redact")])
+    );
+    let (out, events) = run(&p, &d, "text/event-stream", &[sse(&two(7)).as_bytes()]);
+    assert_eq!((out.len(), rules(&events)), (sse(&two(7)).len() + 91, vec![("redacted", "tools.t.result.redact")]));
+    // The responses of a batch share what the limit leaves of the body, and the SSE events of a
+    // chunk share the limit (200 bytes: 15 events adding 13 each).
+    let one = |id: usize| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#, keys(2))
+    };
+    let batch = format!("[{},{}]", one(7), one(8));
+    let (out, events) = run(&p, &d, "application/json", &[batch.as_bytes()]);
+    // 159 bytes leave 41: the first response's 26 fit, the second's do not (alone, each would).
+    assert_eq!(batch.len(), 159);
+    assert_eq!(rules(&events), [("redacted", "tools.t.result.redact"), ("result_refused", "tools.t.result.redact")]);
+    assert_eq!(String::from_utf8(out).unwrap().matches("[a key removed]").count(), 2);
+    let stream: String =
+        (7..=23).map(|id| sse(&body(&keys(1)).replace(r#""id":7"#, &format!(r#""id":{id}"#)))).collect();
+    let (out, events) = run(&p, &d, "text/event-stream", &[stream.as_bytes()]);
+    let refused_events = events.iter().filter(|e| e.label() == "result_refused").count();
+    assert_eq!((events.len() - refused_events, refused_events), (15, 2));
+    assert_eq!(String::from_utf8(out).unwrap().matches("[a key removed]").count(), 15);
     // What a rule takes out before another adds leaves room; dry run counts what enforcing refuses.
     let dry = super::policy(
         r#"{"version":"1","default":"allow","gateway":{"mode":"dry_run"},"tools":{"t":{"result":{"max_bytes":200,
