@@ -4,10 +4,10 @@
 //! `tools.NAME.result.mark_if` when its regex matches a text of the response. The host records them
 //! before it lets the response go on.
 //!
-//! A call's SSE reply that ends with no response on it sets `tools.NAME.marks` too: the result may
-//! still reach the client, replayed on another stream (a GET with `Last-Event-ID`, as MCP servers
-//! that close a call's stream early have their clients poll), where the call is not known and its
-//! tool's `marks` could not apply.
+//! A call's reply that ends without its answer sets `tools.NAME.marks` too: the result may still
+//! reach the client, replayed on another stream (a GET with `Last-Event-ID`, as MCP servers that
+//! close a call's stream early have their clients poll), where the call is not known and its tool's
+//! `marks` could not apply.
 
 use super::{reader, ResultEvent};
 use crate::policy::result::ResultRules;

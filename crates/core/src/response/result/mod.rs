@@ -42,7 +42,8 @@ pub struct Calls {
     pub judged: Option<(Json, String)>,
     /// The id of a call of a tool without them, whose answer under that id is not read.
     unread: Option<Json>,
-    /// A response (a `result` or an `error`) was read on the reply ([`reply_ended`]).
+    /// The call's answer was read on the reply: a response under its id, or a result that set its
+    /// marks ([`reply_ended`]).
     answered: std::cell::Cell<bool>,
 }
 
@@ -84,8 +85,8 @@ pub fn judge_message(
     }
 }
 
-/// The SSE reply to the call `calls` judges ended: with no response read on it, the call's
-/// `tools.NAME.marks` are set all the same ([`marks`]).
+/// The reply to the call `calls` judges ended: without its answer, the call's `tools.NAME.marks`
+/// are set all the same ([`marks`]).
 pub fn reply_ended(policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) {
     if let Some((id, tool)) = calls.judged.as_ref().filter(|_| !calls.answered.get()) {
         marks::of_tool(policy, tool, id, events);
