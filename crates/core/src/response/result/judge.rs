@@ -61,9 +61,9 @@ pub fn judge(
     };
     // Taking a match out may join what was around it into a new one (an empty `with` in
     // `AKAKIA…IA…`): the texts are redacted again until a pass changes nothing. What redaction
-    // adds stays within `room`, which bounds the memory the result takes and the
-    // work of every later reading: a one-byte match replaced by a long `with` would otherwise grow
-    // it many times over.
+    // adds stays within `room`, which bounds the memory the result takes and the work of every
+    // later reading: a one-byte match replaced by a long `with` would otherwise grow it many times
+    // over.
     let mut count = 0;
     // The rules a refusal of redaction names: the first tool's with `redact` rules.
     let first = rules.iter().find(|(_, r)| !r.redact.is_empty());
@@ -72,8 +72,9 @@ pub fn judge(
         reader::for_each_text_mut(target, &mut |text| {
             for r in redacts() {
                 let len = text.len();
-                // No overflow: `room` and `len` are each at most 64 MiB (the most any response is
-                // held to), and the text grows by `room` at most.
+                // No overflow: `room` is at most 64 MiB (the most any response is held to), and a
+                // text at most that plus what redaction added, which came out of `room`; the text
+                // grows by `room` at most, so the subtraction stays at or above zero.
                 match reader::redact(text, &r.needle, &r.with, &withs, len + *room) {
                     Some(n) => changed += n,
                     None => overgrown = true,
