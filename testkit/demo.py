@@ -25,6 +25,17 @@ DEMO_VMS = [
     {"node": "pve2", "vmid": 200, "name": "backup-01", "status": "stopped"},
 ]
 
+# The flow of the demo server's `--trifecta` tools: a grant that read a secret is refused `http_post`
+# for 10 minutes.
+TRIFECTA_FLOW = "no-egress-after-secrets"
+TRIFECTA_POLICY = {
+    "version": "1",
+    "default": "deny",
+    "tools": {"read_secret": {"marks": ["secret"]}, "http_post": {}},
+    "flows": [{"name": TRIFECTA_FLOW, "if_marked": ["secret"], "deny": ["http_post"], "for": "10m",
+               "reason": "no outbound tools for 10 minutes after reading secrets"}],
+}
+
 
 def demo_module():
     """demo/proxmox_server.py imported (once) as module `proxmox_server`: its `build_server`,

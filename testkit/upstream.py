@@ -46,7 +46,8 @@ recorder = _load_recorder()
 class Canned:
     """One canned HTTP response, sent `delay` s after the request arrived: `chunks` (chunked transfer
     encoding, `chunk_delay` s apart) if given, else `body` with a content-length. `status=None`: no
-    answer at all, the connection is closed after `delay` s (a server that hangs)."""
+    answer at all, the connection is closed after `delay` s (a server that hangs). `cut`: the
+    connection is closed after the chunks, without the last chunk (a reply reset before its end)."""
 
     status: int | None = 200
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -54,6 +55,7 @@ class Canned:
     chunks: list[bytes] | None = None
     chunk_delay: float = 0.0
     delay: float = 0.0
+    cut: bool = False
 
 
 @dataclass
@@ -138,6 +140,9 @@ class StubUpstream:
                         if chunk:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                             self.wfile.flush()
+                    if canned.cut:
+                        self.close_connection = True
+                        return
                     self.wfile.write(b"0\r\n\r\n")
                 else:
                     self.send_header("content-length", str(len(canned.body)))
@@ -203,12 +208,14 @@ def json_canned(obj_or_bytes: Any, status: int = 200, extra: list[tuple[str, str
     return Canned(status, [("content-type", "application/json")] + (extra or []), body)
 
 
-def sse_canned(stream: bytes, *, pieces: int = 1, chunk_delay: float = 0.0, status: int = 200) -> Canned:
-    """`stream` as a chunked text/event-stream response, split into `pieces` roughly equal chunks."""
+def sse_canned(stream: bytes, *, pieces: int = 1, chunk_delay: float = 0.0, status: int = 200,
+               cut: bool = False) -> Canned:
+    """`stream` as a chunked text/event-stream response, split into `pieces` roughly equal chunks
+    (`cut`: reset before its end, `Canned`)."""
     step = max(1, -(-len(stream) // pieces))
     chunks = [stream[i:i + step] for i in range(0, len(stream), step)]
     return Canned(status, [("content-type", "text/event-stream"), ("cache-control", "no-cache")],
-                  chunks=chunks, chunk_delay=chunk_delay)
+                  chunks=chunks, chunk_delay=chunk_delay, cut=cut)
 
 
 def rpc_request(seen: Seen) -> dict | None:

@@ -18,7 +18,7 @@ import pytest
 from mcp import MCPError
 from mcp_types import TextContent
 
-from testkit.demo import DEMO_SERVER
+from testkit.demo import DEMO_SERVER, TRIFECTA_FLOW, TRIFECTA_POLICY
 from testkit.logs import audit_records
 from testkit.mcp_session import open_session
 from testkit.paths import REPO_ROOT
@@ -26,14 +26,7 @@ from testkit.processes import free_port, port_open, spawn
 
 pytestmark = pytest.mark.both_builds
 
-FLOW = "no-egress-after-secrets"
-POLICY = {
-    "version": "1",
-    "default": "deny",
-    "tools": {"read_secret": {"marks": ["secret"]}, "http_post": {}},
-    "flows": [{"name": FLOW, "if_marked": ["secret"], "deny": ["http_post"], "for": "10m",
-               "reason": "no outbound tools for 10 minutes after reading secrets"}],
-}
+FLOW, POLICY = TRIFECTA_FLOW, TRIFECTA_POLICY
 
 
 @pytest.fixture(params=["unbound", "session_key"])

@@ -10,11 +10,14 @@ What docs/src/policy/flows.md promises:
   marking call completed is never forwarded, on any worker;
 - a marking call whose SSE reply ends without its response (its result left to be replayed on
   another stream) marks its grant all the same; one answered with an error does not;
+- so does one whose reply is reset before its end, or only acknowledges it (202, the 2024-11-05
+  HTTP+SSE transport, with or without a body); one refused by the filter does not;
 - marks and flow denials have audit records and counters; under dry run, `would_deny`.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import threading
@@ -26,7 +29,7 @@ import pytest
 from testkit.jsonrpc import headers_for, post, tool_call
 from testkit.logs import audit_records
 from testkit.stats import filter_samples
-from testkit.upstream import json_canned, sse_canned
+from testkit.upstream import Canned, json_canned, sse_canned
 
 # Run on the wasm build and on the native build (tests/conftest.py).
 pytestmark = pytest.mark.both_builds
@@ -158,6 +161,46 @@ def test_a_marking_call_whose_sse_reply_ends_unanswered_marks(envoy, stub):
     r = post(envoy.url + path, tool_call("read_secret", {}, 53), headers_for("grant-h"))
     assert (r.status, r.body) == (200, priming + error)
     assert forwarded(call(envoy, "grant-h", "http_post", 54)[1])
+
+
+@pytest.mark.parametrize("reply", ["reset", "202", "202-empty", "refused"])
+def test_a_marking_call_whose_reply_is_cut_or_acknowledged_marks(envoy, stub, reply):
+    grant, id_ = f"grant-{reply}", 2060 + ["reset", "202", "202-empty", "refused"].index(reply) * 2
+    canned = {
+        "reset": sse_canned(b"id: ev-1\ndata: \n\n", cut=True),
+        "202": Canned(202, [("content-type", "text/plain; charset=utf-8")], b"Accepted"),
+        "202-empty": Canned(202, [], b""),
+        "refused": Canned(200, [("content-type", "text/html")], b"<p>no</p>"),
+    }[reply]
+    path = stub.route(f"/secret-{reply}", canned)
+    try:
+        r = post(envoy.url + path, tool_call("read_secret", {}, id_), headers_for(grant))
+        got = (r.status, r.body)
+    except (OSError, http.client.HTTPException) as e:
+        got = type(e).__name__
+    expected = {
+        "reset": "IncompleteRead",
+        "202": (202, b"Accepted"),
+        "202-empty": (202, b""),
+    }
+    if reply == "refused":
+        assert got[0] == 200 and json.loads(got[1])["error"]["data"]["kind"] == "result_refused"
+    else:
+        assert got == expected[reply]
+    # A reset or an empty reply marks in the filter's last hook for the stream, which may run just
+    # after the client has its reply: waited for (a refusal never marks, so its wait runs out).
+    def marked():
+        return [(a["kind"], a["mark"]) for a in audit_records(envoy.log_text())
+                if a.get("event") == "result" and a.get("kind") == "marked" and a.get("id") == id_]
+    deadline = time.monotonic() + (0.5 if reply == "refused" else 5)
+    while not marked() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    later = call(envoy, grant, "http_post", id_ + 1)[1]
+    if reply == "refused":
+        assert marked() == [] and forwarded(later)
+    else:
+        assert marked() == [("marked", "secret")]
+        assert (later["error"]["data"]["kind"], later["error"]["data"]["mark"]) == ("flow_denied", "secret")
 
 
 def test_marks_and_denials_are_audited_and_counted(envoy):

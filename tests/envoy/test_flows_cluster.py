@@ -7,6 +7,8 @@ What docs/src/policy/flows.md ("Across Envoys") promises:
   naming the flow and the mark, and `retry_after_seconds` from the service's answer;
 - a result matching `mark_if` on one Envoy marks the grant on the other;
 - other grants and tools outside the flow are not affected;
+- a marking call acknowledged with 202 (the 2024-11-05 HTTP+SSE transport) marks across Envoys; one
+  whose reply is reset before its end does not (nothing is left to hold until the service answers);
 - with Redis stopped, the flow's tools are refused `limiter_unavailable` even under
   `failure_mode: "allow"`, a tool outside the flow follows `failure_mode` (forwarded), and a marking
   result never reaches the client unmarked (its response is reset).
@@ -21,7 +23,7 @@ import pytest
 
 from testkit import rls as hr
 from testkit.jsonrpc import headers_for, post, tool_call
-from testkit.upstream import json_canned, sse_canned
+from testkit.upstream import Canned, json_canned, sse_canned
 
 pytestmark = pytest.mark.both_builds
 
@@ -113,6 +115,22 @@ def test_an_sse_result_is_held_until_its_mark_is_recorded(cluster, stub):
     assert r.status == 200 and json.dumps(result) in r.body.decode(), r.body
     r, body = call(b, tok, "http_post", 12)
     assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+
+
+def test_a_202_acknowledgement_marks_across_envoys_and_a_reset_reply_does_not(cluster, stub):
+    # The 2024-11-05 HTTP+SSE transport acknowledges a call with 202 and sends its result on the GET
+    # stream: the acknowledgement is held until the service has recorded the call's mark. A reply
+    # reset before its end has nothing left to hold: with the service, it does not mark.
+    a, b = cluster["envoys"]
+    tok, cut = token("ack"), token("cut")
+    stub.route("/secret-ack", Canned(202, [("content-type", "text/plain; charset=utf-8")], b"Accepted"))
+    r = post(a.url + "/secret-ack", tool_call("read_secret", {}, 13), headers_for(tok))
+    assert (r.status, r.body) == (202, b"Accepted")
+    r, body = call(b, tok, "http_post", 14)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+    stub.route("/secret-cut", sse_canned(b"id: ev-1\ndata: \n\n", cut=True))
+    assert call(a, cut, "read_secret", 15, "/secret-cut") == (None, None)
+    assert forwarded(call(b, cut, "http_post", 16)[1])
 
 
 def test_with_redis_stopped_the_flows_tools_are_refused_and_marking_results_reset(stack, stub):

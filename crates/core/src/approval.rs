@@ -269,6 +269,14 @@ pub enum Answer {
 /// Longest approval id, URL, approver or note accepted from the service, in bytes.
 pub const MAX_ANSWER_FIELD: usize = 2048;
 
+/// Largest answer body read from the approval service, in bytes; a longer one is
+/// [`Answer::Unavailable`] with [`ANSWER_TOO_LARGE`].
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Why an answer over [`MAX_ANSWER_BYTES`] is unavailable: a literal, not formatted at run time,
+/// which costs the wasm module bytes (`tests` keeps the two in step).
+pub const ANSWER_TOO_LARGE: &str = "the approval service's answer exceeds 65536 bytes";
+
 /// Read the callout's result. `status` is the response's `:status` (Envoy answers a timeout with a
 /// synthetic 504 and an unreachable cluster with 503), `body` its bytes. Anything but a 200 JSON
 /// object of one of the three documented shapes is [`Answer::Unavailable`].

@@ -17,9 +17,6 @@ use crate::ffi::CalloutAnswer;
 use crate::filter::{now_ms, Filter, Flow, RequestState};
 use crate::store::process_store;
 
-/// Largest approval-service answer read, in bytes; a longer one is a bad answer.
-pub const MAX_APPROVAL_ANSWER_BYTES: usize = 64 * 1024;
-
 impl Filter {
     /// The approval service answered (or the callout failed): finish the held call.
     pub fn on_approval_response(&mut self, callout_id: u64, answer: CalloutAnswer) {
@@ -31,8 +28,8 @@ impl Filter {
         };
         self.release_held();
         let policy = Arc::clone(&self.policy);
-        let answer = if answer.body_size > MAX_APPROVAL_ANSWER_BYTES {
-            Answer::Unavailable(format!("the approval service's answer exceeds {MAX_APPROVAL_ANSWER_BYTES} bytes"))
+        let answer = if answer.body_size > approval::MAX_ANSWER_BYTES {
+            Answer::Unavailable(approval::ANSWER_TOO_LARGE.into())
         } else if answer.status.is_none() {
             // Reset, timed out, or unreachable: Envoy gave no answer.
             Answer::Unavailable("the approval callout failed (reset, timeout or no healthy host)".into())

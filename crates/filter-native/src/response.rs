@@ -64,7 +64,7 @@ impl Filter {
             // marks is the last message of its stream in practice; anything after it is refused.
             let more = s.body_size(Body::ReceivedResponse);
             if more > 0 && !s.received_is_buffered_response() {
-                return self.mark_not_recorded(&format!("{more} more response bytes came while they were recorded"));
+                return self.mark_not_recorded("more response bytes came while they were recorded");
             }
             return Flow::Buffer;
         }
@@ -207,6 +207,14 @@ impl Filter {
         // The body waits with its trailers until the service has recorded the marks
         // (`send_marks`), then both go on.
         self.send_marks()
+    }
+
+    /// The stream ended, reset or not: a judged call whose answer its reply did not carry marks its
+    /// grant now, in the process's store (`ResponseFilter::on_end`), as the wasm build does.
+    pub fn stream_ended(&mut self) {
+        let policy = Arc::clone(&self.policy);
+        self.response.on_end(&policy);
+        self.result_events();
     }
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.

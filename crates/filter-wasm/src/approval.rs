@@ -14,9 +14,6 @@ use mcp_policy_core::limits::Limiter;
 use mcp_policy_core::pipeline::{self, PendingApproval};
 use mcp_policy_core::policy::ApprovalService;
 
-/// Largest approval-service answer read, in bytes; a longer one is a bad answer.
-const MAX_APPROVAL_ANSWER_BYTES: usize = 64 * 1024;
-
 impl Filter {
     /// The approval service answered (or Envoy gave up: a synthetic `:status`): finish the held call.
     #[inline]
@@ -34,8 +31,8 @@ impl Filter {
         };
         // Envoy reports a timeout as a synthetic 504 and an unreachable service as 503.
         let status = hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status").ok().flatten();
-        let answer = if body_size > MAX_APPROVAL_ANSWER_BYTES {
-            Answer::Unavailable(format!("the approval service's answer exceeds {MAX_APPROVAL_ANSWER_BYTES} bytes"))
+        let answer = if body_size > approval::MAX_ANSWER_BYTES {
+            Answer::Unavailable(approval::ANSWER_TOO_LARGE.into())
         } else {
             let body = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten();
             approval::read_answer(status.as_deref(), &body.unwrap_or_default())

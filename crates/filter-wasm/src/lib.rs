@@ -77,7 +77,7 @@ impl SharedStore for HostStore {
             Ok((Some(v), Some(cas))) => Ok(Some((v, cas))),
             Ok((None, Some(cas))) => Ok(Some((Vec::new(), cas))),
             Ok((_, None)) => Ok(None),
-            Err(s) => Err(StoreError::Host(format!("{s:?}"))),
+            Err(s) => Err(host_error(s)),
         }
     }
 
@@ -90,9 +90,15 @@ impl SharedStore for HostStore {
                 Ok(())
             }
             Err(Status::CasMismatch) => Err(StoreError::CasMismatch),
-            Err(s) => Err(StoreError::Host(format!("{s:?}"))),
+            Err(s) => Err(host_error(s)),
         }
     }
+}
+
+/// A shared-data call that failed, by its status (one out-of-line copy of the formatting).
+#[inline(never)]
+fn host_error(s: Status) -> StoreError {
+    StoreError::Host(format!("{s:?}"))
 }
 
 fn now_ms() -> u64 {
@@ -214,5 +220,6 @@ impl HttpContext for Filter {
 
     fn on_log(&mut self) {
         self.abandon_approval();
+        self.stream_ended();
     }
 }

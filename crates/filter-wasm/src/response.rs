@@ -53,8 +53,7 @@ impl Filter {
             if body_size > held {
                 // More of the body came while its marks are recorded: it would pass unread. A result
                 // that marks is the last message of its stream in practice; anything after it is refused.
-                let why = format!("{} more response bytes came while they were recorded", body_size - held);
-                return self.mark_not_recorded(&why);
+                return self.mark_not_recorded("more response bytes came while they were recorded");
             }
             return Action::Pause;
         }
@@ -110,6 +109,15 @@ impl Filter {
             }
             Step::Fail(bad) => self.replace_body(body_size, bad),
         }
+    }
+
+    /// The stream ended, reset or not: a judged call whose answer its reply did not carry marks its
+    /// grant now, in shared data (`ResponseFilter::on_end`).
+    pub(super) fn stream_ended(&mut self) {
+        if let Some(policy) = &self.policy {
+            self.response.on_end(policy);
+        }
+        self.result_events();
     }
 
     /// Audit and count what happened to tool results (never their text).

@@ -51,7 +51,7 @@ impl Filter {
     /// The service's answer, read from the gRPC receive buffer (a failure is logged).
     fn read_grpc_answer(&self, status_code: u32, response_size: usize) -> Answer {
         let answer = if response_size > MAX_ANSWER_BYTES {
-            Answer::Unusable(format!("rate limit service answer exceeds {MAX_ANSWER_BYTES} bytes"))
+            Answer::Unusable(rls::grpc::ANSWER_TOO_LARGE.into())
         } else {
             let body = if status_code == 0 {
                 hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).ok().flatten()

@@ -258,3 +258,8 @@ fn check_request_json_with_a_caller() {
         )
     );
 }
+
+#[test]
+fn answer_too_large_names_the_limit() {
+    assert_eq!(ANSWER_TOO_LARGE, format!("the approval service's answer exceeds {MAX_ANSWER_BYTES} bytes"));
+}

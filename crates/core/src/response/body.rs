@@ -55,7 +55,7 @@ impl ResponseFilter {
                 self.held = body_size;
                 Step::Hold
             }
-            State::Json => Step::Read,
+            State::Json | State::Acked => Step::Read,
             State::Pass | State::Awaiting(_) => Step::Pass,
         }
     }

@@ -93,6 +93,9 @@ enum State {
     Sse(SseStream),
     /// The body was replaced by an error; the rest of it is dropped.
     Dropping,
+    /// A judged call's reply that only acknowledges it (202, the 2024-11-05 HTTP+SSE transport):
+    /// passed, and read at its end, which sets the call's marks ([`result::reply_ended`]).
+    Acked,
 }
 
 /// How an error that replaces a body is written: a JSON body, or one SSE `message` event.
@@ -228,6 +231,18 @@ impl ResponseFilter {
         }
     }
 
+    /// The stream ended (the host's last hook for it, after a reset too): a judged call whose reply
+    /// did not end with its answer read, nor was refused, sets its marks all the same, recorded in
+    /// the process (`crate::pipeline::record_mark`). A reset cut the result off, or the result
+    /// comes on another stream, where the call is not known (the 2024-11-05 HTTP+SSE transport
+    /// acknowledges a call with 202). With `gateway.rate_limit_service` nothing is set: the stream
+    /// can no longer be held until the service records a mark.
+    pub fn on_end(&mut self, policy: &Policy) {
+        if policy.gateway.rate_limit_service.is_none() {
+            result::reply_ended(policy, &self.calls, &mut self.events);
+        }
+    }
+
     /// The refusal for `why` and the id it answers: with a `tools/list` id (or no call), −31006 with
     /// that id, else `null`; for the reply to a `tools/call` whose results are judged,
     /// `result_refused` for that call (`rule`: `tools.NAME.result`, else the rule given).
@@ -257,6 +272,7 @@ impl ResponseFilter {
     /// [`Self::fail`], naming the rule that refused a tool result.
     fn fail_rule(&mut self, why: String, rule: Option<&str>, end: bool) -> BadUpstream {
         let (refusal, id) = self.refusal_for(&why, rule);
+        self.calls.answered.set(true);
         let json = refusal.to_json(&id);
         if matches!(refusal, Refusal::ResultRefused { .. }) {
             let id_json = json::parse(id.raw().as_bytes()).unwrap_or(Json::Null);

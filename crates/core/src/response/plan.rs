@@ -66,7 +66,11 @@ impl ResponseFilter {
             Framing::Json
         } else if !reply || header(":status").as_deref() == Some(&b"202"[..]) {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
-            // the reply comes on the SSE stream, which is filtered there.
+            // the reply comes on the SSE stream, which is filtered there. A judged call is not
+            // known there, so its acknowledgement sets its marks, at its end (`body`).
+            if scope == Scope::CallReply {
+                self.state = State::Acked;
+            }
             return Plan::PassThrough;
         } else if scope == Scope::CallReply {
             return self.refuse("the tools/call response has an unexpected content type");

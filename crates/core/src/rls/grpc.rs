@@ -15,8 +15,13 @@ pub use read::AnswerReader;
 use super::{METHOD, SERVICE};
 use crate::policy::RateLimitService;
 
-/// Largest answer read, in bytes (the length-prefixed message); a longer one is unusable.
+/// Largest answer read, in bytes (the length-prefixed message); a longer one is unusable, with
+/// [`ANSWER_TOO_LARGE`].
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Why an answer over [`MAX_ANSWER_BYTES`] is unusable: a literal, not formatted at run time, which
+/// costs the wasm module bytes (`tests` keeps the two in step).
+pub const ANSWER_TOO_LARGE: &str = "rate limit service answer exceeds 65536 bytes";
 
 /// `:path` of the call.
 pub fn path() -> String {
@@ -65,5 +70,16 @@ pub fn http_to_grpc_status(http: u16) -> u32 {
         404 => 12,
         429 | 502 | 503 | 504 => 14,
         _ => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn answer_too_large_names_the_limit() {
+        assert_eq!(
+            super::ANSWER_TOO_LARGE,
+            format!("rate limit service answer exceeds {} bytes", super::MAX_ANSWER_BYTES)
+        );
     }
 }

@@ -177,6 +177,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
 ) {
     on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
         f.abandon_approval();
+        f.stream_ended();
         Flow::Continue
     });
 }
@@ -192,7 +193,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     body_chunks: *mut Buffer,
     body_chunks_size: usize,
 ) {
-    let max_body = crate::approval::MAX_APPROVAL_ANSWER_BYTES;
+    let max_body = mcp_policy_core::approval::MAX_ANSWER_BYTES;
     if !filter_module_ptr.is_null() && running(filter_module_ptr) {
         // Answered inline, while the filter's own hook is starting the callout: Envoy's async client
         // may fail a request before `send` returns, and then returns no request, so the callout

@@ -42,9 +42,10 @@ pub struct Calls {
     pub judged: Option<(Json, String)>,
     /// The id of a call of a tool without them, whose answer under that id is not read.
     unread: Option<Json>,
-    /// The call's answer was read on the reply: a response under its id, or a result that set its
-    /// marks ([`reply_ended`]).
-    answered: std::cell::Cell<bool>,
+    /// The call's answer was read on the reply (a response under its id, or a result that set its
+    /// marks), its marks were set when the reply or its stream ended ([`reply_ended`]), or the
+    /// reply was refused.
+    pub(super) answered: std::cell::Cell<bool>,
 }
 
 impl Calls {
@@ -85,10 +86,10 @@ pub fn judge_message(
     }
 }
 
-/// The reply to the call `calls` judges ended: without its answer, the call's `tools.NAME.marks`
-/// are set all the same ([`marks`]).
+/// The reply to the call `calls` judges ended, or its stream did: without its answer, the call's
+/// `tools.NAME.marks` are set all the same ([`marks`]), once.
 pub fn reply_ended(policy: &Policy, calls: &Calls, events: &mut Vec<ResultEvent>) {
-    if let Some((id, tool)) = calls.judged.as_ref().filter(|_| !calls.answered.get()) {
+    if let Some((id, tool)) = calls.judged.as_ref().filter(|_| !calls.answered.replace(true)) {
         marks::of_tool(policy, tool, id, events);
     }
 }

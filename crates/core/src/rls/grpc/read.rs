@@ -90,9 +90,7 @@ impl AnswerReader {
         let answer = match (status, &self.last) {
             (0, Last::Message(message)) => read_answer(0, Some(message)),
             (0, Last::None) => read_answer(INTERNAL, None),
-            (0, Last::TooLarge) => {
-                Answer::Unusable(format!("rate limit service answer exceeds {MAX_ANSWER_BYTES} bytes"))
-            }
+            (0, Last::TooLarge) => Answer::Unusable(super::ANSWER_TOO_LARGE.into()),
             (s, _) => read_answer(s, None),
         };
         self.end(answer);

@@ -285,3 +285,112 @@ fn a_calls_sse_reply_that_ends_without_a_response_sets_its_marks() {
         run(&p, &d, "application/json", &[br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#]);
     assert_eq!(marks(&events), []);
 }
+
+/// What the client receives of a reply to a forwarded call of `tool` (id 1) with `status` and
+/// `content_type`, and the events, driven as the hosts drive it: its `chunks` (the last ends the
+/// body, unless `cut`: the stream is reset before the body's end; none: a reply without a body),
+/// then the stream's end.
+fn reply_then_end(
+    p: &Policy,
+    tool: &str,
+    status: &str,
+    content_type: &str,
+    chunks: &[&str],
+    cut: bool,
+) -> (String, Vec<ResultEvent>) {
+    use mcp_policy_core::response::{Plan, ResponseFilter, Step};
+    let mut f = ResponseFilter::forwarded(p, &[]).judging(p, &Decision::allowed_call(tool, "1"));
+    let header = |name: &str| match name {
+        ":status" => Some(status.as_bytes().to_vec()),
+        "content-type" => Some(content_type.as_bytes().to_vec()),
+        _ => None,
+    };
+    let (mut out, mut events) = (String::new(), Vec::new());
+    match f.on_headers(chunks.is_empty(), header) {
+        Plan::Refuse(bad) => out = bad.body,
+        _ => {
+            let mut held = String::new();
+            for (i, c) in chunks.iter().enumerate() {
+                let end = i + 1 == chunks.len() && !cut;
+                held.push_str(c);
+                let step = match f.on_body(held.len(), end) {
+                    Step::Read => f.on_chunk_judged(held.as_bytes(), end, &|_| false, p),
+                    step => step,
+                };
+                match step {
+                    Step::Hold => continue,
+                    Step::Pass => out.push_str(&held),
+                    Step::Write { bytes, .. } => out.push_str(std::str::from_utf8(&bytes).unwrap()),
+                    Step::Fail(bad) => out.push_str(&bad.body),
+                    Step::Drop | Step::Read => {}
+                }
+                held.clear();
+            }
+        }
+    }
+    events.extend(f.take_events());
+    f.on_end(p);
+    events.extend(f.take_events());
+    (out, events)
+}
+
+fn marked(events: &[ResultEvent]) -> Vec<(&str, &str)> {
+    events.iter().filter_map(|e| Some((e.mark.as_deref()?, e.rule.as_str()))).collect()
+}
+
+#[test]
+fn a_marking_call_acknowledged_with_202_marks_at_the_acknowledgements_end() {
+    // The 2024-11-05 HTTP+SSE transport answers a POST with 202 and sends the result on the GET
+    // stream, where the call is not known: the call marks at its acknowledgement, which passes
+    // as it is. With the rate limit service too: the host holds the acknowledgement until the
+    // service has recorded the mark.
+    let service = r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#;
+    for p in [trifecta(""), trifecta(service)] {
+        for chunks in [&["Accepted"][..], &["Acc", "epted"][..]] {
+            let (out, events) = reply_then_end(&p, "read_secret", "202", "text/plain; charset=utf-8", chunks, false);
+            assert_eq!(out, "Accepted");
+            assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
+        }
+        // A tool that marks only by what its result says is judged where the result comes.
+        let (_, events) = reply_then_end(&p, "query_db", "202", "text/plain", &["Accepted"], false);
+        assert_eq!(marked(&events), []);
+    }
+}
+
+#[test]
+fn a_reply_cut_off_or_without_a_body_marks_when_its_stream_ends() {
+    let p = trifecta("");
+    let result = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"s3cr3t"}]}}"#;
+    let event = format!("id: ev-1\nevent: message\ndata: {result}\n\n");
+    // Reset before the body's end: the client may fetch the result again on another stream (an
+    // SSE stream resumed with `Last-Event-ID`), where the call is not known.
+    for (content_type, chunks) in
+        [("text/event-stream", ["id: ev-1\ndata: \n\n"]), ("application/json", [&result[..20]])]
+    {
+        let (_, events) = reply_then_end(&p, "read_secret", "200", content_type, &chunks, true);
+        assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")], "{content_type}");
+    }
+    // The result went out on its reply, and then the stream was reset: marked once.
+    let (out, events) = reply_then_end(&p, "read_secret", "200", "text/event-stream", &[&event, "id: "], true);
+    assert_eq!(out, event);
+    assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
+    // A 202 with no body at all, and a 200 with none.
+    for status in ["202", "200"] {
+        let (_, events) = reply_then_end(&p, "read_secret", status, "text/plain", &[], false);
+        assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")], "{status}");
+    }
+    // A reply that was refused never reached the client: nothing to mark.
+    let (out, events) = reply_then_end(&p, "read_secret", "200", "text/html", &["<p>oops</p>"], false);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["error"]["data"]["kind"], "result_refused");
+    assert_eq!(marked(&events), []);
+    // A call answered on its reply marks there, and not again at the stream's end.
+    let (_, events) = reply_then_end(&p, "read_secret", "200", "application/json", &[result], false);
+    assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
+    // With the rate limit service, a stream that has ended can no longer be held until the
+    // service records a mark: none is set then.
+    let p = trifecta(r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#);
+    let (_, events) = reply_then_end(&p, "read_secret", "200", "text/event-stream", &["id: ev-1\ndata: \n\n"], true);
+    assert_eq!(marked(&events), []);
+    let (_, events) = reply_then_end(&p, "read_secret", "202", "text/plain", &[], false);
+    assert_eq!(marked(&events), []);
+}
