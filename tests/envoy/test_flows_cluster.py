@@ -7,8 +7,10 @@ What docs/src/policy/flows.md ("Across Envoys") promises:
   naming the flow and the mark, and `retry_after_seconds` from the service's answer;
 - a result matching `mark_if` on one Envoy marks the grant on the other;
 - other grants and tools outside the flow are not affected;
-- a marking call acknowledged with 202 (the 2024-11-05 HTTP+SSE transport) marks across Envoys; one
-  whose reply is reset before its end does not (nothing is left to hold until the service answers);
+- a marking call acknowledged with 202 (the 2024-11-05 HTTP+SSE transport), with a body or without,
+  marks across Envoys (the acknowledgement waits until the mark is recorded); one whose reply is
+  reset before its end does not (nothing is left to hold until the service answers); a reply the
+  filter refuses in its body marks, its error held until the mark is recorded;
 - with Redis stopped, the flow's tools are refused `limiter_unavailable` even under
   `failure_mode: "allow"`, a tool outside the flow follows `failure_mode` (forwarded), and a marking
   result never reaches the client unmarked (its response is reset).
@@ -117,20 +119,33 @@ def test_an_sse_result_is_held_until_its_mark_is_recorded(cluster, stub):
     assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
 
 
-def test_a_202_acknowledgement_marks_across_envoys_and_a_reset_reply_does_not(cluster, stub):
+@pytest.mark.parametrize("body", [b"Accepted", b""])
+def test_a_202_acknowledgement_marks_across_envoys_and_a_reset_reply_does_not(cluster, stub, body):
     # The 2024-11-05 HTTP+SSE transport acknowledges a call with 202 and sends its result on the GET
     # stream: the acknowledgement is held until the service has recorded the call's mark. A reply
     # reset before its end has nothing left to hold: with the service, it does not mark.
     a, b = cluster["envoys"]
     tok, cut = token("ack"), token("cut")
-    stub.route("/secret-ack", Canned(202, [("content-type", "text/plain; charset=utf-8")], b"Accepted"))
-    r = post(a.url + "/secret-ack", tool_call("read_secret", {}, 13), headers_for(tok))
-    assert (r.status, r.body) == (202, b"Accepted")
-    r, body = call(b, tok, "http_post", 14)
-    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+    path = stub.route(f"/secret-ack-{len(body)}", Canned(202, [("content-type", "text/plain; charset=utf-8")], body))
+    r = post(a.url + path, tool_call("read_secret", {}, 13), headers_for(tok))
+    assert (r.status, r.body) == (202, body)
+    r, answer = call(b, tok, "http_post", 14)
+    assert (answer["error"]["data"]["kind"], answer["error"]["data"]["mark"]) == ("flow_denied", "secret")
     stub.route("/secret-cut", sse_canned(b"id: ev-1\ndata: \n\n", cut=True))
     assert call(a, cut, "read_secret", 15, "/secret-cut") == (None, None)
     assert forwarded(call(b, cut, "http_post", 16)[1])
+
+
+def test_a_refused_reply_marks_across_envoys_before_its_error_goes_on(cluster, stub):
+    # The client may still fetch the result on another stream (a 2024-11-05 HTTP+SSE client never
+    # reads a POST's reply): the call marks, and the error waits until the service has recorded it.
+    a, b = cluster["envoys"]
+    tok = token("refused")
+    stub.route("/secret-not-json", json_canned(b'{"jsonrpc":"2.0","id":17,'))
+    r, body = call(a, tok, "read_secret", 17, "/secret-not-json")
+    assert (r.status, body["id"], body["error"]["data"]["kind"]) == (200, 17, "result_refused")
+    r, body = call(b, tok, "http_post", 18)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
 
 
 def test_with_redis_stopped_the_flows_tools_are_refused_and_marking_results_reset(stack, stub):

@@ -106,6 +106,15 @@ pub const MAX_SLIDING_MAX: u64 = 1000;
 
 /// Longest regex source accepted in a condition, in bytes.
 pub const MAX_REGEX_LEN: usize = 1024;
+
+// The errors that name these limits, as literals: each `format!` costs the wasm module bytes
+// (`tests` keeps them in step with the limits).
+/// A byte limit outside 1 to [`MAX_BODY_BYTES_CEILING`].
+const BYTE_LIMIT_RANGE: &str = "must be between 1 and 67108864";
+/// A regex longer than [`MAX_REGEX_LEN`].
+const REGEX_TOO_LONG: &str = "regex longer than 1024 bytes";
+/// A sliding limit's `max` over [`MAX_SLIDING_MAX`].
+const SLIDING_MAX_TOO_LARGE: &str = "a sliding limit keeps one timestamp per call, so max is at most 1000";
 /// Default `approval_timeout` of a `require_approval` tool.
 pub const DEFAULT_APPROVAL_TIMEOUT: &str = "10m";
 /// Longest `approval_timeout`: 7 days, in seconds.

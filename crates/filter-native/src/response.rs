@@ -44,6 +44,7 @@ impl Filter {
         }
         let header = |name: &str| s.header(HeaderMap::Response, name);
         match self.response.on_headers(end_of_stream, header) {
+            Plan::PassThrough if end_of_stream => self.unanswered(true),
             Plan::PassThrough => Flow::Continue,
             Plan::FilterJson | Plan::FilterSse => {
                 // The body will change length.
@@ -209,12 +210,26 @@ impl Filter {
         self.send_marks()
     }
 
-    /// The stream ended, reset or not: a judged call whose answer its reply did not carry marks its
-    /// grant now, in the process's store (`ResponseFilter::on_end`), as the wasm build does.
-    pub fn stream_ended(&mut self) {
+    /// The reply ended without its answer: a judged call marks its grant (`ResponseFilter::on_end`),
+    /// as the wasm build does. `held`: the reply has no body, and waits at its headers until the
+    /// marks are recorded, as a body would; else the stream ended (reset or not), and the marks go
+    /// to the process's store.
+    pub fn unanswered(&mut self, held: bool) -> Flow {
         let policy = Arc::clone(&self.policy);
-        self.response.on_end(&policy);
+        self.response.on_end(&policy, held);
         self.result_events();
+        if !held {
+            return Flow::Continue;
+        }
+        if self.mark_failed {
+            // Never released before its mark is recorded.
+            self.stream.reset("mcp_policy_mark_not_recorded");
+            return Flow::Stop;
+        }
+        if self.marks_out.is_empty() {
+            return Flow::Continue;
+        }
+        self.send_marks()
     }
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
@@ -287,11 +302,11 @@ impl Filter {
     }
 
     /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
-    /// so far recorded, no mark recorded for a result that does not go on, logged and counted (as
-    /// invalid).
+    /// so far recorded, logged and counted (as invalid). Marks they set are recorded all the same
+    /// (with the rate limit service, before the error goes on): the client may still fetch the
+    /// result on another stream.
     fn refused(&mut self, bad: &BadUpstream) {
         self.result_events();
-        self.marks_out.clear();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }

@@ -220,6 +220,6 @@ impl HttpContext for Filter {
 
     fn on_log(&mut self) {
         self.abandon_approval();
-        self.stream_ended();
+        self.unanswered(false);
     }
 }

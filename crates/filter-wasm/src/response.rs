@@ -35,6 +35,7 @@ impl Filter {
         }
         let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
         match self.response.on_headers(end_of_stream, header) {
+            Plan::PassThrough if end_of_stream => self.unanswered(true),
             Plan::PassThrough => Action::Continue,
             Plan::FilterJson | Plan::FilterSse => {
                 // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter
@@ -111,13 +112,28 @@ impl Filter {
         }
     }
 
-    /// The stream ended, reset or not: a judged call whose answer its reply did not carry marks its
-    /// grant now, in shared data (`ResponseFilter::on_end`).
-    pub(super) fn stream_ended(&mut self) {
+    /// The reply ended without its answer: a judged call marks its grant (`ResponseFilter::on_end`).
+    /// `held`: the reply has no body, and waits at its headers until the marks are recorded, as a
+    /// body would; else the stream ended (reset or not), and the marks go to shared data.
+    pub(super) fn unanswered(&mut self, held: bool) -> Action {
         if let Some(policy) = &self.policy {
-            self.response.on_end(policy);
+            self.response.on_end(policy, held);
         }
         self.result_events();
+        if !held {
+            // The stream is over: nothing is left to hold or reset (a reset from Envoy's log hook
+            // crashes Envoy 1.40).
+            return Action::Continue;
+        }
+        if self.mark_failed {
+            // Never released before its mark is recorded.
+            let _ = hostcalls::reset_http_response();
+            return Action::Pause;
+        }
+        if self.marks_out.is_empty() {
+            return Action::Continue;
+        }
+        self.send_marks(0)
     }
 
     /// Audit and count what happened to tool results (never their text).
@@ -191,11 +207,11 @@ impl Filter {
     }
 
     /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
-    /// so far recorded, no mark recorded for a result that does not go on, logged and counted (as
-    /// invalid).
+    /// so far recorded, logged and counted (as invalid). Marks they set are recorded all the same
+    /// (with the rate limit service, before the error goes on): the client may still fetch the
+    /// result on another stream.
     fn refused(&mut self, bad: &BadUpstream) {
         self.result_events();
-        self.marks_out.clear();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
     }

@@ -146,10 +146,7 @@ fn limit(spec: &LimitSpec, path: String) -> Result<Limit, ConfigError> {
         return Err(err(format!("{path}.max"), "must be at least 1"));
     }
     if spec.algorithm == Algorithm::Sliding && spec.max > MAX_SLIDING_MAX {
-        return Err(err(
-            format!("{path}.max"),
-            format!("a sliding limit keeps one timestamp per call, so max is at most {MAX_SLIDING_MAX}"),
-        ));
+        return Err(err(format!("{path}.max"), super::SLIDING_MAX_TOO_LARGE));
     }
     Ok(Limit::new(spec.counter.clone(), spec.window, spec.max, spec.scope, spec.algorithm, path))
 }
@@ -249,7 +246,7 @@ fn condition(spec: &ConditionSpec, rule: String) -> Result<Condition, ConfigErro
         (OpName::Lt | OpName::Lte | OpName::Gt | OpName::Gte, Some(_)) => return Err(need("a number")),
         (OpName::Regex, Some(Json::String(src))) => {
             if src.len() > MAX_REGEX_LEN {
-                return Err(err(&vpath, format!("regex longer than {MAX_REGEX_LEN} bytes")));
+                return Err(err(&vpath, super::REGEX_TOO_LONG));
             }
             let regex = regex_lite::Regex::new(&src).map_err(|e| err(&vpath, format!("invalid regex: {e}")))?;
             Op::Regex(crate::policy::needle::Needle::new(regex))

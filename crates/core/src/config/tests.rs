@@ -261,3 +261,13 @@ fn a_policy_needs_a_session_key_when_it_accepts_a_version_with_sessions() {
         assert!(UNBOUND_SESSIONS_WARNING.contains(piece), "{piece}");
     }
 }
+
+#[test]
+fn the_errors_naming_a_limit_name_it() {
+    assert_eq!(super::BYTE_LIMIT_RANGE, format!("must be between 1 and {}", super::MAX_BODY_BYTES_CEILING));
+    assert_eq!(super::REGEX_TOO_LONG, format!("regex longer than {} bytes", super::MAX_REGEX_LEN));
+    assert_eq!(
+        super::SLIDING_MAX_TOO_LARGE,
+        format!("a sliding limit keeps one timestamp per call, so max is at most {}", super::MAX_SLIDING_MAX)
+    );
+}

@@ -8,6 +8,9 @@
 
 /// Longest accepted `gateway.resource_metadata_url`, in bytes.
 pub const MAX_URL_LEN: usize = 2048;
+/// A URL of no bytes or more than [`MAX_URL_LEN`]: a literal, as a `format!` costs the wasm module
+/// bytes (`tests` keeps the two in step).
+const URL_LENGTH: &str = "must be an absolute https URL of 1 to 2048 bytes";
 
 /// The challenge header value: `Bearer`, or `Bearer resource_metadata="<url>"` (RFC 9728 §5.1).
 /// `url` must have passed [`check_resource_metadata_url`], which admits no character that would need
@@ -37,7 +40,7 @@ fn is_loopback(host: &str) -> bool {
 /// escapes), at most [`MAX_URL_LEN`] bytes. Errors: what is wrong, for the config error.
 pub fn check_resource_metadata_url(url: &str) -> Result<(), String> {
     if url.is_empty() || url.len() > MAX_URL_LEN {
-        return Err(format!("must be an absolute https URL of 1 to {MAX_URL_LEN} bytes"));
+        return Err(URL_LENGTH.into());
     }
     let bytes = url.as_bytes();
     if let Some(i) = bytes.iter().position(|&b| !url_char(b)) {
@@ -98,6 +101,11 @@ pub fn check_resource_metadata_url(url: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_length_error_names_the_limit() {
+        assert_eq!(super::URL_LENGTH, format!("must be an absolute https URL of 1 to {} bytes", super::MAX_URL_LEN));
+    }
+
     use super::*;
 
     #[test]

@@ -94,7 +94,8 @@ enum State {
     /// The body was replaced by an error; the rest of it is dropped.
     Dropping,
     /// A judged call's reply that only acknowledges it (202, the 2024-11-05 HTTP+SSE transport):
-    /// passed, and read at its end, which sets the call's marks ([`result::reply_ended`]).
+    /// held until whole, as JSON is, then passed as it is; its end sets the call's marks
+    /// ([`result::reply_ended`]).
     Acked,
 }
 
@@ -231,14 +232,15 @@ impl ResponseFilter {
         }
     }
 
-    /// The stream ended (the host's last hook for it, after a reset too): a judged call whose reply
-    /// did not end with its answer read, nor was refused, sets its marks all the same, recorded in
-    /// the process (`crate::pipeline::record_mark`). A reset cut the result off, or the result
-    /// comes on another stream, where the call is not known (the 2024-11-05 HTTP+SSE transport
-    /// acknowledges a call with 202). With `gateway.rate_limit_service` nothing is set: the stream
-    /// can no longer be held until the service records a mark.
-    pub fn on_end(&mut self, policy: &Policy) {
-        if policy.gateway.rate_limit_service.is_none() {
+    /// The reply ended without its answer read: a judged call sets its marks all the same, as at a
+    /// body's end ([`Self::on_chunk_judged`]). A reset cut the result off, or the result comes on
+    /// another stream, where the call is not known (the 2024-11-05 HTTP+SSE transport acknowledges
+    /// a call with 202). `held`: the host holds the reply until the marks are recorded (a reply
+    /// without a body, at its headers). Else the stream has ended (the host's last hook for it,
+    /// after a reset too), and the marks are set only where the process records them at once: with
+    /// `gateway.rate_limit_service` nothing is left to hold until the service has recorded one.
+    pub fn on_end(&mut self, policy: &Policy, held: bool) {
+        if held || policy.gateway.rate_limit_service.is_none() {
             result::reply_ended(policy, &self.calls, &mut self.events);
         }
     }
@@ -272,7 +274,6 @@ impl ResponseFilter {
     /// [`Self::fail`], naming the rule that refused a tool result.
     fn fail_rule(&mut self, why: String, rule: Option<&str>, end: bool) -> BadUpstream {
         let (refusal, id) = self.refusal_for(&why, rule);
-        self.calls.answered.set(true);
         let json = refusal.to_json(&id);
         if matches!(refusal, Refusal::ResultRefused { .. }) {
             let id_json = json::parse(id.raw().as_bytes()).unwrap_or(Json::Null);

@@ -177,8 +177,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
 ) {
     on_filter(filter_envoy_ptr, filter_module_ptr, |f| {
         f.abandon_approval();
-        f.stream_ended();
-        Flow::Continue
+        f.unanswered(false)
     });
 }
 

@@ -13,6 +13,9 @@ use crate::policy::{NameMap, ToolRule};
 pub const MAX_FLOW_SECONDS: u64 = 30 * 24 * 3600;
 /// Most flows in one policy (each is checked on every call of the tools it denies).
 pub const MAX_FLOWS: usize = 64;
+/// More than [`MAX_FLOWS`] flows: a literal, as a `format!` costs the wasm module bytes (`tests`
+/// keeps the two in step).
+const TOO_MANY_FLOWS: &str = "at most 64 flows";
 /// With `gateway.rate_limit_service`: most marks named by all flows together (one descriptor each
 /// on a call the flows deny; half of `crate::rls::MAX_DESCRIPTORS`, the rest left for its limits).
 pub const MAX_REMOTE_CHECKS: usize = 32;
@@ -76,7 +79,7 @@ pub(super) fn flows(
         );
     }
     if specs.len() > MAX_FLOWS {
-        fail(errs, "flows", format!("at most {MAX_FLOWS} flows"));
+        fail(errs, "flows", TOO_MANY_FLOWS);
     }
     let setters = setters(tools);
     let mut names = BTreeSet::new();
@@ -124,4 +127,12 @@ pub(super) fn flows(
         out.push(flow);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_count_error_names_the_limit() {
+        assert_eq!(super::TOO_MANY_FLOWS, format!("at most {} flows", super::MAX_FLOWS));
+    }
 }

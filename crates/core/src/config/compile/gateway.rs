@@ -128,7 +128,7 @@ fn grant_source(header: Option<String>, errs: &mut Errors) -> GrantSource {
 fn byte_limit(value: Option<u64>, default: u64, path: &str, errs: &mut Errors) -> usize {
     let bytes = value.unwrap_or(default);
     if bytes == 0 || bytes > MAX_BODY_BYTES_CEILING {
-        fail(errs, path, format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"));
+        fail(errs, path, crate::config::BYTE_LIMIT_RANGE);
     }
     usize::try_from(bytes).unwrap_or(usize::MAX)
 }

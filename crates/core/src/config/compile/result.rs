@@ -11,7 +11,7 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
     let base = format!("{path}.result");
     let max_bytes = spec.max_bytes.map(|b| {
         if b == 0 || b > MAX_BODY_BYTES_CEILING {
-            fail(errs, format!("{base}.max_bytes"), format!("must be between 1 and {MAX_BODY_BYTES_CEILING}"));
+            fail(errs, format!("{base}.max_bytes"), crate::config::BYTE_LIMIT_RANGE);
         }
         usize::try_from(b).unwrap_or(usize::MAX)
     });
@@ -43,7 +43,7 @@ pub(super) fn result(spec: &ResultSpec, path: &str, errs: &mut Errors) -> Result
 /// match the empty text (it would match every result, or redact between every character).
 fn regex(src: &str, path: &str, errs: &mut Errors) -> Option<regex_lite::Regex> {
     if src.len() > MAX_REGEX_LEN {
-        fail(errs, path, format!("regex longer than {MAX_REGEX_LEN} bytes"));
+        fail(errs, path, crate::config::REGEX_TOO_LONG);
         return None;
     }
     match regex_lite::Regex::new(src) {

@@ -43,8 +43,9 @@ pub struct Calls {
     /// The id of a call of a tool without them, whose answer under that id is not read.
     unread: Option<Json>,
     /// The call's answer was read on the reply (a response under its id, or a result that set its
-    /// marks), its marks were set when the reply or its stream ended ([`reply_ended`]), or the
-    /// reply was refused.
+    /// marks), or its marks were set when the reply or its stream ended ([`reply_ended`]). A reply
+    /// the filter refused is not an answer: the client may still fetch the result on another
+    /// stream (a 2024-11-05 HTTP+SSE client never reads a POST's reply).
     pub(super) answered: std::cell::Cell<bool>,
 }
 

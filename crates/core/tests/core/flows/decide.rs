@@ -288,8 +288,8 @@ fn a_calls_sse_reply_that_ends_without_a_response_sets_its_marks() {
 
 /// What the client receives of a reply to a forwarded call of `tool` (id 1) with `status` and
 /// `content_type`, and the events, driven as the hosts drive it: its `chunks` (the last ends the
-/// body, unless `cut`: the stream is reset before the body's end; none: a reply without a body),
-/// then the stream's end.
+/// body, unless `cut`: the stream is reset before the body's end; none: a reply without a body,
+/// held at its headers), then the stream's end.
 fn reply_then_end(
     p: &Policy,
     tool: &str,
@@ -308,6 +308,7 @@ fn reply_then_end(
     let (mut out, mut events) = (String::new(), Vec::new());
     match f.on_headers(chunks.is_empty(), header) {
         Plan::Refuse(bad) => out = bad.body,
+        Plan::PassThrough if chunks.is_empty() => f.on_end(p, true),
         _ => {
             let mut held = String::new();
             for (i, c) in chunks.iter().enumerate() {
@@ -329,7 +330,7 @@ fn reply_then_end(
         }
     }
     events.extend(f.take_events());
-    f.on_end(p);
+    f.on_end(p, false);
     events.extend(f.take_events());
     (out, events)
 }
@@ -379,18 +380,21 @@ fn a_reply_cut_off_or_without_a_body_marks_when_its_stream_ends() {
         let (_, events) = reply_then_end(&p, "read_secret", status, "text/plain", &[], false);
         assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")], "{status}");
     }
-    // A reply that was refused never reached the client: nothing to mark.
-    let (out, events) = reply_then_end(&p, "read_secret", "200", "text/html", &["<p>oops</p>"], false);
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["error"]["data"]["kind"], "result_refused");
-    assert_eq!(marked(&events), []);
+    // A reply the filter refused is no answer: the client may still fetch the result on another
+    // stream (a 2024-11-05 HTTP+SSE client never reads a POST's reply).
+    for (status, content_type, body) in [("200", "text/html", "<p>oops</p>"), ("202", "application/json", "")] {
+        let (out, events) = reply_then_end(&p, "read_secret", status, content_type, &[body], false);
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["error"]["data"]["kind"], "result_refused");
+        assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")], "{status} {content_type}");
+    }
     // A call answered on its reply marks there, and not again at the stream's end.
     let (_, events) = reply_then_end(&p, "read_secret", "200", "application/json", &[result], false);
     assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
     // With the rate limit service, a stream that has ended can no longer be held until the
-    // service records a mark: none is set then.
+    // service records a mark: none is set then. A reply without a body is held at its headers.
     let p = trifecta(r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#);
     let (_, events) = reply_then_end(&p, "read_secret", "200", "text/event-stream", &["id: ev-1\ndata: \n\n"], true);
     assert_eq!(marked(&events), []);
     let (_, events) = reply_then_end(&p, "read_secret", "202", "text/plain", &[], false);
-    assert_eq!(marked(&events), []);
+    assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
 }
