@@ -215,6 +215,7 @@ fn result_lines(policy: &Policy, o: &Outcome, body: &[u8]) -> String {
     let mut f = ResponseFilter::forwarded(policy, &o.tools_list_ids).judging(policy, &o.decision);
     let line = match f.on_headers(false, |n| (n == "content-type").then(|| b"application/json".to_vec())) {
         Plan::PassThrough => "passed unread (no result rule applies)".to_owned(),
+        Plan::Unanswered => "passed unread, and the call's marks set: the reply does not answer it".to_owned(),
         Plan::Refuse(bad) => format!("refused: {}", bad.why),
         Plan::FilterJson | Plan::FilterSse => {
             let step = match f.on_body(body.len(), true) {

@@ -115,6 +115,9 @@ pub struct Filter {
     /// The response body held while the service records marks: the callout's id and how many marks
     /// were sent.
     pub(crate) mark_call: Option<(u64, usize)>,
+    /// The response waits at its headers while the service records marks (`Plan::Unanswered`):
+    /// its body, passed unread, is buffered meanwhile.
+    pub(crate) marks_at_headers: bool,
     /// The request came with a `content-length` header.
     has_length: bool,
     /// The length of a held body that came without `content-length`: set as that header when the
@@ -148,6 +151,7 @@ impl Filter {
             mark_failed: false,
             marks_out: Vec::new(),
             mark_call: None,
+            marks_at_headers: false,
             has_length: false,
             missing_length: None,
             effects: Effects::default(),

@@ -44,8 +44,8 @@ impl Filter {
         }
         let header = |name: &str| s.header(HeaderMap::Response, name);
         match self.response.on_headers(end_of_stream, header) {
-            Plan::PassThrough if end_of_stream => self.unanswered(true),
             Plan::PassThrough => Flow::Continue,
+            Plan::Unanswered => self.unanswered(true),
             Plan::FilterJson | Plan::FilterSse => {
                 // The body will change length.
                 let _ = s.set_header(HeaderMap::Response, "content-length", None);
@@ -60,6 +60,9 @@ impl Filter {
 
     pub fn response_body(&mut self, end_of_stream: bool) -> Flow {
         let s = self.stream;
+        if self.mark_call.is_some() && self.marks_at_headers {
+            return Flow::Buffer;
+        }
         if self.mark_call.is_some() {
             // Held while its marks are recorded. More of the body would pass unread: a result that
             // marks is the last message of its stream in practice; anything after it is refused.
@@ -210,13 +213,12 @@ impl Filter {
         self.send_marks()
     }
 
-    /// The reply ended without its answer: a judged call marks its grant (`ResponseFilter::on_end`),
-    /// as the wasm build does. `held`: the reply has no body, and waits at its headers until the
-    /// marks are recorded, as a body would; else the stream ended (reset or not), and the marks go
-    /// to the process's store.
+    /// The reply does not carry the call's answer: a judged call marks its grant
+    /// (`ResponseFilter::on_end`), as the wasm build does. `held`: at the reply's headers
+    /// (`Plan::Unanswered`), which wait until the marks are recorded, as a body would; else the
+    /// stream ended (reset or not), and the marks go to the process's store.
     pub fn unanswered(&mut self, held: bool) -> Flow {
-        let policy = Arc::clone(&self.policy);
-        self.response.on_end(&policy, held);
+        self.response.on_end(&self.policy, held);
         self.result_events();
         if !held {
             return Flow::Continue;
@@ -229,6 +231,7 @@ impl Filter {
         if self.marks_out.is_empty() {
             return Flow::Continue;
         }
+        self.marks_at_headers = true;
         self.send_marks()
     }
 
@@ -306,6 +309,7 @@ impl Filter {
     /// (with the rate limit service, before the error goes on): the client may still fetch the
     /// result on another stream.
     fn refused(&mut self, bad: &BadUpstream) {
+        self.response.on_end(&self.policy, true);
         self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });

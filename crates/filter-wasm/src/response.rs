@@ -35,8 +35,8 @@ impl Filter {
         }
         let header = |name: &str| hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten();
         match self.response.on_headers(end_of_stream, header) {
-            Plan::PassThrough if end_of_stream => self.unanswered(true),
             Plan::PassThrough => Action::Continue,
+            Plan::Unanswered => self.unanswered(true),
             Plan::FilterJson | Plan::FilterSse => {
                 // The body will change length. Headers must continue here: in Envoy 1.40 a wasm filter
                 // that pauses response headers never sees the body. So a body that later turns out
@@ -112,9 +112,10 @@ impl Filter {
         }
     }
 
-    /// The reply ended without its answer: a judged call marks its grant (`ResponseFilter::on_end`).
-    /// `held`: the reply has no body, and waits at its headers until the marks are recorded, as a
-    /// body would; else the stream ended (reset or not), and the marks go to shared data.
+    /// The reply does not carry the call's answer: a judged call marks its grant
+    /// (`ResponseFilter::on_end`). `held`: at the reply's headers (`Plan::Unanswered`), which wait
+    /// until the marks are recorded, as a body would; else the stream ended (reset or not), and
+    /// the marks go to shared data.
     pub(super) fn unanswered(&mut self, held: bool) -> Action {
         if let Some(policy) = &self.policy {
             self.response.on_end(policy, held);
@@ -211,6 +212,9 @@ impl Filter {
     /// (with the rate limit service, before the error goes on): the client may still fetch the
     /// result on another stream.
     fn refused(&mut self, bad: &BadUpstream) {
+        if let Some(policy) = &self.policy {
+            self.response.on_end(policy, true);
+        }
         self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });

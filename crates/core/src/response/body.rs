@@ -41,23 +41,21 @@ pub enum Step {
 }
 
 impl ResponseFilter {
-    /// The step for the body bytes at hand: `body_size` bytes are buffered (JSON or an
-    /// acknowledgement, held) or new (SSE); `end`: they end the body.
+    /// The step for the body bytes at hand: `body_size` bytes are buffered (JSON, held) or new
+    /// (SSE); `end`: they end the body.
     pub fn on_body(&mut self, body_size: usize, end: bool) -> Step {
         match self.state {
             State::Dropping => Step::Drop,
             State::Sse(_) => Step::Read,
-            State::Json | State::Acked if body_size > self.max_bytes => match self.call_oversize() {
+            State::Json if body_size > self.max_bytes => match self.call_oversize() {
                 Some((rule, why)) => Step::Fail(self.fail_rule(why, Some(&rule), end)),
                 None => Step::Fail(self.fail(self.too_large().into(), end)),
             },
-            // An acknowledgement is held whole too: a client that has all of it (its
-            // `content-length`) may make its next call before the marks are recorded.
-            State::Json | State::Acked if !end => {
+            State::Json if !end => {
                 self.held = body_size;
                 Step::Hold
             }
-            State::Json | State::Acked => Step::Read,
+            State::Json => Step::Read,
             State::Pass | State::Awaiting(_) => Step::Pass,
         }
     }

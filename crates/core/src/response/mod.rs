@@ -93,10 +93,6 @@ enum State {
     Sse(SseStream),
     /// The body was replaced by an error; the rest of it is dropped.
     Dropping,
-    /// A judged call's reply that only acknowledges it (202, the 2024-11-05 HTTP+SSE transport):
-    /// held until whole, as JSON is, then passed as it is; its end sets the call's marks
-    /// ([`result::reply_ended`]).
-    Acked,
 }
 
 /// How an error that replaces a body is written: a JSON body, or one SSE `message` event.
@@ -232,13 +228,14 @@ impl ResponseFilter {
         }
     }
 
-    /// The reply ended without its answer read: a judged call sets its marks all the same, as at a
-    /// body's end ([`Self::on_chunk_judged`]). A reset cut the result off, or the result comes on
-    /// another stream, where the call is not known (the 2024-11-05 HTTP+SSE transport acknowledges
-    /// a call with 202). `held`: the host holds the reply until the marks are recorded (a reply
-    /// without a body, at its headers). Else the stream has ended (the host's last hook for it,
-    /// after a reset too), and the marks are set only where the process records them at once: with
-    /// `gateway.rate_limit_service` nothing is left to hold until the service has recorded one.
+    /// The reply to a judged call will not carry its answer, or did not: its marks are set all
+    /// the same, as at a body's end ([`Self::on_chunk_judged`]), once. The result may still reach
+    /// the client on another stream, where the call is not known. `held`: the host holds the reply
+    /// until the marks are recorded: a reply that only acknowledges the call or has no body
+    /// ([`Plan::Unanswered`], at its headers), or a refused one (before its error goes on). Else
+    /// the stream has ended without the reply's end being seen (a reset; HTTP/2 trailers: the
+    /// host's last hook for the stream), and the marks are set only where the process records them
+    /// at once: with `gateway.rate_limit_service` nothing is left to hold until the service has.
     pub fn on_end(&mut self, policy: &Policy, held: bool) {
         if held || policy.gateway.rate_limit_service.is_none() {
             result::reply_ended(policy, &self.calls, &mut self.events);

@@ -33,6 +33,11 @@ pub enum Plan {
     FilterSse,
     /// Answer 502 with this JSON-RPC error instead ([`BadUpstream::reply`]).
     Refuse(BadUpstream),
+    /// Forward it untouched, but it does not answer the `tools/call` it replies to (a 202
+    /// acknowledgement, the 2024-11-05 HTTP+SSE transport, whose results come on the GET stream;
+    /// or no body): first set the call's marks ([`ResponseFilter::on_end`], `held`) and hold the
+    /// response until they are recorded.
+    Unanswered,
 }
 
 impl ResponseFilter {
@@ -42,8 +47,9 @@ impl ResponseFilter {
     pub fn on_headers(&mut self, end_of_stream: bool, header: impl Fn(&str) -> Option<Vec<u8>>) -> Plan {
         let State::Awaiting(scope) = self.state else { return Plan::PassThrough };
         self.state = State::Pass;
+        let unanswered = if scope == Scope::CallReply { Plan::Unanswered } else { Plan::PassThrough };
         if end_of_stream {
-            return Plan::PassThrough;
+            return unanswered;
         }
         let content_type = header("content-type").unwrap_or_default();
         let is_sse = http::is_media_type(&content_type, "text/event-stream");
@@ -67,11 +73,8 @@ impl ResponseFilter {
         } else if !reply || header(":status").as_deref() == Some(&b"202"[..]) {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
             // the reply comes on the SSE stream, which is filtered there. A judged call is not
-            // known there, so its acknowledgement sets its marks, at its end (`body`).
-            if scope == Scope::CallReply {
-                self.state = State::Acked;
-            }
-            return Plan::PassThrough;
+            // known there, so its acknowledgement sets its marks.
+            return unanswered;
         } else if scope == Scope::CallReply {
             return self.refuse("the tools/call response has an unexpected content type");
         } else {

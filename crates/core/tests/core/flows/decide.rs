@@ -288,8 +288,9 @@ fn a_calls_sse_reply_that_ends_without_a_response_sets_its_marks() {
 
 /// What the client receives of a reply to a forwarded call of `tool` (id 1) with `status` and
 /// `content_type`, and the events, driven as the hosts drive it: its `chunks` (the last ends the
-/// body, unless `cut`: the stream is reset before the body's end; none: a reply without a body,
-/// held at its headers), then the stream's end.
+/// body, unless `cut`: the stream is reset before the body's end; none: a reply without a body),
+/// the marks of a reply that does not answer the call or is refused set at once (`held`), then
+/// the stream's end.
 fn reply_then_end(
     p: &Policy,
     tool: &str,
@@ -307,9 +308,16 @@ fn reply_then_end(
     };
     let (mut out, mut events) = (String::new(), Vec::new());
     match f.on_headers(chunks.is_empty(), header) {
-        Plan::Refuse(bad) => out = bad.body,
-        Plan::PassThrough if chunks.is_empty() => f.on_end(p, true),
-        _ => {
+        Plan::Refuse(bad) => {
+            out = bad.body;
+            f.on_end(p, true);
+        }
+        Plan::Unanswered => {
+            f.on_end(p, true);
+            out = chunks.concat();
+        }
+        Plan::PassThrough => out = chunks.concat(),
+        Plan::FilterJson | Plan::FilterSse => {
             let mut held = String::new();
             for (i, c) in chunks.iter().enumerate() {
                 let end = i + 1 == chunks.len() && !cut;
@@ -322,7 +330,10 @@ fn reply_then_end(
                     Step::Hold => continue,
                     Step::Pass => out.push_str(&held),
                     Step::Write { bytes, .. } => out.push_str(std::str::from_utf8(&bytes).unwrap()),
-                    Step::Fail(bad) => out.push_str(&bad.body),
+                    Step::Fail(bad) => {
+                        out.push_str(&bad.body);
+                        f.on_end(p, true);
+                    }
                     Step::Drop | Step::Read => {}
                 }
                 held.clear();
@@ -340,7 +351,7 @@ fn marked(events: &[ResultEvent]) -> Vec<(&str, &str)> {
 }
 
 #[test]
-fn a_marking_call_acknowledged_with_202_marks_at_the_acknowledgements_end() {
+fn a_marking_call_acknowledged_with_202_marks_at_the_acknowledgement() {
     // The 2024-11-05 HTTP+SSE transport answers a POST with 202 and sends the result on the GET
     // stream, where the call is not known: the call marks at its acknowledgement, which passes
     // as it is. With the rate limit service too: the host holds the acknowledgement until the
@@ -397,4 +408,45 @@ fn a_reply_cut_off_or_without_a_body_marks_when_its_stream_ends() {
     assert_eq!(marked(&events), []);
     let (_, events) = reply_then_end(&p, "read_secret", "202", "text/plain", &[], false);
     assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")]);
+}
+
+#[test]
+fn an_acknowledgement_is_passed_as_it_is_and_marks_at_its_headers() {
+    use mcp_policy_core::response::{Plan, ResponseFilter};
+    let service = r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#;
+    let small = r#","gateway":{"max_response_bytes":16}"#;
+    let dry = r#","gateway":{"mode":"dry_run","max_response_bytes":16}"#;
+    let long = "Accepted: the message is queued for the session";
+    for extra in ["", service, small, dry] {
+        let p = trifecta(extra);
+        let plan = |tool: &str, status: &str| {
+            let mut f = ResponseFilter::forwarded(&p, &[]).judging(&p, &Decision::allowed_call(tool, "1"));
+            f.on_headers(false, |n| match n {
+                ":status" => Some(status.as_bytes().to_vec()),
+                "content-type" => Some(b"text/plain".to_vec()),
+                _ => None,
+            })
+        };
+        // Not held: what the server sent passes as it is, however long.
+        assert_eq!(plan("read_secret", "202"), Plan::Unanswered, "{extra}");
+        let (out, events) = reply_then_end(&p, "read_secret", "202", "text/plain", &[long], false);
+        assert_eq!((out.as_str(), marked(&events)), (long, vec![("secret", "tools.read_secret.marks")]), "{extra}");
+        // A tool without `marks`: nothing to set, nothing changed.
+        let (out, events) = reply_then_end(&p, "query_db", "202", "text/plain", &[long], false);
+        assert_eq!((out.as_str(), events.len()), (long, 0), "{extra}");
+    }
+}
+
+#[test]
+fn a_reply_refused_part_way_marks_before_its_error_goes_on() {
+    // An SSE reply whose first event is not JSON-RPC: the error replaces the rest of the stream,
+    // and the call's marks are set first, with the rate limit service too (the host holds the
+    // error until the service has recorded them).
+    let chunks = ["id: e1\ndata: {\"jsonrpc\":\n\n", "id: e2\ndata: x\n\n"];
+    for extra in ["", r#","gateway":{"rate_limit_service":{"cluster":"mcp_ratelimit"}}"#] {
+        let p = trifecta(extra);
+        let (out, events) = reply_then_end(&p, "read_secret", "200", "text/event-stream", &chunks, false);
+        assert!(out.contains("result_refused"), "{out}");
+        assert_eq!(marked(&events), [("secret", "tools.read_secret.marks")], "{extra}");
+    }
 }

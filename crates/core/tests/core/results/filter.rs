@@ -28,7 +28,7 @@ pub(crate) fn run(p: &Policy, d: &Decision, content_type: &str, chunks: &[&[u8]]
     let mut out = Vec::new();
     let mut events = Vec::new();
     match plan {
-        Plan::PassThrough => {
+        Plan::PassThrough | Plan::Unanswered => {
             chunks.iter().for_each(|c| out.extend_from_slice(c));
             return (out, events);
         }
