@@ -148,6 +148,22 @@ def test_a_refused_reply_marks_across_envoys_before_its_error_goes_on(cluster, s
     assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
 
 
+def test_a_reply_refused_part_way_gets_its_error_and_marks(cluster, stub):
+    # An SSE reply whose first event is not JSON-RPC: the error replaces the stream, waits until
+    # the service has recorded the mark, and what more the server sends meanwhile is dropped, as
+    # after any refusal (not reset).
+    a, b = cluster["envoys"]
+    tok = token("part-way")
+    stream = b'id: e1\ndata: {"jsonrpc":\n\n' + b"id: e2\ndata: x\n\n" * 200
+    stub.route("/secret-part-way", sse_canned(stream, pieces=40))
+    r = post(a.url + "/secret-part-way", tool_call("read_secret", {}, 19), headers_for(tok))
+    assert r.status == 200 and r.body.startswith(b"event: message\ndata: "), r.body[:200]
+    error = json.loads(r.body.split(b"data: ", 1)[1])
+    assert (error["id"], error["error"]["data"]["kind"]) == (19, "result_refused")
+    r, body = call(b, tok, "http_post", 20)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+
+
 def test_with_redis_stopped_the_flows_tools_are_refused_and_marking_results_reset(stack, stub):
     redis, redis_port = hr.start_redis(stack, name="redis-flows")
     rls = hr.start_rls(stack, redis_port, name="rls-flows")

@@ -52,7 +52,9 @@ impl Filter {
                 Flow::Continue
             }
             Plan::Refuse(bad) => {
-                self.refused(&bad);
+                if self.refused(&bad) {
+                    return Flow::Stop;
+                }
                 self.send(bad.reply())
             }
         }
@@ -68,6 +70,11 @@ impl Filter {
             // marks is the last message of its stream in practice; anything after it is refused.
             let more = s.body_size(Body::ReceivedResponse);
             if more > 0 && !s.received_is_buffered_response() {
+                // The rest of a refused body, whose error waits for its marks: dropped, as it would
+                // be after the error.
+                if self.response.dropping() && s.replace_body(Body::ReceivedResponse, b"") {
+                    return Flow::Buffer;
+                }
                 return self.mark_not_recorded("more response bytes came while they were recorded");
             }
             return Flow::Buffer;
@@ -197,7 +204,9 @@ impl Filter {
                 return Flow::Stop;
             }
             Step::Fail(bad) => {
-                self.refused(&bad);
+                if self.refused(&bad) {
+                    return Flow::Stop;
+                }
                 bad.body.into_bytes()
             }
         };
@@ -237,8 +246,10 @@ impl Filter {
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_with_error(&mut self, bad: BadUpstream) -> Flow {
-        self.refused(&bad);
         self.held_response.clear();
+        if self.refused(&bad) {
+            return Flow::Stop;
+        }
         if !self.stream.replace_body(Body::ReceivedResponse, bad.body.as_bytes()) {
             self.stream.reset("mcp_policy_body_unwritable");
             return Flow::Stop;
@@ -307,11 +318,15 @@ impl Filter {
     /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
     /// so far recorded, logged and counted (as invalid). Marks they set are recorded all the same
     /// (with the rate limit service, before the error goes on): the client may still fetch the
-    /// result on another stream.
-    fn refused(&mut self, bad: &BadUpstream) {
+    /// result on another stream. One that cannot be recorded resets the response: returns true.
+    fn refused(&mut self, bad: &BadUpstream) -> bool {
         self.response.on_end(&self.policy, true);
         self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
+        if self.mark_failed {
+            self.stream.reset("mcp_policy_mark_not_recorded");
+        }
+        self.mark_failed
     }
 }

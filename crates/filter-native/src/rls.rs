@@ -136,6 +136,7 @@ impl Filter {
         if let Some((call, sent)) = self.mark_call {
             if call == id {
                 self.mark_call = None;
+                self.marks_at_headers = false;
                 // Held while the marks were recorded: released as it stands, or reset.
                 if self.marks_answered(&answer, sent) == Flow::Continue {
                     self.resume_response();

@@ -52,6 +52,15 @@ impl Filter {
     pub(super) fn response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if let Some((_, held, _)) = self.mark_call {
             if body_size > held {
+                if self.response.dropping() {
+                    // The rest of a refused body, whose error waits for its marks: dropped, as it
+                    // would be after the error (the error is kept; failing that, reset).
+                    if let Ok(Some(error)) = hostcalls::get_buffer(BufferType::HttpResponseBody, 0, held) {
+                        if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &error).is_ok() {
+                            return Action::Pause;
+                        }
+                    }
+                }
                 // More of the body came while its marks are recorded: it would pass unread. A result
                 // that marks is the last message of its stream in practice; anything after it is refused.
                 return self.mark_not_recorded("more response bytes came while they were recorded");
@@ -134,7 +143,9 @@ impl Filter {
         if self.marks_out.is_empty() {
             return Action::Continue;
         }
-        self.send_marks(0)
+        // Held at its headers: no body has come yet, and what comes is passed unread (none counts
+        // as more bytes while the marks are recorded).
+        self.send_marks(usize::MAX)
     }
 
     /// Audit and count what happened to tool results (never their text).
@@ -194,7 +205,9 @@ impl Filter {
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
     fn replace_body(&mut self, body_size: usize, bad: BadUpstream) -> (Action, usize) {
-        self.refused(&bad);
+        if self.refused(&bad) {
+            return (Action::Pause, body_size);
+        }
         if hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, bad.body.as_bytes()).is_err() {
             let _ = hostcalls::reset_http_response();
         }
@@ -203,20 +216,26 @@ impl Filter {
 
     /// A response that cannot be filtered, found before its body: 502, never the unfiltered list.
     fn refuse_response(&mut self, bad: BadUpstream) -> Action {
-        self.refused(&bad);
+        if self.refused(&bad) {
+            return Action::Pause;
+        }
         self.send(bad.reply())
     }
 
     /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results
     /// so far recorded, logged and counted (as invalid). Marks they set are recorded all the same
     /// (with the rate limit service, before the error goes on): the client may still fetch the
-    /// result on another stream.
-    fn refused(&mut self, bad: &BadUpstream) {
+    /// result on another stream. One that cannot be recorded resets the response: returns true.
+    fn refused(&mut self, bad: &BadUpstream) -> bool {
         if let Some(policy) = &self.policy {
             self.response.on_end(policy, true);
         }
         self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
+        if self.mark_failed {
+            let _ = hostcalls::reset_http_response();
+        }
+        self.mark_failed
     }
 }

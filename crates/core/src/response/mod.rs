@@ -130,6 +130,11 @@ impl ResponseFilter {
         (matches!(self.state, State::Json) && self.held > 0).then_some(self.held)
     }
 
+    /// The body was refused part-way: what more of it comes is dropped ([`Step::Drop`]).
+    pub fn dropping(&self) -> bool {
+        matches!(self.state, State::Dropping)
+    }
+
     /// A response that is not inspected (answered locally, or before a decision).
     pub fn pass() -> Self {
         ResponseFilter {
