@@ -112,12 +112,10 @@ pub struct Filter {
     pub(crate) mark_failed: bool,
     /// With `gateway.rate_limit_service`: the marks the response's results set, to send to the service.
     pub(crate) marks_out: Vec<String>,
-    /// The response body held while the service records marks: the callout's id and how many marks
-    /// were sent.
-    pub(crate) mark_call: Option<(u64, usize)>,
-    /// The response waits at its headers while the service records marks (`Plan::Unanswered`):
-    /// its body, passed unread, is buffered meanwhile.
-    pub(crate) marks_at_headers: bool,
+    /// The response held while the service records marks: the callout's id, how many marks were
+    /// sent, and whether it waits at its headers (`Plan::Unanswered`: its body, passed unread, is
+    /// buffered meanwhile) rather than with its body.
+    pub(crate) mark_call: Option<(u64, usize, bool)>,
     /// The request came with a `content-length` header.
     has_length: bool,
     /// The length of a held body that came without `content-length`: set as that header when the
@@ -151,7 +149,6 @@ impl Filter {
             mark_failed: false,
             marks_out: Vec::new(),
             mark_call: None,
-            marks_at_headers: false,
             has_length: false,
             missing_length: None,
             effects: Effects::default(),

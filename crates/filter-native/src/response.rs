@@ -62,10 +62,10 @@ impl Filter {
 
     pub fn response_body(&mut self, end_of_stream: bool) -> Flow {
         let s = self.stream;
-        if self.mark_call.is_some() && self.marks_at_headers {
-            return Flow::Buffer;
-        }
-        if self.mark_call.is_some() {
+        if let Some((_, _, at_headers)) = self.mark_call {
+            if at_headers {
+                return Flow::Buffer;
+            }
             // Held while its marks are recorded. More of the body would pass unread: a result that
             // marks is the last message of its stream in practice; anything after it is refused.
             let more = s.body_size(Body::ReceivedResponse);
@@ -84,7 +84,7 @@ impl Filter {
             return flow;
         }
         // Held until the service has recorded the marks (`send_marks`), then released as it stands.
-        self.send_marks()
+        self.send_marks(false)
     }
 
     /// The body's step acted on.
@@ -113,10 +113,7 @@ impl Filter {
                     let policy = Arc::clone(&self.policy);
                     let step =
                         self.response.on_chunk_judged(&bytes, end_of_stream, &|name| policy.is_unlisted(name), &policy);
-                    self.result_events();
-                    if self.mark_failed {
-                        // Never released before its mark is recorded: no later call may slip past.
-                        s.reset("mcp_policy_mark_not_recorded");
+                    if self.events_recorded_or_reset() {
                         return Flow::Stop;
                     }
                     if had_held {
@@ -180,16 +177,14 @@ impl Filter {
         let step = match self.response.on_body(bytes.len(), true) {
             Step::Read => {
                 let step = self.response.on_chunk_judged(&bytes, true, &|name| policy.is_unlisted(name), &policy);
-                self.result_events();
+                if self.events_recorded_or_reset() {
+                    return Flow::Stop;
+                }
                 step
             }
             step => step,
         };
         let out = match step {
-            _ if self.mark_failed => {
-                s.reset("mcp_policy_mark_not_recorded");
-                return Flow::Stop;
-            }
             Step::Pass | Step::Read => bytes,
             Step::Write { bytes, removed } => {
                 if removed > 0 {
@@ -219,7 +214,7 @@ impl Filter {
         }
         // The body waits with its trailers until the service has recorded the marks
         // (`send_marks`), then both go on.
-        self.send_marks()
+        self.send_marks(false)
     }
 
     /// The reply does not carry the call's answer: a judged call marks its grant
@@ -228,20 +223,18 @@ impl Filter {
     /// stream ended (reset or not), and the marks go to the process's store.
     pub fn unanswered(&mut self, held: bool) -> Flow {
         self.response.on_end(&self.policy, held);
-        self.result_events();
         if !held {
+            // The stream is over: nothing is left to hold or reset.
+            self.result_events();
             return Flow::Continue;
         }
-        if self.mark_failed {
-            // Never released before its mark is recorded.
-            self.stream.reset("mcp_policy_mark_not_recorded");
+        if self.events_recorded_or_reset() {
             return Flow::Stop;
         }
         if self.marks_out.is_empty() {
             return Flow::Continue;
         }
-        self.marks_at_headers = true;
-        self.send_marks()
+        self.send_marks(true)
     }
 
     /// A body that cannot be filtered after its headers went out: the error replaces it.
@@ -255,6 +248,17 @@ impl Filter {
             return Flow::Stop;
         }
         Flow::Continue
+    }
+
+    /// What happened to tool results recorded (`result_events`); a mark that could not be recorded
+    /// resets the response, never released unmarked, so that no later call slips past: returns
+    /// true then.
+    fn events_recorded_or_reset(&mut self) -> bool {
+        self.result_events();
+        if self.mark_failed {
+            self.stream.reset("mcp_policy_mark_not_recorded");
+        }
+        self.mark_failed
     }
 
     /// Audit and count what happened to tool results (never their text), as the wasm build: the
@@ -321,12 +325,8 @@ impl Filter {
     /// result on another stream. One that cannot be recorded resets the response: returns true.
     fn refused(&mut self, bad: &BadUpstream) -> bool {
         self.response.on_end(&self.policy, true);
-        self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.config.metrics.record_bad_response(&self.stream, &Refusal::BadUpstreamResponse { why: bad.why.clone() });
-        if self.mark_failed {
-            self.stream.reset("mcp_policy_mark_not_recorded");
-        }
-        self.mark_failed
+        self.events_recorded_or_reset()
     }
 }

@@ -85,10 +85,11 @@ impl Filter {
         }
     }
 
-    /// Hold the response body while the service records the marks its results set (`marks_out`):
-    /// returns `Buffer` (Envoy keeps the body until the answer). A callout that cannot start resets
-    /// the response: a result never reaches the client unmarked.
-    pub(crate) fn send_marks(&mut self) -> Flow {
+    /// Hold the response body (`at_headers`: the response, at its headers) while the service
+    /// records the marks its results set (`marks_out`): returns `Buffer` (Envoy keeps the body
+    /// until the answer). A callout that cannot start resets the response: a result never reaches
+    /// the client unmarked.
+    pub(crate) fn send_marks(&mut self, at_headers: bool) -> Flow {
         let marks = std::mem::take(&mut self.marks_out);
         let policy = Arc::clone(&self.policy);
         let Some(grant) = self.mark_grant else { return self.mark_not_recorded("no grant") };
@@ -99,7 +100,7 @@ impl Filter {
         let message = rls::marks::set_request(&policy, &marks, &hex, &svc.domain).encode();
         match call(self, svc, &message) {
             Ok((id, None)) => {
-                self.mark_call = Some((id, marks.len()));
+                self.mark_call = Some((id, marks.len(), at_headers));
                 Flow::Buffer
             }
             // Answered while the call started: the response goes on (or is reset) from this hook.
@@ -133,10 +134,9 @@ impl Filter {
 
     /// A call's answer, from `crate::ffi::stream`: the rate limit decision's or a marking's.
     pub fn on_call_answer(&mut self, id: u64, answer: Answer) {
-        if let Some((call, sent)) = self.mark_call {
+        if let Some((call, sent, _)) = self.mark_call {
             if call == id {
                 self.mark_call = None;
-                self.marks_at_headers = false;
                 // Held while the marks were recorded: released as it stands, or reset.
                 if self.marks_answered(&answer, sent) == Flow::Continue {
                     self.resume_response();

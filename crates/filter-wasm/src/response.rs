@@ -88,10 +88,7 @@ impl Filter {
                     let chunk = chunk.unwrap_or_default();
                     let step =
                         self.response.on_chunk_judged(&chunk, end_of_stream, &|name| policy.is_unlisted(name), &policy);
-                    self.result_events();
-                    if self.mark_failed {
-                        // Never released before its mark is recorded: no later call may slip past.
-                        let _ = hostcalls::reset_http_response();
+                    if self.events_recorded_or_reset() {
                         return (Action::Pause, body_size);
                     }
                     step
@@ -129,15 +126,13 @@ impl Filter {
         if let Some(policy) = &self.policy {
             self.response.on_end(policy, held);
         }
-        self.result_events();
         if !held {
             // The stream is over: nothing is left to hold or reset (a reset from Envoy's log hook
             // crashes Envoy 1.40).
+            self.result_events();
             return Action::Continue;
         }
-        if self.mark_failed {
-            // Never released before its mark is recorded.
-            let _ = hostcalls::reset_http_response();
+        if self.events_recorded_or_reset() {
             return Action::Pause;
         }
         if self.marks_out.is_empty() {
@@ -146,6 +141,17 @@ impl Filter {
         // Held at its headers: no body has come yet, and what comes is passed unread (none counts
         // as more bytes while the marks are recorded).
         self.send_marks(usize::MAX)
+    }
+
+    /// What happened to tool results recorded (`result_events`); a mark that could not be recorded
+    /// resets the response, never released unmarked, so that no later call slips past: returns
+    /// true then.
+    fn events_recorded_or_reset(&mut self) -> bool {
+        self.result_events();
+        if self.mark_failed {
+            let _ = hostcalls::reset_http_response();
+        }
+        self.mark_failed
     }
 
     /// Audit and count what happened to tool results (never their text).
@@ -230,12 +236,8 @@ impl Filter {
         if let Some(policy) = &self.policy {
             self.response.on_end(policy, true);
         }
-        self.result_events();
         warn!("[ctx {}] response refused: {}", self.id, bad.why);
         self.metrics.record_bad_response(&Refusal::BadUpstreamResponse { why: bad.why.clone() });
-        if self.mark_failed {
-            let _ = hostcalls::reset_http_response();
-        }
-        self.mark_failed
+        self.events_recorded_or_reset()
     }
 }
