@@ -82,5 +82,8 @@ decision_view() {
   # Ctrl-C reaches the services too, and they may exit before the INT trap runs: give it time.
   sleep 0.3
   echo "$me: a process exited (status $status${logs_hint:+; $logs_hint}); stopping the others" >&2
+  # Status 0 is a clean stop asked from outside (Envoy and the services exit 0 on SIGINT and
+  # SIGTERM), as from a shell that started this in the background, where SIGINT cannot be trapped.
+  [ "$status" -eq 0 ] && exit 0
   exit 1
 }

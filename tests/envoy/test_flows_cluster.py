@@ -10,7 +10,7 @@ What docs/src/policy/flows.md ("Across Envoys") promises:
 - a marking call acknowledged with 202 (the 2024-11-05 HTTP+SSE transport), with a body or without,
   marks across Envoys (the acknowledgement waits until the mark is recorded); one whose reply is
   reset before its end does not (nothing is left to hold until the service answers); a reply the
-  filter refuses in its body marks, its error held until the mark is recorded;
+  filter refuses, at its headers or in its body, marks, its error held until the mark is recorded;
 - with Redis stopped, the flow's tools are refused `limiter_unavailable` even under
   `failure_mode: "allow"`, a tool outside the flow follows `failure_mode` (forwarded), and a marking
   result never reaches the client unmarked (its response is reset).
@@ -146,6 +146,21 @@ def test_a_refused_reply_marks_across_envoys_before_its_error_goes_on(cluster, s
     assert (r.status, body["id"], body["error"]["data"]["kind"]) == (200, 17, "result_refused")
     r, body = call(b, tok, "http_post", 18)
     assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+
+
+def test_a_reply_refused_at_its_headers_marks_across_envoys_before_its_error_goes_on(cluster, stub):
+    # A reply that is neither JSON nor SSE is refused at its headers: its error (a failed tool call)
+    # is the local reply, sent once the service has recorded the call's mark.
+    a, b = cluster["envoys"]
+    tok = token("refused-at-headers")
+    stub.route("/secret-html", Canned(200, [("content-type", "text/html")], b"<p>the secret</p>"))
+    r, body = call(a, tok, "read_secret", 21, "/secret-html")
+    assert (r.status, body["id"], body["error"]["data"]["kind"]) == (200, 21, "result_refused")
+    assert b"the secret" not in r.body
+    r, body = call(b, tok, "http_post", 22)
+    assert (body["error"]["data"]["kind"], body["error"]["data"]["mark"]) == ("flow_denied", "secret")
+    # Another grant is not affected.
+    assert forwarded(call(b, token("other"), "http_post", 23)[1])
 
 
 def test_a_reply_refused_part_way_gets_its_error_and_marks(cluster, stub):

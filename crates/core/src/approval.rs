@@ -125,7 +125,7 @@ pub fn key_for(
 /// The caller's four members, in key order (`act`, `client_id`, `policy`, `subject`; each `null`
 /// when absent): the `"caller"` object of the key and the members of the check request alike, so
 /// what the service shows is what the key binds.
-fn write_caller(out: &mut String, c: &Provenance) {
+pub(crate) fn write_caller(out: &mut String, c: &Provenance) {
     out.push_str("\"act\":");
     write_act(out, &c.act);
     out.push_str(",\"client_id\":");

@@ -21,7 +21,7 @@
 //!
 //! Layer `policy` (crate docs); may use: `terms`, `wire`, `identity`, `limits`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crate::wire::fold::FoldedNames;
 
@@ -41,21 +41,7 @@ pub use rules::{NeedsApproval, ToolRule};
 
 use crate::limits::Limit;
 
-/// A map keyed by a tool or method name, looked up several times for every call (the rule, its
-/// limits, its mode, its pin). Natively it hashes with foldhash: SipHash costs about 600
-/// instructions of every allowed call (`bench/native_instructions.py`). foldhash's own per-map seed
-/// (addresses and the time, not the operating system's randomness) is enough here: the keys are the
-/// policy's own, inserted at load, and a caller's name only looks one up, so no caller can build a
-/// chain of colliding keys. The wasm module keeps std's hasher: foldhash would add bytes its size
-/// target does not leave (`make size-check`).
-pub type NameMap<V> = HashMap<String, V, NameHasher>;
-
-/// The hasher of [`NameMap`], seeded per map.
-#[cfg(not(target_arch = "wasm32"))]
-pub type NameHasher = foldhash::fast::RandomState;
-/// The hasher of [`NameMap`], seeded per map.
-#[cfg(target_arch = "wasm32")]
-pub type NameHasher = std::hash::RandomState;
+pub use crate::wire::{NameHasher, NameMap};
 
 /// The runtime policy, built once per plugin configuration.
 #[derive(Debug, Clone)]
@@ -210,6 +196,10 @@ impl Policy {
     /// The mode for a call to `tool` (`None`: not a tool call): its `gateway.tool_modes` entry, else
     /// `gateway.mode`.
     pub fn mode_for(&self, tool: Option<&str>) -> Mode {
+        if matches!(self.stance, Stance::Contained { .. }) {
+            // `contain` cuts a caller off at once: no dry run shadows it.
+            return Mode::Enforce;
+        }
         let Some(t) = tool else { return self.gateway.mode };
         match self.gateway.tool_modes.get(t) {
             Some(m) => *m,

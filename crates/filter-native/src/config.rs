@@ -64,7 +64,8 @@ impl Config {
             Err(e) => {
                 error!(
                     "policy not loaded: {e}. Envoy refuses this configuration: on a reload the previous policy \
-                     keeps serving, at startup Envoy exits"
+                     keeps serving; at startup Envoy exits, or with the policy from ECDS answers every \
+                     request 500 until a valid one is applied"
                 );
                 return None;
             }

@@ -116,6 +116,9 @@ pub struct Filter {
     /// sent, and whether it waits at its headers (`Plan::Unanswered`: its body, passed unread, is
     /// buffered meanwhile) rather than with its body.
     pub(crate) mark_call: Option<(u64, usize, bool)>,
+    /// The error that replaces a reply refused at its headers, sent once the service has recorded
+    /// the marks the refusal set.
+    pub(crate) error_after_marks: Option<Reply>,
     /// The request came with a `content-length` header.
     has_length: bool,
     /// The length of a held body that came without `content-length`: set as that header when the
@@ -149,6 +152,7 @@ impl Filter {
             mark_failed: false,
             marks_out: Vec::new(),
             mark_call: None,
+            error_after_marks: None,
             has_length: false,
             missing_length: None,
             effects: Effects::default(),

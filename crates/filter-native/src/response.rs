@@ -55,7 +55,13 @@ impl Filter {
                 if self.refused(&bad) {
                     return Flow::Stop;
                 }
-                self.send(bad.reply())
+                if self.marks_out.is_empty() {
+                    return self.send(bad.reply());
+                }
+                // With the rate limit service, the error waits until the marks are recorded, as
+                // one that replaces a body does.
+                self.error_after_marks = Some(bad.reply());
+                self.send_marks(true)
             }
         }
     }
@@ -308,13 +314,10 @@ impl Filter {
             MarkRecord::Set => self.config.metrics.mark_set(&self.stream),
             MarkRecord::Queued => {}
             MarkRecord::NoGrant => {
-                warn!(
-                    "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
-                    self.id
-                );
+                warn!("[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant", self.id);
             }
             MarkRecord::Failed(u) => {
-                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
+                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?})", self.id);
             }
         }
     }

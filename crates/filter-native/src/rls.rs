@@ -137,9 +137,13 @@ impl Filter {
         if let Some((call, sent, _)) = self.mark_call {
             if call == id {
                 self.mark_call = None;
-                // Held while the marks were recorded: released as it stands, or reset.
+                // Held while the marks were recorded: released as it stands (or its error sent), or
+                // reset.
                 if self.marks_answered(&answer, sent) == Flow::Continue {
-                    self.resume_response();
+                    match self.error_after_marks.take() {
+                        Some(error) => _ = self.send(error),
+                        None => self.resume_response(),
+                    }
                 }
                 return;
             }

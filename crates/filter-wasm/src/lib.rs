@@ -147,6 +147,9 @@ struct Filter {
     /// The response body held while the service records marks: the callout's token, the bytes held
     /// and how many marks were sent.
     mark_call: Option<(u32, usize, usize)>,
+    /// The error that replaces a reply refused at its headers, sent once the service has recorded
+    /// the marks the refusal set.
+    error_after_marks: Option<mcp_policy_core::wire::reply::Reply>,
 }
 
 /// How far a request got: its headers, its body, a callout it is held for, or its decision.

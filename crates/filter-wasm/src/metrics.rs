@@ -9,7 +9,6 @@
 //! that set defines its counter when it first occurs.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
@@ -39,7 +38,7 @@ impl FromIterator<(&'static str, u32)> for ByLabel {
 
 pub struct Metrics {
     totals: ByLabel,
-    per_tool: RefCell<HashMap<String, ByLabel>>,
+    per_tool: RefCell<mcp_policy_core::policy::NameMap<ByLabel>>,
     other_tool: RefCell<ByLabel>,
     tracked_grants: Option<u32>,
     tools_list_removed: Option<u32>,
@@ -67,7 +66,7 @@ impl Metrics {
     pub fn none() -> Self {
         Metrics {
             totals: ByLabel::default(),
-            per_tool: RefCell::new(HashMap::new()),
+            per_tool: RefCell::default(),
             other_tool: RefCell::new(ByLabel::default()),
             tracked_grants: None,
             tools_list_removed: None,

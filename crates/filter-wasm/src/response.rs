@@ -198,13 +198,10 @@ impl Filter {
             MarkRecord::Set => self.metrics.mark_set(),
             MarkRecord::Queued => {}
             MarkRecord::NoGrant => {
-                warn!(
-                    "[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant; resetting",
-                    self.id
-                );
+                warn!("[ctx {}] a result of tool '{tool}' sets mark '{mark}' on a stream without a grant", self.id);
             }
             MarkRecord::Failed(u) => {
-                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?}); resetting the response", self.id);
+                warn!("[ctx {}] cannot record mark '{mark}' of tool '{tool}' ({u:?})", self.id);
             }
         }
     }
@@ -225,7 +222,13 @@ impl Filter {
         if self.refused(&bad) {
             return Action::Pause;
         }
-        self.send(bad.reply())
+        if self.marks_out.is_empty() {
+            return self.send(bad.reply());
+        }
+        // With the rate limit service, the error waits until the marks are recorded, as one that
+        // replaces a body does (no body counts as more bytes meanwhile).
+        self.error_after_marks = Some(bad.reply());
+        self.send_marks(usize::MAX)
     }
 
     /// A response that cannot be filtered, refused (`bad` replaces it): the events of its results

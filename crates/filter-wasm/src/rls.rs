@@ -102,7 +102,9 @@ impl Filter {
                 for _ in 0..sent {
                     self.metrics.mark_set();
                 }
-                if let Err(s) = hostcalls::resume_http_response() {
+                if let Some(error) = self.error_after_marks.take() {
+                    self.send(error);
+                } else if let Err(s) = hostcalls::resume_http_response() {
                     warn!("[ctx {}] cannot resume the response after its marks were recorded ({s:?})", self.id);
                 }
             }

@@ -100,7 +100,8 @@ impl RootContext for Root {
                 // load` lines: say first what they mean for traffic.
                 error!(
                     "[root {}] policy not loaded: {e}. Envoy refuses this configuration: on a reload the \
-                     previous policy keeps serving, at startup Envoy exits; its next lines (\"Plugin ... \
+                     previous policy keeps serving; at startup Envoy exits, or with the policy from ECDS \
+                     answers every request 500 until a valid one is applied; its next lines (\"Plugin ... \
                      failed to load\") are about this refusal",
                     self.id
                 );
@@ -129,6 +130,7 @@ impl RootContext for Root {
             mark_failed: false,
             marks_out: Vec::new(),
             mark_call: None,
+            error_after_marks: None,
         }))
     }
 

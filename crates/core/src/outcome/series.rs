@@ -13,7 +13,7 @@
 //! | `allowed` | `action: "allow"` (or `{}`; `default: "allow"` for `other`) |
 //! | `approved`, `approval_required`, `approval_denied`, `approval_unavailable` | `action: "require_approval"` |
 //! | `rate_limited`, `limiter_unavailable` | an allowed tool with `limits`, or any `all_tools.limits` |
-//! | `would_deny` | the tool's mode is `dry_run`, or `gateway.mode` is (batches follow `gateway.mode`) |
+//! | `would_deny` | the tool's mode is `dry_run`, or `gateway.mode` is |
 //!
 //! `passed` never carries a tool. Should a decision outside this set still occur, the host defines
 //! its counter then, so no decision goes uncounted.

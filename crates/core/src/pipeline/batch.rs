@@ -54,8 +54,16 @@ pub(super) fn on_batch(
                     Message::Notification { .. } => None,
                     m => Some(m.id()),
                 };
-                list_ids.extend(msg.tools_list_id());
-                match judge_message(policy, head, &msg, &grant, limiter) {
+                // Each element is held to its version as a single message is (a method the
+                // version does not have, a `_meta` version that disagrees).
+                let judged = match version::of_message(policy, head, &msg) {
+                    Ok(_) => {
+                        list_ids.extend(msg.tools_list_id());
+                        judge_message(policy, head, &msg, &grant, limiter)
+                    }
+                    Err(refusal) => Judged::Refused(*refusal),
+                };
+                match judged {
                     Judged::Forward(d, adm, counted) => {
                         admissions.extend(adm);
                         if let Some(refusal) = d.tool.as_deref().and_then(|t| alone(policy, t)) {

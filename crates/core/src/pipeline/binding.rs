@@ -4,6 +4,8 @@
 
 use super::credential::grant_of;
 use super::{refuse, HeaderValue, Outcome, RequestHead};
+use sha2::{Digest, Sha256};
+
 use crate::identity::grant::GrantId;
 use crate::identity::session::{self, event, legacy, StreamIds};
 use crate::outcome::refusal::{Refusal, EVENT_ID_INVALID, LEGACY_SESSION_INVALID, SESSION_INVALID};
@@ -39,12 +41,29 @@ pub struct Binding {
     pub path: Option<Vec<u8>>,
 }
 
+/// Whom the ids a request presents or is handed belong to: its grant, and under a policy set or
+/// `gateway.identity` its caller too (the attached policy, subject, client and actors, as an
+/// approval's key binds them), so that a session handed out to one caller is refused from another
+/// caller of the same grant (the same `sub` through another client or actor chain, or under
+/// another policy).
+fn owner(grant: GrantId, head: &RequestHead) -> GrantId {
+    let Some(caller) = head.caller.get() else { return grant };
+    let mut text = String::from("{");
+    crate::approval::write_caller(&mut text, caller);
+    text.push('}');
+    let mut h = Sha256::new();
+    h.update(b"mcp-policy-filter session owner\0");
+    h.update(grant);
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
 /// Check the request's bound ids against its grant: its `Mcp-Session-Id`, then its `Last-Event-ID`
 /// (bound to the grant and to that session), then the session in its query (`session_id`,
 /// `sessionId`, `sessionid`). An empty `Last-Event-ID` names no event and passes as it is.
 pub fn check_session(policy: &Policy, head: &RequestHead) -> SessionCheck {
     let Some(keys) = &policy.gateway.session_keys else { return SessionCheck::Unbound };
-    let grant = grant_of(policy, head).ok().map(|g| g.id);
+    let grant = grant_of(policy, head).ok().map(|g| owner(g.id, head));
     let refused = |why| SessionCheck::Refuse(Box::new(refuse(Refusal::SessionInvalid { why }, &Id::null())));
     let mut bound = Binding { grant, ..Binding::default() };
     match (&head.session_id, &grant) {

@@ -75,7 +75,7 @@ fn on_message(policy: &Policy, head: &RequestHead, msg: &Message, body: &[u8], l
     let id = || msg.id();
     let version = match version::of_message(policy, head, msg) {
         Ok(v) => v,
-        Err(out) => return *out,
+        Err(refusal) => return refuse(*refusal, &id()),
     };
     if let Some(why) = header_mismatch(head, msg, version.rules().method_headers) {
         return refuse(Refusal::HeaderMismatch { why }, &id());

@@ -24,9 +24,9 @@ fn refused(refusal: Refusal, id: &Id) -> Box<Outcome> {
     Box::new(refuse(refusal, id))
 }
 
-/// The reply for a version that cannot be used (HTTP 400 in every case).
-fn version_refusal(policy: &Policy, e: VersionError, id: &Id) -> Box<Outcome> {
-    let refusal = match e {
+/// The refusal of a version that cannot be used (HTTP 400 in every case).
+fn version_refusal(policy: &Policy, e: VersionError) -> Refusal {
+    match e {
         VersionError::Mismatch(why) => Refusal::HeaderMismatch { why },
         VersionError::MissingMeta => Refusal::InvalidParams {
             detail: "an MCP 2026-07-28 request needs params._meta[\"io.modelcontextprotocol/protocolVersion\"]".into(),
@@ -39,14 +39,13 @@ fn version_refusal(policy: &Policy, e: VersionError, id: &Id) -> Box<Outcome> {
             };
             Refusal::UnsupportedProtocolVersion { why, requested, supported: policy.gateway.protocol_versions }
         }
-    };
-    refused(refusal, id)
+    }
 }
 
 /// The version of one message, after the checks its version asks for: a known, accepted version;
 /// no `Mcp-Session-Id` and no client responses in 2026-07-28; the method exists in the version.
-pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> Result<Version, Box<Outcome>> {
-    let id = msg.id();
+/// Else its refusal: a single message's, and each element's of a batch.
+pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> Result<Version, Box<Refusal>> {
     let (meta, is_request) = match msg {
         Message::Request { meta_version, .. } => (meta_version.clone(), true),
         _ => (MetaVersion::Absent, false),
@@ -60,9 +59,9 @@ pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> 
         policy.gateway.protocol_versions,
         is_initialize,
     )
-    .map_err(|e| version_refusal(policy, e, &id))?;
+    .map_err(|e| Box::new(version_refusal(policy, e)))?;
     let rules = version.rules();
-    let forbidden = |why: &str| refused(Refusal::InvalidRequest { detail: why.to_owned() }, &id);
+    let forbidden = |why: &str| Box::new(Refusal::InvalidRequest { detail: why.to_owned() });
     if !rules.sessions && head.session_id != HeaderValue::Absent {
         return Err(forbidden("MCP 2026-07-28 has no sessions: Mcp-Session-Id must not be sent"));
     }
@@ -85,7 +84,7 @@ pub(super) fn of_message(policy: &Policy, head: &RequestHead, msg: &Message) -> 
             .then(|| ("unknown_method", format!("method {name} is not an MCP method this gateway knows")))
     };
     match not_found {
-        Some((rule, reason)) => Err(refused(Refusal::MethodNotFound { rule, reason, version }, &id)),
+        Some((rule, reason)) => Err(Box::new(Refusal::MethodNotFound { rule, reason, version })),
         None => Ok(version),
     }
 }
@@ -100,7 +99,7 @@ pub(super) fn of_batch(policy: &Policy, head: &RequestHead) -> Result<Version, B
         policy.gateway.protocol_versions,
         false,
     )
-    .map_err(|e| version_refusal(policy, e, &id))?;
+    .map_err(|e| refused(version_refusal(policy, e), &id))?;
     if !version.rules().batches {
         let why = format!("JSON-RPC batches are not part of MCP {} (removed in 2025-06-18)", version.as_str());
         return Err(refused(Refusal::InvalidRequest { detail: why }, &id));
@@ -113,5 +112,5 @@ pub(super) fn of_stream(policy: &Policy, head: &RequestHead) -> Result<(), Box<O
     let header = header_str(&head.protocol_version);
     protocol::detect(header, &MetaVersion::Absent, false, policy.gateway.protocol_versions, true)
         .map(|_| ())
-        .map_err(|e| version_refusal(policy, e, &Id::null()))
+        .map_err(|e| refused(version_refusal(policy, e), &Id::null()))
 }

@@ -22,7 +22,7 @@ pub struct Gateway {
     pub max_body_bytes: usize,
     pub max_tracked_grants: u64,
     /// Registered grants by SHA-256 of the token, with their labels; empty means any token.
-    pub grants: HashMap<[u8; 32], String>,
+    pub grants: HashMap<[u8; 32], String, crate::policy::NameHasher>,
     /// Also remove tools denied by name from `tools/list` results.
     pub hide_denied_tools: bool,
     /// Largest `tools/list` response filtered, in bytes; larger ones get 502.

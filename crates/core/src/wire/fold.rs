@@ -189,14 +189,14 @@ impl std::fmt::Write for Capped {
 /// next.
 #[derive(Debug, Clone, Default)]
 pub struct FoldedNames {
-    by_key: std::collections::HashMap<String, String>,
+    by_key: super::NameMap<String>,
     /// The longest key: a called name whose key is longer matches none, and is not folded further.
     longest: usize,
 }
 
 impl FoldedNames {
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut by_key = std::collections::HashMap::<String, String>::new();
+        let mut by_key = super::NameMap::<String>::default();
         for n in names {
             let found = by_key.entry(tool_key(n).into_owned()).or_insert_with(|| n.to_owned());
             if n < found.as_str() {

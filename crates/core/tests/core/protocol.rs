@@ -433,3 +433,31 @@ fn a_refusal_shaped_as_a_tool_result_says_its_result_type_in_2026() {
         r#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"tool is hidden by policy"}],"isError":true}}"#
     );
 }
+
+#[test]
+fn a_batch_element_is_held_to_the_methods_of_the_batchs_version() {
+    // A batch is read by MCP 2025-03-26, whose method table holds for each element as it does for a
+    // message on its own: a method of a later version, or of none, is refused in its slot.
+    let p = policy("");
+    let h = [("mcp-protocol-version", "2025-03-26")];
+    let single = decide(&p, &h, r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
+    assert_eq!(refusal(&single), (200, -32601, "method_not_found".into()));
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"server/discover"},{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"x/custom"}]"#;
+    let o = decide(&p, &h, batch);
+    assert_eq!((o.decision.kind, o.decision.rule.as_deref()), (DecisionKind::Denied, Some("protocol_version")));
+    let r = o.reply.unwrap();
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        (r.status, &v[0]["error"]["message"], &v[1]["error"]["data"]["kind"], &v[2]["error"]["data"]["rule"]),
+        (
+            200,
+            &json!("Method not found: method server/discover does not exist in MCP 2025-03-26"),
+            &json!("batch_refused"),
+            &json!("unknown_method")
+        )
+    );
+    // Named in gateway.methods, a method no version defines is the policy's to decide, in a batch too.
+    let named = policy(r#""methods":{"x/custom":"allow"}"#);
+    let ok = r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"x/custom"}]"#;
+    assert!(decide(&named, &h, ok).reply.is_none());
+}

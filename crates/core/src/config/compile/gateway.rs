@@ -134,8 +134,8 @@ fn byte_limit(value: Option<u64>, default: u64, path: &str, errs: &mut Errors) -
 }
 
 /// `gateway.grants`: labels by SHA-256 of the token, each hash once.
-fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String> {
-    let mut registry = HashMap::new();
+fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String, crate::policy::NameHasher> {
+    let mut registry = HashMap::default();
     for (i, g) in specs.iter().enumerate() {
         let path = format!("gateway.grants[{i}]");
         let Some(id) = crate::identity::grant::from_hex32(&g.sha256.to_ascii_lowercase()) else {

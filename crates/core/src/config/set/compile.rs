@@ -197,9 +197,14 @@ fn grant_id(text: &str, base: &Policy) -> Result<[u8; 32], String> {
         }
         return Ok(id);
     }
-    registry
-        .iter()
-        .find(|(_, label)| *label == text)
-        .map(|(id, _)| *id)
-        .ok_or_else(|| format!("'{text}' is neither sha256:<64 hex> nor a label of gateway.grants"))
+    // A label may be given to several grants (the registry is a map, in no fixed order): it names
+    // one only when it is that grant's alone.
+    let mut named = registry.iter().filter(|(_, label)| *label == text);
+    match (named.next(), named.next()) {
+        (Some((id, _)), None) => Ok(*id),
+        (Some(_), Some(_)) => {
+            Err("labels more than one grant of gateway.grants: name the grant by sha256:<64 hex>".into())
+        }
+        (None, _) => Err(format!("'{text}' is neither sha256:<64 hex> nor a label of gateway.grants")),
+    }
 }

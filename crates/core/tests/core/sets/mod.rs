@@ -265,3 +265,77 @@ fn matchers_hold_as_documented() {
     assert!(c.equals("sub", "a") && !c.equals("groups", "ops") && !c.equals("n", "1") && !c.equals("missing", ""));
     assert_eq!(payload::MAX_ACTORS, 8);
 }
+
+#[test]
+fn a_label_given_to_two_grants_names_neither() {
+    // The registry has no order: a label shared by two grants would match one of them, a different
+    // one on each load. It is refused where a matcher uses it, and left alone elsewhere.
+    let [a, b] = [b"ci-token-1".as_slice(), b"ci-token-2"].map(|t| {
+        mcp_policy_core::identity::grant::hex(&mcp_policy_core::identity::grant::Grant::from_credential(t).id)
+    });
+    let text = |when: &str| {
+        format!(
+            r#"{{"version":"1","policies":{{"a":{{"version":"1"}}}},"attach":[{{"policy":"a","when":[{when}]}}],
+            "gateway":{{"grants":[{{"sha256":"{a}","label":"ci"}},{{"sha256":"{b}","label":"ci"}}]}}}}"#
+        )
+    };
+    let e = set_err(&text(r#"{"grant":"ci"}"#));
+    assert_eq!(paths(&e), ["attach[0].when[0].grant"]);
+    assert_eq!(e[0].message, "labels more than one grant of gateway.grants: name the grant by sha256:<64 hex>");
+    let ok = config::load_set(text(&format!(r#"{{"grant":"sha256:{a}"}}"#)).as_bytes()).unwrap();
+    let id = mcp_policy_core::identity::grant::Grant::from_credential(b"ci-token-1").id;
+    assert_eq!(ok.choose(None, Some(&id)).1, Why::Attached(0));
+    let other = mcp_policy_core::identity::grant::Grant::from_credential(b"ci-token-2").id;
+    assert_eq!(ok.choose(None, Some(&other)).1, Why::NoRule);
+}
+
+#[test]
+fn containment_is_enforced_under_dry_run() {
+    // `contain` is an incident's cut-off: neither `gateway.mode` nor `tool_modes` in dry run lets a
+    // contained caller's call through, while another caller's refusal is still only shadowed.
+    for gateway in [r#""mode":"dry_run""#, r#""tool_modes":{"vm_agent_exec":"dry_run","list_vms":"dry_run"}"#] {
+        let text = set_text().replace(r#""gateway": {"#, &format!(r#""gateway": {{{gateway}, "#));
+        let s = config::load_set(text.as_bytes()).unwrap();
+        let store = MemoryStore::default();
+        let (a, c) = call_as(&s, r#"{"sub":"mallory","groups":["ops"]}"#, "vm_agent_exec", &store);
+        assert_eq!((a.why, kind(&c), c.decision.dry_run), (Why::Contained(0), Some("contained"), false), "{gateway}");
+        assert!(c.reply.unwrap().body.contains(r#""kind":"contained""#), "{gateway}");
+        let (a, ro) = call_as(&s, r#"{"sub":"bob","scope":"vms:read"}"#, "vm_agent_exec", &store);
+        assert_eq!((a.why, kind(&ro), ro.decision.dry_run, ro.reply), (Why::Attached(1), Some("denied"), true, None));
+    }
+}
+
+#[test]
+fn a_session_is_bound_to_its_caller_not_only_to_its_grant() {
+    // Under `gateway.identity` the grant is the `sub` claim's hash: a session alice opened through
+    // one client under `ops` is refused from alice through another client attached to `readonly`
+    // (it could resume the ops stream), and accepted from the caller it was handed to.
+    let text = set_text()
+        .replace(r#""gateway": {"#, r#""gateway": {"session_key": {"current": "0123456789abcdef0123456789abcdef"}, "#);
+    let s = config::load_set(text.as_bytes()).unwrap();
+    let plan_of = |claims: &str, sid: Option<&str>| {
+        let v = b64url(claims);
+        let mut extra: Vec<(&str, &[u8])> = vec![("x-jwt-payload", v.as_bytes())];
+        if let Some(sid) = sid {
+            extra.push(("mcp-session-id", sid.as_bytes()));
+        }
+        let h = head(&s, &extra);
+        pipeline::request_headers(Some(&s), mcp_policy_core::config::Shared::clone(s.base()), &h, false)
+    };
+    let ops = r#"{"sub":"alice","groups":["ops"],"client_id":"ops-console"}"#;
+    let first = plan_of(ops, None);
+    let grant = first.binding.unwrap().grant;
+    let sid = pipeline::session_id_out(&first.policy, grant.as_ref(), b"S-ops", false).unwrap();
+    let again = plan_of(ops, Some(&sid));
+    assert_eq!((again.next, again.binding.unwrap().session), (HeadOutcome::NeedBody, Some(b"S-ops".to_vec())));
+    for other in [
+        r#"{"sub":"alice","scope":"vms:read","client_id":"rogue-agent"}"#,
+        r#"{"sub":"alice","groups":["ops"],"client_id":"ops-console","act":{"sub":"agent-x"}}"#,
+    ] {
+        let plan = plan_of(other, Some(&sid));
+        let HeadOutcome::Done(out) = plan.next else { panic!("{other}: the session was accepted") };
+        let reply = out.reply.unwrap();
+        assert_eq!(reply.status, 404, "{other}");
+        assert!(reply.body.contains(r#""kind":"session_invalid""#), "{other}: {}", reply.body);
+    }
+}
