@@ -253,7 +253,18 @@ def test_mcp_policy_apply_reports_applied_then_rejected(stack, stub, tmp_path):
     r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
     assert (r.returncode, r.stderr) == (0, ""), r
     assert r.stdout.startswith(f"{policy_file}: applied: Envoy loaded the new policy for mcp_policy in "), r.stdout
+    assert r.stdout.count("\n") == 1, r.stdout  # its approval cluster, mcp_approvals, is Envoy's
     wait_until_stable(lambda: outcome(call(envoy, "list_vms")), (200, -31001, FROZEN))
+    # A service cluster Envoy does not have: Envoy loads the policy all the same, and apply says so.
+    typo = with_list_vms_denied(shipped_ecds_policy())
+    typo["gateway"]["approval"]["cluster"] = "mcp_approvalz"
+    r = apply(json.dumps(typo))
+    assert (r.returncode, r.stderr) == (0, ""), r
+    assert r.stdout.splitlines()[1] == (
+        f"{policy_file}: warning: gateway.approval.cluster 'mcp_approvalz' is not a cluster of this Envoy (admin "
+        "/clusters): every call that needs that service is refused until the cluster exists"), r.stdout
+    r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
+    assert (r.returncode, r.stdout.count("\n")) == (0, 1), r
     r = apply('{"version": "1", "tools": {"list_vms": {"acton": "allow"}}}\n', "--no-check")
     assert r.returncode == 5, r
     assert r.stderr.startswith(f"{policy_file}: rejected: Envoy refused the new configuration of mcp_policy "), r.stderr

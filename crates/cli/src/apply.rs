@@ -207,6 +207,33 @@ pub fn rejection_lines(text: &str) -> Vec<String> {
     out.into_iter().map(|(m, n)| if n > 1 { format!("{m} (x{n})") } else { m }).collect()
 }
 
+/// A warning for each service cluster the policy names (`gateway.approval.cluster`,
+/// `gateway.rate_limit_service.cluster`) that Envoy's admin `/clusters` does not list: Envoy loads
+/// such a policy (an ECDS filter's clusters are not checked against the bootstrap), and every call
+/// that needs the service is then refused. Nothing when the list cannot be read.
+fn missing_clusters(policy: &str, authority: &str) -> Vec<String> {
+    let Ok(set) = config::load_set_with_env(policy.as_bytes(), &key_from_env) else { return Vec::new() };
+    let Ok(listed) = admin_get(authority, "/clusters") else { return Vec::new() };
+    let known: std::collections::BTreeSet<&str> =
+        listed.lines().filter_map(|l| l.split_once("::")).map(|(n, _)| n).collect();
+    let gw = &set.base().gateway;
+    let named = [
+        gw.approval.as_ref().map(|a| ("gateway.approval.cluster", a.cluster.as_str())),
+        gw.rate_limit_service.as_ref().map(|r| ("gateway.rate_limit_service.cluster", r.cluster.as_str())),
+    ];
+    named
+        .into_iter()
+        .flatten()
+        .filter(|(_, cluster)| !known.contains(cluster))
+        .map(|(path, cluster)| {
+            format!(
+                "warning: {path} '{cluster}' is not a cluster of this Envoy (admin /clusters): every call that \
+                 needs that service is refused until the cluster exists"
+            )
+        })
+        .collect()
+}
+
 /// What `apply` does besides loading the policy (already done by the caller).
 pub struct Target<'a> {
     /// The ECDS file Envoy watches.
@@ -274,10 +301,14 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
         }
         if now.success > before.success {
             let ms = started.elapsed().as_millis();
-            return Ok(format!(
+            let mut msg = format!(
                 "applied: Envoy loaded the new policy for {name} in {ms} ms (update_success {} -> {})",
                 before.success, now.success
-            ));
+            );
+            for missing in missing_clusters(policy, &authority) {
+                msg.push_str(&format!("\n{missing}"));
+            }
+            return Ok(msg);
         }
         if started.elapsed() >= t.timeout {
             return Err(fail(
@@ -314,7 +345,10 @@ pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
         timeout: args.timeout,
     };
     match apply(&text, &target) {
-        Ok(line) => Ok(Report { stdout: format!("{policy_file}: {line}\n"), stderr: warnings, status: OK }),
+        Ok(lines) => {
+            let stdout = lines.lines().map(|l| format!("{policy_file}: {l}\n")).collect();
+            Ok(Report { stdout, stderr: warnings, status: OK })
+        }
         Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
         Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),
     }

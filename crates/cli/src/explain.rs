@@ -243,9 +243,14 @@ fn result_lines(policy: &Policy, o: &Outcome, body: &[u8]) -> String {
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.
 fn render(policy: &Policy, o: &Outcome) -> String {
     let d = &o.decision;
-    let mut lines: Vec<(&str, String)> = vec![("decision", d.label().to_owned())];
+    // A call held for approval is named as policy tests, the access log and the metrics name it,
+    // with the reason the agent is shown (the tool's `reason`).
+    let held = o.reply.is_none().then_some(o.approval.as_ref()).flatten();
+    let label = if held.is_some() { "approval_required" } else { d.label() };
+    let mut lines: Vec<(&str, String)> = vec![("decision", label.to_owned())];
     lines.push(("rule", d.rule.clone().unwrap_or_else(|| "-".into())));
-    lines.push(("reason", d.reason.clone().unwrap_or_else(|| "-".into())));
+    let reason = d.reason.as_ref().or(held.and_then(|p| p.reason.as_ref()));
+    lines.push(("reason", reason.cloned().unwrap_or_else(|| "-".into())));
     if let Some(m) = &d.method {
         lines.push(("method", m.clone()));
     }

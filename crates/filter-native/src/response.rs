@@ -59,9 +59,16 @@ impl Filter {
                     return self.send(bad.reply());
                 }
                 // With the rate limit service, the error waits until the marks are recorded, as
-                // one that replaces a body does.
+                // one that replaces a body does (sent here if the service answered while its call
+                // started).
                 self.error_after_marks = Some(bad.reply());
-                self.send_marks(true)
+                match self.send_marks(true) {
+                    Flow::Continue => match self.error_after_marks.take() {
+                        Some(error) => self.send(error),
+                        None => Flow::Continue,
+                    },
+                    flow => flow,
+                }
             }
         }
     }

@@ -156,9 +156,9 @@ fn explain_call_that_needs_approval_exits_4() {
         (
             4,
             format!(
-                "decision: allowed\n\
+                "decision: approval_required\n\
                  rule:     tools.start_vm\n\
-                 reason:   -\n\
+                 reason:   starting a VM costs money\n\
                  method:   tools/call\n\
                  tool:     start_vm\n\
                  grant:    sha256:99bb88401742\n\

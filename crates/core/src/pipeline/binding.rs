@@ -46,7 +46,7 @@ pub struct Binding {
 /// approval's key binds them), so that a session handed out to one caller is refused from another
 /// caller of the same grant (the same `sub` through another client or actor chain, or under
 /// another policy).
-fn owner(grant: GrantId, head: &RequestHead) -> GrantId {
+pub(super) fn owner(grant: GrantId, head: &RequestHead) -> GrantId {
     let Some(caller) = head.caller.get() else { return grant };
     let mut text = String::from("{");
     crate::approval::write_caller(&mut text, caller);

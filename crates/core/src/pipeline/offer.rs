@@ -111,7 +111,14 @@ pub(super) fn offer_for(policy: &Policy, head: &RequestHead, version: Version, l
     match version {
         Version::V2026_07_28 if leg.url_elicitation && !leg.is_continuation() => Offer::InputRequired,
         Version::V2025_11_25 => match &head.session_id {
-            HeaderValue::One(id) if crate::identity::session::declares_url_elicitation(keys, grant, id) => {
+            // The id is sealed for the session's owner: the grant, and the caller under a set.
+            HeaderValue::One(id)
+                if crate::identity::session::declares_url_elicitation(
+                    keys,
+                    &super::binding::owner(*grant, head),
+                    id,
+                ) =>
+            {
                 Offer::UrlElicitation
             }
             _ => Offer::Fallback,

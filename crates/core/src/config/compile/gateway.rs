@@ -142,8 +142,14 @@ fn grants(specs: &[GrantSpec], errs: &mut Errors) -> HashMap<[u8; 32], String, c
             fail(errs, format!("{path}.sha256"), "must be 64 hex digits (the SHA-256 of the token)");
             continue;
         };
-        if g.label.is_empty() || g.label.len() > 64 || !g.label.bytes().all(|b| b.is_ascii_graphic()) {
-            fail(errs, format!("{path}.label"), "must be 1 to 64 printable ASCII characters");
+        // A label is named where a grant's `sha256:` id may be (a set's `grant` matcher).
+        let printable = g.label.bytes().all(|b| b.is_ascii_graphic()) && !g.label.starts_with("sha256:");
+        if g.label.is_empty() || g.label.len() > 64 || !printable {
+            fail(
+                errs,
+                format!("{path}.label"),
+                "must be 1 to 64 printable ASCII characters, not starting with sha256:",
+            );
         }
         if registry.insert(id, g.label.clone()).is_some() {
             fail(errs, format!("{path}.sha256"), "listed twice");

@@ -85,3 +85,39 @@ fn another_actor_client_or_policy_is_another_key() {
     let (sent, _) = asked(r#"{"sub":"alice","groups":["ops"]}"#);
     assert_eq!((&sent["client_id"], &sent["act"]), (&Value::Null, &json!([])));
 }
+
+#[test]
+fn an_m2_session_of_a_caller_gets_the_url_elicitation_offer() {
+    // Session ids are sealed for the caller under a set: the `m2.` id a caller's client got for
+    // declaring URL elicitation opens for that caller, and a call held for approval is offered −32042.
+    let text = SET
+        .replace(r#""gateway": {"#, r#""gateway": {"session_key": {"current": "0123456789abcdef0123456789abcdef"}, "#);
+    let set = config::load_set(text.as_bytes()).unwrap();
+    let v = b64url(r#"{"sub":"alice","groups":["ops"],"client_id":"ops-console"}"#);
+    let head_with = |sid: Option<&str>| {
+        let mut headers: Vec<(&str, &[u8])> = vec![
+            (":method", b"POST"),
+            ("content-type", b"application/json"),
+            (":authority", b"gw:10000"),
+            (":path", b"/mcp"),
+            ("mcp-protocol-version", b"2025-11-25"),
+            ("x-jwt-payload", v.as_bytes()),
+        ];
+        if let Some(sid) = sid {
+            headers.push(("mcp-session-id", sid.as_bytes()));
+        }
+        let mut h = RequestHead::from_headers(set.base(), headers);
+        h.cluster = Some("mcp_upstream".into());
+        h
+    };
+    let first = head_with(None);
+    let plan = pipeline::request_headers(Some(&set), config::Shared::clone(set.base()), &first, false);
+    let sid = pipeline::session_id_out(&plan.policy, plan.binding.unwrap().grant.as_ref(), b"up-1", true).unwrap();
+    let h = head_with(Some(&sid));
+    let plan = pipeline::request_headers(Some(&set), config::Shared::clone(set.base()), &h, false);
+    assert_eq!(plan.next, HeadOutcome::NeedBody);
+    let body =
+        br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"start_vm","arguments":{"vmid":100}}}"#;
+    let out = pipeline::on_body(&plan.policy, &h, body, &MemoryStore::default(), T0);
+    assert_eq!(out.approval.expect("held for approval").offer, mcp_policy_core::approval::offer::Offer::UrlElicitation);
+}

@@ -287,6 +287,10 @@ fn a_label_given_to_two_grants_names_neither() {
     assert_eq!(ok.choose(None, Some(&id)).1, Why::Attached(0));
     let other = mcp_policy_core::identity::grant::Grant::from_credential(b"ci-token-2").id;
     assert_eq!(ok.choose(None, Some(&other)).1, Why::NoRule);
+    // A label that reads as a grant's id would be taken for one by a matcher: refused at load.
+    let e = set_err(&text(r#"{"grant":"ci"}"#).replace(r#""label":"ci"}]"#, &format!(r#""label":"sha256:{b}"}}]"#)));
+    assert_eq!(paths(&e), ["gateway.grants[1].label"]);
+    assert_eq!(e[0].message, "must be 1 to 64 printable ASCII characters, not starting with sha256:");
 }
 
 #[test]
