@@ -285,6 +285,9 @@ $(MDBOOK_STAMP):
 ##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic-ecds.yaml, reloaded the same way
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
+# `make reload` talks to the Envoy `make run` started: the admin port it recorded in $(RUN_DIR),
+# unless ADMIN_PORT is given.
+RELOAD_ADMIN_PORT = $(if $(filter command line environment,$(origin ADMIN_PORT)),$(ADMIN_PORT),$(or $(shell cat $(RUN_DIR)/admin-port 2>/dev/null),$(ADMIN_PORT)))
 MCP_PORT ?= 10000
 DEMO_PORT ?= 8000
 APPROVALS_PORT ?= 8095
@@ -319,7 +322,7 @@ reload:
 	    if [ $$st -eq 1 ]; then echo "reload: $$t fails: not applied (the previous policy keeps serving)" >&2; exit 1; \
 	    elif [ $$st -ne 0 ]; then echo "reload: $(RUN_DIR)/policy.json or $$t is invalid (above): not applied (the previous policy keeps serving)" >&2; exit $$st; fi; fi; done
 	@target/release/mcp-policy apply $(RUN_DIR)/policy.json --ecds $(RUN_DIR)/mcp_policy.yaml \
-	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(ADMIN_PORT)
+	  --envoy-log $(RUN_DIR)/envoy.log --admin http://127.0.0.1:$(RELOAD_ADMIN_PORT)
 
 ## run-cluster: cluster-wide limits: Redis, two mcp-ratelimit instances (127.0.0.1:8081, :8082) and
 ##              two Envoys from envoy/envoy-cluster.yaml (127.0.0.1:10000 and :10001) in front of the

@@ -80,7 +80,7 @@ fi
 reload="make reload"
 
 stopped="stopped Envoy, mcp-approvals and the demo server"
-forget_pid() { rm -f "$run_dir/envoy.pid"; }
+forget_pid() { rm -f "$run_dir/envoy.pid" "$run_dir/admin-port"; }
 on_stop=forget_pid
 # Ctrl-C is how this is meant to end: stop everything and exit 0 (a failure exits non-zero).
 int_status=0
@@ -116,6 +116,7 @@ session_key
   >"$run_dir/access.log" 2>"$run_dir/envoy.log" &
 pids+=($!)
 echo $! >"$run_dir/envoy.pid"
+echo "$admin_port" >"$run_dir/admin-port"  # where `make reload` finds this Envoy's admin
 for _ in $(seq 100); do http_is "http://127.0.0.1:$admin_port/ready" LIVE && break; sleep 0.1; done
 http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envoy.log"
 

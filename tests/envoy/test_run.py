@@ -46,8 +46,9 @@ def outcome(tool: str, id_: int = 1) -> tuple:
     return (r.status, "forwarded")
 
 
-def make_reload(run_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-s", "reload", f"RUN_DIR={run_dir}", f"ADMIN_PORT={PORTS['ADMIN_PORT']}"], cwd=REPO_ROOT,
+def make_reload(run_dir: Path, *, admin_port: bool = True) -> subprocess.CompletedProcess:
+    port = [f"ADMIN_PORT={PORTS['ADMIN_PORT']}"] if admin_port else []
+    return subprocess.run(["make", "-s", "reload", f"RUN_DIR={run_dir}", *port], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -119,7 +120,9 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
     policy["tools"]["list_vms"] = {"action": "deny", "reason": FROZEN}
     (run_dir / "policy.json").write_text(json.dumps(policy, indent=2), encoding="utf-8")
     t0 = time.monotonic()
-    r = make_reload(run_dir)
+    # Without ADMIN_PORT: `make reload` finds the port `make run` recorded.
+    assert (run_dir / "admin-port").read_text() == f"{PORTS['ADMIN_PORT']}\n"
+    r = make_reload(run_dir, admin_port=False)
     assert (r.returncode, r.stderr) == (0, ""), r.stdout
     assert r.stdout.startswith(f"{run_dir}/policy.json: applied: Envoy loaded the new policy for mcp_policy in "), r.stdout
     while outcome("list_vms") != (200, -31001, FROZEN) and time.monotonic() - t0 < RELOAD_DEADLINE:

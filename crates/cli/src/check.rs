@@ -53,9 +53,36 @@ pub fn unset_key_note(path: &str, member: &str, name: &str) -> String {
     )
 }
 
-/// The warnings of a valid policy, one `FILE: warning: …` line each (for stderr).
+/// The warnings of a valid policy, one `FILE: warning: …` line each (for stderr): the filter's own
+/// (`config::warnings`, which it logs too), and tools of `tools` whose names fold together.
 pub fn warning_lines(path: &str, policy: &Policy) -> String {
-    config::warnings(policy).map(|w| format!("{path}: warning: {w}\n")).collect()
+    let mut out: String = config::warnings(policy).map(|w| format!("{path}: warning: {w}\n")).collect();
+    for names in folded_siblings(policy) {
+        out.push_str(&format!(
+            "{path}: warning: tools {} fold to one name ('-' read as '_', surrounding spaces, case and Unicode \
+             forms): a server that folds names runs one tool, which each of these rules then lets through on its own terms; give \
+             the tool one entry\n",
+            names.join(", ")
+        ));
+    }
+    out
+}
+
+/// The names of `tools` that fold together (`wire::fold::tool_key`), in groups of two or more, each
+/// sorted.
+fn folded_siblings(policy: &Policy) -> Vec<Vec<&str>> {
+    let mut by_key: std::collections::BTreeMap<String, Vec<&str>> = std::collections::BTreeMap::new();
+    for name in policy.listed_tools() {
+        by_key.entry(mcp_policy_core::wire::fold::tool_key(name).into_owned()).or_default().push(name);
+    }
+    by_key
+        .into_values()
+        .filter(|names| names.len() > 1)
+        .map(|mut names| {
+            names.sort_unstable();
+            names
+        })
+        .collect()
 }
 
 /// Load a policy or a policy set with the filter's own loader; every error becomes one line naming

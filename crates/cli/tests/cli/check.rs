@@ -281,3 +281,26 @@ fn unreadable_files_exit_2() {
         (2, "mcp-policy: cannot read no/such/policy.json: No such file or directory (os error 2)\n")
     );
 }
+
+#[test]
+fn check_warns_about_tools_whose_names_fold_together() {
+    // `vm-agent-exec` with its own empty rule beside a limited `vm_agent_exec`: a server that reads
+    // `-` as `_` runs one tool, which the empty rule lets through without the limit.
+    let p = scratch(
+        "folded-siblings.json",
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"tools":{
+            "vm_agent_exec":{"limits":[{"counter":"c","window":"minute","max":1}]}," vm-agent-exec":{},"list_vms":{}}}"#,
+    );
+    assert_eq!(
+        run(&["check", &p]),
+        (
+            0,
+            format!("{p}: ok: version 1, default deny, 3 tool rules, 1 limit\n"),
+            format!(
+                "{p}: warning: tools  vm-agent-exec, vm_agent_exec fold to one name ('-' read as '_', surrounding \
+                 spaces, case and Unicode forms): a server that folds names runs one tool, which each of these rules \
+                 then lets through on its own terms; give the tool one entry\n"
+            )
+        )
+    );
+}
