@@ -285,9 +285,11 @@ $(MDBOOK_STAMP):
 ##      FILTER=native: the native build (make dynamic-module) on envoy/envoy-dynamic-ecds.yaml, reloaded the same way
 RUN_DIR ?= .run
 ADMIN_PORT ?= 9901
-# `make reload` talks to the Envoy `make run` started: the admin port it recorded in $(RUN_DIR),
-# unless ADMIN_PORT is given.
-RELOAD_ADMIN_PORT = $(if $(filter command line environment,$(origin ADMIN_PORT)),$(ADMIN_PORT),$(or $(shell cat $(RUN_DIR)/admin-port 2>/dev/null),$(ADMIN_PORT)))
+# `make reload` talks to the Envoy `make run` started: the admin port it recorded in $(RUN_DIR) while
+# that Envoy runs (digits only), unless ADMIN_PORT is given.
+RECORDED_ADMIN_PORT = $(shell kill -0 "$$(cat $(RUN_DIR)/envoy.pid 2>/dev/null)" 2>/dev/null && \
+  grep -xE '[0-9]{1,5}' $(RUN_DIR)/admin-port 2>/dev/null)
+RELOAD_ADMIN_PORT = $(if $(filter command line environment,$(origin ADMIN_PORT)),$(ADMIN_PORT),$(or $(RECORDED_ADMIN_PORT),$(ADMIN_PORT)))
 MCP_PORT ?= 10000
 DEMO_PORT ?= 8000
 APPROVALS_PORT ?= 8095
@@ -372,4 +374,4 @@ include mk/deploy.mk
 ## help: every target with what it does (these `##` comments)
 .PHONY: help
 help:
-	@sed -n 's/^## \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)

@@ -59,6 +59,7 @@ bash scripts/preflight.sh run DEMO_PORT="$demo_port" MCP_PORT="$mcp_port" ADMIN_
   APPROVALS_PORT="$approvals_port" APPROVALS_CHECK_PORT="$check_port" || exit 2
 
 mkdir -p "$run_dir"
+rm -f "$run_dir/admin-port"  # left by a run that was killed: written again once Envoy starts
 # The policy Envoy serves: $run_dir/policy.json, kept between runs (delete it to start over).
 seeded="kept from the last run; rm it to start again from envoy/policy.json"
 if [ ! -f "$run_dir/policy.json" ]; then

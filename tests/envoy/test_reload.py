@@ -259,12 +259,13 @@ def test_mcp_policy_apply_reports_applied_then_rejected(stack, stub, tmp_path):
     typo = with_list_vms_denied(shipped_ecds_policy())
     typo["gateway"]["approval"]["cluster"] = "mcp_approvalz"
     r = apply(json.dumps(typo))
-    assert (r.returncode, r.stderr) == (0, ""), r
-    assert r.stdout.splitlines()[1] == (
-        f"{policy_file}: warning: gateway.approval.cluster 'mcp_approvalz' is not a cluster of this Envoy (admin "
-        "/clusters): every call that needs that service is refused until the cluster exists"), r.stdout
-    r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
     assert (r.returncode, r.stdout.count("\n")) == (0, 1), r
+    assert r.stdout.startswith(f"{policy_file}: applied: "), r.stdout
+    assert r.stderr == (
+        f"{policy_file}: warning: gateway.approval.cluster 'mcp_approvalz' is not a cluster of this Envoy (admin "
+        "/clusters): every call that needs approval is refused until it is\n"), r.stderr
+    r = apply(json.dumps(with_list_vms_denied(shipped_ecds_policy())))
+    assert (r.returncode, r.stdout.count("\n"), r.stderr) == (0, 1, ""), r
     r = apply('{"version": "1", "tools": {"list_vms": {"acton": "allow"}}}\n', "--no-check")
     assert r.returncode == 5, r
     assert r.stderr.startswith(f"{policy_file}: rejected: Envoy refused the new configuration of mcp_policy "), r.stderr

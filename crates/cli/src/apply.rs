@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use mcp_policy_core::config;
 use serde_json::Value;
 
+mod clusters;
+
 use super::args::ApplyArgs;
 use super::check::{key_from_env, load_policy, warning_lines};
 use super::{read_input, Failure, Report, INVALID_POLICY, OK};
@@ -207,31 +209,10 @@ pub fn rejection_lines(text: &str) -> Vec<String> {
     out.into_iter().map(|(m, n)| if n > 1 { format!("{m} (x{n})") } else { m }).collect()
 }
 
-/// A warning for each service cluster the policy names (`gateway.approval.cluster`,
-/// `gateway.rate_limit_service.cluster`) that Envoy's admin `/clusters` does not list: Envoy loads
-/// such a policy (an ECDS filter's clusters are not checked against the bootstrap), and every call
-/// that needs the service is then refused. Nothing when the list cannot be read.
-fn missing_clusters(policy: &str, authority: &str) -> Vec<String> {
-    let Ok(set) = config::load_set_with_env(policy.as_bytes(), &key_from_env) else { return Vec::new() };
-    let Ok(listed) = admin_get(authority, "/clusters") else { return Vec::new() };
-    let known: std::collections::BTreeSet<&str> =
-        listed.lines().filter_map(|l| l.split_once("::")).map(|(n, _)| n).collect();
-    let gw = &set.base().gateway;
-    let named = [
-        gw.approval.as_ref().map(|a| ("gateway.approval.cluster", a.cluster.as_str())),
-        gw.rate_limit_service.as_ref().map(|r| ("gateway.rate_limit_service.cluster", r.cluster.as_str())),
-    ];
-    named
-        .into_iter()
-        .flatten()
-        .filter(|(_, cluster)| !known.contains(cluster))
-        .map(|(path, cluster)| {
-            format!(
-                "warning: {path} '{cluster}' is not a cluster of this Envoy (admin /clusters): every call that \
-                 needs that service is refused until the cluster exists"
-            )
-        })
-        .collect()
+/// What `apply` reports once Envoy loaded the policy: the line to print, and warnings (for stderr).
+pub struct Applied {
+    pub line: String,
+    pub warnings: Vec<String>,
 }
 
 /// What `apply` does besides loading the policy (already done by the caller).
@@ -246,8 +227,8 @@ pub struct Target<'a> {
     pub timeout: Duration,
 }
 
-/// Write `policy` into the ECDS file and wait for Envoy's verdict. Returns the line to print.
-pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
+/// Write `policy` into the ECDS file and wait for Envoy's verdict.
+pub fn apply(policy: &str, t: &Target<'_>) -> Result<Applied, ApplyError> {
     let shown = t.ecds.display();
     let old = std::fs::read(t.ecds).map_err(|e| fail(2, format!("mcp-policy: cannot read {shown}: {e}")))?;
     let (mut text, name) = render(&old, policy).map_err(|e| fail(2, format!("mcp-policy: {shown}: {e}")))?;
@@ -257,7 +238,7 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
     }
     let Some(admin) = t.admin else {
         replace_file(t.ecds, &text).map_err(|e| fail(2, format!("mcp-policy: cannot write {shown}: {e}")))?;
-        return Ok(format!("written: {shown} (Envoy not asked)"));
+        return Ok(Applied { line: format!("written: {shown} (Envoy not asked)"), warnings: Vec::new() });
     };
     let authority = admin_authority(admin)?;
     let before = counters(&authority, &name)
@@ -301,14 +282,11 @@ pub fn apply(policy: &str, t: &Target<'_>) -> Result<String, ApplyError> {
         }
         if now.success > before.success {
             let ms = started.elapsed().as_millis();
-            let mut msg = format!(
+            let line = format!(
                 "applied: Envoy loaded the new policy for {name} in {ms} ms (update_success {} -> {})",
                 before.success, now.success
             );
-            for missing in missing_clusters(policy, &authority) {
-                msg.push_str(&format!("\n{missing}"));
-            }
-            return Ok(msg);
+            return Ok(Applied { line, warnings: clusters::missing(policy, &authority) });
         }
         if started.elapsed() >= t.timeout {
             return Err(fail(
@@ -334,7 +312,7 @@ pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
             status: f.status,
             message: format!("{}\nnot applied: the ECDS file is unchanged and Envoy keeps its policy", f.message),
         })?;
-        warnings = warning_lines(policy_file, set.plain().unwrap_or_else(|| set.base()));
+        warnings = warning_lines(policy_file, &set);
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| Failure { status: INVALID_POLICY, message: format!("{policy_file}: not UTF-8; not applied") })?;
@@ -345,9 +323,11 @@ pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
         timeout: args.timeout,
     };
     match apply(&text, &target) {
-        Ok(lines) => {
-            let stdout = lines.lines().map(|l| format!("{policy_file}: {l}\n")).collect();
-            Ok(Report { stdout, stderr: warnings, status: OK })
+        Ok(done) => {
+            for w in &done.warnings {
+                warnings.push_str(&format!("{policy_file}: {w}\n"));
+            }
+            Ok(Report { stdout: format!("{policy_file}: {}\n", done.line), stderr: warnings, status: OK })
         }
         Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),
         Err(e) => Err(Failure { status: e.status, message: format!("{policy_file}: {}", e.message) }),

@@ -114,7 +114,7 @@ pub fn check(file: &str, doc: &Value, report: &mut Report) {
         };
         let p = set.plain().unwrap_or_else(|| set.base());
         report.stdout.push_str(&format!("{label}: {}\n", summary_of(&set)));
-        report.stderr.push_str(&warning_lines(&label, p));
+        report.stderr.push_str(&warning_lines(&label, &set));
         // Each cluster the policy calls, and whether it carries gRPC (HTTP/2 upstream).
         let named = [
             ("gateway.approval.cluster", p.gateway.approval.as_ref().map(|a| a.cluster.as_str()), false),

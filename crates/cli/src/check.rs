@@ -53,31 +53,46 @@ pub fn unset_key_note(path: &str, member: &str, name: &str) -> String {
     )
 }
 
-/// The warnings of a valid policy, one `FILE: warning: …` line each (for stderr): the filter's own
-/// (`config::warnings`, which it logs too), and tools of `tools` whose names fold together.
-pub fn warning_lines(path: &str, policy: &Policy) -> String {
-    let mut out: String = config::warnings(policy).map(|w| format!("{path}: warning: {w}\n")).collect();
-    for names in folded_siblings(policy) {
-        out.push_str(&format!(
-            "{path}: warning: tools {} fold to one name ('-' read as '_', surrounding spaces, case and Unicode \
-             forms): a server that folds names runs one tool, which each of these rules then lets through on its own terms; give \
-             the tool one entry\n",
-            names.join(", ")
-        ));
+/// The warnings of a valid policy or set, one `FILE: warning: …` line each (for stderr): the
+/// filter's own (`config::warnings`, which it logs too), and entries of a policy's `tools` whose names
+/// fold together.
+pub fn warning_lines(path: &str, set: &PolicySet) -> String {
+    let p = set.plain().unwrap_or_else(|| set.base());
+    let mut out: String = config::warnings(p).map(|w| format!("{path}: warning: {w}\n")).collect();
+    for member in set.members() {
+        let at = member.name.as_ref().map_or_else(String::new, |n| format!("policies.{n}: "));
+        for names in folded_siblings(member) {
+            let names: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    let mut q = String::new();
+                    json::write_str(&mut q, n);
+                    q
+                })
+                .collect();
+            out.push_str(&format!(
+                "{path}: warning: {at}tools {} fold to one name ('-' read as '_', surrounding spaces, case and \
+                 Unicode forms): a server that folds names runs one tool, which each of these entries then lets \
+                 through on its own terms; give the tool one entry\n",
+                names.join(", ")
+            ));
+        }
     }
     out
 }
 
 /// The names of `tools` that fold together (`wire::fold::tool_key`), in groups of two or more, each
-/// sorted.
+/// sorted. A group with an `action: "deny"` entry is left out: the filter refuses every name that
+/// folds onto a denied tool's.
 fn folded_siblings(policy: &Policy) -> Vec<Vec<&str>> {
     let mut by_key: std::collections::BTreeMap<String, Vec<&str>> = std::collections::BTreeMap::new();
     for name in policy.listed_tools() {
         by_key.entry(mcp_policy_core::wire::fold::tool_key(name).into_owned()).or_default().push(name);
     }
+    let denied = |n: &&str| policy.tool_rule(n).is_some_and(|r| r.action == Action::Deny);
     by_key
         .into_values()
-        .filter(|names| names.len() > 1)
+        .filter(|names| names.len() > 1 && !names.iter().any(denied))
         .map(|mut names| {
             names.sort_unstable();
             names
@@ -245,9 +260,8 @@ pub fn check(files: &[String]) -> Result<Report, Failure> {
         }
         match load_bytes(file, &bytes) {
             Ok(set) => {
-                let p = set.plain().unwrap_or_else(|| set.base());
                 report.stdout.push_str(&format!("{file}: {}\n", summary_of(&set)));
-                report.stderr.push_str(&warning_lines(file, p));
+                report.stderr.push_str(&warning_lines(file, &set));
                 report.stderr.push_str(&unset_key_notes(file, &bytes));
             }
             Err(f) => report.fail(&f.message, f.status),

@@ -144,12 +144,18 @@ pub fn command(args: &ContainArgs, containing: bool) -> Result<Report, Failure> 
         .map_err(|e| Failure { status: USAGE_OR_IO, message: format!("mcp-policy: cannot write {file}: {e}") })?;
     let done = if containing { "contained" } else { "released" };
     let mut out = format!("{file}: {done}: {}\n", args.claims.join(" "));
+    let mut warnings = String::new();
     if let Some(ecds) = &args.ecds {
         let t = Target { ecds: Path::new(ecds), admin: Some(&args.admin), envoy_log: None, timeout: args.timeout };
         match apply::apply(&text, &t) {
-            Ok(line) => out.push_str(&format!("{file}: {line}\n")),
+            Ok(done) => {
+                out.push_str(&format!("{file}: {}\n", done.line));
+                for w in &done.warnings {
+                    warnings.push_str(&format!("{file}: {w}\n"));
+                }
+            }
             Err(e) => return Err(Failure { status: e.status, message: format!("{out}{file}: {}", e.message) }),
         }
     }
-    Ok(Report::out(out, OK))
+    Ok(Report { stdout: out, stderr: warnings, status: OK })
 }

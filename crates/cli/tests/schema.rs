@@ -221,6 +221,10 @@ const BOTH_REJECT: &[(&str, &str)] = &[
         "gateway.grants[0].label",
     ),
     (
+        r#"{"version":"1","gateway":{"grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":"sha256:ab"}]}}"#,
+        "gateway.grants[0].label",
+    ),
+    (
         r#"{"version":"1","gateway":{"grants":[{"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","label":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}]}}"#,
         "gateway.grants[0].label",
     ),

@@ -297,9 +297,34 @@ fn check_warns_about_tools_whose_names_fold_together() {
             0,
             format!("{p}: ok: version 1, default deny, 3 tool rules, 1 limit\n"),
             format!(
-                "{p}: warning: tools  vm-agent-exec, vm_agent_exec fold to one name ('-' read as '_', surrounding \
-                 spaces, case and Unicode forms): a server that folds names runs one tool, which each of these rules \
-                 then lets through on its own terms; give the tool one entry\n"
+                "{p}: warning: tools \" vm-agent-exec\", \"vm_agent_exec\" fold to one name ('-' read as '_', \
+                 surrounding spaces, case and Unicode forms): a server that folds names runs one tool, which each of \
+                 these entries then lets through on its own terms; give the tool one entry\n"
+            )
+        )
+    );
+    // A denied entry among them: the filter refuses every name that folds onto it, no warning.
+    let denied = scratch(
+        "folded-denied.json",
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"tools":{"vm_agent_exec":{"action":"deny"},"vm-agent-exec":{}}}"#,
+    );
+    assert_eq!(run(&["check", &denied]).2, "");
+    // In a set, each member's tools, named by the member.
+    let set = scratch(
+        "folded-set.json",
+        r#"{"version":"1","policies":{"ops":{"version":"1","tools":{"a_b":{"limits":[{"counter":"c","window":"minute","max":1}]},"a-b":{}}},
+            "ro":{"version":"1","tools":{"a_b":{}}}},"attach":[{"policy":"ro","when":[{"grant":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}]}],
+            "gateway":{"protocol_versions":["2026-07-28"]}}"#,
+    );
+    let (status, _, stderr) = run(&["check", &set]);
+    assert_eq!(
+        (status, stderr),
+        (
+            0,
+            format!(
+                "{set}: warning: policies.ops: tools \"a-b\", \"a_b\" fold to one name ('-' read as '_', surrounding \
+                 spaces, case and Unicode forms): a server that folds names runs one tool, which each of these \
+                 entries then lets through on its own terms; give the tool one entry\n"
             )
         )
     );

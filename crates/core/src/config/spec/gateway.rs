@@ -214,7 +214,8 @@ pub struct ApprovalSpec {
 pub struct GrantSpec {
     #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[0-9A-Fa-f]{64}$")))]
     pub sha256: String,
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[!-~]{1,64}$")))]
+    /// Not `sha256:…`, which a set's `grant` matcher reads as a grant's id.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^(?!sha256:)[!-~]{1,64}$")))]
     pub label: String,
 }
 
