@@ -215,6 +215,13 @@ pub struct Applied {
     pub warnings: Vec<String>,
 }
 
+impl Applied {
+    /// The warnings, one `FILE: warning: …` line each.
+    pub fn warning_lines(&self, file: &str) -> String {
+        self.warnings.iter().map(|w| format!("{file}: {w}\n")).collect()
+    }
+}
+
 /// What `apply` does besides loading the policy (already done by the caller).
 pub struct Target<'a> {
     /// The ECDS file Envoy watches.
@@ -325,9 +332,7 @@ pub fn command(args: &ApplyArgs) -> Result<Report, Failure> {
     };
     match apply(&text, &target) {
         Ok(done) => {
-            for w in &done.warnings {
-                warnings.push_str(&format!("{policy_file}: {w}\n"));
-            }
+            warnings.push_str(&done.warning_lines(policy_file));
             Ok(Report { stdout: format!("{policy_file}: {}\n", done.line), stderr: warnings, status: OK })
         }
         Err(e) if e.message.starts_with("mcp-policy:") => Err(Failure { status: e.status, message: e.message }),

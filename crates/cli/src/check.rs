@@ -61,20 +61,18 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
     let mut out: String = config::warnings(p).map(|w| format!("{path}: warning: {w}\n")).collect();
     for member in set.members() {
         let at = member.name.as_ref().map_or_else(String::new, |n| format!("policies.{n}: "));
-        for names in folded_siblings(member) {
-            let names: Vec<String> = names
-                .iter()
-                .map(|n| {
-                    let mut q = String::new();
-                    json::write_str(&mut q, n);
-                    q
-                })
-                .collect();
+        for group in folded_siblings(member) {
+            let mut names = String::new();
+            for (i, n) in group.iter().enumerate() {
+                if i > 0 {
+                    names.push_str(", ");
+                }
+                json::write_str(&mut names, n);
+            }
             out.push_str(&format!(
-                "{path}: warning: {at}tools {} fold to one name ('-' read as '_', surrounding spaces, case and \
+                "{path}: warning: {at}tools {names} fold to one name ('-' read as '_', surrounding spaces, case and \
                  Unicode forms): a server that folds names runs one tool, which each of these entries then lets \
-                 through on its own terms; give the tool one entry\n",
-                names.join(", ")
+                 through on its own terms; give the tool one entry\n"
             ));
         }
     }

@@ -150,9 +150,7 @@ pub fn command(args: &ContainArgs, containing: bool) -> Result<Report, Failure> 
         match apply::apply(&text, &t) {
             Ok(done) => {
                 out.push_str(&format!("{file}: {}\n", done.line));
-                for w in &done.warnings {
-                    warnings.push_str(&format!("{file}: {w}\n"));
-                }
+                warnings = done.warning_lines(file);
             }
             Err(e) => return Err(Failure { status: e.status, message: format!("{out}{file}: {}", e.message) }),
         }

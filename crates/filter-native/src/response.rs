@@ -59,16 +59,9 @@ impl Filter {
                     return self.send(bad.reply());
                 }
                 // With the rate limit service, the error waits until the marks are recorded, as
-                // one that replaces a body does (sent here if the service answered while its call
-                // started).
+                // one that replaces a body does (`marks_answered` sends it).
                 self.error_after_marks = Some(bad.reply());
-                match self.send_marks(true) {
-                    Flow::Continue => match self.error_after_marks.take() {
-                        Some(error) => self.send(error),
-                        None => Flow::Continue,
-                    },
-                    flow => flow,
-                }
+                self.send_marks(true)
             }
         }
     }

@@ -103,14 +103,16 @@ impl Filter {
                 self.mark_call = Some((id, marks.len(), at_headers));
                 Flow::Buffer
             }
-            // Answered while the call started: the response goes on (or is reset) from this hook.
+            // Answered while the call started: the response goes on (its error is sent, or it is
+            // reset) from this hook.
             Ok((_, Some(answer))) => self.marks_answered(&answer, marks.len()),
             Err(why) => self.mark_not_recorded(&why),
         }
     }
 
-    /// The service's answer to a marking of `sent` marks: `Continue` once recorded, else the
-    /// response is reset.
+    /// The service's answer to a marking of `sent` marks: once recorded, the error of a reply
+    /// refused at its headers is sent (`Stop`), else the response goes on (`Continue`); a marking
+    /// not recorded resets the response.
     fn marks_answered(&mut self, answer: &Answer, sent: usize) -> Flow {
         log_answer(self, answer);
         match rls::marks::set_answered(answer, sent) {
@@ -118,7 +120,10 @@ impl Filter {
                 for _ in 0..sent {
                     self.config.metrics.mark_set(&self.stream);
                 }
-                Flow::Continue
+                match self.error_after_marks.take() {
+                    Some(error) => self.send(error),
+                    None => Flow::Continue,
+                }
             }
             Err(why) => self.mark_not_recorded(&why),
         }
@@ -137,13 +142,10 @@ impl Filter {
         if let Some((call, sent, _)) = self.mark_call {
             if call == id {
                 self.mark_call = None;
-                // Held while the marks were recorded: released as it stands (or its error sent), or
+                // Held while the marks were recorded: released as it stands, its error sent, or
                 // reset.
                 if self.marks_answered(&answer, sent) == Flow::Continue {
-                    match self.error_after_marks.take() {
-                        Some(error) => _ = self.send(error),
-                        None => self.resume_response(),
-                    }
+                    self.resume_response();
                 }
                 return;
             }
