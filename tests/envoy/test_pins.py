@@ -92,6 +92,25 @@ def test_a_rug_pull_removes_the_tool_and_refuses_its_calls(enforcing, stub):
     assert prometheus(enforcing)["mcp_policy_results_pin_mismatch_total{}"] == 1
 
 
+@pytest.mark.parametrize("twin", ["member", "result"])
+def test_member_names_that_fold_together_are_refused(enforcing, stub, twin):
+    """A client that matches member names without regard to case (Go's encoding/json) reads the other
+    one: a pinned definition with a `Description` beside its `description`, or a `Result` beside the
+    `result` checked, cannot be read one way for both."""
+    msg = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [LIST_VMS, GET_VM]}}
+    if twin == "member":
+        msg["result"]["tools"][0] = dict(LIST_VMS, Description=POISONED["description"])
+    else:
+        msg["Result"] = {"tools": [POISONED, GET_VM]}
+    path = stub.route("/pins-twin-" + twin, json_canned(msg))
+    r = post(enforcing.url + path, rpc("tools/list", 1, {}), headers_for(TOKEN))
+    # Found in the body: the status line already went (docs/src/policy/tools-list.md, Fail closed).
+    assert r.status == 200
+    assert json.loads(r.body)["error"]["data"] == {
+        "kind": "bad_upstream_response", "reason": "malformed response: member names equal after case folding"}
+    assert b"attacker.example" not in r.body
+
+
 def test_report_mode_only_records(module_stack, stub):
     envoy = module_stack.envoy(policy("report"), stub.port, name="envoy-pins-report")
     path = serve(stub, "/pins-report", [POISONED, GET_VM])

@@ -128,6 +128,59 @@ def test_a_result_replayed_on_the_get_stream_is_judged_by_every_tool_rule(envoy,
     assert_no_key(r.body)
 
 
+@pytest.mark.parametrize("framing", ["json", "sse"])
+def test_the_answer_under_the_id_of_a_call_without_rules_is_judged_by_every_tool_rule(envoy, stub, framing):
+    """A client that sends `list_vms` (no result rules) under the id of a `read_file` call in flight
+    has the SDKs' servers answer read_file's call on list_vms's reply (each routes a response to the
+    latest request under its id): that answer is judged by read_file's rules all the same."""
+    msg = text_result(21, f"{KEY}\n{KEY_BODY}")
+    canned = json_canned(msg) if framing == "json" else sse_canned(b"event: message\ndata: " + compact(msg) + b"\n\n")
+    path = stub.route("/reused-id-" + framing, canned)
+    r = call(envoy, path, 21, tool="list_vms")
+    assert r.status == 200
+    got = json.loads(r.body) if framing == "json" else json.loads(r.body.split(b"data: ", 1)[1])
+    assert got == refused(21)
+    assert_no_key(r.body)
+    # Its own answer passes byte for byte, however large: read_file's max_bytes is not its own.
+    big = compact(text_result(22, "x" * 6000))
+    path = stub.route("/own-answer-" + framing, json_canned(big) if framing == "json"
+                      else sse_canned(b"event: message\ndata: " + big + b"\n\n"))
+    r = call(envoy, path, 22, tool="list_vms")
+    assert (r.status, r.body) == (200, big if framing == "json" else b"event: message\ndata: " + big + b"\n\n")
+
+
+@pytest.mark.parametrize("content_type", ["application/jsonx", "application/json-seq", "Text/Event-Streams",
+                                          "text/plain; x=application/json"])
+def test_a_reply_in_a_content_type_clients_read_as_json_or_sse_is_refused(envoy, stub, content_type):
+    """The Python SDK reads a reply whose content type starts with application/json as JSON, and the
+    TypeScript SDK (1.x) one that contains it: a tool result there, under the id of a call in
+    flight, would reach that call unread."""
+    body = compact(text_result(7, f"{KEY}\n{KEY_BODY}"))
+    path = stub.route("/loose-" + "".join(c if c.isalnum() else "_" for c in content_type), Canned(200, [("content-type", content_type)], chunks=[body]))
+    r = post(envoy.url + path, rpc("resources/read", 8, {"uri": "file:///x"}), headers_for(TOKEN))
+    assert r.status == 502
+    assert json.loads(r.body)["error"]["data"] == {
+        "kind": "bad_upstream_response", "reason": "the response is neither application/json nor text/event-stream"}
+    assert_no_key(r.body)
+
+
+def test_a_get_stream_that_is_not_sse_is_refused(envoy, stub):
+    """The TypeScript SDK reads a GET's 2xx body as events whatever its content type."""
+    event = b"id: ev-9\nevent: message\ndata: " + compact(text_result(11, KEY)) + b"\n\n"
+    path = stub.route("/get-plain", Canned(200, [("content-type", "text/plain")], chunks=[event]))
+    r = get(envoy.url + path, {"accept": "text/event-stream", "authorization": f"Bearer {TOKEN}"})
+    assert r.status == 502
+    assert_no_key(r.body)
+    # Not a stream: a 405 (the server offers none) passes as it came, as does a GET that accepts no
+    # events (a health check, a page: no MCP client's stream).
+    path = stub.route("/get-405", Canned(405, [("content-type", "text/plain")], chunks=[b"no stream here"]))
+    r = get(envoy.url + path, {"accept": "text/event-stream", "authorization": f"Bearer {TOKEN}"})
+    assert (r.status, r.body) == (405, b"no stream here")
+    path = stub.route("/health", Canned(200, [("content-type", "text/plain")], chunks=[b"ok"]))
+    r = get(envoy.url + path, {"accept": "text/plain", "authorization": f"Bearer {TOKEN}"})
+    assert (r.status, r.body) == (200, b"ok")
+
+
 def test_a_private_key_written_with_json_escapes_is_refused(envoy, stub):
     escaped = "".join(f"\\u{ord(c):04x}" if c in "-K" else c for c in KEY)
     body = b'{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"' + escaped.encode() + b'"}]}}'
@@ -216,12 +269,15 @@ def test_a_clean_result_is_byte_identical(envoy, stub):
     sse = b"event: message\r\ndata: " + body + b"\r\n\r\n"
     path = stub.route("/clean-sse", sse_canned(sse, pieces=4))
     assert call(envoy, path, 7).body == sse
-    # Another tool's answer under its own id is not read. Under another id it is judged by every
-    # tool's rules: the SDKs hand each response of a JSON reply to the call its id names, which may
-    # be a concurrent call of read_file.
+    # Another tool's answer is judged by every tool's rules, under its own id as under another:
+    # the SDKs hand each response of a JSON reply to the call its id names, which may be a
+    # concurrent call of read_file, and their servers answer a call on the reply of a later one
+    # under the same id.
     path = stub.route("/other", json_canned(text_result(8, KEY)))
-    assert json.loads(call(envoy, path, 8, tool="other_tool").body) == text_result(8, KEY)
+    assert json.loads(call(envoy, path, 8, tool="other_tool").body) == refused(8)
     assert json.loads(call(envoy, path, 9, tool="other_tool").body)["error"]["data"]["rule"] == RULE
+    path = stub.route("/other-clean", json_canned(text_result(8, "ok")))
+    assert json.loads(call(envoy, path, 8, tool="other_tool").body) == text_result(8, "ok")
 
 
 def test_audit_records_and_counters_name_the_rule_never_the_text(envoy, stub):

@@ -63,7 +63,7 @@ def test_unexpected_content_type_gets_502(envoy, stub):
                                             compact({"jsonrpc": "2.0", "id": 9, "result": {"tools": DEMO_TOOLS}})))
     r = list_via(envoy, path, 9)
     assert r.status == 502
-    assert r.json() == bad_gateway(9, "the tools/list response has an unexpected content type")
+    assert r.json() == bad_gateway(9, "the response is neither application/json nor text/event-stream")
     assert_no_tool_names(r.body, DEMO_NAMES)
 
 

@@ -81,6 +81,7 @@ impl Filter {
                     self.response = ResponseFilter::forwarded(policy, &outcome.tools_list_ids)
                         .judging(policy, &outcome.decision)
                         .sealing(policy, ids);
+                    self.response.set_event_stream(outcome.event_stream);
                 }
                 Action::Continue
             }

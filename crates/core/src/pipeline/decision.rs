@@ -31,6 +31,9 @@ pub struct Outcome {
     /// The grant of a request that may go upstream: the marks its results set are set on it
     /// (`crate::policy::flows`).
     pub grant_id: Option<crate::identity::grant::GrantId>,
+    /// A GET that accepts events: it opens the server's SSE stream, whose 2xx body a client may
+    /// read as events whatever its content type (`crate::response::ResponseFilter::set_event_stream`).
+    pub event_stream: bool,
 }
 
 impl Outcome {
@@ -79,6 +82,7 @@ impl Outcome {
             url_elicitation: false,
             offer: None,
             grant_id: None,
+            event_stream: false,
         }
     }
 }

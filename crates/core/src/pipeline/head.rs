@@ -87,6 +87,9 @@ pub struct RequestHead {
     /// `Content-Length`, when it is a number: a body declared over `gateway.max_body_bytes` is
     /// refused from the headers, without waiting for the bytes to arrive.
     pub declared_length: Option<usize>,
+    /// An `Accept` names `text/event-stream` or `application/json`: an MCP client's request (a GET
+    /// that opens the server's event stream, not a health check or a page).
+    pub accepts_messages: bool,
 }
 
 impl RequestHead {
@@ -118,6 +121,7 @@ impl RequestHead {
             caller: OnceCell::new(),
             request_id: None,
             declared_length: None,
+            accepts_messages: false,
         };
         let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.
@@ -145,6 +149,7 @@ impl RequestHead {
                     }
                 }
                 "content-type" => head.content_type.add(value),
+                "accept" => head.accepts_messages |= http::names_a_message_type(value),
                 "content-encoding" => head.content_encoding.add(value),
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
@@ -218,7 +223,7 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
             if let Err(refusal) = version::of_stream(policy, head) {
                 return HeadOutcome::Done(refusal);
             }
-            HeadOutcome::Done(Box::new(match grant_of(policy, head) {
+            let mut out = match grant_of(policy, head) {
                 Err(why) if policy.mode_for(None) == Mode::DryRun => {
                     // Same as POST in dry-run: counted as "would deny", forwarded.
                     let mut out = no_grant(policy, &Id::null(), why);
@@ -232,7 +237,9 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
                     d.grant = Some(g.label());
                     Outcome::new(d, None)
                 }
-            }))
+            };
+            out.event_stream = head.method == HttpMethod::Get && head.accepts_messages;
+            HeadOutcome::Done(Box::new(out))
         }
         HttpMethod::Post => {
             let ct_ok = matches!(&head.content_type, HeaderValue::One(v) if http::is_media_type(v, "application/json"));

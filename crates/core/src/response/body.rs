@@ -85,12 +85,17 @@ impl ResponseFilter {
     ) -> Step {
         let (lists, ids, calls, events) = (self.lists, &self.ids, &self.calls, &mut self.events);
         let (results, pins) = (self.results, self.pins);
+        let read = lists || pins || results;
         let mut results_changed = false;
         // What redaction may add to the responses at hand: what the limit leaves of a JSON body (a
         // batch's responses together), the limit for the SSE events of one chunk.
         let mut room = self.max_bytes.saturating_sub(if matches!(self.state, State::Json) { chunk.len() } else { 0 });
         let mut judge = |msg: &mut Json, size: usize| -> Result<Option<usize>, ListError> {
-            let mut changed = if lists { toolslist::filter_message(msg, ids, hidden)? } else { None };
+            // The member names of every message read for its tools or results are checked (two
+            // equal after case folding, one that folds to a JSON-RPC or MCP member without being
+            // it): a client that matches names loosely reads the other member, the filter this one.
+            // (A stream read only for the ids it hands out is never refused.)
+            let mut changed = if read { toolslist::filter_message(msg, ids, hidden)? } else { None };
             if let Some(p) = policy.filter(|_| pins) {
                 if let Some(removed) = result::pins::check_lists(msg, p, events) {
                     changed = Some(changed.unwrap_or(0) + removed);

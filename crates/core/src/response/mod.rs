@@ -65,6 +65,8 @@ pub struct ResponseFilter {
     calls: result::Calls,
     /// What happened to results so far, for the audit record and the metrics ([`Self::take_events`]).
     events: Vec<result::ResultEvent>,
+    /// The reply to a GET, the server's SSE stream ([`crate::pipeline::Outcome::event_stream`]).
+    event_stream: bool,
 }
 
 /// Which replies to a forwarded request can carry a tool list that must be filtered.
@@ -149,12 +151,13 @@ impl ResponseFilter {
             results: false,
             calls: result::Calls::default(),
             events: Vec::new(),
+            event_stream: false,
         }
     }
 
     /// The response to a request the filter forwarded; `tools_list_ids` are the ids of the
     /// `tools/list` requests in it (`gate::Outcome::tools_list_ids`). Not inspected unless the policy
-    /// removes tools from lists.
+    /// removes tools from lists or pins them ([`Self::judging`]: or judges tool results).
     pub fn forwarded(policy: &Policy, tools_list_ids: &[Id]) -> Self {
         if !policy.filters_tools_list() && !policy.has_pins() {
             return Self::pass();
@@ -205,6 +208,12 @@ impl ResponseFilter {
             other => other,
         };
         self
+    }
+
+    /// `event_stream`: the request was a GET, which opens the server's SSE stream
+    /// ([`crate::pipeline::Outcome::event_stream`]): a 2xx reply that is not SSE is refused.
+    pub fn set_event_stream(&mut self, event_stream: bool) {
+        self.event_stream = event_stream;
     }
 
     /// What happened to tool results since the last call (for the audit record and the metrics).

@@ -12,7 +12,9 @@
 //!
 //! Every JSON or SSE reply is read, whatever request it answers: the SDKs hand each response of
 //! a JSON reply to the request its id names. Any other reply to a request that is not `tools/list`
-//! or a judged `tools/call` passes.
+//! or a judged `tools/call` passes, unless a client could read it as messages all the same: a
+//! content type that names JSON or SSE without being exactly one of them, or a 2xx reply to a GET
+//! that accepts events and is not SSE (both refused with 502).
 //!
 //! A reply read only for the ids it hands out (`gateway.session_key`, no tool list to filter) is
 //! never refused: an SSE stream is read unless content-encoded, anything else passes.
@@ -70,15 +72,22 @@ impl ResponseFilter {
             // The reply to any request too: the SDKs hand each response in it to the request its
             // id names, so a tool list or a tool result may come as the reply to another request.
             Framing::Json
-        } else if !reply || header(":status").as_deref() == Some(&b"202"[..]) {
+        } else if header(":status").as_deref() == Some(&b"202"[..]) {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
             // the reply comes on the SSE stream, which is filtered there. A judged call is not
             // known there, so its acknowledgement sets its marks.
             return unanswered;
-        } else if scope == Scope::CallReply {
-            return self.refuse("the tools/call response has an unexpected content type");
+        } else if reply
+            || http::names_a_message_type(&content_type)
+            || self.event_stream && header(":status").is_some_and(|s| s.first() == Some(&b'2'))
+        {
+            // The reply to `tools/list` or a judged `tools/call` is one of these two. Clients read
+            // more than these two exactly: the Python SDK a POST's reply whose content type starts
+            // with either, the TypeScript SDK (1.x) one that contains either, and a GET's 2xx body
+            // as events whatever its content type.
+            return self.refuse("the response is neither application/json nor text/event-stream");
         } else {
-            return self.refuse("the tools/list response has an unexpected content type");
+            return unanswered;
         };
         if header("content-encoding").is_some_and(|enc| !http::is_identity_encoding(&enc)) {
             if self.ids.is_empty() && self.calls.judged.is_some() {

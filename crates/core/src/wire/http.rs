@@ -22,6 +22,14 @@ pub fn is_media_type(v: &[u8], want: &str) -> bool {
     media_type(v).eq_ignore_ascii_case(want.as_bytes())
 }
 
+/// Does a Content-Type value name JSON or SSE anywhere (`application/json`, `text/event-stream`,
+/// any case)? MCP clients read a reply as messages on less than the exact media type: the Python
+/// SDK when the value starts with either, the TypeScript SDK (1.x) when it contains either.
+pub fn names_a_message_type(v: &[u8]) -> bool {
+    let holds = |name: &[u8]| v.windows(name.len()).any(|w| w.eq_ignore_ascii_case(name));
+    holds(b"application/json") || holds(b"text/event-stream")
+}
+
 /// Is the `charset` parameter of a content type absent or UTF-8 (possibly quoted)? A charset in
 /// RFC 2231's extended form (`charset*=utf-8''utf-7`, `charset*0=…`) is not: Python's
 /// `email.message`, which httpx reads the charset with, decodes by it.

@@ -409,6 +409,22 @@ fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused()
         assert_eq!(refusal(&outcome(Some("2025-06-18"))), (400, -32022, "unsupported_protocol_version".into()));
         assert!(outcome(Some("2025-11-25")).reply.is_none());
         assert!(outcome(None).reply.is_none(), "{method} without the header is not refused");
+        // Without an Accept naming events, it is no MCP client's stream (a health check, a page).
+        assert!(!outcome(None).event_stream);
+    }
+    // A GET that accepts events opens the server's SSE stream: its reply is held to being one
+    // (`crate::response`); a DELETE opens none.
+    for (method, accept, want) in
+        [("GET", "text/event-stream", true), ("GET", "text/html", false), ("DELETE", "text/event-stream", false)]
+    {
+        let h = RequestHead::from_headers(
+            &p,
+            [(":method", method.as_bytes()), ("accept", accept.as_bytes()), ("authorization", &b"Bearer agent"[..])],
+        );
+        match pipeline::on_headers(&p, &h) {
+            HeadOutcome::Done(o) => assert_eq!(o.event_stream, want, "{method} {accept}"),
+            HeadOutcome::NeedBody => panic!("{method} needs no body"),
+        }
     }
 }
 

@@ -72,7 +72,7 @@ type Case<'a> = (&'a [(&'a str, &'a str)], Plan, &'a [&'a str]);
 fn the_reply_to_tools_list_is_json_or_sse_or_refused() {
     let json = ("content-type", "application/json");
     let all_read: &[&str] = &["content-type", "content-encoding", "content-length"];
-    let unexpected = refused("7", "the tools/list response has an unexpected content type");
+    let unexpected = refused("7", "the response is neither application/json nor text/event-stream");
     let encoded = refused("7", "the response is content-encoded and its tool list cannot be filtered");
     let cases: &[Case] = &[
         (&[json], Plan::FilterJson, all_read),
@@ -129,6 +129,37 @@ fn other_replies_are_filtered_when_they_stream_or_are_json() {
     // A refused stream answers no tools/list request: its error's id is null.
     let (got, _) = plan(&mut forwarded(&[]), &[("content-type", "text/event-stream; charset=latin1")]);
     assert_eq!(got, refused("null", "the response declares a charset other than utf-8"));
+    // Clients read more as JSON or SSE than those two exactly: the Python SDK a content type that
+    // starts with either, the TypeScript SDK one that holds either. The filter does not guess.
+    let loose = refused("null", "the response is neither application/json nor text/event-stream");
+    for ct in ["application/jsonx", "Application/JSON-seq", "text/event-streams", "text/plain; x=application/json"] {
+        assert_eq!(plan(&mut forwarded(&[]), &[("content-type", ct), (":status", "200")]).0, loose, "{ct}");
+        assert_eq!(plan(&mut forwarded(&[]), &[("content-type", ct), (":status", "202")]).0, Plan::PassThrough);
+    }
+}
+
+#[test]
+fn the_reply_to_a_get_is_sse_or_refused() {
+    // The TypeScript SDK reads a GET's 2xx body as events whatever its content type.
+    let get = || {
+        let mut f = forwarded(&[]);
+        f.set_event_stream(true);
+        f
+    };
+    let not_sse = refused("null", "the response is neither application/json nor text/event-stream");
+    for (headers, want) in [
+        (&[("content-type", "text/event-stream"), (":status", "200")][..], Plan::FilterSse),
+        (&[("content-type", "text/plain"), (":status", "200")], not_sse.clone()),
+        (&[(":status", "200")], not_sse),
+        // Not a stream: a client reads none of these as events.
+        (&[("content-type", "text/plain"), (":status", "405")], Plan::PassThrough),
+        (&[("content-type", "text/html"), (":status", "404")], Plan::PassThrough),
+        (&[(":status", "202")], Plan::PassThrough),
+    ] {
+        assert_eq!(plan(&mut get(), headers).0, want, "{headers:?}");
+    }
+    // A POST's reply of another type passes, as above.
+    assert_eq!(plan(&mut forwarded(&[]), &[("content-type", "text/plain"), (":status", "200")]).0, Plan::PassThrough);
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //!
 //! Every response in the reply to a forwarded `tools/call` is judged: under the call's id against
 //! its tool's rules, under any other against every tool's, the call's among them ([`Calls`]). A
+//! tool without rules has no rules of its own: its answer is judged against every tool's, not held
+//! to their size limits (another call reusing its id may be answered on its reply). A
 //! response whose call is not known here (the reply to `tasks/result`, an event replayed on another
 //! stream, the reply to another request) that is an error or looks like a tool result (its
 //! `result` has `content` or `structuredContent`) is judged against every tool's rules: none passes
@@ -40,7 +42,8 @@ use judge::Verdict;
 pub struct Calls {
     /// The call (id and tool) when its tool has `result` rules.
     pub judged: Option<(Json, String)>,
-    /// The id of a call of a tool without them, whose answer under that id is not read.
+    /// The id of a call of a tool without them, whose answer under that id is judged by every
+    /// tool's rules but not held to their size limits.
     unread: Option<Json>,
     /// The call's answer was read on the reply (a response under its id, or a result that set its
     /// marks), or its marks were set when the reply or its stream ended ([`reply_ended`]). A reply
@@ -113,10 +116,12 @@ fn judge_one(
         return false; // a request or notification from the server, not a response
     }
     let bears = |id: &Json| msg.get("id").is_some_and(|got| crate::response::toolslist::same_id(id, got));
-    // The answer to a call of a tool without rules, under its own id, is that tool's: not read.
-    if calls.unread.as_ref().is_some_and(bears) {
-        return false;
-    }
+    // The answer to a call of a tool without rules, under its own id, is most likely that tool's,
+    // but a client that sends another call under the same id while this one is in flight has the
+    // server answer that call here (the SDKs' servers route a response to the latest request
+    // under its id). So it is judged by every tool's rules as any other, without their size
+    // limits, which are not its own.
+    let unread = calls.unread.as_ref().is_some_and(bears);
     // The call whose reply this is, if known, and whether the response bears its id: then its
     // rules, held on the stack (no allocation); else every tool's, its own among them.
     let known = calls.judged.as_ref().map(|(_, tool)| tool.as_str());
@@ -152,7 +157,7 @@ fn judge_one(
         // An error that may answer any call is read for what it says, not held to every tool's
         // size limit; on a call's reply it is held to the call's (the Python SDK hands it to the
         // call whatever its id).
-        let size = if known.is_some() || looks_like_tool_result(msg) { size } else { 0 };
+        let size = if !unread && (known.is_some() || looks_like_tool_result(msg)) { size } else { 0 };
         judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run, room)
     };
     // Judging changes texts of the payload only: the id is still there.

@@ -143,7 +143,7 @@ fn an_access_key_is_redacted_and_the_rest_stays_byte_identical() {
 }
 
 #[test]
-fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
+fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused_on_any_calls_reply() {
     let p = read_file_policy("");
     let d = Decision::allowed_call("read_file", "7");
     let clean = text_result("7", "\"hello \\u00e9 world\"").replace(',', " ,");
@@ -158,15 +158,26 @@ fn clean_results_pass_byte_for_byte_and_oversize_ones_are_refused() {
         "{out}"
     );
     assert_eq!(events[0].rule, "tools.read_file.result.max_bytes");
-    // Another tool's answer under its own id passes unread; under another id it is judged by every
-    // tool's rules: the SDKs hand each response to the call its id names, which may be read_file's.
+    // The answer of a tool without rules, under its own id, is judged by every tool's rules: a
+    // client that reuses the id of a read_file call in flight has the server answer read_file's
+    // call there. It is not held to their size limits (read_file's 2048 bytes).
     let (out, events) = run(
         &p,
         &Decision::allowed_call("other", "7"),
         "application/json",
         &[text_result("7", &format!("\"{KEY}\"")).as_bytes()],
     );
-    assert!(contains(&out, KEY) && events.is_empty());
+    assert!(!contains(&out, KEY));
+    assert_eq!(events[0].rule, "tools.read_file.result.deny_if[0]");
+    let big = text_result("7", &format!("\"{}\"", "x".repeat(3000)));
+    let (out, events) = run(&p, &Decision::allowed_call("other", "7"), "application/json", &[big.as_bytes()]);
+    assert_eq!((String::from_utf8(out).unwrap(), events), (big, vec![]));
+    let aws = text_result("7", &format!("\"{AWS}\""));
+    let (out, events) = run(&p, &Decision::allowed_call("other", "7"), "application/json", &[aws.as_bytes()]);
+    assert_eq!(String::from_utf8(out).unwrap(), text_result("7", "\"[redacted]\""));
+    assert_eq!((events[0].label(), events[0].tool.as_str()), ("redacted", "read_file"));
+    // Under another id it is judged by every tool's rules too: the SDKs hand each response to the
+    // call its id names, which may be read_file's.
     let (out, events) = run(
         &p,
         &Decision::allowed_call("other", "8"),
