@@ -270,6 +270,14 @@ def test_mcp_policy_apply_reports_applied_then_rejected(stack, stub, tmp_path):
     assert r.returncode == 5, r
     assert r.stderr.startswith(f"{policy_file}: rejected: Envoy refused the new configuration of mcp_policy "), r.stderr
     assert "invalid policy at tools.list_vms.acton: unknown field `acton`" in r.stderr
+    # The same refused policy again, from an ECDS file laid out by hand (its keys in another order):
+    # to Envoy the same resource as its last, refused, update, which it would count a success without
+    # loading. apply makes Envoy load it, and reports the refusal again.
+    doc = json.loads(ecds.read_text(encoding="utf-8"))
+    ecds.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+    r = apply('{"version": "1", "tools": {"list_vms": {"acton": "allow"}}}\n', "--no-check")
+    assert r.returncode == 5, r
+    assert r.stderr.startswith(f"{policy_file}: rejected: "), r.stderr
     for i in range(8):
         assert outcome(call(envoy, "list_vms", id_=i)) == (200, -31001, FROZEN)
 

@@ -8,9 +8,10 @@
 //!    old file by a rename in the same directory: Envoy reloads a path config source only on a move.
 //! 3. The verdict comes from Envoy's stats `extension_config_discovery.http_filter.<name>.update_success`
 //!    and `update_rejected` on the admin endpoint. Envoy counts a file identical to its last update as
-//!    a success without loading it, even when that update was rejected; so when the new file would
-//!    equal the old one byte for byte, the policy text's trailing newline is toggled (JSON whitespace)
-//!    and Envoy really loads it again.
+//!    a success without loading it, even when that update was rejected. It compares the resource,
+//!    not the file's bytes: a file rewritten with its keys in another order is the same update. So
+//!    when the new policy text equals the one in the file, whatever the file's layout, the policy
+//!    text's trailing newline is toggled (JSON whitespace) and Envoy really loads it again.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -40,10 +41,20 @@ fn fail(status: u8, message: impl Into<String>) -> ApplyError {
 /// Exit status when Envoy refused the new configuration or gave no verdict in time.
 pub const NOT_APPLIED: u8 = 5;
 
+/// The ECDS file with a new policy, from [`render`].
+#[derive(Debug)]
+pub struct Rendered {
+    /// The new file.
+    pub text: String,
+    /// The resource's name (the filter name in the stats).
+    pub name: String,
+    /// The file held this policy text already: Envoy would see the same resource.
+    pub unchanged: bool,
+}
+
 /// The ECDS file with `policy` as the Wasm plugin's `configuration.value`, or the dynamic module
-/// filter's `filter_config.value` (the native build). Returns the new file text and the resource's
-/// name (the filter name in the stats).
-pub fn render(ecds: &[u8], policy: &str) -> Result<(String, String), String> {
+/// filter's `filter_config.value` (the native build).
+pub fn render(ecds: &[u8], policy: &str) -> Result<Rendered, String> {
     let mut doc: Value =
         serde_json::from_slice(ecds).map_err(|e| format!("not the JSON ECDS file `apply` writes: {e}"))?;
     let resources = doc.get_mut("resources").and_then(Value::as_array_mut).ok_or("no `resources` array")?;
@@ -61,9 +72,10 @@ pub fn render(ecds: &[u8], policy: &str) -> Result<(String, String), String> {
         )
     };
     let value = resource.pointer_mut(pointer).ok_or(format!("the resource has no {what}"))?;
+    let unchanged = value.as_str() == Some(policy);
     *value = Value::String(policy.to_owned());
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
-    Ok((text, name))
+    Ok(Rendered { text, name, unchanged })
 }
 
 /// The `@type` of the native build's filter configuration.
@@ -238,10 +250,11 @@ pub struct Target<'a> {
 pub fn apply(policy: &str, t: &Target<'_>) -> Result<Applied, ApplyError> {
     let shown = t.ecds.display();
     let old = std::fs::read(t.ecds).map_err(|e| fail(2, format!("mcp-policy: cannot read {shown}: {e}")))?;
-    let (mut text, name) = render(&old, policy).map_err(|e| fail(2, format!("mcp-policy: {shown}: {e}")))?;
-    if text.as_bytes() == old.as_slice() {
+    let rendered = render(&old, policy).map_err(|e| fail(2, format!("mcp-policy: {shown}: {e}")))?;
+    let (mut text, name) = (rendered.text, rendered.name);
+    if rendered.unchanged {
         // Envoy would count it as a success without loading it (see the module docs).
-        text = render(&old, &toggle_trailing_newline(policy)).map_err(|e| fail(2, e))?.0;
+        text = render(&old, &toggle_trailing_newline(policy)).map_err(|e| fail(2, e))?.text;
     }
     let Some(admin) = t.admin else {
         replace_file(t.ecds, &text).map_err(|e| fail(2, format!("mcp-policy: cannot write {shown}: {e}")))?;
@@ -350,8 +363,9 @@ mod tests {
 
     #[test]
     fn render_replaces_only_the_policy() {
-        let (text, name) = render(ECDS.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
+        let Rendered { text, name, unchanged } = render(ECDS.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
         assert_eq!(name, "mcp_policy");
+        assert!(!unchanged);
         let mut got: Value = serde_json::from_str(&text).unwrap();
         let want: Value = serde_json::from_str(ECDS).unwrap();
         assert_eq!(
@@ -360,6 +374,10 @@ mod tests {
         );
         *got.pointer_mut("/resources/0/typed_config/config/configuration/value").unwrap() = "{}".into();
         assert_eq!(got, want);
+        // The same policy text in a file of another layout is the same resource to Envoy.
+        let same = render(ECDS.as_bytes(), "{}").unwrap();
+        assert!(same.unchanged);
+        assert_ne!(same.text, ECDS);
         assert!(render(b"resources: []", "{}").unwrap_err().starts_with("not the JSON ECDS file"));
         assert_eq!(
             render(br#"{"resources":[]}"#, "{}").unwrap_err(),
@@ -373,7 +391,7 @@ mod tests {
             "typed_config":{"@type":"type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
             "dynamic_module_config":{"name":"mcp_policy_native"},"filter_name":"mcp_policy",
             "filter_config":{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"{}"}}}]}"#;
-        let (text, name) = render(ecds.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
+        let Rendered { text, name, .. } = render(ecds.as_bytes(), "{\"version\":\"1\"}\n").unwrap();
         assert_eq!(name, "mcp_policy");
         let mut got: Value = serde_json::from_str(&text).unwrap();
         let pointer = "/resources/0/typed_config/filter_config/value";
