@@ -89,16 +89,30 @@ impl App {
         self.clock.now()
     }
 
-    /// Runs `f` on the store in a blocking thread, then records what changed.
+    /// Runs `f` on the store in a blocking thread, then records what changed. A database that does
+    /// not answer within `--db-timeout` (a stalled server, or a lock held elsewhere) fails the
+    /// request; what `f` does once it answers is recorded then.
     pub async fn db<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut dyn Storage, i64) -> Result<(T, Changes), StoreError> + Send + 'static,
     ) -> Result<T, Error> {
         let store = self.store.clone();
         let now = self.now();
-        let (value, changes) = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)))
-            .await
-            .map_err(|e| Error::Internal(format!("store task: {e}")))??;
+        let mut task = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)));
+        let wait = self.config.db_timeout;
+        let joined = match tokio::time::timeout(wait, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                let app = self.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok((_, changes))) = task.await {
+                        app.record(&changes);
+                    }
+                });
+                return Err(Error::Internal(format!("the database did not answer within {wait:?}")));
+            }
+        };
+        let (value, changes) = joined.map_err(|e| Error::Internal(format!("store task: {e}")))??;
         self.record(&changes);
         Ok(value)
     }

@@ -26,8 +26,14 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The fewest bytes an approver's token may have: a guessable token is a way around every approval.
+/// `openssl rand -hex 24` gives 48.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
 impl Approvers {
-    /// Adds `name=TOKEN`. Names: 1-64 of `A-Z a-z 0-9 . _ @ -`; tokens non-empty; names unique.
+    /// Adds `name=TOKEN`. Names: 1-64 of `A-Z a-z 0-9 . _ @ -`; tokens at least
+    /// [`MIN_TOKEN_BYTES`]; names unique. An error never quotes the spec: a line without its name
+    /// (a bare base64 token ends in `=`) would put the token in the message, and so in a log.
     pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
         let spec = spec.trim();
         let Some((name, token)) = spec.split_once('=') else {
@@ -41,10 +47,16 @@ impl Approvers {
             || name.len() > 64
             || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
         {
-            return Err(format!("approver name {name:?}: 1-64 characters of A-Z a-z 0-9 . _ @ -"));
+            return Err("approver name: 1-64 characters of A-Z a-z 0-9 . _ @ - before the first '=' \
+                        (NAME=TOKEN)"
+                .to_string());
         }
-        if token.is_empty() {
-            return Err(format!("approver {name}: empty token"));
+        if token.len() < MIN_TOKEN_BYTES {
+            return Err(format!(
+                "the token after the first '=' (NAME=TOKEN) has {} bytes, fewer than {MIN_TOKEN_BYTES}: \
+                 make one with `openssl rand -hex 24`",
+                token.len()
+            ));
         }
         if self.list.iter().any(|(n, _)| n == name) {
             return Err(format!("approver {name} is configured twice"));
@@ -53,10 +65,17 @@ impl Approvers {
         Ok(())
     }
 
-    /// Adds every `NAME=TOKEN` of a comma-separated list (the environment variable).
+    /// Adds every `NAME=TOKEN` of a comma-separated list (the environment variable). A token cannot
+    /// hold a comma there: `alice=to,ken` is refused rather than read as two approvers.
     pub fn add_list(&mut self, list: &str) -> Result<(), String> {
-        for spec in list.split(',').filter(|s| !s.trim().is_empty()) {
-            self.add_spec(spec)?;
+        for (n, spec) in list.split(',').enumerate().filter(|(_, s)| !s.trim().is_empty()) {
+            if !spec.contains('=') {
+                return Err(format!(
+                    "entry {}: no '=' (NAME=TOKEN); entries are separated by commas, which a token cannot hold",
+                    n + 1
+                ));
+            }
+            self.add_spec(spec).map_err(|e| format!("entry {}: {e}", n + 1))?;
         }
         Ok(())
     }
@@ -168,20 +187,44 @@ mod tests {
 
     #[test]
     fn approvers() {
+        const T1: &str = "token-one-0123456789";
+        const T2: &str = "token-two-0123456789";
+        const T3: &str = "token-three-0123456789";
         let mut a = Approvers::default();
-        a.add_list("alice=tok1, bob=tok2").unwrap();
-        a.add_file("# comment\n\ncarol = tok3\n").unwrap();
-        assert_eq!(a.by_token("tok2"), Some("bob"));
-        assert_eq!(a.by_token("tok3"), Some("carol"));
-        assert_eq!(a.by_token("tok"), None);
-        assert_eq!(a.login("alice", "tok1"), Some("alice"));
-        assert_eq!(a.login("alice", "tok2"), None);
-        assert!(a.add_spec("alice=x").is_err());
+        a.add_list(&format!("alice={T1}, bob={T2}")).unwrap();
+        a.add_file(&format!("# comment\n\ncarol = {T3}\n")).unwrap();
+        assert_eq!(a.by_token(T2), Some("bob"));
+        assert_eq!(a.by_token(T3), Some("carol"));
+        assert_eq!(a.by_token("token"), None);
+        assert_eq!(a.login("alice", T1), Some("alice"));
+        assert_eq!(a.login("alice", T2), None);
+        assert_eq!(a.add_spec(&format!("alice={T3}")).unwrap_err(), "approver alice is configured twice");
         assert!(a.add_spec("dave").is_err());
         assert!(a.add_spec("dave=").is_err());
-        assert!(a.add_spec("da ve=x").is_err());
-        assert!(a.add_file("ok=1\nbad\n").unwrap_err().starts_with("line 2:"));
+        assert!(a.add_spec(&format!("da ve={T1}")).is_err());
+        assert!(a.add_file(&format!("ok={T1}x\nbad\n")).unwrap_err().starts_with("line 2:"));
         assert_eq!(format!("{a:?}"), r#"["alice", "bob", "carol", "ok"]"#);
+    }
+
+    /// A line that is only a base64 token (its padding `==`) would otherwise make an approver whose
+    /// token is `=`, and every error quoted the token as its name.
+    #[test]
+    fn short_tokens_are_refused_and_errors_never_quote_the_spec() {
+        let secret = "c2VjcmV0LXRva2VuLWJhc2U2NA";
+        let mut a = Approvers::default();
+        for spec in [format!("{secret}=="), "alice=short".to_owned(), format!("ab+cd{secret}/x=yz")] {
+            let e = a.add_spec(&spec).unwrap_err();
+            assert!(!e.contains(secret) && !e.contains("short"), "{e}");
+        }
+        assert_eq!(
+            a.add_spec(&format!("{secret}==")).unwrap_err(),
+            "the token after the first '=' (NAME=TOKEN) has 1 bytes, fewer than 16: make one with `openssl rand -hex 24`"
+        );
+        assert!(a.is_empty());
+        // A comma inside a token of the environment variable is refused, not read as a second entry
+        // (the service then does not start).
+        let e = a.add_list(&format!("alice=token-0123456789,{secret}-en")).unwrap_err();
+        assert_eq!(e, "entry 2: no '=' (NAME=TOKEN); entries are separated by commas, which a token cannot hold");
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct Config {
     pub retain_days: u32,
     /// Most PostgreSQL connections of this instance (`--db-pool-size`; SQLite has one).
     pub db_pool_size: u32,
+    /// The longest wait for one database call (`--db-timeout`): past it the request fails.
+    pub db_timeout: std::time::Duration,
     /// Webhooks told when an approval opens or is decided (`--notify-webhook`).
     pub notify: NotifyConfig,
 }
@@ -33,6 +35,8 @@ pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 65_536;
 pub const DEFAULT_RETAIN_DAYS: u32 = 90;
 /// `--db-pool-size` default.
 pub const DEFAULT_DB_POOL_SIZE: u32 = 10;
+/// `--db-timeout` default.
+pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Config {
     /// A config with the default limits.
@@ -45,6 +49,7 @@ impl Config {
             max_arguments_bytes: DEFAULT_MAX_ARGUMENTS_BYTES,
             retain_days: DEFAULT_RETAIN_DAYS,
             db_pool_size: DEFAULT_DB_POOL_SIZE,
+            db_timeout: DEFAULT_DB_TIMEOUT,
             notify: NotifyConfig::default(),
         }
     }

@@ -48,6 +48,10 @@ struct Args {
     /// Most PostgreSQL connections this instance opens (hold-mode waits hold none).
     #[arg(long, default_value_t = mcp_approvals::DEFAULT_DB_POOL_SIZE, value_parser = clap::value_parser!(u32).range(1..=1000))]
     db_pool_size: u32,
+    /// Longest wait for one database call (a stalled server, a lock held elsewhere): past it the
+    /// request fails (the filter then refuses the call) and /healthz answers 503.
+    #[arg(long, default_value = "5s", value_parser = mcp_service_kit::duration::positive)]
+    db_timeout: std::time::Duration,
     /// POST a JSON event (Slack-compatible: a `text` field) to URL when an approval opens and when
     /// it is decided (repeatable). Never blocks a check.
     // Checked in `run`, not by clap, whose errors repeat the value: a webhook URL may hold a secret.
@@ -136,6 +140,7 @@ async fn run(args: Args) -> Result<(), String> {
         max_arguments_bytes: args.max_arguments_bytes,
         retain_days: args.retain_days,
         db_pool_size: args.db_pool_size,
+        db_timeout: args.db_timeout,
         notify: NotifyConfig {
             webhooks: args.notify_webhooks.clone(),
             include_arguments: args.notify_include_arguments,
@@ -144,6 +149,11 @@ async fn run(args: Args) -> Result<(), String> {
         },
         ..Config::new(public_url.clone(), approvers.clone())
     };
+    if Location::is_keyword_string(&args.db) {
+        return Err("--db: a libpq connection string (KEY=VALUE words) is not read here; give a URL, \
+                    postgres://USER:PASSWORD@HOST:PORT/DB, or a SQLite file path"
+            .to_string());
+    }
     let location = Location::parse(&args.db);
     let db_shown = location.redacted();
     let app = App::open(location, config, Arc::new(SystemClock)).map_err(|e| format!("--db {db_shown}: {e}"))?;

@@ -7,11 +7,13 @@
 //!   memory;
 //! - [`decide`]: one decision within the caller's `grpc-timeout`, a late count taken back;
 //! - [`service`]: the tonic `RateLimitService`;
+//! - [`eviction`]: whether Redis may evict counters (then every decision is UNAVAILABLE);
 //! - [`redact`]: the Redis URL without its password, for every log line and message;
 //! - [`metrics`]: the Prometheus text of `/metrics`.
 
 pub mod counters;
 pub mod decide;
+pub mod eviction;
 pub mod metrics;
 pub mod redact;
 pub mod service;

@@ -34,6 +34,11 @@ struct Args {
     /// process's memory: one instance only, lost on restart. Never shown with its password.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// Decide even when Redis may evict keys (a maxmemory-policy other than noeviction with a
+    /// maxmemory): an evicted counter restarts from zero, so a caller that fills Redis resets its
+    /// limits. Without it, every decision is UNAVAILABLE while Redis may evict.
+    #[arg(long)]
+    allow_evicting_redis: bool,
     /// Prefix of every Redis key this service writes.
     #[arg(long, default_value = "mcprl:")]
     redis_prefix: String,
@@ -53,6 +58,9 @@ struct Args {
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
 }
+
+/// The filter's `gateway.rate_limit_service.timeout` by default.
+const FILTER_DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     at_most_reply_wait(mcp_service_kit::duration::positive(s)?)
@@ -140,7 +148,10 @@ async fn probe_once(store: &Store, metrics: &Metrics, reporter: &HealthReporter,
 
 async fn run(args: Args) -> Result<(), String> {
     let store = Arc::new(match &args.redis {
-        Some(url) => Store::Redis(RedisStore::new(url, REPLY_WAIT)?),
+        Some(url) => {
+            let store = RedisStore::new(url, REPLY_WAIT)?;
+            Store::Redis(if args.allow_evicting_redis { store.allowing_eviction() } else { store })
+        }
         None => Store::Memory(MemoryStore::new()),
     });
     let metrics = Arc::new(Metrics::default());
@@ -171,11 +182,23 @@ async fn run(args: Args) -> Result<(), String> {
         redis_prefix = %args.redis_prefix, redis_timeout = ?args.redis_timeout, deadline_margin = ?args.deadline_margin,
         "mcp-ratelimit {} started", env!("CARGO_PKG_VERSION")
     );
+    if args.deadline_margin >= FILTER_DEFAULT_TIMEOUT {
+        tracing::warn!(
+            deadline_margin = ?args.deadline_margin,
+            "--deadline-margin is at least the filter's default gateway.rate_limit_service.timeout (100ms): \
+             a call asked with that timeout gets DEADLINE_EXCEEDED at once"
+        );
+    }
     let http_server = axum::serve(http, router).with_graceful_shutdown(shutdown.stopping());
     let grpc_server = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(RateLimitServiceServer::new(rls))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(grpc), shutdown.stopping());
+        // TCP_NODELAY: without it, Nagle's algorithm holds the second write of an answer until the
+        // filter's delayed ACK (about 40 ms), which a request of 16 descriptors or more reaches.
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            shutdown.stopping(),
+        );
     let servers = async {
         tokio::try_join!(async { grpc_server.await.map_err(|e| format!("gRPC server: {e}")) }, async {
             http_server.await.map_err(|e| format!("metrics server: {e}"))

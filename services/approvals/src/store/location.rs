@@ -24,6 +24,16 @@ impl Location {
         }
     }
 
+    /// Is `s` a libpq connection string of `KEY=VALUE` words (`host=db user=app password=…`)?
+    /// Read as a path, it would create a SQLite file of that name and put it, password and all, in
+    /// the log: `--db` takes a `postgres://` URL instead.
+    pub fn is_keyword_string(s: &str) -> bool {
+        s.split_whitespace()
+            .next()
+            .and_then(|w| w.split_once('='))
+            .is_some_and(|(key, _)| !key.is_empty() && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+    }
+
     /// For logs: the path, or the URL without its password.
     pub fn redacted(&self) -> String {
         match self {
@@ -60,5 +70,20 @@ impl From<&str> for Location {
 impl From<&String> for Location {
     fn from(s: &String) -> Self {
         Location::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+
+    #[test]
+    fn a_libpq_keyword_string_is_told_from_a_path() {
+        for s in ["host=db user=app password=S3CRET", "dbname=approvals", "  password=x host=y"] {
+            assert!(Location::is_keyword_string(s), "{s}");
+        }
+        for s in ["approvals.sqlite", "/var/lib/a=b/approvals.sqlite", "./x=1.sqlite", "postgres://u:p@h/db", ""] {
+            assert!(!Location::is_keyword_string(s), "{s}");
+        }
     }
 }

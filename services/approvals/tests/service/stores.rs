@@ -147,3 +147,46 @@ async fn hold_mode_wakeups_survive_a_lost_listen_connection() {
     let (v, _) = held_on_a_approved_on_b(&a, &b, 72, Duration::from_millis(300), "after reconnect").await;
     assert_eq!(v["status"], "approved");
 }
+
+/// A database that does not answer (here a lock held by another client: every write waits) fails
+/// the request within `--db-timeout`, so the filter refuses the call instead of waiting on it; once
+/// the database answers again, so does the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_does_not_answer_fails_the_request_within_the_timeout() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    let s = svc_with(Config { db_timeout: Duration::from_millis(300), ..config() });
+    let released = Arc::new(AtomicBool::new(false));
+    let (locked_tx, locked_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (db, flag) = (s.db.clone(), released.clone());
+    let holder = std::thread::spawn(move || {
+        // Held until the test is done with it, 3 s at most (less than SQLite's own 5 s wait for a
+        // lock): a request that waited for it would be answered only after `released` is set.
+        let hold = |commit: &mut dyn FnMut()| {
+            locked_tx.send(()).unwrap();
+            let _ = done_rx.recv_timeout(Duration::from_secs(3));
+            flag.store(true, Ordering::SeqCst);
+            commit();
+        };
+        match db {
+            Location::Sqlite(path) => {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+                hold(&mut || c.execute_batch("COMMIT").unwrap());
+            }
+            Location::Postgres(url) => {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                c.batch_execute("BEGIN; LOCK TABLE approvals IN ACCESS EXCLUSIVE MODE").unwrap();
+                hold(&mut || c.batch_execute("COMMIT").unwrap());
+            }
+        }
+    });
+    locked_rx.recv().unwrap();
+    let r = check_raw(&s, check_body(&grant(95), json!({"vmid": 100}), 600, 0)).await;
+    assert!(!released.load(Ordering::SeqCst), "answered only once the lock was released");
+    assert_eq!((r.status, r.json()), (StatusCode::INTERNAL_SERVER_ERROR, json!({"error": "internal error"})));
+    done_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(check(&s, &grant(96)).await["status"], "pending");
+}

@@ -17,12 +17,13 @@
 //! With Redis a decision carries a deadline, and what an answer too late for its caller committed
 //! is taken back ([`UNDO_SCRIPT`]; the timing is `crate::decide`'s).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::counters::{Counter, Kind};
+
+mod memory;
+pub use memory::MemoryStore;
 
 /// The result of one decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +196,9 @@ impl RedisClock {
     }
 }
 
+/// Why decisions fail while Redis may evict counters.
+const EVICTING: &str = "redis: its maxmemory-policy may evict counters (set it to noeviction)";
+
 /// Replies slower than this do not update the clock offset.
 const CLOCK_ROUND_TRIP: Duration = Duration::from_millis(20);
 
@@ -204,6 +208,13 @@ pub struct RedisStore {
     script: redis::Script,
     undo: redis::Script,
     clock: RedisClock,
+    /// Redis may evict counters ([`crate::eviction`]), found by the last [`RedisStore::ping`]:
+    /// decisions fail until it may not.
+    evicting: AtomicBool,
+    /// The operator accepted eviction (`--allow-evicting-redis`).
+    allow_evicting: bool,
+    /// Redis refused `CONFIG GET`, and the log said so once.
+    config_refused: AtomicBool,
 }
 
 impl RedisStore {
@@ -224,7 +235,21 @@ impl RedisStore {
         let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|e| format!("--redis {shown}: {e}"))?;
         let clock = RedisClock { start: Instant::now(), offset_ms: AtomicI64::new(0), known: AtomicBool::new(false) };
-        Ok(RedisStore { conn, script: redis::Script::new(SCRIPT), undo: redis::Script::new(UNDO_SCRIPT), clock })
+        Ok(RedisStore {
+            conn,
+            script: redis::Script::new(SCRIPT),
+            undo: redis::Script::new(UNDO_SCRIPT),
+            clock,
+            evicting: AtomicBool::new(false),
+            allow_evicting: false,
+            config_refused: AtomicBool::new(false),
+        })
+    }
+
+    /// Decide even while Redis may evict counters (`--allow-evicting-redis`).
+    pub fn allowing_eviction(mut self) -> Self {
+        self.allow_evicting = true;
+        self
     }
 
     /// Decide with no deadline.
@@ -238,6 +263,9 @@ impl RedisStore {
         counters: &[Counter],
         deadline: Option<Instant>,
     ) -> Result<Option<Applied>, StoreError> {
+        if self.evicting.load(Ordering::Relaxed) {
+            return Err(StoreError(EVICTING.into()));
+        }
         let mut inv = self.script.prepare_invoke();
         inv.arg(deadline.map_or(0, |d| self.clock.redis_ms(d)));
         for c in counters {
@@ -287,7 +315,8 @@ impl RedisStore {
         self.clock.known.load(Ordering::Relaxed)
     }
 
-    /// `TIME`, for the health status (and the clock offset).
+    /// `TIME`, for the health status (and the clock offset), then whether Redis may evict
+    /// counters: an error while it may, unless that was accepted.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         let sent = Instant::now();
@@ -296,66 +325,31 @@ impl RedisStore {
             .await
             .map_err(|e| StoreError(format!("redis: {e}")))?;
         self.clock.observe(secs.saturating_mul(1000).saturating_add(micros / 1000), sent.elapsed());
-        Ok(())
-    }
-}
-
-/// Counters in this process: the single-instance default (lost on restart, not shared).
-#[derive(Default)]
-pub struct MemoryStore {
-    /// key → (window end in ms since the epoch, count).
-    counts: Mutex<HashMap<String, (u64, u64)>>,
-    decisions: AtomicU64,
-}
-
-/// Expired counters are swept every this many decisions.
-const SWEEP_EVERY: u64 = 4096;
-
-impl MemoryStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn apply_at(&self, counters: &[Counter], now_ms: u64) -> Result<Applied, StoreError> {
-        let mut map = self.counts.lock().map_err(|_| StoreError("memory store poisoned".into()))?;
-        if self.decisions.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
-            map.retain(|_, (end, _)| *end > now_ms);
-        }
-        let before: Vec<u64> = counters
-            .iter()
-            .map(|c| match map.get(&c.key) {
-                Some((end, n)) if *end > now_ms => *n,
-                _ => 0,
-            })
-            .collect();
-        let mut applied = Applied { admitted: true, now_ms, before };
-        applied.admitted = counters.iter().enumerate().all(|(i, c)| !applied.over(i, c));
-        if applied.admitted {
-            for (c, b) in counters.iter().zip(&applied.before) {
-                match c.kind {
-                    Kind::Count if c.hits > 0 => {
-                        let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
-                        map.insert(c.key.clone(), (end, b + c.hits));
-                    }
-                    Kind::MarkSet => {
-                        let entry = map.entry(c.key.clone()).or_insert((0, 0));
-                        entry.0 = entry.0.max(now_ms + c.window_ms);
-                        entry.1 = entry.1.max(now_ms);
-                    }
-                    _ => {}
+        let policy = match crate::eviction::read(&mut conn).await {
+            Ok(policy) => policy,
+            Err(e) => {
+                if !self.config_refused.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "redis refused CONFIG GET: cannot tell whether it may evict counters \
+                        (it must not: set maxmemory-policy noeviction)");
                 }
+                None
+            }
+        };
+        let evicting = policy.is_some() && !self.allow_evicting;
+        if self.evicting.swap(evicting, Ordering::Relaxed) != evicting {
+            match &policy {
+                Some(p) if evicting => tracing::error!(
+                    maxmemory_policy = %p,
+                    "redis may evict counters, which would restart limits from zero: answering UNAVAILABLE \
+                     until its maxmemory-policy is noeviction (or start with --allow-evicting-redis)"
+                ),
+                _ => tracing::info!("redis evicts no counters: deciding again"),
             }
         }
-        Ok(applied)
-    }
-
-    /// Counters held (expired ones until the next sweep included).
-    pub fn len(&self) -> usize {
-        self.counts.lock().map(|m| m.len()).unwrap_or(0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        if evicting {
+            return Err(StoreError(EVICTING.into()));
+        }
+        Ok(())
     }
 }
 
