@@ -85,12 +85,36 @@ def test_native_envoy_gateway_registers_mounts_and_orders_the_module():
     # The runtime flag that prints the module's stats under the wasm build's names in /stats/prometheus.
     assert proxy["bootstrap"]["type"] == "Merge"
     assert yaml.safe_load(proxy["bootstrap"]["value"]) == {"layered_runtime": {"layers": [
-        {"name": "mcp-policy-native", "static_layer": {STRIP_STAT_PREFIX: True}}]}}
+        {"name": "mcp-policy-native", "static_layer": {STRIP_STAT_PREFIX: True}}]},
+        "stats_config": {"stats_tags": recipe_tags()}}
     # The Gateway of ../common uses this EnvoyProxy, by name.
     gw = by_kind("Gateway", variant=EG_NATIVE)
     assert gw["spec"]["infrastructure"]["parametersRef"]["name"] == by_kind("EnvoyProxy", variant=EG_NATIVE)["metadata"]["name"]
     wasm_env = by_kind("EnvoyProxy", variant="envoy-gateway")["spec"]["provider"]["kubernetes"]["envoyDeployment"]
     assert dep["container"]["env"] == wasm_env["container"]["env"]
+
+
+def recipe_tags() -> list[dict]:
+    """The per-tool counter's tags of deploy/istio/common's bootstrap override (labelled in real Envoy
+    on both builds: tests/envoy/test_deploy_stats_tags.py)."""
+    cm = by_kind("ConfigMap", "mcp-policy-bootstrap", "istio")
+    return json.loads(cm["data"]["custom_bootstrap.json"])["stats_config"]["stats_tags"]
+
+
+def test_every_platform_recipe_tags_the_per_tool_counter_alike():
+    """The tags that give mcp_policy_tool_decisions_total its mcp_tool and mcp_decision labels: the
+    same in Istio's bootstrap override (both builds) and in both EnvoyProxy bootstraps, and each
+    pattern the shipped Envoy's own for one build or the other."""
+    tags = recipe_tags()
+    assert [t["tag_name"] for t in tags] == ["mcp_tool", "mcp_decision"]
+    assert by_kind("ConfigMap", "mcp-policy-bootstrap", ISTIO_NATIVE) == by_kind("ConfigMap", "mcp-policy-bootstrap", "istio")
+    for variant in ("envoy-gateway", EG_NATIVE):
+        value = yaml.safe_load(by_kind("EnvoyProxy", variant=variant)["spec"]["bootstrap"]["value"])
+        assert value["stats_config"] == {"stats_tags": tags}, variant
+    for name, prefix in (("envoy.yaml", "wasmcustom"), ("envoy-dynamic.yaml", "dynamicmodulescustom")):
+        shipped = yaml.safe_load((REPO_ROOT / "envoy" / name).read_text(encoding="utf-8"))["stats_config"]["stats_tags"]
+        ours = [{**t, "regex": t["regex"].replace("(?:wasmcustom|dynamicmodulescustom)", prefix)} for t in tags]
+        assert ours == shipped, name
 
 
 # ----------------------------------------------------------------------------------- header names with '_'
