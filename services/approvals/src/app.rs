@@ -45,7 +45,7 @@ impl App {
     /// last clone of the `App` is dropped or on shutdown).
     pub fn open(db: impl Into<Location>, config: Config, clock: Arc<dyn Clock>) -> Result<App, Error> {
         let location = db.into();
-        let store = Backend::open(&location, config.db_pool_size)?;
+        let store = Backend::open_with_timeout(&location, config.db_pool_size, config.db_timeout)?;
         // Starts from the wall clock in milliseconds so a restarted service never repeats a
         // version an open page has seen.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
@@ -91,15 +91,27 @@ impl App {
 
     /// Runs `f` on the store in a blocking thread, then records what changed. A database that does
     /// not answer within `--db-timeout` (a stalled server, or a lock held elsewhere) fails the
-    /// request; what `f` does once it answers is recorded then.
+    /// request: `f` is not started once that time is past, PostgreSQL cancels a statement that
+    /// runs longer (`statement_timeout`, `lock_timeout`), and what a call still in flight commits
+    /// is recorded when it ends.
     pub async fn db<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut dyn Storage, i64) -> Result<(T, Changes), StoreError> + Send + 'static,
     ) -> Result<T, Error> {
         let store = self.store.clone();
         let now = self.now();
-        let mut task = tokio::task::spawn_blocking(move || store.with(|s| f(s, now)));
         let wait = self.config.db_timeout;
+        let deadline = std::time::Instant::now() + wait;
+        let mut task = tokio::task::spawn_blocking(move || {
+            store.with(|s| {
+                // A call that got the store only after its request gave up does nothing: it would
+                // open or consume an approval for a request already refused.
+                if std::time::Instant::now() > deadline {
+                    return Err(StoreError::Internal("the request gave up before the store was free".into()));
+                }
+                f(s, now)
+            })
+        });
         let joined = match tokio::time::timeout(wait, &mut task).await {
             Ok(joined) => joined,
             Err(_) => {

@@ -36,7 +36,7 @@ pub const DEFAULT_RETAIN_DAYS: u32 = 90;
 /// `--db-pool-size` default.
 pub const DEFAULT_DB_POOL_SIZE: u32 = 10;
 /// `--db-timeout` default.
-pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Config {
     /// A config with the default limits.

@@ -32,8 +32,8 @@ pub mod web;
 pub use app::{App, Inner};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Config, DEFAULT_DB_POOL_SIZE, DEFAULT_MAX_ARGUMENTS_BYTES, DEFAULT_MAX_PENDING, DEFAULT_MAX_PENDING_PER_GRANT,
-    DEFAULT_RETAIN_DAYS,
+    Config, DEFAULT_DB_POOL_SIZE, DEFAULT_DB_TIMEOUT, DEFAULT_MAX_ARGUMENTS_BYTES, DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_PENDING_PER_GRANT, DEFAULT_RETAIN_DAYS,
 };
 pub use error::{ApiError, Error};
 pub use metrics::Metrics;

@@ -49,8 +49,9 @@ struct Args {
     #[arg(long, default_value_t = mcp_approvals::DEFAULT_DB_POOL_SIZE, value_parser = clap::value_parser!(u32).range(1..=1000))]
     db_pool_size: u32,
     /// Longest wait for one database call (a stalled server, a lock held elsewhere): past it the
-    /// request fails (the filter then refuses the call) and /healthz answers 503.
-    #[arg(long, default_value = "5s", value_parser = mcp_service_kit::duration::positive)]
+    /// request fails (the filter then refuses the call) and /healthz answers 503. Below the
+    /// filter's approval timeout (5s by default), so the service answers first.
+    #[arg(long, default_value = "2s", value_parser = mcp_service_kit::duration::positive)]
     db_timeout: std::time::Duration,
     /// POST a JSON event (Slack-compatible: a `text` field) to URL when an approval opens and when
     /// it is decided (repeatable). Never blocks a check.

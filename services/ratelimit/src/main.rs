@@ -139,7 +139,7 @@ async fn probe_once(store: &Store, metrics: &Metrics, reporter: &HealthReporter,
             if now {
                 tracing::info!("{} store reachable", store.name());
             } else {
-                tracing::warn!("{} store unreachable: answering UNAVAILABLE", store.name());
+                tracing::warn!("{} store unreachable or not fit to count: answering UNAVAILABLE", store.name());
             }
         }
         *up = Some(now);

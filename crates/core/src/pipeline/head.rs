@@ -87,9 +87,9 @@ pub struct RequestHead {
     /// `Content-Length`, when it is a number: a body declared over `gateway.max_body_bytes` is
     /// refused from the headers, without waiting for the bytes to arrive.
     pub declared_length: Option<usize>,
-    /// An `Accept` names `text/event-stream` or `application/json`: an MCP client's request (a GET
-    /// that opens the server's event stream, not a health check or a page).
-    pub accepts_messages: bool,
+    /// An `Accept` names `text/event-stream`: a GET of an MCP client, which opens the server's
+    /// event stream (not a health check or a page).
+    pub accepts_events: bool,
 }
 
 impl RequestHead {
@@ -121,7 +121,7 @@ impl RequestHead {
             caller: OnceCell::new(),
             request_id: None,
             declared_length: None,
-            accepts_messages: false,
+            accepts_events: false,
         };
         let payload_header = policy.gateway.identity.as_ref().map_or("", |i| i.payload_header.as_str());
         // Only a call that may need approval is bound to its upstream: no copies otherwise.
@@ -149,7 +149,7 @@ impl RequestHead {
                     }
                 }
                 "content-type" => head.content_type.add(value),
-                "accept" => head.accepts_messages |= http::names_a_message_type(value),
+                "accept" => head.accepts_events |= http::holds(value, b"text/event-stream"),
                 "content-encoding" => head.content_encoding.add(value),
                 "mcp-method" => head.mcp_method.add(value),
                 "mcp-name" => head.mcp_name.add(value),
@@ -238,7 +238,7 @@ pub fn on_headers(policy: &Policy, head: &RequestHead) -> HeadOutcome {
                     Outcome::new(d, None)
                 }
             };
-            out.event_stream = head.method == HttpMethod::Get && head.accepts_messages;
+            out.event_stream = head.method == HttpMethod::Get && head.accepts_events;
             HeadOutcome::Done(Box::new(out))
         }
         HttpMethod::Post => {

@@ -72,10 +72,11 @@ impl ResponseFilter {
             // The reply to any request too: the SDKs hand each response in it to the request its
             // id names, so a tool list or a tool result may come as the reply to another request.
             Framing::Json
-        } else if header(":status").as_deref() == Some(&b"202"[..]) {
+        } else if !self.event_stream && header(":status").as_deref() == Some(&b"202"[..]) {
             // The 2024-11-05 HTTP+SSE transport only acknowledges a POST (202, no JSON-RPC body);
             // the reply comes on the SSE stream, which is filtered there. A judged call is not
-            // known there, so its acknowledgement sets its marks.
+            // known there, so its acknowledgement sets its marks. (Clients read no 202's body to
+            // a POST; a GET's they read as events, as any other 2xx.)
             return unanswered;
         } else if reply
             || http::names_a_message_type(&content_type)

@@ -26,8 +26,12 @@ pub fn is_media_type(v: &[u8], want: &str) -> bool {
 /// any case)? MCP clients read a reply as messages on less than the exact media type: the Python
 /// SDK when the value starts with either, the TypeScript SDK (1.x) when it contains either.
 pub fn names_a_message_type(v: &[u8]) -> bool {
-    let holds = |name: &[u8]| v.windows(name.len()).any(|w| w.eq_ignore_ascii_case(name));
-    holds(b"application/json") || holds(b"text/event-stream")
+    holds(v, b"application/json") || holds(v, b"text/event-stream")
+}
+
+/// Does the header value `v` hold `name` anywhere, in any case?
+pub fn holds(v: &[u8], name: &[u8]) -> bool {
+    v.windows(name.len()).any(|w| w.eq_ignore_ascii_case(name))
 }
 
 /// Is the `charset` parameter of a content type absent or UTF-8 (possibly quoted)? A charset in

@@ -414,9 +414,12 @@ fn get_and_delete_with_a_version_outside_gateway_protocol_versions_are_refused()
     }
     // A GET that accepts events opens the server's SSE stream: its reply is held to being one
     // (`crate::response`); a DELETE opens none.
-    for (method, accept, want) in
-        [("GET", "text/event-stream", true), ("GET", "text/html", false), ("DELETE", "text/event-stream", false)]
-    {
+    for (method, accept, want) in [
+        ("GET", "text/event-stream", true),
+        ("GET", "text/html", false),
+        ("GET", "application/json", false),
+        ("DELETE", "text/event-stream", false),
+    ] {
         let h = RequestHead::from_headers(
             &p,
             [(":method", method.as_bytes()), ("accept", accept.as_bytes()), ("authorization", &b"Bearer agent"[..])],

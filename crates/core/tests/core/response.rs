@@ -150,11 +150,12 @@ fn the_reply_to_a_get_is_sse_or_refused() {
     for (headers, want) in [
         (&[("content-type", "text/event-stream"), (":status", "200")][..], Plan::FilterSse),
         (&[("content-type", "text/plain"), (":status", "200")], not_sse.clone()),
-        (&[(":status", "200")], not_sse),
+        (&[(":status", "200")], not_sse.clone()),
         // Not a stream: a client reads none of these as events.
         (&[("content-type", "text/plain"), (":status", "405")], Plan::PassThrough),
         (&[("content-type", "text/html"), (":status", "404")], Plan::PassThrough),
-        (&[(":status", "202")], Plan::PassThrough),
+        // A 202 with a body: the TypeScript SDK reads it as events, as any other 2xx.
+        (&[("content-type", "text/plain"), (":status", "202")], not_sse.clone()),
     ] {
         assert_eq!(plan(&mut get(), headers).0, want, "{headers:?}");
     }

@@ -28,10 +28,11 @@ impl Location {
     /// Read as a path, it would create a SQLite file of that name and put it, password and all, in
     /// the log: `--db` takes a `postgres://` URL instead.
     pub fn is_keyword_string(s: &str) -> bool {
-        s.split_whitespace()
-            .next()
-            .and_then(|w| w.split_once('='))
-            .is_some_and(|(key, _)| !key.is_empty() && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        // libpq's keywords that carry the connection (a string names at least one), spaces
+        // allowed around `=`.
+        const KEYWORDS: [&str; 8] = ["host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service"];
+        let s = s.trim_start();
+        KEYWORDS.iter().any(|k| s.strip_prefix(k).is_some_and(|rest| rest.trim_start().starts_with('=')))
     }
 
     /// For logs: the path, or the URL without its password.
@@ -79,10 +80,19 @@ mod tests {
 
     #[test]
     fn a_libpq_keyword_string_is_told_from_a_path() {
-        for s in ["host=db user=app password=S3CRET", "dbname=approvals", "  password=x host=y"] {
+        for s in ["host=db user=app password=S3CRET", "dbname=approvals", "  password=x host=y", "host = db password=x"]
+        {
             assert!(Location::is_keyword_string(s), "{s}");
         }
-        for s in ["approvals.sqlite", "/var/lib/a=b/approvals.sqlite", "./x=1.sqlite", "postgres://u:p@h/db", ""] {
+        for s in [
+            "approvals.sqlite",
+            "approvals=prod.sqlite",
+            "hosts.sqlite",
+            "/var/lib/a=b/approvals.sqlite",
+            "./x=1.sqlite",
+            "postgres://u:p@h/db",
+            "",
+        ] {
             assert!(!Location::is_keyword_string(s), "{s}");
         }
     }

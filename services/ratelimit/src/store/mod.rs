@@ -213,7 +213,7 @@ pub struct RedisStore {
     evicting: AtomicBool,
     /// The operator accepted eviction (`--allow-evicting-redis`).
     allow_evicting: bool,
-    /// Redis refused `CONFIG GET`, and the log said so once.
+    /// `CONFIG GET` got no answer since it last did, and the log said so.
     config_refused: AtomicBool,
 }
 
@@ -325,28 +325,31 @@ impl RedisStore {
             .await
             .map_err(|e| StoreError(format!("redis: {e}")))?;
         self.clock.observe(secs.saturating_mul(1000).saturating_add(micros / 1000), sent.elapsed());
-        let policy = match crate::eviction::read(&mut conn).await {
-            Ok(policy) => policy,
+        match crate::eviction::read(&mut conn).await {
+            Ok(policy) => {
+                self.config_refused.store(false, Ordering::Relaxed);
+                let evicting = policy.is_some() && !self.allow_evicting;
+                if self.evicting.swap(evicting, Ordering::Relaxed) != evicting {
+                    match &policy {
+                        Some(p) if evicting => tracing::error!(
+                            maxmemory_policy = %p,
+                            "redis may evict counters, which would restart limits from zero: answering \
+                             UNAVAILABLE until its maxmemory-policy is noeviction (or start with --allow-evicting-redis)"
+                        ),
+                        _ => tracing::info!("redis evicts no counters: deciding again"),
+                    }
+                }
+            }
+            // Not known this time (CONFIG renamed or forbidden, or a reply that did not come):
+            // what the last answer said stands, and the log says so once until CONFIG answers.
             Err(e) => {
                 if !self.config_refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(error = %e, "redis refused CONFIG GET: cannot tell whether it may evict counters \
-                        (it must not: set maxmemory-policy noeviction)");
+                    tracing::warn!(error = %e, "redis did not answer CONFIG GET: cannot tell whether it may evict \
+                        counters (it must not: set maxmemory-policy noeviction)");
                 }
-                None
-            }
-        };
-        let evicting = policy.is_some() && !self.allow_evicting;
-        if self.evicting.swap(evicting, Ordering::Relaxed) != evicting {
-            match &policy {
-                Some(p) if evicting => tracing::error!(
-                    maxmemory_policy = %p,
-                    "redis may evict counters, which would restart limits from zero: answering UNAVAILABLE \
-                     until its maxmemory-policy is noeviction (or start with --allow-evicting-redis)"
-                ),
-                _ => tracing::info!("redis evicts no counters: deciding again"),
             }
         }
-        if evicting {
+        if self.evicting.load(Ordering::Relaxed) {
             return Err(StoreError(EVICTING.into()));
         }
         Ok(())

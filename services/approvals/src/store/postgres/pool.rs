@@ -57,31 +57,40 @@ pub fn redact(url: &str) -> String {
 /// Connects (a pool of at most `size` connections; the first is opened now, so a wrong URL fails
 /// at start) and runs the migrations the database lacks. Runs on a thread of its own (callable
 /// from async code).
-pub fn open(url: &str, size: u32) -> Result<Pool> {
-    std::thread::scope(|s| match s.spawn(|| open_blocking(url, size)).join() {
+pub fn open(url: &str, size: u32, timeout: Duration) -> Result<Pool> {
+    std::thread::scope(|s| match s.spawn(|| open_blocking(url, size, timeout)).join() {
         Ok(r) => r,
         Err(_) => Err(StoreError::Internal("postgres open thread panicked".into())),
     })
 }
 
-fn open_blocking(url: &str, size: u32) -> Result<Pool> {
+fn open_blocking(url: &str, size: u32, timeout: Duration) -> Result<Pool> {
     let mut config: postgres::Config = url.parse()?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(5));
     }
     config.application_name("mcp-approvals");
     // One direct connection first: a wrong password, host or TLS setting fails here at once with
-    // PostgreSQL's own reason (the pool would wait its 5 s and report only a timeout).
-    config.connect(NoTls)?.close()?;
+    // PostgreSQL's own reason (the pool would wait its 5 s and report only a timeout). It runs the
+    // migrations, which the request timeout below must not cut short.
+    let mut first = config.connect(NoTls)?;
+    migrate(&mut first)?;
+    first.close()?;
+    // The server cancels what would outlast the request (`App::db` gives up then): a statement
+    // that runs or waits for a lock longer commits nothing afterwards. The URL's own options stay.
+    let ms = timeout.as_millis();
+    let options = format!("-c statement_timeout={ms} -c lock_timeout={ms}");
+    let options = match config.get_options() {
+        Some(own) if !own.trim().is_empty() => format!("{own} {options}"),
+        _ => options,
+    };
+    config.options(&options);
     let manager = PostgresConnectionManager::new(config, NoTls);
     let pool = r2d2::Pool::builder()
         .max_size(size.max(1))
         .min_idle(Some(1))
         .connection_timeout(Duration::from_secs(5))
         .build(manager)?;
-    let mut conn = pool.get()?;
-    migrate(&mut conn)?;
-    drop(conn);
     Ok(Pool(Some(pool)))
 }
 
