@@ -164,7 +164,7 @@ def test_kubernetes_resources_match_the_openapi_schemas_strictly(version):
     for path, d in core_docs():
         kubernetes_validate.validate(d, version, strict=True)  # raises ValidationError
         checked.append(f"{d['kind']}/{d['metadata']['name']}")
-    assert sorted(checked) == ["ConfigMap/mcp-approvals-postgres-init",
+    assert sorted(checked) == ["ConfigMap/mcp-approvals-postgres-init", "ConfigMap/mcp-policy-bootstrap",
                                "Deployment/mcp-approvals", "Deployment/mcp-approvals",  # SQLite, PostgreSQL
                                "Deployment/mcp-ratelimit",
                                "Deployment/mcp-ratelimit-redis", "Namespace/mcp-system",
