@@ -195,12 +195,22 @@ impl Storage for PgStore {
             return Ok(0);
         }
         let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(86_400));
-        let n = self.conn.execute(
-            "DELETE FROM approvals WHERE state IN ('consumed', 'denied', 'expired') \
-             AND GREATEST(created_at, expires_at, COALESCE(decided_at, 0), COALESCE(consumed_at, 0)) < $1",
-            &[&cutoff],
-        )?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        // In batches: each statement stays well within `--db-timeout` (the connections'
+        // statement_timeout), however many rows are due.
+        let mut total = 0u64;
+        loop {
+            let n = self.conn.execute(
+                "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals \
+                 WHERE state IN ('consumed', 'denied', 'expired') \
+                 AND GREATEST(created_at, expires_at, COALESCE(decided_at, 0), COALESCE(consumed_at, 0)) < $1 \
+                 LIMIT 5000)",
+                &[&cutoff],
+            )?;
+            total += n;
+            if n < 5000 {
+                return Ok(usize::try_from(total).unwrap_or(usize::MAX));
+            }
+        }
     }
 
     fn pending_count(&mut self, now: i64) -> Result<(i64, Option<i64>)> {
