@@ -20,8 +20,12 @@ pub struct Inner {
     /// The webhooks' queue (none configured: `None`).
     pub notifier: Option<Notifier>,
     /// Bumped whenever an approval is opened, decided, consumed or expired, here or (PostgreSQL)
-    /// on another instance: wakes hold-mode checks and is `/ui/version`.
+    /// on another instance: `/ui/version`, which pages wait on.
     version: watch::Sender<u64>,
+    /// Bumped whenever an approval is decided, consumed or expired: wakes hold-mode checks. Not on
+    /// an opening, which changes no waiting check's answer: so an agent that opens approvals does
+    /// not make every held check run again.
+    settled: watch::Sender<u64>,
     /// Set on SIGTERM or SIGINT: `/healthz` answers 503, hold-mode checks answer at once.
     shutdown: Shutdown,
     /// The `/metrics` page: [`Metrics`], then the webhooks' counters.
@@ -50,6 +54,7 @@ impl App {
         // version an open page has seen.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
         let (version, _) = watch::channel(start);
+        let (settled, _) = watch::channel(0);
         let notifier = Notifier::start(&config.notify);
         let metrics = Metrics::default();
         let mut page = metrics.registry();
@@ -57,7 +62,7 @@ impl App {
             n.register(&mut page);
         }
         let shutdown = Shutdown::new();
-        let app = App(Arc::new(Inner { store, clock, config, metrics, notifier, version, shutdown, page }));
+        let app = App(Arc::new(Inner { store, clock, config, metrics, notifier, version, settled, shutdown, page }));
         if let Location::Postgres(url) = location {
             app.start_listener(url)?;
         }
@@ -73,9 +78,12 @@ impl App {
             .spawn(move || {
                 store::postgres::listen(
                     &url,
-                    || {
+                    |settles| {
                         if let Some(inner) = weak.upgrade() {
                             inner.version.send_modify(|v| *v = v.wrapping_add(1));
+                            if settles {
+                                inner.settled.send_modify(|v| *v = v.wrapping_add(1));
+                            }
                         }
                     },
                     || stop_weak.upgrade().is_none_or(|inner| inner.shutdown.is_stopping()),
@@ -143,6 +151,9 @@ impl App {
         if changes.any() {
             self.version.send_modify(|v| *v = v.wrapping_add(1));
         }
+        if changes.settles() {
+            self.settled.send_modify(|v| *v = v.wrapping_add(1));
+        }
         if let Some(n) = &self.notifier {
             for a in &changes.events {
                 n.send(a, &self.approval_url(&a.id));
@@ -157,6 +168,11 @@ impl App {
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+
+    /// Changes that may settle a waiting check: an approval decided, consumed or expired.
+    pub fn subscribe_settled(&self) -> watch::Receiver<u64> {
+        self.settled.subscribe()
     }
 
     pub fn shutdown_receiver(&self) -> watch::Receiver<bool> {

@@ -44,11 +44,11 @@ pub async fn check_once(app: &App, input: &CheckInput) -> Result<CheckOutcome, E
     app.db(move |s, now| s.check(&input, now, &NewPending { id: &new_id, max_per_grant, max_in_all })).await
 }
 
-/// The check with hold mode: while pending, wait for any change (or the end of the wait), then
-/// check again.
+/// The check with hold mode: while pending, wait for an approval to be decided, consumed or
+/// expired (or the end of the wait), then check again.
 pub async fn check_hold(app: &App, input: &CheckInput, wait: Duration) -> Result<CheckOutcome, Error> {
     // Subscribe before the first check so no decision between the two is missed.
-    let mut changes = app.subscribe();
+    let mut changes = app.subscribe_settled();
     let mut shutdown = app.shutdown_receiver();
     let deadline = tokio::time::Instant::now() + wait;
     loop {

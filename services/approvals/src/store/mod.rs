@@ -244,6 +244,12 @@ impl Changes {
     pub fn any(&self) -> bool {
         !self.expired.is_empty() || self.opened + self.consumed + self.approved + self.denied > 0
     }
+
+    /// Did an approval leave `pending` or get consumed: what a hold-mode check waits for (an
+    /// approval opened changes no other check's answer).
+    pub fn settles(&self) -> bool {
+        !self.expired.is_empty() || self.consumed + self.approved + self.denied > 0
+    }
 }
 
 /// The result of an approver's decision.

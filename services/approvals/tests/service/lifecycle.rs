@@ -205,11 +205,15 @@ async fn hold_mode_returns_a_denial() {
     let id = id_of(&check(&s, &k).await);
     let held = held_check(&s, &k, 30);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // Unrelated activity wakes the waiter; it stays pending.
+    // An approval opened elsewhere changes no waiting check's answer: it wakes none (an agent that
+    // opens many would otherwise make every held check run again each time).
+    let settled = s.app.subscribe_settled();
     check(&s, &grant(11)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!held.is_finished());
+    assert!(!settled.has_changed().unwrap());
     assert_eq!(deny(&s, &id, "no").await.status, StatusCode::OK);
+    assert!(settled.has_changed().unwrap());
     let v = tokio::time::timeout(Duration::from_secs(5), held).await.unwrap().unwrap();
     assert_eq!(v, json!({"status": "denied", "approval_id": id, "approver": "bob", "note": "no"}));
 }

@@ -63,8 +63,18 @@ async fn hold_mode_is_woken_by_a_decision_on_another_instance() {
     }
     let a = svc();
     let b = second_instance(&a);
+    // An approval opened on b reaches a as a change of its page's version, and wakes no held check.
+    let (mut version, mut settled) = (a.app.subscribe(), a.app.subscribe_settled());
+    // The LISTEN connection's own first wake-up (it may have missed changes) is not this one's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settled.mark_unchanged();
+    version.mark_unchanged();
+    check(&b, &grant(69)).await;
+    tokio::time::timeout(Duration::from_secs(3), version.changed()).await.unwrap().unwrap();
+    assert!(!settled.has_changed().unwrap());
     let (v, id) = held_on_a_approved_on_b(&a, &b, 70, Duration::from_millis(500), "from b").await;
     assert_eq!(v, json!({"status": "approved", "approval_id": id, "approver": "alice", "note": "from b"}));
+    assert!(settled.has_changed().unwrap());
 }
 
 /// A hold-mode check of grant `n` waiting on `a` (left `settle` to start waiting) and approved on

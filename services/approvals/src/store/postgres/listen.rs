@@ -6,13 +6,14 @@ use std::time::Duration;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::NoTls;
 
-use super::CHANNEL;
+use super::{CHANNEL, OPENED};
 use crate::store::{Result, StoreError};
 
-/// Listens for [`CHANNEL`] on a connection of its own and calls `changed` for each notification,
-/// and once after every (re)connection (changes may have been missed meanwhile). Reconnects with
+/// Listens for [`CHANNEL`] on a connection of its own and calls `changed` for each notification
+/// (with whether it may settle an approval: any but [`OPENED`]), and once after every
+/// (re)connection, settling (changes may have been missed meanwhile). Reconnects with
 /// backoff (0.1 s doubling to 5 s) until `stop` returns true. Blocking: run on a thread.
-pub fn listen(url: &str, changed: impl Fn(), stop: impl Fn() -> bool) {
+pub fn listen(url: &str, changed: impl Fn(bool), stop: impl Fn() -> bool) {
     let mut backoff = Duration::from_millis(100);
     while !stop() {
         match listen_once(url, &changed, &stop) {
@@ -26,13 +27,13 @@ pub fn listen(url: &str, changed: impl Fn(), stop: impl Fn() -> bool) {
     }
 }
 
-fn listen_once(url: &str, changed: &impl Fn(), stop: &impl Fn() -> bool) -> Result<()> {
+fn listen_once(url: &str, changed: &impl Fn(bool), stop: &impl Fn() -> bool) -> Result<()> {
     let mut config: postgres::Config = url.parse()?;
     config.connect_timeout(Duration::from_secs(5));
     config.application_name("mcp-approvals listen");
     let mut client = config.connect(NoTls)?;
     client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
-    changed();
+    changed(true);
     loop {
         if stop() {
             return Ok(());
@@ -41,8 +42,8 @@ fn listen_once(url: &str, changed: &impl Fn(), stop: &impl Fn() -> bool) -> Resu
         {
             let mut notifications = client.notifications();
             let mut it = notifications.timeout_iter(Duration::from_millis(250));
-            while it.next()?.is_some() {
-                changed();
+            while let Some(n) = it.next()? {
+                changed(n.payload() != OPENED);
                 if stop() {
                     return Ok(());
                 }

@@ -26,6 +26,9 @@ pub use listen::listen;
 pub use pool::{open, redact, Pool};
 pub use store::PgStore;
 
+/// The payload of a `NOTIFY` for a transaction that only opened approvals (any other: empty).
+pub const OPENED: &str = "opened";
+
 /// The channel of `NOTIFY` (any change to an approval).
 pub const CHANNEL: &str = "mcp_approvals";
 

@@ -47,7 +47,10 @@ impl PgStore {
                 let mut tx = self.conn.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start()?;
                 let (value, changes) = f(&mut tx)?;
                 if changes.any() {
-                    tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL])?;
+                    // `opened` when nothing but openings: the other instances' hold-mode checks
+                    // then stay asleep (`listen`).
+                    let payload = if changes.settles() { "" } else { super::OPENED };
+                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])?;
                 }
                 tx.commit()?;
                 Ok((value, changes))
