@@ -43,13 +43,24 @@ impl std::ops::Deref for App {
     }
 }
 
+impl Inner {
+    /// An approval changed, here or on another instance: pages follow every change; hold-mode
+    /// checks wake only when it `settles` (decided, consumed or expired).
+    fn changed(&self, settles: bool) {
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+        if settles {
+            self.settled.send_modify(|v| *v = v.wrapping_add(1));
+        }
+    }
+}
+
 impl App {
     /// Opens the database (running its migrations) and builds the state. On PostgreSQL, also
     /// starts the thread that listens for changes made by other instances (it ends when the
     /// last clone of the `App` is dropped or on shutdown).
     pub fn open(db: impl Into<Location>, config: Config, clock: Arc<dyn Clock>) -> Result<App, Error> {
         let location = db.into();
-        let store = Backend::open_with_timeout(&location, config.db_pool_size, config.db_timeout)?;
+        let store = Backend::open(&location, config.db_pool_size, config.db_timeout)?;
         // Starts from the wall clock in milliseconds so a restarted service never repeats a
         // version an open page has seen.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64);
@@ -80,10 +91,7 @@ impl App {
                     &url,
                     |settles| {
                         if let Some(inner) = weak.upgrade() {
-                            inner.version.send_modify(|v| *v = v.wrapping_add(1));
-                            if settles {
-                                inner.settled.send_modify(|v| *v = v.wrapping_add(1));
-                            }
+                            inner.changed(settles);
                         }
                     },
                     || stop_weak.upgrade().is_none_or(|inner| inner.shutdown.is_stopping()),
@@ -149,10 +157,7 @@ impl App {
         m.approved.inc_by(changes.approved);
         m.denied.inc_by(changes.denied);
         if changes.any() {
-            self.version.send_modify(|v| *v = v.wrapping_add(1));
-        }
-        if changes.settles() {
-            self.settled.send_modify(|v| *v = v.wrapping_add(1));
+            self.changed(changes.settles());
         }
         if let Some(n) = &self.notifier {
             for a in &changes.events {

@@ -77,7 +77,8 @@ enum Scope {
     /// The reply to a `tools/call` whose tool has `result` rules: JSON or SSE; anything else is
     /// refused (`result_refused`).
     CallReply,
-    /// Any other forwarded request: SSE and JSON replies; any other passes.
+    /// Any other forwarded request: SSE and JSON replies; any other passes, unless a client could
+    /// read it as messages (`plan.rs`).
     AnyStream,
     /// Tool lists are not filtered: SSE replies are read for their ids only.
     Ids,

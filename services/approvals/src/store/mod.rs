@@ -408,13 +408,9 @@ pub enum Backend {
 impl Backend {
     /// Opens the database and runs the migrations it lacks. `pool_size`: most PostgreSQL
     /// connections this instance opens (ignored for SQLite).
-    pub fn open(location: &Location, pool_size: u32) -> Result<Backend> {
-        Self::open_with_timeout(location, pool_size, crate::DEFAULT_DB_TIMEOUT)
-    }
-
-    /// [`Backend::open`]; on PostgreSQL, a statement or a lock wait longer than `timeout` is
-    /// cancelled by the server (`--db-timeout`).
-    pub fn open_with_timeout(location: &Location, pool_size: u32, timeout: std::time::Duration) -> Result<Backend> {
+    /// On PostgreSQL, a statement or a lock wait longer than `timeout` is cancelled by the server
+    /// (`--db-timeout`).
+    pub fn open(location: &Location, pool_size: u32, timeout: std::time::Duration) -> Result<Backend> {
         match location {
             Location::Sqlite(path) => Ok(Backend::Sqlite(Arc::new(Mutex::new(sqlite::SqliteStore::open(path)?)))),
             Location::Postgres(url) => Ok(Backend::Postgres(Arc::new(postgres::open(url, pool_size, timeout)?))),

@@ -205,7 +205,7 @@ async fn arguments_over_the_limit_are_413() {
 fn the_list_reads_at_most_4096_bytes_of_arguments_per_row() {
     use mcp_approvals::store::{Backend, CheckInput, NewPending};
     let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::open(&new_db(dir.path()), 2).unwrap();
+    let backend = Backend::open(&new_db(dir.path()), 2, mcp_approvals::DEFAULT_DB_TIMEOUT).unwrap();
     // 4094 ASCII bytes then 3-byte characters: byte 4096 is inside the first one.
     let long = format!("[\"{}{}\"]", "x".repeat(4092), "\u{2028}".repeat(40_000));
     let short = "{\"vmid\":1}".to_string();

@@ -22,6 +22,15 @@ pub struct MemoryStore {
     full_sweep_ms: AtomicU64,
 }
 
+/// Does an admitted decision write `c`: a count with hits, or a mark set (a mark checked is only read).
+fn writes(c: &Counter) -> bool {
+    match c.kind {
+        Kind::Count => c.hits > 0,
+        Kind::MarkSet => true,
+        Kind::MarkCheck => false,
+    }
+}
+
 /// Expired counters are swept every this many decisions.
 const SWEEP_EVERY: u64 = 4096;
 
@@ -64,12 +73,7 @@ impl MemoryStore {
         let mut applied = Applied { admitted: true, now_ms, before };
         applied.admitted = counters.iter().enumerate().all(|(i, c)| !applied.over(i, c));
         if applied.admitted {
-            let adds = |c: &&Counter| match c.kind {
-                Kind::Count => c.hits > 0,
-                Kind::MarkSet => true,
-                Kind::MarkCheck => false,
-            };
-            let new = counters.iter().filter(adds).filter(|c| !map.contains_key(&c.key)).count();
+            let new = counters.iter().filter(|c| writes(c) && !map.contains_key(&c.key)).count();
             if new > 0 && map.len() + new > self.capacity {
                 if now_ms.saturating_sub(self.full_sweep_ms.swap(now_ms, Ordering::Relaxed)) >= 1000 {
                     map.retain(|_, (end, _)| *end > now_ms);
@@ -78,18 +82,14 @@ impl MemoryStore {
                     return Err(StoreError(format!("memory store full: {} counters held", map.len())));
                 }
             }
-            for (c, b) in counters.iter().zip(&applied.before) {
-                match c.kind {
-                    Kind::Count if c.hits > 0 => {
-                        let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
-                        map.insert(c.key.clone(), (end, b + c.hits));
-                    }
-                    Kind::MarkSet => {
-                        let entry = map.entry(c.key.clone()).or_insert((0, 0));
-                        entry.0 = entry.0.max(now_ms + c.window_ms);
-                        entry.1 = entry.1.max(now_ms);
-                    }
-                    _ => {}
+            for (c, b) in counters.iter().zip(&applied.before).filter(|(c, _)| writes(c)) {
+                if c.kind == Kind::MarkSet {
+                    let entry = map.entry(c.key.clone()).or_insert((0, 0));
+                    entry.0 = entry.0.max(now_ms + c.window_ms);
+                    entry.1 = entry.1.max(now_ms);
+                } else {
+                    let end = now_ms - now_ms % c.window_ms.max(1) + c.window_ms;
+                    map.insert(c.key.clone(), (end, b + c.hits));
                 }
             }
         }

@@ -44,7 +44,7 @@ pub struct Calls {
     pub judged: Option<(Json, String)>,
     /// The id of a call of a tool without them, whose answer under that id is judged by every
     /// tool's rules but not held to their size limits.
-    unread: Option<Json>,
+    ruleless: Option<Json>,
     /// The call's answer was read on the reply (a response under its id, or a result that set its
     /// marks), or its marks were set when the reply or its stream ended ([`reply_ended`]). A reply
     /// the filter refused is not an answer: the client may still fetch the result on another
@@ -62,7 +62,7 @@ impl Calls {
         let Ok(id) = json::parse(id.as_bytes()) else { return Calls::default() };
         match policy.result_rules(tool) {
             Some(_) => Calls { judged: Some((id, tool.clone())), ..Calls::default() },
-            None => Calls { unread: Some(id), ..Calls::default() },
+            None => Calls { ruleless: Some(id), ..Calls::default() },
         }
     }
 }
@@ -121,7 +121,7 @@ fn judge_one(
     // server answer that call here (the SDKs' servers route a response to the latest request
     // under its id). So it is judged by every tool's rules as any other, without their size
     // limits, which are not its own.
-    let unread = calls.unread.as_ref().is_some_and(bears);
+    let ruleless = calls.ruleless.as_ref().is_some_and(bears);
     // The call whose reply this is, if known, and whether the response bears its id: then its
     // rules, held on the stack (no allocation); else every tool's, its own among them.
     let known = calls.judged.as_ref().map(|(_, tool)| tool.as_str());
@@ -157,7 +157,7 @@ fn judge_one(
         // An error that may answer any call is read for what it says, not held to every tool's
         // size limit; on a call's reply it is held to the call's (the Python SDK hands it to the
         // call whatever its id).
-        let size = if !unread && (known.is_some() || looks_like_tool_result(msg)) { size } else { 0 };
+        let size = if !ruleless && (known.is_some() || looks_like_tool_result(msg)) { size } else { 0 };
         judge::judge(msg, size, rules, policy.gateway.max_response_bytes, !dry_run, room)
     };
     // Judging changes texts of the payload only: the id is still there.

@@ -221,7 +221,7 @@ fn a_response_under_another_id_on_a_calls_reply_is_judged_by_every_tools_rules()
 }
 
 #[test]
-fn a_tool_without_rules_is_answered_unread_and_errors_are_not_held_to_other_tools_sizes() {
+fn neither_the_answer_of_a_tool_without_rules_nor_an_error_is_held_to_other_tools_sizes() {
     let p = read_file_policy("");
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,

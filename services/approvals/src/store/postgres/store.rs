@@ -31,6 +31,9 @@ pub struct PgStore {
     conn: Conn,
 }
 
+/// Rows deleted by one statement of the retention purge (its `LIMIT`).
+const PURGE_BATCH: i64 = 5000;
+
 impl PgStore {
     pub fn new(conn: Conn) -> PgStore {
         PgStore { conn }
@@ -198,19 +201,19 @@ impl Storage for PgStore {
             return Ok(0);
         }
         let cutoff = now.saturating_sub(i64::from(retain_days).saturating_mul(86_400));
-        // In batches: each statement stays well within `--db-timeout` (the connections'
-        // statement_timeout), however many rows are due.
+        // In batches of PURGE_BATCH: each statement stays well within
+        // `--db-timeout` (the connections' statement_timeout), however many rows are due.
         let mut total = 0u64;
         loop {
             let n = self.conn.execute(
                 "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals \
                  WHERE state IN ('consumed', 'denied', 'expired') \
                  AND GREATEST(created_at, expires_at, COALESCE(decided_at, 0), COALESCE(consumed_at, 0)) < $1 \
-                 LIMIT 5000)",
-                &[&cutoff],
+                 LIMIT $2)",
+                &[&cutoff, &PURGE_BATCH],
             )?;
             total += n;
-            if n < 5000 {
+            if n < PURGE_BATCH.unsigned_abs() {
                 return Ok(usize::try_from(total).unwrap_or(usize::MAX));
             }
         }
