@@ -123,8 +123,24 @@ NO_DECISION = {
     "compressed_frame": rs.Answer(body=rs.frame(rs.OK_MESSAGE, flag=1), trailers=[("grpc-status", "0")]),
     "ok_without_message": rs.trailers_only(0),
     "not_grpc": rs.Answer(headers=[(":status", "200"), ("content-type", "text/plain")], body=b"hello world"),
+    "unknown_flag": rs.Answer(body=b"\x02", trailers=[("grpc-status", "0")]),
+    "unknown_flag_after_ok_message": rs.Answer(body=rs.frame(rs.OK_MESSAGE) + b"\x02", trailers=[("grpc-status", "0")]),
     "invalid_argument": rs.trailers_only(3),
     "http_404": rs.Answer(headers=[(":status", "404")]),
+}
+
+
+# The reason the agent reads, the same on both builds: the wasm build has only the status Envoy's
+# gRPC client reports, and the native build, which reads the answer itself, says no more.
+NO_DECISION_REASON = {
+    "truncated_frame": "rate limit service did not take the request: gRPC status 13",
+    "compressed_frame": "rate limit service did not take the request: gRPC status 13",
+    "unknown_flag": "rate limit service did not take the request: gRPC status 13",
+    "unknown_flag_after_ok_message": "rate limit service did not take the request: gRPC status 13",
+    "ok_without_message": "rate limit service did not take the request: gRPC status 13",
+    "not_grpc": "rate limit service did not take the request: gRPC status 13",
+    "invalid_argument": "rate limit service did not take the request: gRPC status 3",
+    "http_404": "rate limit service did not take the request: gRPC status 12",
 }
 
 
@@ -137,6 +153,7 @@ def test_an_answer_that_is_no_decision_refuses_even_with_failure_mode_allow(setu
     for i in range(2):
         r, elapsed = ask(envoy, tok, i)
         assert kind(r) == "limiter_unavailable", (case, r.body)
+        assert r.error["data"]["reason"] == NO_DECISION_REASON[case]
         assert r.status == 200 and r.json()["id"] == i and r.error["code"] == -31004
         assert elapsed < WITHIN_S
     assert upstream(log, tok) == []

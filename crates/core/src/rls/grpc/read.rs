@@ -141,7 +141,7 @@ impl AnswerReader {
             self.skipping -= n;
             if self.skipping == 0 {
                 if self.skipping_compressed {
-                    self.unreadable("compressed gRPC message");
+                    self.unreadable();
                 }
                 self.last = Last::TooLarge;
             }
@@ -150,7 +150,7 @@ impl AnswerReader {
         if self.frame.len() < 5 {
             let Some((&b, rest)) = bytes.split_first() else { return bytes };
             if self.frame.is_empty() && b & !1 != 0 {
-                self.unreadable("unknown gRPC frame flag");
+                self.unreadable();
                 return &[];
             }
             self.frame.push(b);
@@ -178,14 +178,16 @@ impl AnswerReader {
         let frame = std::mem::take(&mut self.frame);
         match frame.split_first() {
             Some((1, header_and_message)) if header_and_message.len() > 4 => {
-                self.unreadable("compressed gRPC message");
+                self.unreadable();
             }
             _ => self.last = Last::Message(frame.get(5..).unwrap_or_default().to_vec()),
         }
     }
 
-    fn unreadable(&mut self, why: &str) {
-        self.end(Answer::Unusable(format!("rate limit service answer unreadable: {why} (gRPC status 13)")));
+    /// An answer Envoy's gRPC client refuses as 13 INTERNAL (an unknown frame flag, a compressed
+    /// message), ended as that client ends it: the agent reads the same reason on both builds.
+    fn unreadable(&mut self) {
+        self.end(read_answer(INTERNAL, None));
     }
 
     /// The response trailers' `grpc-status`, if any.
