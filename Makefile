@@ -27,11 +27,11 @@ WASM_OPT_FLAGS := -Oz --converge --low-memory-unused --enable-bulk-memory --enab
 
 ## build: the release .wasm (installs the wasm32-wasip1 target with rustup if missing), shrunk by
 ## wasm-opt from npm binaryen (installed into tools/wasm-opt)
-## wasm-opt runs only when cargo built a new module. Cargo links its output into place again on every
-## build, fresh or not, so the shrunk module is kept beside it ($(WASM).opt) with the digest of the
-## module it was made from ($(WASM).src-sha256) and the flags it was shrunk with ($(WASM).opt-flags),
-## and put back in place (by mv, never written through cargo's link) when cargo's output is that
-## module again and the flags are the same.
+# wasm-opt runs only when cargo built a new module. Cargo links its output into place again on every
+# build, fresh or not, so the shrunk module is kept beside it ($(WASM).opt) with the digest of the
+# module it was made from ($(WASM).src-sha256) and the flags it was shrunk with ($(WASM).opt-flags),
+# and put back in place (by mv, never written through cargo's link) when cargo's output is that
+# module again and the flags are the same.
 #
 # The module names the source file of each panic site it links. Sources from crates.io are named
 # `crate-version/src/…`, not by the builder's CARGO_HOME (--remap-path-prefix): with the same
@@ -244,7 +244,8 @@ native:
 	$(CARGO) build --release --locked $(FILTER_FEATURES) -p mcp-policy-cli -p mcp-approvals -p mcp-ratelimit \
 	  --bins --example rls_load
 
-## cli: the mcp-policy tool (check, explain, apply, grant-id, schema): target/release/mcp-policy
+## cli: the mcp-policy tool (check, explain, test, apply, pin, contain, release, grant-id, schema):
+##      target/release/mcp-policy, built with the two services
 cli: native
 
 ## approvals: the approval service (services/approvals/README.md): target/release/mcp-approvals
@@ -312,7 +313,8 @@ run:
 ##         applies nothing when a case fails
 .PHONY: reload
 reload:
-	@mkdir -p $(RUN_DIR)
+	@test -f $(RUN_DIR)/policy.json || \
+	  { echo "reload: no $(RUN_DIR)/policy.json: start \`make run\` first (it writes the policy there), edit that file, then \`make reload\`" >&2; exit 2; }
 	@if ! test -x target/release/mcp-policy; then \
 	  echo "reload: building mcp-policy first (a few minutes the first time; log: $(RUN_DIR)/reload-build.log)"; \
 	elif test -n "$$(find crates/core/src crates/cli/src crates/core/Cargo.toml crates/cli/Cargo.toml Cargo.toml Cargo.lock -newer target/release/mcp-policy -print -quit)"; then \
@@ -374,4 +376,10 @@ include mk/deploy.mk
 ## help: every target with what it does (these `##` comments)
 .PHONY: help
 help:
+	@printf '%s\n' 'Start here:' \
+	  '  make run      the demo: Envoy with the filter in front of an MCP server, one line per decision' \
+	  '  make demo     a scripted agent session on a stack of its own: what is allowed, refused and why' \
+	  '  make reload   put the edited $(RUN_DIR)/policy.json live in the Envoy of make run' \
+	  '  make cli      the mcp-policy tool: check, explain and test policies' \
+	  '  make test     every test tier, as CI runs it' '' 'Every target:'
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)

@@ -194,8 +194,8 @@ def main() -> int:
         print(f"demo: {ha.approvals_binary()} is missing (run make approvals)", file=sys.stderr)
         return 2
     print("demo: this runs a private stack of its own (demo server, mcp-approvals and Envoy on free ports,\n"
-          "      with the shipped envoy/policy.json), so that every step matches whatever `make run` is doing\n"
-          "      and whatever you changed in .run/policy.json: its calls never show in the `make run` window.\n"
+          "      with the shipped envoy/policy.json), so its steps do not depend on `make run` or on what you\n"
+          "      changed in .run/policy.json, and its calls never show in the `make run` window.\n"
           "      To see calls there, send them to http://127.0.0.1:10000/mcp (README: Try it).\n", flush=True)
     steps = Steps()
     with Stack(wasm=wasm) as stack:

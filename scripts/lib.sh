@@ -81,9 +81,12 @@ decision_view() {
   wait -n "${pids[@]}" || status=$?
   # Ctrl-C reaches the services too, and they may exit before the INT trap runs: give it time.
   sleep 0.3
-  echo "$me: a process exited (status $status${logs_hint:+; $logs_hint}); stopping the others" >&2
   # Status 0 is a clean stop asked from outside (Envoy and the services exit 0 on SIGINT and
   # SIGTERM), as from a shell that started this in the background, where SIGINT cannot be trapped.
-  [ "$status" -eq 0 ] && exit 0
+  if [ "$status" -eq 0 ]; then
+    echo "$me: a process was asked to stop (it exited cleanly); stopping the others" >&2
+    exit 0
+  fi
+  echo "$me: a process exited (status $status${logs_hint:+; $logs_hint}); stopping the others" >&2
   exit 1
 }

@@ -94,5 +94,6 @@ Ctrl-C stops everything.
 
 EOF
 decision_view "$run_dir/.exited" "scripts/decisions.py --from-start --title" \
-  "$python" scripts/decisions.py --from-start --title "Decisions (Envoy, time UTC, grant, tool, decision, rule):" \
-  "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log"
+  "$python" scripts/decisions.py --from-start --title "Decisions (Envoy, time UTC, grant, tool or method, decision, rule):" \
+  "envoy-1=$run_dir/access-1.log" "envoy-2=$run_dir/access-2.log" \
+  --envoy-log "envoy-1=$run_dir/envoy-1.log" --envoy-log "envoy-2=$run_dir/envoy-2.log"

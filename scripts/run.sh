@@ -123,21 +123,28 @@ http_is "http://127.0.0.1:$admin_port/ready" LIVE || not_up Envoy "$run_dir/envo
 
 [ "$run_dir" = .run ] || reload="$reload RUN_DIR=$run_dir"
 [ "$admin_port" = 9901 ] || reload="$reload ADMIN_PORT=$admin_port"
+# What the banner says of start_vm, list_vms and delete_vm is the shipped policy's.
+shipped="the shipped policy: "
+if ! cmp -s envoy/policy.json "$run_dir/policy.json"; then
+  shipped="envoy/policy.json (yours differs; mcp-policy explain $run_dir/policy.json REQUEST.json tells what it decides): "
+fi
 cat <<EOF
 
 mcp-policy-filter is running, the ${FILTER:-wasm} build ($artifact) (Ctrl-C stops it)
   MCP endpoint  http://127.0.0.1:$mcp_port/mcp  any bearer token is a grant: -H 'authorization: Bearer demo-token'
-  Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token' (start_vm needs one)
+  Approvals     http://127.0.0.1:$approvals_port  log in as '$approver' with token '$approver_token'
+                (under the shipped policy, start_vm needs one)
   Envoy admin   http://127.0.0.1:$admin_port  (/stats/prometheus)
   Policy        $run_dir/policy.json ($seeded)
   Live edit     edit that file, then: $reload
   Logs          $run_dir/envoy.log $run_dir/access.log $run_dir/demo-server.log $run_dir/approvals.log
 
-Try (allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001):
+Try (under ${shipped}allowed; with "delete_vm" instead: denied by default, JSON-RPC error -31001):
   curl -s http://127.0.0.1:$mcp_port/mcp -H 'content-type: application/json' \\
     -H 'accept: application/json, text/event-stream' -H 'authorization: Bearer demo-token' \\
     -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}'
 
 EOF
 decision_view "$run_dir/.exited" "scripts/decisions.py $run_dir/access.log" \
-  "$python" scripts/decisions.py "$run_dir/access.log" --from-start --title "Decisions (time UTC, grant, tool, decision, rule):"
+  "$python" scripts/decisions.py "$run_dir/access.log" --envoy-log "$run_dir/envoy.log" --from-start \
+  --title "Decisions (time UTC, grant, tool or method, decision, rule):"

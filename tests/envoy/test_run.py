@@ -171,9 +171,13 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
             "column 28 of the policy text. Envoy refuses this configuration: on a reload the previous policy keeps serving") in r.stderr
     assert outcome("list_vms", 200) == (200, -31001, FROZEN)
 
-    # One line per decision on the terminal: time, grant, tool, decision, rule.
+    # A request that names no tool shows its method, read off its audit line in Envoy's log.
+    post(MCP, rpc("tools/list", 300, {}), headers_for("run-test-token"))
+    CALLS.append("tools/list")
+
+    # One line per decision on the terminal: time, grant, tool or method, decision, rule.
     def decision_lines() -> list[list[str]]:
-        text = proc.log_text().split("Decisions (time UTC, grant, tool, decision, rule):\n")[1]
+        text = proc.log_text().split("Decisions (time UTC, grant, tool or method, decision, rule):\n")[1]
         return [line.split() for line in text.splitlines() if not line.startswith("run:")]
 
     deadline = time.monotonic() + 10
@@ -185,6 +189,7 @@ def test_make_run_live_edit_reload_and_refused_edits(run_sh):
     assert [cells[1:] for cells in lines[:2]] == [[grant, "list_vms", "allowed", "tools.list_vms"],
                                                   [grant, "delete_vm", "denied", "default"]]
     assert [grant, "list_vms", "denied", "tools.list_vms"] in [cells[1:] for cells in lines]
+    assert lines[-1][1:] == [grant, "tools/list", "passed", "-"]
     assert all(len(cells) == 5 and len(cells[0]) == len("23:01:02.345") for cells in lines), lines
 
     # Ctrl-C (SIGINT to run.sh) stops everything.

@@ -32,7 +32,7 @@ def test_a_failing_case_stops_the_reload_before_anything_is_applied(tmp_path):
     assert done.returncode == 2, done
     assert done.stdout == (f"running 1 case of {tmp_path}/policy.tests.yaml on {tmp_path}/policy.json\n"
                            "case list_vms is denied ... FAILED\n\nfailures:\n\n---- list_vms is denied ----\n"
-                           "--- expected\n+++ actual\n-kind:   denied\n+kind:   allowed\n\n"
+                           "--- expected\n+++ actual\n-kind:   denied\n+kind:   allowed\n+rule:   tools.list_vms\n\n"
                            "test result: FAILED. 0 passed; 1 failed\n")
     assert done.stderr.startswith(f"reload: {tmp_path}/policy.tests.yaml fails: not applied (the previous policy "
                                   "keeps serving)\n"), done.stderr
@@ -46,3 +46,13 @@ def test_passing_tests_go_on_to_apply(tmp_path):
     assert done.returncode == 2, done
     assert done.stdout.endswith("test result: ok. 7 passed; 0 failed\n"), done.stdout
     assert done.stderr.startswith(f"mcp-policy: cannot read {tmp_path}/mcp_policy.yaml: "), done.stderr
+
+
+def test_without_a_run_it_says_to_start_one_first(tmp_path):
+    # Nothing is built or run: the policy `make run` writes is not there yet.
+    done = subprocess.run(["make", "-s", "--no-print-directory", "reload", f"RUN_DIR={tmp_path}/run"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"reload: no {tmp_path}/run/policy.json: start `make run` first (it writes the "
+                                  "policy there), edit that file, then `make reload`\n"), done.stderr
+    assert not (tmp_path / "run").exists()

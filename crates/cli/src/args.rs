@@ -222,6 +222,10 @@ pub struct ExplainArgs {
     /// The MCP server's `:path` (default `/mcp`)
     #[arg(long, value_name = "PATH", default_value = "/mcp", hide_default_value = true)]
     pub path: String,
+    /// The request's MCP-Protocol-Version header, e.g. `2025-11-25` (default: none,
+    /// which the filter reads as 2025-03-26, as the MCP specification says)
+    #[arg(long, value_name = "VERSION", verbatim_doc_comment)]
+    pub protocol_version: Option<String>,
     /// A JSON tools/call response the server would send: shows what the
     /// tool's result rules make of it (refused, redactions, or unchanged)
     #[arg(long, value_name = "RESULT.json", verbatim_doc_comment)]

@@ -4,10 +4,10 @@
 
 use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::identity::session::MIN_KEY_BYTES;
-use mcp_policy_core::policy::Policy;
+use mcp_policy_core::policy::{Policy, ToolRule};
 use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::terms::{Action, ApprovalMode, Mode};
-use mcp_policy_core::wire::{json, textpos};
+use mcp_policy_core::wire::{fold, json, textpos};
 
 use super::{read_input, Failure, Report, INVALID_POLICY, OK};
 
@@ -61,6 +61,9 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
     let mut out: String = config::warnings(p).map(|w| format!("{path}: warning: {w}\n")).collect();
     for member in set.members() {
         let at = member.name.as_ref().map_or_else(String::new, |n| format!("policies.{n}: "));
+        for w in dead_rules(member) {
+            out.push_str(&format!("{path}: warning: {at}{w}\n"));
+        }
         for group in folded_siblings(member) {
             let mut names = String::new();
             for (i, n) in group.iter().enumerate() {
@@ -77,6 +80,83 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
         }
     }
     out
+}
+
+/// Entries a valid policy holds that can never take effect, each as a warning: an allowed tool
+/// that `hide` hides (hiding refuses every call) or whose name folds onto a denied tool's (the
+/// filter refuses every such name), the `reason` of an allowed tool without an approval (no
+/// refusal shows it), a denied tool's limits, conditions, approval, result rules and marks (its
+/// calls are refused before any of them), and under `default: "deny"` a policy that allows no tool.
+/// In dry run the filter forwards what it would refuse: no refusal makes a rule dead there.
+fn dead_rules(policy: &Policy) -> Vec<String> {
+    let mut out = Vec::new();
+    // Pinned tools that a `default_for` rule may allow.
+    let mut allows_one = policy.default_for_rules().iter().any(|d| d.action == Action::Allow);
+    let mut names: Vec<&str> = policy.listed_tools().collect();
+    names.sort_unstable();
+    let denied: Vec<(&str, String)> = names
+        .iter()
+        .filter(|n| policy.tool_rule(n).is_some_and(|r| r.action == Action::Deny))
+        .map(|n| (*n, fold::tool_key(n).into_owned()))
+        .collect();
+    for name in names {
+        let Some(rule) = policy.tool_rule(name) else { continue };
+        let enforced = policy.mode_for(Some(name)) == Mode::Enforce;
+        let shown = quoted(name);
+        match rule.action {
+            Action::Allow if enforced && policy.is_hidden(name) => out.push(format!(
+                "tools.{shown} allows a tool that `hide` hides: hiding refuses every call of it (take it out of \
+                 one of the two)"
+            )),
+            Action::Allow => {
+                let key = fold::tool_key(name);
+                match denied.iter().find(|(d, k)| *d != name && *k == key) {
+                    Some((d, _)) if enforced => out.push(format!(
+                        "tools.{shown} folds onto tools.{}, which is denied: the filter refuses every name that \
+                         folds onto a denied tool's, this one too",
+                        quoted(d)
+                    )),
+                    _ => allows_one = true,
+                }
+                if rule.reason.is_some() && rule.approval.is_none() {
+                    out.push(format!(
+                        "tools.{shown}.reason: the tool is allowed, so no agent is shown it (a tool's reason is \
+                         shown when it is denied or needs an approval; argument conditions take their own)"
+                    ));
+                }
+            }
+            Action::Deny if enforced && rule_beyond_pin(rule) => out.push(format!(
+                "tools.{shown}: its action is deny, so its limits, conditions, approval, result rules and marks \
+                 never apply (every call is refused first)"
+            )),
+            Action::Deny => {}
+        }
+    }
+    if policy.default == Action::Deny && !allows_one && policy.gateway.mode == Mode::Enforce {
+        out.push(
+            "no tool is allowed: `default` is deny and no entry of `tools` allows one, so every tools/call is \
+             refused (add an entry such as \"tools\": {\"list_vms\": {}})"
+                .to_owned(),
+        );
+    }
+    out
+}
+
+/// Does a tool's rule hold more than its pin (which a `tools/list` checks whatever the action)?
+fn rule_beyond_pin(rule: &ToolRule) -> bool {
+    rule.approval.is_some()
+        || !rule.limits.is_empty()
+        || !rule.require.is_empty()
+        || !rule.deny_if.is_empty()
+        || rule.result.is_some()
+        || !rule.marks.is_empty()
+}
+
+/// `name` as a JSON string, as the warnings show tool names.
+fn quoted(name: &str) -> String {
+    let mut shown = String::new();
+    json::write_str(&mut shown, name);
+    shown
 }
 
 /// The names of `tools` that fold together (`wire::fold::tool_key`), in groups of two or more, each
@@ -116,6 +196,12 @@ pub fn load_bytes_with(path: &str, bytes: &[u8], env: &dyn Fn(&str) -> Option<St
     let bytes = bytes.to_vec();
     config::load_set_with_env(&bytes, env).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
+        if json::parse(&bytes).is_ok_and(|doc| doc.get("jsonrpc").is_some()) {
+            lines.push(format!(
+                "{path}: this is a JSON-RPC message, not a policy (explain and test take the policy \
+                 first: mcp-policy explain POLICY.json REQUEST.json)"
+            ));
+        }
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.
         // Two names that clash: the error names the object that holds them; show the two names instead.

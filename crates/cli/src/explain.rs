@@ -2,12 +2,17 @@
 //! (`pipeline::on_headers` / `pipeline::on_body`, a fresh in-memory rate-limit store, the current time),
 //! sent to the MCP server named by `--cluster`, `--authority` and `--path`.
 
+mod batch;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcp_policy_core::config::{PolicySet, Why};
 use mcp_policy_core::limits::{self, Limiter, MemoryStore, SharedStore};
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHead};
+use mcp_policy_core::policy::conditions::{self, Condition};
 use mcp_policy_core::policy::{GrantSource, Policy};
+use mcp_policy_core::wire::json::Json;
+use mcp_policy_core::wire::mcp::{read_body, Body, Call, Message};
 
 use super::args::ExplainArgs;
 use super::check::load_policy;
@@ -23,12 +28,19 @@ pub(super) struct Target {
     pub cluster: String,
     pub authority: String,
     pub path: String,
+    /// The request's `MCP-Protocol-Version` header (`--protocol-version`); none when `None`.
+    pub protocol_version: Option<String>,
 }
 
 impl Default for Target {
     /// `explain`'s defaults: the shipped envoy/envoy.yaml's cluster and listener, `/mcp`.
     fn default() -> Self {
-        Target { cluster: "mcp_upstream".into(), authority: "127.0.0.1:10000".into(), path: "/mcp".into() }
+        Target {
+            cluster: "mcp_upstream".into(),
+            authority: "127.0.0.1:10000".into(),
+            path: "/mcp".into(),
+            protocol_version: None,
+        }
     }
 }
 
@@ -68,6 +80,17 @@ pub(super) fn decide(
         ("content-type", b"application/json"),
         (credential.0, credential.1.as_bytes()),
     ];
+    if let Some(v) = &to.protocol_version {
+        headers.push(("mcp-protocol-version", v.as_bytes()));
+    }
+    // From 2026-07-28 a request's Mcp-Method and Mcp-Name headers mirror its body, as clients send them.
+    let mirrored = to.protocol_version.as_deref().filter(|v| *v >= MIRRORING_VERSION).and_then(|_| mirror(body));
+    if let Some((method, name)) = &mirrored {
+        headers.push(("mcp-method", method.as_bytes()));
+        if let Some(name) = name {
+            headers.push(("mcp-name", name.as_bytes()));
+        }
+    }
     if let (Some(p), Some(id)) = (payload, &policy.gateway.identity) {
         headers.push((id.payload_header.as_str(), p.as_bytes()));
     }
@@ -107,6 +130,31 @@ pub(super) fn decide(
     attached.stamp(&mut outcome.decision);
     outcome.shape(policy.gateway.refusal_shape);
     (Some(attached), outcome)
+}
+
+/// The first protocol version whose requests carry Mcp-Method and Mcp-Name.
+const MIRRORING_VERSION: &str = "2026-07-28";
+
+/// The Mcp-Method and Mcp-Name headers of a single request `body`: its method, and the member
+/// `Mcp-Name` mirrors (`params.name` of `tools/call` and `prompts/get`, `params.uri` of
+/// `resources/read`), as `=?base64?…?=` when it is not printable ASCII (SEP-2243).
+fn mirror(body: &[u8]) -> Option<(String, Option<String>)> {
+    use base64::Engine;
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let method = message.get("method")?.as_str()?;
+    let member = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return Some((method.to_owned(), None)),
+    };
+    let name = message.get("params").and_then(|p| p.get(member)).and_then(serde_json::Value::as_str).map(|n| {
+        if n.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            n.to_owned()
+        } else {
+            format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(n))
+        }
+    });
+    Some((method.to_owned(), name))
 }
 
 /// `--claims`: a JSON object, as the base64url payload header `jwt_authn` forwards.
@@ -156,6 +204,7 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
         cluster,
         authority,
         path,
+        protocol_version,
         claims,
         result,
         marks,
@@ -164,13 +213,18 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
     if !header_safe(grant) {
         return Err(usage_error("explain", "--grant must be non-empty, without control characters"));
     }
-    if ![cluster, authority, path].into_iter().all(|v| header_safe(v)) {
+    if ![cluster, authority, path].into_iter().chain(protocol_version).all(|v| header_safe(v)) {
         return Err(usage_error(
             "explain",
-            "--cluster, --authority and --path must be non-empty, without control characters",
+            "--cluster, --authority, --path and --protocol-version must be non-empty, without control characters",
         ));
     }
-    let to = Target { cluster: cluster.clone(), authority: authority.clone(), path: path.clone() };
+    let to = Target {
+        cluster: cluster.clone(),
+        authority: authority.clone(),
+        path: path.clone(),
+        protocol_version: protocol_version.clone(),
+    };
     let set = load_policy(policy_file)?;
     let payload = claims.as_deref().map(|c| payload_of(c, &set)).transpose()?;
     let body = read_input(request_file)?;
@@ -201,10 +255,11 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Report, Failure> {
         (None, Some(_)) => NEEDS_APPROVAL,
         (None, None) => OK,
     };
-    text.push_str(&render(policy, &outcome));
+    text.push_str(&render(policy, &outcome, condition_found(policy, &outcome, &body).as_deref()));
     if let Some(file) = result {
         text.push_str(&result_lines(policy, &outcome, &read_input(file)?));
     }
+    text.push_str(&batch::lines(&set, &body, &caller, &to, now_ms()));
     Ok(Report::out(text, status))
 }
 
@@ -240,8 +295,28 @@ fn result_lines(policy: &Policy, o: &Outcome, body: &[u8]) -> String {
     format!("{:<10}{line}\n", "result:")
 }
 
+/// What the filter found of the argument condition that refused the call, when the agent is shown
+/// the condition's own `reason` instead: e.g. `deny_if condition cannot be evaluated: args.command
+/// regex` (the argument is absent) where the author wrote "no rm -rf".
+fn condition_found(policy: &Policy, o: &Outcome, body: &[u8]) -> Option<String> {
+    let d = &o.decision;
+    let rule = d.rule.as_deref()?;
+    let Ok(Body::Single(Message::Request { call: Call::Tool(call), .. })) = read_body(body) else { return None };
+    let r = policy.tool_rule(&call.name)?;
+    r.require.iter().chain(&r.deny_if).find(|c| c.rule == rule)?.reason.as_ref()?;
+    let unreasoned =
+        |cs: &[Condition]| -> Vec<Condition> { cs.iter().cloned().map(|c| Condition { reason: None, ..c }).collect() };
+    // The arguments as `Policy::judge` reads them: the value, and a budget of twice their text.
+    let args = call.arguments.as_ref();
+    let value = args.map(|a| a.value().unwrap_or(Json::Null));
+    let budget = args.map_or(0, |a| a.raw().len()).saturating_mul(2).saturating_add(64);
+    let (require, deny_if) = (unreasoned(&r.require), unreasoned(&r.deny_if));
+    let (c, why) = conditions::check(&require, &deny_if, value.as_ref(), budget)?;
+    (c.rule == rule).then_some(why)
+}
+
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.
-fn render(policy: &Policy, o: &Outcome) -> String {
+fn render(policy: &Policy, o: &Outcome, found: Option<&str>) -> String {
     let d = &o.decision;
     // A call held for approval is named as policy tests, the access log and the metrics name it,
     // with the reason the agent is shown (the tool's `reason`).
@@ -250,7 +325,19 @@ fn render(policy: &Policy, o: &Outcome) -> String {
     let mut lines: Vec<(&str, String)> = vec![("decision", label.to_owned())];
     lines.push(("rule", d.rule.clone().unwrap_or_else(|| "-".into())));
     let reason = d.reason.as_ref().or(held.and_then(|p| p.reason.as_ref()));
-    lines.push(("reason", reason.cloned().unwrap_or_else(|| "-".into())));
+    let reason = match (reason, d.label()) {
+        (Some(r), _) => r.clone(),
+        (None, "passed") => {
+            "- (not subject to policy: lifecycle methods, notifications and client responses pass, and \
+             tools/list, which hide and pins filter: the manual's MCP methods)"
+                .into()
+        }
+        (None, _) => "-".into(),
+    };
+    lines.push(("reason", reason));
+    if let Some(found) = found {
+        lines.push(("found", found.to_owned()));
+    }
     if let Some(m) = &d.method {
         lines.push(("method", m.clone()));
     }

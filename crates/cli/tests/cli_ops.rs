@@ -149,7 +149,7 @@ fn apply_without_envoy() {
         run_with(&["apply", "envoy/policy-conditions.json", "--ecds", s(&ecds), "--admin", "127.0.0.1:1"], b"");
     assert_eq!(status, 2);
     assert!(err.starts_with("mcp-policy: cannot read Envoy's stats at 127.0.0.1:1: "), "{err}");
-    assert!(err.ends_with("; nothing written\n"), "{err}");
+    assert!(err.ends_with("; nothing written (is Envoy running, with its admin listener there? --admin)\n"), "{err}");
     assert_eq!(std::fs::read_to_string(&ecds).unwrap(), shipped);
     // --no-wait writes the file only (before Envoy starts); everything but the policy is kept.
     let (status, out, _) = run_with(&["apply", "envoy/policy-conditions.json", "--ecds", s(&ecds), "--no-wait"], b"");

@@ -50,6 +50,16 @@ impl<'c> Verdict<'c> {
             let matched = actual.reason.as_deref().is_some_and(|r| r.contains(part.as_str()));
             field("reason:", matched, format!("contains {part:?}"), shown(&actual.reason));
         }
+        // A failed case also shows the rule and reason it was not asked for: what decided it.
+        if !passed {
+            for (name, asked, got) in
+                [("rule:", rule.is_some(), &actual.rule), ("reason:", reason.is_some(), &actual.reason)]
+            {
+                if let (false, Some(got)) = (asked, got) {
+                    lines.push(format!("+{name:<7} {got}"));
+                }
+            }
+        }
         Verdict { name: &case.name, lines, passed }
     }
 

@@ -12,7 +12,7 @@ use serde::{de, Deserialize};
 
 /// A policy tests file: the calls to decide under one policy and the decision each must get.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with a list of cases: `cases: [{name, call, expect}, ...]`")]
 pub struct TestsFile {
     /// The JSON Schema of this file, for editors (not read).
     #[serde(rename = "$schema", default)]
@@ -24,7 +24,7 @@ pub struct TestsFile {
 
 /// One case: who calls, what, from which prior state, and the decision expected.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a case, a mapping: `{name, call, expect}` (and `grant`, `claims`, `state`)")]
 pub struct Case {
     /// The case's name, unique in the file (the test runner's and JUnit's test name).
     pub name: String,
@@ -72,16 +72,26 @@ pub struct Call {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    /// Calls already counted in the current window, by the `counter` of the policy's limits
-    /// (every limit with that counter takes them, for the case's grant): e.g.
-    /// `{"vm_agent_exec_rate": 10}`. At most the limit's `max`.
+    /// Calls already counted in the current window, for the case's grant, by the `counter` of
+    /// the limits the call counts: e.g. `{"vm_agent_exec_rate": 10}` (each of that counter's
+    /// windows), or by window, `{"vm_agent_exec_rate": {"minute": 3, "hour": 95}}`.
     #[serde(default)]
-    pub counters: BTreeMap<String, u64>,
+    pub counters: BTreeMap<String, Prior>,
     /// What a `tools/list` through this Envoy showed of pinned tools, by name: `matched` (the
     /// definition matched its pin: `default_for` may allow the tool) or `changed` (it did not:
     /// calls are refused with `pin_mismatch`).
     #[serde(default)]
     pub pins: BTreeMap<String, PinSeen>,
+}
+
+/// The calls a counter already counted: in each of its windows, or by window.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged, expecting = "a number of calls, or calls by window: {\"minute\": 3, \"hour\": 95}")]
+pub enum Prior {
+    /// The same number in each window the call counts with this counter.
+    Calls(u64),
+    /// By window name (`second`, `minute`, `hour`, `day`).
+    ByWindow(BTreeMap<String, u64>),
 }
 
 /// What a `tools/list` showed of a pinned tool.

@@ -42,32 +42,77 @@ fn check_valid_policies() {
             format!(
                 "{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit access_log, no filter state (the access log's mcp_* fields print -)\n"
             ),
-            unbound(&p)
+            unbound(&p) + &allows_nothing(&p)
         )
     );
     let p = scratch("valid-audit-off.json", r#"{"version":"1","gateway":{"audit":"off","filter_state":true}}"#);
     assert_eq!(
         run(&["check", &p]),
-        (0, format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"), unbound(&p))
+        (
+            0,
+            format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits, audit off\n"),
+            unbound(&p) + &allows_nothing(&p)
+        )
+    );
+}
+
+/// The warning of a policy under `default: "deny"` that allows no tool.
+fn allows_nothing(p: &str) -> String {
+    format!(
+        "{p}: warning: no tool is allowed: `default` is deny and no entry of `tools` allows one, so every \
+         tools/call is refused (add an entry such as \"tools\": {{\"list_vms\": {{}}}})\n"
+    )
+}
+
+/// Entries that can never take effect: an allowed tool `hide` hides, a denied tool's other rules.
+#[test]
+fn check_warns_about_rules_that_never_apply() {
+    let p = scratch(
+        "dead.json",
+        r#"{"version":"1","default":"deny","hide":["secret"],"tools":{"secret":{},"rm":{"action":"deny",
+            "limits":[{"counter":"rm","window":"minute","max":1}]},"ls":{"action":"deny","reason":"no"},"cat":{"action":"allow","reason":"never shown"},
+            "rm2":{"action":"require_approval","reason":"shown to the approver"}},
+            "gateway":{"protocol_versions":["2026-07-28"],"approval":{"cluster":"mcp_approvals"}}}"#,
+    );
+    let (status, _, err) = run(&["check", &p]);
+    assert_eq!(
+        (status, err),
+        (
+            0,
+            format!(
+                "{p}: warning: tools.\"cat\".reason: the tool is allowed, so no agent is shown it (a tool's reason \
+                 is shown when it is denied or needs an approval; argument conditions take their own)\n\
+                 {p}: warning: tools.\"rm\": its action is deny, so its limits, conditions, approval, result rules \
+                 and marks never apply (every call is refused first)\n\
+                 {p}: warning: tools.\"secret\" allows a tool that `hide` hides: hiding refuses every call of it \
+                 (take it out of one of the two)\n\
+"
+            )
+        )
     );
 }
 
 #[test]
 fn check_warns_about_unbound_sessions_and_reads_keys_from_its_own_environment() {
-    let keyless = scratch("keyless.json", r#"{"version":"1"}"#);
-    let summary = |p: &str| format!("{p}: ok: version 1, default deny, 0 tool rules, 0 limits\n");
+    let keyless = scratch("keyless.json", r#"{"version":"1","default":"allow"}"#);
+    let summary = |p: &str| format!("{p}: ok: version 1, default allow, 0 tool rules, 0 limits\n");
     assert_eq!(
         run(&["check", &keyless]),
         (0, summary(&keyless), format!("{keyless}: warning: {UNBOUND_SESSIONS_WARNING}\n"))
     );
     // No version with sessions accepted: nothing to bind, no warning.
-    let modern = scratch("modern-only.json", r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]}}"#);
+    let modern = scratch(
+        "modern-only.json",
+        r#"{"version":"1","default":"allow","gateway":{"protocol_versions":["2026-07-28"]}}"#,
+    );
     assert_eq!(run(&["check", &modern]), (0, summary(&modern), String::new()));
     // A key named by variable: checked as if set when this environment lacks it (the wasm build
     // reads the VM's, the native build Envoy's), read from here when set, so a short one is refused
     // as the filter would refuse it.
-    let by_env =
-        scratch("key-by-env.json", r#"{"version":"1","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#);
+    let by_env = scratch(
+        "key-by-env.json",
+        r#"{"version":"1","default":"allow","gateway":{"session_key":{"current_env":"MCPF_SESSION_KEY"}}}"#,
+    );
     assert_eq!(run(&["check", &by_env]), (0, summary(&by_env), unset_note(&by_env)));
     let key = KEY;
     assert_eq!(run_env(&["check", &by_env], "", &[("MCPF_SESSION_KEY", key)]), (0, summary(&by_env), String::new()));
@@ -303,12 +348,25 @@ fn check_warns_about_tools_whose_names_fold_together() {
             )
         )
     );
-    // A denied entry among them: the filter refuses every name that folds onto it, no warning.
+    // A denied entry among them: the filter refuses every name that folds onto it, so the allowed
+    // entry never applies (not the warning of names that fold together).
     let denied = scratch(
         "folded-denied.json",
-        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"tools":{"vm_agent_exec":{"action":"deny"},"vm-agent-exec":{}}}"#,
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"tools":{"vm_agent_exec":{"action":"deny"},"vm-agent-exec":{},"list_vms":{}}}"#,
     );
-    assert_eq!(run(&["check", &denied]).2, "");
+    assert_eq!(
+        run(&["check", &denied]).2,
+        format!(
+            "{denied}: warning: tools.\"vm-agent-exec\" folds onto tools.\"vm_agent_exec\", which is denied: the \
+             filter refuses every name that folds onto a denied tool's, this one too\n"
+        )
+    );
+    // In dry run the filter forwards what it would refuse: no rule is dead.
+    let dry = scratch(
+        "folded-dry.json",
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"],"mode":"dry_run"},"hide":["x"],"tools":{"vm_agent_exec":{"action":"deny","limits":[{"counter":"c","window":"minute","max":1}]},"vm-agent-exec":{},"x":{}}}"#,
+    );
+    assert_eq!(run(&["check", &dry]).2, "");
     // In a set, each member's tools, named by the member.
     let set = scratch(
         "folded-set.json",

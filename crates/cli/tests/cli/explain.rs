@@ -54,7 +54,12 @@ fn explain_conditions_and_stdin() {
     let body = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"vm_agent_exec","arguments":{"vmid":100,"command":"rm -rf /"}}}"#;
     let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], body);
     assert_eq!(status, 3);
-    assert!(out.starts_with("decision: denied\nrule:     tools.vm_agent_exec.deny_if[0]\nreason:   destructive commands are not allowed\n"), "{out}");
+    assert!(out.starts_with("decision: denied\nrule:     tools.vm_agent_exec.deny_if[0]\nreason:   destructive commands are not allowed\nfound:    denied by condition: args.command regex\nmethod:"), "{out}");
+    // The agent is shown the author's reason; `found` says the condition could not be evaluated.
+    let absent = body.replace(r#","command":"rm -rf /""#, "");
+    let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], &absent);
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: denied\nrule:     tools.vm_agent_exec.deny_if[0]\nreason:   destructive commands are not allowed\nfound:    deny_if condition cannot be evaluated: args.command regex\nmethod:"), "{out}");
     let body = body.replace("rm -rf /", "uptime");
     let (status, out, _) = run_with(&["explain", "envoy/policy-conditions.json", "-"], &body);
     assert_eq!(status, 0);
@@ -75,7 +80,13 @@ fn explain_protocol_errors_and_passes() {
     let (status, out, _) =
         run_with(&["explain", "envoy/policy.json", "-"], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
     assert_eq!(status, 0);
-    assert!(out.starts_with("decision: passed\nrule:     -\nreason:   -\nmethod:   ping\n"), "{out}");
+    assert!(
+        out.starts_with(
+            "decision: passed\nrule:     -\nreason:   - (not subject to policy: lifecycle methods, notifications and \
+             client responses pass, and tools/list, which hide and pins filter: the manual's MCP methods)\nmethod:   ping\n"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -216,4 +227,109 @@ fn explain_judges_a_result_under_the_tools_result_rules() {
         assert!(out.ends_with(&format!("{tail}{line}")), "{out}");
         assert!(!out.contains(text) || name == "clean", "{out}");
     }
+}
+
+/// `--protocol-version` sends the MCP-Protocol-Version header; without it the request is read as
+/// 2025-03-26, as the filter reads one without the header.
+#[test]
+fn explain_sends_the_protocol_version_given() {
+    let policy = scratch(
+        "modern.json",
+        r#"{"version":"1","default":"deny","tools":{"list_vms":{}},"gateway":{"protocol_versions":["2025-11-25"]}}"#,
+    );
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_vms","arguments":{}}}"#;
+    let (status, out, _) = run_with(&["explain", &policy, "-", "--protocol-version", "2025-11-25"], body);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.starts_with("decision: allowed\nrule:     tools.list_vms\n"), "{out}");
+    let (status, out, _) = run_with(&["explain", &policy, "-", "--protocol-version", "2025-06-18"], body);
+    assert_eq!(status, 3);
+    assert!(
+        out.starts_with(
+            "decision: invalid\nrule:     -\nreason:   protocol version is not accepted by this gateway (gateway.protocol_versions)\n"
+        ),
+        "{out}"
+    );
+    let (status, out, _) = run_with(&["explain", &policy, "-"], body);
+    assert_eq!(status, 3);
+    assert!(out.contains("\nreason:   a request without MCP-Protocol-Version is read as 2025-03-26, which"), "{out}");
+    // 2026-07-28: Mcp-Method and Mcp-Name are sent as the body says, a name of other than printable
+    // ASCII as =?base64?…?=.
+    let modern = scratch(
+        "newest.json",
+        r#"{"version":"1","default":"deny","tools":{"list_vms":{},"héllo":{}},"gateway":{"protocol_versions":["2026-07-28"]}}"#,
+    );
+    for tool in ["list_vms", "héllo"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}}}"#
+        );
+        let (status, out, _) = run_with(&["explain", &modern, "-", "--protocol-version", "2026-07-28"], &body);
+        assert_eq!(status, 0, "{out}");
+        assert!(out.starts_with(&format!("decision: allowed\nrule:     tools.{tool}\n")), "{out}");
+    }
+}
+
+/// The request given where the policy goes: the error says which comes first.
+#[test]
+fn explain_with_its_arguments_swapped_says_so() {
+    let req = scratch("swapped.json", r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    let (status, out, err) = run(&["explain", &req, "envoy/policy.json"]);
+    assert_eq!((status, out.as_str()), (1, ""));
+    assert!(
+        err.ends_with(&format!(
+            "\n{req}: this is a JSON-RPC message, not a policy (explain and test take the policy first: \
+             mcp-policy explain POLICY.json REQUEST.json)\n"
+        )),
+        "{err}"
+    );
+}
+
+/// A batch: after the batch's own decision, one line per message, each decided alone.
+#[test]
+fn explain_a_batch_decides_each_message_alone_too() {
+    let call = |id: u32, tool: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#)
+    };
+    let body = format!(
+        "[{},{},{}]",
+        call(1, "list_vms"),
+        call(2, "delete_vm"),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#
+    );
+    let (status, out, _) = run_with(&["explain", "envoy/policy.json", "-"], &body);
+    assert_eq!(status, 3);
+    assert!(out.starts_with("decision: denied\nrule:     default\n"), "{out}");
+    assert!(
+        out.ends_with(
+            "\nmessages: 3 in the batch, each decided here as if sent alone (a refused message refuses the whole batch):\n\
+             \x20 [0] tools/call list_vms: allowed by tools.list_vms\n\
+             \x20 [1] tools/call delete_vm: denied by default (not allowed by policy (default: deny))\n\
+             \x20 [2] tools/list: passed\n"
+        ),
+        "{out}"
+    );
+    // One message alone is no batch: no such lines.
+    let (_, out, _) = run_with(&["explain", "envoy/policy.json", "-"], &call(1, "list_vms"));
+    assert!(!out.contains("messages:"), "{out}");
+}
+
+/// `found:` reads the arguments as the filter does, within the same budget: U+3300 written as
+/// escapes reads as アパート (NFKC), which the condition denies, though the escaped text is short.
+#[test]
+fn explain_found_reads_the_arguments_as_the_filter_does() {
+    let policy = scratch(
+        "apart.json",
+        r#"{"version":"1","default":"deny","tools":{"t":{"deny_if":[{"path":"args.command","op":"regex","value":"アパート","reason":"no"}]}}}"#,
+    );
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"command":"{}"}}}}}}"#,
+        r"\u3300".repeat(40)
+    );
+    let (status, out, _) = run_with(&["explain", &policy, "-"], &body);
+    assert_eq!(status, 3);
+    assert!(
+        out.starts_with(
+            "decision: denied\nrule:     tools.t.deny_if[0]\nreason:   no\nfound:    denied by condition: args.command regex\n"
+        ),
+        "{out}"
+    );
 }

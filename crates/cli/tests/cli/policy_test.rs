@@ -107,6 +107,45 @@ fn json_tests_and_one_prior_call_less() {
     );
 }
 
+/// One counter name in two windows is two counters: prior calls fill those the call counts, a
+/// count by window fills one of them, and a counter two tools share holds up to the larger max.
+#[test]
+fn prior_calls_fill_the_counters_the_call_counts() {
+    let policy = scratch(
+        "windows.json",
+        r#"{"version": "1", "default": "deny", "tools": {
+            "x": {"limits": [{"counter": "c", "window": "minute", "max": 10},
+                             {"counter": "c", "window": "hour", "max": 50}]},
+            "y": {"limits": [{"counter": "c", "window": "hour", "max": 5}]},
+            "z": {"limits": [{"counter": "c", "window": "minute", "max": 20}]},
+            "h": {"limits": [{"counter": "c", "window": "minute", "max": 100}]}}, "hide": ["h"]}"#,
+    );
+    let tests = scratch(
+        "windows.tests.yaml",
+        "cases:
+           - {name: x at 7 of 10, state: {counters: {c: 7}}, call: {tool: x}, expect: {kind: allowed}}
+           - {name: x at 10 of 10, state: {counters: {c: 10}}, call: {tool: x}, expect: {kind: rate_limited, rule: 'tools.x.limits[0]'}}
+           - {name: x at 50 an hour, state: {counters: {c: {minute: 3, hour: 50}}}, call: {tool: x}, expect: {kind: rate_limited, rule: 'tools.x.limits[1]'}}
+           - {name: x at 15 a minute by z, state: {counters: {c: {minute: 15}}}, call: {tool: x}, expect: {kind: rate_limited, rule: 'tools.x.limits[0]'}}
+           - {name: y at 4 of 5, state: {counters: {c: 4}}, call: {tool: y}, expect: {kind: allowed}}
+           - {name: y as a method, state: {counters: {c: 5}}, call: {method: tools/call, params: {name: y, arguments: {}}}, expect: {kind: rate_limited}}
+",
+    );
+    let (status, out, err) = run(&["test", &policy, &tests]);
+    assert_eq!((status, err.as_str()), (0, ""), "{out}");
+    assert!(out.ends_with("\ntest result: ok. 6 passed; 0 failed\n"), "{out}");
+    // x and z share the minute counter: it holds up to z's 20 (h's 100 never counts: h is hidden).
+    let over = scratch(
+        "over.tests.yaml",
+        "cases:\n  - {name: a, state: {counters: {c: 21}}, call: {tool: z}, expect: {kind: allowed}}\n",
+    );
+    let (status, _, err) = run(&["test", &policy, &over]);
+    assert_eq!(
+        (status, err.as_str()),
+        (2, format!("{over}: cases[0].state.counters.c: 21 calls, above the max of 20 (tools.z.limits[0])\n").as_str())
+    );
+}
+
 #[test]
 fn bad_input_exits_2_with_where_and_why() {
     let case = |extra: &str, call: &str| {
@@ -116,9 +155,18 @@ fn bad_input_exits_2_with_where_and_why() {
         ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` or `pins` at line 5 column 13"),
         ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: the policy reads no claims (it has no gateway.identity)"),
         ("counter.yaml", case("    state: {counters: {nope: 1}}\n", "{tool: t}"), "cases[0].state.counters.nope: the policy has no limit with this counter (its counters: vm_agent_exec_rate)"),
-        ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: t}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
+        ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
+        ("other-tool.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{tool: list_vms}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit with this counter (it is counted by tools.vm_agent_exec.limits[0])"),
+        ("method.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{method: tools/list}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit: it is not subject to policy"),
+        ("window.yaml", case("    state: {counters: {vm_agent_exec_rate: {hour: 1}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: hour: the call counts this counter in no such window (its windows: minute)"),
+        ("no-window.yaml", case("    state: {counters: {vm_agent_exec_rate: {hours: 1}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: hours: not a window (second, minute, hour or day)"),
+        ("denied.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{tool: delete_vm}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit: default refuses it first"),
+        ("no-windows.yaml", case("    state: {counters: {vm_agent_exec_rate: {}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: no window given (second, minute, hour or day)"),
+        ("prior.yaml", case("    state: {counters: {vm_agent_exec_rate: ten}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters: a number of calls, or calls by window: {\"minute\": 3, \"hour\": 95} at line 5 column 23"),
         ("both.yaml", case("", "{tool: t, method: m}"), "cases[0].call: give `tool` or `method`, not both"),
         ("empty.yaml", "cases: []\n".to_owned(), "cases: no cases"),
+        ("list.yaml", "- name: a\n".to_owned(), "invalid type: sequence, expected a mapping with a list of cases: `cases: [{name, call, expect}, ...]`"),
+        ("word.yaml", "cases:\n  - x\n".to_owned(), "cases[0]: invalid type: string \"x\", expected a case, a mapping: `{name, call, expect}` (and `grant`, `claims`, `state`) at line 2 column 5"),
         // A word of the file with a bidi override and a NUL: shown as `?`, never raw.
         ("bidi.yaml", "cases:\n  - name: a\n    call: {tool: t}\n    expect: {kind: \"allo\\u202ew\\0ed\"}\n".to_owned(), "cases[0].expect.kind: unknown variant `allo?w?ed`, expected one of `allowed`, `passed`, `denied`, `rate_limited`, `no_grant`, `invalid`, `limiter_unavailable`, `approved`, `approval_required`, `approval_denied`, `approval_unavailable`, `would_deny` at line 4 column 20"),
     ] {
@@ -250,4 +298,27 @@ fn pinned_tools_by_annotations_in_tests_and_explain() {
     let (status, out, _) = run(&["check", &policy]);
     let summary = "ok: version 1, default deny, 0 tool rules, 0 limits, 1 pinned unlisted tool, 1 default_for rule";
     assert_eq!((status, out), (0, format!("{policy}: {summary}\n")));
+}
+
+/// A `.json` tests file is strict JSON, as a policy is: a trailing comma is an error with its place.
+#[test]
+fn a_json_tests_file_is_strict_json() {
+    let tests = scratch(
+        "comma.tests.json",
+        r#"{"cases": [{"name": "a", "call": {"tool": "list_vms"}, "expect": {"kind": "allowed"}},]}"#,
+    );
+    let (status, out, err) = run(&["test", POLICY, &tests]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "{tests}: not strict JSON: unexpected character at line 1, column 87\n\
+             {tests}:    1 | {{\"cases\": [{{\"name\": \"a\", \"call\": {{\"tool\": \"list_vms\"}}, \"expect\": {{\"kind\": \"allowed\"}}}},]}}\n\
+             {tests}:      | {}^\n",
+            " ".repeat(86)
+        )
+    );
+    // The same as YAML, which allows it, runs.
+    let yaml = scratch("comma.tests.yaml", &std::fs::read_to_string(&tests).unwrap());
+    assert_eq!(run(&["test", POLICY, &yaml]).0, 0);
 }

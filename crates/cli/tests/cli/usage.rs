@@ -110,7 +110,7 @@ fn usage() {
         (
             &["explain", "a", "b", "--path", ""],
             format!(
-                "error: --cluster, --authority and --path must be non-empty, without control characters\n\n\
+                "error: --cluster, --authority, --path and --protocol-version must be non-empty, without control characters\n\n\
                  {explain_usage}{more}"
             ),
         ),

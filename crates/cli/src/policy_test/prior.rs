@@ -1,0 +1,117 @@
+//! `state.counters` of a case: the calls a counter already counted, admitted by the filter's own
+//! limiter (`limits::Limiter`) into the store the case is then decided with.
+
+use mcp_policy_core::identity::grant::GrantId;
+use mcp_policy_core::limits::{Limit, Limiter, MemoryStore};
+use mcp_policy_core::policy::{Policy, Verdict};
+use mcp_policy_core::terms::{Action, Window};
+use mcp_policy_core::wire::mcp::{read_body, Body, Message};
+
+use super::list;
+use super::spec::Prior;
+
+/// Most prior calls a case gives one counter: the limiter admits them one at a time.
+const MOST_PRIOR_CALLS: u64 = 1_000_000;
+
+/// Every window a limit counts in.
+const WINDOWS: [Window; 4] = [Window::Second, Window::Minute, Window::Hour, Window::Day];
+
+/// The limits the request `body` counts under `policy`, as the filter's `Policy::judge` gives them
+/// (one per counter: a counter name in one window, scope and algorithm), or why it counts none.
+pub(super) fn counted<'p>(policy: &'p Policy, body: &[u8]) -> Result<Vec<&'p Limit>, String> {
+    let Ok(Body::Single(Message::Request { call, .. })) = read_body(body) else {
+        return Err("the call counts no limit: it is no request the filter reads".into());
+    };
+    match policy.judge(&call) {
+        Verdict::Allow { limits, .. } => Ok(limits),
+        Verdict::Deny { rule, .. } => Err(format!("the call counts no limit: {rule} refuses it first")),
+        Verdict::Pass => Err("the call counts no limit: it is not subject to policy".into()),
+    }
+}
+
+/// `prior` calls of `counter` for `grant`, in the window of `now`, in each counter of that name
+/// the call counts (`counted`), each up to the largest `max` of the limits that can count in it:
+/// a counter that two tools share may hold more calls than the smaller `max` admits.
+pub(super) fn fill(
+    policy: &Policy,
+    counted: &Result<Vec<&Limit>, String>,
+    store: &MemoryStore,
+    id: &GrantId,
+    counter: &str,
+    prior: &Prior,
+    now: u64,
+) -> Result<(), String> {
+    let named: Vec<&Limit> = policy.limits.iter().filter(|l| l.counter == counter).collect();
+    if named.is_empty() {
+        let mut known: Vec<&str> = policy.limits.iter().map(|l| l.counter.as_str()).collect();
+        known.sort_unstable();
+        known.dedup();
+        return Err(format!("the policy has no limit with this counter (its counters: {})", list(&known)));
+    }
+    let mine: Vec<&Limit> =
+        counted.as_ref().map_err(Clone::clone)?.iter().copied().filter(|l| l.counter == counter).collect();
+    if mine.is_empty() {
+        let paths: Vec<&str> = named.iter().map(|l| l.path.as_str()).collect();
+        return Err(format!("the call counts no limit with this counter (it is counted by {})", list(&paths)));
+    }
+    let windows: Vec<Window> = mine.iter().map(|l| l.window).collect();
+    let wanted: Vec<(Window, u64)> = match prior {
+        Prior::Calls(n) => windows.iter().map(|&w| (w, *n)).collect(),
+        Prior::ByWindow(by) if by.is_empty() => return Err("no window given (second, minute, hour or day)".into()),
+        Prior::ByWindow(by) => {
+            let mut out = Vec::with_capacity(by.len());
+            for (name, &n) in by {
+                let w = WINDOWS
+                    .iter()
+                    .copied()
+                    .find(|w| w.name() == name)
+                    .ok_or_else(|| format!("{name}: not a window (second, minute, hour or day)"))?;
+                if !windows.contains(&w) {
+                    let names: Vec<&str> = windows.iter().map(|w| w.name()).collect();
+                    return Err(format!(
+                        "{name}: the call counts this counter in no such window (its windows: {})",
+                        list(&names)
+                    ));
+                }
+                out.push((w, n));
+            }
+            out
+        }
+    };
+    let limiter = Limiter { store, now_ms: now, max_tracked_grants: policy.gateway.max_tracked_grants };
+    for limit in mine {
+        let Some(&(_, calls)) = wanted.iter().find(|(w, _)| *w == limit.window) else { continue };
+        let widest = widest(policy, limit);
+        if calls > widest.max {
+            return Err(format!("{calls} calls, above the max of {} ({})", widest.max, widest.path));
+        }
+        if calls > MOST_PRIOR_CALLS {
+            return Err(format!("{calls} calls: a case gives a counter at most {MOST_PRIOR_CALLS} prior calls"));
+        }
+        for _ in 0..calls {
+            limiter.admit(&[widest], id).map_err(|e| format!("the limiter refused a prior call: {e:?}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Of the limits that count in `limit`'s counter and can count a call (an allowed tool's that
+/// `hide` does not hide, or `all_tools`'), the one with the largest `max`.
+fn widest<'p>(policy: &'p Policy, limit: &'p Limit) -> &'p Limit {
+    let same = |l: &&Limit| l.key_base() == limit.key_base();
+    let of_tools = policy
+        .listed_tools()
+        .filter_map(|t| policy.tool_rule(t).filter(|r| r.action == Action::Allow && !policy.is_hidden(t)))
+        .flat_map(|r| r.limits.iter().filter_map(|&i| policy.limits.get(i)));
+    let of_all = policy.limits.iter().filter(|l| within_policy(policy, &l.path).starts_with("all_tools."));
+    of_tools.chain(of_all).filter(same).fold(limit, |w, l| if l.max > w.max { l } else { w })
+}
+
+/// `path` without the `policies.NAME.` of a member of a policy set.
+fn within_policy<'a>(policy: &Policy, path: &'a str) -> &'a str {
+    policy
+        .name
+        .as_deref()
+        .and_then(|n| path.strip_prefix("policies.")?.strip_prefix(n)?.strip_prefix('.'))
+        .unwrap_or(path)
+}
