@@ -25,6 +25,7 @@ from testkit.jsonrpc import headers_for, post, rpc, tool_call
 from testkit.logs import audit_records, grant_label
 from testkit.paths import REPO_ROOT
 from testkit.processes import wait_for
+from testkit.stats import prometheus
 from testkit.upstream import StubUpstream, compact, json_canned
 
 # Run on the wasm build and on the native build (tests/conftest.py).
@@ -173,9 +174,15 @@ def test_containment_by_reload_cuts_off_one_identity(world, stack):
     assert listed(envoy, alice) == []
     assert [outcome(call(envoy, dave)), outcome(call(envoy, bob, "list_vms"))] == \
         [(200, "forwarded"), (200, "forwarded")]
+    # The contained calls are counted per tool on a series defined at load, which the next
+    # configuration defines too: the count goes on through the reload on both builds.
+    denied = 'mcp_policy_tool_decisions_total{mcp_tool="vm_agent_exec",mcp_decision="denied"}'
+    before = prometheus(envoy)[denied]
+    assert before >= 7
     set_policy(SET, ecds, wasm=stack.wasm)
     wait_for(lambda: all(outcome(call(envoy, alice)) == (200, "forwarded") for _ in range(6)), timeout=10,
              what="alice released")
+    assert prometheus(envoy)[denied] == before
     records = [r for r in audit_records(envoy.log_text()) if r.get("error") == "contained"]
     assert {(r["subject"], r["reason"]) for r in records} == {("alice", CONTAINED)}
 

@@ -18,7 +18,7 @@
 //! `passed` never carries a tool. Should a decision outside this set still occur, the host defines
 //! its counter then, so no decision goes uncounted.
 
-use crate::policy::Policy;
+use crate::policy::{Policy, Stance};
 use crate::terms::Action;
 use crate::terms::Mode;
 
@@ -137,13 +137,18 @@ pub fn possible(policy: &Policy, tool: Option<&str>) -> Vec<&'static str> {
         Some(t) => policy.is_hidden(t),
         None => policy.is_hidden(""), // only `"*"` hides a tool the policy does not name
     };
+    // A caller with no policy of a set, or a contained one, is refused whatever it calls.
+    if !matches!(policy.stance, Stance::Attached) {
+        can.push("denied");
+    }
     if hidden {
         can.push("hidden");
     } else {
         let rule = tool.and_then(|t| policy.tool_rule(t));
         let action = rule.map_or(policy.default, |r| r.action);
         let conditions = rule.is_some_and(|r| !r.require.is_empty() || !r.deny_if.is_empty());
-        if action == Action::Deny || conditions {
+        // A name the policy does not list is refused when it folds onto one it restricts.
+        if action == Action::Deny || conditions || tool.is_none() {
             can.push("denied");
         }
         if action == Action::Allow {
@@ -278,8 +283,24 @@ mod tests {
             labels(p, Some("exec")),
             ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
         );
-        assert_eq!(labels(p, None), ["allowed", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]);
+        // A name the policy does not list is refused when it folds onto one it restricts.
+        assert_eq!(
+            labels(p, None),
+            ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
+        );
         let all_hidden = r#"{"version":"1","hide":["*"],"gateway":{"mode":"dry_run"}}"#;
         assert_eq!(labels(all_hidden, None), ["hidden", "no_grant", "invalid", "would_deny"]);
+    }
+
+    /// Under a policy set, a caller with no policy (the set's stand-in) is refused whatever tool it
+    /// calls: a tool every member allows can still be counted `denied`.
+    #[test]
+    fn a_tool_every_member_allows_can_be_denied_to_a_caller_without_one() {
+        let set = std::fs::read("../../bench/policy-set-bench.json").unwrap();
+        let set = config::load_set_with_env(&set, &|_: &str| Some("k".repeat(32))).unwrap();
+        let member = &set.members()[0];
+        let tool = member.named_tools()[0];
+        assert!(!possible(member, Some(tool)).contains(&"denied"), "{tool}");
+        assert!(possible(set.base(), Some(tool)).contains(&"denied"), "{tool}");
     }
 }
