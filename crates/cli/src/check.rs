@@ -4,6 +4,7 @@
 
 use mcp_policy_core::config::{self, PolicySet};
 use mcp_policy_core::identity::session::MIN_KEY_BYTES;
+use mcp_policy_core::limits::Limit;
 use mcp_policy_core::policy::{Policy, ToolRule};
 use mcp_policy_core::terms::AuditMode;
 use mcp_policy_core::terms::{Action, ApprovalMode, Mode};
@@ -124,12 +125,13 @@ fn dead_rules(policy: &Policy) -> Vec<String> {
                          shown when it is denied or needs an approval; argument conditions take their own)"
                     ));
                 }
+                out.extend(unbinding_limits(policy, rule));
             }
             Action::Deny if enforced && rule_beyond_pin(rule) => out.push(format!(
                 "tools.{shown}: its action is deny, so its limits, conditions, approval, result rules and marks \
                  never apply (every call is refused first)"
             )),
-            Action::Deny => {}
+            _ => {}
         }
     }
     if policy.default == Action::Deny && !allows_one && policy.gateway.mode == Mode::Enforce {
@@ -140,6 +142,24 @@ fn dead_rules(policy: &Policy) -> Vec<String> {
         );
     }
     out
+}
+
+/// Of two limits of one entry that count in one counter (its window, scope and algorithm), the
+/// filter applies the smaller max: the larger never binds.
+fn unbinding_limits(policy: &Policy, rule: &ToolRule) -> Vec<String> {
+    let own: Vec<&Limit> = rule.limits.iter().filter_map(|&i| policy.limits.get(i)).collect();
+    own.iter()
+        .filter_map(|l| {
+            let smaller = own.iter().find(|o| o.key_base() == l.key_base() && o.max < l.max)?;
+            Some(format!(
+                "{}: never binds: {} counts the same counter ({}, {}) with a smaller max",
+                l.path,
+                smaller.path,
+                smaller.counter,
+                smaller.window.name()
+            ))
+        })
+        .collect()
 }
 
 /// Does a tool's rule hold more than its pin (which a `tools/list` checks whatever the action)?
@@ -196,12 +216,6 @@ pub fn load_bytes_with(path: &str, bytes: &[u8], env: &dyn Fn(&str) -> Option<St
     let bytes = bytes.to_vec();
     config::load_set_with_env(&bytes, env).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| format!("{path}: {e}")).collect();
-        if json::parse(&bytes).is_ok_and(|doc| doc.get("jsonrpc").is_some()) {
-            lines.push(format!(
-                "{path}: this is a JSON-RPC message, not a policy (explain and test take the policy \
-                 first: mcp-policy explain POLICY.json REQUEST.json)"
-            ));
-        }
         // A syntax error: show the line and a caret under the column.
         // Data after the value: first where the document closed (usually the mistake), then what follows.
         // Two names that clash: the error names the object that holds them; show the two names instead.
@@ -221,6 +235,19 @@ pub fn load_bytes_with(path: &str, bytes: &[u8], env: &dyn Fn(&str) -> Option<St
                 }
                 None => lines.push(textpos::excerpt(&bytes, e.offset)),
             }
+        }
+        let doc = json::parse(&bytes).ok();
+        if doc.as_ref().is_some_and(|d| d.get("jsonrpc").is_some()) {
+            lines.push(format!(
+                "{path}: this is a JSON-RPC message, not a policy (explain and test take the policy \
+                 first: mcp-policy explain POLICY.json REQUEST.json)"
+            ));
+        } else if doc.as_ref().is_some_and(|d| d.get("cases").is_some())
+            || String::from_utf8_lossy(&bytes).lines().any(|l| l.starts_with("cases:"))
+        {
+            lines.push(format!(
+                "{path}: this is a tests file, not a policy (mcp-policy test POLICY.json TESTS takes the policy first)"
+            ));
         }
         Failure { status: INVALID_POLICY, message: lines.join("\n") }
     })

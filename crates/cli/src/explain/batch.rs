@@ -25,7 +25,9 @@ pub(super) fn lines(set: &PolicySet, body: &[u8], caller: &Caller<'_>, to: &Targ
             (Some(m), None) => m.clone(),
             (None, _) => "(no method)".to_owned(),
         };
-        let mut line = format!("  [{i}] {what}: {}", d.label());
+        // A call held for approval is named as `explain` names it alone.
+        let label = if o.reply.is_none() && o.approval.is_some() { "approval_required" } else { d.label() };
+        let mut line = format!("  [{i}] {what}: {label}");
         if let Some(rule) = &d.rule {
             line.push_str(&format!(" by {rule}"));
         }

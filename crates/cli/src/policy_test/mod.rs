@@ -54,7 +54,26 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
         std::fs::write(path, xml).map_err(|e| bad_input(format!("mcp-policy: cannot write {path}: {e}")))?;
     }
     let failed = verdicts.iter().filter(|v| !v.passed()).count();
-    Ok(Report::out(report::text(&source, &verdicts), if failed == 0 { 0 } else { CASE_FAILED }))
+    let mut out = Report::out(report::text(&source, &verdicts), if failed == 0 { 0 } else { CASE_FAILED });
+    for (i, case) in file.cases.iter().enumerate() {
+        if let Some(note) = case.call.tool.as_deref().and_then(|t| near_miss(&set, t)) {
+            out.stderr.push_str(&format!("{}: note: cases[{i}].call.tool: {note}\n", args.tests));
+        }
+    }
+    Ok(out)
+}
+
+/// For a tool name no policy of `set` names, one or two edits from a name one does (a likely
+/// typo, which the default decides): what to say. A name further from every named one is a case
+/// of its own (an unlisted tool is denied, say), not a typo.
+fn near_miss(set: &PolicySet, tool: &str) -> Option<String> {
+    let named: Vec<&str> = set.members().iter().chain([set.base()]).flat_map(|p| p.named_tools()).collect();
+    if named.contains(&tool) {
+        return None;
+    }
+    let (near, edits) = named.iter().map(|n| (*n, strsim::levenshtein(n, tool))).min_by_key(|(_, d)| *d)?;
+    (edits <= 2 && edits < tool.chars().count())
+        .then(|| format!("the policy names no tool \"{tool}\", so its default decides it; did you mean \"{near}\"?"))
 }
 
 /// A `.json` tests file is held to JSON as strictly as a policy is (no trailing comma, comment or
@@ -156,11 +175,14 @@ pub(super) fn list(items: &[&str]) -> String {
     }
 }
 
-/// The JSON-RPC request of a call, id 1.
+/// The JSON-RPC message of a call: a request with id 1, or a notification (`notifications/…`,
+/// which carries no id).
 fn request_body(call: &spec::Call) -> String {
     let mut msg = serde_json::Map::new();
     msg.insert("jsonrpc".into(), "2.0".into());
-    msg.insert("id".into(), 1.into());
+    if !call.method.as_deref().is_some_and(|m| m.starts_with("notifications/")) {
+        msg.insert("id".into(), 1.into());
+    }
     match (&call.tool, &call.method) {
         (Some(tool), _) => {
             msg.insert("method".into(), "tools/call".into());

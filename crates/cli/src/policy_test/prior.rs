@@ -83,7 +83,12 @@ pub(super) fn fill(
         let Some(&(_, calls)) = wanted.iter().find(|(w, _)| *w == limit.window) else { continue };
         let widest = widest(policy, limit);
         if calls > widest.max {
-            return Err(format!("{calls} calls, above the max of {} ({})", widest.max, widest.path));
+            let w = limit.window.name();
+            return Err(format!(
+                "{calls} calls in the {w} window, above the max of {} ({}), the most any limit counting in it \
+                 admits (by window: {{\"{w}\": N}})",
+                widest.max, widest.path
+            ));
         }
         if calls > MOST_PRIOR_CALLS {
             return Err(format!("{calls} calls: a case gives a counter at most {MOST_PRIOR_CALLS} prior calls"));

@@ -86,7 +86,10 @@ pub struct State {
 
 /// The calls a counter already counted: in each of its windows, or by window.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(untagged, expecting = "a number of calls, or calls by window: {\"minute\": 3, \"hour\": 95}")]
+#[serde(
+    untagged,
+    expecting = "each counter takes a number of calls (a whole number, 0 or more), or calls by window, such as {\"minute\": 3, \"hour\": 95}"
+)]
 pub enum Prior {
     /// The same number in each window the call counts with this counter.
     Calls(u64),

@@ -361,6 +361,20 @@ fn check_warns_about_tools_whose_names_fold_together() {
              filter refuses every name that folds onto a denied tool's, this one too\n"
         )
     );
+    // Two limits of one entry on one counter: the larger max never binds.
+    let twice = scratch(
+        "two-limits.json",
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"tools":{"x":{"limits":[
+            {"counter":"c","window":"minute","max":100},{"counter":"c","window":"minute","max":10},
+            {"counter":"c","window":"hour","max":50}]}}}"#,
+    );
+    assert_eq!(
+        run(&["check", &twice]).2,
+        format!(
+            "{twice}: warning: tools.x.limits[0]: never binds: tools.x.limits[1] counts the same counter (c, minute) \
+             with a smaller max\n"
+        )
+    );
     // In dry run the filter forwards what it would refuse: no rule is dead.
     let dry = scratch(
         "folded-dry.json",

@@ -128,12 +128,13 @@ fn prior_calls_fill_the_counters_the_call_counts() {
            - {name: x at 50 an hour, state: {counters: {c: {minute: 3, hour: 50}}}, call: {tool: x}, expect: {kind: rate_limited, rule: 'tools.x.limits[1]'}}
            - {name: x at 15 a minute by z, state: {counters: {c: {minute: 15}}}, call: {tool: x}, expect: {kind: rate_limited, rule: 'tools.x.limits[0]'}}
            - {name: y at 4 of 5, state: {counters: {c: 4}}, call: {tool: y}, expect: {kind: allowed}}
+           - {name: a notification passes, call: {method: notifications/initialized}, expect: {kind: passed}}
            - {name: y as a method, state: {counters: {c: 5}}, call: {method: tools/call, params: {name: y, arguments: {}}}, expect: {kind: rate_limited}}
 ",
     );
     let (status, out, err) = run(&["test", &policy, &tests]);
     assert_eq!((status, err.as_str()), (0, ""), "{out}");
-    assert!(out.ends_with("\ntest result: ok. 6 passed; 0 failed\n"), "{out}");
+    assert!(out.ends_with("\ntest result: ok. 7 passed; 0 failed\n"), "{out}");
     // x and z share the minute counter: it holds up to z's 20 (h's 100 never counts: h is hidden).
     let over = scratch(
         "over.tests.yaml",
@@ -142,7 +143,7 @@ fn prior_calls_fill_the_counters_the_call_counts() {
     let (status, _, err) = run(&["test", &policy, &over]);
     assert_eq!(
         (status, err.as_str()),
-        (2, format!("{over}: cases[0].state.counters.c: 21 calls, above the max of 20 (tools.z.limits[0])\n").as_str())
+        (2, format!("{over}: cases[0].state.counters.c: 21 calls in the minute window, above the max of 20 (tools.z.limits[0]), the most any limit counting in it admits (by window: {{\"minute\": N}})\n").as_str())
     );
 }
 
@@ -155,14 +156,14 @@ fn bad_input_exits_2_with_where_and_why() {
         ("unknown.yaml", case("    state: {marks: {x: 1}}\n", "{tool: t}"), "cases[0].state: unknown field `marks`, expected `counters` or `pins` at line 5 column 13"),
         ("claims.yaml", case("    claims: {sub: alice}\n", "{tool: t}"), "cases[0].claims: the policy reads no claims (it has no gateway.identity)"),
         ("counter.yaml", case("    state: {counters: {nope: 1}}\n", "{tool: t}"), "cases[0].state.counters.nope: the policy has no limit with this counter (its counters: vm_agent_exec_rate)"),
-        ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls, above the max of 10 (tools.vm_agent_exec.limits[0])"),
+        ("max.yaml", case("    state: {counters: {vm_agent_exec_rate: 11}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: 11 calls in the minute window, above the max of 10 (tools.vm_agent_exec.limits[0]), the most any limit counting in it admits (by window: {\"minute\": N})"),
         ("other-tool.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{tool: list_vms}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit with this counter (it is counted by tools.vm_agent_exec.limits[0])"),
         ("method.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{method: tools/list}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit: it is not subject to policy"),
         ("window.yaml", case("    state: {counters: {vm_agent_exec_rate: {hour: 1}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: hour: the call counts this counter in no such window (its windows: minute)"),
         ("no-window.yaml", case("    state: {counters: {vm_agent_exec_rate: {hours: 1}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: hours: not a window (second, minute, hour or day)"),
         ("denied.yaml", case("    state: {counters: {vm_agent_exec_rate: 1}}\n", "{tool: delete_vm}"), "cases[0].state.counters.vm_agent_exec_rate: the call counts no limit: default refuses it first"),
         ("no-windows.yaml", case("    state: {counters: {vm_agent_exec_rate: {}}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters.vm_agent_exec_rate: no window given (second, minute, hour or day)"),
-        ("prior.yaml", case("    state: {counters: {vm_agent_exec_rate: ten}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters: a number of calls, or calls by window: {\"minute\": 3, \"hour\": 95} at line 5 column 23"),
+        ("prior.yaml", case("    state: {counters: {vm_agent_exec_rate: ten}}\n", "{tool: vm_agent_exec}"), "cases[0].state.counters: each counter takes a number of calls (a whole number, 0 or more), or calls by window, such as {\"minute\": 3, \"hour\": 95} at line 5 column 23"),
         ("both.yaml", case("", "{tool: t, method: m}"), "cases[0].call: give `tool` or `method`, not both"),
         ("empty.yaml", "cases: []\n".to_owned(), "cases: no cases"),
         ("list.yaml", "- name: a\n".to_owned(), "invalid type: sequence, expected a mapping with a list of cases: `cases: [{name, call, expect}, ...]`"),
@@ -321,4 +322,37 @@ fn a_json_tests_file_is_strict_json() {
     // The same as YAML, which allows it, runs.
     let yaml = scratch("comma.tests.yaml", &std::fs::read_to_string(&tests).unwrap());
     assert_eq!(run(&["test", POLICY, &yaml]).0, 0);
+}
+
+/// A case's tool one or two edits from a tool the policy names is likely a typo: the run says so on
+/// stderr (the case still runs; the default decides it). A name further off is no typo.
+#[test]
+fn a_tool_name_near_a_named_one_gets_a_note() {
+    let tests = scratch(
+        "typo.tests.yaml",
+        "cases:\n  - {name: typo, call: {tool: vm_agent_exe}, expect: {kind: denied}}\n  - {name: other, call: {tool: delete_vm}, expect: {kind: denied}}\n",
+    );
+    let (status, out, err) = run(&["test", POLICY, &tests]);
+    assert_eq!(status, 0, "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "{tests}: note: cases[0].call.tool: the policy names no tool \"vm_agent_exe\", so its default decides it; \
+             did you mean \"vm_agent_exec\"?\n"
+        )
+    );
+}
+
+/// The tests file given where the policy goes: the error says which comes first.
+#[test]
+fn test_with_its_arguments_swapped_says_so() {
+    let (status, out, err) = run(&["test", "envoy/policy.tests.yaml", POLICY]);
+    assert_eq!((status, out.as_str()), (2, ""));
+    assert!(
+        err.ends_with(
+            "\nenvoy/policy.tests.yaml: this is a tests file, not a policy (mcp-policy test POLICY.json TESTS takes \
+             the policy first)\n"
+        ),
+        "{err}"
+    );
 }
