@@ -67,7 +67,7 @@ build: wasm-target $(WASM_OPT)
 ##             build may not cost the wasm module a byte past it. The budget is the module's own
 ##             size, under the target, so that every byte it grows by is seen and paid for in
 ##             BENCHMARKS.md (Module size).
-WASM_SIZE_BUDGET := 573418
+WASM_SIZE_BUDGET := 573394
 .PHONY: size-check
 size-check: build
 	@size=$$(stat -c %s $(WASM)); \

@@ -125,6 +125,7 @@ mod tests {
                     "list_vms",
                     vec![
                         "mcp_policy_tool_decisions_total.list_vms.allowed",
+                        "mcp_policy_tool_decisions_total.list_vms.denied",
                         "mcp_policy_tool_decisions_total.list_vms.rate_limited",
                         "mcp_policy_tool_decisions_total.list_vms.no_grant",
                         "mcp_policy_tool_decisions_total.list_vms.invalid",

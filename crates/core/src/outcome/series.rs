@@ -9,8 +9,8 @@
 //! |---|---|
 //! | `no_grant`, `invalid` | always: the grant and protocol checks (e.g. a `Mcp-Name` header mismatch) come before the rule |
 //! | `hidden` | the tool is hidden (by name or `"*"`); nothing else of its rule applies |
-//! | `denied` | `action: "deny"` (or `default: "deny"` for `other`), or `require` / `deny_if` conditions |
-//! | `allowed` | `action: "allow"` (or `{}`; `default: "allow"` for `other`) |
+//! | `denied` | any tool `hide` does not hide: `action: "deny"`, conditions, a flow's mark, a pin that no longer matches, a name folding onto a denied tool's, or a set's caller with no policy |
+//! | `allowed` | `action: "allow"` (or `{}`; for a pinned tool without an entry, the `default_for` its annotations match; else `default: "allow"`, and for `other`) |
 //! | `approved`, `approval_required`, `approval_denied`, `approval_unavailable` | `action: "require_approval"` |
 //! | `rate_limited`, `limiter_unavailable` | an allowed tool with `limits`, or any `all_tools.limits` |
 //! | `would_deny` | the tool's mode is `dry_run`, or `gateway.mode` is |
@@ -126,7 +126,10 @@ pub const LABELS: [&str; 13] = [
 ];
 
 /// The labels a call to `tool` can be counted under (`None`: the `other` bucket, tools the policy
-/// does not name), in the order of [`LABELS`].
+/// does not name), in the order of [`LABELS`]. Every call that `hide` does not hide can be counted
+/// `denied`: by a flow's mark, a pin that no longer matches, a name that folds onto a denied tool's,
+/// or, under a policy set, as a caller with no policy or a contained one (the set's stand-in, which
+/// refuses nothing else).
 pub fn possible(policy: &Policy, tool: Option<&str>) -> Vec<&'static str> {
     let mut can = vec!["no_grant", "invalid"];
     let dry_run = policy.gateway.mode == Mode::DryRun || policy.mode_for(tool) == Mode::DryRun;
@@ -137,20 +140,19 @@ pub fn possible(policy: &Policy, tool: Option<&str>) -> Vec<&'static str> {
         Some(t) => policy.is_hidden(t),
         None => policy.is_hidden(""), // only `"*"` hides a tool the policy does not name
     };
-    // A caller with no policy of a set, or a contained one, is refused whatever it calls.
     if !matches!(policy.stance, Stance::Attached) {
         can.push("denied");
-    }
-    if hidden {
+    } else if hidden {
         can.push("hidden");
     } else {
+        can.push("denied");
         let rule = tool.and_then(|t| policy.tool_rule(t));
-        let action = rule.map_or(policy.default, |r| r.action);
-        let conditions = rule.is_some_and(|r| !r.require.is_empty() || !r.deny_if.is_empty());
-        // A name the policy does not list is refused when it folds onto one it restricts.
-        if action == Action::Deny || conditions || tool.is_none() {
-            can.push("denied");
-        }
+        // As `Policy::judge`: the tool's entry, else the `default_for` its pinned annotations
+        // match, else `default`.
+        let action = match rule {
+            Some(r) => r.action,
+            None => tool.and_then(|t| policy.default_for(t)).map_or(policy.default, |d| d.action),
+        };
         if action == Action::Allow {
             let approval = rule.is_some_and(|r| r.approval.is_some());
             if approval {
@@ -258,14 +260,23 @@ mod tests {
     #[test]
     fn the_shipped_policy() {
         let p = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../envoy/policy.json")).unwrap();
-        assert_eq!(labels(&p, Some("list_vms")), ["allowed", "no_grant", "invalid"]);
+        // Every call `hide` does not hide can be denied (a flow, a pin, a name folding onto a denied one).
+        assert_eq!(labels(&p, Some("list_vms")), ["allowed", "denied", "no_grant", "invalid"]);
         assert_eq!(
             labels(&p, Some("vm_agent_exec")),
-            ["allowed", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
+            ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
         );
         assert_eq!(
             labels(&p, Some("start_vm")),
-            ["approved", "approval_required", "approval_denied", "approval_unavailable", "no_grant", "invalid"]
+            [
+                "approved",
+                "approval_required",
+                "approval_denied",
+                "approval_unavailable",
+                "denied",
+                "no_grant",
+                "invalid"
+            ]
         );
         assert_eq!(labels(&p, None), ["denied", "no_grant", "invalid"]);
     }
@@ -283,7 +294,6 @@ mod tests {
             labels(p, Some("exec")),
             ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
         );
-        // A name the policy does not list is refused when it folds onto one it restricts.
         assert_eq!(
             labels(p, None),
             ["allowed", "denied", "rate_limited", "no_grant", "invalid", "limiter_unavailable"]
@@ -292,15 +302,23 @@ mod tests {
         assert_eq!(labels(all_hidden, None), ["hidden", "no_grant", "invalid", "would_deny"]);
     }
 
-    /// Under a policy set, a caller with no policy (the set's stand-in) is refused whatever tool it
-    /// calls: a tool every member allows can still be counted `denied`.
+    /// Under a policy set, the stand-in for a caller with no policy (or a contained one) refuses
+    /// every tool as `no_policy` or `contained`, counted `denied`, and never as `hidden`.
     #[test]
-    fn a_tool_every_member_allows_can_be_denied_to_a_caller_without_one() {
+    fn the_stand_in_of_a_set_counts_denied_only() {
         let set = std::fs::read("../../bench/policy-set-bench.json").unwrap();
         let set = config::load_set_with_env(&set, &|_: &str| Some("k".repeat(32))).unwrap();
-        let member = &set.members()[0];
-        let tool = member.named_tools()[0];
-        assert!(!possible(member, Some(tool)).contains(&"denied"), "{tool}");
-        assert!(possible(set.base(), Some(tool)).contains(&"denied"), "{tool}");
+        assert_eq!(possible(set.base(), Some("list_vms")), ["denied", "no_grant", "invalid"]);
+        assert_eq!(possible(set.base(), None), ["denied", "no_grant", "invalid"]);
+    }
+
+    /// A pinned tool without an entry is decided by the `default_for` its annotations match.
+    #[test]
+    fn a_pinned_tool_follows_its_default_for() {
+        let p = r#"{"version":"1","default":"deny",
+            "pins":{"read":{"pin":"sha256:0000000000000000000000000000000000000000000000000000000000000000",
+                            "annotations":{"readOnlyHint":true}}},
+            "default_for":[{"when":{"readOnlyHint":true},"action":"allow"}]}"#;
+        assert_eq!(labels(p, Some("read")), ["allowed", "denied", "no_grant", "invalid"]);
     }
 }
