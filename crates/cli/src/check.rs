@@ -83,6 +83,14 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
     out
 }
 
+/// Is `bytes` a tests file (YAML or JSON: a mapping with `cases` and no policy's `version`)?
+fn looks_like_tests(bytes: &[u8]) -> bool {
+    let Ok(serde_norway::Value::Mapping(m)) = serde_norway::from_slice::<serde_norway::Value>(bytes) else {
+        return false;
+    };
+    m.contains_key("cases") && !m.contains_key("version")
+}
+
 /// Entries a valid policy holds that can never take effect, each as a warning: an allowed tool
 /// that `hide` hides (hiding refuses every call) or whose name folds onto a denied tool's (the
 /// filter refuses every such name), the `reason` of an allowed tool without an approval (no
@@ -144,22 +152,34 @@ fn dead_rules(policy: &Policy) -> Vec<String> {
     out
 }
 
-/// Of two limits of one entry that count in one counter (its window, scope and algorithm), the
-/// filter applies the smaller max: the larger never binds.
+/// Of two limits a tool counts in one counter (its window, scope and algorithm), its own or
+/// `all_tools`', the filter applies the smaller max: the larger of its own never binds.
 fn unbinding_limits(policy: &Policy, rule: &ToolRule) -> Vec<String> {
     let own: Vec<&Limit> = rule.limits.iter().filter_map(|&i| policy.limits.get(i)).collect();
+    let all = policy.limits.iter().filter(|l| within_policy(policy, &l.path).starts_with("all_tools."));
+    let counted: Vec<&Limit> = own.iter().copied().chain(all).collect();
     own.iter()
         .filter_map(|l| {
-            let smaller = own.iter().find(|o| o.key_base() == l.key_base() && o.max < l.max)?;
+            let smaller = counted.iter().find(|o| o.key_base() == l.key_base() && o.max < l.max)?;
             Some(format!(
                 "{}: never binds: {} counts the same counter ({}, {}) with a smaller max",
-                l.path,
-                smaller.path,
+                within_policy(policy, &l.path),
+                within_policy(policy, &smaller.path),
                 smaller.counter,
                 smaller.window.name()
             ))
         })
         .collect()
+}
+
+/// `path` without the `policies.NAME.` of a member of a policy set (the warnings and errors that
+/// name the member say it apart).
+pub(crate) fn within_policy<'a>(policy: &Policy, path: &'a str) -> &'a str {
+    policy
+        .name
+        .as_deref()
+        .and_then(|n| path.strip_prefix("policies.")?.strip_prefix(n)?.strip_prefix('.'))
+        .unwrap_or(path)
 }
 
 /// Does a tool's rule hold more than its pin (which a `tools/list` checks whatever the action)?
@@ -242,9 +262,7 @@ pub fn load_bytes_with(path: &str, bytes: &[u8], env: &dyn Fn(&str) -> Option<St
                 "{path}: this is a JSON-RPC message, not a policy (explain and test take the policy \
                  first: mcp-policy explain POLICY.json REQUEST.json)"
             ));
-        } else if doc.as_ref().is_some_and(|d| d.get("cases").is_some())
-            || String::from_utf8_lossy(&bytes).lines().any(|l| l.starts_with("cases:"))
-        {
+        } else if looks_like_tests(&bytes) {
             lines.push(format!(
                 "{path}: this is a tests file, not a policy (mcp-policy test POLICY.json TESTS takes the policy first)"
             ));

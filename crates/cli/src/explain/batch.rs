@@ -25,13 +25,14 @@ pub(super) fn lines(set: &PolicySet, body: &[u8], caller: &Caller<'_>, to: &Targ
             (Some(m), None) => m.clone(),
             (None, _) => "(no method)".to_owned(),
         };
-        // A call held for approval is named as `explain` names it alone.
-        let label = if o.reply.is_none() && o.approval.is_some() { "approval_required" } else { d.label() };
+        // A call held for approval is named as `explain` names it alone, with the tool's reason.
+        let held = o.reply.is_none().then_some(o.approval.as_ref()).flatten();
+        let label = if held.is_some() { "approval_required" } else { d.label() };
         let mut line = format!("  [{i}] {what}: {label}");
         if let Some(rule) = &d.rule {
             line.push_str(&format!(" by {rule}"));
         }
-        if let Some(reason) = &d.reason {
+        if let Some(reason) = d.reason.as_ref().or(held.and_then(|p| p.reason.as_ref())) {
             line.push_str(&format!(" ({reason})"));
         }
         out.push_str(&line);

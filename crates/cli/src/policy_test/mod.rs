@@ -12,7 +12,7 @@ use mcp_policy_core::identity::grant::{self, Grant, GrantId};
 use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::{GrantSource, Policy};
-use mcp_policy_core::wire::{json, textpos};
+use mcp_policy_core::wire::{fold, json, textpos};
 
 use super::args::TestArgs;
 use super::check::load_policy;
@@ -64,16 +64,18 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
 }
 
 /// For a tool name no policy of `set` names, one or two edits from a name one does (a likely
-/// typo, which the default decides): what to say. A name further from every named one is a case
-/// of its own (an unlisted tool is denied, say), not a typo.
+/// typo): what to say. A name further from every named one is a case of its own (an unlisted tool
+/// is denied, say), not a typo; so is one that folds onto a named one (`delete-vm` for
+/// `delete_vm`), which the filter judges by that name.
 fn near_miss(set: &PolicySet, tool: &str) -> Option<String> {
     let named: Vec<&str> = set.members().iter().chain([set.base()]).flat_map(|p| p.named_tools()).collect();
-    if named.contains(&tool) {
+    let key = fold::tool_key(tool);
+    if named.iter().any(|n| *n == tool || fold::tool_key(n) == key) {
         return None;
     }
     let (near, edits) = named.iter().map(|n| (*n, strsim::levenshtein(n, tool))).min_by_key(|(_, d)| *d)?;
     (edits <= 2 && edits < tool.chars().count())
-        .then(|| format!("the policy names no tool \"{tool}\", so its default decides it; did you mean \"{near}\"?"))
+        .then(|| format!("the policy names no tool \"{tool}\" (did you mean \"{near}\"?)"))
 }
 
 /// A `.json` tests file is held to JSON as strictly as a policy is (no trailing comma, comment or

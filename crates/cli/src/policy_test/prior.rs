@@ -9,6 +9,7 @@ use mcp_policy_core::wire::mcp::{read_body, Body, Message};
 
 use super::list;
 use super::spec::Prior;
+use crate::check::within_policy;
 
 /// Most prior calls a case gives one counter: the limiter admits them one at a time.
 const MOST_PRIOR_CALLS: u64 = 1_000_000;
@@ -100,23 +101,23 @@ pub(super) fn fill(
     Ok(())
 }
 
-/// Of the limits that count in `limit`'s counter and can count a call (an allowed tool's that
-/// `hide` does not hide, or `all_tools`'), the one with the largest `max`.
+/// The most calls `limit`'s counter can hold: of the tools that can count in it (allowed, not
+/// hidden), the largest of the `max` each applies, which is the smallest of its own and
+/// `all_tools`' limits on that counter (`Policy::judge` keeps the smaller of two); the limit it
+/// is, for the error.
 fn widest<'p>(policy: &'p Policy, limit: &'p Limit) -> &'p Limit {
-    let same = |l: &&Limit| l.key_base() == limit.key_base();
-    let of_tools = policy
+    let same = |l: &&'p Limit| l.key_base() == limit.key_base();
+    let of_all: Vec<&Limit> = policy
+        .limits
+        .iter()
+        .filter(|l| within_policy(policy, &l.path).starts_with("all_tools."))
+        .filter(same)
+        .collect();
+    let applied = |own: Vec<&'p Limit>| own.into_iter().chain(of_all.iter().copied()).min_by_key(|l| l.max);
+    let per_tool = policy
         .listed_tools()
         .filter_map(|t| policy.tool_rule(t).filter(|r| r.action == Action::Allow && !policy.is_hidden(t)))
-        .flat_map(|r| r.limits.iter().filter_map(|&i| policy.limits.get(i)));
-    let of_all = policy.limits.iter().filter(|l| within_policy(policy, &l.path).starts_with("all_tools."));
-    of_tools.chain(of_all).filter(same).fold(limit, |w, l| if l.max > w.max { l } else { w })
-}
-
-/// `path` without the `policies.NAME.` of a member of a policy set.
-fn within_policy<'a>(policy: &Policy, path: &'a str) -> &'a str {
-    policy
-        .name
-        .as_deref()
-        .and_then(|n| path.strip_prefix("policies.")?.strip_prefix(n)?.strip_prefix('.'))
-        .unwrap_or(path)
+        .filter_map(|r| applied(r.limits.iter().filter_map(|&i| policy.limits.get(i)).filter(same).collect()));
+    // A tool without an entry of its own counts `all_tools`' limits alone.
+    per_tool.chain(applied(Vec::new())).fold(limit, |w, l| if l.max > w.max { l } else { w })
 }

@@ -375,6 +375,19 @@ fn check_warns_about_tools_whose_names_fold_together() {
              with a smaller max\n"
         )
     );
+    // A tool's own limit that `all_tools` outbinds on the same counter.
+    let under_all = scratch(
+        "all-tools-limits.json",
+        r#"{"version":"1","gateway":{"protocol_versions":["2026-07-28"]},"all_tools":{"limits":[{"counter":"c","window":"minute","max":5}]},
+            "tools":{"x":{"limits":[{"counter":"c","window":"minute","max":10}]}}}"#,
+    );
+    assert_eq!(
+        run(&["check", &under_all]).2,
+        format!(
+            "{under_all}: warning: tools.x.limits[0]: never binds: all_tools.limits[0] counts the same counter (c, \
+             minute) with a smaller max\n"
+        )
+    );
     // In dry run the filter forwards what it would refuse: no rule is dead.
     let dry = scratch(
         "folded-dry.json",

@@ -310,7 +310,10 @@ fn explain_a_batch_decides_each_message_alone_too() {
     // A call that needs an approval is named as alone, though the batch refuses it.
     let held = format!("[{},{}]", call(1, "list_vms"), call(2, "start_vm"));
     let (_, out, _) = run_with(&["explain", "envoy/policy.json", "-"], &held);
-    assert!(out.contains("\n  [1] tools/call start_vm: approval_required by tools.start_vm\n"), "{out}");
+    assert!(
+        out.contains("\n  [1] tools/call start_vm: approval_required by tools.start_vm (starting a VM costs money)\n"),
+        "{out}"
+    );
     // One message alone is no batch: no such lines.
     let (_, out, _) = run_with(&["explain", "envoy/policy.json", "-"], &call(1, "list_vms"));
     assert!(!out.contains("messages:"), "{out}");

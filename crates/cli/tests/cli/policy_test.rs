@@ -330,15 +330,15 @@ fn a_json_tests_file_is_strict_json() {
 fn a_tool_name_near_a_named_one_gets_a_note() {
     let tests = scratch(
         "typo.tests.yaml",
-        "cases:\n  - {name: typo, call: {tool: vm_agent_exe}, expect: {kind: denied}}\n  - {name: other, call: {tool: delete_vm}, expect: {kind: denied}}\n",
+        "cases:\n  - {name: typo, call: {tool: vm_agent_exe}, expect: {kind: denied}}\n  - {name: other, call: {tool: delete_vm}, expect: {kind: denied}}\n  - {name: folded, call: {tool: vm-agent-exec}, expect: {kind: denied}}\n",
     );
     let (status, out, err) = run(&["test", POLICY, &tests]);
     assert_eq!(status, 0, "{out}");
     assert_eq!(
         err,
         format!(
-            "{tests}: note: cases[0].call.tool: the policy names no tool \"vm_agent_exe\", so its default decides it; \
-             did you mean \"vm_agent_exec\"?\n"
+            "{tests}: note: cases[0].call.tool: the policy names no tool \"vm_agent_exe\" (did you mean \
+             \"vm_agent_exec\"?)\n"
         )
     );
 }
@@ -354,5 +354,31 @@ fn test_with_its_arguments_swapped_says_so() {
              the policy first)\n"
         ),
         "{err}"
+    );
+}
+
+/// Of two limits of one tool on one counter the filter applies the smaller max: a count above it
+/// is no state the filter can reach.
+#[test]
+fn prior_calls_are_held_to_the_max_the_filter_applies() {
+    let policy = scratch(
+        "two-max.json",
+        r#"{"version":"1","default":"deny","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":5},
+            {"counter":"c","window":"minute","max":3}]}}}"#,
+    );
+    let tests = scratch(
+        "two-max.tests.yaml",
+        "cases:\n  - {name: a, state: {counters: {c: 4}}, call: {tool: x}, expect: {kind: rate_limited}}\n",
+    );
+    let (status, _, err) = run(&["test", &policy, &tests]);
+    assert_eq!(
+        (status, err),
+        (
+            2,
+            format!(
+                "{tests}: cases[0].state.counters.c: 4 calls in the minute window, above the max of 3 \
+                 (tools.x.limits[1]), the most any limit counting in it admits (by window: {{\"minute\": N}})\n"
+            )
+        )
     );
 }
