@@ -42,6 +42,9 @@ pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let envoy = doc.as_mapping().is_some_and(|map| ENVOY_KEYS.iter().any(|k| map.contains_key(*k)));
     match (envoy, named) {
         (true, _) => Ok(Some(doc)),
+        (false, true) if doc.as_mapping().is_some_and(|m| m.contains_key("cases") && !m.contains_key("version")) => {
+            Err(format!("{path}: this is a tests file, not a policy or an Envoy configuration: run it with mcp-policy test POLICY.json {path}"))
+        }
         (false, true) => Err(format!(
             "{path}: not an Envoy configuration: its top level has none of {} (a policy is JSON, not YAML)",
             ENVOY_KEYS.join(", ")

@@ -83,12 +83,14 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
     out
 }
 
-/// Is `bytes` a tests file (YAML or JSON: a mapping with `cases` and no policy's `version`)?
+/// Is `bytes` a tests file (YAML or JSON: a mapping with `cases` and no member of a policy's)?
 fn looks_like_tests(bytes: &[u8]) -> bool {
     let Ok(serde_norway::Value::Mapping(m)) = serde_norway::from_slice::<serde_norway::Value>(bytes) else {
         return false;
     };
-    m.contains_key("cases") && !m.contains_key("version")
+    const POLICY_KEYS: [&str; 9] =
+        ["version", "default", "hide", "all_tools", "tools", "pins", "default_for", "flows", "gateway"];
+    m.contains_key("cases") && !POLICY_KEYS.iter().any(|k| m.contains_key(*k)) && !m.contains_key("policies")
 }
 
 /// Entries a valid policy holds that can never take effect, each as a warning: an allowed tool

@@ -12,6 +12,7 @@ use mcp_policy_core::identity::grant::{self, Grant, GrantId};
 use mcp_policy_core::limits::MemoryStore;
 use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::{GrantSource, Policy};
+use mcp_policy_core::terms::Action;
 use mcp_policy_core::wire::{fold, json, textpos};
 
 use super::args::TestArgs;
@@ -65,12 +66,22 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
 
 /// For a tool name no policy of `set` names, one or two edits from a name one does (a likely
 /// typo): what to say. A name further from every named one is a case of its own (an unlisted tool
-/// is denied, say), not a typo; so is one that folds onto a named one (`delete-vm` for
-/// `delete_vm`), which the filter judges by that name.
+/// is denied, say), not a typo; so is one the filter matches to a named one by folding (`delete-vm`
+/// for a hidden or denied `delete_vm`, and under `default: "allow"` a restricted or pinned one).
 fn near_miss(set: &PolicySet, tool: &str) -> Option<String> {
     let named: Vec<&str> = set.members().iter().chain([set.base()]).flat_map(|p| p.named_tools()).collect();
     let key = fold::tool_key(tool);
-    if named.iter().any(|n| *n == tool || fold::tool_key(n) == key) {
+    let folds_onto = |p: &Policy| {
+        p.is_hidden(tool)
+            || p.named_tools().into_iter().any(|n| {
+                fold::tool_key(n) == key
+                    && match p.tool_rule(n) {
+                        Some(r) => r.action == Action::Deny || (p.default == Action::Allow && r.restricts()),
+                        None => p.default == Action::Allow && p.pinned(n).is_some(),
+                    }
+            })
+    };
+    if named.contains(&tool) || set.members().iter().chain([set.base()]).any(|p| folds_onto(p)) {
         return None;
     }
     let (near, edits) = named.iter().map(|n| (*n, strsim::levenshtein(n, tool))).min_by_key(|(_, d)| *d)?;

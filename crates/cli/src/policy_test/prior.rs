@@ -118,6 +118,10 @@ fn widest<'p>(policy: &'p Policy, limit: &'p Limit) -> &'p Limit {
         .listed_tools()
         .filter_map(|t| policy.tool_rule(t).filter(|r| r.action == Action::Allow && !policy.is_hidden(t)))
         .filter_map(|r| applied(r.limits.iter().filter_map(|&i| policy.limits.get(i)).filter(same).collect()));
-    // A tool without an entry of its own counts `all_tools`' limits alone.
-    per_tool.chain(applied(Vec::new())).fold(limit, |w, l| if l.max > w.max { l } else { w })
+    // A tool without an entry of its own, allowed by `default` or a `default_for`, counts
+    // `all_tools`' limits alone.
+    let unlisted =
+        policy.default == Action::Allow || policy.default_for_rules().iter().any(|d| d.action == Action::Allow);
+    let of_unlisted = if unlisted { applied(Vec::new()) } else { None };
+    per_tool.chain(of_unlisted).fold(limit, |w, l| if l.max > w.max { l } else { w })
 }

@@ -156,6 +156,17 @@ fn check_refuses_what_envoy_or_the_filter_would_refuse() {
             )
         )
     );
+    // A tests file: says how to run it.
+    assert_eq!(
+        run(&["check", "envoy/policy.tests.yaml"]),
+        (
+            1,
+            String::new(),
+            "envoy/policy.tests.yaml: this is a tests file, not a policy or an Envoy configuration: run it with \
+             mcp-policy test POLICY.json envoy/policy.tests.yaml\n"
+                .to_owned()
+        )
+    );
     let f = scratch("none.yaml", "admin: {}\nstatic_resources: {}\n");
     assert_eq!(
         run(&["check", &f]),

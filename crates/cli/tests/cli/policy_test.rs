@@ -338,9 +338,21 @@ fn a_tool_name_near_a_named_one_gets_a_note() {
         err,
         format!(
             "{tests}: note: cases[0].call.tool: the policy names no tool \"vm_agent_exe\" (did you mean \
+             \"vm_agent_exec\"?)\n\
+             {tests}: note: cases[2].call.tool: the policy names no tool \"vm-agent-exec\" (did you mean \
              \"vm_agent_exec\"?)\n"
         )
     );
+    // A name the filter matches to a hidden or denied one by folding is judged as that one: no note.
+    let policy = scratch(
+        "folds.json",
+        r#"{"version":"1","default":"allow","hide":["delete_vm"],"tools":{"stop_vm":{"action":"deny"}}}"#,
+    );
+    let folded = scratch(
+        "folds.tests.yaml",
+        "cases:\n  - {name: a, call: {tool: delete-vm}, expect: {kind: denied, rule: hide}}\n  - {name: b, call: {tool: stop-vm}, expect: {kind: denied, rule: tools.stop_vm}}\n",
+    );
+    assert_eq!(run(&["test", &policy, &folded]).2, "");
 }
 
 /// The tests file given where the policy goes: the error says which comes first.
@@ -357,28 +369,39 @@ fn test_with_its_arguments_swapped_says_so() {
     );
 }
 
-/// Of two limits of one tool on one counter the filter applies the smaller max: a count above it
-/// is no state the filter can reach.
-#[test]
-fn prior_calls_are_held_to_the_max_the_filter_applies() {
-    let policy = scratch(
-        "two-max.json",
-        r#"{"version":"1","default":"deny","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":5},
-            {"counter":"c","window":"minute","max":3}]}}}"#,
-    );
-    let tests = scratch(
-        "two-max.tests.yaml",
-        "cases:\n  - {name: a, state: {counters: {c: 4}}, call: {tool: x}, expect: {kind: rate_limited}}\n",
-    );
+/// `test` of one case of tool `x` with `c` prior calls of counter `c` under `policy`: the error of a
+/// count above `max`, the max the filter applies (`limit` its path).
+fn assert_over(name: &str, policy: &str, calls: u64, max: u64, limit: &str) {
+    let policy = scratch(&format!("{name}.json"), policy);
+    let case = format!("cases:\n  - {{name: a, state: {{counters: {{c: {calls}}}}}, call: {{tool: x}}, expect: {{kind: rate_limited}}}}\n");
+    let tests = scratch(&format!("{name}.tests.yaml"), &case);
     let (status, _, err) = run(&["test", &policy, &tests]);
     assert_eq!(
         (status, err),
         (
             2,
             format!(
-                "{tests}: cases[0].state.counters.c: 4 calls in the minute window, above the max of 3 \
-                 (tools.x.limits[1]), the most any limit counting in it admits (by window: {{\"minute\": N}})\n"
+                "{tests}: cases[0].state.counters.c: {calls} calls in the minute window, above the max of {max} \
+                 ({limit}), the most any limit counting in it admits (by window: {{\"minute\": N}})\n"
             )
         )
     );
+}
+
+/// Of two limits of one tool on one counter the filter applies the smaller max: a count above it
+/// is no state the filter can reach.
+#[test]
+fn prior_calls_are_held_to_the_max_the_filter_applies() {
+    let policy = r#"{"version":"1","default":"deny","tools":{"x":{"limits":[{"counter":"c","window":"minute","max":5},
+        {"counter":"c","window":"minute","max":3}]}}}"#;
+    assert_over("two-max", policy, 4, 3, "tools.x.limits[1]");
+}
+
+/// Under `default: "deny"` no tool counts `all_tools`' limits alone: a tool's own smaller max is
+/// the most its counter holds.
+#[test]
+fn all_tools_alone_counts_only_where_a_tool_without_an_entry_is_allowed() {
+    let policy = r#"{"version":"1","default":"deny","all_tools":{"limits":[{"counter":"c","window":"minute","max":100}]},
+        "tools":{"x":{"limits":[{"counter":"c","window":"minute","max":5}]}}}"#;
+    assert_over("all-deny", policy, 50, 5, "tools.x.limits[0]");
 }
