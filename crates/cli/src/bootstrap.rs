@@ -42,7 +42,7 @@ pub fn envoy_config(path: &str, bytes: &[u8]) -> Result<Option<Value>, String> {
     let envoy = doc.as_mapping().is_some_and(|map| ENVOY_KEYS.iter().any(|k| map.contains_key(*k)));
     match (envoy, named) {
         (true, _) => Ok(Some(doc)),
-        (false, true) if doc.as_mapping().is_some_and(|m| m.contains_key("cases") && !m.contains_key("version")) => {
+        (false, true) if doc.as_mapping().is_some_and(super::check::is_tests_file) => {
             Err(format!("{path}: this is a tests file, not a policy or an Envoy configuration: run it with mcp-policy test POLICY.json {path}"))
         }
         (false, true) => Err(format!(

@@ -83,11 +83,13 @@ pub fn warning_lines(path: &str, set: &PolicySet) -> String {
     out
 }
 
-/// Is `bytes` a tests file (YAML or JSON: a mapping with `cases` and no member of a policy's)?
+/// Is `bytes` a tests file (YAML or JSON: [`is_tests_file`])?
 fn looks_like_tests(bytes: &[u8]) -> bool {
-    let Ok(serde_norway::Value::Mapping(m)) = serde_norway::from_slice::<serde_norway::Value>(bytes) else {
-        return false;
-    };
+    serde_norway::from_slice::<serde_norway::Value>(bytes).is_ok_and(|doc| doc.as_mapping().is_some_and(is_tests_file))
+}
+
+/// Is the mapping `m` a tests file: `cases`, and no member of a policy's?
+pub(crate) fn is_tests_file(m: &serde_norway::Mapping) -> bool {
     const POLICY_KEYS: [&str; 9] =
         ["version", "default", "hide", "all_tools", "tools", "pins", "default_for", "flows", "gateway"];
     m.contains_key("cases") && !POLICY_KEYS.iter().any(|k| m.contains_key(*k)) && !m.contains_key("policies")
@@ -137,7 +139,7 @@ fn dead_rules(policy: &Policy) -> Vec<String> {
                 }
                 out.extend(unbinding_limits(policy, rule));
             }
-            Action::Deny if enforced && rule_beyond_pin(rule) => out.push(format!(
+            Action::Deny if enforced && rule.restricts_calls() => out.push(format!(
                 "tools.{shown}: its action is deny, so its limits, conditions, approval, result rules and marks \
                  never apply (every call is refused first)"
             )),
@@ -158,8 +160,7 @@ fn dead_rules(policy: &Policy) -> Vec<String> {
 /// `all_tools`', the filter applies the smaller max: the larger of its own never binds.
 fn unbinding_limits(policy: &Policy, rule: &ToolRule) -> Vec<String> {
     let own: Vec<&Limit> = rule.limits.iter().filter_map(|&i| policy.limits.get(i)).collect();
-    let all = policy.limits.iter().filter(|l| within_policy(policy, &l.path).starts_with("all_tools."));
-    let counted: Vec<&Limit> = own.iter().copied().chain(all).collect();
+    let counted: Vec<&Limit> = own.iter().copied().chain(policy.all_tools_limits()).collect();
     own.iter()
         .filter_map(|l| {
             let smaller = counted.iter().find(|o| o.key_base() == l.key_base() && o.max < l.max)?;
@@ -182,16 +183,6 @@ pub(crate) fn within_policy<'a>(policy: &Policy, path: &'a str) -> &'a str {
         .as_deref()
         .and_then(|n| path.strip_prefix("policies.")?.strip_prefix(n)?.strip_prefix('.'))
         .unwrap_or(path)
-}
-
-/// Does a tool's rule hold more than its pin (which a `tools/list` checks whatever the action)?
-fn rule_beyond_pin(rule: &ToolRule) -> bool {
-    rule.approval.is_some()
-        || !rule.limits.is_empty()
-        || !rule.require.is_empty()
-        || !rule.deny_if.is_empty()
-        || rule.result.is_some()
-        || !rule.marks.is_empty()
 }
 
 /// `name` as a JSON string, as the warnings show tool names.

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcp_policy_core::config::{PolicySet, Why};
 use mcp_policy_core::limits::{self, Limiter, MemoryStore, SharedStore};
+use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::pipeline::{self, Attached, HeadOutcome, Outcome, RequestHead};
 use mcp_policy_core::policy::conditions::{self, Condition};
 use mcp_policy_core::policy::{GrantSource, Policy};
@@ -315,16 +316,23 @@ fn condition_found(policy: &Policy, o: &Outcome, body: &[u8]) -> Option<String> 
     (c.rule == rule).then_some(why)
 }
 
+/// The decision's label and reason as shown: a call held for approval (no reply yet) is named as
+/// policy tests, the access log and the metrics name it, with the reason the agent is shown (the
+/// tool's `reason`).
+pub(super) fn shown(o: &Outcome) -> (&'static str, Option<&String>) {
+    let d = &o.decision;
+    match (&o.reply, &o.approval) {
+        (None, Some(held)) => (DecisionKind::ApprovalRequired.as_str(), d.reason.as_ref().or(held.reason.as_ref())),
+        _ => (d.label(), d.reason.as_ref()),
+    }
+}
+
 /// The explanation: one `key: value` line per known fact, then the reply body as sent.
 fn render(policy: &Policy, o: &Outcome, found: Option<&str>) -> String {
     let d = &o.decision;
-    // A call held for approval is named as policy tests, the access log and the metrics name it,
-    // with the reason the agent is shown (the tool's `reason`).
-    let held = o.reply.is_none().then_some(o.approval.as_ref()).flatten();
-    let label = if held.is_some() { "approval_required" } else { d.label() };
+    let (label, reason) = shown(o);
     let mut lines: Vec<(&str, String)> = vec![("decision", label.to_owned())];
     lines.push(("rule", d.rule.clone().unwrap_or_else(|| "-".into())));
-    let reason = d.reason.as_ref().or(held.and_then(|p| p.reason.as_ref()));
     let reason = match (reason, d.label()) {
         (Some(r), _) => r.clone(),
         (None, "passed") => {

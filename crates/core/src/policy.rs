@@ -241,6 +241,11 @@ impl Policy {
         !self.all_tools.is_empty()
     }
 
+    /// `all_tools.limits`, which every tool the policy allows counts beside its own.
+    pub fn all_tools_limits(&self) -> impl Iterator<Item = &Limit> {
+        self.all_tools.iter().filter_map(|&i| self.limits.get(i))
+    }
+
     /// Every tool name the policy mentions (`tools`, `pins` and `hide`), each once: the bounded set of
     /// per-tool metric labels.
     pub fn named_tools(&self) -> Vec<&str> {

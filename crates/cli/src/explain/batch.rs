@@ -4,7 +4,7 @@
 use mcp_policy_core::config::PolicySet;
 use mcp_policy_core::limits::MemoryStore;
 
-use super::{decide, Caller, Target};
+use super::{decide, shown, Caller, Target};
 
 /// The lines for a batch `body` (none when it is no JSON array): the messages, each decided alone
 /// with a store of its own, at `now_ms`.
@@ -25,14 +25,13 @@ pub(super) fn lines(set: &PolicySet, body: &[u8], caller: &Caller<'_>, to: &Targ
             (Some(m), None) => m.clone(),
             (None, _) => "(no method)".to_owned(),
         };
-        // A call held for approval is named as `explain` names it alone, with the tool's reason.
-        let held = o.reply.is_none().then_some(o.approval.as_ref()).flatten();
-        let label = if held.is_some() { "approval_required" } else { d.label() };
+        // Named as `explain` names it alone (a call held for approval too).
+        let (label, reason) = shown(&o);
         let mut line = format!("  [{i}] {what}: {label}");
         if let Some(rule) = &d.rule {
             line.push_str(&format!(" by {rule}"));
         }
-        if let Some(reason) = d.reason.as_ref().or(held.and_then(|p| p.reason.as_ref())) {
+        if let Some(reason) = reason {
             line.push_str(&format!(" ({reason})"));
         }
         out.push_str(&line);

@@ -10,14 +10,12 @@ pub mod spec;
 use mcp_policy_core::config::PolicySet;
 use mcp_policy_core::identity::grant::{self, Grant, GrantId};
 use mcp_policy_core::limits::MemoryStore;
-use mcp_policy_core::outcome::kind::DecisionKind;
 use mcp_policy_core::policy::{GrantSource, Policy};
-use mcp_policy_core::terms::Action;
-use mcp_policy_core::wire::{fold, json, textpos};
+use mcp_policy_core::wire::{json, textpos};
 
 use super::args::TestArgs;
 use super::check::load_policy;
-use super::explain::{decide, now_ms, payload_of, Caller, Target};
+use super::explain::{decide, now_ms, payload_of, shown, Caller, Target};
 use super::{read_input, Failure, Report, INVALID_POLICY, USAGE_OR_IO};
 use report::{Actual, Verdict};
 use spec::Case;
@@ -44,9 +42,13 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
     let file = spec::parse(&text).map_err(|e| bad_input(prefixed(&args.tests, &e)))?;
     let now = now_ms();
     let mut verdicts = Vec::with_capacity(file.cases.len());
+    let mut notes = String::new();
     for (i, case) in file.cases.iter().enumerate() {
         let actual =
             run_case(&set, case, now).map_err(|e| bad_input(prefixed(&args.tests, &format!("cases[{i}].{e}"))))?;
+        if let Some(note) = case.call.tool.as_deref().and_then(|t| near_miss(&set, t, actual.rule.as_deref())) {
+            notes.push_str(&format!("{}: note: cases[{i}].call.tool: {note}\n", args.tests));
+        }
         verdicts.push(Verdict::new(case, actual));
     }
     let source = report::Source { tests: &args.tests, policy: &args.policy };
@@ -56,32 +58,21 @@ pub(super) fn command(args: &TestArgs) -> Result<Report, Failure> {
     }
     let failed = verdicts.iter().filter(|v| !v.passed()).count();
     let mut out = Report::out(report::text(&source, &verdicts), if failed == 0 { 0 } else { CASE_FAILED });
-    for (i, case) in file.cases.iter().enumerate() {
-        if let Some(note) = case.call.tool.as_deref().and_then(|t| near_miss(&set, t)) {
-            out.stderr.push_str(&format!("{}: note: cases[{i}].call.tool: {note}\n", args.tests));
-        }
-    }
+    out.stderr = notes;
     Ok(out)
 }
 
-/// For a tool name no policy of `set` names, one or two edits from a name one does (a likely
-/// typo): what to say. A name further from every named one is a case of its own (an unlisted tool
-/// is denied, say), not a typo; so is one the filter matches to a named one by folding (`delete-vm`
-/// for a hidden or denied `delete_vm`, and under `default: "allow"` a restricted or pinned one).
-fn near_miss(set: &PolicySet, tool: &str) -> Option<String> {
+/// For a tool name no policy of `set` names, one or two edits from a name one does, that the
+/// policy's `default` (or a `default_for`) decided (`rule`): a likely typo, to say. A name further
+/// from every named one is a case of its own (an unlisted tool is denied, say), and one the filter
+/// judged as a named tool (a name folding onto a hidden or denied one) was decided by that tool's
+/// rule.
+fn near_miss(set: &PolicySet, tool: &str, rule: Option<&str>) -> Option<String> {
+    if !rule.is_some_and(|r| r == "default" || r.starts_with("default_for[")) {
+        return None;
+    }
     let named: Vec<&str> = set.members().iter().chain([set.base()]).flat_map(|p| p.named_tools()).collect();
-    let key = fold::tool_key(tool);
-    let folds_onto = |p: &Policy| {
-        p.is_hidden(tool)
-            || p.named_tools().into_iter().any(|n| {
-                fold::tool_key(n) == key
-                    && match p.tool_rule(n) {
-                        Some(r) => r.action == Action::Deny || (p.default == Action::Allow && r.restricts()),
-                        None => p.default == Action::Allow && p.pinned(n).is_some(),
-                    }
-            })
-    };
-    if named.contains(&tool) || set.members().iter().chain([set.base()]).any(|p| folds_onto(p)) {
+    if named.contains(&tool) {
         return None;
     }
     let (near, edits) = named.iter().map(|n| (*n, strsim::levenshtein(n, tool))).min_by_key(|(_, d)| *d)?;
@@ -147,17 +138,10 @@ fn run_case(set: &PolicySet, case: &Case, now: u64) -> Result<Actual, String> {
     if let Some((t, _)) = pins.iter().find(|(t, _)| attached.as_ref().is_some_and(|a| a.policy.pin(t).is_none())) {
         return Err(format!("state.pins.{t}: the policy pins no tool of this name"));
     }
-    let d = &outcome.decision;
-    match (&outcome.reply, &outcome.approval) {
-        // Held until a person approves (the approval service is not asked): what the filter
-        // records while the service answers "pending".
-        (None, Some(p)) => Ok(Actual {
-            kind: DecisionKind::ApprovalRequired.as_str(),
-            rule: d.rule.clone(),
-            reason: d.reason.clone().or_else(|| p.reason.clone()),
-        }),
-        _ => Ok(Actual { kind: d.label(), rule: d.rule.clone(), reason: d.reason.clone() }),
-    }
+    // A call held until a person approves (the approval service is not asked) is what the filter
+    // records while the service answers "pending".
+    let (kind, reason) = shown(&outcome);
+    Ok(Actual { kind, rule: outcome.decision.rule.clone(), reason: reason.cloned() })
 }
 
 /// The grant id the filter derives for the case: from the verified claim named by

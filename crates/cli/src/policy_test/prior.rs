@@ -9,7 +9,6 @@ use mcp_policy_core::wire::mcp::{read_body, Body, Message};
 
 use super::list;
 use super::spec::Prior;
-use crate::check::within_policy;
 
 /// Most prior calls a case gives one counter: the limiter admits them one at a time.
 const MOST_PRIOR_CALLS: u64 = 1_000_000;
@@ -107,12 +106,7 @@ pub(super) fn fill(
 /// is, for the error.
 fn widest<'p>(policy: &'p Policy, limit: &'p Limit) -> &'p Limit {
     let same = |l: &&'p Limit| l.key_base() == limit.key_base();
-    let of_all: Vec<&Limit> = policy
-        .limits
-        .iter()
-        .filter(|l| within_policy(policy, &l.path).starts_with("all_tools."))
-        .filter(same)
-        .collect();
+    let of_all: Vec<&Limit> = policy.all_tools_limits().filter(same).collect();
     let applied = |own: Vec<&'p Limit>| own.into_iter().chain(of_all.iter().copied()).min_by_key(|l| l.max);
     let per_tool = policy
         .listed_tools()

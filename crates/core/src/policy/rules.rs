@@ -28,13 +28,19 @@ impl ToolRule {
     /// Does the rule hold its tool to more than the default allows: an approval, a limit, an
     /// argument condition, result rules, marks or a pin?
     pub fn restricts(&self) -> bool {
+        self.restricts_calls() || self.pin.is_some()
+    }
+
+    /// Does the rule hold the tool's calls to more than the default allows: an approval, a limit,
+    /// an argument condition, result rules or marks (a pin aside, which a `tools/list` checks)?
+    #[inline]
+    pub fn restricts_calls(&self) -> bool {
         self.approval.is_some()
             || !self.limits.is_empty()
             || !self.require.is_empty()
             || !self.deny_if.is_empty()
             || self.result.is_some()
             || !self.marks.is_empty()
-            || self.pin.is_some()
     }
 }
 
